@@ -1,0 +1,35 @@
+"""hf-adaptive-spec: lossless, adaptive tree speculative decoding for transformers' ``generate``.
+
+>>> import hf_adaptive_spec as hfas
+>>> model, tokenizer = hfas.load_default_model()
+>>> hfas.enable(model)
+>>> drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=8)
+>>> out = model.generate(**inputs, assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy())
+"""
+
+from .default_model import load_default_model
+from .drafters import CausalLMDrafter, DraftContext, Drafter, truncated_causal_lm
+from .core import DraftTree
+from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable
+from .policies import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, StaticTreePolicy, TreeConfig, VerifySizeInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CausalLMDrafter",
+    "CycleFeedback",
+    "CycleState",
+    "DraftContext",
+    "DraftPolicy",
+    "DraftStepInfo",
+    "DraftTree",
+    "Drafter",
+    "SpeculationStats",
+    "SpeculativeDecoderOnlyOutput",
+    "StaticTreePolicy",
+    "TreeConfig",
+    "VerifySizeInfo",
+    "enable",
+    "load_default_model",
+    "truncated_causal_lm",
+]

@@ -1,0 +1,105 @@
+"""Every knob of the benchmark, as two dataclasses (parsed by ``HfArgumentParser``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+DEFAULT_QUESTIONS = Path(__file__).parent / "data" / "question.jsonl"
+DEFAULT_METHODS = "stock,hf-prompt-lookup,hf-early-exit,hf-assistant,tree"
+
+
+@dataclass
+class BenchArguments:
+    """What is run and where the results go.
+
+    Args:
+        questions: Spec-Bench / MT-bench JSONL question file.
+        methods: comma-separated method names; ``stock`` is always run (it is the reference).
+        limit: run only the first N questions (after the category filter).
+        categories: comma-separated categories to keep.
+        model: model path or Hub id; the embedded default model when unset.
+        dtype: weight dtype of the model (every speedup is against ``stock`` at this dtype).
+        device: ``auto`` (cuda when available), ``cpu``, ``cuda``, ``cuda:1`` ...
+        warmup: untimed generations per method before timing.
+        seed: random seed.
+        num_threads: torch CPU threads; torch's default when unset.
+        json: JSON report path; the resumable progress file is written next to it.
+        markdown: Markdown report path.
+        plots: folder for the PNG plots.
+        resume: skip the (question, method) pairs already in the progress file.
+        progress: show a progress bar.
+    """
+
+    _argument_group_name = "benchmark"
+
+    questions: Path = field(default=DEFAULT_QUESTIONS, metadata={"help": "Spec-Bench / MT-bench JSONL question file."})
+    methods: str = field(
+        default=DEFAULT_METHODS, metadata={"help": "Comma-separated methods; `stock` is always run as the reference."}
+    )
+    limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})
+    categories: str | None = field(default=None, metadata={"help": "Comma-separated categories to keep."})
+    model: str | None = field(default=None, metadata={"help": "Model path or Hub id (default: SmolLM2-135M-Instruct)."})
+    dtype: Literal["float32", "bfloat16"] = field(default="float32", metadata={"help": "Model weight dtype."})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:N ..."})
+    warmup: int = field(default=2, metadata={"help": "Untimed generations per method before timing."})
+    seed: int = field(default=0, metadata={"help": "Random seed."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads."})
+    json: Path | None = field(default=None, metadata={"help": "JSON report path (progress file goes next to it)."})
+    markdown: Path | None = field(default=None, metadata={"help": "Markdown report path."})
+    plots: Path | None = field(default=None, metadata={"help": "Folder for the PNG plots."})
+    resume: bool = field(default=False, metadata={"help": "Skip (question, method) pairs already done (needs --json)."})
+    progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})
+
+    @property
+    def method_names(self) -> list[str]:
+        """``methods`` split on commas."""
+        return split_csv(self.methods)
+
+    @property
+    def category_names(self) -> list[str] | None:
+        """``categories`` split on commas, or None for all."""
+        return split_csv(self.categories) if self.categories else None
+
+
+@dataclass
+class MethodOptions:
+    """How the methods decode: shared generation settings and each method's own knobs.
+
+    Args:
+        max_new_tokens: tokens generated per turn (fewer when the model stops).
+        prompt_lookup_num_tokens: draft length of ``hf-prompt-lookup``.
+        early_exit_layers: K, the layers ``hf-early-exit`` drafts with.
+        drafter_layers: layers of the target forming the small drafter of ``hf-assistant`` and ``tree``.
+        num_assistant_tokens: draft length of ``hf-early-exit``/``hf-assistant`` (transformers: 20).
+        num_assistant_tokens_schedule: their draft-length schedule (transformers: constant).
+        assistant_confidence_threshold: their draft stop threshold (transformers: 0.4).
+        tree_depth: ``tree``'s draft depth.
+        tree_top_k: ``tree``'s branching factor per expanded node.
+        tree_total_tokens: ``tree``'s tokens verified per cycle.
+    """
+
+    _argument_group_name = "methods"
+
+    max_new_tokens: int = field(default=128, metadata={"help": "Tokens generated per turn."})
+    prompt_lookup_num_tokens: int = field(default=10, metadata={"help": "hf-prompt-lookup draft length."})
+    early_exit_layers: int = field(default=8, metadata={"help": "hf-early-exit: layers K the drafts use."})
+    drafter_layers: int = field(default=8, metadata={"help": "hf-assistant and tree: target layers in the drafter."})
+    num_assistant_tokens: int | None = field(
+        default=None, metadata={"help": "hf-early-exit/hf-assistant draft length (transformers' default: 20)."}
+    )
+    num_assistant_tokens_schedule: Literal["constant", "heuristic", "heuristic_transient"] | None = field(
+        default=None, metadata={"help": "hf-early-exit/hf-assistant schedule (transformers' default: constant)."}
+    )
+    assistant_confidence_threshold: float | None = field(
+        default=None, metadata={"help": "hf-early-exit/hf-assistant draft stop threshold (transformers: 0.4)."}
+    )
+    tree_depth: int = field(default=7, metadata={"help": "tree: draft depth (EAGLE-3's default)."})
+    tree_top_k: int = field(default=10, metadata={"help": "tree: children per expanded node (EAGLE-3's default)."})
+    tree_total_tokens: int = field(default=60, metadata={"help": "tree: tokens verified per cycle (EAGLE-3's)."})
+
+
+def split_csv(text: str) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
+    return [part.strip() for part in text.split(",") if part.strip()]

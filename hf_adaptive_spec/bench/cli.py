@@ -1,0 +1,102 @@
+"""``hf-adaptive-spec bench`` / ``python -m hf_adaptive_spec.bench``: parse, run, report."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from transformers import HfArgumentParser, set_seed
+
+from ..default_model import DEFAULT_MODEL_ID
+from .arguments import BenchArguments, MethodOptions
+from .errors import BenchError
+from .loading import load_model, resolve_device
+from .markdown import render_markdown, write_markdown
+from .methods import build_methods
+from .plots import write_plots
+from .progress import ProgressLog, progress_path_for
+from .questions import load_questions
+from .report import build_report, write_json
+from .runner import run_benchmark
+
+PROG = "hf-adaptive-spec bench"
+
+
+def make_parser() -> HfArgumentParser:
+    """Parser of :class:`BenchArguments` and :class:`MethodOptions`."""
+    return HfArgumentParser(
+        (BenchArguments, MethodOptions),
+        prog=PROG,
+        description="Spec-Bench protocol: greedy, batch size 1, every method checked token for token against stock.",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; ``argv`` are the arguments after ``bench`` (default: ``sys.argv[1:]``).
+
+    Returns:
+        0 on success, 2 on a usage or setup error (printed as one line on stderr).
+    """
+    parser = make_parser()
+    args, options, unknown = parser.parse_args_into_dataclasses(
+        args=sys.argv[1:] if argv is None else argv, look_for_args_file=False, return_remaining_strings=True
+    )
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        run(args, options)
+    except BenchError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
+    """Load, prepare every method, benchmark, write the requested outputs; return the report."""
+    if args.resume and args.json is None:
+        raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
+    set_seed(args.seed)
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    questions = load_questions(args.questions, args.category_names, args.limit)
+    methods = build_methods(args.method_names)
+    model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    for name, method in methods.items():
+        try:
+            method.prepare(model, tokenizer, options)
+        except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
+            raise BenchError(f"method {name!r}: {error}") from error
+    measured = _measured_settings(args, options, model.device)
+    log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
+    records = run_benchmark(model, tokenizer, questions, methods, args.warmup, log, args.progress)
+    settings = {
+        **measured,
+        "methods": list(methods),
+        "categories": args.category_names,
+        "limit": args.limit,
+        "warmup": args.warmup,
+        "seed": args.seed,
+    }
+    report = build_report(records, settings, model.device)
+    if args.json:
+        write_json(report, args.json)
+    if args.markdown:
+        write_markdown(report, args.markdown)
+    if args.plots:
+        write_plots(report, args.plots)
+    print(render_markdown(report))
+    return report
+
+
+def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:
+    """What the measurements depend on: a resumed run must match the progress file on these."""
+    return {
+        "model": args.model or DEFAULT_MODEL_ID,
+        "dtype": args.dtype,
+        "device": str(device),
+        "num_threads": torch.get_num_threads(),
+        "questions": str(args.questions.resolve()),
+        "options": asdict(options),
+    }

@@ -1,0 +1,85 @@
+"""Markdown tables of a report: one row per method, then speedup by category."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TIME_PARTS = ("draft", "verify", "policy", "other")
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown (settings line, summary table, per-category speedup table)."""
+    settings, summary = report["settings"], report["summary"]
+    lines = [
+        "## Speculative decoding benchmark",
+        "",
+        f"Model `{settings['model']}` ({settings['dtype']}) on {report['environment']['device']}, "
+        f"{settings['options']['max_new_tokens']} new tokens max, greedy, batch size 1.",
+        "",
+        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | τ | Identical | "
+        + " | ".join(part.capitalize() for part in TIME_PARTS)
+        + " |",
+        "|---" * (9 + len(TIME_PARTS)) + "|",
+    ]
+    for method, figures in summary.items():
+        cells = [
+            method,
+            str(figures["questions"]),
+            str(figures["new_tokens"]),
+            f"{figures['wall_time']:.2f}",
+            f"{figures['throughput']:.1f}",
+            _ratio(figures["speedup"]),
+            _ratio(figures["median_speedup"]),
+            _tau(figures),
+            "yes" if figures["identical"] else f"**no** ({figures['mismatched_turns']} turns)",
+            *_time_shares(figures),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Speedup: tokens/s over `stock`'s in the same run. τ: tokens per target forward "
+        "(† counted from target forward passes, prefill included). Time columns: share of wall time.",
+        "",
+        *_category_table(summary),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(report: dict[str, Any], path: Path) -> None:
+    """Write :func:`render_markdown` to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_markdown(report))
+
+
+def _category_table(summary: dict[str, Any]) -> list[str]:
+    methods = list(summary)
+    categories = list(dict.fromkeys(name for figures in summary.values() for name in figures["categories"]))
+    lines = [
+        "### Speedup by category",
+        "",
+        "| Category | " + " | ".join(methods) + " |",
+        "|---" * (1 + len(methods)) + "|",
+    ]
+    for name in categories:
+        cells = [_ratio(summary[method]["categories"].get(name, {}).get("speedup")) for method in methods]
+        lines.append(f"| {name or '(none)'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _tau(figures: dict[str, Any]) -> str:
+    value = figures["mean_accepted_tokens"]
+    if value is None:
+        return "–"
+    return f"{value:.2f}" + ("†" if figures["mean_accepted_tokens_source"] == "target_passes" else "")
+
+
+def _time_shares(figures: dict[str, Any]) -> list[str]:
+    split, total = figures["time_split"], figures["wall_time"]
+    if split is None or total <= 0:
+        return ["–"] * len(TIME_PARTS)
+    return [f"{100 * split[part] / total:.0f}%" for part in TIME_PARTS]

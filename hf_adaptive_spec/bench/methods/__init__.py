@@ -1,0 +1,44 @@
+"""The method registry: one small :class:`BenchMethod` subclass per ``--methods`` name.
+
+To add a method, write a module with a ``BenchMethod`` subclass and list the class in
+``METHOD_CLASSES``.
+"""
+
+from __future__ import annotations
+
+from ..errors import MethodUnavailableError, UnknownMethodError
+from .base import BenchMethod, SpeculationStatsLike
+from .hf_assistant import HfAssistant
+from .hf_early_exit import HfEarlyExit
+from .hf_prompt_lookup import HfPromptLookup
+from .stock import Stock
+from .tree import Tree
+
+METHOD_CLASSES: tuple[type[BenchMethod], ...] = (Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree)
+METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
+REFERENCE_METHOD = Stock.name
+
+
+def build_methods(names: list[str]) -> dict[str, BenchMethod]:
+    """Instantiate the named methods, ``stock`` first (added when missing: it is the reference).
+
+    Raises:
+        UnknownMethodError: for a name that is not registered, listing the known ones.
+    """
+    unknown = [name for name in names if name not in METHODS]
+    if unknown:
+        raise UnknownMethodError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)}"
+        )
+    ordered = [REFERENCE_METHOD] + [name for name in dict.fromkeys(names) if name != REFERENCE_METHOD]
+    return {name: METHODS[name]() for name in ordered}
+
+
+__all__ = [
+    "METHODS",
+    "REFERENCE_METHOD",
+    "BenchMethod",
+    "MethodUnavailableError",
+    "SpeculationStatsLike",
+    "build_methods",
+]

@@ -1,0 +1,23 @@
+"""The draft-length knobs transformers reads from the *assistant's* ``generation_config``."""
+
+from __future__ import annotations
+
+from transformers import GenerationConfig
+
+from ..arguments import MethodOptions
+
+
+def apply_assistant_knobs(generation_config: GenerationConfig, options: MethodOptions) -> None:
+    """Set the options given (not None) on ``generation_config``; unset ones keep transformers' defaults.
+
+    Passing these knobs to ``generate`` has no effect: the assisted candidate generator reads
+    them from the assistant model's ``generation_config`` (the target itself for early exit).
+    """
+    knobs = {
+        "num_assistant_tokens": options.num_assistant_tokens,
+        "num_assistant_tokens_schedule": options.num_assistant_tokens_schedule,
+        "assistant_confidence_threshold": options.assistant_confidence_threshold,
+    }
+    for key, value in knobs.items():
+        if value is not None:
+            setattr(generation_config, key, value)

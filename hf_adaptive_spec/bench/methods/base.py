@@ -1,0 +1,83 @@
+"""The interface every benchmarked decoding method implements."""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from types import ModuleType
+from typing import Any, ClassVar, Protocol
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..arguments import MethodOptions
+from ..errors import MethodUnavailableError
+
+
+class SpeculationStatsLike(Protocol):
+    """The fields of ``hf_adaptive_spec.SpeculationStats`` the benchmark reads."""
+
+    accepted_lengths: list[int]
+    draft_time: float
+    verify_time: float
+    policy_time: float
+
+
+class BenchMethod(ABC):
+    """One decoding method: builds its ``generate`` kwargs once, then decodes prompts greedily.
+
+    Subclasses set ``name`` and implement :meth:`method_kwargs`; those that report
+    speculation statistics also override :meth:`generate`.
+    """
+
+    name: ClassVar[str]
+
+    def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
+        """Build everything the method needs (drafters, policies, kwargs) once per run.
+
+        Raises:
+            MethodUnavailableError: when an artifact the method needs is missing.
+        """
+        self.model = model
+        pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.generate_kwargs: dict[str, Any] = {
+            "max_new_tokens": options.max_new_tokens,
+            "do_sample": False,
+            "pad_token_id": pad_token_id,
+            **self.method_kwargs(model, tokenizer, options),
+        }
+
+    @abstractmethod
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        """The ``generate`` kwargs that select this method (on top of greedy decoding)."""
+
+    def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
+        """Decode one prompt.
+
+        Args:
+            input_ids: ``[1, prompt_len]`` prompt tokens on the model's device.
+
+        Returns:
+            The generated tokens (prompt excluded) and the speculation statistics, if any.
+        """
+        sequences = self.model.generate(input_ids=input_ids, **self.generate_kwargs)
+        return new_token_ids(sequences, input_ids), None
+
+
+def new_token_ids(sequences: torch.LongTensor, input_ids: torch.LongTensor) -> list[int]:
+    """Tokens after the prompt in ``sequences`` (``[1, prompt_len + new]``)."""
+    return sequences[0, input_ids.shape[1] :].tolist()
+
+
+def require_engine(method: str, *names: str) -> ModuleType:
+    """Return ``hf_adaptive_spec`` if it exports every name in ``names``, else raise."""
+    package = importlib.import_module("hf_adaptive_spec")
+    missing = [name for name in names if not hasattr(package, name)]
+    if missing:
+        raise MethodUnavailableError(
+            f"method {method!r} needs hf_adaptive_spec.{', hf_adaptive_spec.'.join(missing)}, "
+            "which this installation does not provide."
+        )
+    return package

@@ -1,0 +1,28 @@
+"""``hf-assistant``: transformers' assisted generation with a small causal LM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..arguments import MethodOptions
+from .assistant_config import apply_assistant_knobs
+from .base import BenchMethod, require_engine
+
+
+class HfAssistant(BenchMethod):
+    """``generate(assistant_model=small)``, the small model being the target's first layers.
+
+    It drafts with the same truncated model as ``tree``, so the two differ only in the engine.
+    """
+
+    name = "hf-assistant"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        hfas = require_engine(self.name, "truncated_causal_lm")
+        assistant = hfas.truncated_causal_lm(model, num_layers=options.drafter_layers)
+        apply_assistant_knobs(assistant.generation_config, options)
+        return {"assistant_model": assistant}

@@ -1,0 +1,23 @@
+"""``hf-early-exit``: transformers' self-speculation with the target's first K layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..arguments import MethodOptions
+from .assistant_config import apply_assistant_knobs
+from .base import BenchMethod
+
+
+class HfEarlyExit(BenchMethod):
+    """``generate(assistant_early_exit=K)``; draft-length knobs go on ``model.generation_config``."""
+
+    name = "hf-early-exit"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        apply_assistant_knobs(model.generation_config, options)
+        return {"assistant_early_exit": options.early_exit_layers}

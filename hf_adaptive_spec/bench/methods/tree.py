@@ -1,0 +1,32 @@
+"""``tree``: this project's static-tree speculative decoding with a small causal-LM drafter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..arguments import MethodOptions
+from .base import BenchMethod, SpeculationStatsLike, new_token_ids, require_engine
+
+
+class Tree(BenchMethod):
+    """``hfas.enable(model)`` + ``CausalLMDrafter.from_target_layers`` + ``StaticTreePolicy``."""
+
+    name = "tree"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        hfas = require_engine(self.name, "enable", "CausalLMDrafter", "StaticTreePolicy")
+        hfas.enable(model)
+        drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=options.drafter_layers)
+        policy = hfas.StaticTreePolicy(
+            depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens
+        )
+        return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
+
+    def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
+        out = self.model.generate(input_ids=input_ids, **self.generate_kwargs)
+        return new_token_ids(out.sequences, input_ids), out.speculation

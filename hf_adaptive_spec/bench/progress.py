@@ -1,0 +1,67 @@
+"""The resumable progress file: a settings header, then one :class:`QuestionRecord` per line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import BenchError
+from .records import QuestionRecord
+
+
+def progress_path_for(json_path: Path) -> Path:
+    """``results.json`` -> ``results.progress.jsonl``."""
+    return json_path.with_name(json_path.stem + ".progress.jsonl")
+
+
+class ProgressLog:
+    """Appends each finished (question, method) pair, so an interrupted run can resume.
+
+    Args:
+        path: the JSONL file.
+        settings: what the measurements depend on (model, dtype, options ...); a resumed
+            run must have the same.
+        resume: keep the records already in ``path``; otherwise start the file afresh.
+
+    Raises:
+        BenchError: when resuming a file written with other settings.
+    """
+
+    def __init__(self, path: Path, settings: dict[str, Any], resume: bool):
+        self.path = Path(path)
+        self.completed: dict[tuple[int | str, str], QuestionRecord] = {}
+        if resume and self.path.is_file():
+            self._load(settings)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps({"settings": settings}) + "\n")
+
+    def append(self, record: QuestionRecord) -> None:
+        """Write one finished record (flushed at once)."""
+        with self.path.open("a") as file:
+            file.write(json.dumps(record.to_dict()) + "\n")
+        self.completed[record.key] = record
+
+    def _load(self, settings: dict[str, Any]) -> None:
+        lines = self.path.read_text().splitlines()
+        try:
+            stored = json.loads(lines[0])["settings"]
+        except (IndexError, json.JSONDecodeError, KeyError, TypeError):
+            raise BenchError(f"{self.path} is not a progress file; delete it or run without --resume") from None
+        # Round-trip through JSON so that tuples and lists compare equal.
+        current = json.loads(json.dumps(settings))
+        changed = sorted(key for key in stored.keys() | current.keys() if stored.get(key) != current.get(key))
+        if changed:
+            raise BenchError(
+                f"{self.path} was written with other settings ({', '.join(changed)}); delete it or run without --resume"
+            )
+        for number, line in enumerate(lines[1:], 2):
+            try:
+                record = QuestionRecord.from_dict(json.loads(line))
+            except json.JSONDecodeError:
+                if number == len(lines):  # a line cut short by an interrupted write: drop it
+                    self.path.write_text("".join(line + "\n" for line in lines[:-1]))
+                    break
+                raise BenchError(f"{self.path}:{number}: corrupt record") from None
+            self.completed[record.key] = record

@@ -1,0 +1,59 @@
+"""Spec-Bench / MT-bench question files: ``{"question_id", "category", "turns": [...]}`` per line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BenchError
+
+
+@dataclass(frozen=True)
+class Question:
+    """One benchmark prompt: one or more user turns of a conversation."""
+
+    question_id: int | str
+    category: str
+    turns: tuple[str, ...]
+
+
+def load_questions(path: Path, categories: list[str] | None = None, limit: int | None = None) -> list[Question]:
+    """Read a JSONL question file, keep ``categories`` (all when None), then the first ``limit``.
+
+    Raises:
+        BenchError: missing file, malformed record, duplicate id, or nothing left to run.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"question file not found: {path}")
+    questions = [
+        _parse(line, path, number) for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip()
+    ]
+    ids = [question.question_id for question in questions]
+    duplicates = sorted({str(qid) for qid in ids if ids.count(qid) > 1})
+    if duplicates:
+        raise BenchError(f"{path}: duplicate question ids {', '.join(duplicates)}")
+    if categories is not None:
+        available = sorted({question.category for question in questions})
+        unknown = [name for name in categories if name not in available]
+        if unknown:
+            raise BenchError(f"unknown categories {', '.join(unknown)}; {path} has: {', '.join(available)}")
+        questions = [question for question in questions if question.category in categories]
+    if limit is not None:
+        questions = questions[:limit]
+    if not questions:
+        raise BenchError(f"no questions to run from {path}")
+    return questions
+
+
+def _parse(line: str, path: Path, number: int) -> Question:
+    try:
+        record = json.loads(line)
+        turns = tuple(record["turns"])
+        question = Question(record["question_id"], str(record.get("category", "")), turns)
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise BenchError(f"{path}:{number}: not a question record ({error})") from error
+    if not turns or not all(isinstance(turn, str) for turn in turns):
+        raise BenchError(f"{path}:{number}: 'turns' must be a non-empty list of strings")
+    return question

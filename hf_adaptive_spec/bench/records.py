@@ -1,0 +1,68 @@
+"""Measurements of one (question, method) pair, as written to the progress file and the JSON report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class TurnRecord:
+    """One timed ``generate`` call.
+
+    Args:
+        turn: 0-based turn index.
+        new_tokens: tokens generated.
+        wall_time: seconds spent in the method's ``generate``.
+        identical: whether the tokens equal ``stock``'s for the same turn.
+        first_mismatch: index of the first token differing from ``stock``'s, or None.
+        target_passes: full-depth target forwards (prefill included), when countable.
+        accepted_lengths: accepted draft tokens per cycle, for methods reporting speculation stats.
+        draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
+        output_ids: the generated tokens; kept for ``stock`` only (the reference when resuming).
+    """
+
+    turn: int
+    new_tokens: int
+    wall_time: float
+    identical: bool
+    first_mismatch: int | None = None
+    target_passes: int | None = None
+    accepted_lengths: list[int] | None = None
+    draft_time: float | None = None
+    verify_time: float | None = None
+    policy_time: float | None = None
+    output_ids: list[int] | None = None
+
+    @property
+    def throughput(self) -> float:
+        """Generated tokens per second."""
+        return self.new_tokens / self.wall_time if self.wall_time > 0 else 0.0
+
+
+@dataclass
+class QuestionRecord:
+    """All turns of one question decoded by one method."""
+
+    question_id: int | str
+    category: str
+    method: str
+    turns: list[TurnRecord] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[int | str, str]:
+        """``(question_id, method)``: what resuming skips on."""
+        return (self.question_id, self.method)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; each turn also carries its ``throughput``."""
+        data = asdict(self)
+        for turn_data, turn in zip(data["turns"], self.turns, strict=True):
+            turn_data["throughput"] = turn.throughput
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QuestionRecord:
+        """Inverse of :meth:`to_dict`."""
+        turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
+        return cls(data["question_id"], data["category"], data["method"], turns)

@@ -1,0 +1,62 @@
+"""The report: settings, environment, ``summary`` by method (with a per-category breakdown), records.
+
+Markdown and plots are drawn from this dict, so they can be redrawn from a saved JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from .records import QuestionRecord
+from .summary import summarize
+
+
+def build_report(records: list[QuestionRecord], settings: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Report dict: ``summary[method]`` holds the figures over all questions plus ``categories[category]``."""
+    categories = list(dict.fromkeys(record.category for record in records))
+    by_category = {name: summarize([r for r in records if r.category == name]) for name in categories}
+    summary = {}
+    for method, figures in summarize(records).items():
+        summary[method] = asdict(figures)
+        summary[method]["categories"] = {
+            name: asdict(by_category[name][method]) for name in categories if method in by_category[name]
+        }
+    return {
+        "settings": settings,
+        "environment": environment(device),
+        "summary": summary,
+        "records": [record.to_dict() for record in records],
+    }
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Where the numbers were measured."""
+    return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "num_threads": torch.get_num_threads(),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    """Write the report, creating parent folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,0 +1,129 @@
+"""The Spec-Bench loop: warm-up, then every method on each question in turn, timed and checked."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .conversation import turn_prompt_ids
+from .counting import TargetPassCounter
+from .methods import REFERENCE_METHOD, BenchMethod, SpeculationStatsLike
+from .progress import ProgressLog
+from .questions import Question
+from .records import QuestionRecord, TurnRecord
+
+
+def run_benchmark(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    questions: list[Question],
+    methods: dict[str, BenchMethod],
+    warmup: int = 0,
+    log: ProgressLog | None = None,
+    show_progress: bool = False,
+) -> list[QuestionRecord]:
+    """Run every prepared method on every question; return one record per (question, method).
+
+    For each question ``stock`` runs first: its answers build the later turns' conversation
+    for all methods and are the reference of the greedy identity check. Pairs already in
+    ``log`` are not run again.
+
+    Args:
+        model: the target model the methods were prepared with.
+        tokenizer: its tokenizer (with a chat template).
+        questions: the questions, in order.
+        methods: prepared methods by name; must include ``stock``.
+        warmup: untimed generations per method on the first question before timing.
+        log: progress file receiving each finished record, and holding those to skip.
+        show_progress: draw a tqdm progress bar.
+    """
+    if REFERENCE_METHOD not in methods:
+        raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
+    order = [REFERENCE_METHOD] + [name for name in methods if name != REFERENCE_METHOD]
+    done = dict(log.completed) if log is not None else {}
+    pending = [(question, name) for question in questions for name in order if (question.question_id, name) not in done]
+    counter = TargetPassCounter(model)
+    try:
+        if pending and warmup:
+            prompt = turn_prompt_ids(tokenizer, questions[0].turns, []).to(model.device)
+            for method in methods.values():
+                for _ in range(warmup):
+                    method.generate(prompt)
+        for question, name in tqdm(pending, desc="bench", unit="run", disable=not show_progress):
+            reference = done.get((question.question_id, REFERENCE_METHOD))
+            record = _run_question(name, methods[name], tokenizer, question, reference, counter, model.device)
+            done[record.key] = record
+            if log is not None:
+                log.append(record)
+    finally:
+        counter.close()
+    return [done[(question.question_id, name)] for question in questions for name in order]
+
+
+def _run_question(
+    name: str,
+    method: BenchMethod,
+    tokenizer: PreTrainedTokenizerBase,
+    question: Question,
+    reference: QuestionRecord | None,
+    counter: TargetPassCounter,
+    device: torch.device,
+) -> QuestionRecord:
+    """All turns of ``question``; ``reference`` is None when ``method`` is the reference itself."""
+    answers = [] if reference is None else [turn.output_ids for turn in reference.turns]
+    record = QuestionRecord(question.question_id, question.category, name)
+    for index in range(len(question.turns)):
+        input_ids = turn_prompt_ids(tokenizer, question.turns, answers[:index]).to(device)
+        counter.reset()
+        _synchronize(device)
+        start = time.perf_counter()
+        tokens, stats = method.generate(input_ids)
+        _synchronize(device)
+        seconds = time.perf_counter() - start
+        is_reference = reference is None
+        if is_reference:
+            answers.append(tokens)
+        record.turns.append(_turn_record(index, tokens, answers[index], seconds, counter.count, stats, is_reference))
+    return record
+
+
+def _turn_record(
+    index: int,
+    tokens: list[int],
+    expected: list[int],
+    seconds: float,
+    target_passes: int | None,
+    stats: SpeculationStatsLike | None,
+    is_reference: bool,
+) -> TurnRecord:
+    mismatch = _first_mismatch(tokens, expected)
+    return TurnRecord(
+        turn=index,
+        new_tokens=len(tokens),
+        wall_time=seconds,
+        identical=mismatch is None,
+        first_mismatch=mismatch,
+        target_passes=target_passes,
+        accepted_lengths=list(stats.accepted_lengths) if stats is not None else None,
+        draft_time=stats.draft_time if stats is not None else None,
+        verify_time=stats.verify_time if stats is not None else None,
+        policy_time=stats.policy_time if stats is not None else None,
+        output_ids=tokens if is_reference else None,  # the reference, kept for resuming
+    )
+
+
+def _first_mismatch(tokens: list[int], expected: list[int]) -> int | None:
+    """Index of the first differing token (a length difference counts), or None when equal."""
+    if tokens == expected:
+        return None
+    return next(
+        (i for i, (a, b) in enumerate(zip(tokens, expected, strict=False)) if a != b), min(len(tokens), len(expected))
+    )
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

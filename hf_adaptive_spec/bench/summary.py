@@ -1,0 +1,127 @@
+"""Aggregate records into per-method figures: throughput, speedup against ``stock``, τ, time split."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+from .methods import REFERENCE_METHOD
+from .records import QuestionRecord, TurnRecord
+
+
+@dataclass
+class MethodSummary:
+    """One method over a set of questions.
+
+    Args:
+        method: the method name.
+        questions: questions run; ``turns``: turns run.
+        new_tokens: tokens generated in all; ``wall_time``: seconds in all.
+        throughput: ``new_tokens / wall_time``.
+        speedup: ``throughput`` over ``stock``'s on the same questions (Spec-Bench's speedup).
+        median_speedup: median over questions of the per-question throughput ratio to ``stock``.
+        mean_accepted_tokens: τ, tokens per target forward.
+        mean_accepted_tokens_source: ``"speculation_stats"`` (mean of accepted + 1 per cycle) or
+            ``"target_passes"`` (tokens over counted full-depth target forwards, prefill included).
+        identical: every turn's tokens equal ``stock``'s.
+        mismatched_turns: turns whose tokens differ from ``stock``'s.
+        time_split: seconds in ``draft``, ``verify``, ``policy`` and ``other``, when the method reports them.
+        accepted_length_histogram: ``[cycles accepting 0 drafts, 1 draft, ...]``, when reported.
+    """
+
+    method: str
+    questions: int
+    turns: int
+    new_tokens: int
+    wall_time: float
+    throughput: float
+    speedup: float | None
+    median_speedup: float | None
+    mean_accepted_tokens: float | None
+    mean_accepted_tokens_source: str | None
+    identical: bool
+    mismatched_turns: int
+    time_split: dict[str, float] | None
+    accepted_length_histogram: list[int] | None
+
+
+def summarize(records: list[QuestionRecord]) -> dict[str, MethodSummary]:
+    """Summaries keyed by method, in first-seen order; speedups are None without ``stock`` records."""
+    by_method: dict[str, list[QuestionRecord]] = {}
+    for record in records:
+        by_method.setdefault(record.method, []).append(record)
+    baseline = {record.question_id: record for record in by_method.get(REFERENCE_METHOD, [])}
+    return {method: _summarize_method(method, group, baseline) for method, group in by_method.items()}
+
+
+def _summarize_method(
+    method: str, records: list[QuestionRecord], baseline: dict[int | str, QuestionRecord]
+) -> MethodSummary:
+    turns = [turn for record in records for turn in record.turns]
+    throughput = _throughput(turns)
+    base_records = [baseline[record.question_id] for record in records if record.question_id in baseline]
+    base_throughput = _throughput([turn for record in base_records for turn in record.turns])
+    ratios = _per_question_speedups(records, baseline)
+    tau, tau_source = _mean_accepted_tokens(turns)
+    reported = all(turn.accepted_lengths is not None for turn in turns)
+    return MethodSummary(
+        method=method,
+        questions=len(records),
+        turns=len(turns),
+        new_tokens=sum(turn.new_tokens for turn in turns),
+        wall_time=sum(turn.wall_time for turn in turns),
+        throughput=throughput,
+        speedup=throughput / base_throughput if base_throughput > 0 else None,
+        median_speedup=statistics.median(ratios) if ratios else None,
+        mean_accepted_tokens=tau,
+        mean_accepted_tokens_source=tau_source,
+        identical=all(turn.identical for turn in turns),
+        mismatched_turns=sum(not turn.identical for turn in turns),
+        time_split=_time_split(turns),
+        accepted_length_histogram=_histogram(turns) if reported and turns else None,
+    )
+
+
+def _throughput(turns: list[TurnRecord]) -> float:
+    """Total tokens over total time (a ratio of sums, not a mean of ratios)."""
+    seconds = sum(turn.wall_time for turn in turns)
+    return sum(turn.new_tokens for turn in turns) / seconds if seconds > 0 else 0.0
+
+
+def _per_question_speedups(records: list[QuestionRecord], baseline: dict[int | str, QuestionRecord]) -> list[float]:
+    ratios = []
+    for record in records:
+        base = baseline.get(record.question_id)
+        base_throughput = _throughput(base.turns) if base is not None else 0.0
+        if base_throughput > 0:
+            ratios.append(_throughput(record.turns) / base_throughput)
+    return ratios
+
+
+def _mean_accepted_tokens(turns: list[TurnRecord]) -> tuple[float | None, str | None]:
+    if turns and all(turn.accepted_lengths is not None for turn in turns):
+        cycles = sum(len(turn.accepted_lengths) for turn in turns)
+        accepted = sum(sum(turn.accepted_lengths) for turn in turns)
+        return ((cycles + accepted) / cycles, "speculation_stats") if cycles else (None, None)
+    if turns and all(turn.target_passes is not None for turn in turns):
+        passes = sum(turn.target_passes for turn in turns)
+        return (sum(turn.new_tokens for turn in turns) / passes, "target_passes") if passes else (None, None)
+    return None, None
+
+
+def _time_split(turns: list[TurnRecord]) -> dict[str, float] | None:
+    if not turns or any(turn.draft_time is None for turn in turns):
+        return None
+    split = {
+        "draft": sum(turn.draft_time for turn in turns),
+        "verify": sum(turn.verify_time for turn in turns),
+        "policy": sum(turn.policy_time for turn in turns),
+    }
+    split["other"] = sum(turn.wall_time for turn in turns) - sum(split.values())
+    return split
+
+
+def _histogram(turns: list[TurnRecord]) -> list[int]:
+    counts = Counter(length for turn in turns for length in turn.accepted_lengths)
+    return [counts.get(length, 0) for length in range(max(counts, default=-1) + 1)]

@@ -1,0 +1,24 @@
+"""``hf-adaptive-spec <command> ...``: dispatches to each command's ``main(argv)``.
+
+A command is a module with ``main(argv: list[str] | None) -> int``; add one to ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("hf_adaptive_spec.bench.cli", "Spec-Bench protocol: speedup, τ and identity check per method."),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``hf-adaptive-spec COMMAND [ARGS...]`` (``argv`` defaults to ``sys.argv[1:]``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        listing = "\n".join(f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items())
+        print(f"usage: hf-adaptive-spec COMMAND [ARGS...]\n\ncommands:\n{listing}", file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    module, _ = COMMANDS[argv[0]]
+    return importlib.import_module(module).main(argv[1:])

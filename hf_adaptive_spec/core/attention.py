@@ -1,0 +1,94 @@
+"""Tree attention masks over a KV cache, for full and sliding-window layers."""
+
+from __future__ import annotations
+
+import torch
+from transformers import Cache, PretrainedConfig
+
+#: attention implementations that honour an additive 4D float mask (flash kernels take 2D
+#: masks only; flex attention is unverified on CPU).
+TREE_MASK_ATTENTION = ("sdpa", "eager")
+
+
+def check_tree_attention_support(config: PretrainedConfig, role: str = "model") -> None:
+    """Raise when the model's attention kernel cannot take a tree mask."""
+    implementation = getattr(config, "_attn_implementation", None) or "eager"
+    if implementation not in TREE_MASK_ATTENTION:
+        raise ValueError(
+            f"The {role} uses attn_implementation={implementation!r}, which cannot take the 4D tree attention "
+            f"mask speculative decoding needs. Load it with attn_implementation='sdpa' (or 'eager'), or call "
+            f"`model.set_attn_implementation('sdpa')`. Supported: {', '.join(TREE_MASK_ATTENTION)}."
+        )
+
+
+def _mask_groups(config: PretrainedConfig) -> list[tuple[str | None, int, int | None]]:
+    """(mask key, a layer index of that kind, sliding window or None) per distinct attention kind."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types and len(set(layer_types)) > 1:
+        first_layer: dict[str, int] = {}
+        for idx, layer_type in enumerate(layer_types):
+            first_layer.setdefault(layer_type, idx)
+        return [(kind, idx, window if "sliding" in kind else None) for kind, idx in first_layer.items()]
+    uses_window = window is not None and (not layer_types or "sliding" in layer_types[0])
+    return [(None, 0, window if uses_window else None)]
+
+
+def _layer_mask(
+    cache: Cache,
+    layer_idx: int,
+    window: int | None,
+    query_positions: torch.Tensor,
+    tail_positions: torch.Tensor,
+    tail_visible: torch.Tensor,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    device = query_positions.device
+    num_new = query_positions.numel()
+    kv_length, kv_offset = cache.get_mask_sizes(num_new, layer_idx)
+    num_context = kv_length - tail_positions.numel()
+    if num_context < 0:
+        raise ValueError(
+            "The draft tree holds more tokens than a sliding-window cache layer returns; use a smaller tree "
+            "(total_tokens below the sliding window)."
+        )
+    # committed context occupies cache slots == positions; the kv window starts at kv_offset
+    key_positions = torch.cat([kv_offset + torch.arange(num_context, device=device), tail_positions])
+    allowed = torch.cat([torch.ones(num_new, num_context, dtype=torch.bool, device=device), tail_visible], dim=1)
+    if window is not None:
+        allowed &= key_positions[None, :] > query_positions[:, None] - int(window)
+    mask = torch.zeros(num_new, kv_length, dtype=dtype, device=device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def tree_attention_mask(
+    config: PretrainedConfig,
+    cache: Cache,
+    query_positions: torch.Tensor,
+    tail_positions: torch.Tensor,
+    tail_visible: torch.Tensor,
+    dtype: torch.dtype,
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    """Additive attention mask for ``n`` new tokens appended to ``cache``.
+
+    The cache holds committed context followed by a *tail* of earlier tree nodes; the new
+    tokens are appended after it. Every new token sees the whole committed context (within
+    its layer's sliding window) and the tail entries marked in ``tail_visible``.
+
+    Args:
+        query_positions: ``[n]`` absolute positions of the new tokens.
+        tail_positions: ``[m]`` positions of the last ``m`` kv entries (old tree nodes, then
+            the ``n`` new tokens), ``m >= n``.
+        tail_visible: ``[n, m]`` bool, True where a new token may attend to a tail entry.
+        dtype: the model's compute dtype.
+
+    Returns:
+        ``[1, 1, n, kv_len]`` float mask (0 or ``finfo.min``), or a dict of them keyed by layer
+        type for models mixing full and sliding attention layers.
+    """
+    masks = {
+        key: _layer_mask(cache, idx, window, query_positions, tail_positions, tail_visible, dtype)
+        for key, idx, window in _mask_groups(config)
+    }
+    return masks[None] if None in masks else masks

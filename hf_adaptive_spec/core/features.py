@@ -1,0 +1,68 @@
+"""Capture selected target hidden states during a forward, without ``output_hidden_states=True``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
+    """The decoder layer stack of a causal LM (``model.model.layers`` for Llama-like models)."""
+    decoder = model.get_decoder()
+    layers = getattr(decoder, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ValueError(f"Cannot find the decoder layers of {type(model).__name__} (expected `.layers`).")
+    return layers
+
+
+class FeatureCapture:
+    """Records hidden states in transformers' ``hidden_states`` numbering while active.
+
+    Index ``i < L`` is the input of decoder layer ``i`` (index 0: the embeddings); index ``L``
+    is the output of the final norm. Each forward's captures replace the previous ones.
+
+    Use as a context manager; :attr:`latest` maps index -> ``[batch, seq, hidden]``.
+    """
+
+    def __init__(self, model: PreTrainedModel, indices: Iterable[int]):
+        self.indices = tuple(sorted(set(indices)))
+        self.latest: dict[int, torch.Tensor] = {}
+        self._model = model
+        self._handles: list = []
+        num_layers = len(decoder_layers(model)) if self.indices else 0
+        for index in self.indices:
+            if not 0 <= index <= num_layers:
+                raise ValueError(f"Hidden-state index {index} is out of range for a {num_layers}-layer model (0..{num_layers}).")
+
+    def __enter__(self) -> FeatureCapture:
+        if not self.indices:
+            return self
+        layers = decoder_layers(self._model)
+        for index in self.indices:
+            if index < len(layers):
+                self._handles.append(layers[index].register_forward_pre_hook(self._pre_hook(index), with_kwargs=True))
+            else:
+                norm = self._model.get_decoder().norm
+                self._handles.append(norm.register_forward_hook(self._post_hook(index)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _pre_hook(self, index: int):
+        def hook(module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            self.latest[index] = hidden.detach()
+
+        return hook
+
+    def _post_hook(self, index: int):
+        def hook(module, args, output):
+            self.latest[index] = output.detach()
+
+        return hook

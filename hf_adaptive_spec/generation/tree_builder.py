@@ -1,0 +1,132 @@
+"""EAGLE-2 tree expansion: top-k beams per depth by cumulative log-prob, then the best nodes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..drafters.base import DraftContext, Drafter
+from ..policies.base import DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..core.tree import DraftTree
+
+
+@dataclass
+class DraftTimes:
+    """Wall time spent in the drafter and in the policy while building one tree."""
+
+    draft: float = 0.0
+    policy: float = 0.0
+
+
+def _check_int(value: object, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"The policy's {name} returned {value!r}; expected an int in [{low}, {high}].")
+    return value
+
+
+class TreeBuilder:
+    """Grows a draft tree level by level, asking the policy after each level.
+
+    Deterministic mode (default) adds the drafter's top-k children of every frontier node,
+    keeps the ``top_k`` best-scoring new nodes as the next frontier, and finally keeps the
+    best ``num_tokens_to_verify`` nodes (EAGLE-2). Sampled mode (``TreeConfig.sample_drafts``)
+    draws ``top_k`` children per expanded node from the draft distribution and only ever keeps
+    or drops *whole* sibling groups, chosen without looking at the group's own tokens, which
+    keeps recursive rejection sampling exact.
+    """
+
+    def __init__(self, drafter: Drafter, policy: DraftPolicy, target_vocab_size: int):
+        self.drafter = drafter
+        self.policy = policy
+        self.target_vocab_size = target_vocab_size
+
+    def build(self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes) -> DraftTree:
+        """Draft a tree below the root ``context.input_ids[0, -1]`` of depth at most ``max_depth``."""
+        tree = DraftTree.with_root(int(context.input_ids[0, -1]))
+        if max_depth < 1:
+            return tree
+        context_length = context.input_ids.shape[1]
+        start = time.perf_counter()
+        rows = self.drafter.begin_tree(context)
+        frontier = [0]
+        depth = 0
+        try:
+            while True:
+                new_nodes = self._add_children(tree, frontier, rows, config)
+                depth += 1
+                times.draft += time.perf_counter() - start
+                if depth >= max_depth:
+                    break
+                start = time.perf_counter()
+                step = DraftStepInfo(depth, context_length, torch.tensor([tree.scores[i] for i in new_nodes]), config)
+                keep_going = self.policy.continue_drafting(step)
+                times.policy += time.perf_counter() - start
+                if not isinstance(keep_going, bool):
+                    raise ValueError(f"The policy's continue_drafting returned {keep_going!r}; expected a bool.")
+                if not keep_going:
+                    break
+                frontier = self._next_frontier(tree, new_nodes, config)
+                if not frontier:
+                    break
+                start = time.perf_counter()
+                rows = self.drafter.expand(tree, frontier)
+        finally:
+            self.drafter.end_tree()
+        return self._prune(tree, config, context_length, times)
+
+    def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
+        mapping = self.drafter.draft_to_target
+        new_nodes: list[int] = []
+        for parent, log_probs in zip(frontier, rows):
+            if config.sample_drafts:
+                probs = log_probs.exp()
+                draft_ids = torch.multinomial(probs, config.top_k, replacement=True)
+                target_probs = torch.zeros(self.target_vocab_size, dtype=probs.dtype)
+                target_probs[mapping if mapping is not None else slice(None)] = probs
+                tree.proposal_probs[parent] = target_probs
+                child_log_probs = log_probs[draft_ids]
+            else:
+                child_log_probs, draft_ids = log_probs.topk(min(config.top_k, log_probs.numel()))
+            token_ids = mapping[draft_ids] if mapping is not None else draft_ids
+            new_nodes += tree.add_children(parent, token_ids.tolist(), child_log_probs.tolist())
+        return new_nodes
+
+    def _next_frontier(self, tree: DraftTree, new_nodes: list[int], config: TreeConfig) -> list[int]:
+        ranked = sorted(new_nodes, key=lambda i: -tree.scores[i])[: config.top_k]
+        if not config.sample_drafts:
+            return sorted(ranked)
+        room = (config.total_tokens - len(tree)) // config.top_k  # whole sibling groups that still fit
+        return sorted(ranked[: max(room, 0)])
+
+    def _prune(self, tree: DraftTree, config: TreeConfig, context_length: int, times: DraftTimes) -> DraftTree:
+        num_candidates = len(tree) - 1
+        start = time.perf_counter()
+        info = VerifySizeInfo(
+            context_length=context_length,
+            scores=torch.tensor(tree.scores[1:]),
+            depths=torch.tensor(tree.depths[1:]),
+            config=config,
+        )
+        requested = self.policy.num_tokens_to_verify(info)
+        times.policy += time.perf_counter() - start
+        budget = min(_check_int(requested, "num_tokens_to_verify", 0, 1 << 30), num_candidates, config.total_tokens - 1)
+        if config.sample_drafts:
+            keep = self._whole_groups(tree, budget)
+        else:
+            # parents score >= children and sit shallower, so the best nodes form a connected tree
+            ranked = sorted(range(1, len(tree)), key=lambda i: (-tree.scores[i], tree.depths[i], i))
+            keep = [0] + sorted(ranked[:budget])
+        return tree.subtree(keep) if len(keep) < len(tree) else tree
+
+    @staticmethod
+    def _whole_groups(tree: DraftTree, budget: int) -> list[int]:
+        keep = [0]
+        parents_in_order = list(dict.fromkeys(tree.parents[1:]))
+        for parent in parents_in_order:
+            group = tree.children(parent)
+            if parent not in keep or len(keep) - 1 + len(group) > budget:
+                break
+            keep += group
+        return sorted(keep)

@@ -1,0 +1,115 @@
+"""The policy interface: how the engine asks how deep to draft and how much to verify.
+
+A policy is a small object answering four questions per speculation cycle, in the spirit of
+transformers' ``LogitsProcessor``. It never sees the drafter, only numbers:
+
+1. :meth:`DraftPolicy.tree_config` at cycle start: depth limit, beam width and tree size;
+2. :meth:`DraftPolicy.continue_drafting` after each draft step: go one level deeper or stop;
+3. :meth:`DraftPolicy.num_tokens_to_verify` after drafting: how many candidates to verify;
+4. :meth:`DraftPolicy.observe` after verification: feedback for online learning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """Shape of one cycle's draft tree (EAGLE-2/3 terms).
+
+    Args:
+        depth: maximum number of draft steps (tree depth below the root).
+        top_k: children proposed per expanded node, and beams expanded per depth.
+        total_tokens: tokens sent to verification, *including* the root (EAGLE's ``total_token``).
+        sample_drafts: draw children by sampling the drafter's distribution instead of taking
+            its top-k. Both are lossless; sampled trees keep whole sibling groups.
+    """
+
+    depth: int
+    top_k: int
+    total_tokens: int
+    sample_drafts: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "top_k", "total_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TreeConfig.{name} must be a positive int, got {value!r}.")
+
+
+@dataclass(frozen=True)
+class CycleState:
+    """What a policy sees at cycle start.
+
+    ``features`` maps each hidden-state index the policy asked for (``feature_layers``) to the
+    target's hidden state at the last committed position, shape ``[hidden]``.
+    """
+
+    context_length: int
+    features: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DraftStepInfo:
+    """What a policy sees after a draft step.
+
+    Args:
+        depth: draft steps done so far (1 after the root's children were proposed).
+        context_length: committed tokens (prompt + generated).
+        step_scores: cumulative draft log-probs of the candidates this step produced, ``[n]``.
+        config: the cycle's tree configuration.
+    """
+
+    depth: int
+    context_length: int
+    step_scores: torch.Tensor
+    config: TreeConfig
+
+
+@dataclass(frozen=True)
+class VerifySizeInfo:
+    """What a policy sees before verification: every drafted candidate (root excluded)."""
+
+    context_length: int
+    scores: torch.Tensor  # [n] cumulative draft log-probs
+    depths: torch.Tensor  # [n]
+    config: TreeConfig
+
+
+@dataclass(frozen=True)
+class CycleFeedback:
+    """The outcome of one cycle, for policies that learn online."""
+
+    context_length: int
+    draft_depth: int
+    verified_tokens: int  # tree size sent to the target, root included
+    accepted_length: int  # drafted tokens accepted (the bonus token not counted)
+    draft_time: float
+    verify_time: float
+    policy_time: float
+
+
+class DraftPolicy:
+    """Base class: subclass and override the hooks you need.
+
+    Defaults draft to ``config.depth``, verify ``config.total_tokens - 1`` candidates and
+    ignore feedback. Set ``feature_layers`` to receive target hidden states (transformers'
+    ``hidden_states`` numbering) in :class:`CycleState`.
+    """
+
+    feature_layers: tuple[int, ...] = ()
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        raise NotImplementedError
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return step.depth < step.config.depth
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return info.config.total_tokens - 1
+
+    def observe(self, feedback: CycleFeedback) -> None:
+        return None

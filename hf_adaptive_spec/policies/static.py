@@ -1,0 +1,32 @@
+"""A fixed tree shape for every cycle."""
+
+from __future__ import annotations
+
+from .base import CycleState, DraftPolicy, TreeConfig
+
+
+class StaticTreePolicy(DraftPolicy):
+    """Drafts the same tree every cycle.
+
+    Defaults are EAGLE-3's (``EaModel.from_pretrained``: depth 7, top_k 10, total_tokens 60).
+    ``top_k=1`` gives a chain of ``depth`` tokens. On a CPU, small trees win: verification cost
+    grows quickly with the number of tokens.
+
+    Example:
+        >>> policy = StaticTreePolicy(depth=4, top_k=1, total_tokens=5)  # a 4-token chain
+    """
+
+    def __init__(self, depth: int = 7, top_k: int = 10, total_tokens: int = 60, sample_drafts: bool = False):
+        self.config = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens, sample_drafts=sample_drafts)
+
+    @classmethod
+    def chain(cls, depth: int) -> StaticTreePolicy:
+        """A single chain of ``depth`` draft tokens."""
+        return cls(depth=depth, top_k=1, total_tokens=depth + 1)
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def __repr__(self) -> str:
+        c = self.config
+        return f"StaticTreePolicy(depth={c.depth}, top_k={c.top_k}, total_tokens={c.total_tokens})"

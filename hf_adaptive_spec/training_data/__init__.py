@@ -1,0 +1,20 @@
+"""Training data for drafters: ShareGPT prompts, evaluation-leakage filtering, target regeneration."""
+
+from .leakage import drop_leaked, eval_question_files, load_eval_questions
+from .regenerate import RegenerationConfig, RegenerationStats, first_prompt_length, regenerate
+from .sharegpt import Conversation, Message, iter_sharegpt, select_subset, sharegpt_path
+
+__all__ = [
+    "Conversation",
+    "Message",
+    "RegenerationConfig",
+    "RegenerationStats",
+    "drop_leaked",
+    "eval_question_files",
+    "first_prompt_length",
+    "iter_sharegpt",
+    "load_eval_questions",
+    "regenerate",
+    "select_subset",
+    "sharegpt_path",
+]

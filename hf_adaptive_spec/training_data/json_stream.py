@@ -1,0 +1,105 @@
+"""Stream the elements of a top-level JSON array, tolerating a truncated tail."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+logger = logging.getLogger(__name__)
+
+_NON_WHITESPACE = re.compile(r"\S")
+
+
+class _ArrayReader:
+    """A growing text window over ``stream`` that ``json.JSONDecoder.raw_decode`` reads from."""
+
+    def __init__(self, stream: TextIO, chunk_size: int) -> None:
+        self._stream = stream
+        self._chunk_size = chunk_size
+        self._decoder = json.JSONDecoder()
+        self._buffer = ""
+        self._pos = 0
+        self._eof = False
+
+    def _read_more(self) -> bool:
+        """Append one chunk (dropping the consumed prefix); False at end of stream."""
+        if self._eof:
+            return False
+        chunk = self._stream.read(self._chunk_size)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buffer = self._buffer[self._pos :] + chunk
+        self._pos = 0
+        return True
+
+    def peek(self) -> str | None:
+        """Skip whitespace and return the next character without consuming it; None at end."""
+        while True:
+            match = _NON_WHITESPACE.search(self._buffer, self._pos)
+            if match is not None:
+                self._pos = match.start()
+                return self._buffer[self._pos]
+            self._pos = len(self._buffer)
+            if not self._read_more():
+                return None
+
+    def consume(self) -> None:
+        """Step over the character returned by ``peek``."""
+        self._pos += 1
+
+    def decode(self) -> tuple[bool, Any]:
+        """Decode the next value: ``(True, value)``, or ``(False, None)`` if the stream ends first."""
+        if self.peek() is None:
+            return False, None
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._buffer, self._pos)
+            except json.JSONDecodeError:
+                if self._read_more():
+                    continue
+                return False, None
+            if end == len(self._buffer):
+                # A value touching the end of the window may continue in the next chunk, and a
+                # number touching the end of the stream may have been cut ("12" from "123").
+                if self._read_more():
+                    continue
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return False, None
+            self._pos = end
+            return True, value
+
+
+def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
+    """Yield the complete elements of the JSON array in ``stream``, reading it chunk by chunk.
+
+    The first element that cannot be decoded before the stream ends (a truncated file) ends
+    the iteration; the elements before it are yielded. Raises ``ValueError`` when the text
+    is not an array or an element is followed by something other than ``,`` or ``]``.
+    """
+    reader = _ArrayReader(stream, chunk_size)
+    if reader.peek() != "[":
+        raise ValueError("expected a JSON array")
+    reader.consume()
+    if reader.peek() == "]":
+        return
+    count = 0
+    while True:
+        complete, value = reader.decode()
+        if not complete:
+            logger.info("JSON array truncated: stopped at an incomplete element after %d elements", count)
+            return
+        yield value
+        count += 1
+        separator = reader.peek()
+        if separator is None:
+            logger.info("JSON array truncated after %d elements", count)
+            return
+        if separator == "]":
+            return
+        if separator != ",":
+            raise ValueError(f"malformed JSON array: expected ',' or ']' after element {count}, found {separator!r}")
+        reader.consume()

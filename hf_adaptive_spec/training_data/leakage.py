@@ -1,0 +1,77 @@
+"""Keep evaluation prompts out of the training data."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .sharegpt import Conversation
+
+logger = logging.getLogger(__name__)
+
+# Question files under the shared evaluation data folder (see its README.md).
+EVAL_QUESTION_GLOBS = (
+    "mt_bench/question.jsonl",
+    "spec_bench/question.jsonl",
+    "eagle_eval/*.jsonl",
+    "gsm8k/test.jsonl",
+)
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_eval_data_dir() -> Path | None:
+    """The shared evaluation data folder: ``<repo>/shared/data`` or ``<repo>/../shared/data``, if present."""
+    for candidate in (_REPO_ROOT / "shared" / "data", _REPO_ROOT.parent / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def eval_question_files(data_dir: Path | None = None) -> list[Path]:
+    """The question files matching :data:`EVAL_QUESTION_GLOBS` under ``data_dir`` (default: the shared folder)."""
+    data_dir = data_dir or default_eval_data_dir()
+    if data_dir is None:
+        raise FileNotFoundError("no evaluation data folder found: pass the question files explicitly")
+    files = sorted({path for pattern in EVAL_QUESTION_GLOBS for path in Path(data_dir).glob(pattern)})
+    if not files:
+        raise FileNotFoundError(f"no evaluation question files under {data_dir}")
+    return files
+
+
+def normalize_whitespace(text: str) -> str:
+    """Collapse every run of whitespace to one space and strip the ends."""
+    return " ".join(text.split())
+
+
+def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
+    """Whitespace-normalised question turns of JSONL evaluation files.
+
+    Every string in a record's ``turns`` list counts (MT-bench, Spec-Bench, EAGLE sets), and
+    its ``question`` field (GSM8K). ``paths`` defaults to :func:`eval_question_files`.
+    """
+    questions: set[str] = set()
+    for path in eval_question_files() if paths is None else paths:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                texts = list(record.get("turns", []))
+                if "question" in record:
+                    texts.append(record["question"])
+                questions.update(normalize_whitespace(text) for text in texts if isinstance(text, str))
+    return questions
+
+
+def drop_leaked(conversations: Iterable[Conversation], questions: set[str]) -> Iterator[Conversation]:
+    """Yield the conversations whose first user turn is not one of ``questions`` (see :func:`load_eval_questions`)."""
+    dropped = 0
+    for conversation in conversations:
+        if normalize_whitespace(conversation.messages[0]["content"]) in questions:
+            dropped += 1
+        else:
+            yield conversation
+    logger.info("%d conversations dropped: their first user turn is an evaluation question", dropped)

@@ -1,0 +1,218 @@
+"""Re-answer conversation prompts with the target model, so a drafter learns the target's own outputs.
+
+This is the EAGLE-3 data recipe: the user turns are kept, and every assistant turn is
+replaced by what the target generates with its chat template, given its own earlier
+answers as context.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .jsonl_output import append_records, drop_partial_last_line, written_ids
+from .sharegpt import Conversation, Message
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RegenerationConfig:
+    """How the target re-answers the prompts.
+
+    Args:
+        max_new_tokens: most tokens generated per assistant turn.
+        batch_size: conversations generated together in one left-padded batch.
+        temperature: sampling temperature; 0 means greedy decoding.
+        max_turns: user turns re-answered per conversation; turn k is answered with the
+            model's own answers to turns 1..k-1 in context.
+        max_prompt_tokens: a prompt longer than this (chat template included) is not
+            answered: the conversation is skipped at its first turn and ends before a later one.
+    """
+
+    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens generated per assistant turn."})
+    batch_size: int = field(default=16, metadata={"help": "Conversations per left-padded generation batch."})
+    temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0 means greedy decoding."})
+    max_turns: int = field(default=1, metadata={"help": "User turns re-answered per conversation."})
+    max_prompt_tokens: int = field(
+        default=512, metadata={"help": "Prompts longer than this many tokens are not answered."}
+    )
+
+
+@dataclass
+class RegenerationStats:
+    """What one :func:`regenerate` call did."""
+
+    written: int = 0
+    already_written: int = 0
+    too_long: int = 0
+    new_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens per second of generation time."""
+        return self.new_tokens / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class _Dialogue:
+    """A conversation being re-answered: its user turns and the messages regenerated so far."""
+
+    id: str
+    user_turns: list[str]
+    messages: list[Message] = field(default_factory=list)
+
+
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int]:
+    """Token ids of ``messages`` under the chat template, ending with the assistant generation prompt."""
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def first_prompt_length(tokenizer: PreTrainedTokenizerBase, conversation: Conversation) -> int:
+    """Tokens in the prompt that asks for the first assistant turn of ``conversation``."""
+    return len(prompt_ids(tokenizer, conversation.messages[:1]))
+
+
+def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)``, both ``[len(prompts), longest]``, padded on the left."""
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention_mask[row, width - len(prompt) :] = 1
+    return input_ids, attention_mask
+
+
+def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos)
+
+
+@torch.inference_mode()
+def generate_replies(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    config: RegenerationConfig,
+) -> tuple[list[str], int]:
+    """Generate one reply per prompt in a single left-padded batch.
+
+    Returns the decoded replies (special tokens removed) and the number of generated
+    tokens, counting each reply up to and including its end-of-sequence token.
+    """
+    eos_ids = _eos_token_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    input_ids, attention_mask = left_pad(prompts, pad_id)
+    sampling = {"do_sample": False}
+    if config.temperature > 0:
+        sampling = {"do_sample": True, "temperature": config.temperature}
+    output = model.generate(
+        input_ids=input_ids.to(model.device),
+        attention_mask=attention_mask.to(model.device),
+        max_new_tokens=config.max_new_tokens,
+        pad_token_id=pad_id,
+        eos_token_id=eos_ids,
+        **sampling,
+    )
+    replies, new_tokens = [], 0
+    for row in output[:, input_ids.shape[1] :].tolist():
+        end = next((index for index, token in enumerate(row) if token in eos_ids), None)
+        new_tokens += len(row) if end is None else end + 1
+        replies.append(tokenizer.decode(row[:end], skip_special_tokens=True))
+    return replies, new_tokens
+
+
+def _regenerate_batch(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dialogues: list[_Dialogue],
+    config: RegenerationConfig,
+) -> int:
+    """Answer the dialogues' user turns one turn at a time; returns the generated token count."""
+    new_tokens = 0
+    active = dialogues
+    for turn in range(config.max_turns):
+        answering, histories, prompts = [], [], []
+        for dialogue in active:
+            if turn >= len(dialogue.user_turns):
+                continue
+            history = [*dialogue.messages, Message(role="user", content=dialogue.user_turns[turn])]
+            ids = prompt_ids(tokenizer, history)
+            if len(ids) > config.max_prompt_tokens:
+                continue
+            answering.append(dialogue)
+            histories.append(history)
+            prompts.append(ids)
+        if not answering:
+            break
+        replies, count = generate_replies(model, tokenizer, prompts, config)
+        new_tokens += count
+        for dialogue, history, reply in zip(answering, histories, replies):
+            dialogue.messages = [*history, Message(role="assistant", content=reply)]
+        active = answering
+    return new_tokens
+
+
+def regenerate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: Iterable[Conversation],
+    output_path: Path,
+    config: RegenerationConfig,
+) -> RegenerationStats:
+    """Re-answer ``conversations`` with ``model`` and append ``{"id", "conversation"}`` lines to ``output_path``.
+
+    Conversations whose id is already in the file are skipped, so a stopped run resumes
+    where it left off. Prompts are sorted by length and batched to cut padding; each
+    batch is written (and logged with its tokens/s) as soon as it is done.
+    """
+    output_path = Path(output_path)
+    drop_partial_last_line(output_path)
+    done = written_ids(output_path)
+    stats = RegenerationStats()
+    queue: list[tuple[int, _Dialogue]] = []
+    for conversation in conversations:
+        if conversation.id in done:
+            stats.already_written += 1
+            continue
+        length = first_prompt_length(tokenizer, conversation)
+        if length > config.max_prompt_tokens:
+            stats.too_long += 1
+            continue
+        user_turns = [message["content"] for message in conversation.messages if message["role"] == "user"]
+        queue.append((length, _Dialogue(conversation.id, user_turns[: config.max_turns])))
+    queue.sort(key=lambda item: item[0])
+    dialogues = [dialogue for _, dialogue in queue]
+    batches = [dialogues[i : i + config.batch_size] for i in range(0, len(dialogues), config.batch_size)]
+    logger.info(
+        "regenerating %d conversations in %d batches (%d already in %s, %d prompts over %d tokens skipped)",
+        len(queue), len(batches), stats.already_written, output_path, stats.too_long, config.max_prompt_tokens,
+    )
+    start = time.perf_counter()
+    for index, batch in enumerate(batches, start=1):
+        batch_start = time.perf_counter()
+        batch_tokens = _regenerate_batch(model, tokenizer, batch, config)
+        append_records(output_path, [{"id": dialogue.id, "conversation": dialogue.messages} for dialogue in batch])
+        batch_seconds = time.perf_counter() - batch_start
+        stats.written += len(batch)
+        stats.new_tokens += batch_tokens
+        stats.seconds = time.perf_counter() - start
+        remaining = datetime.timedelta(seconds=round(stats.seconds / index * (len(batches) - index)))
+        logger.info(
+            "batch %d/%d: %d new tokens in %.1fs (%.1f tokens/s); %d written, %.1f tokens/s overall, about %s left",
+            index, len(batches), batch_tokens, batch_seconds, batch_tokens / batch_seconds,
+            stats.written, stats.tokens_per_second, remaining,
+        )
+    return stats

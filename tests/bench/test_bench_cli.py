@@ -1,0 +1,78 @@
+"""``main([...])`` end to end on the tiny model, errors, and the ``hf-adaptive-spec`` dispatcher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_adaptive_spec import cli as top_level
+from hf_adaptive_spec.bench.cli import main
+
+
+def bench_argv(model_dir: Path, questions: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--model", str(model_dir), "--questions", str(questions), "--methods", "stock,hf-prompt-lookup",
+        "--max-new-tokens", "6", "--warmup", "1", "--num-threads", "1", "--no-progress", "--json", str(out), *extra,
+    ]  # fmt: skip
+
+
+def test_end_to_end_run_writes_the_required_summary(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "2")
+    argv += ["--markdown", str(tmp_path / "out.md"), "--plots", str(tmp_path / "plots")]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert list(report["summary"]) == ["stock", "hf-prompt-lookup"]
+    for figures in report["summary"].values():
+        assert {"mean_accepted_tokens", "speedup", "identical"} <= set(figures)
+        assert figures["identical"] is True and figures["questions"] == 2
+    assert report["summary"]["stock"]["speedup"] == pytest.approx(1.0)
+    assert report["summary"]["hf-prompt-lookup"]["speedup"] > 0
+    assert set(report["summary"]["stock"]["categories"]) == {"writing", "math"}
+    assert [(r["question_id"], r["method"]) for r in report["records"]] == [
+        (1, "stock"), (1, "hf-prompt-lookup"), (2, "stock"), (2, "hf-prompt-lookup"),
+    ]  # fmt: skip
+    assert report["settings"]["options"]["max_new_tokens"] == 6 and report["settings"]["limit"] == 2
+    assert "| hf-prompt-lookup | 2 |" in (tmp_path / "out.md").read_text()
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 4
+    assert (tmp_path / "out.progress.jsonl").is_file()
+
+
+def test_resume_keeps_finished_measurements(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+    out = tmp_path / "out.json"
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "1")) == 0
+    first = json.loads(out.read_text())["records"]
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--resume")) == 0
+    records = json.loads(out.read_text())["records"]
+    assert len(records) == 6
+    assert records[:2] == first  # same wall times: not run again
+
+
+def test_unknown_method_fails_before_loading_the_model(tmp_path: Path, capsys):
+    assert main(["--model", str(tmp_path / "absent"), "--methods", "stock,eagle9"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown method(s) 'eagle9'" in error and "hf-prompt-lookup" in error
+
+
+def test_usage_errors(tmp_path: Path, capsys):
+    assert main(["--resume"]) == 2
+    assert "--resume needs --json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--no-such-flag"])
+    assert exit_info.value.code == 2
+
+
+def test_top_level_cli_dispatches_to_bench(capsys):
+    assert top_level.main(["bench", "--methods", "nope"]) == 2
+    assert "unknown method(s) 'nope'" in capsys.readouterr().err
+    assert top_level.main([]) == 2
+    assert "bench" in capsys.readouterr().err
+    assert top_level.main(["--help"]) == 0
+
+
+def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
+    argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--methods", "hf-assistant"]
+    assert main([*argv, "--drafter-layers", "5", "--no-progress"]) == 2
+    assert "method 'hf-assistant': num_layers must be in 1..1" in capsys.readouterr().err

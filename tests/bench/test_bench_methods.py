@@ -1,0 +1,138 @@
+"""The method registry and each method's wiring, on the tiny model."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.bench.arguments import MethodOptions
+from hf_adaptive_spec.bench.counting import TargetPassCounter
+from hf_adaptive_spec.bench.errors import MethodUnavailableError, UnknownMethodError
+from hf_adaptive_spec.bench.methods import METHODS, build_methods
+
+from .bench_fakes import FakeStats
+
+OPTIONS = MethodOptions(max_new_tokens=12, early_exit_layers=1, drafter_layers=1, num_assistant_tokens=4)
+
+
+def prompt(tokenizer) -> torch.LongTensor:
+    return torch.tensor([tokenizer.encode("<|im_start|>user\nhello there<|im_end|>\n")])
+
+
+def stock_tokens(model, tokenizer) -> list[int]:
+    method = METHODS["stock"]()
+    method.prepare(model, tokenizer, OPTIONS)
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert stats is None and 1 <= len(tokens) <= OPTIONS.max_new_tokens
+    return tokens
+
+
+def test_registry_names():
+    assert list(METHODS)[:5] == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree"]
+    assert all(name == cls.name for name, cls in METHODS.items())
+
+
+def test_unknown_method_lists_the_known_ones():
+    with pytest.raises(UnknownMethodError, match="'eagle3'.*known methods: stock, hf-prompt-lookup"):
+        build_methods(["stock", "eagle3"])
+
+
+def test_stock_is_always_first_and_added_when_missing():
+    assert list(build_methods(["hf-prompt-lookup", "hf-prompt-lookup"])) == ["stock", "hf-prompt-lookup"]
+    assert list(build_methods(["hf-prompt-lookup", "stock"])) == ["stock", "hf-prompt-lookup"]
+
+
+@pytest.mark.parametrize("name", ["hf-prompt-lookup", "hf-early-exit"])
+def test_builtin_methods_match_stock(bench_model, name: str):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    method = METHODS[name]()
+    method.prepare(model, tokenizer, OPTIONS)
+    assert method.generate(prompt(tokenizer)) == (expected, None)
+
+
+def test_early_exit_sets_the_draft_length_on_the_model_config(bench_model):
+    model, tokenizer = bench_model
+    METHODS["hf-early-exit"]().prepare(model, tokenizer, OPTIONS)
+    assert model.generation_config.num_assistant_tokens == 4
+    assert model.generation_config.assistant_confidence_threshold is None  # unset: transformers' default
+
+
+def test_hf_assistant_with_a_perfect_drafter_needs_fewer_target_passes(bench_model, monkeypatch):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    clone = copy.deepcopy(model)
+    monkeypatch.setattr(hfas, "truncated_causal_lm", lambda target, num_layers: clone)
+    method = METHODS["hf-assistant"]()
+    method.prepare(model, tokenizer, OPTIONS)
+    assert method.generate_kwargs["assistant_model"] is clone
+    assert clone.generation_config.num_assistant_tokens == 4
+    counter = TargetPassCounter(model)
+    tokens, _ = method.generate(prompt(tokenizer))
+    counter.close()
+    assert tokens == expected
+    assert len(expected) > 4, "the tiny model should not stop this early"
+    assert counter.count < len(tokens)
+
+
+def test_target_pass_counter_counts_one_pass_per_stock_token(bench_model):
+    model, tokenizer = bench_model
+    counter = TargetPassCounter(model)
+    tokens = stock_tokens(model, tokenizer)
+    assert counter.count == len(tokens)
+    counter.reset()
+    assert counter.count == 0
+    counter.close()
+    stock_tokens(model, tokenizer)
+    assert counter.count == 0
+
+
+@pytest.mark.parametrize("missing", ["enable", "CausalLMDrafter", "StaticTreePolicy"])
+def test_tree_without_the_engine_names_what_is_missing(bench_model, monkeypatch, missing: str):
+    model, tokenizer = bench_model
+    monkeypatch.delattr(hfas, missing, raising=False)
+    with pytest.raises(MethodUnavailableError, match=f"'tree' needs hf_adaptive_spec.{missing}"):
+        METHODS["tree"]().prepare(model, tokenizer, OPTIONS)
+
+
+def test_tree_wiring_with_a_fake_engine(bench_model, monkeypatch):
+    model, tokenizer = bench_model
+    seen = {}
+
+    class FakeDrafter:
+        @classmethod
+        def from_target_layers(cls, target, num_layers):
+            seen["drafter"] = (target, num_layers)
+            return "drafter"
+
+    def fake_generate(input_ids, **kwargs):
+        seen["generate"] = kwargs
+        sequences = torch.cat([input_ids, torch.tensor([[7, 8, 9]])], dim=1)
+        return SimpleNamespace(sequences=sequences, speculation=FakeStats())
+
+    monkeypatch.setattr(hfas, "enable", lambda target: seen.setdefault("enabled", target))
+    monkeypatch.setattr(hfas, "CausalLMDrafter", FakeDrafter)
+    monkeypatch.setattr(hfas, "StaticTreePolicy", lambda **config: config)
+    monkeypatch.setattr(model, "generate", fake_generate)
+    method = METHODS["tree"]()
+    method.prepare(model, tokenizer, MethodOptions(drafter_layers=3, tree_depth=4, tree_top_k=2, tree_total_tokens=9))
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == [7, 8, 9] and stats == FakeStats()
+    assert seen["enabled"] is model and seen["drafter"] == (model, 3)
+    assert seen["generate"]["assistant_policy"] == {"depth": 4, "top_k": 2, "total_tokens": 9}
+    assert seen["generate"]["assistant_model"] == "drafter"
+    assert seen["generate"]["do_sample"] is False and seen["generate"]["return_dict_in_generate"] is True
+
+
+def test_tree_with_the_real_engine_matches_stock(bench_model):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    method = METHODS["tree"]()
+    method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, drafter_layers=1, tree_depth=3, tree_top_k=2))
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected
+    assert len(stats.accepted_lengths) >= 1 and stats.verify_time > 0

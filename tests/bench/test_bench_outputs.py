@@ -1,0 +1,62 @@
+"""JSON, Markdown and PNG outputs written from a report."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_adaptive_spec.bench.markdown import render_markdown, write_markdown
+from hf_adaptive_spec.bench.plots import write_plots
+from hf_adaptive_spec.bench.report import build_report, write_json
+
+from .bench_fakes import hand_made_records, record, turn
+
+SETTINGS = {"model": "tiny", "dtype": "float32", "options": {"max_new_tokens": 8}}
+PLOTS = {"speedup_by_category.png", "mean_accepted_tokens.png", "time_split.png", "accepted_length_histogram.png"}
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG header; fails on anything that is not a PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def report(records=None):
+    return build_report(records or hand_made_records(), SETTINGS, torch.device("cpu"))
+
+
+def test_json_round_trips_with_summary_keys(tmp_path: Path):
+    path = tmp_path / "nested" / "out.json"
+    write_json(report(), path)
+    data = json.loads(path.read_text())
+    assert data["settings"] == SETTINGS
+    assert data["summary"]["fast"]["speedup"] == pytest.approx(3.6)
+    assert data["summary"]["fast"]["identical"] is False
+    assert data["summary"]["fast"]["mean_accepted_tokens"] == pytest.approx(3.0)
+    assert {"torch", "transformers", "device"} <= set(data["environment"])
+
+
+def test_markdown_has_a_row_per_method_and_a_category_table(tmp_path: Path):
+    text = render_markdown(report())
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert "| 3.60× | 2.00× | 3.00 | **no** (1 turns) | 16% | 32% | 8% | 44% |" in rows["fast"]
+    assert "| 1.00× | 1.00× | 1.00† | yes | – | – | – | – |" in rows["stock"]
+    assert rows["math"] == "| math | 1.00× | 6.00× |"
+    path = tmp_path / "out.md"
+    write_markdown(report(), path)
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize("with_stats", [True, False])
+def test_plots_are_valid_pngs(tmp_path: Path, with_stats: bool):
+    records = hand_made_records() if with_stats else [record(1, "stock", turn(4, 1.0)), record(1, "b", turn(4, 0.5))]
+    paths = write_plots(report(records), tmp_path / "plots")
+    assert {path.name for path in paths} == PLOTS
+    for path in paths:
+        width, height = png_size(path)
+        assert width > 100 and height > 100

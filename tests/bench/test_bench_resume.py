@@ -1,0 +1,84 @@
+"""Resuming: the progress file skips finished (question, method) pairs and guards its settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_adaptive_spec.bench.errors import BenchError
+from hf_adaptive_spec.bench.progress import ProgressLog, progress_path_for
+from hf_adaptive_spec.bench.questions import load_questions
+from hf_adaptive_spec.bench.records import QuestionRecord, TurnRecord
+from hf_adaptive_spec.bench.runner import run_benchmark
+
+from .bench_fakes import ScriptedMethod
+
+SETTINGS = {"model": "tiny", "options": {"max_new_tokens": 8}}
+
+
+def test_progress_path_sits_next_to_the_json_report(tmp_path: Path):
+    assert progress_path_for(tmp_path / "run.json") == tmp_path / "run.progress.jsonl"
+
+
+def test_resume_skips_completed_pairs(bench_model, questions_file: Path, tmp_path: Path):
+    model, tokenizer = bench_model
+    path = tmp_path / "run.progress.jsonl"
+    questions = load_questions(questions_file)
+    first_calls = []
+    methods = {"stock": ScriptedMethod("stock", [5, 6], first_calls), "x": ScriptedMethod("x", [5, 6], first_calls)}
+    first = run_benchmark(model, tokenizer, questions[:1], methods, log=ProgressLog(path, SETTINGS, resume=False))
+
+    calls = []
+    methods = {"stock": ScriptedMethod("stock", [5, 6], calls), "x": ScriptedMethod("x", [5, 7], calls)}
+    log = ProgressLog(path, SETTINGS, resume=True)
+    assert set(log.completed) == {(1, "stock"), (1, "x")}
+    records = run_benchmark(model, tokenizer, questions, methods, warmup=1, log=log)
+
+    warmup, question_2, question_3 = ["stock", "x"], ["stock", "stock", "x", "x"], ["stock", "x"]
+    assert [label for label, _ in calls] == warmup + question_2 + question_3
+    assert [record.to_dict() for record in records[:2]] == [record.to_dict() for record in first]
+    assert records[3].turns[0].identical is False  # the new x differs from stock, loaded or not
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0]) == {"settings": SETTINGS} and len(lines) == 1 + 6
+
+
+def test_nothing_pending_runs_nothing_not_even_warmup(bench_model, questions_file: Path, tmp_path: Path):
+    model, tokenizer = bench_model
+    path = tmp_path / "run.progress.jsonl"
+    questions = load_questions(questions_file, limit=1)
+    methods = {"stock": ScriptedMethod("stock", [5], [])}
+    run_benchmark(model, tokenizer, questions, methods, log=ProgressLog(path, SETTINGS, resume=False))
+    calls = []
+    methods = {"stock": ScriptedMethod("stock", [5], calls)}
+    run_benchmark(model, tokenizer, questions, methods, warmup=3, log=ProgressLog(path, SETTINGS, resume=True))
+    assert calls == []
+
+
+def test_without_resume_the_file_starts_afresh(tmp_path: Path):
+    path = tmp_path / "run.progress.jsonl"
+    ProgressLog(path, SETTINGS, resume=False).append(QuestionRecord(1, "a", "stock", [TurnRecord(0, 3, 0.1, True)]))
+    assert ProgressLog(path, SETTINGS, resume=False).completed == {}
+    assert ProgressLog(path, SETTINGS, resume=True).completed == {}
+    assert len(path.read_text().splitlines()) == 1
+
+
+def test_resume_with_other_settings_is_refused(tmp_path: Path):
+    path = tmp_path / "run.progress.jsonl"
+    ProgressLog(path, SETTINGS, resume=False)
+    with pytest.raises(BenchError, match="options"):
+        ProgressLog(path, {**SETTINGS, "options": {"max_new_tokens": 16}}, resume=True)
+
+
+def test_a_line_cut_short_is_dropped_and_the_file_repaired(tmp_path: Path):
+    path = tmp_path / "run.progress.jsonl"
+    log = ProgressLog(path, SETTINGS, resume=False)
+    log.append(QuestionRecord(1, "a", "stock", [TurnRecord(0, 3, 0.1, True, output_ids=[1, 2, 3])]))
+    with path.open("a") as file:
+        file.write('{"question_id": 2, "categ')
+    log = ProgressLog(path, SETTINGS, resume=True)
+    assert list(log.completed) == [(1, "stock")]
+    assert log.completed[(1, "stock")].turns[0].output_ids == [1, 2, 3]
+    log.append(QuestionRecord(2, "a", "stock", [TurnRecord(0, 3, 0.1, True)]))
+    assert list(ProgressLog(path, SETTINGS, resume=True).completed) == [(1, "stock"), (2, "stock")]

@@ -1,0 +1,63 @@
+"""Summary math on hand-made records: ratio of mean throughputs, medians, τ, identity, time split."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_adaptive_spec.bench.report import build_report
+from hf_adaptive_spec.bench.summary import summarize
+
+from .bench_fakes import hand_made_records, record, turn
+
+
+def test_speedup_is_the_ratio_of_total_throughputs_and_median_is_per_question():
+    summary = summarize(hand_made_records())
+    assert summary["stock"].throughput == pytest.approx(50 / 9)
+    assert summary["fast"].throughput == pytest.approx(20.0)
+    assert summary["fast"].speedup == pytest.approx(20.0 / (50 / 9))  # 3.6, not the mean ratio 3.33
+    assert summary["fast"].median_speedup == pytest.approx(2.0)
+    assert summary["stock"].speedup == pytest.approx(1.0)
+    assert (summary["fast"].new_tokens, summary["fast"].turns, summary["fast"].questions) == (50, 4, 3)
+
+
+def test_identity_flag_and_mismatch_count():
+    summary = summarize(hand_made_records())
+    assert summary["stock"].identical is True
+    assert summary["fast"].identical is False
+    assert summary["fast"].mismatched_turns == 1
+
+
+def test_tau_time_split_and_histogram_from_speculation_stats():
+    fast = summarize(hand_made_records())["fast"]
+    # accepted lengths 2, 0, 3, 3, 3, 1: 6 cycles, 12 accepted -> (6 + 12) / 6
+    assert fast.mean_accepted_tokens == pytest.approx(3.0)
+    assert fast.mean_accepted_tokens_source == "speculation_stats"
+    assert fast.accepted_length_histogram == [1, 1, 1, 3]
+    assert fast.time_split == pytest.approx({"draft": 0.4, "verify": 0.8, "policy": 0.2, "other": 2.5 - 1.4})
+
+
+def test_tau_from_target_passes_when_no_stats():
+    records = [record(1, "stock", turn(12, 1.0, target_passes=12)), record(1, "lookup", turn(12, 0.5, target_passes=4))]
+    summary = summarize(records)
+    assert summary["lookup"].mean_accepted_tokens == pytest.approx(3.0)
+    assert summary["lookup"].mean_accepted_tokens_source == "target_passes"
+    assert summary["stock"].mean_accepted_tokens == pytest.approx(1.0)
+    assert summary["lookup"].time_split is None and summary["lookup"].accepted_length_histogram is None
+
+
+def test_no_stock_means_no_speedup():
+    summary = summarize([record(1, "fast", turn(5, 1.0))])
+    assert summary["fast"].speedup is None and summary["fast"].median_speedup is None
+    assert summary["fast"].mean_accepted_tokens is None
+
+
+def test_report_breaks_down_by_category_against_stock_in_that_category():
+    report = build_report(hand_made_records(), {"model": "m"}, device=torch.device("cpu"))
+    fast = report["summary"]["fast"]
+    assert set(fast) >= {"mean_accepted_tokens", "speedup", "identical", "throughput", "median_speedup", "time_split"}
+    assert fast["categories"]["math"]["speedup"] == pytest.approx(6.0)
+    assert fast["categories"]["writing"]["speedup"] == pytest.approx((20 / 1.5) / (20 / 3.0))
+    assert fast["categories"]["writing"]["identical"] is False
+    assert fast["categories"]["math"]["identical"] is True
+    assert len(report["records"]) == 6 and report["records"][0]["turns"][0]["throughput"] == pytest.approx(10.0)

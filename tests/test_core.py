@@ -1,0 +1,69 @@
+"""Tree structure, tree masks, cache compaction and feature capture against plain forwards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+import hf_adaptive_spec as hfas
+from tiny_models import FAMILIES, prompt, tiny_model
+from hf_adaptive_spec.core import FeatureCapture, compact_cache, prepare_cache_for_trees, tree_attention_mask
+
+
+def _tree() -> hfas.DraftTree:
+    tree = hfas.DraftTree.with_root(5)
+    a, b, c = tree.add_children(0, [7, 8, 9], [-0.1, -0.5, -1.0])
+    tree.add_children(a, [10, 11], [-0.2, -0.3])
+    return tree
+
+
+def test_tree_structure():
+    tree = _tree()
+    assert tree.parents == [-1, 0, 0, 0, 1, 1] and tree.depths == [0, 1, 1, 1, 2, 2]
+    assert tree.scores[4] == pytest.approx(-0.3)
+    assert tree.path_to(5) == [0, 1, 5] and tree.children(1) == [4, 5]
+    mask = tree.ancestor_mask()
+    assert mask[5].tolist() == [True, True, False, False, False, True]
+    sub = tree.subtree([0, 1, 3, 4])
+    assert sub.tokens == [5, 7, 9, 10] and sub.parents == [-1, 0, 0, 1]
+    with pytest.raises(ValueError):
+        tree.subtree([0, 4])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_tree_logits_and_compaction_equal_plain_forwards(family):
+    model = tiny_model(family)
+    context = prompt(9, seed=2)
+    tree = _tree()
+    cache = prepare_cache_for_trees(DynamicCache(config=model.config))
+    with torch.no_grad():
+        model(context[:, :-1], past_key_values=cache, use_cache=True)  # last context token is the root
+        tree.tokens[0] = int(context[0, -1])
+        past = context.shape[1] - 1
+        positions = past + torch.tensor(tree.depths)
+        mask = tree_attention_mask(model.config, cache, positions, positions, tree.ancestor_mask(), model.dtype)
+        logits = model(torch.tensor([tree.tokens]), attention_mask=mask, position_ids=positions[None],
+                       past_key_values=cache, use_cache=True).logits[0]
+        for node in range(len(tree)):
+            path = torch.tensor([[tree.tokens[i] for i in tree.path_to(node)]])
+            plain = model(torch.cat([context[:, :-1], path], 1)).logits[0, -1]
+            torch.testing.assert_close(logits[node], plain, atol=1e-5, rtol=1e-5)
+        compact_cache(cache, len(tree), torch.tensor([0, 1, 5]))
+        assert cache.get_seq_length() == past + 3
+        follow = torch.tensor([[3]])
+        after = model(follow, past_key_values=cache, use_cache=True,
+                      position_ids=torch.tensor([[past + 3]])).logits[0, -1]
+        accepted = torch.tensor([[tree.tokens[i] for i in [0, 1, 5]]])
+        plain = model(torch.cat([context[:, :-1], accepted, follow], 1)).logits[0, -1]
+        torch.testing.assert_close(after, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_feature_capture_equals_output_hidden_states(llama):
+    ids = prompt(7)
+    with torch.no_grad():
+        reference = llama(ids, output_hidden_states=True).hidden_states
+        with FeatureCapture(llama, [0, 2, 4]) as capture:
+            llama(ids)
+    for index in (0, 2, 4):
+        torch.testing.assert_close(capture.latest[index], reference[index])

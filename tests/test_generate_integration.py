@@ -1,0 +1,163 @@
+"""Everything generate users rely on keeps working with assistant_policy."""
+
+from __future__ import annotations
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+
+import hf_adaptive_spec as hfas
+from tiny_models import prompt, tiny_model
+
+
+def _spec(model, depth=4):
+    return dict(assistant_model=hfas.CausalLMDrafter(model), assistant_policy=hfas.StaticTreePolicy(depth=depth, top_k=2, total_tokens=8))
+
+
+class RecordingStreamer(BaseStreamer):
+    def __init__(self):
+        self.puts: list[list[int]] = []
+        self.ended = 0
+
+    def put(self, value):
+        self.puts.append(value.flatten().tolist())
+
+    def end(self):
+        self.ended += 1
+
+
+def test_streamer_receives_prompt_then_exactly_the_generated_tokens(llama):
+    ids = prompt(6, seed=11)
+    stock, ours = RecordingStreamer(), RecordingStreamer()
+    expected = llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=stock)
+    out = llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=ours, **_spec(llama))
+    assert torch.equal(out, expected)
+    assert ours.puts[0] == stock.puts[0] == ids[0].tolist()
+    assert sum(ours.puts[1:], []) == sum(stock.puts[1:], []) == expected[0, ids.shape[1] :].tolist()
+    assert ours.ended == stock.ended == 1
+    assert any(len(chunk) > 1 for chunk in ours.puts[1:])  # accepted blocks arrive together
+
+
+def test_text_streamers_print_the_same_text(llama, char_tokenizer, capsys):
+    ids = prompt(6, seed=12)
+    llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True))
+    stock_text = capsys.readouterr().out
+    llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True), **_spec(llama))
+    assert capsys.readouterr().out == stock_text and stock_text.strip()
+    iterator = TextIteratorStreamer(char_tokenizer, skip_prompt=True)
+    llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=iterator, **_spec(llama))
+    assert "".join(iterator) == stock_text.rstrip("\n")
+
+
+def test_stop_strings_with_tokenizer(llama, char_tokenizer):
+    ids = prompt(6, seed=13)
+    free = llama.generate(ids, max_new_tokens=40, do_sample=False)
+    text = char_tokenizer.decode(free[0, ids.shape[1] :])
+    stop = text[14:16]  # a string the model produces mid-way
+    expected = llama.generate(ids, max_new_tokens=40, do_sample=False, stop_strings=[stop], tokenizer=char_tokenizer)
+    assert expected.shape[1] < free.shape[1]
+    out = llama.generate(ids, max_new_tokens=40, do_sample=False, stop_strings=[stop], tokenizer=char_tokenizer, **_spec(llama, depth=6))
+    assert torch.equal(out, expected)
+
+
+def test_stop_strings_without_tokenizer_is_a_clear_error(llama):
+    try:
+        llama.generate(prompt(4), max_new_tokens=5, stop_strings=["ab"], **_spec(llama))
+    except ValueError as error:
+        assert "tokenizer=" in str(error)
+    else:
+        raise AssertionError("expected a ValueError")
+
+
+class StopAfter(StoppingCriteria):
+    def __init__(self, length: int):
+        self.length = length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+
+class BanToken(LogitsProcessor):
+    def __init__(self, token: int):
+        self.token = token
+
+    def __call__(self, input_ids, scores):
+        scores[:, self.token] = -float("inf")
+        return scores
+
+
+def test_custom_stopping_criteria_and_logits_processors(llama):
+    ids = prompt(5, seed=14)
+    banned = int(llama.generate(ids, max_new_tokens=3, do_sample=False)[0, -1])
+    kwargs = dict(
+        max_new_tokens=30,
+        do_sample=False,
+        stopping_criteria=StoppingCriteriaList([StopAfter(ids.shape[1] + 11)]),
+        logits_processor=LogitsProcessorList([BanToken(banned)]),
+    )
+    expected = llama.generate(ids, **kwargs)
+    out = llama.generate(ids, **kwargs, **_spec(llama))
+    assert expected.shape[1] == ids.shape[1] + 11
+    assert banned not in expected[0, ids.shape[1] :].tolist()
+    assert torch.equal(out, expected)
+
+
+def test_generation_config_object(llama):
+    ids = prompt(5, seed=15)
+    config = GenerationConfig(max_new_tokens=17, do_sample=False, repetition_penalty=1.5)
+    expected = llama.generate(ids, generation_config=config)
+    out = llama.generate(ids, generation_config=config, **_spec(llama))
+    assert torch.equal(out, expected) and out.shape[1] == ids.shape[1] + 17
+
+
+def test_statistics_on_output_and_after_a_plain_call(llama):
+    ids = prompt(5, seed=16)
+    out = llama.generate(ids, max_new_tokens=20, do_sample=False, return_dict_in_generate=True, **_spec(llama))
+    stats = out.speculation
+    assert isinstance(out, hfas.SpeculativeDecoderOnlyOutput)
+    assert stats.cycles == len(stats.accepted_lengths) > 0
+    assert 1 + sum(stats.accepted_lengths) + stats.cycles == 20  # prefill token + drafts + bonus tokens
+    assert stats.mean_accepted_tokens == 1 + sum(stats.accepted_lengths) / stats.cycles
+    assert stats.draft_time > 0 and stats.verify_time > 0 and stats.total_time >= stats.draft_time + stats.verify_time
+    llama.generate(ids, max_new_tokens=9, do_sample=False, **_spec(llama))
+    assert 1 + sum(llama.last_speculation.accepted_lengths) + llama.last_speculation.cycles == 9
+
+
+def test_calls_without_policy_take_the_stock_path(llama, monkeypatch):
+    from hf_adaptive_spec.generation import speculative_decoding
+
+    def fail(*args, **kwargs):
+        raise AssertionError("speculative loop used without assistant_policy")
+
+    monkeypatch.setattr(speculative_decoding, "speculative_decoding", fail)
+    ids = prompt(5, seed=17)
+    assert llama.generate(ids, max_new_tokens=5, do_sample=False).shape[1] == ids.shape[1] + 5
+    # transformers' own assisted decoding still works with a plain assistant model
+    out = llama.generate(ids, max_new_tokens=5, do_sample=False, prompt_lookup_num_tokens=3)
+    assert out.shape[1] == ids.shape[1] + 5
+
+
+def test_enable_is_idempotent_and_leaves_saving_untouched(tmp_path):
+    model = tiny_model("llama")
+    patched = model.generate
+    assert hfas.enable(model) is model and model.generate == patched
+    assert type(model).__name__ == "LlamaForCausalLM"
+    model.save_pretrained(tmp_path)
+    config = (tmp_path / "config.json").read_text()
+    assert '"LlamaForCausalLM"' in config and "hf_adaptive_spec" not in config
+
+
+def test_peft_wrapped_model():
+    from peft import LoraConfig, get_peft_model
+
+    base = tiny_model("llama")
+    peft_model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False))
+    assert hfas.enable(peft_model) is peft_model
+    ids = prompt(5, seed=18)
+    expected = peft_model.generate(input_ids=ids, max_new_tokens=15, do_sample=False)
+    out = peft_model.generate(
+        input_ids=ids, max_new_tokens=15, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(peft_model, 2),
+        assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6),
+    )
+    assert torch.equal(out, expected)

@@ -1,0 +1,139 @@
+"""Greedy speculative decoding returns exactly stock generate's tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from tiny_models import FAMILIES, prompt, tiny_model
+
+SHAPES = {
+    "chain": hfas.StaticTreePolicy.chain(4),
+    "wide": hfas.StaticTreePolicy(depth=2, top_k=8, total_tokens=16),
+    "deep": hfas.StaticTreePolicy(depth=7, top_k=2, total_tokens=15),
+    "pruned": hfas.StaticTreePolicy(depth=4, top_k=4, total_tokens=6),  # total_tokens below the tree size
+    "eagle3-default": hfas.StaticTreePolicy(),
+}
+
+
+def _drafters(model):
+    return {
+        "self": hfas.CausalLMDrafter(model),  # always right: long accepted paths
+        "early-exit": hfas.CausalLMDrafter.from_target_layers(model, 2),  # often wrong: rejections
+    }
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("prompt_length", [1, 9, 33])
+def test_tree_shapes_match_stock_greedy(family, prompt_length):
+    model = tiny_model(family)
+    ids = prompt(prompt_length, seed=prompt_length)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    for drafter_name, drafter in _drafters(model).items():
+        for shape, policy in SHAPES.items():
+            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+            assert torch.equal(out, expected), (family, drafter_name, shape)
+
+
+def test_self_drafter_chain_accepts_everything(llama):
+    out = llama.generate(
+        prompt(5),
+        max_new_tokens=25,
+        do_sample=False,
+        assistant_model=hfas.CausalLMDrafter(llama),
+        assistant_policy=hfas.StaticTreePolicy.chain(4),
+        return_dict_in_generate=True,
+    )
+    assert out.speculation.accepted_lengths == [4] * 4 + [3]  # 1 prefill token + 4 * 5 + 4
+    assert out.speculation.mean_accepted_tokens == pytest.approx(1 + 19 / 5)
+
+
+def test_eos_inside_a_draft_stops_at_the_same_token(llama):
+    ids = prompt(6, seed=3)
+    free = llama.generate(ids, max_new_tokens=30, do_sample=False)
+    eos = int(free[0, ids.shape[1] + 9])  # a token generated mid-way, inside some accepted block
+    expected = llama.generate(ids, max_new_tokens=30, do_sample=False, eos_token_id=eos)
+    assert expected.shape[1] < free.shape[1]
+    out = llama.generate(
+        ids,
+        max_new_tokens=30,
+        do_sample=False,
+        eos_token_id=eos,
+        assistant_model=hfas.CausalLMDrafter(llama),
+        assistant_policy=hfas.StaticTreePolicy.chain(6),
+    )
+    assert torch.equal(out, expected)
+
+
+def test_several_eos_ids(llama):
+    ids = prompt(6, seed=4)
+    free = llama.generate(ids, max_new_tokens=30, do_sample=False)[0, ids.shape[1] :].tolist()
+    eos_ids = [free[12], free[7]]
+    expected = llama.generate(ids, max_new_tokens=30, do_sample=False, eos_token_id=eos_ids)
+    out = llama.generate(
+        ids, max_new_tokens=30, do_sample=False, eos_token_id=eos_ids,
+        assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy(depth=5, top_k=2, total_tokens=9),
+    )
+    assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 7, 13])
+def test_max_new_tokens_inside_an_accepted_block(llama, max_new_tokens):
+    ids = prompt(4, seed=5)
+    expected = llama.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
+    out = llama.generate(
+        ids, max_new_tokens=max_new_tokens, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy.chain(5),
+    )
+    assert out.shape[1] == ids.shape[1] + max_new_tokens
+    assert torch.equal(out, expected)
+
+
+def test_max_length_is_honoured(llama):
+    ids = prompt(4, seed=6)
+    expected = llama.generate(ids, max_length=15, do_sample=False)
+    out = llama.generate(
+        ids, max_length=15, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy.chain(5),
+    )
+    assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    "processing",
+    [{"repetition_penalty": 1.8}, {"no_repeat_ngram_size": 2}, {"repetition_penalty": 1.3, "no_repeat_ngram_size": 3}],
+)
+def test_logits_processors_match(llama, processing):
+    ids = prompt(8, seed=7)
+    expected = llama.generate(ids, max_new_tokens=30, do_sample=False, **processing)
+    for drafter in _drafters(llama).values():
+        out = llama.generate(
+            ids, max_new_tokens=30, do_sample=False, **processing,
+            assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=10),
+        )
+        assert torch.equal(out, expected)
+
+
+def test_eager_attention_matches(llama):
+    model = tiny_model("llama", attn_implementation="eager")
+    ids = prompt(8, seed=8)
+    expected = model.generate(ids, max_new_tokens=20, do_sample=False)
+    out = model.generate(
+        ids, max_new_tokens=20, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8),
+    )
+    assert torch.equal(out, expected)
+
+
+def test_scores_and_logits_match_stock(llama):
+    ids = prompt(5, seed=9)
+    kwargs = dict(max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_scores=True, output_logits=True)
+    expected = llama.generate(ids, **kwargs)
+    out = llama.generate(ids, **kwargs, assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy.chain(3))
+    assert torch.equal(out.sequences, expected.sequences)
+    assert len(out.scores) == len(expected.scores) == 12
+    for ours, theirs in zip(out.scores, expected.scores):
+        torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+    for ours, theirs in zip(out.logits, expected.logits):
+        torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,139 @@
+"""Speculative sampling draws from exactly the target distribution (after logits processors).
+
+Tolerance: a chi-square goodness-of-fit test against the exact target probabilities must not
+reject at p < 1e-4 (seeded, so deterministic). A deliberately broken acceptance rule is run
+through the same test and must be rejected, which shows the test has power.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.generation import acceptance
+from stats_utils import chi_square
+
+SMALL_VOCAB = 6
+NEW_TOKENS = 3
+SAMPLES = 1500
+TREES = {
+    "top-k tree": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=10),
+    "sampled tree": hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=7, sample_drafts=True),
+}
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=SMALL_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, initializer_range=0.15, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+    )
+    return hfas.enable(LlamaForCausalLM(config).eval())
+
+
+def _exact_distribution(model, prompt_ids, processors) -> dict[tuple[int, ...], float]:
+    """Exact probability of every NEW_TOKENS continuation under the processed target."""
+    probs = {(): 1.0}
+    for _ in range(NEW_TOKENS):
+        prefixes = list(probs)
+        batch = torch.cat([prompt_ids.repeat(len(prefixes), 1), torch.tensor(prefixes, dtype=torch.long).view(len(prefixes), -1)], 1)
+        with torch.no_grad():
+            logits = model(batch).logits[:, -1].float()
+        next_probs = torch.softmax(processors(batch, logits), dim=-1)
+        probs = {p + (t,): probs[p] * float(next_probs[i, t]) for i, p in enumerate(prefixes) for t in range(SMALL_VOCAB)}
+    return probs
+
+
+def _sample(model, prompt_ids, drafter, policy, seed=0) -> Counter:
+    torch.manual_seed(seed)
+    counts = Counter()
+    for _ in range(SAMPLES):
+        out = model.generate(
+            prompt_ids, max_new_tokens=NEW_TOKENS, do_sample=True, temperature=0.8, top_k=4,
+            assistant_model=drafter, assistant_policy=policy,
+        )
+        counts[tuple(out[0, prompt_ids.shape[1] :].tolist())] += 1
+    return counts
+
+
+def _drafter(model):
+    # a different model as drafter, so drafts are sometimes rejected
+    torch.manual_seed(7)
+    other = LlamaForCausalLM(model.config).eval()
+    return hfas.CausalLMDrafter(other)
+
+
+@pytest.fixture(scope="module")
+def exact(small_model):
+    prompt_ids = torch.tensor([[1, 4, 2]])
+    processors = LogitsProcessorList([TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)])
+    return prompt_ids, _exact_distribution(small_model, prompt_ids, processors)
+
+
+@pytest.mark.parametrize("tree", list(TREES))
+def test_speculative_sampling_matches_exact_target(small_model, exact, tree):
+    prompt_ids, probs = exact
+    counts = _sample(small_model, prompt_ids, _drafter(small_model), TREES[tree])
+    stat, critical = chi_square(counts, probs)
+    assert stat < critical, f"{tree}: chi2={stat:.1f} >= {critical:.1f}"
+    first = Counter()
+    for seq, c in counts.items():
+        first[seq[:1]] += c
+    first_probs = Counter()
+    for seq, p in probs.items():
+        first_probs[seq[:1]] += p
+    stat, critical = chi_square(first, dict(first_probs))
+    assert stat < critical, f"{tree} next token: chi2={stat:.1f} >= {critical:.1f}"
+
+
+def _broken_rule(tree, scores_at):
+    """Accepts a drafted child with probability p(x) but forgets to remove it from the residual."""
+    node, path, rows = 0, [0], []
+    while True:
+        scores = scores_at(node)
+        rows.append(scores)
+        p = torch.softmax(scores.float(), dim=-1)
+        accepted = next((c for c in tree.children(node) if torch.rand(()) < p[tree.tokens[c]]), None)
+        if accepted is None:
+            return acceptance.Acceptance(path, int(torch.multinomial(p, 1)), rows)
+        path.append(accepted)
+        node = accepted
+
+
+def test_broken_acceptance_rule_fails_the_same_test(small_model, exact, monkeypatch):
+    from hf_adaptive_spec.generation import speculative_decoding
+
+    monkeypatch.setattr(speculative_decoding, "accept_sampling", _broken_rule)
+    prompt_ids, probs = exact
+    counts = _sample(small_model, prompt_ids, _drafter(small_model), TREES["top-k tree"])
+    stat, critical = chi_square(counts, probs)
+    assert stat > critical, f"the broken rule was not detected: chi2={stat:.1f} < {critical:.1f}"
+
+
+def test_plain_sampling_passes_the_same_test(small_model, exact):
+    """Calibration: stock multinomial sampling through the same statistic."""
+    prompt_ids, probs = exact
+    torch.manual_seed(0)
+    counts = Counter()
+    for _ in range(SAMPLES):
+        out = small_model.generate(prompt_ids, max_new_tokens=NEW_TOKENS, do_sample=True, temperature=0.8, top_k=4)
+        counts[tuple(out[0, prompt_ids.shape[1] :].tolist())] += 1
+    stat, critical = chi_square(counts, probs)
+    assert stat < critical
+
+
+def test_sampled_tree_keeps_whole_sibling_groups():
+    tree = hfas.DraftTree.with_root(0)
+    tree.add_children(0, [1, 2], [-0.1, -0.2])
+    tree.add_children(1, [3, 3], [-0.5, -0.6])
+    tree.add_children(2, [4, 5], [-0.5, -0.6])
+    from hf_adaptive_spec.generation.tree_builder import TreeBuilder
+
+    assert TreeBuilder._whole_groups(tree, budget=5) == [0, 1, 2, 3, 4]
+    assert TreeBuilder._whole_groups(tree, budget=3) == [0, 1, 2]
+    assert TreeBuilder._whole_groups(tree, budget=1) == [0]

