@@ -8,14 +8,15 @@
 """
 
 from .default_model import load_default_model
-from .drafters import CausalLMDrafter, DraftContext, Drafter, truncated_causal_lm
+from .drafters import CausalLMDrafter, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
 from .core import DraftTree
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable
-from .policies import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, StaticTreePolicy, TreeConfig, VerifySizeInfo
+from .policies import AutoDraftPolicy, CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, StaticTreePolicy, TreeConfig, VerifySizeInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutoDraftPolicy",
     "CausalLMDrafter",
     "CycleFeedback",
     "CycleState",
@@ -24,6 +25,9 @@ __all__ = [
     "DraftStepInfo",
     "DraftTree",
     "Drafter",
+    "Eagle3DraftConfig",
+    "Eagle3DraftModel",
+    "Eagle3Drafter",
     "SpeculationStats",
     "SpeculativeDecoderOnlyOutput",
     "StaticTreePolicy",

@@ -1,7 +1,7 @@
 """Primitives shared by the engine and the drafters: the draft tree, tree attention masks,
 KV cache compaction and target hidden-state capture."""
 
-from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask
+from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask, tree_extension_mask
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .tree import DraftTree
@@ -16,4 +16,5 @@ __all__ = [
     "drop_tail",
     "prepare_cache_for_trees",
     "tree_attention_mask",
+    "tree_extension_mask",
 ]

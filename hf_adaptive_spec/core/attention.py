@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import Cache, PretrainedConfig
 
+from .tree import DraftTree
+
 #: attention implementations that honour an additive 4D float mask (flash kernels take 2D
 #: masks only; flex attention is unverified on CPU).
 TREE_MASK_ATTENTION = ("sdpa", "eager")
@@ -92,3 +94,30 @@ def tree_attention_mask(
         for key, idx, window in _mask_groups(config)
     }
     return masks[None] if None in masks else masks
+
+
+def tree_extension_mask(
+    config: PretrainedConfig,
+    cache: Cache,
+    tree: DraftTree,
+    fed: list[int],
+    nodes: list[int],
+    root_position: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]:
+    """Mask and positions for feeding tree ``nodes`` to a drafter's cache.
+
+    The cache holds the committed prefix followed by the tree nodes ``fed`` earlier in this
+    cycle; each new node sees its own ancestors among them (and itself), at position
+    ``root_position + depth``.
+
+    Returns:
+        ``(mask, query_positions)``: the mask of :func:`tree_attention_mask` and ``[len(nodes)]``.
+    """
+    tail = fed + nodes
+    ancestors = [set(tree.path_to(node)) for node in nodes]
+    visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool, device=device)
+    tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail], device=device)
+    query_positions = tail_positions[len(fed) :]
+    return tree_attention_mask(config, cache, query_positions, tail_positions, visible, dtype), query_positions

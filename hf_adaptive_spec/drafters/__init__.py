@@ -2,5 +2,14 @@
 
 from .base import DraftContext, Drafter
 from .causal_lm import CausalLMDrafter, truncated_causal_lm
+from .eagle3 import Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter
 
-__all__ = ["CausalLMDrafter", "DraftContext", "Drafter", "truncated_causal_lm"]
+__all__ = [
+    "CausalLMDrafter",
+    "DraftContext",
+    "Drafter",
+    "Eagle3DraftConfig",
+    "Eagle3DraftModel",
+    "Eagle3Drafter",
+    "truncated_causal_lm",
+]

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ..core.attention import check_tree_attention_support, tree_attention_mask
+from ..core.attention import check_tree_attention_support, tree_extension_mask
 from ..core.kv_cache import drop_tail
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
@@ -96,14 +96,8 @@ class CausalLMDrafter(Drafter):
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         device = self.model.device
-        tail = self._fed + nodes
-        ancestors = [set(tree.path_to(node)) for node in nodes]
-        visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool, device=device)
-        root_position = self._committed - 1
-        tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail], device=device)
-        query_positions = tail_positions[len(self._fed) :]
-        mask = tree_attention_mask(
-            self.model.config, self._cache, query_positions, tail_positions, visible, self.model.dtype
+        mask, query_positions = tree_extension_mask(
+            self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=device)
         logits = self.model(
@@ -113,7 +107,7 @@ class CausalLMDrafter(Drafter):
             past_key_values=self._cache,
             use_cache=True,
         ).logits
-        self._fed = tail
+        self._fed = self._fed + nodes
         return torch.log_softmax(logits[0].float(), dim=-1)
 
     def end_tree(self) -> None:

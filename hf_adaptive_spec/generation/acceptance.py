@@ -60,6 +60,7 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
         rows.append(scores)
         p = torch.softmax(scores.float(), dim=-1)
         q = tree.proposal_probs.get(node)
+        q = q.to(p.device) if q is not None else None
         accepted = None
         for child in tree.children(node):
             token = tree.tokens[child]

@@ -83,7 +83,7 @@ class TreeBuilder:
             if config.sample_drafts:
                 probs = log_probs.exp()
                 draft_ids = torch.multinomial(probs, config.top_k, replacement=True)
-                target_probs = torch.zeros(self.target_vocab_size, dtype=probs.dtype)
+                target_probs = torch.zeros(self.target_vocab_size, dtype=probs.dtype, device=probs.device)
                 target_probs[mapping if mapping is not None else slice(None)] = probs
                 tree.proposal_probs[parent] = target_probs
                 child_log_probs = log_probs[draft_ids]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .base import CycleState, DraftPolicy, TreeConfig
+from .serialization import PolicyHubMixin
 
 
-class StaticTreePolicy(DraftPolicy):
+class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.static"):
     """Drafts the same tree every cycle.
 
     Defaults are EAGLE-3's (``EaModel.from_pretrained``: depth 7, top_k 10, total_tokens 60).

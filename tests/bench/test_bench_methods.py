@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.counting import TargetPassCounter
-from hf_adaptive_spec.bench.errors import MethodUnavailableError, UnknownMethodError
-from hf_adaptive_spec.bench.methods import METHODS, build_methods
-
-from .bench_fakes import FakeStats
+from hf_adaptive_spec.bench.errors import UnknownMethodError
+from hf_adaptive_spec.bench.methods import METHODS, build_methods, hf_assistant
 
 OPTIONS = MethodOptions(max_new_tokens=12, early_exit_layers=1, drafter_layers=1, num_assistant_tokens=4)
 
@@ -66,7 +62,7 @@ def test_hf_assistant_with_a_perfect_drafter_needs_fewer_target_passes(bench_mod
     model, tokenizer = bench_model
     expected = stock_tokens(model, tokenizer)
     clone = copy.deepcopy(model)
-    monkeypatch.setattr(hfas, "truncated_causal_lm", lambda target, num_layers: clone)
+    monkeypatch.setattr(hf_assistant, "truncated_causal_lm", lambda target, num_layers: clone)
     method = METHODS["hf-assistant"]()
     method.prepare(model, tokenizer, OPTIONS)
     assert method.generate_kwargs["assistant_model"] is clone
@@ -89,43 +85,6 @@ def test_target_pass_counter_counts_one_pass_per_stock_token(bench_model):
     counter.close()
     stock_tokens(model, tokenizer)
     assert counter.count == 0
-
-
-@pytest.mark.parametrize("missing", ["enable", "CausalLMDrafter", "StaticTreePolicy"])
-def test_tree_without_the_engine_names_what_is_missing(bench_model, monkeypatch, missing: str):
-    model, tokenizer = bench_model
-    monkeypatch.delattr(hfas, missing, raising=False)
-    with pytest.raises(MethodUnavailableError, match=f"'tree' needs hf_adaptive_spec.{missing}"):
-        METHODS["tree"]().prepare(model, tokenizer, OPTIONS)
-
-
-def test_tree_wiring_with_a_fake_engine(bench_model, monkeypatch):
-    model, tokenizer = bench_model
-    seen = {}
-
-    class FakeDrafter:
-        @classmethod
-        def from_target_layers(cls, target, num_layers):
-            seen["drafter"] = (target, num_layers)
-            return "drafter"
-
-    def fake_generate(input_ids, **kwargs):
-        seen["generate"] = kwargs
-        sequences = torch.cat([input_ids, torch.tensor([[7, 8, 9]])], dim=1)
-        return SimpleNamespace(sequences=sequences, speculation=FakeStats())
-
-    monkeypatch.setattr(hfas, "enable", lambda target: seen.setdefault("enabled", target))
-    monkeypatch.setattr(hfas, "CausalLMDrafter", FakeDrafter)
-    monkeypatch.setattr(hfas, "StaticTreePolicy", lambda **config: config)
-    monkeypatch.setattr(model, "generate", fake_generate)
-    method = METHODS["tree"]()
-    method.prepare(model, tokenizer, MethodOptions(drafter_layers=3, tree_depth=4, tree_top_k=2, tree_total_tokens=9))
-    tokens, stats = method.generate(prompt(tokenizer))
-    assert tokens == [7, 8, 9] and stats == FakeStats()
-    assert seen["enabled"] is model and seen["drafter"] == (model, 3)
-    assert seen["generate"]["assistant_policy"] == {"depth": 4, "top_k": 2, "total_tokens": 9}
-    assert seen["generate"]["assistant_model"] == "drafter"
-    assert seen["generate"]["do_sample"] is False and seen["generate"]["return_dict_in_generate"] is True
 
 
 def test_tree_with_the_real_engine_matches_stock(bench_model):

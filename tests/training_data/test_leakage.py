@@ -73,9 +73,7 @@ def test_drop_leaked_matches_the_first_user_turn_up_to_whitespace(data_dir: Path
 
 
 def test_default_eval_data_dir_holds_the_shared_question_files() -> None:
-    data_dir = default_eval_data_dir()
-    if data_dir is None:
-        pytest.skip("no shared data folder next to this checkout")
+    assert default_eval_data_dir() is not None, "the shared data folder (../shared/data) must sit next to the checkout"
     files = eval_question_files()
     assert {path.parent.name for path in files} == {"mt_bench", "spec_bench", "eagle_eval", "gsm8k"}
     assert "Calculate the atomic mass for lithium." in load_eval_questions(files)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
-from ..errors import MethodUnavailableError
 
 
 class SpeculationStatsLike(Protocol):
@@ -69,15 +66,3 @@ class BenchMethod(ABC):
 def new_token_ids(sequences: torch.LongTensor, input_ids: torch.LongTensor) -> list[int]:
     """Tokens after the prompt in ``sequences`` (``[1, prompt_len + new]``)."""
     return sequences[0, input_ids.shape[1] :].tolist()
-
-
-def require_engine(method: str, *names: str) -> ModuleType:
-    """Return ``hf_adaptive_spec`` if it exports every name in ``names``, else raise."""
-    package = importlib.import_module("hf_adaptive_spec")
-    missing = [name for name in names if not hasattr(package, name)]
-    if missing:
-        raise MethodUnavailableError(
-            f"method {method!r} needs hf_adaptive_spec.{', hf_adaptive_spec.'.join(missing)}, "
-            "which this installation does not provide."
-        )
-    return package

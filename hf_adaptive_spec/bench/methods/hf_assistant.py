@@ -8,7 +8,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
 from .assistant_config import apply_assistant_knobs
-from .base import BenchMethod, require_engine
+from ...drafters import truncated_causal_lm
+from .base import BenchMethod
 
 
 class HfAssistant(BenchMethod):
@@ -22,7 +23,6 @@ class HfAssistant(BenchMethod):
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
-        hfas = require_engine(self.name, "truncated_causal_lm")
-        assistant = hfas.truncated_causal_lm(model, num_layers=options.drafter_layers)
+        assistant = truncated_causal_lm(model, num_layers=options.drafter_layers)
         apply_assistant_knobs(assistant.generation_config, options)
         return {"assistant_model": assistant}

@@ -8,7 +8,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
-from .base import BenchMethod, SpeculationStatsLike, new_token_ids, require_engine
+from ... import CausalLMDrafter, StaticTreePolicy, enable
+from .base import BenchMethod, SpeculationStatsLike, new_token_ids
 
 
 class Tree(BenchMethod):
@@ -19,10 +20,9 @@ class Tree(BenchMethod):
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
-        hfas = require_engine(self.name, "enable", "CausalLMDrafter", "StaticTreePolicy")
-        hfas.enable(model)
-        drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=options.drafter_layers)
-        policy = hfas.StaticTreePolicy(
+        enable(model)
+        drafter = CausalLMDrafter.from_target_layers(model, num_layers=options.drafter_layers)
+        policy = StaticTreePolicy(
             depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens
         )
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}

@@ -1,0 +1,255 @@
+"""EAGLE-3 checkpoints: read the official EAGLE and the SpecForge layouts, write SpecForge's.
+
+Both layouts are a Llama-style ``config.json`` plus flat weight keys (``fc.weight``, ``midlayer.*``,
+``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``, optional ``embed_tokens.weight``). The
+official one says ``architectures: ["LlamaForCausalLM"]`` and has no ``rope_theta`` (RoPE base
+10000); SpecForge's says ``["LlamaForCausalLMEagle3"]`` and may add ``head_dim``, RoPE fields and
+``eagle_config``. What we write loads unchanged in vLLM and SGLang (see README.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+from huggingface_hub import snapshot_download
+from safetensors.torch import load_file, save_file
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.initialization import no_init_weights
+
+from ...core.attention import check_tree_attention_support
+from .configuration import Eagle3DraftConfig
+from .modeling import Eagle3DraftModel
+
+logger = logging.getLogger(__name__)
+
+OFFICIAL_ARCHITECTURE = "LlamaForCausalLM"
+SPECFORGE_ARCHITECTURE = "LlamaForCausalLMEagle3"
+CONFIG_NAME = "config.json"
+SAFETENSORS_NAME = "model.safetensors"
+PICKLE_NAME = "pytorch_model.bin"
+#: keys a checkpoint may omit: embeddings (taken from the target), the vocabulary maps (full vocabulary)
+OPTIONAL_KEYS = ("embed_tokens.weight", "d2t", "t2d")
+#: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's
+UNSUPPORTED_FLAGS = ("fc_norm", "norm_output", "norm_before_residual")
+_LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DraftConfig)} - {
+    f.name for f in dataclasses.fields(PretrainedConfig)
+}
+
+
+def resolve_checkpoint(path_or_hub_id: str | os.PathLike, allow_pickle: bool = False, **hub_kwargs) -> Path:
+    """A local directory as is; otherwise a Hub repo id fetched (or found in the local cache, which
+    ``HF_HUB_OFFLINE=1`` forces) with ``huggingface_hub.snapshot_download(**hub_kwargs)``."""
+    path = Path(path_or_hub_id)
+    if path.is_dir():
+        return path
+    patterns = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
+    return Path(snapshot_download(str(path_or_hub_id), allow_patterns=patterns, **hub_kwargs))
+
+
+def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
+    """All ``*.safetensors`` files of ``directory``; else ``pytorch_model.bin`` if ``allow_pickle``."""
+    files = sorted(directory.glob("*.safetensors"))
+    if files:
+        weights: dict[str, torch.Tensor] = {}
+        for file in files:
+            weights.update(load_file(file))
+        return weights
+    if (directory / PICKLE_NAME).is_file():
+        if not allow_pickle:
+            raise ValueError(
+                f"{directory} holds only {PICKLE_NAME}, a pickle file. Pass allow_pickle=True if you trust it (it is "
+                "then read with torch.load(weights_only=True)), or convert it to model.safetensors."
+            )
+        return torch.load(directory / PICKLE_NAME, map_location="cpu", weights_only=True)
+    raise ValueError(
+        f"No weights in {directory}: expected {SAFETENSORS_NAME} (or {PICKLE_NAME} with allow_pickle=True)."
+    )
+
+
+def _aux_layer_ids(raw: dict) -> list[int] | None:
+    """Layer ids in our (vLLM's, input-of-layer) numbering, from whichever engine's field is present."""
+    vllm_ids = raw.get("eagle_aux_hidden_state_layer_ids")
+    sglang_ids = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    from_sglang = [i + 1 for i in sglang_ids] if sglang_ids is not None else None  # SGLang captures id + 1
+    if vllm_ids is not None and from_sglang is not None and list(vllm_ids) != from_sglang:
+        raise ValueError(
+            f"The config's layer ids disagree: eagle_aux_hidden_state_layer_ids={vllm_ids} (vLLM, input of layer i) "
+            f"but eagle_config.eagle_aux_hidden_state_layer_ids={sglang_ids} (SGLang, output of layer i, i.e. "
+            f"{from_sglang}). Fix one of them."
+        )
+    return list(vllm_ids) if vllm_ids is not None else from_sglang
+
+
+def config_from_checkpoint(raw: dict, target_config: PretrainedConfig) -> Eagle3DraftConfig:
+    """An :class:`Eagle3DraftConfig` from an official or SpecForge ``config.json`` and the target's config."""
+    architectures = raw.get("architectures") or []
+    if architectures not in ([OFFICIAL_ARCHITECTURE], [SPECFORGE_ARCHITECTURE]):
+        raise ValueError(
+            f"Not an EAGLE-3 checkpoint config: architectures={architectures}, expected [{OFFICIAL_ARCHITECTURE!r}] "
+            f"(official EAGLE-3) or [{SPECFORGE_ARCHITECTURE!r}] (SpecForge)."
+        )
+    unsupported = [flag for flag in UNSUPPORTED_FLAGS if raw.get(flag)]
+    if unsupported:
+        raise ValueError(f"The config enables {unsupported}: these EAGLE-3 variants are not supported.")
+    fields = {key: value for key, value in raw.items() if key in _LLAMA_FIELDS}
+    if "rope_parameters" not in raw:  # legacy RoPE fields; absent rope_theta means base 10000
+        fields.update({key: raw[key] for key in ("rope_theta", "rope_scaling") if raw.get(key) is not None})
+    text = target_config.get_text_config()
+    fields.update(
+        target_num_hidden_layers=text.num_hidden_layers,
+        aux_hidden_state_layer_ids=_aux_layer_ids(raw),
+        use_aux_hidden_state=(raw.get("eagle_config") or {}).get("use_aux_hidden_state", True),
+    )
+    config = Eagle3DraftConfig(**fields)
+    if config.rope_parameters["rope_type"] != "dynamic":  # dynamic NTK reads it as its original length
+        # reference configs say 2048, which serving engines take as the context limit (sglang#6783)
+        config.max_position_embeddings = max(config.max_position_embeddings, text.max_position_embeddings)
+    config.check_target(target_config)
+    return config
+
+
+def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -> None:
+    """Strict keys and shapes; the vocabulary checks that need the raw ``d2t``/``t2d``."""
+    config, expected = model.config, model.state_dict()
+    missing = [key for key in expected if key not in weights and key not in OPTIONAL_KEYS]
+    unexpected = [key for key in weights if key not in expected]
+    if missing or unexpected:
+        raise ValueError(
+            f"The checkpoint does not match an EAGLE-3 drafter of this config: missing keys {missing}, unexpected "
+            f"keys {unexpected}. Expected the flat EAGLE-3 keys (fc.weight, midlayer.*, norm.weight, lm_head.weight, "
+            "d2t, t2d; no 'model.' prefix)."
+        )
+    if "t2d" in weights and weights["t2d"].numel() != config.vocab_size:
+        raise ValueError(
+            f"Vocabulary mismatch: t2d covers {weights['t2d'].numel()} target tokens, the target has "
+            f"{config.vocab_size}. Use a drafter trained for this target's tokenizer."
+        )
+    if "d2t" not in weights and config.draft_vocab_size < config.vocab_size:
+        raise ValueError(
+            f"The draft vocabulary is reduced ({config.draft_vocab_size} of {config.vocab_size} tokens) but the "
+            "checkpoint has no d2t, so draft ids cannot be mapped to target ids. Add the d2t tensor from training."
+        )
+    wrong = [
+        f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})"
+        for key, value in weights.items()
+        if key != "t2d" and value.shape != expected[key].shape
+    ]
+    if wrong:
+        raise ValueError(f"Checkpoint tensors do not fit the config: {', '.join(wrong)}.")
+
+
+def _set_vocab_maps(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -> None:
+    """``d2t`` from the checkpoint (zeros if absent), ``t2d`` rebuilt from it and checked against the file's."""
+    config = model.config
+    model.set_vocab_mapping(torch.arange(config.draft_vocab_size) + weights.get("d2t", model.d2t).long())
+    reduced = config.draft_vocab_size < config.vocab_size
+    if reduced and "t2d" in weights and not torch.equal(weights["t2d"].bool(), model.t2d):
+        raise ValueError("The checkpoint's d2t and t2d disagree; d2t must hold offsets (target_id - draft_id).")
+
+
+def _embeddings(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], target: PreTrainedModel) -> torch.Tensor:
+    """The target's embeddings at the same width (SGLang's rule); the checkpoint's own otherwise."""
+    config = model.config
+    own = weights.get("embed_tokens.weight")
+    if config.hidden_size != config.target_hidden_size:
+        if own is None:
+            raise ValueError(
+                f"The drafter's width ({config.hidden_size}) differs from the target's, so it needs its own trained "
+                "embeddings, but the checkpoint has no embed_tokens.weight."
+            )
+        return own
+    target_embeddings = target.get_input_embeddings().weight
+    if own is not None and not torch.equal(own.to(target_embeddings), target_embeddings):
+        logger.warning("Ignoring the checkpoint's embed_tokens.weight: it differs from the target's, which is used.")
+    return target_embeddings
+
+
+def load_checkpoint(
+    path_or_hub_id: str | os.PathLike, target: PreTrainedModel, allow_pickle: bool = False, **hub_kwargs
+) -> Eagle3DraftModel:
+    """Load an official EAGLE-3 or SpecForge checkpoint as a drafter for ``target``.
+
+    Strict: every weight must be present and used. Embeddings are the target's (SGLang's rule)
+    unless the draft width differs, when the checkpoint must carry its own. The model lands on
+    the target's device and dtype, in eval mode.
+
+    Args:
+        path_or_hub_id: a local directory or a Hub repo id.
+        allow_pickle: accept ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``).
+        hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``snapshot_download``.
+    """
+    check_tree_attention_support(target.config, role="target model")
+    directory = resolve_checkpoint(path_or_hub_id, allow_pickle, **hub_kwargs)
+    config = config_from_checkpoint(json.loads((directory / CONFIG_NAME).read_text()), target.config)
+    weights = read_weights(directory, allow_pickle)
+    with no_init_weights():
+        model = Eagle3DraftModel(config)
+    _check_tensors(model, weights)
+    _set_vocab_maps(model, weights)
+    state = {**weights, "d2t": model.d2t, "t2d": model.t2d, "embed_tokens.weight": _embeddings(model, weights, target)}
+    model.load_state_dict(state, strict=True)
+    return model.to(device=target.device, dtype=target.dtype).eval()
+
+
+def export_config(config: Eagle3DraftConfig, dtype: torch.dtype) -> dict:
+    """The SpecForge-layout ``config.json`` that vLLM and SGLang read."""
+    rope = dict(config.rope_parameters)
+    legacy_scaling = None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"}
+    exported = {
+        "architectures": [SPECFORGE_ARCHITECTURE],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": config.head_dim,
+        "hidden_act": config.hidden_act,
+        "rms_norm_eps": config.rms_norm_eps,
+        "attention_bias": config.attention_bias,
+        "mlp_bias": config.mlp_bias,
+        "max_position_embeddings": config.max_position_embeddings,
+        "rope_theta": rope["rope_theta"],  # older stacks read rope_theta / rope_scaling only
+        "rope_scaling": legacy_scaling,
+        "rope_parameters": rope,
+        "vocab_size": config.vocab_size,
+        "draft_vocab_size": config.draft_vocab_size,
+        "target_hidden_size": config.target_hidden_size,
+        "tie_word_embeddings": False,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+    }
+    ids = config.aux_hidden_state_layer_ids
+    default = config.default_layer_ids() if config.target_num_hidden_layers is not None else None
+    eagle_config = {}
+    if ids != default:  # engines apply the default themselves; custom ids need both engines' fields
+        exported["eagle_aux_hidden_state_layer_ids"] = list(ids)  # vLLM: input of layer i, used as is
+        eagle_config["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
+    if eagle_config or not config.use_aux_hidden_state:
+        exported["eagle_config"] = {**eagle_config, "use_aux_hidden_state": config.use_aux_hidden_state}
+    return exported
+
+
+def save_checkpoint(
+    model: Eagle3DraftModel, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None
+) -> None:
+    """Write ``config.json`` + ``model.safetensors`` in the SpecForge layout.
+
+    Flat keys; ``d2t``/``t2d`` always; ``embed_tokens.weight`` only when the draft width differs
+    from the target's (engines take the target's otherwise).
+    """
+    model.check_embeddings()
+    config = model.config
+    state = state_dict if state_dict is not None else model.state_dict()
+    if config.hidden_size == config.target_hidden_size:
+        state = {key: value for key, value in state.items() if key != "embed_tokens.weight"}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
+    save_file(tensors, directory / SAFETENSORS_NAME, metadata={"format": "pt"})
+    exported = export_config(config, model.lm_head.weight.dtype)
+    (directory / CONFIG_NAME).write_text(json.dumps(exported, indent=2) + "\n")

@@ -1,0 +1,113 @@
+"""The EAGLE-3 engine plug-in: target features in, draft-vocabulary log-probs out, one tree level at a time."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ...core.attention import check_tree_attention_support, tree_extension_mask
+from ...core.kv_cache import drop_tail
+from ...core.tree import DraftTree
+from ..base import DraftContext, Drafter
+from .modeling import Eagle3DraftModel
+
+
+class Eagle3Drafter(Drafter):
+    """Drafts with an EAGLE-3 head reading the target's hidden states.
+
+    The drafter keeps its own KV cache over the committed prefix: its position ``t`` holds (target
+    feature of token ``t``, embedding of token ``t+1``), so after :meth:`begin_tree` it covers
+    positions ``0..T-2`` and its last output predicts the root's children. Tree nodes take their
+    parent's pre-norm output as hidden input, at position ``T-2 + depth``; :meth:`end_tree` drops them.
+
+    Example:
+        >>> drafter = Eagle3Drafter.from_pretrained("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", target=model, allow_pickle=True)
+        >>> model.generate(**inputs, assistant_model=drafter, assistant_policy=StaticTreePolicy())
+    """
+
+    def __init__(self, model: Eagle3DraftModel):
+        check_tree_attention_support(model.config, role="EAGLE-3 draft model")
+        model.check_embeddings()
+        self.model = model.eval()
+        self.feature_layers = tuple(model.config.aux_hidden_state_layer_ids)
+        self._cache = DynamicCache()
+        self._committed = 0  # draft positions in the cache: committed tokens - 1
+        self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
+        self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
+
+    @classmethod
+    def from_pretrained(
+        cls, path_or_hub_id: str | os.PathLike, target: PreTrainedModel, allow_pickle: bool = False, **hub_kwargs
+    ) -> Eagle3Drafter:
+        """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``.
+
+        ``pytorch_model.bin`` needs ``allow_pickle=True``; ``hub_kwargs`` go to ``snapshot_download``.
+        """
+        return cls(
+            Eagle3DraftModel.from_pretrained(path_or_hub_id, target=target, allow_pickle=allow_pickle, **hub_kwargs)
+        )
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+        """Write the SpecForge layout that vLLM and SGLang load (see the README)."""
+        self.model.save_pretrained(save_directory)
+
+    def push_to_hub(self, repo_id: str, **kwargs) -> object:
+        """Upload the :meth:`save_pretrained` files (``PreTrainedModel.push_to_hub`` arguments)."""
+        return self.model.push_to_hub(repo_id, **kwargs)
+
+    def bind(self, target: PreTrainedModel) -> None:
+        self.model.config.check_target(target.config)
+        config = self.model.config
+        identity = config.draft_vocab_size == config.vocab_size and not self.model.d2t.any()
+        self.draft_to_target = None if identity else self.model.draft_to_target()
+        self._cache = DynamicCache()
+        self._committed = 0
+        self._fed, self._outputs = [], {}
+
+    @torch.no_grad()
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        device, dtype = self.model.device, self.model.dtype
+        num_tokens = context.input_ids.shape[1]
+        features = self.model.gather_target_features(context.new_features).to(device=device, dtype=dtype)
+        if self._committed + features.shape[1] != num_tokens - 1:
+            raise ValueError(
+                f"The drafter holds {self._committed} positions and got features for {features.shape[1]} more, but "
+                f"the sequence has {num_tokens} tokens: every token but the root needs its feature once. Call bind() "
+                "before a new generation."
+            )
+        positions = torch.arange(self._committed, num_tokens - 1, device=device)
+        output = self.model(
+            context.input_ids[:, self._committed + 1 :].to(device),
+            features,
+            target_features=True,
+            position_ids=positions[None],
+            past_key_values=self._cache,
+            logits_to_keep=1,
+        )
+        self._committed = num_tokens - 1
+        self._outputs = {0: output.prenorm_hidden_states[0, -1]}
+        return torch.log_softmax(output.logits[:, -1].float(), dim=-1)
+
+    @torch.no_grad()
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        device = self.model.device
+        mask, query_positions = tree_extension_mask(
+            self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
+        )
+        output = self.model(
+            torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
+            torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None],
+            target_features=False,
+            position_ids=query_positions[None],
+            attention_mask=mask,
+            past_key_values=self._cache,
+        )
+        self._outputs.update(zip(nodes, output.prenorm_hidden_states[0]))
+        self._fed = self._fed + nodes
+        return torch.log_softmax(output.logits[0].float(), dim=-1)
+
+    def end_tree(self) -> None:
+        drop_tail(self._cache, len(self._fed))
+        self._fed, self._outputs = [], {}

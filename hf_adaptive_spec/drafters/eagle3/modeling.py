@@ -1,0 +1,286 @@
+"""The EAGLE-3 draft model: fused target features + token embedding -> one Llama layer -> draft vocabulary.
+
+Module names follow the EAGLE-3 checkpoints (``fc``, ``midlayer.*``, ``norm``, ``lm_head``, ``d2t``,
+``t2d``, ``embed_tokens``), so ``state_dict()`` keys are the checkpoint keys.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import Cache, PreTrainedModel
+from transformers.masking_utils import create_causal_mask
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
+from transformers.utils import ModelOutput
+
+from .configuration import Eagle3DraftConfig
+
+
+@dataclass
+class Eagle3DraftOutput(ModelOutput):
+    """Output of one draft step.
+
+    Args:
+        logits: ``[batch, kept positions, draft_vocab_size]`` logits over the draft vocabulary.
+        prenorm_hidden_states: ``[batch, seq, hidden_size]`` layer output before the final norm: the
+            hidden input of the next draft step (EAGLE feeds these back, not the normed ones).
+    """
+
+    logits: torch.FloatTensor | None = None
+    prenorm_hidden_states: torch.FloatTensor | None = None
+
+
+class Eagle3Attention(LlamaAttention):
+    """Llama attention whose q/k/v read the ``2 * hidden_size`` wide ``[embedding ‖ hidden]`` input."""
+
+    def __init__(self, config: Eagle3DraftConfig):
+        super().__init__(config, layer_idx=0)
+        width, bias = 2 * config.hidden_size, config.attention_bias
+        self.q_proj = nn.Linear(width, config.num_attention_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(width, config.num_key_value_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(width, config.num_key_value_heads * self.head_dim, bias=bias)
+
+
+class Eagle3DecoderLayer(nn.Module):
+    """EAGLE-3's ``midlayer``: attention over ``[input_layernorm(embedding) ‖ hidden_norm(hidden)]``.
+
+    The residual stream is the hidden input *before* ``hidden_norm``; then the usual
+    ``post_attention_layernorm`` + SwiGLU MLP.
+    """
+
+    def __init__(self, config: Eagle3DraftConfig):
+        super().__init__()
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.hidden_norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.self_attn = Eagle3Attention(config)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp = LlamaMLP(config)
+
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+    ) -> torch.Tensor:
+        residual = hidden_states
+        joint = torch.cat([self.input_layernorm(embeddings), self.hidden_norm(hidden_states)], dim=-1)
+        attended, _ = self.self_attn(
+            joint,
+            position_embeddings=position_embeddings,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+        )
+        hidden_states = residual + attended
+        return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+
+
+class Eagle3DraftModel(PreTrainedModel):
+    """The EAGLE-3 drafter network (trainable; :class:`Eagle3Drafter` runs it inside ``generate``).
+
+    Draft position ``t`` takes the target feature of token ``t`` and the embedding of token ``t+1``
+    and predicts token ``t+2``. Token embeddings are the target's, frozen; they must be set from a
+    target (:meth:`from_target`, :meth:`set_embeddings`) or loaded before the model runs.
+
+    Buffers: ``d2t`` (``[draft_vocab]`` int64 offsets, ``target_id = draft_id + d2t[draft_id]``) and
+    ``t2d`` (``[vocab]`` bool, True for target tokens in the draft vocabulary).
+    """
+
+    config_class = Eagle3DraftConfig
+    config: Eagle3DraftConfig
+    base_model_prefix = ""
+    _supports_sdpa = True
+
+    def __init__(self, config: Eagle3DraftConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        features_width = config.num_features * config.target_hidden_size
+        self.fc = nn.Linear(features_width, config.hidden_size, bias=False) if config.use_aux_hidden_state else None
+        self.midlayer = Eagle3DecoderLayer(config)
+        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
+        self.rotary_emb = LlamaRotaryEmbedding(config)
+        self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
+        self.t2d[: config.draft_vocab_size] = True
+        self.embeddings_ready = False
+        self.register_load_state_dict_post_hook(_mark_loaded_embeddings)
+        self.post_init()
+
+    @classmethod
+    def from_target(
+        cls, target: PreTrainedModel, draft_to_target: torch.LongTensor | None = None, **config_kwargs
+    ) -> Eagle3DraftModel:
+        """A randomly initialised drafter for ``target``, to train.
+
+        The draft layer's Llama fields (RoPE included) default to the target's; ``config_kwargs``
+        override any :class:`Eagle3DraftConfig` field. Embeddings are copied from the target (frozen)
+        when the widths match; otherwise set them with :meth:`set_embeddings`.
+
+        Args:
+            draft_to_target: ``[draft_vocab]`` sorted target ids of a reduced draft vocabulary
+                (EAGLE's most frequent tokens); None for the full vocabulary.
+        """
+        text = target.config.get_text_config()
+        fields = {
+            "vocab_size": text.vocab_size,
+            "hidden_size": text.hidden_size,
+            "intermediate_size": text.intermediate_size,
+            "num_attention_heads": text.num_attention_heads,
+            "num_key_value_heads": text.num_key_value_heads,
+            "head_dim": getattr(text, "head_dim", None),
+            "hidden_act": text.hidden_act,
+            "rms_norm_eps": text.rms_norm_eps,
+            "max_position_embeddings": text.max_position_embeddings,
+            "rope_parameters": dict(text.rope_parameters.get("full_attention", text.rope_parameters)),
+            "target_hidden_size": text.hidden_size,
+            "target_num_hidden_layers": text.num_hidden_layers,
+            "draft_vocab_size": len(draft_to_target) if draft_to_target is not None else None,
+        }
+        fields.update(config_kwargs)
+        config = Eagle3DraftConfig(**fields)
+        config.check_target(target.config)
+        model = cls(config)
+        if draft_to_target is not None:
+            model.set_vocab_mapping(draft_to_target)
+        if config.hidden_size == text.hidden_size:
+            model.set_embeddings(target.get_input_embeddings().weight)
+        return model.to(device=target.device, dtype=target.dtype)
+
+    def set_embeddings(self, weight: torch.Tensor) -> None:
+        """Copy ``[vocab, hidden_size]`` token embeddings (the target's, or the drafter's trained own)."""
+        if tuple(weight.shape) != tuple(self.embed_tokens.weight.shape):
+            raise ValueError(
+                f"Embeddings of shape {tuple(weight.shape)} do not fit the drafter's "
+                f"{tuple(self.embed_tokens.weight.shape)} (vocab_size x hidden_size)."
+            )
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(weight)
+        self.embeddings_ready = True
+
+    def check_embeddings(self) -> None:
+        """Refuse to run (or save) with embeddings that were neither set from a target nor loaded."""
+        if not self.embeddings_ready:
+            raise ValueError(
+                "The drafter's token embeddings were never set: they are random. Build it with "
+                "Eagle3DraftModel.from_target(target), load it with Eagle3Drafter.from_pretrained(..., target=...), "
+                "or call set_embeddings(target.get_input_embeddings().weight)."
+            )
+
+    def set_vocab_mapping(self, draft_to_target: torch.LongTensor) -> None:
+        """Set ``d2t`` and ``t2d`` from the target id of every draft token (``[draft_vocab]``, distinct)."""
+        ids = torch.as_tensor(draft_to_target, dtype=torch.long, device=self.d2t.device)
+        vocab, draft_vocab = self.config.vocab_size, self.config.draft_vocab_size
+        if ids.shape != (draft_vocab,) or ids.min() < 0 or ids.max() >= vocab or ids.unique().numel() != draft_vocab:
+            raise ValueError(
+                f"The draft vocabulary must map its {draft_vocab} tokens to distinct target ids in 0..{vocab - 1}; "
+                "check d2t, which holds offsets (target_id - draft_id), not target ids."
+            )
+        self.d2t.copy_(ids - torch.arange(draft_vocab, device=ids.device))
+        self.t2d.zero_()
+        self.t2d[ids] = True
+
+    def draft_to_target(self) -> torch.LongTensor:
+        """``[draft_vocab]`` target id of each draft token (``arange + d2t``)."""
+        return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
+
+    def gather_target_features(
+        self, hidden_states: Mapping[int, torch.Tensor] | Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """Concatenate the target hidden states the drafter reads, ``[..., num_features * target_hidden_size]``.
+
+        ``hidden_states`` is indexed by transformers' ``hidden_states`` numbering: the tuple of
+        ``output_hidden_states=True`` or the engine's ``DraftContext.new_features``.
+        """
+        return torch.cat([hidden_states[i] for i in self.config.aux_hidden_state_layer_ids], dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        hidden_states: torch.Tensor,
+        target_features: bool = True,
+        position_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        logits_to_keep: int = 0,
+    ) -> Eagle3DraftOutput:
+        """One draft step over ``seq`` positions.
+
+        Args:
+            input_ids: ``[batch, seq]`` target-vocabulary ids; position ``t`` holds token ``t+1``.
+            hidden_states: with ``target_features=True``, ``[batch, seq, num_features * target_hidden_size]``
+                target features of token ``t`` (:meth:`gather_target_features`); with False,
+                ``[batch, seq, hidden_size]`` ``prenorm_hidden_states`` of the previous draft step.
+            target_features: which of the two ``hidden_states`` holds (explicit, never a width test).
+            position_ids: ``[batch, seq]``; defaults to the positions after ``past_key_values``.
+            attention_mask: a 4D additive mask used as is (e.g. a tree mask), or a 2D padding mask
+                / None for causal attention.
+            past_key_values: KV cache to extend (one layer).
+            logits_to_keep: compute logits for the last positions only (0: all).
+        """
+        self.check_embeddings()
+        width = self.fc.in_features if target_features and self.fc is not None else self.config.hidden_size
+        if hidden_states.shape[-1] != width:
+            kind = "target features" if target_features else "draft hidden states"
+            raise ValueError(f"hidden_states holds {kind} of width {width}, got {hidden_states.shape[-1]}.")
+        if target_features and self.fc is not None:
+            hidden_states = self.fc(hidden_states)
+        embeddings = self.embed_tokens(input_ids).to(hidden_states.dtype)
+        if position_ids is None:
+            past = past_key_values.get_seq_length() if past_key_values is not None else 0
+            position_ids = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)[None]
+        mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=embeddings,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            position_ids=position_ids,
+        )
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        hidden_states = self.midlayer(embeddings, hidden_states, position_embeddings, mask, past_key_values)
+        kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states
+        return Eagle3DraftOutput(logits=self.lm_head(self.norm(kept)), prenorm_hidden_states=hidden_states)
+
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike, *, target: PreTrainedModel, **kwargs
+    ) -> Eagle3DraftModel:
+        """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``)."""
+        from .checkpoint import load_checkpoint
+
+        return load_checkpoint(pretrained_model_name_or_path, target, **kwargs)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        is_main_process: bool = True,
+        state_dict: dict[str, torch.Tensor] | None = None,
+        max_shard_size: int | str | None = None,
+    ) -> None:
+        """Write the SpecForge layout vLLM and SGLang load (see ``checkpoint.save_checkpoint``).
+
+        The signature is the subset of ``PreTrainedModel.save_pretrained`` that ``Trainer`` and
+        ``push_to_hub`` use; ``max_shard_size`` is ignored (one safetensors file).
+        """
+        from .checkpoint import save_checkpoint
+
+        if is_main_process:
+            save_checkpoint(self, save_directory, state_dict)
+
+
+def _mark_loaded_embeddings(module: Eagle3DraftModel, incompatible_keys) -> None:
+    """``load_state_dict`` post-hook: embeddings count as set once a state dict provided them."""
+    if "embed_tokens.weight" not in incompatible_keys.missing_keys:
+        module.embeddings_ready = True

@@ -1,0 +1,92 @@
+"""Model cards for published artifacts, rendered from the packaged ``model_cards/<kind>.md`` templates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from huggingface_hub import ModelCard, ModelCardData
+
+LIBRARY_NAME = "hf-adaptive-spec"
+CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
+_KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
+
+
+@dataclass(frozen=True)
+class CardResult:
+    """One measured row of a card's results table.
+
+    Args:
+        benchmark: what was decoded, e.g. ``"MT-Bench (80 questions)"``.
+        tau: mean tokens per target forward (Spec-Bench's τ: accepted drafts + 1).
+        speedup: tokens/s over plain ``generate`` in the same run.
+        hardware: where it ran, e.g. ``"1x H100, bf16"``.
+    """
+
+    benchmark: str
+    tau: float
+    speedup: float
+    hardware: str = ""
+
+
+def card_template(kind: str) -> str:
+    """Text of the packaged template for ``kind`` (one of :data:`CARD_KINDS`)."""
+    if kind not in CARD_KINDS:
+        raise ValueError(f"Unknown model card kind {kind!r}; expected one of {', '.join(CARD_KINDS)}.")
+    return (resources.files("hf_adaptive_spec") / "model_cards" / f"{kind}.md").read_text(encoding="utf-8")
+
+
+def results_table(results: Sequence[CardResult]) -> str:
+    """Markdown table of ``results``, or a line saying nothing was measured."""
+    if not results:
+        return "Not measured yet."
+    rows = [
+        "| Benchmark | Hardware | τ (tokens / target forward) | Speedup vs `generate` |",
+        "|---|---|---|---|",
+    ]
+    rows += [f"| {r.benchmark} | {r.hardware or '-'} | {r.tau:.2f} | {r.speedup:.2f}x |" for r in results]
+    return "\n".join(rows)
+
+
+def render_card(
+    kind: str,
+    *,
+    method: str,
+    base_model: str | None = None,
+    datasets: Sequence[str] = (),
+    pipeline_tag: str | None = "text-generation",
+    results: Sequence[CardResult] = (),
+    reproduce_command: str | None = None,
+    tags: Sequence[str] = (),
+    license: str | None = None,
+    **template_vars: Any,
+) -> ModelCard:
+    """Render the ``kind`` template into a :class:`~huggingface_hub.ModelCard`.
+
+    The YAML header gets ``library_name="hf-adaptive-spec"``, ``base_model`` (the target
+    model), ``tags`` (``speculative-decoding``, ``method`` and ``tags``), ``datasets`` and
+    ``pipeline_tag``. The body gets the results table and the command reproducing the
+    checkpoint. Extra ``template_vars`` (``repo_id``, ``drafter``, ``paper_url``,
+    ``description`` …) fill the template's optional fields.
+
+    Save it with ``card.save(folder / "README.md")`` or upload it with ``card.push_to_hub(repo_id)``.
+    """
+    card_data = ModelCardData(
+        library_name=LIBRARY_NAME,
+        base_model=base_model,
+        license=license,
+        tags=sorted({"speculative-decoding", method, *tags}),
+        datasets=list(datasets) or None,
+        pipeline_tag=pipeline_tag,
+        **_KIND_METADATA.get(kind, {}),
+    )
+    return ModelCard.from_template(
+        card_data,
+        template_str=card_template(kind),
+        method=method,
+        results_table=results_table(results),
+        reproduce_command=reproduce_command,
+        **template_vars,
+    )

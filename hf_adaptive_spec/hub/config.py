@@ -1,0 +1,35 @@
+"""An artifact's ``config.json``: its constructor arguments plus the ``artifact_type`` naming its class."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import ArtifactError, ArtifactTypeError
+from .location import ArtifactLocation
+
+CONFIG_NAME = "config.json"
+ARTIFACT_TYPE_KEY = "artifact_type"
+
+
+def read_config(location: ArtifactLocation) -> dict[str, Any]:
+    """The parsed ``config.json`` of ``location``."""
+    path = location.resolve(CONFIG_NAME)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ArtifactError(f"'{CONFIG_NAME}' of {location} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ArtifactError(f"'{CONFIG_NAME}' of {location} must hold a JSON object, got {type(config).__name__}.")
+    return config
+
+
+def read_artifact_type(location: ArtifactLocation) -> str:
+    """The ``artifact_type`` declared in ``config.json``, e.g. ``"hf_adaptive_spec.policy.ltd"``."""
+    artifact_type = read_config(location).get(ARTIFACT_TYPE_KEY)
+    if not isinstance(artifact_type, str):
+        raise ArtifactTypeError(
+            f"'{CONFIG_NAME}' of {location} has no '{ARTIFACT_TYPE_KEY}' field, so it is not an hf-adaptive-spec "
+            "artifact (a transformers model or a peft adapter loads with that library's from_pretrained)."
+        )
+    return artifact_type

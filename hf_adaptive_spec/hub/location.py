@@ -1,0 +1,85 @@
+"""Where an artifact lives (a local folder or a Hub repo) and how to fetch one file from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+from .errors import MissingArtifactFileError
+
+
+@dataclass(frozen=True)
+class ArtifactLocation:
+    """A local folder, or a Hub repo id plus the usual ``hf_hub_download`` options.
+
+    Args:
+        name: a folder path, or a repo id such as ``"org/name"``.
+        revision: branch, tag or commit (Hub only; default ``main``).
+        cache_dir: Hugging Face cache folder (default ``$HF_HUB_CACHE``).
+        force_download: download again even if the file is cached.
+        token: Hub token, or None for the configured one.
+        local_files_only: use the local cache only (as ``HF_HUB_OFFLINE=1`` does globally).
+    """
+
+    name: str
+    revision: str | None = None
+    cache_dir: str | Path | None = None
+    force_download: bool = False
+    token: str | bool | None = None
+    local_files_only: bool = False
+
+    @property
+    def is_local(self) -> bool:
+        return Path(self.name).is_dir()
+
+    def __str__(self) -> str:
+        if self.is_local:
+            return f"folder '{self.name}'"
+        return f"Hub repo '{self.name}'" + (f" (revision '{self.revision}')" if self.revision else "")
+
+    def resolve(self, filename: str) -> Path:
+        """Local path of ``filename``, downloading it into the cache if needed.
+
+        Raises:
+            MissingArtifactFileError: the file is not there (or, offline, not cached).
+        """
+        if self.is_local:
+            path = Path(self.name) / filename
+            if not path.is_file():
+                raise MissingArtifactFileError(f"'{filename}' not found in {self}.")
+            return path
+        try:
+            return Path(
+                hf_hub_download(
+                    repo_id=self.name,
+                    filename=filename,
+                    revision=self.revision,
+                    cache_dir=self.cache_dir,
+                    force_download=self.force_download,
+                    token=self.token,
+                    local_files_only=self.local_files_only,
+                )
+            )
+        except LocalEntryNotFoundError as error:
+            raise MissingArtifactFileError(
+                f"'{filename}' of {self} is not in the local Hugging Face cache, and the Hub was not asked "
+                "(offline mode, local_files_only=True, or no connection). Download it once online, or check "
+                "HF_HUB_CACHE."
+            ) from error
+        except EntryNotFoundError as error:
+            raise MissingArtifactFileError(f"'{filename}' not found in {self}.") from error
+
+    def list_files(self) -> list[str]:
+        """Files of the folder or repo; for a Hub repo, [] when the Hub cannot be asked."""
+        if self.is_local:
+            root = Path(self.name)
+            return sorted(str(path.relative_to(root)) for path in root.rglob("*") if path.is_file())
+        if self.local_files_only:
+            return []
+        try:
+            return HfApi(token=self.token).list_repo_files(self.name, revision=self.revision)
+        except (HfHubHTTPError, OSError):
+            return []

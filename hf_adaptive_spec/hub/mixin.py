@@ -1,0 +1,150 @@
+"""``HubArtifactMixin``: ``save_pretrained`` / ``push_to_hub`` / ``from_pretrained`` for our artifacts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from huggingface_hub import ModelCard, ModelHubMixin
+from torch import nn
+
+from .cards import CARD_KINDS, render_card
+from .config import ARTIFACT_TYPE_KEY
+from .location import ArtifactLocation
+from .registry import check_artifact_type, register_artifact
+from .weights import load_weights, save_weights
+
+ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
+
+
+class HubArtifactMixin(ModelHubMixin):
+    """Hub support for hf-adaptive-spec artifacts, on top of ``huggingface_hub.ModelHubMixin``.
+
+    A repo holds ``config.json`` (the ``__init__`` keyword arguments plus ``artifact_type``),
+    ``README.md`` (rendered from ``model_cards/<card_kind>.md``) and, when the artifact is a
+    ``torch.nn.Module``, ``model.safetensors``. Artifacts that are not modules (a static
+    policy) are config-only.
+
+    Loading is strict: the ``artifact_type`` must match the class, every tensor must match
+    (no missing or unexpected keys), and pickle weights are refused. Modules come back in
+    ``eval()`` mode on the CPU.
+
+    Declare a subclass with class keywords; it is registered for :class:`AutoArtifact`::
+
+        class LTDPolicy(DraftPolicy, nn.Module, HubArtifactMixin,
+                        artifact_type="hf_adaptive_spec.policy.ltd", card_kind="policy"):
+            def __init__(self, hidden_size: int = 64): ...
+
+    ``__init__`` arguments must be JSON-serialisable (or dataclasses); ``artifact_type`` is
+    ``"hf_adaptive_spec.<kind>.<method>"``, and ``<method>`` becomes a card tag.
+    Card fields go through ``model_card_kwargs`` (see :func:`render_card`)::
+
+        policy.push_to_hub("org/ltd-llama3", model_card_kwargs={"base_model": "meta-llama/...",
+                           "results": [CardResult("MT-Bench", tau=3.1, speedup=2.4)],
+                           "reproduce_command": "hf-adaptive-spec train ltd ..."})
+    """
+
+    artifact_type: ClassVar[str]
+    card_kind: ClassVar[str]
+
+    def __init_subclass__(cls, *, artifact_type: str | None = None, card_kind: str | None = None, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if card_kind is not None:
+            if card_kind not in CARD_KINDS:
+                raise ValueError(f"{cls.__name__}: card_kind {card_kind!r} is not one of {', '.join(CARD_KINDS)}.")
+            cls.card_kind = card_kind
+        if artifact_type is not None:
+            if not hasattr(cls, "card_kind"):
+                raise TypeError(f"{cls.__name__} declares artifact_type but no card_kind (e.g. card_kind='policy').")
+            cls.artifact_type = artifact_type
+            register_artifact(artifact_type, cls)
+
+    def save_pretrained(self, save_directory: str | Path, *, config: Any = None, **kwargs: Any) -> str | None:
+        """Write ``config.json`` (with ``artifact_type``), weights and ``README.md`` to ``save_directory``."""
+        base = self._hub_mixin_config if config is None else config
+        fields = asdict(base) if is_dataclass(base) else dict(base or {})
+        fields[ARTIFACT_TYPE_KEY] = self.artifact_type
+        return super().save_pretrained(save_directory, config=fields, **kwargs)
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        if isinstance(self, nn.Module):
+            save_weights(self, save_directory)
+
+    def push_to_hub(self, repo_id: str, *, model_card_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> str:
+        """``ModelHubMixin.push_to_hub``, with ``repo_id`` passed to the card's usage snippet."""
+        card_kwargs = {"repo_id": repo_id, **(model_card_kwargs or {})}
+        return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, **kwargs)
+
+    def generate_model_card(self, **kwargs: Any) -> ModelCard:
+        """Render ``model_cards/<card_kind>.md``; ``kwargs`` are :func:`render_card`'s."""
+        kwargs.setdefault("method", self.artifact_type.rsplit(".", 1)[-1])
+        return render_card(self.card_kind, **kwargs)
+
+    @classmethod
+    def from_pretrained(
+        cls: type[ArtifactT],
+        pretrained_model_name_or_path: str | Path,
+        *,
+        force_download: bool = False,
+        token: str | bool | None = None,
+        cache_dir: str | Path | None = None,
+        local_files_only: bool = False,
+        revision: str | None = None,
+        **model_kwargs: Any,
+    ) -> ArtifactT:
+        """Load from a folder or a Hub repo id (or the local cache when offline).
+
+        ``model_kwargs`` override ``config.json`` values passed to ``__init__``.
+
+        Raises:
+            MissingArtifactFileError: ``config.json`` or ``model.safetensors`` is missing.
+            ArtifactTypeError: the repo holds another artifact type.
+            PickleWeightsError: the repo only has pickle weights.
+            WeightsMismatchError: the weights do not fit the module.
+        """
+        location = ArtifactLocation(
+            str(pretrained_model_name_or_path),
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            token=token,
+            local_files_only=local_files_only,
+        )
+        check_artifact_type(location, cls)
+        return super().from_pretrained(
+            pretrained_model_name_or_path,
+            force_download=force_download,
+            token=token,
+            cache_dir=cache_dir,
+            local_files_only=local_files_only,
+            revision=revision,
+            **model_kwargs,
+        )
+
+    @classmethod
+    def _from_pretrained(
+        cls: type[ArtifactT],
+        *,
+        model_id: str,
+        revision: str | None,
+        cache_dir: str | Path | None,
+        force_download: bool,
+        local_files_only: bool,
+        token: str | bool | None,
+        **model_kwargs: Any,
+    ) -> ArtifactT:
+        model_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
+        artifact = cls(**model_kwargs)
+        if isinstance(artifact, nn.Module):
+            location = ArtifactLocation(
+                model_id,
+                revision=revision,
+                cache_dir=cache_dir,
+                force_download=force_download,
+                token=token,
+                local_files_only=local_files_only,
+            )
+            load_weights(artifact, location)
+            artifact.eval()
+        return artifact

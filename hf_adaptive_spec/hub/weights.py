@@ -1,0 +1,61 @@
+"""Safetensors-only, strict weights for torch-module artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import safetensors.torch
+from torch import nn
+
+from .errors import MissingArtifactFileError, PickleWeightsError, WeightsMismatchError
+from .location import ArtifactLocation
+
+WEIGHTS_NAME = "model.safetensors"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+
+def save_weights(module: nn.Module, folder: Path) -> None:
+    """Write ``module``'s state dict to ``folder/model.safetensors`` (shared tensors stored once)."""
+    safetensors.torch.save_model(module, str(folder / WEIGHTS_NAME))
+
+
+def resolve_safetensors(location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> Path:
+    """Local path of the safetensors file ``filename``; never falls back to a pickle.
+
+    Use it with ``filename="adapter_model.safetensors"`` before handing a repo to peft, which
+    would otherwise fall back to ``adapter_model.bin``.
+
+    Raises:
+        PickleWeightsError: ``filename`` is missing but pickle weights are present.
+        MissingArtifactFileError: ``filename`` is missing.
+    """
+    try:
+        return location.resolve(filename)
+    except MissingArtifactFileError as error:
+        pickles = [name for name in location.list_files() if name.endswith(PICKLE_SUFFIXES)]
+        if pickles:
+            raise PickleWeightsError(
+                f"{location} has no '{filename}', only pickle weights ({', '.join(pickles)}). hf-adaptive-spec "
+                "loads safetensors only, because unpickling can run arbitrary code. Convert them with "
+                f"`safetensors.torch.save_file(torch.load(path, weights_only=True), '{filename}')`."
+            ) from error
+        raise
+
+
+def load_weights(module: nn.Module, location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> None:
+    """Load ``filename`` into ``module`` strictly: every key present, none extra, shapes equal.
+
+    Raises:
+        WeightsMismatchError: the file does not fit the module.
+    """
+    path = resolve_safetensors(location, filename)
+    name = type(module).__name__
+    try:
+        missing, unexpected = safetensors.torch.load_model(module, path, strict=False)
+    except RuntimeError as error:  # shape mismatches
+        raise WeightsMismatchError(f"'{filename}' of {location} does not fit {name}: {error}") from error
+    if missing or unexpected:
+        raise WeightsMismatchError(
+            f"'{filename}' of {location} does not match {name}: missing keys {sorted(missing)}, unexpected keys "
+            f"{sorted(unexpected)}. Was it saved by another class, or with other constructor arguments?"
+        )

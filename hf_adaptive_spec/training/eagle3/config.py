@@ -1,0 +1,36 @@
+"""``Eagle3Config``: the training arguments of the EAGLE-3 drafter trainer (TRL conventions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+
+@dataclass
+class Eagle3Config(TrainingArguments):
+    r"""Arguments of :class:`Eagle3Trainer` on top of ``transformers.TrainingArguments``.
+
+    Defaults follow SpecForge (AdamW, cosine schedule, warm-up 1.5%, gradient clipping 0.5) and
+    EAGLE-3 (7 training-time-test steps, step weights 0.8^k), set for CPU training.
+
+    Args:
+        ttt_steps: draft steps unrolled per position (EAGLE-3's training-time test).
+        ploss_decay: weight ``decay**k`` of step ``k``'s loss.
+        draft_vocab_size: size of the reduced draft vocabulary (most frequent assistant tokens).
+        max_length: tokens kept per conversation.
+    """
+
+    ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
+    ploss_decay: float = field(default=0.8, metadata={"help": "Weight decay**k of draft step k's loss."})
+    draft_vocab_size: int = field(default=8192, metadata={"help": "Size of the reduced draft vocabulary."})
+    max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
+    learning_rate: float = field(default=1e-4, metadata={"help": "Peak AdamW learning rate."})
+    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (EAGLE uses 0.95)."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
+    warmup_ratio: float = field(default=0.015, metadata={"help": "Share of steps spent warming up."})
+    max_grad_norm: float = field(default=0.5, metadata={"help": "Gradient clipping norm."})
+    logging_steps: float = field(default=10, metadata={"help": "Log every X update steps."})
+    remove_unused_columns: bool = field(default=False, metadata={"help": "Keep loss_mask for the loss."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on CPU (set False on an accelerator)."})
+    save_safetensors: bool = field(default=True, metadata={"help": "Checkpoints are safetensors only."})

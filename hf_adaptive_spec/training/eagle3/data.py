@@ -1,0 +1,78 @@
+"""EAGLE-3 training data: chat tokenisation with assistant masks, and the draft vocabulary."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+
+def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict[str, str]]]:
+    """Conversations from a JSONL file of ``{"conversation": [{"role", "content"}, ...]}`` records
+    (the output of ``trainers/regenerate_sharegpt.py``)."""
+    with open(path, encoding="utf-8") as handle:
+        for count, line in enumerate(handle):
+            if limit is not None and count >= limit:
+                return
+            if line.strip():
+                yield json.loads(line)["conversation"]
+
+
+def tokenize_conversation(
+    tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], max_length: int
+) -> dict[str, list[int]] | None:
+    """Chat-template tokens and a mask that is 1 on assistant tokens (their end marker included).
+
+    The template is applied to growing prefixes of the conversation, so the mask is exact for
+    any template whose renderings of a conversation's prefixes are prefixes of each other
+    (ChatML and most others). Returns None when nothing trainable fits in ``max_length``.
+    """
+    input_ids: list[int] = []
+    loss_mask: list[int] = []
+    for end, message in enumerate(messages, start=1):
+        rendered = tokenizer.apply_chat_template(messages[:end], tokenize=True, return_dict=False)
+        if list(rendered[: len(input_ids)]) != input_ids:
+            raise ValueError("The chat template does not render conversation prefixes as token prefixes.")
+        if message["role"] == "assistant":
+            header = tokenizer.apply_chat_template(messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False)
+            loss_mask += [0] * (len(header) - len(input_ids)) + [1] * (len(rendered) - len(header))
+        else:
+            loss_mask += [0] * (len(rendered) - len(input_ids))
+        input_ids = list(rendered)
+    input_ids, loss_mask = input_ids[:max_length], loss_mask[:max_length]
+    if sum(loss_mask[2:]) == 0:
+        return None
+    return {"input_ids": input_ids, "loss_mask": loss_mask}
+
+
+def build_draft_vocabulary(samples: Iterable[dict[str, list[int]]], draft_vocab_size: int, vocab_size: int) -> torch.LongTensor:
+    """EAGLE's draft vocabulary: the ``draft_vocab_size`` most frequent assistant tokens, sorted.
+
+    When the data holds fewer distinct tokens, the lowest unused ids fill the rest.
+    """
+    if not 0 < draft_vocab_size <= vocab_size:
+        raise ValueError(f"draft_vocab_size must be in 1..{vocab_size}, got {draft_vocab_size}.")
+    counts: Counter[int] = Counter()
+    for sample in samples:
+        counts.update(t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m)
+    chosen = {token for token, _ in counts.most_common(draft_vocab_size)}
+    filler = (t for t in range(vocab_size) if t not in chosen)
+    while len(chosen) < draft_vocab_size:
+        chosen.add(next(filler))
+    return torch.tensor(sorted(chosen), dtype=torch.long)
+
+
+def collate(samples: list[dict[str, list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad ``input_ids`` / ``loss_mask`` and add a 0/1 ``attention_mask``."""
+    length = max(len(s["input_ids"]) for s in samples)
+    batch = {"input_ids": [], "loss_mask": [], "attention_mask": []}
+    for s in samples:
+        pad = length - len(s["input_ids"])
+        batch["input_ids"].append(list(s["input_ids"]) + [pad_token_id] * pad)
+        batch["loss_mask"].append(list(s["loss_mask"]) + [0] * pad)
+        batch["attention_mask"].append([1] * len(s["input_ids"]) + [0] * pad)
+    return {key: torch.tensor(value, dtype=torch.long) for key, value in batch.items()}

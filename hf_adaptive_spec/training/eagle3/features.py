@@ -1,0 +1,33 @@
+"""Target-side inputs of EAGLE-3 training: fused features and draft-vocabulary logits."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from ...core.features import FeatureCapture, decoder_layers
+
+
+class TargetFeatures:
+    """Runs the frozen target once per batch and returns what the drafter learns from.
+
+    Args:
+        target: the target causal LM (frozen, eval mode).
+        layer_ids: the drafter's feature layers (``hidden_states`` numbering).
+        draft_to_target: ``[draft_vocab]`` target ids of the draft vocabulary.
+    """
+
+    def __init__(self, target: PreTrainedModel, layer_ids: list[int], draft_to_target: torch.LongTensor):
+        self.target = target.eval().requires_grad_(False)
+        self.layer_ids = list(layer_ids)
+        self.final_index = len(decoder_layers(target))
+        self.head = target.get_output_embeddings().weight[draft_to_target].detach()
+
+    @torch.no_grad()
+    def __call__(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(features [B, S, len(layer_ids) * H], target_logits [B, S, draft_vocab])``."""
+        with FeatureCapture(self.target, [*self.layer_ids, self.final_index]) as capture:
+            self.target.get_decoder()(input_ids=input_ids, attention_mask=attention_mask)
+        features = torch.cat([capture.latest[i] for i in self.layer_ids], dim=-1)
+        logits = capture.latest[self.final_index] @ self.head.T
+        return features, logits

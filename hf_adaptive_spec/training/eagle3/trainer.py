@@ -1,0 +1,57 @@
+"""``Eagle3Trainer``: trains an EAGLE-3 drafter against a frozen target (TRL conventions)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+import torch
+from transformers import PreTrainedModel, Trainer
+
+from ...drafters.eagle3.modeling import Eagle3DraftModel
+from .config import Eagle3Config
+from .features import TargetFeatures
+from .ttt import TTTBatch, ttt_loss
+
+
+class Eagle3Trainer(Trainer):
+    """Trains :class:`Eagle3DraftModel` with EAGLE-3's training-time test.
+
+    Target features are computed on the fly by the frozen ``target_model`` (it never trains).
+    Saves write the SpecForge checkpoint layout (safetensors) plus ``training_config.json``; no
+    pickled training arguments.
+    """
+
+    _tag_names = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
+    _name = "EAGLE-3"
+    _paper = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
+
+    def __init__(self, model: Eagle3DraftModel, args: Eagle3Config, target_model: PreTrainedModel, **kwargs):
+        super().__init__(model=model, args=args, **kwargs)
+        self.can_return_loss = True
+        self.target_features = TargetFeatures(
+            target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
+        )
+        self._metrics: dict[str, list[float]] = defaultdict(list)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
+        batch = TTTBatch(inputs["input_ids"], features, target_logits, inputs["loss_mask"] * inputs["attention_mask"])
+        loss, step_losses, step_accuracy = ttt_loss(model, batch, self.args.ttt_steps, self.args.ploss_decay)
+        for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
+            self._metrics[f"loss_step{step}"].append(step_loss)
+            self._metrics[f"acc_step{step}"].append(accuracy)
+        return (loss, {"loss": loss}) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
+        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
+        self._metrics.clear()
+        super().log(logs, start_time)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
+        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
+            handle.write(self.args.to_json_string())

@@ -1,0 +1,111 @@
+"""EAGLE-3's training-time test: unroll K draft steps, each fed the previous step's output.
+
+Step ``k`` at position ``t`` plays the draft node of depth ``k + 1`` below root ``t + 1``: it
+reads token ``x[t+1+k]`` and, for ``k > 0``, the previous step's pre-norm output at ``t``,
+sits at RoPE position ``t + k``, attends to step 0's keys at positions ``<= t`` (the context)
+and to steps ``1..k``'s keys at position ``t`` only (its ancestors), and predicts
+``x[t+2+k]``. The loss is ``sum_k decay**k * soft_ce(target_k, draft_k)`` where ``target_k`` is
+the target's next-token distribution restricted to the draft vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ...drafters.eagle3.modeling import Eagle3DraftModel
+
+
+@dataclass
+class TTTBatch:
+    """One training batch, right-padded, length ``S``.
+
+    Args:
+        input_ids: ``[B, S]`` tokens.
+        features: ``[B, S, num_features * target_hidden]`` target features of each token.
+        target_logits: ``[B, S, draft_vocab]`` target logits at each position (predicting the
+            next token), restricted to the draft vocabulary.
+        loss_mask: ``[B, S]`` 1 where the token is an assistant token worth predicting.
+    """
+
+    input_ids: torch.LongTensor
+    features: torch.Tensor
+    target_logits: torch.Tensor
+    loss_mask: torch.Tensor
+
+
+def _shift(x: torch.Tensor, offset: int, length: int, fill: float | int = 0) -> torch.Tensor:
+    """``x[:, offset : offset + length]``, padded with ``fill`` past the end."""
+    part = x[:, offset : offset + length]
+    missing = length - part.shape[1]
+    if missing > 0:
+        pad = torch.full((x.shape[0], missing, *x.shape[2:]), fill, dtype=x.dtype, device=x.device)
+        part = torch.cat([part, pad], dim=1)
+    return part
+
+
+def ttt_attention_mask(length: int, step: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[1, 1, L, (step + 1) * L]`` additive mask: causal over step 0, diagonal over later steps."""
+    allowed = [torch.ones(length, length, dtype=torch.bool, device=device).tril()]
+    allowed += [torch.eye(length, dtype=torch.bool, device=device)] * step
+    mask = torch.zeros(length, (step + 1) * length, dtype=dtype, device=device)
+    return mask.masked_fill_(~torch.cat(allowed, dim=1), torch.finfo(dtype).min)[None, None]
+
+
+@dataclass
+class TTTStep:
+    """One unrolled draft step: logits ``[B, L, draft_vocab]``, the target logits and loss mask
+    aligned with them (``[B, L, draft_vocab]`` and ``[B, L]``)."""
+
+    logits: torch.Tensor
+    target_logits: torch.Tensor
+    mask: torch.Tensor
+
+
+def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int) -> list[TTTStep]:
+    """Run the ``steps`` draft steps of the training-time test over every position at once."""
+    input_ids, features = batch.input_ids, batch.features
+    length = input_ids.shape[1] - 1  # draft position t needs token t + 1
+    positions = torch.arange(length, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
+    in_draft_vocab = model.t2d[input_ids]
+    cache = DynamicCache()
+    hidden, from_target = features[:, :length], True
+    unrolled = []
+    for step in range(steps):
+        out = model(
+            input_ids=_shift(input_ids, 1 + step, length),
+            hidden_states=hidden,
+            target_features=from_target,
+            position_ids=positions + step,
+            attention_mask=ttt_attention_mask(length, step, hidden.dtype, hidden.device),
+            past_key_values=cache,
+        )
+        mask = _shift(batch.loss_mask, 2 + step, length) * _shift(in_draft_vocab, 2 + step, length)
+        unrolled.append(TTTStep(out.logits, _shift(batch.target_logits, 1 + step, length), mask.float()))
+        hidden, from_target = out.prenorm_hidden_states, False
+    return unrolled
+
+
+def ttt_loss(
+    model: Eagle3DraftModel, batch: TTTBatch, steps: int = 7, decay: float = 0.8
+) -> tuple[torch.Tensor, list[float], list[float]]:
+    """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
+
+    Each step's loss is the soft cross-entropy against the target distribution over the draft
+    vocabulary, averaged over masked positions. Accuracy is the share of masked positions where
+    the draft argmax equals the target's argmax.
+    """
+    total = batch.features.new_zeros((), dtype=torch.float32)
+    step_losses, step_accuracy = [], []
+    for step, unrolled in enumerate(ttt_unroll(model, batch, steps)):
+        log_q = torch.log_softmax(unrolled.logits.float(), dim=-1)
+        p = torch.softmax(unrolled.target_logits.float(), dim=-1)
+        count = unrolled.mask.sum().clamp(min=1.0)
+        step_loss = (-(p * log_q).sum(-1) * unrolled.mask).sum() / count
+        total = total + decay**step * step_loss
+        hits = (unrolled.logits.argmax(-1) == unrolled.target_logits.argmax(-1)).float()
+        step_losses.append(float(step_loss.detach()))
+        step_accuracy.append(float((hits * unrolled.mask).sum() / count))
+    return total, step_losses, step_accuracy

@@ -1,0 +1,1 @@
+"""EAGLE-3 drafter tests (a package, so its conftest does not shadow tests/conftest.py)."""

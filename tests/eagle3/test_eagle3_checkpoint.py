@@ -1,0 +1,367 @@
+"""EAGLE-3 checkpoints: official and SpecForge layouts written by hand from the format notes, our
+export read the way the vLLM and SGLang loaders read it, round trips, and every loading error."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import constants as hub_constants
+from safetensors.torch import load_file, save_file
+from tiny_models import prompt
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
+
+from .conftest import CUSTOM_IDS, DRAFT_VOCAB, draft_logits, make_draft_model
+
+# The flat EAGLE-3 keys (no "model." prefix), as in the official and SpecForge checkpoints.
+LAYER_KEYS = [
+    "fc.weight",
+    "midlayer.input_layernorm.weight",
+    "midlayer.hidden_norm.weight",
+    "midlayer.post_attention_layernorm.weight",
+    "midlayer.self_attn.q_proj.weight",
+    "midlayer.self_attn.k_proj.weight",
+    "midlayer.self_attn.v_proj.weight",
+    "midlayer.self_attn.o_proj.weight",
+    "midlayer.mlp.gate_proj.weight",
+    "midlayer.mlp.up_proj.weight",
+    "midlayer.mlp.down_proj.weight",
+    "norm.weight",
+    "lm_head.weight",
+]
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 256,
+}
+IDS = prompt(24, seed=7)
+
+
+def _vocab_maps(used_tokens: list[int], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """EAGLE's traineagle3 ``scandata``: sorted used tokens -> d2t offsets, t2d mask."""
+    used_tokens = sorted(used_tokens)
+    d2t = torch.tensor([token - i for i, token in enumerate(used_tokens)], dtype=torch.long)
+    t2d = torch.tensor([i in used_tokens for i in range(vocab_size)], dtype=torch.bool)
+    return d2t, t2d
+
+
+def _layer_tensors(model: Eagle3DraftModel) -> dict[str, torch.Tensor]:
+    state = model.state_dict()
+    return {key: state[key].clone() for key in LAYER_KEYS}
+
+
+def _official_config(model: Eagle3DraftModel) -> dict:
+    """``traineagle3/config.json`` style: LlamaForCausalLM, no rope_theta, 2048 positions."""
+    c = model.config
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "hidden_size": c.hidden_size,
+        "intermediate_size": c.intermediate_size,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "rms_norm_eps": c.rms_norm_eps,
+        "max_position_embeddings": 2048,
+        "vocab_size": c.vocab_size,
+        "draft_vocab_size": c.draft_vocab_size,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "hidden_act": "silu",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pretraining_tp": 1,
+    }
+
+
+def _write(directory: Path, config: dict, tensors: dict[str, torch.Tensor], pickle: bool = False) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    if pickle:
+        torch.save(tensors, directory / "pytorch_model.bin")
+    else:
+        save_file(tensors, directory / "model.safetensors")
+    return directory
+
+
+@pytest.fixture
+def official_reference(target, frequent_tokens):
+    """A reduced-vocabulary drafter with the official checkpoint's implicit RoPE (base 10000)."""
+    return make_draft_model(
+        target, draft_to_target=frequent_tokens, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
+    )
+
+
+@pytest.fixture
+def official_tensors(official_reference, frequent_tokens, target):
+    d2t, t2d = _vocab_maps(frequent_tokens.tolist(), target.config.vocab_size)
+    return {**_layer_tensors(official_reference), "d2t": d2t, "t2d": t2d}
+
+
+@pytest.mark.parametrize("pickle", [True, False])
+def test_official_layout_loads_with_identical_logits(tmp_path, target, official_reference, official_tensors, pickle):
+    path = _write(tmp_path, _official_config(official_reference), official_tensors, pickle=pickle)
+    drafter = Eagle3Drafter.from_pretrained(path, target=target, allow_pickle=pickle)
+    assert drafter.model.config.rope_parameters["rope_theta"] == 10000.0
+    assert drafter.model.config.aux_hidden_state_layer_ids == [2, 2, 1]
+    assert torch.equal(draft_logits(drafter.model, target, IDS), draft_logits(official_reference, target, IDS))
+    assert not drafter.model.embed_tokens.weight.requires_grad
+
+
+def test_specforge_layout_loads_with_identical_logits(tmp_path, target):
+    reference = make_draft_model(
+        target, aux_hidden_state_layer_ids=CUSTOM_IDS, rope_parameters={**LLAMA3_ROPE, "rope_theta": 500000.0}
+    )
+    config = {
+        **_official_config(reference),
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "head_dim": 16,
+        "max_position_embeddings": 512,
+        "rope_theta": 500000.0,
+        "rope_scaling": LLAMA3_ROPE,
+        "target_hidden_size": 64,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in CUSTOM_IDS], "use_aux_hidden_state": True},
+    }
+    d2t, t2d = torch.zeros(96, dtype=torch.long), torch.ones(96, dtype=torch.bool)  # SpecForge's full-vocab t2d
+    path = _write(tmp_path, config, {**_layer_tensors(reference), "d2t": d2t, "t2d": t2d})
+    loaded = Eagle3DraftModel.from_pretrained(path, target=target)
+    assert loaded.config.aux_hidden_state_layer_ids == CUSTOM_IDS
+    assert loaded.config.rope_parameters == {**LLAMA3_ROPE, "rope_theta": 500000.0}
+    assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(reference, target, IDS))
+
+
+def test_rope_comes_from_the_drafter_config_not_the_target(tmp_path, target, official_reference, official_tensors):
+    config = target.config.to_dict() | {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+    torch.manual_seed(0)
+    long_rope_target = LlamaForCausalLM(LlamaConfig(**config)).eval()
+    long_rope_target.load_state_dict(target.state_dict())
+    path = _write(tmp_path, _official_config(official_reference), official_tensors)
+    loaded = Eagle3DraftModel.from_pretrained(path, target=long_rope_target)
+    assert loaded.config.rope_parameters["rope_theta"] == 10000.0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {
+            "reduced": True,
+            "aux_hidden_state_layer_ids": CUSTOM_IDS,
+            "rope_parameters": {**LLAMA3_ROPE, "rope_theta": 5e5},
+        },
+        {"use_aux_hidden_state": False},
+    ],
+    ids=["default", "reduced+custom-layers+llama3-rope", "single-feature"],
+)
+def test_save_pretrained_round_trip(tmp_path, target, frequent_tokens, kwargs):
+    kwargs = dict(kwargs)
+    mapping = frequent_tokens if kwargs.pop("reduced", False) else None
+    drafter = Eagle3Drafter(make_draft_model(target, draft_to_target=mapping, **kwargs))
+    drafter.save_pretrained(tmp_path)
+    loaded = Eagle3Drafter.from_pretrained(tmp_path, target=target)
+    assert torch.equal(draft_logits(loaded.model, target, IDS), draft_logits(drafter.model, target, IDS))
+    assert loaded.model.config.aux_hidden_state_layer_ids == drafter.model.config.aux_hidden_state_layer_ids
+    assert loaded.model.config.rope_parameters == drafter.model.config.rope_parameters
+    assert torch.equal(loaded.model.d2t, drafter.model.d2t) and torch.equal(loaded.model.t2d, drafter.model.t2d)
+
+
+def test_own_width_drafter_saves_and_reloads_its_embeddings(tmp_path, target):
+    model = make_draft_model(target, hidden_size=32, intermediate_size=64, head_dim=8)
+    with pytest.raises(ValueError, match="embeddings were never set"):
+        model.save_pretrained(tmp_path)
+    model.set_embeddings(torch.randn(96, 32))  # stands for trained embeddings of a narrower drafter
+    model.save_pretrained(tmp_path)
+    assert "embed_tokens.weight" in load_file(tmp_path / "model.safetensors")
+    loaded = Eagle3DraftModel.from_pretrained(tmp_path, target=target)
+    assert torch.equal(loaded.embed_tokens.weight, model.embed_tokens.weight)
+    assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(model, target, IDS))
+
+
+# What the serving engines do with our files, per their loaders (notes: vLLM llama_eagle3.py and
+# configs/eagle.py; SGLang's EAGLE3 loader).
+def _vllm_parameter_names(keys: list[str]) -> set[str]:
+    """vLLM ``load_weights``: midlayer. -> layers.0., "model." prefix except lm_head, d2t renamed, t2d skipped."""
+    names = set()
+    for key in keys:
+        if key == "t2d":
+            continue
+        if key == "d2t":
+            names.add("draft_id_to_target_id")
+            continue
+        name = key.replace("midlayer.", "layers.0.")
+        names.add(name if name.startswith("lm_head") else "model." + name)
+    return names
+
+
+def test_export_loads_as_vllm_and_sglang_expect(tmp_path, target, frequent_tokens):
+    drafter = Eagle3Drafter(
+        make_draft_model(target, draft_to_target=frequent_tokens, aux_hidden_state_layer_ids=CUSTOM_IDS)
+    )
+    drafter.bind(target)
+    drafter.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    tensors = load_file(tmp_path / "model.safetensors")
+
+    # common: SpecForge layout, flat keys, vocab maps, no embeddings at the target's width
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["model_type"] == "llama"
+    assert set(tensors) == set(LAYER_KEYS) | {"d2t", "t2d"}
+    assert {"fc.weight", "norm.weight", "lm_head.weight", "t2d", "d2t"} <= set(tensors)  # SpecForge to_sglang
+    assert tensors["fc.weight"].shape == (64, 3 * 64) and tensors["lm_head.weight"].shape == (DRAFT_VOCAB, 64)
+    assert tensors["midlayer.self_attn.q_proj.weight"].shape[1] == 2 * 64  # layer 0 reads 2H
+    assert tensors["d2t"].dtype == torch.int64 and tensors["t2d"].dtype == torch.bool
+    assert (config["num_hidden_layers"], config["vocab_size"], config["draft_vocab_size"]) == (1, 96, DRAFT_VOCAB)
+    assert config["target_hidden_size"] == 64 and config["head_dim"] == 16
+    assert config["max_position_embeddings"] >= target.config.max_position_embeddings
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"]
+    assert "rope_scaling" in config  # null for default RoPE: older stacks read only rope_theta / rope_scaling
+
+    # vLLM: renamed keys, top-level ids used as is (input of layer i), draft_id_to_target_id = d2t + arange
+    assert _vllm_parameter_names(list(tensors)) == {
+        "model.fc.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+        "draft_id_to_target_id",
+        *(f"model.layers.0.{k.removeprefix('midlayer.')}" for k in LAYER_KEYS if k.startswith("midlayer.")),
+    }
+    assert tuple(config["eagle_aux_hidden_state_layer_ids"]) == drafter.feature_layers
+    vllm_draft_id_to_target_id = tensors["d2t"] + torch.arange(DRAFT_VOCAB)
+    assert torch.equal(vllm_draft_id_to_target_id, drafter.draft_to_target)
+
+    # SGLang: eagle_config ids are outputs of layer i, captured at i + 1; hot_token_id = d2t + arange
+    sglang_layers_to_capture = [i + 1 for i in config["eagle_config"]["eagle_aux_hidden_state_layer_ids"]]
+    assert tuple(sglang_layers_to_capture) == drafter.feature_layers
+    assert config["eagle_config"]["use_aux_hidden_state"] is True
+    assert torch.equal(tensors["d2t"] + torch.arange(DRAFT_VOCAB), frequent_tokens)
+
+
+def test_default_layers_and_rope_export(tmp_path, target):
+    drafter = Eagle3Drafter(make_draft_model(target, rope_parameters={**LLAMA3_ROPE, "rope_theta": 5e5}))
+    drafter.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in config and "eagle_config" not in config  # engines' default
+    assert config["rope_scaling"] == LLAMA3_ROPE and config["rope_theta"] == 5e5
+    assert config["rope_parameters"] == {**LLAMA3_ROPE, "rope_theta": 5e5}
+
+
+def test_official_max_position_is_raised_to_the_target_context(tmp_path, target, official_reference, official_tensors):
+    path = _write(tmp_path / "official", _official_config(official_reference), official_tensors)
+    Eagle3Drafter.from_pretrained(path, target=target).save_pretrained(tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["max_position_embeddings"] == 2048  # max(2048, the target's 512)
+    assert config["rope_theta"] == 10000.0  # now explicit
+
+
+def test_hub_id_resolves_from_the_offline_cache(tmp_path, monkeypatch, target):
+    drafter = Eagle3Drafter(make_draft_model(target))
+    revision = "a" * 40
+    repo = tmp_path / "cache" / "models--org--eagle3"
+    drafter.save_pretrained(repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    loaded = Eagle3Drafter.from_pretrained("org/eagle3", target=target, cache_dir=tmp_path / "cache")
+    assert torch.equal(draft_logits(loaded.model, target, IDS), draft_logits(drafter.model, target, IDS))
+
+
+def test_push_to_hub_uploads_the_specforge_layout(monkeypatch, target):
+    from transformers.utils import hub
+
+    uploaded = {}
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kwargs):
+            return type("Repo", (), {"repo_id": repo_id})()
+
+    class FakeCard:
+        def save(self, path):
+            Path(path).write_text("card")
+
+    def upload(self, folder, repo_id, **kwargs):
+        uploaded.update({p.name: p.read_bytes() for p in Path(folder).iterdir()}, repo_id=repo_id)
+
+    monkeypatch.setattr(hub, "hf_api", lambda: FakeApi())
+    monkeypatch.setattr(hub, "create_and_tag_model_card", lambda *args, **kwargs: FakeCard())
+    monkeypatch.setattr(Eagle3DraftModel, "_upload_modified_files", upload)
+    Eagle3Drafter(make_draft_model(target)).push_to_hub("org/eagle3")
+    assert uploaded["repo_id"] == "org/eagle3"
+    assert json.loads(uploaded["config.json"])["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert "model.safetensors" in uploaded
+
+
+# Errors: each a ValueError naming the problem and the fix.
+def _official(tmp_path, reference, tensors, config_changes=None, drop=(), add=None) -> Path:
+    config = {**_official_config(reference), **(config_changes or {})}
+    tensors = {key: value for key, value in tensors.items() if key not in drop} | (add or {})
+    return _write(tmp_path, config, tensors)
+
+
+LOADING_ERRORS = {
+    "hidden-size": ({"target_hidden_size": 32}, (), None, "Hidden size mismatch: the drafter reads .* width 32"),
+    "vocab-size": ({"vocab_size": 100}, (), None, "Vocabulary mismatch: the drafter's vocab_size is 100"),
+    "t2d-length": ({}, ("t2d",), {"t2d": torch.ones(100, dtype=torch.bool)}, "Vocabulary mismatch: t2d covers 100"),
+    "no-d2t": ({}, ("d2t",), None, "reduced .* but the checkpoint has no d2t"),
+    "ids-range": ({"eagle_aux_hidden_state_layer_ids": [1, 2, 9]}, (), None, r"ids \[9\] out of range for a 4-layer"),
+    "ids-disagree": (
+        {
+            "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
+        },
+        (),
+        None,
+        "layer ids disagree",
+    ),
+    "missing-key": ({}, ("norm.weight",), None, r"missing keys \['norm.weight'\]"),
+    "prefixed-key": ({}, (), {"model.fc.weight": torch.zeros(1)}, r"unexpected keys \['model.fc.weight'\]"),
+    "bias-key": ({}, (), {"midlayer.self_attn.q_proj.bias": torch.zeros(64)}, "unexpected keys"),
+    "shape": ({}, (), {"lm_head.weight": torch.zeros(96, 64)}, r"lm_head.weight \(96, 64\) \(expected \(24, 64\)\)"),
+    "d2t-not-offsets": ({}, (), {"d2t": torch.arange(DRAFT_VOCAB)}, "d2t and t2d disagree"),
+    "architecture": ({"architectures": ["MistralForCausalLM"]}, (), None, "Not an EAGLE-3 checkpoint config"),
+    "two-layers": ({"num_hidden_layers": 2}, (), None, "one decoder layer"),
+    "variant": ({"norm_before_residual": True}, (), None, "not supported"),
+}
+
+
+@pytest.mark.parametrize("config_changes, drop, add, message", LOADING_ERRORS.values(), ids=LOADING_ERRORS.keys())
+def test_loading_errors(tmp_path, target, official_reference, official_tensors, config_changes, drop, add, message):
+    path = _official(tmp_path, official_reference, official_tensors, config_changes, drop, add)
+    with pytest.raises(ValueError, match=message):
+        Eagle3Drafter.from_pretrained(path, target=target)
+
+
+def test_pickle_weights_need_allow_pickle(tmp_path, target, official_reference, official_tensors):
+    path = _write(tmp_path, _official_config(official_reference), official_tensors, pickle=True)
+    with pytest.raises(ValueError, match="allow_pickle=True"):
+        Eagle3Drafter.from_pretrained(path, target=target)
+
+
+def test_narrower_drafter_without_embeddings_is_refused(tmp_path, target):
+    model = make_draft_model(target, hidden_size=32, intermediate_size=64, head_dim=8)
+    config = {**_official_config(model), "target_hidden_size": 64, "head_dim": 8}
+    path = _write(tmp_path, config, {**_layer_tensors(model), "d2t": model.d2t})
+    with pytest.raises(ValueError, match="checkpoint has no embed_tokens.weight"):
+        Eagle3Drafter.from_pretrained(path, target=target)
+
+
+def test_unsupported_target_attention_is_refused(tmp_path, target, official_reference, official_tensors):
+    flex_target = copy.deepcopy(target)
+    flex_target.set_attn_implementation("flex_attention")
+    path = _write(tmp_path, _official_config(official_reference), official_tensors)
+    with pytest.raises(ValueError, match="target model uses attn_implementation='flex_attention'"):
+        Eagle3Drafter.from_pretrained(path, target=flex_target)
+
+
+def test_embeddings_never_set_are_refused(target):
+    model = Eagle3DraftModel(make_draft_model(target).config)
+    with pytest.raises(ValueError, match="embeddings were never set"):
+        Eagle3Drafter(model)
+    with pytest.raises(ValueError, match="embeddings were never set"):
+        model(IDS[:, 1:], torch.zeros(1, 23, 3 * 64))
+    model.load_state_dict(make_draft_model(target).state_dict())
+    Eagle3Drafter(model)  # a loaded state dict provides them

@@ -1,0 +1,159 @@
+"""``save_pretrained`` / ``from_pretrained`` on local folders: round trips and every refusal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from hf_adaptive_spec.hub import (
+    ArtifactLocation,
+    ArtifactTypeError,
+    AutoArtifact,
+    HubArtifactMixin,
+    MissingArtifactFileError,
+    PickleWeightsError,
+    WeightsMismatchError,
+    register_artifact,
+    resolve_safetensors,
+)
+from hf_adaptive_spec.policies import StaticTreePolicy
+from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
+
+from .artifacts import GRU_TYPE, MLP_TYPE, TinyDraftHead, TinyGRUPolicy, TinyMLPPolicy, TinyThresholdPolicy
+
+
+@pytest.fixture
+def saved_mlp(tmp_path: Path) -> tuple[TinyMLPPolicy, Path]:
+    torch.manual_seed(0)
+    policy = TinyMLPPolicy(hidden_size=5, width=7)
+    policy.save_pretrained(tmp_path / "mlp")
+    return policy, tmp_path / "mlp"
+
+
+def test_module_artifact_round_trip(saved_mlp):
+    policy, folder = saved_mlp
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert json.loads((folder / "config.json").read_text()) == {
+        "artifact_type": MLP_TYPE, "hidden_size": 5, "width": 7, "max_depth": 4,
+    }
+    loaded = TinyMLPPolicy.from_pretrained(folder)
+    assert not loaded.training
+    features = torch.randn(3, 5)
+    assert torch.equal(loaded(features), policy(features))
+
+
+def test_config_only_artifact_round_trip(tmp_path: Path):
+    TinyThresholdPolicy(threshold=-1.25, depth=3).save_pretrained(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md", "config.json"]
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path)
+    assert isinstance(loaded, TinyThresholdPolicy)
+    assert (loaded.threshold, loaded.depth) == (-1.25, 3)
+
+
+def test_static_tree_policy_round_trip(tmp_path: Path):
+    StaticTreePolicy(depth=5, top_k=3, total_tokens=12, sample_drafts=True).save_pretrained(tmp_path / "tree")
+    StaticTreePolicy.chain(4).save_pretrained(tmp_path / "chain")
+    assert StaticTreePolicy.from_pretrained(tmp_path / "tree").config == StaticTreePolicy(5, 3, 12, True).config
+    chain = AutoDraftPolicy.from_pretrained(tmp_path / "chain")
+    assert isinstance(chain, StaticTreePolicy)
+    assert chain.config == StaticTreePolicy.chain(4).config
+
+
+def test_auto_artifact_picks_the_class_from_the_config(saved_mlp):
+    assert type(AutoArtifact.from_pretrained(saved_mlp[1])) is TinyMLPPolicy
+
+
+def _edit_weights(folder: Path, edit) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    edit(tensors)
+    save_file(tensors, folder / "model.safetensors")
+
+
+def test_missing_keys_are_refused(saved_mlp):
+    _edit_weights(saved_mlp[1], lambda tensors: tensors.pop("head.bias"))
+    with pytest.raises(WeightsMismatchError, match=r"missing keys \['head.bias'\], unexpected keys \[\]"):
+        TinyMLPPolicy.from_pretrained(saved_mlp[1])
+
+
+def test_unexpected_keys_are_refused(saved_mlp):
+    _edit_weights(saved_mlp[1], lambda tensors: tensors.update(value_head=torch.zeros(2)))
+    with pytest.raises(WeightsMismatchError, match=r"missing keys \[\], unexpected keys \['value_head'\]"):
+        TinyMLPPolicy.from_pretrained(saved_mlp[1])
+
+
+def test_shape_mismatch_is_refused(saved_mlp):
+    with pytest.raises(WeightsMismatchError, match="(?s)model.safetensors.*does not fit TinyMLPPolicy.*size mismatch"):
+        TinyMLPPolicy.from_pretrained(saved_mlp[1], width=9)
+
+
+def test_pickle_only_folder_is_refused_without_unpickling(saved_mlp, monkeypatch):
+    policy, folder = saved_mlp
+    torch.save(policy.state_dict(), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: pytest.fail("a pickle was loaded"))
+    with pytest.raises(PickleWeightsError, match=rf"{folder}.*'model.safetensors'.*pytorch_model.bin"):
+        TinyMLPPolicy.from_pretrained(folder)
+
+
+def test_pickle_only_adapter_is_refused(tmp_path: Path):
+    (tmp_path / "adapter_model.bin").write_bytes(b"not read")
+    with pytest.raises(PickleWeightsError, match="'adapter_model.safetensors'.*adapter_model.bin"):
+        resolve_safetensors(ArtifactLocation(str(tmp_path)), "adapter_model.safetensors")
+
+
+def test_missing_weights_file_is_named(saved_mlp):
+    (saved_mlp[1] / "model.safetensors").unlink()
+    with pytest.raises(MissingArtifactFileError, match=rf"'model.safetensors' not found in folder '{saved_mlp[1]}'"):
+        TinyMLPPolicy.from_pretrained(saved_mlp[1])
+
+
+def test_missing_config_is_named(tmp_path: Path):
+    with pytest.raises(MissingArtifactFileError, match=rf"'config.json' not found in folder '{tmp_path}'"):
+        TinyMLPPolicy.from_pretrained(tmp_path)
+
+
+def test_uncached_hub_repo_offline_is_named(tmp_path: Path):
+    with pytest.raises(MissingArtifactFileError, match="'config.json' of Hub repo 'org/absent' is not in the local"):
+        TinyMLPPolicy.from_pretrained("org/absent", cache_dir=tmp_path, local_files_only=True)
+
+
+def test_wrong_artifact_type_names_both(saved_mlp):
+    with pytest.raises(ArtifactTypeError, match=rf"'{MLP_TYPE}' artifact, not a '{GRU_TYPE}' one.*TinyMLPPolicy"):
+        TinyGRUPolicy.from_pretrained(saved_mlp[1])
+
+
+def test_config_without_artifact_type_is_refused(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ArtifactTypeError, match="no 'artifact_type' field"):
+        AutoArtifact.from_pretrained(tmp_path)
+
+
+def test_unregistered_artifact_type_is_named(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps({"artifact_type": "hf_adaptive_spec_tests.policy.unknown"}))
+    with pytest.raises(ArtifactTypeError, match=rf"'hf_adaptive_spec_tests.policy.unknown'.*registered: .*{MLP_TYPE}"):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+
+
+def test_auto_draft_policy_refuses_other_artifacts(tmp_path: Path):
+    TinyDraftHead().save_pretrained(tmp_path)
+    with pytest.raises(ArtifactTypeError, match="TinyDraftHead.*not a DraftPolicy"):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+
+
+def test_a_taken_artifact_type_cannot_be_registered_again():
+    with pytest.raises(ValueError, match=f"'{MLP_TYPE}' is already registered to .*TinyMLPPolicy"):
+        register_artifact(MLP_TYPE, TinyGRUPolicy)
+
+
+def test_an_artifact_type_needs_a_card_kind():
+    with pytest.raises(TypeError, match="declares artifact_type but no card_kind"):
+        type("NoCard", (HubArtifactMixin,), {}, artifact_type="hf_adaptive_spec_tests.policy.no_card")
+
+
+def test_an_unknown_card_kind_is_refused_at_class_definition():
+    with pytest.raises(ValueError, match="card_kind 'drafter' is not one of policy, eagle3_drafter, dvi_adapter"):
+        type("BadCard", (HubArtifactMixin,), {}, card_kind="drafter")

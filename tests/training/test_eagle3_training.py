@@ -1,0 +1,127 @@
+"""EAGLE-3 training: data, the training-time test, and the Trainer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tiny_models import make_char_tokenizer, prompt, tiny_model
+from transformers import DynamicCache
+
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.training.eagle3 import (
+    Eagle3Config,
+    Eagle3Trainer,
+    TargetFeatures,
+    TTTBatch,
+    build_draft_vocabulary,
+    collate,
+    tokenize_conversation,
+    ttt_unroll,
+)
+from hf_adaptive_spec.training.eagle3.ttt import ttt_attention_mask
+
+torch.set_num_threads(1)
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'a,' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tok = make_char_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def test_tokenize_masks_exactly_the_assistant_tokens(tokenizer):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "ok"}]
+    sample = tokenize_conversation(tokenizer, messages, max_length=100)
+    text = tokenizer.decode(sample["input_ids"])
+    masked = tokenizer.decode([t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m])
+    assert text == "u,hi.a,yo.u,ok." and masked == "yo."
+    assert tokenize_conversation(tokenizer, messages[:1], max_length=100) is None
+
+
+def test_draft_vocabulary_is_the_most_frequent_assistant_tokens():
+    samples = [{"input_ids": [5, 5, 7, 9, 9, 9], "loss_mask": [0, 1, 1, 1, 1, 1]}, {"input_ids": [3, 3], "loss_mask": [0, 0]}]
+    assert build_draft_vocabulary(samples, 1, vocab_size=12).tolist() == [9]
+    assert build_draft_vocabulary(samples, 3, vocab_size=12).tolist() == [5, 7, 9]
+    assert build_draft_vocabulary(samples, 5, vocab_size=12).tolist() == [0, 1, 5, 7, 9]  # filled with unused low ids
+    with pytest.raises(ValueError, match="draft_vocab_size"):
+        build_draft_vocabulary(samples, 13, vocab_size=12)
+
+
+def test_ttt_mask_is_causal_then_diagonal():
+    mask = ttt_attention_mask(3, 2, torch.float32, torch.device("cpu"))[0, 0] == 0
+    assert mask.shape == (3, 9)
+    assert mask[:, :3].equal(torch.ones(3, 3, dtype=torch.bool).tril())
+    assert mask[:, 3:6].equal(torch.eye(3, dtype=torch.bool)) and mask[:, 6:].equal(torch.eye(3, dtype=torch.bool))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_model("llama")
+    torch.manual_seed(3)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=torch.arange(0, 96, 2), initializer_range=0.2)
+    return target, draft
+
+
+@torch.no_grad()
+def test_training_time_test_equals_inference_drafting(setup):
+    """Step k at position t must equal drafting k+1 levels deep below root t+1 at inference."""
+    target, draft = setup
+    ids = prompt(12, seed=4)
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, target_logits = features(ids, torch.ones_like(ids))
+    steps = ttt_unroll(draft, TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), steps=3)
+    for t in (0, 4, 7):
+        cache = DynamicCache()  # context: draft positions 0..t, as the drafter's committed prefix
+        out = draft(ids[:, 1 : t + 2], feats[:, : t + 1], past_key_values=cache)
+        hidden = out.prenorm_hidden_states[:, -1:]
+        torch.testing.assert_close(steps[0].logits[0, t], out.logits[0, -1], atol=1e-5, rtol=1e-5)
+        for k in (1, 2):  # chain node of depth k+1: token x[t+1+k], parent's output, position t+k
+            node = draft(ids[:, t + 1 + k : t + 2 + k], hidden, target_features=False,
+                         position_ids=torch.tensor([[t + k]]), past_key_values=cache)
+            hidden = node.prenorm_hidden_states
+            torch.testing.assert_close(steps[k].logits[0, t], node.logits[0, -1], atol=1e-5, rtol=1e-5)
+        # the target side: logits restricted to the draft vocabulary, at the position predicting the same token
+        full = target(ids[:, : t + 2]).logits[0, -1]
+        torch.testing.assert_close(steps[0].target_logits[0, t], full[draft.draft_to_target()], atol=1e-4, rtol=1e-4)
+
+
+def _samples(target, count=12, length=24):
+    samples = []
+    for seed in range(count):
+        ids = target.generate(prompt(4, seed=seed), max_new_tokens=length - 4, do_sample=False)[0].tolist()
+        samples.append({"input_ids": ids, "loss_mask": [0] * 4 + [1] * (len(ids) - 4)})
+    return samples
+
+
+def test_trainer_learns_saves_safetensors_and_reloads(setup, tmp_path):
+    target, _ = setup
+    samples = _samples(target)
+    vocabulary = build_draft_vocabulary(samples, 32, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    args = Eagle3Config(
+        output_dir=str(tmp_path), max_steps=40, per_device_train_batch_size=4, learning_rate=3e-3, warmup_ratio=0.0,
+        ttt_steps=2, logging_steps=5, save_strategy="no", report_to=[], seed=0, disable_tqdm=True,
+    )
+    trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                            data_collator=lambda b: collate(b, pad_token_id=0))
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "acc_step0" in entry]
+    assert logs[-1]["loss"] < 0.85 * logs[0]["loss"]  # soft CE keeps the target entropy as a floor
+    assert logs[0]["acc_step0"] < 0.2 < 0.4 < logs[-1]["acc_step0"]
+    trainer.save_model(str(tmp_path / "final"))
+    files = sorted(p.name for p in (tmp_path / "final").iterdir())
+    assert "model.safetensors" in files and "training_config.json" in files
+    assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
+    assert json.loads((tmp_path / "final" / "training_config.json").read_text())["ttt_steps"] == 2
+    reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "final", target=target)
+    for key, value in draft.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[key], value)
