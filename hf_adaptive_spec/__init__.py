@@ -7,6 +7,7 @@
 >>> out = model.generate(**inputs, assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy())
 """
 
+from .checkpoints import shipped_checkpoint
 from .default_model import load_default_model
 from .drafters import CausalLMDrafter, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
 from .core import DraftTree
@@ -35,5 +36,6 @@ __all__ = [
     "VerifySizeInfo",
     "enable",
     "load_default_model",
+    "shipped_checkpoint",
     "truncated_causal_lm",
 ]

@@ -10,6 +10,8 @@ import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("hf_adaptive_spec.bench.cli", "Spec-Bench protocol: speedup, τ and identity check per method."),
+    "profile": ("hf_adaptive_spec.profiling.cli", "Measure verification / draft / policy costs on this machine."),
+    "train": ("hf_adaptive_spec.training.cli", "Train a drafter or policy: train METHOD --config recipe.yaml."),
 }
 
 

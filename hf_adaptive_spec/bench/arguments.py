@@ -78,6 +78,7 @@ class MethodOptions:
         tree_depth: ``tree``'s draft depth.
         tree_top_k: ``tree``'s branching factor per expanded node.
         tree_total_tokens: ``tree``'s tokens verified per cycle.
+        eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
     """
 
     _argument_group_name = "methods"
@@ -95,9 +96,12 @@ class MethodOptions:
     assistant_confidence_threshold: float | None = field(
         default=None, metadata={"help": "hf-early-exit/hf-assistant draft stop threshold (transformers: 0.4)."}
     )
-    tree_depth: int = field(default=7, metadata={"help": "tree: draft depth (EAGLE-3's default)."})
-    tree_top_k: int = field(default=10, metadata={"help": "tree: children per expanded node (EAGLE-3's default)."})
-    tree_total_tokens: int = field(default=60, metadata={"help": "tree: tokens verified per cycle (EAGLE-3's)."})
+    tree_depth: int = field(default=7, metadata={"help": "tree and eagle3: draft depth (EAGLE-3's default)."})
+    tree_top_k: int = field(default=10, metadata={"help": "tree and eagle3: children per expanded node (EAGLE-3's default)."})
+    tree_total_tokens: int = field(default=60, metadata={"help": "tree and eagle3: tokens verified per cycle, root included (EAGLE-3's)."})
+    eagle3_checkpoint: str | None = field(
+        default=None, metadata={"help": "eagle3: drafter checkpoint (folder or Hub id); default: the shipped one."}
+    )
 
 
 def split_csv(text: str) -> list[str]:

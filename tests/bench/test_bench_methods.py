@@ -28,13 +28,13 @@ def stock_tokens(model, tokenizer) -> list[int]:
 
 
 def test_registry_names():
-    assert list(METHODS)[:5] == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree"]
+    assert list(METHODS) == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "eagle3"]
     assert all(name == cls.name for name, cls in METHODS.items())
 
 
 def test_unknown_method_lists_the_known_ones():
-    with pytest.raises(UnknownMethodError, match="'eagle3'.*known methods: stock, hf-prompt-lookup"):
-        build_methods(["stock", "eagle3"])
+    with pytest.raises(UnknownMethodError, match="'ppow'.*known methods: stock, hf-prompt-lookup"):
+        build_methods(["stock", "ppow"])
 
 
 def test_stock_is_always_first_and_added_when_missing():
@@ -95,3 +95,27 @@ def test_tree_with_the_real_engine_matches_stock(bench_model):
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected
     assert len(stats.accepted_lengths) >= 1 and stats.verify_time > 0
+
+
+def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    method = METHODS["eagle3"]()
+    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, eagle3_checkpoint=str(tmp_path / "drafter"))
+    method.prepare(model, tokenizer, options)
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected and len(stats.accepted_lengths) >= 1
+
+
+def test_eagle3_without_the_shipped_checkpoint_names_it(bench_model, monkeypatch, tmp_path):
+    from hf_adaptive_spec import checkpoints
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+
+    monkeypatch.setitem(checkpoints.SHIPPED, "eagle3", "no-such-folder")
+    model, tokenizer = bench_model
+    with pytest.raises(MethodUnavailableError, match="shipped eagle3 checkpoint is missing"):
+        METHODS["eagle3"]().prepare(model, tokenizer, OPTIONS)

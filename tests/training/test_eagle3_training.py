@@ -119,9 +119,56 @@ def test_trainer_learns_saves_safetensors_and_reloads(setup, tmp_path):
     assert logs[0]["acc_step0"] < 0.2 < 0.4 < logs[-1]["acc_step0"]
     trainer.save_model(str(tmp_path / "final"))
     files = sorted(p.name for p in (tmp_path / "final").iterdir())
-    assert "model.safetensors" in files and "training_config.json" in files
+    assert "model.safetensors" in files and "training_config.json" in files and "README.md" in files
+    card = (tmp_path / "final" / "README.md").read_text()
+    assert "library_name: hf-adaptive-spec" in card and "eagle3" in card and "40 optimizer steps" in card
     assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
     assert json.loads((tmp_path / "final" / "training_config.json").read_text())["ttt_steps"] == 2
     reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "final", target=target)
     for key, value in draft.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[key], value)
+
+
+def test_conversation_stream_rereads_a_growing_file(tokenizer, tmp_path):
+    from hf_adaptive_spec.training.eagle3 import ConversationStream
+
+    path = tmp_path / "data.jsonl"
+    record = {"conversation": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    path.write_text(json.dumps(record) + "\n")
+    stream = ConversationStream(path, tokenizer, max_length=64)
+    assert len(list(stream)) == 1
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    assert len(list(stream)) == 2
+
+
+def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):
+    """torchrun --nproc_per_node 2 (gloo): both ranks train the same drafter (DDP keeps them equal)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    target = tiny_model("llama")
+    target.save_pretrained(tmp_path / "target")
+    tokenizer.save_pretrained(tmp_path / "target")
+    data = tmp_path / "data.jsonl"
+    with open(data, "w") as handle:
+        for i in range(16):
+            reply = "".join("abcdefg"[(i * j) % 7] for j in range(12))
+            handle.write(json.dumps({"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": reply}]}) + "\n")
+    out = tmp_path / "out"
+    entry = Path(__file__).with_name("ddp_entry.py")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(entry),
+        "--dataset_path", str(data), "--target_model_name_or_path", str(tmp_path / "target"), "--output_dir", str(out),
+        "--max_steps", "3", "--per_device_train_batch_size", "2", "--draft_vocab_size", "32", "--ttt_steps", "2",
+        "--save_strategy", "no", "--report_to", "none", "--ddp_backend", "gloo", "--learning_rate", "1e-2",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, "\n".join(line for line in result.stderr.splitlines() if "rank1" in line)[-6000:]
+    ranks = [(out / f"rank{r}.txt").read_text().split() for r in (0, 1)]
+    assert ranks[0][0] == ranks[1][0] == "2"  # a real two-process world, not two single-process runs
+    assert ranks[0] == ranks[1]
+    assert (out / "model.safetensors").is_file()

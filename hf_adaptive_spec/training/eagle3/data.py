@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
+from torch.utils.data import IterableDataset
 from transformers import PreTrainedTokenizerBase
 
 
@@ -76,3 +78,25 @@ def collate(samples: list[dict[str, list[int]]], pad_token_id: int) -> dict[str,
         batch["loss_mask"].append(list(s["loss_mask"]) + [0] * pad)
         batch["attention_mask"].append([1] * len(s["input_ids"]) + [0] * pad)
     return {key: torch.tensor(value, dtype=torch.long) for key, value in batch.items()}
+
+
+class ConversationStream(IterableDataset):
+    """Tokenised conversations re-read from a JSONL file at every pass, so a file that is still
+    growing (regeneration running beside training) feeds every new record into later passes.
+
+    Each pass shuffles the records (seed + pass number) and sorts chunks of ``chunk_size``
+    samples by length, so consecutive samples (one batch) need little padding.
+    """
+
+    def __init__(self, path: str | Path, tokenizer: PreTrainedTokenizerBase, max_length: int, seed: int = 0, chunk_size: int = 64):
+        self.path, self.tokenizer, self.max_length = path, tokenizer, max_length
+        self.seed, self.chunk_size = seed, chunk_size
+        self.passes = 0
+
+    def __iter__(self) -> Iterator[dict[str, list[int]]]:
+        conversations = list(read_conversations(self.path))
+        random.Random(self.seed + self.passes).shuffle(conversations)
+        self.passes += 1
+        for start in range(0, len(conversations), self.chunk_size):
+            chunk = (tokenize_conversation(self.tokenizer, c, self.max_length) for c in conversations[start : start + self.chunk_size])
+            yield from sorted((s for s in chunk if s), key=lambda s: len(s["input_ids"]))

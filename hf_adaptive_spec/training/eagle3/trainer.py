@@ -6,9 +6,11 @@ import os
 from collections import defaultdict
 
 import torch
+from huggingface_hub import ModelCard
 from transformers import PreTrainedModel, Trainer
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
+from ...hub.cards import CardResult, render_card
 from .config import Eagle3Config
 from .features import TargetFeatures
 from .ttt import TTTBatch, ttt_loss
@@ -26,8 +28,19 @@ class Eagle3Trainer(Trainer):
     _name = "EAGLE-3"
     _paper = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
 
-    def __init__(self, model: Eagle3DraftModel, args: Eagle3Config, target_model: PreTrainedModel, **kwargs):
+    def __init__(
+        self,
+        model: Eagle3DraftModel,
+        args: Eagle3Config,
+        target_model: PreTrainedModel,
+        dataset_name: str | None = None,
+        reproduce_command: str | None = None,
+        **kwargs,
+    ):
         super().__init__(model=model, args=args, **kwargs)
+        self.target_name = target_model.config.name_or_path or None
+        self.dataset_name = dataset_name
+        self.reproduce_command = reproduce_command
         self.can_return_loss = True
         self.target_features = TargetFeatures(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
@@ -37,7 +50,8 @@ class Eagle3Trainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
         batch = TTTBatch(inputs["input_ids"], features, target_logits, inputs["loss_mask"] * inputs["attention_mask"])
-        loss, step_losses, step_accuracy = ttt_loss(model, batch, self.args.ttt_steps, self.args.ploss_decay)
+        t2d = self.accelerator.unwrap_model(model).t2d
+        loss, step_losses, step_accuracy = ttt_loss(model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d)
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self._metrics[f"loss_step{step}"].append(step_loss)
             self._metrics[f"acc_step{step}"].append(accuracy)
@@ -53,5 +67,23 @@ class Eagle3Trainer(Trainer):
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
+        self.create_model_card().save(os.path.join(output_dir, "README.md"))
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
             handle.write(self.args.to_json_string())
+
+    def create_model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
+        """The drafter's card (``model_cards/eagle3_drafter.md``): data, steps, command, results."""
+        return render_card(
+            "eagle3_drafter",
+            method="eagle3",
+            base_model=self.target_name,
+            datasets=[self.dataset_name] if self.dataset_name else (),
+            results=results,
+            reproduce_command=self.reproduce_command,
+            description=(
+                f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
+                f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
+                "conversations per device."
+            ),
+            paper_url="https://arxiv.org/abs/2503.01840",
+        )

@@ -64,12 +64,15 @@ class TTTStep:
     mask: torch.Tensor
 
 
-def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int) -> list[TTTStep]:
-    """Run the ``steps`` draft steps of the training-time test over every position at once."""
+def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None) -> list[TTTStep]:
+    """Run the ``steps`` draft steps of the training-time test over every position at once.
+
+    ``model`` may be wrapped (DDP); ``t2d`` is then the unwrapped model's draft-vocabulary mask.
+    """
     input_ids, features = batch.input_ids, batch.features
     length = input_ids.shape[1] - 1  # draft position t needs token t + 1
     positions = torch.arange(length, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
-    in_draft_vocab = model.t2d[input_ids]
+    in_draft_vocab = (model.t2d if t2d is None else t2d)[input_ids]
     cache = DynamicCache()
     hidden, from_target = features[:, :length], True
     unrolled = []
@@ -89,7 +92,7 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int) -> list[TTT
 
 
 def ttt_loss(
-    model: Eagle3DraftModel, batch: TTTBatch, steps: int = 7, decay: float = 0.8
+    model: Eagle3DraftModel, batch: TTTBatch, steps: int = 7, decay: float = 0.8, t2d: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, list[float], list[float]]:
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
@@ -99,7 +102,7 @@ def ttt_loss(
     """
     total = batch.features.new_zeros((), dtype=torch.float32)
     step_losses, step_accuracy = [], []
-    for step, unrolled in enumerate(ttt_unroll(model, batch, steps)):
+    for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
         log_q = torch.log_softmax(unrolled.logits.float(), dim=-1)
         p = torch.softmax(unrolled.target_logits.float(), dim=-1)
         count = unrolled.mask.sum().clamp(min=1.0)

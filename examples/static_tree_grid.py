@@ -1,0 +1,72 @@
+"""Find the fastest static tree for a drafter on this machine (a small interleaved grid).
+
+    python examples/static_tree_grid.py --eagle3 PATH --questions 4 --max-new-tokens 96
+
+For each MT-bench question (first turn, chat template), every tree shape in the grid and
+stock generate decode in turn (interleaved, greedy, identity checked); it prints tokens/s,
+τ and the speedup (ratio of total throughputs) per shape, best first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from importlib import resources
+
+import torch
+
+import hf_adaptive_spec as hfas
+
+GRID = {"depth": (3, 4, 5, 6), "top_k": (1, 2, 4), "total_tokens": (4, 6, 8, 12, 16)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--eagle3", default=None, help="drafter checkpoint (default: the shipped one)")
+    parser.add_argument("--questions", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--num-threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    model, tokenizer = hfas.load_default_model()
+    hfas.enable(model)
+    drafter = hfas.Eagle3Drafter.from_pretrained(args.eagle3 or hfas.shipped_checkpoint("eagle3"), target=model)
+    shapes = [
+        (d, k, t) for d, k, t in itertools.product(*GRID.values())
+        if t <= 1 + sum(k**i for i in range(1, d + 1)) and (k > 1 or t == d + 1)
+    ]
+    lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
+    prompts = [json.loads(line)["turns"][0] for line in lines[: args.questions]]
+    totals = {shape: [0, 0.0, 0, 0, 0] for shape in [None, *shapes]}  # tokens, seconds, cycles, identical, emitted in cycles
+    for text in prompts:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+        reference = None
+        for shape in [None, *shapes]:
+            kwargs = {} if shape is None else {"assistant_model": drafter, "assistant_policy": hfas.StaticTreePolicy(*shape)}
+            start = time.perf_counter()
+            out = model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False, **kwargs)
+            seconds = time.perf_counter() - start
+            reference = out if shape is None else reference
+            entry = totals[shape]
+            entry[0] += out.shape[1] - ids.shape[1]
+            entry[1] += seconds
+            entry[2] += model.last_speculation.cycles if shape else 0
+            entry[3] += int(torch.equal(out, reference))
+            if shape:
+                stats = model.last_speculation
+                entry[4] += sum(stats.accepted_lengths) + stats.cycles
+    stock_rate = totals[None][0] / totals[None][1]
+    rows = sorted(shapes, key=lambda s: -totals[s][0] / totals[s][1])
+    print(f"stock: {stock_rate:.2f} tokens/s over {len(prompts)} questions\n")
+    print("| depth | top_k | total_tokens | tokens/s | τ | speedup | identical |\n|---|---|---|---|---|---|---|")
+    for shape in rows:
+        tokens, seconds, cycles, identical, emitted = totals[shape]
+        print(f"| {shape[0]} | {shape[1]} | {shape[2]} | {tokens / seconds:.2f} | {emitted / max(cycles, 1):.2f} | "
+              f"{tokens / seconds / stock_rate:.2f}x | {identical}/{len(prompts)} |")
+
+
+if __name__ == "__main__":
+    main()

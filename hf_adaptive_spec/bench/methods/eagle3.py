@@ -1,0 +1,33 @@
+"""``eagle3``: static-tree speculation with an EAGLE-3 drafter (the shipped one by default)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ...checkpoints import shipped_checkpoint
+from ...drafters.eagle3 import Eagle3Drafter
+from ...generation import enable
+from ...policies import StaticTreePolicy
+from ..arguments import MethodOptions
+from ..errors import MethodUnavailableError
+from .tree import Tree
+
+
+class Eagle3(Tree):
+    """``Eagle3Drafter`` (``--eagle3-checkpoint`` or the shipped one) + ``StaticTreePolicy``."""
+
+    name = "eagle3"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        try:
+            checkpoint = options.eagle3_checkpoint or shipped_checkpoint("eagle3")
+        except FileNotFoundError as error:
+            raise MethodUnavailableError(str(error)) from error
+        enable(model)
+        drafter = Eagle3Drafter.from_pretrained(checkpoint, target=model)
+        policy = StaticTreePolicy(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
+        return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}

@@ -1,0 +1,102 @@
+"""The hardware cost profile: what verification, a draft step and a policy call cost here.
+
+It feeds cost-model rewards (LTD, Re-SpS), RADAR's latency model, the replay environment
+and the reports. Times are medians of repeated wall-clock measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ..core.attention import tree_attention_mask
+from ..core.kv_cache import drop_tail, prepare_cache_for_trees
+from ..drafters.base import Drafter
+from ..policies.base import DraftPolicy
+
+DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+@dataclass
+class HardwareProfile:
+    """Measured costs on one machine, for one target (and optionally a drafter and policy).
+
+    Args:
+        verify_tokens / verify_seconds: target forward time for ``n`` new tokens (a tree of ``n``
+            nodes) after ``context_length`` cached tokens.
+        draft_step_seconds: mean drafter time per draft level, measured inside ``generate``.
+        policy_call_seconds: mean policy time per cycle, measured inside ``generate``.
+    """
+
+    device: str
+    dtype: str
+    num_threads: int
+    context_length: int
+    verify_tokens: list[int] = field(default_factory=list)
+    verify_seconds: list[float] = field(default_factory=list)
+    draft_step_seconds: float | None = None
+    policy_call_seconds: float | None = None
+
+    def verify_time(self, num_tokens: int) -> float:
+        """Interpolated verification time for ``num_tokens`` tokens (clamped to the measured range)."""
+        xs, ys = self.verify_tokens, self.verify_seconds
+        if num_tokens <= xs[0]:
+            return ys[0]
+        for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+            if num_tokens <= x1:
+                return y0 + (y1 - y0) * (num_tokens - x0) / (x1 - x0)
+        return ys[-1]
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> HardwareProfile:
+        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+@torch.no_grad()
+def measure_verification(
+    model: PreTrainedModel, context_length: int = 256, tokens: tuple[int, ...] = DEFAULT_VERIFY_TOKENS, repeats: int = 5
+) -> tuple[list[int], list[float]]:
+    """Median time of one target forward over ``n`` tree tokens, for each ``n`` in ``tokens``."""
+    device = model.device
+    generator = torch.Generator().manual_seed(0)
+    context = torch.randint(0, model.config.vocab_size, (1, context_length), generator=generator).to(device)
+    cache = prepare_cache_for_trees(DynamicCache(config=model.config))
+    model(context, past_key_values=cache, use_cache=True)
+    seconds = []
+    for n in tokens:
+        depths = torch.arange(n, device=device)  # a chain: same cost as any tree of n nodes
+        positions = context_length + depths
+        mask = tree_attention_mask(
+            model.config, cache, positions, positions, torch.ones(n, n, dtype=torch.bool, device=device).tril(), model.dtype
+        )
+        ids = torch.randint(0, model.config.vocab_size, (1, n), generator=generator).to(device)
+        runs = []
+        for _ in range(repeats + 1):  # the first run warms up
+            start = time.perf_counter()
+            model(input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True)
+            runs.append(time.perf_counter() - start)
+            drop_tail(cache, n)
+        seconds.append(statistics.median(runs[1:]))
+    return list(tokens), seconds
+
+
+def measure_in_generate(
+    model: PreTrainedModel, input_ids: torch.LongTensor, drafter: Drafter, policy: DraftPolicy, max_new_tokens: int = 64
+) -> tuple[float, float]:
+    """``(seconds per draft level, policy seconds per cycle)`` from one speculative ``generate``."""
+    out = model.generate(
+        input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+        return_dict_in_generate=True,
+    )
+    stats = out.speculation
+    levels = max(sum(stats.draft_depths), 1)
+    return stats.draft_time / levels, stats.policy_time / max(stats.cycles, 1)

@@ -1,0 +1,17 @@
+"""``hf-adaptive-spec train METHOD --config recipe.yaml``: run a trainer's script."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+#: method name -> module with ``run(argv) -> int`` (the same code as ``trainers/<method>.py``).
+TRAINERS = {"eagle3": "hf_adaptive_spec.training.eagle3.script"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in TRAINERS:
+        print(f"usage: hf-adaptive-spec train {{{','.join(TRAINERS)}}} --config recipe.yaml [--field value ...]", file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    return importlib.import_module(TRAINERS[argv[0]]).run(argv[1:])

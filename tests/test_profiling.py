@@ -1,0 +1,26 @@
+"""The hardware profile: measurement plumbing and the interpolation the cost models use."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_models import prompt
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.profiling import HardwareProfile, measure_in_generate, measure_verification
+
+
+def test_profile_interpolates_and_round_trips(tmp_path):
+    profile = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 8], verify_seconds=[0.01, 0.02, 0.04])
+    assert profile.verify_time(1) == 0.01 and profile.verify_time(6) == pytest.approx(0.03)
+    assert profile.verify_time(0) == 0.01 and profile.verify_time(100) == 0.04
+    profile.save(tmp_path / "p.json")
+    assert HardwareProfile.load(tmp_path / "p.json") == profile
+
+
+def test_measurements_on_a_tiny_model(llama):
+    tokens, seconds = measure_verification(llama, context_length=16, tokens=(1, 8), repeats=2)
+    assert tokens == [1, 8] and all(s > 0 for s in seconds)
+    draft, policy = measure_in_generate(
+        llama, prompt(6), hfas.CausalLMDrafter.from_target_layers(llama, 2), hfas.StaticTreePolicy.chain(3), max_new_tokens=12
+    )
+    assert draft > 0 and policy >= 0
