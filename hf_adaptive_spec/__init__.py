@@ -9,7 +9,7 @@
 
 from .checkpoints import shipped_checkpoint
 from .default_model import load_default_model
-from .drafters import CausalLMDrafter, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
+from .drafters import CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
 from .core import DraftTree
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable
 from .policies import AutoDraftPolicy, CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, StaticTreePolicy, TreeConfig, VerifySizeInfo
@@ -21,6 +21,8 @@ __all__ = [
     "CausalLMDrafter",
     "CycleFeedback",
     "CycleState",
+    "DVIDrafter",
+    "DVIOnlineConfig",
     "DraftContext",
     "DraftPolicy",
     "DraftStepInfo",

@@ -2,10 +2,13 @@
 
 from .base import DraftContext, Drafter
 from .causal_lm import CausalLMDrafter, truncated_causal_lm
+from .dvi import DVIDrafter, DVIOnlineConfig
 from .eagle3 import Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter
 
 __all__ = [
     "CausalLMDrafter",
+    "DVIDrafter",
+    "DVIOnlineConfig",
     "DraftContext",
     "Drafter",
     "Eagle3DraftConfig",

@@ -6,7 +6,10 @@ import importlib
 import sys
 
 #: method name -> module with ``run(argv) -> int`` (the same code as ``trainers/<method>.py``).
-TRAINERS = {"eagle3": "hf_adaptive_spec.training.eagle3.script"}
+TRAINERS = {
+    "eagle3": "hf_adaptive_spec.training.eagle3.script",
+    "dvi": "hf_adaptive_spec.training.dvi.script",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,109 @@
+"""``DVIOnlineConfig``: every weight, length and rate of DVI's online learning, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: name of the file holding the drafter's split point next to the peft adapter files.
+DVI_CONFIG_NAME = "dvi_config.json"
+#: ``artifact_type`` written into :data:`DVI_CONFIG_NAME`.
+DVI_ARTIFACT_TYPE = "hf_adaptive_spec.drafter.dvi"
+#: the module of the draft head that carries the LoRA adapter.
+DRAFT_HEAD_MODULE = "draft_head"
+
+
+@dataclass
+class DVIOnlineConfig:
+    r"""How a :class:`DVIDrafter` learns from its own accept/reject outcomes ("Improve").
+
+    The loss of one update over records sampled from the buffer is
+
+    .. math::
+        \lambda_{kl}(t)\,\mathrm{KL}(p_\theta \| \mathrm{softmax}(z_\phi/\tau))
+        + \lambda_{ce}(t)\,\mathrm{CE}_{r=1}
+        + \lambda_{pg}(t)\,\mathbb{E}_{\text{fresh}}[-(r-b)\log p_\theta(a)]
+        - w_{ent}\,H[p_\theta]
+
+    with the KL→RL schedule of the paper (Sec. 3.4): for ``t < warmup_updates`` only the KL
+    term (weight ``kl_weight``); over the next ``ramp_updates`` the CE and PG weights grow
+    linearly to ``ce_weight`` / ``pg_weight`` while the KL weight decays to ``kl_weight_min``.
+    ``b`` is an exponential moving average of the rewards of fresh records.
+
+    The paper (Bhansali & Heck, "Draft, Verify, & Improve") fixes the structure but gives no
+    numeric values for these knobs except its budget (one update per prompt, 2,000 prompts,
+    proposal depth 4, see ``DVIConfig``); the defaults below are ours and marked so.
+
+    Args:
+        buffer_size: records kept in the rollout buffer (oldest dropped first).
+        update_every: fresh records between two automatic updates during ``generate``; 0
+            disables automatic updates (call :meth:`DVIDrafter.update` yourself, as the
+            trainer does once per prompt).
+        batch_size: records per update, sampled uniformly from the buffer (KL and CE terms);
+            the policy-gradient term uses the at most ``batch_size`` freshest records logged
+            since the previous update (on-policy).
+        learning_rate: AdamW learning rate of the LoRA parameters.
+        weight_decay: AdamW weight decay.
+        adam_beta1: AdamW beta1.
+        adam_beta2: AdamW beta2.
+        max_grad_norm: gradient clipping norm (0 disables clipping).
+        kl_temperature: ``tau`` of the target distribution ``softmax(target_logits / tau)``.
+        kl_weight: KL weight during warm-up (``lambda_0``).
+        kl_weight_min: KL weight floor after the ramp (``lambda_kl^min``).
+        ce_weight: weight of the reward-masked cross-entropy after the ramp (the paper's
+            ``lambda_pg^max`` on its reward-masked term).
+        pg_weight: weight of the on-policy policy-gradient term after the ramp (``w_rl``).
+        entropy_weight: entropy bonus ``w_ent`` (subtracted from the loss).
+        warmup_updates: KL-only updates before the ramp (``T_warmup``).
+        ramp_updates: updates over which CE/PG ramp in and KL decays (``T_ramp``).
+        baseline_decay: EMA decay of the reward baseline ``b``.
+        seed: seed of the buffer sampling (a private generator: the global RNG is untouched).
+    """
+
+    buffer_size: int = field(default=4096, metadata={"help": "Records kept in the rollout buffer (ours)."})
+    update_every: int = field(
+        default=64, metadata={"help": "Fresh records between automatic updates; 0 = only explicit update() (ours)."}
+    )
+    batch_size: int = field(default=64, metadata={"help": "Records per update (ours)."})
+    learning_rate: float = field(default=5e-4, metadata={"help": "AdamW learning rate of the LoRA weights (ours)."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1."})
+    adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 disables it (ours)."})
+    kl_temperature: float = field(default=1.0, metadata={"help": "tau in softmax(target_logits / tau)."})
+    kl_weight: float = field(default=1.0, metadata={"help": "KL weight during warm-up, lambda_0 (ours)."})
+    kl_weight_min: float = field(default=0.1, metadata={"help": "KL weight floor after the ramp (ours)."})
+    ce_weight: float = field(default=1.0, metadata={"help": "Reward-masked CE weight after the ramp (ours)."})
+    pg_weight: float = field(default=0.1, metadata={"help": "Policy-gradient weight after the ramp (ours)."})
+    entropy_weight: float = field(default=0.0, metadata={"help": "Entropy bonus weight (ours)."})
+    warmup_updates: int = field(default=200, metadata={"help": "KL-only updates before the ramp, T_warmup (ours)."})
+    ramp_updates: int = field(default=300, metadata={"help": "Updates of the KL->RL ramp, T_ramp (ours)."})
+    baseline_decay: float = field(default=0.9, metadata={"help": "EMA decay of the reward baseline (ours)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the buffer sampling."})
+
+    def __post_init__(self) -> None:
+        positive = ("buffer_size", "batch_size")
+        non_negative = (
+            "update_every",
+            "weight_decay",
+            "max_grad_norm",
+            "kl_weight",
+            "kl_weight_min",
+            "ce_weight",
+            "pg_weight",
+            "entropy_weight",
+            "warmup_updates",
+            "ramp_updates",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"DVIOnlineConfig.{name} must be >= 1, got {getattr(self, name)!r}.")
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise ValueError(f"DVIOnlineConfig.{name} must be >= 0, got {getattr(self, name)!r}.")
+        if self.learning_rate <= 0 or self.kl_temperature <= 0:
+            raise ValueError("DVIOnlineConfig.learning_rate and kl_temperature must be > 0.")
+        if not 0.0 <= self.baseline_decay < 1.0:
+            raise ValueError(f"DVIOnlineConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}.")
+        if self.kl_weight_min > self.kl_weight:
+            raise ValueError("DVIOnlineConfig.kl_weight_min must not exceed kl_weight (the KL weight decays).")
+

@@ -1,0 +1,417 @@
+"""The DVI drafter: the target's first layers plus a LoRA draft head, learning online from its outcomes."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from torch import nn
+from transformers import DynamicCache, PreTrainedModel
+
+from ...core.attention import check_tree_attention_support, tree_extension_mask
+from ...core.features import decoder_layers
+from ...core.kv_cache import drop_tail
+from ...core.tree import DraftTree
+from ...hub.cards import render_card
+from ...hub.errors import ArtifactTypeError, WeightsMismatchError
+from ...hub.location import ArtifactLocation
+from ...hub.weights import resolve_safetensors
+from ...policies.static import StaticTreePolicy
+from ..base import DraftContext, Drafter
+from ..causal_lm import truncated_causal_lm
+from .buffer import outcome_records
+from .config import DRAFT_HEAD_MODULE, DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineConfig
+from .online import DVIUpdater, UpdateMetrics
+
+ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
+ADAPTER_CONFIG_NAME = "adapter_config.json"
+#: the paper's proposal depth (k_spec = 4), as a chain.
+RECOMMENDED_DEPTH = 4
+
+
+def _unwrap(model: nn.Module) -> PreTrainedModel:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def default_lora_config() -> LoraConfig:
+    """LoRA on the draft head: rank 16, alpha 32, no dropout (the paper gives no values; ours)."""
+    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=[DRAFT_HEAD_MODULE])
+
+
+class DVIDraftHead(nn.Module):
+    """``draft_head(norm(h_k))``: the target's final norm and output projection, shared and frozen.
+
+    The LoRA adapter goes on ``draft_head`` (peft wraps it; the target keeps its own plain
+    ``lm_head``). Its name matches no module of a transformers model, so the adapter cannot be
+    applied to the target's real head by mistake.
+    """
+
+    def __init__(self, norm: nn.Module, lm_head: nn.Module, name_or_path: str | None = None):
+        super().__init__()
+        self.norm = norm
+        self.draft_head = lm_head
+        self.name_or_path = name_or_path  # the target's id: peft writes it as base_model_name_or_path
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``[..., hidden]`` shallow states -> ``[..., vocab]`` draft logits."""
+        return self.draft_head(self.norm(hidden))
+
+
+def _lora_head(head: DVIDraftHead, lora_config: LoraConfig) -> PeftModel:
+    """Wrap ``head`` with a LoRA adapter without changing the shared target weights' ``requires_grad``."""
+    flags = {param: param.requires_grad for param in head.parameters()}
+    peft_head = get_peft_model(head, lora_config)
+    for param, requires_grad in flags.items():
+        param.requires_grad_(requires_grad)  # peft freezes the base weights, which are the target's
+    return peft_head.eval()
+
+
+def _check_lora_config(lora_config: LoraConfig | None) -> LoraConfig:
+    config = lora_config or default_lora_config()
+    modules = config.target_modules
+    names = {modules} if isinstance(modules, str) else set(modules or ())
+    if names != {DRAFT_HEAD_MODULE}:
+        raise ValueError(
+            f"The DVI LoRA adapter targets the draft head only: target_modules must be ['{DRAFT_HEAD_MODULE}'], "
+            f"got {modules!r}."
+        )
+    return config
+
+
+@dataclass
+class _Cycle:
+    """What the drafter proposed in one cycle, kept until the next one reveals what was committed."""
+
+    committed: int  # sequence length at the cycle start (the root is token committed - 1)
+    tree: DraftTree
+    states: dict[int, torch.Tensor]  # h_k of every expanded node
+
+
+class DVIDrafter(Drafter):
+    """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
+
+    The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
+    then the target's final norm and ``lm_head`` with a LoRA adapter (peft). Verification is
+    the unmodified target, so the output is exactly the target's. The drafter keeps its own
+    KV cache of the shallow layers (see the package README for the engine hook that would let
+    it share the target's cache instead).
+
+    With ``online=True`` it learns while generating (the paper's "Improve" step): at each cycle
+    it compares the previous cycle's draft with the tokens the engine committed, logs one
+    :class:`~hf_adaptive_spec.drafters.dvi.DVIRecord` per drafted position up to and including
+    the first reject, and every ``online_config.update_every`` records steps the LoRA weights
+    with the KL→RL schedule. Nothing else changes: the target and the head's base weights stay
+    bitwise equal, and the generated tokens are the target's.
+
+    Args:
+        target: the target model (a transformers causal LM, or a peft model wrapping one).
+        exit_layer: number of target layers the draft path runs (``1 .. num_layers-1``).
+        lora_config: peft ``LoraConfig`` of the draft head (``target_modules=['draft_head']``);
+            :func:`default_lora_config` by default.
+        online: learn from the drafts' outcomes during ``generate``.
+        online_config: the :class:`DVIOnlineConfig` (defaults when None).
+
+    Example:
+        >>> drafter = DVIDrafter(model, exit_layer=4, online=True)
+        >>> model.generate(**inputs, assistant_model=drafter, assistant_policy=StaticTreePolicy.chain(4))
+        >>> drafter.freeze()  # stop learning; drafter.save_pretrained("dvi-adapter") to keep it
+
+    One drafter serves one ``generate`` at a time: it holds the sequence's draft cache, and a
+    ``generate`` in another thread that binds it makes the first one fail with a RuntimeError.
+    Updates and head reads share a lock, so :meth:`update`, :meth:`save_pretrained` and
+    :meth:`freeze` are safe to call from another thread.
+    """
+
+    def __init__(
+        self,
+        target: nn.Module,
+        exit_layer: int = 4,
+        *,
+        lora_config: LoraConfig | None = None,
+        online: bool = False,
+        online_config: DVIOnlineConfig | None = None,
+    ):
+        target = _unwrap(target)
+        check_tree_attention_support(target.config, role="target model")
+        norm = getattr(target.get_decoder(), "norm", None)
+        if norm is None:
+            raise ValueError(
+                f"DVIDrafter needs the target's final norm at `model.norm` (Llama, Mistral, Qwen, Gemma layouts); "
+                f"{type(target).__name__} has none."
+            )
+        shallow = truncated_causal_lm(target, exit_layer).get_decoder()  # validates exit_layer
+        shallow.norm = nn.Identity()  # the head applies the norm: the shallow output is h_k itself
+        self.exit_layer = exit_layer
+        self.shallow = shallow
+        self.lora_config = _check_lora_config(lora_config)
+        self._target_name = target.config.name_or_path or None
+        self.head = _lora_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
+        self.updater: DVIUpdater | None = None
+        self._target_lm_head = target.get_output_embeddings()
+        self._num_layers = len(decoder_layers(target))
+        self._target_shape = {
+            "num_hidden_layers": self._num_layers,
+            "hidden_size": target.config.hidden_size,
+            "vocab_size": target.config.vocab_size,
+        }
+        self._lock = threading.RLock()
+        self._frozen = False
+        if online:
+            self.enable_online(online_config)
+        self._reset()
+
+    # ----- online learning -------------------------------------------------------------------
+
+    def enable_online(self, config: DVIOnlineConfig | None = None) -> DVIUpdater:
+        """Start learning online with a fresh updater (empty buffer, new optimizer)."""
+        with self._lock:
+            self.updater = DVIUpdater(self.head, self._target_lm_head, config or DVIOnlineConfig(), self._lock)
+            self._frozen = False
+            self._pending = None
+            return self.updater
+
+    @property
+    def online(self) -> bool:
+        """Whether an updater is attached (see :meth:`enable_online`)."""
+        return self.updater is not None
+
+    @property
+    def is_learning(self) -> bool:
+        """Online and not frozen: records are logged and updates run."""
+        return self.updater is not None and not self._frozen
+
+    def freeze(self) -> None:
+        """Stop logging and updating (the adapter keeps its current weights)."""
+        with self._lock:
+            self._frozen = True
+            self._pending = None
+
+    def unfreeze(self) -> None:
+        """Resume online learning after :meth:`freeze`."""
+        with self._lock:
+            self._frozen = False
+
+    def update(self) -> UpdateMetrics | None:
+        """Run one LoRA update now (None when the buffer is empty)."""
+        if self.updater is None:
+            raise RuntimeError("This DVIDrafter is not online: create it with online=True or call enable_online().")
+        return self.updater.step()
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """The target's final-norm output (index ``num_layers``) while learning, for the target logits."""
+        return (self._num_layers,) if self.is_learning else ()
+
+    @staticmethod
+    def recommended_policy() -> StaticTreePolicy:
+        """The paper's proposal: a chain of depth 4 (``StaticTreePolicy.chain(4)``)."""
+        return StaticTreePolicy.chain(RECOMMENDED_DEPTH)
+
+    # ----- the Drafter interface ---------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._cache = DynamicCache()
+        self._committed = 0
+        self._fed: list[int] = []
+        self._states: dict[int, torch.Tensor] = {}
+        self._tree: DraftTree | None = None
+        self._fallback_tree: DraftTree | None = None
+        self._pending: _Cycle | None = None
+        self._owner: int | None = None
+
+    def bind(self, target: PreTrainedModel) -> None:
+        target = _unwrap(target)
+        if decoder_layers(target)[0] is not self.shallow.layers[0]:
+            raise ValueError(
+                "This DVIDrafter was built from another model: its draft path shares the target's first layers. "
+                "Build it from the model that generates: DVIDrafter(model) or DVIDrafter.from_pretrained(repo, target=model)."
+            )
+        self._reset()
+        self._owner = threading.get_ident()
+
+    def _check_owner(self) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError(
+                "This DVIDrafter was bound by a generate call in another thread; a drafter serves one generate at a "
+                "time. Create one DVIDrafter per concurrent generate."
+            )
+
+    def _log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        with self._lock:
+            logits = self.head(states)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    @torch.no_grad()
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        self._check_owner()
+        if self._pending is not None:
+            self._log_outcome(context)
+        if self.is_learning and self.updater.due():
+            self.updater.step()
+        device = self.shallow.device
+        num_tokens = context.input_ids.shape[1]
+        positions = torch.arange(self._committed, num_tokens, device=device)
+        hidden = self.shallow(
+            input_ids=context.input_ids[:, self._committed :].to(device),
+            position_ids=positions[None],
+            past_key_values=self._cache,
+            use_cache=True,
+        ).last_hidden_state
+        self._committed = num_tokens
+        root = hidden[0, -1].clone()
+        self._states = {0: root}
+        log_probs = self._log_probs(root[None])
+        if self.is_learning:
+            # the drafted tree when no expand() follows (the drafter never sees the tree then): the
+            # root's best child, exact for chains; trees of depth 1 lose their other children's records
+            best_log_prob, best = log_probs[0].max(-1)
+            self._fallback_tree = DraftTree.with_root(int(context.input_ids[0, -1]))
+            self._fallback_tree.add_children(0, [int(best)], [float(best_log_prob)])
+        return log_probs
+
+    @torch.no_grad()
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        self._check_owner()
+        device = self.shallow.device
+        mask, query_positions = tree_extension_mask(
+            self.shallow.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.shallow.dtype, device
+        )
+        hidden = self.shallow(
+            input_ids=torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
+            attention_mask=mask,
+            position_ids=query_positions[None],
+            past_key_values=self._cache,
+            use_cache=True,
+        ).last_hidden_state[0]
+        self._fed = self._fed + nodes
+        self._tree = tree
+        if self.is_learning:
+            self._states.update((node, row.clone()) for node, row in zip(nodes, hidden))
+        return self._log_probs(hidden)
+
+    def end_tree(self) -> None:
+        drop_tail(self._cache, len(self._fed))
+        tree = self._tree if self._tree is not None else self._fallback_tree
+        if self.is_learning and self._states and tree is not None:
+            self._pending = _Cycle(self._committed, tree, self._states)
+        self._fed, self._states, self._tree, self._fallback_tree = [], {}, None, None
+
+    def _log_outcome(self, context: DraftContext) -> None:
+        """Turn the previous cycle's draft and the newly committed tokens into buffer records."""
+        pending, self._pending = self._pending, None
+        if not self.is_learning:
+            return
+        committed = context.input_ids[0, pending.committed :].tolist()
+        features = context.new_features.get(self._num_layers)
+        if not committed or features is None or features.shape[1] != len(committed):
+            return  # a cycle without drafting came in between: the outcome cannot be aligned
+        target_states = features[0].detach().to(self.shallow.device).clone()
+        self.updater.add(outcome_records(pending.tree, pending.states, committed, target_states))
+
+    # ----- checkpoints ---------------------------------------------------------------------------
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **card_kwargs: Any) -> None:
+        """Write the peft adapter (safetensors), ``dvi_config.json`` and the model card.
+
+        ``card_kwargs`` go to :func:`hf_adaptive_spec.hub.render_card` (``datasets``,
+        ``results``, ``reproduce_command``, ``description``, ``repo_id`` …).
+        """
+        folder = Path(save_directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            for config in self.head.peft_config.values():
+                config.base_model_name_or_path = self._target_name
+            # save_embedding_layers=False: peft would otherwise look the target up on the Hub
+            self.head.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
+        config = {"artifact_type": DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target": self._target_shape}
+        (folder / DVI_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        self.model_card(**card_kwargs).save(folder / "README.md")
+
+    def model_card(self, **card_kwargs: Any):
+        """The adapter's card, rendered from ``model_cards/dvi_adapter.md``."""
+        repo_id = card_kwargs.pop("repo_id", None) or "<org>/<name>"
+        target = self._target_name or "<target>"
+        usage = (
+            "import hf_adaptive_spec as hfas\n"
+            "from hf_adaptive_spec.drafters.dvi import DVIDrafter\n"
+            "from transformers import AutoModelForCausalLM\n\n"
+            f'target = hfas.enable(AutoModelForCausalLM.from_pretrained("{target}", attn_implementation="sdpa"))\n'
+            f'drafter = DVIDrafter.from_pretrained("{repo_id}", target=target)  # online=True keeps learning\n'
+            "out = target.generate(**inputs, assistant_model=drafter, "
+            f"assistant_policy=hfas.StaticTreePolicy.chain({RECOMMENDED_DEPTH}))"
+        )
+        card_kwargs.setdefault(
+            "description", f"Draft path: the target's first {self.exit_layer} of {self._num_layers} layers."
+        )
+        return render_card(
+            "dvi_adapter", method="dvi", base_model=self._target_name, usage=usage, repo_id=repo_id, **card_kwargs
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path_or_repo: str | os.PathLike,
+        target: nn.Module,
+        *,
+        online: bool = False,
+        online_config: DVIOnlineConfig | None = None,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
+    ) -> DVIDrafter:
+        """Load a DVI adapter (local folder or Hub repo id) for ``target``; safetensors only.
+
+        Raises:
+            MissingArtifactFileError: a file is missing (``adapter_model.safetensors``,
+                ``adapter_config.json`` or ``dvi_config.json``).
+            PickleWeightsError: only pickle weights are there (they are never read).
+            ArtifactTypeError: ``dvi_config.json`` is not a DVI adapter's.
+            WeightsMismatchError: the adapter does not fit (other target shape, keys or shapes).
+        """
+        location = ArtifactLocation(
+            str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
+        )
+        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
+        adapter_config_path = location.resolve(ADAPTER_CONFIG_NAME)
+        dvi_config = json.loads(location.resolve(DVI_CONFIG_NAME).read_text(encoding="utf-8"))
+        if dvi_config.get("artifact_type") != DVI_ARTIFACT_TYPE:
+            raise ArtifactTypeError(
+                f"'{DVI_CONFIG_NAME}' of {location} declares {dvi_config.get('artifact_type')!r}, not {DVI_ARTIFACT_TYPE!r}."
+            )
+        lora_config = LoraConfig.from_pretrained(str(adapter_config_path.parent))
+        drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config)
+        if dvi_config.get("target", drafter._target_shape) != drafter._target_shape:
+            raise WeightsMismatchError(
+                f"The DVI adapter of {location} was trained for a target with {dvi_config['target']}, but this target "
+                f"has {drafter._target_shape}."
+            )
+        drafter._load_adapter(location)
+        if online:
+            drafter.enable_online(online_config)
+        return drafter
+
+    def load_adapter_weights(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> None:
+        """Load the LoRA weights of a saved adapter into this drafter, in place (optimizer state stays valid)."""
+        self._load_adapter(ArtifactLocation(str(path_or_repo), **location_kwargs))
+
+    def _load_adapter(self, location: ArtifactLocation) -> None:
+        weights_path = resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)
+        state = safetensors.torch.load_file(str(weights_path), device=str(self.shallow.device))
+        expected = get_peft_model_state_dict(self.head, save_embedding_layers=False)
+        missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
+        wrong = [key for key in expected.keys() & state.keys() if expected[key].shape != state[key].shape]
+        if missing or unexpected or wrong:
+            raise WeightsMismatchError(
+                f"'{ADAPTER_WEIGHTS_NAME}' of {location} does not fit this DVI draft head: missing {missing}, "
+                f"unexpected {unexpected}, mis-shaped {sorted(wrong)}."
+            )
+        with self._lock:
+            set_peft_model_state_dict(self.head, state)

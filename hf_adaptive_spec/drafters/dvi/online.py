@@ -1,0 +1,202 @@
+"""The DVI updater ("Improve"): LoRA updates of the draft head from the rollout buffer."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .buffer import DVIRecord, RolloutBuffer
+from .config import DVIOnlineConfig
+from .schedule import KLToRLSchedule, LossWeights
+
+
+def kl_to_target(draft_logits: torch.Tensor, target_logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Mean over rows of ``KL(p_draft || softmax(target_logits / temperature))``; ``[N, V]`` inputs."""
+    draft_log_probs = torch.log_softmax(draft_logits, dim=-1)
+    target_log_probs = torch.log_softmax(target_logits / temperature, dim=-1)
+    return (draft_log_probs.exp() * (draft_log_probs - target_log_probs)).sum(-1).mean()
+
+
+def reward_masked_ce(draft_logits: torch.Tensor, tokens: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
+    """``-mean log p_draft(a)`` over the accepted records (reward 1); 0 when there are none."""
+    accepted = rewards > 0.5
+    if not bool(accepted.any()):
+        return draft_logits.sum() * 0.0
+    log_probs = torch.log_softmax(draft_logits[accepted], dim=-1)
+    return -log_probs.gather(-1, tokens[accepted, None]).mean()
+
+
+def policy_gradient(
+    draft_logits: torch.Tensor, tokens: torch.Tensor, rewards: torch.Tensor, baseline: float
+) -> torch.Tensor:
+    """REINFORCE with a baseline: ``-mean((r - b) * log p_draft(a))``."""
+    log_probs = torch.log_softmax(draft_logits, dim=-1).gather(-1, tokens[:, None])[:, 0]
+    return -((rewards - baseline) * log_probs).mean()
+
+
+def entropy(draft_logits: torch.Tensor) -> torch.Tensor:
+    """Mean entropy of ``softmax(draft_logits)``."""
+    log_probs = torch.log_softmax(draft_logits, dim=-1)
+    return -(log_probs.exp() * log_probs).sum(-1).mean()
+
+
+@dataclass(frozen=True)
+class UpdateMetrics:
+    """What one update did (all floats are batch means)."""
+
+    update: int
+    loss: float
+    kl: float
+    ce: float
+    pg: float
+    entropy: float
+    kl_weight: float
+    ce_weight: float
+    pg_weight: float
+    baseline: float
+    fresh_reward: float
+    num_records: int
+    num_fresh: int
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+class DVIUpdater:
+    """Steps the LoRA parameters of a draft head on records of the rollout buffer.
+
+    Only parameters whose name contains ``lora_`` are optimised; gradients are taken with
+    :func:`torch.autograd.grad` for those alone, so no ``.grad`` ever lands on shared target
+    weights. Updates hold ``lock`` (the drafter holds it too while it reads the head), run
+    with the global RNG state saved and restored, and work inside ``torch.inference_mode``.
+
+    Args:
+        head: module mapping ``[N, hidden]`` shallow states to ``[N, vocab]`` draft logits.
+        target_lm_head: the target's (frozen) output projection, for the target logits.
+        config: the :class:`DVIOnlineConfig`.
+        lock: lock shared with the drafter; a new one by default.
+    """
+
+    def __init__(
+        self,
+        head: nn.Module,
+        target_lm_head: nn.Module,
+        config: DVIOnlineConfig,
+        lock: threading.RLock | None = None,
+    ):
+        self.head = head
+        self.target_lm_head = target_lm_head
+        self.config = config
+        self.lock = lock or threading.RLock()
+        self.parameters = [param for name, param in head.named_parameters() if "lora_" in name]
+        if not self.parameters:
+            raise ValueError("The draft head has no LoRA parameters to update.")
+        for param in self.parameters:
+            param.requires_grad_(True)
+        self.optimizer = torch.optim.AdamW(
+            self.parameters,
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            weight_decay=config.weight_decay,
+        )
+        self.buffer = RolloutBuffer(config.buffer_size)
+        self.schedule = KLToRLSchedule(config)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.num_updates = 0
+        self.baseline: float | None = None  # EMA of fresh rewards; starts at the first batch's mean
+        self.history: deque[UpdateMetrics] = deque(maxlen=10_000)
+        self._fresh_mark = 0  # buffer.total_added at the previous update
+
+    def state_dict(self) -> dict[str, float | int | None]:
+        """The schedule position and baseline (JSON); the optimizer and the buffer are not included."""
+        return {"num_updates": self.num_updates, "baseline": self.baseline}
+
+    def load_state_dict(self, state: dict[str, float | int | None]) -> None:
+        """Continue the schedule and the baseline from :meth:`state_dict`."""
+        self.num_updates = int(state["num_updates"])
+        self.baseline = None if state.get("baseline") is None else float(state["baseline"])
+
+    @property
+    def num_fresh(self) -> int:
+        """Records logged since the previous update (some may have left the buffer)."""
+        return self.buffer.total_added - self._fresh_mark
+
+    def add(self, records: list[DVIRecord]) -> None:
+        with self.lock:
+            self.buffer.add(records)
+
+    def due(self) -> bool:
+        """Whether an automatic update is due (``update_every`` fresh records are waiting)."""
+        return self.config.update_every > 0 and self.num_fresh >= self.config.update_every
+
+    def step(self) -> UpdateMetrics | None:
+        """One optimizer step of the LoRA parameters; None when the buffer is empty."""
+        with self.lock:
+            if not len(self.buffer):
+                return None
+            replay = self.buffer.sample(self.config.batch_size, self.generator)
+            fresh = self.buffer.newest(min(self.num_fresh, self.config.batch_size))
+            weights = self.schedule.weights(self.num_updates)
+            device = self.parameters[0].device
+            fork_devices = [device.index or 0] if device.type == "cuda" else []
+            with torch.random.fork_rng(devices=fork_devices), torch.inference_mode(False), torch.enable_grad():
+                metrics = self._step(replay, fresh, weights, device)
+            self.history.append(metrics)
+            return metrics
+
+    def _step(self, replay: list[DVIRecord], fresh: list[DVIRecord], weights: LossWeights, device) -> UpdateMetrics:
+        records = replay + fresh
+        states = torch.stack([r.draft_state for r in records]).to(device)
+        targets = torch.stack([r.target_state for r in records]).to(device)
+        tokens = torch.tensor([r.token for r in records], device=device)
+        rewards = torch.tensor([r.reward for r in records], device=device, dtype=torch.float32)
+        dropouts = [m for name, m in self.head.named_modules() if "lora_dropout" in name]
+        for module in dropouts:
+            module.train()
+        try:
+            draft_logits = self.head(states).float()
+        finally:
+            for module in dropouts:
+                module.eval()
+        with torch.no_grad():
+            target_logits = self.target_lm_head(targets).float()
+        n = len(replay)
+        fresh_rewards = rewards[n:]
+        baseline = self.baseline if self.baseline is not None else (float(fresh_rewards.mean()) if fresh else 0.0)
+        kl = kl_to_target(draft_logits[:n], target_logits[:n], self.config.kl_temperature)
+        ce = reward_masked_ce(draft_logits[:n], tokens[:n], rewards[:n])
+        pg = policy_gradient(draft_logits[n:], tokens[n:], fresh_rewards, baseline) if fresh else kl * 0.0
+        ent = entropy(draft_logits[:n])
+        loss = weights.kl * kl + weights.ce * ce + weights.pg * pg - weights.entropy * ent
+        if loss.requires_grad:
+            grads = torch.autograd.grad(loss, self.parameters, allow_unused=True)
+            for param, grad in zip(self.parameters, grads):
+                param.grad = torch.zeros_like(param) if grad is None else grad
+            if self.config.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        if fresh:
+            decay = self.config.baseline_decay
+            self.baseline = decay * baseline + (1.0 - decay) * float(fresh_rewards.mean())
+        self.num_updates += 1
+        self._fresh_mark = self.buffer.total_added
+        return UpdateMetrics(
+            update=self.num_updates,
+            loss=float(loss.detach()),
+            kl=float(kl.detach()),
+            ce=float(ce.detach()),
+            pg=float(pg.detach()),
+            entropy=float(ent.detach()),
+            kl_weight=weights.kl,
+            ce_weight=weights.ce,
+            pg_weight=weights.pg,
+            baseline=baseline,
+            fresh_reward=float(fresh_rewards.mean()) if fresh else float("nan"),
+            num_records=n,
+            num_fresh=len(fresh),
+        )

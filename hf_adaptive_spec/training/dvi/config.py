@@ -1,0 +1,105 @@
+"""``DVIConfig``: the training arguments of the DVI trainer (TRL conventions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from peft import LoraConfig
+from transformers import TrainingArguments
+
+from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineConfig
+
+_ONLINE = DVIOnlineConfig  # field defaults are read from the online config: one source of truth
+
+
+@dataclass
+class DVIConfig(TrainingArguments):
+    r"""Arguments of :class:`DVITrainer` on top of ``transformers.TrainingArguments``.
+
+    One training step is one prompt (``per_device_train_batch_size`` prompts): the target
+    generates with the online :class:`~hf_adaptive_spec.drafters.dvi.DVIDrafter`, which logs its
+    accept/reject records, then the drafter's updater steps once (``update_every=0``). This is
+    the paper's budget, one update per prompt over 2,000 ShareGPT prompts, with proposal depth 4.
+    ``learning_rate``, ``weight_decay``, ``adam_beta1/2``, ``max_grad_norm`` and ``seed`` are
+    the updater's; ``lr_scheduler_type`` schedules its learning rate over the steps.
+
+    Args:
+        exit_layer: target layers in the draft path.
+        lora_r: LoRA rank of the draft head.
+        lora_alpha: LoRA alpha (scaling ``alpha / r``).
+        lora_dropout: LoRA dropout (active during updates only).
+        draft_depth: chain length drafted per cycle (the paper's ``k_spec``).
+        max_new_tokens: tokens generated per prompt.
+        update_every: 0 = one update after each prompt; N > 0 = an update every N fresh
+            records during generation (the online trigger) instead.
+        buffer_size, update_batch_size, kl_temperature, kl_weight, kl_weight_min, ce_weight,
+        pg_weight, entropy_weight, warmup_updates, ramp_updates, baseline_decay: see
+            :class:`~hf_adaptive_spec.drafters.dvi.DVIOnlineConfig` (``update_batch_size`` is its
+            ``batch_size``).
+    """
+
+    exit_layer: int = field(default=4, metadata={"help": "Target layers in the draft path."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank of the draft head."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha of the draft head."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout (updates only)."})
+    draft_depth: int = field(default=4, metadata={"help": "Chain length per cycle (paper: k_spec = 4)."})
+    max_new_tokens: int = field(default=256, metadata={"help": "Tokens generated per prompt."})
+    update_every: int = field(
+        default=0, metadata={"help": "0: one update per prompt (paper). N>0: update every N fresh records."}
+    )
+    buffer_size: int = field(default=_ONLINE.buffer_size, metadata={"help": "Records kept in the rollout buffer."})
+    update_batch_size: int = field(default=_ONLINE.batch_size, metadata={"help": "Records per update."})
+    kl_temperature: float = field(default=_ONLINE.kl_temperature, metadata={"help": "tau of the target distribution."})
+    kl_weight: float = field(default=_ONLINE.kl_weight, metadata={"help": "KL weight during warm-up."})
+    kl_weight_min: float = field(default=_ONLINE.kl_weight_min, metadata={"help": "KL weight floor after the ramp."})
+    ce_weight: float = field(default=_ONLINE.ce_weight, metadata={"help": "Reward-masked CE weight after the ramp."})
+    pg_weight: float = field(default=_ONLINE.pg_weight, metadata={"help": "Policy-gradient weight after the ramp."})
+    entropy_weight: float = field(default=_ONLINE.entropy_weight, metadata={"help": "Entropy bonus weight."})
+    warmup_updates: int = field(default=_ONLINE.warmup_updates, metadata={"help": "KL-only updates before the ramp."})
+    ramp_updates: int = field(default=_ONLINE.ramp_updates, metadata={"help": "Updates of the KL->RL ramp."})
+    baseline_decay: float = field(
+        default=_ONLINE.baseline_decay, metadata={"help": "EMA decay of the reward baseline."}
+    )
+    learning_rate: float = field(
+        default=_ONLINE.learning_rate, metadata={"help": "AdamW learning rate of the LoRA weights."}
+    )
+    max_grad_norm: float = field(
+        default=_ONLINE.max_grad_norm, metadata={"help": "Gradient clipping norm of the updates."}
+    )
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "Learning-rate schedule over the prompts."})
+    per_device_train_batch_size: int = field(default=1, metadata={"help": "Prompts per step (generated one by one)."})
+    logging_steps: float = field(default=10, metadata={"help": "Log every X steps."})
+    remove_unused_columns: bool = field(default=False, metadata={"help": "Keep the prompt column."})
+    use_cpu: bool = field(default=True, metadata={"help": "Run on CPU (set False on an accelerator)."})
+
+    def online_config(self) -> DVIOnlineConfig:
+        """The :class:`DVIOnlineConfig` these arguments describe."""
+        return DVIOnlineConfig(
+            buffer_size=self.buffer_size,
+            update_every=self.update_every,
+            batch_size=self.update_batch_size,
+            learning_rate=self.learning_rate,
+            weight_decay=self.weight_decay,
+            adam_beta1=self.adam_beta1,
+            adam_beta2=self.adam_beta2,
+            max_grad_norm=self.max_grad_norm,
+            kl_temperature=self.kl_temperature,
+            kl_weight=self.kl_weight,
+            kl_weight_min=self.kl_weight_min,
+            ce_weight=self.ce_weight,
+            pg_weight=self.pg_weight,
+            entropy_weight=self.entropy_weight,
+            warmup_updates=self.warmup_updates,
+            ramp_updates=self.ramp_updates,
+            baseline_decay=self.baseline_decay,
+            seed=self.seed,
+        )
+
+    def lora_config(self) -> LoraConfig:
+        """The peft ``LoraConfig`` of the draft head."""
+        return LoraConfig(
+            r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout,
+            target_modules=[DRAFT_HEAD_MODULE],
+        )

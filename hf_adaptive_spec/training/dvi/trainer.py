@@ -1,0 +1,166 @@
+"""``DVITrainer``: one offline pass of DVI's online loop over a prompt stream (TRL conventions)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, Trainer
+
+from ...drafters.dvi.drafter import DVIDrafter
+from ...generation.enable import enable
+from ...hub.cards import CardResult
+from ...policies.base import DraftPolicy
+from ...policies.static import StaticTreePolicy
+from .config import DVIConfig
+
+#: the updater's schedule position and baseline, written next to the adapter so a resumed run continues them.
+ONLINE_STATE_NAME = "dvi_online_state.json"
+_LOGGED_UPDATE_FIELDS = ("kl", "ce", "pg", "entropy", "kl_weight", "ce_weight", "pg_weight", "baseline", "fresh_reward")
+
+
+def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]]:
+    """Batch of ``{"input_ids": [...]}`` prompts, kept as lists (each is generated on its own)."""
+    return {"input_ids": [list(feature["input_ids"]) for feature in features]}
+
+
+class DVITrainer(Trainer):
+    """Trains a DVI LoRA draft head by running its online loop over a prompt stream.
+
+    Each step generates the step's prompts with the target and the online drafter (exactly
+    the ``generate(..., assistant_model=drafter)`` path of serving, which logs the accept/reject
+    records), then calls the drafter's :meth:`~DVIDrafter.update` once per prompt, the same
+    updater the online loop triggers by itself (with ``update_every > 0`` the trainer leaves
+    updates to that trigger). The ``Trainer`` supplies the data loop, the learning-rate
+    schedule, logging and checkpoints; its own optimizer step finds no gradients (the updater
+    consumed them). Saves write the peft adapter (safetensors), ``dvi_config.json``, the model
+    card and ``training_config.json``; no pickled training arguments.
+
+    Args:
+        target_model: the target (frozen; it never trains). It is moved to ``args.device`` and
+            enabled for speculative ``generate``.
+        args: the :class:`DVIConfig`.
+        train_dataset: prompts as ``{"input_ids": [token ids]}`` records (chat template applied).
+        drafter: a :class:`DVIDrafter` of ``target_model`` to continue training; by default a new
+            one from ``args`` (``exit_layer``, LoRA). Its online config is replaced by ``args``'.
+        policy: draft policy; ``StaticTreePolicy.chain(args.draft_depth)`` by default.
+        dataset_name: training data, as named in the model card.
+        reproduce_command: command recorded in the model card.
+    """
+
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "dvi", "speculative-decoding"]
+    _name = "DVI"
+    _paper: ClassVar[dict[str, str | None]] = {
+        "title": "Draft, Verify, & Improve: Toward Training-Aware Speculative Decoding",
+        "id": None,  # no arXiv id known to us
+    }
+
+    def __init__(
+        self,
+        target_model: PreTrainedModel,
+        args: DVIConfig,
+        train_dataset,
+        drafter: DVIDrafter | None = None,
+        policy: DraftPolicy | None = None,
+        dataset_name: str | None = None,
+        reproduce_command: str | None = None,
+        **kwargs,
+    ):
+        target_model = enable(target_model.to(args.device).eval())
+        drafter = drafter or DVIDrafter(target_model, args.exit_layer, lora_config=args.lora_config())
+        updater = drafter.enable_online(args.online_config())
+        self.target_model = target_model
+        self.drafter = drafter
+        self.policy = policy or StaticTreePolicy.chain(args.draft_depth)
+        self.dataset_name = dataset_name
+        self.reproduce_command = reproduce_command
+        self._metrics: dict[str, list[float]] = defaultdict(list)
+        self._logged_updates = 0
+        super().__init__(
+            model=drafter.head,
+            args=args,
+            train_dataset=train_dataset,
+            data_collator=collate_prompts,
+            optimizers=(updater.optimizer, None),
+            **kwargs,
+        )
+
+    def training_step(
+        self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: torch.Tensor | int | None = None
+    ) -> torch.Tensor:
+        """Generate each prompt with the online drafter, update after each; returns the updates' mean loss."""
+        self.drafter.head.eval()  # shared target modules stay in eval mode; LoRA dropout runs inside updates
+        for ids in inputs["input_ids"]:
+            prompt = torch.tensor([ids], device=self.args.device)
+            self.target_model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=self.args.max_new_tokens,
+                do_sample=False,
+                assistant_model=self.drafter,
+                assistant_policy=self.policy,
+            )
+            stats = self.target_model.last_speculation
+            self._metrics["mean_accepted_tokens"].append(stats.mean_accepted_tokens)
+            drafted = sum(stats.draft_depths)
+            self._metrics["acceptance_rate"].append(sum(stats.accepted_lengths) / drafted if drafted else 0.0)
+            if self.args.update_every == 0:
+                self.drafter.update()
+        return torch.tensor(self._collect_update_metrics(), device=self.args.device)
+
+    def _collect_update_metrics(self) -> float:
+        updater = self.drafter.updater
+        count = min(updater.num_updates - self._logged_updates, len(updater.history))
+        new = list(updater.history)[-count:] if count else []
+        self._logged_updates = updater.num_updates
+        for metrics in new:
+            for name in _LOGGED_UPDATE_FIELDS:
+                self._metrics[name].append(getattr(metrics, name))
+        self._metrics["buffer_records"].append(float(len(updater.buffer)))
+        return sum(m.loss for m in new) / len(new) if new else 0.0
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
+        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
+        self._metrics.clear()
+        super().log(logs, start_time)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        self.drafter.save_pretrained(output_dir, **self.card_kwargs())
+        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
+            handle.write(self.args.to_json_string())
+        with open(os.path.join(output_dir, ONLINE_STATE_NAME), "w", encoding="utf-8") as handle:
+            json.dump(self.drafter.updater.state_dict(), handle)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        """Resume: the LoRA weights (safetensors), then the schedule position and baseline.
+
+        The optimizer and scheduler states come back through ``Trainer`` (``optimizer.pt``, which
+        is the updater's optimizer); the rollout buffer starts empty.
+        """
+        self.drafter.load_adapter_weights(resume_from_checkpoint)
+        state_path = os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)
+        if os.path.isfile(state_path):
+            with open(state_path, encoding="utf-8") as handle:
+                self.drafter.updater.load_state_dict(json.load(handle))
+        self._logged_updates = self.drafter.updater.num_updates
+
+    def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:
+        """Model-card fields (``model_cards/dvi_adapter.md``): data, steps, command, results."""
+        updater = self.drafter.updater
+        return {
+            "datasets": [self.dataset_name] if self.dataset_name else (),
+            "results": results,
+            "reproduce_command": self.reproduce_command,
+            "description": (
+                f"Draft path: the target's first {self.drafter.exit_layer} layers. Trained online over "
+                f"{self.state.global_step * self.args.per_device_train_batch_size} prompts "
+                f"({updater.num_updates} LoRA updates, KL->RL schedule, chains of {self.args.draft_depth})."
+            ),
+        }

@@ -1,0 +1,122 @@
+"""DVITrainer: the online loop over a prompt stream, one update per prompt; config and recipe parsing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+from tiny_models import prompt, tiny_model
+
+from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineConfig
+from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
+
+from .conftest import EXIT_LAYER
+
+torch.set_num_threads(1)
+
+RECIPES = Path(__file__).resolve().parents[2] / "trainers" / "recipes"
+
+
+def _args(tmp_path, **overrides) -> DVIConfig:
+    values = {
+        "output_dir": str(tmp_path),
+        "max_steps": 6,
+        "exit_layer": EXIT_LAYER,
+        "max_new_tokens": 24,
+        "logging_steps": 2,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": 0,
+        "disable_tqdm": True,
+        "warmup_updates": 2,
+        "ramp_updates": 2,
+        "learning_rate": 1e-2,
+        "update_batch_size": 32,
+    }
+    return DVIConfig(**{**values, **overrides})
+
+
+def test_trainer_runs_the_online_loop_and_saves_an_adapter(tmp_path):
+    target = tiny_model("llama")
+    target.config._name_or_path = "acme/tiny-llama"
+    weights_before = {name: t.clone() for name, t in target.state_dict().items()}
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(4)]
+    trainer = DVITrainer(target_model=target, args=_args(tmp_path), train_dataset=data)
+    trainer.train()
+    assert trainer.state.global_step == 6 and trainer.drafter.updater.num_updates == 6  # one update per prompt
+    logs = [entry for entry in trainer.state.log_history if "kl" in entry]
+    assert len(logs) == 3 and logs[0]["kl_weight"] == 1.0 and logs[-1]["kl_weight"] < 1.0  # the schedule advanced
+    assert all("mean_accepted_tokens" in entry and entry["buffer_records"] > 0 for entry in logs)
+    assert all(value.equal(weights_before[name]) for name, value in target.state_dict().items())
+
+    trainer.save_model(str(tmp_path / "final"))
+    files = sorted(p.name for p in (tmp_path / "final").iterdir())
+    assert files == [
+        "README.md",
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "dvi_config.json",
+        "dvi_online_state.json",
+        "training_config.json",
+    ]
+    card = (tmp_path / "final" / "README.md").read_text()
+    assert "library_name: hf-adaptive-spec" in card and "6 LoRA updates" in card
+    assert json.loads((tmp_path / "final" / "training_config.json").read_text())["exit_layer"] == EXIT_LAYER
+    reloaded = DVIDrafter.from_pretrained(tmp_path / "final", target=target)
+    states = torch.randn(3, target.config.hidden_size)
+    with torch.no_grad():
+        assert reloaded.head(states).equal(trainer.drafter.head(states))
+
+
+def test_resuming_restores_the_adapter_and_the_schedule(tmp_path):
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(4)]
+    first = DVITrainer(
+        target_model=tiny_model("llama"),
+        args=_args(tmp_path, max_steps=3, save_strategy="steps", save_steps=3),
+        train_dataset=data,
+    )
+    first.train()
+    saved = {n: p.detach().clone() for n, p in first.drafter.head.named_parameters() if "lora_" in n}
+    checkpoint = tmp_path / "checkpoint-3"
+    assert not any(p.suffix in (".bin", ".pt") and "adapter" in p.name for p in checkpoint.iterdir())
+
+    probe = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, max_steps=5), train_dataset=data)
+    probe._load_from_checkpoint(str(checkpoint))
+    loaded = {n: p for n, p in probe.drafter.head.named_parameters() if "lora_" in n}
+    assert all(saved[n].equal(loaded[n]) for n in saved)
+    assert probe.drafter.updater.state_dict() == first.drafter.updater.state_dict()
+
+    resumed = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, max_steps=5), train_dataset=data)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert resumed.state.global_step == 5 and resumed.drafter.updater.num_updates == 5  # the schedule went on
+
+
+def test_trainer_can_leave_updates_to_the_online_trigger(tmp_path):
+    target = tiny_model("llama")
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(2)]
+    trainer = DVITrainer(target_model=target, args=_args(tmp_path, max_steps=2, update_every=4), train_dataset=data)
+    trainer.train()
+    updater = trainer.drafter.updater
+    assert updater.num_updates > 0  # every update came from the drafter's trigger (>= 4 fresh records), none per prompt
+    assert all(metrics.num_fresh >= 4 for metrics in updater.history)
+
+
+def test_config_defaults_are_the_online_defaults(tmp_path):
+    online = DVIConfig(output_dir=str(tmp_path)).online_config()
+    defaults = DVIOnlineConfig(update_every=0, seed=online.seed)  # the trainer updates once per prompt
+    assert online == defaults
+    assert {f.name for f in dataclasses.fields(DVIOnlineConfig)} == set(dataclasses.asdict(online))
+
+
+def test_recipe_parses_with_the_papers_budget():
+    from hf_adaptive_spec.training.dvi.script import make_parser
+
+    script_args, args = make_parser().parse_args_and_config(args=["--config", str(RECIPES / "dvi_smollm2.yaml")])
+    assert script_args.num_prompts == 2000 and args.max_steps == 2000 and args.update_every == 0
+    assert args.draft_depth == 4 and args.exit_layer == 4 and args.per_device_train_batch_size == 1
+    _, smoke = make_parser().parse_args_and_config(
+        args=["--config", str(RECIPES / "dvi_smollm2_smoke.yaml"), "--max_steps", "3"]
+    )
+    assert smoke.max_steps == 3 and smoke.max_new_tokens == 32
