@@ -6,9 +6,8 @@ For each chat prompt it generates greedily with stock ``generate`` and with spec
 (same call plus ``assistant_model=`` and ``assistant_policy=``), checks the tokens are
 identical, and prints τ (tokens per target forward) and the speedup.
 
-Drafter: the best one shipped today is the target's own first layers (an early exit),
-which SmolLM2 was not trained for: expect τ near 1 and no speedup on a CPU. Trained
-EAGLE-3 and DVI drafters replace it as they land.
+Drafter: the EAGLE-3 drafter shipped for SmolLM2 (``hfas.shipped_checkpoint("eagle3")``),
+with the static tree that measured fastest on a 2-core CPU (examples/static_tree_grid.py).
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import time
 import torch
 
 import hf_adaptive_spec as hfas
+
+CPU_TREE = (3, 1, 4)  # (depth, top_k, total_tokens): fastest in examples/static_tree_grid.py here
 
 PROMPTS = [
     "What is the capital of France? Answer in one sentence.",
@@ -36,14 +37,15 @@ def _timed_generate(model, input_ids, **kwargs):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--drafter-layers", type=int, default=8, help="layers of the early-exit drafter")
+    parser.add_argument("--eagle3", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
     args = parser.parse_args()
 
     model, tokenizer = hfas.load_default_model(dtype=torch.float32)
     hfas.enable(model)
-    drafter = hfas.CausalLMDrafter.from_target_layers(model, num_layers=args.drafter_layers)
-    policy = hfas.StaticTreePolicy(depth=4, top_k=4, total_tokens=8)
-    print(f"drafter: first {args.drafter_layers} layers of the target; policy: {policy}\n")
+    checkpoint = args.eagle3 or hfas.shipped_checkpoint("eagle3")
+    drafter = hfas.Eagle3Drafter.from_pretrained(checkpoint, target=model)
+    policy = hfas.StaticTreePolicy(depth=CPU_TREE[0], top_k=CPU_TREE[1], total_tokens=CPU_TREE[2])
+    print(f"drafter: EAGLE-3 ({checkpoint}); policy: {policy}\n")
 
     stock_time = spec_time = 0.0
     for text in PROMPTS:

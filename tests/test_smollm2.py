@@ -75,3 +75,17 @@ def test_text_streamer_and_stop_strings(smollm2, capsys):
     out = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), assistant_model=drafter, assistant_policy=policy, **kwargs)
     assert torch.equal(out, expected)
     assert capsys.readouterr().out == stock_text and stock_text.strip()
+
+
+def test_shipped_eagle3_drafter_is_lossless(smollm2):
+    model, tokenizer = smollm2
+    drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
+    assert drafter.model.config.draft_vocab_size == 8192 and drafter.feature_layers == (2, 15, 27)
+    for text in PROMPTS[:3]:
+        ids = _chat(tokenizer, text)
+        expected = model.generate(ids, max_new_tokens=64, do_sample=False)
+        for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
+            out = model.generate(ids, max_new_tokens=64, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                                 return_dict_in_generate=True)
+            assert torch.equal(out.sequences, expected), (text, policy)
+            assert out.speculation.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
