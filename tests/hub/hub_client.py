@@ -27,6 +27,8 @@ from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dic
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from hf_adaptive_spec.drafters.dvi import DVIDrafter
+from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 from hf_adaptive_spec.hub import CardResult, render_card
 from hf_adaptive_spec.policies import StaticTreePolicy
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
@@ -81,6 +83,31 @@ def push_llama() -> Result:
     return {}, model.state_dict()
 
 
+def push_eagle3() -> Result:
+    torch.manual_seed(2)
+    draft = Eagle3DraftModel.from_target(tiny_llama(), draft_to_target=torch.arange(0, 64, 2), aux_hidden_state_layer_ids=[0, 1, 2])
+    draft.push_to_hub("org/tiny-eagle3")
+    render_card("eagle3_drafter", method="eagle3", base_model="org/tiny-llama", repo_id="org/tiny-eagle3").push_to_hub("org/tiny-eagle3")
+    return {}, draft.state_dict()
+
+
+def _dvi_tensors(drafter: DVIDrafter) -> Tensors:
+    return {k: v for k, v in drafter.head.state_dict().items() if "lora_" in k}
+
+
+def push_dvi() -> Result:
+    target = tiny_llama()
+    target.config.name_or_path = "org/tiny-llama"
+    torch.manual_seed(3)
+    drafter = DVIDrafter(target, exit_layer=1)
+    with torch.no_grad():
+        for name, param in drafter.head.named_parameters():
+            if "lora_" in name:
+                param.normal_()
+    drafter.push_to_hub("org/tiny-dvi")
+    return {}, _dvi_tensors(drafter)
+
+
 def push_lora() -> Result:
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     model = get_peft_model(tiny_llama(), config)
@@ -132,6 +159,16 @@ def load_llama() -> Result:
     return {}, AutoModelForCausalLM.from_pretrained("org/tiny-llama", use_safetensors=True).state_dict()
 
 
+def load_eagle3() -> Result:
+    return {}, Eagle3Drafter.from_pretrained("org/tiny-eagle3", target=tiny_llama()).model.state_dict()
+
+
+def load_dvi() -> Result:
+    target = tiny_llama()
+    target.config.name_or_path = "org/tiny-llama"
+    return {}, _dvi_tensors(DVIDrafter.from_pretrained("org/tiny-dvi", target=target))
+
+
 def load_lora() -> Result:
     target = AutoModelForCausalLM.from_pretrained("org/tiny-llama", use_safetensors=True)
     return {}, lora_tensors(PeftModel.from_pretrained(target, "org/dvi-lora").eval())
@@ -158,6 +195,8 @@ STAGES: dict[str, dict[str, Callable[[], Result]]] = {
         "mlp": push_mlp,
         "static": push_static,
         "llama": push_llama,
+        "eagle3": push_eagle3,
+        "dvi": push_dvi,
         "lora": push_lora,
         "pickle_only": push_pickle_only,
         "missing_weights": push_missing_weights,
@@ -166,6 +205,8 @@ STAGES: dict[str, dict[str, Callable[[], Result]]] = {
         "mlp": load_mlp,
         "static": load_static,
         "llama": load_llama,
+        "eagle3": load_eagle3,
+        "dvi": load_dvi,
         "lora": load_lora,
         "hand_built": load_hand_built,
         "pickle_only": load_pickle_only,

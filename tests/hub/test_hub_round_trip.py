@@ -28,7 +28,7 @@ from .hf_cache import add_to_hf_cache
 
 CLIENT = Path(__file__).with_name("hub_client.py")
 PACKAGE_ROOT = Path(hf_adaptive_spec.__file__).resolve().parent.parent
-ROUND_TRIP = ["mlp", "static", "llama", "lora"]
+ROUND_TRIP = ["mlp", "static", "llama", "eagle3", "dvi", "lora"]
 ERROR_REPOS = ["pickle_only", "missing_weights"]
 Tensors = dict[str, torch.Tensor]
 
@@ -136,7 +136,7 @@ def test_pushed_policy_card_has_metadata_results_and_command(hub_run: HubRun):
     assert 'AutoDraftPolicy.from_pretrained("org/tiny-mlp")' in card.text
 
 
-@pytest.mark.parametrize("name", ["mlp", "llama", "lora"])
+@pytest.mark.parametrize("name", ["mlp", "llama", "eagle3", "dvi", "lora"])
 def test_offline_load_from_the_cache_after_the_server_stopped(hub_run: HubRun, name: str):
     assert_same_tensors(hub_run.tensors("push", name), hub_run.tensors("offline", name))
 
@@ -161,6 +161,24 @@ def test_peft_lora_adapter_round_trips_through_the_hub(hub_run: HubRun):
     assert_same_tensors(hub_run.tensors("push", "lora"), hub_run.tensors("online", "lora"))
     files = hub_run.repos["org/dvi-lora"]
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(files)
+    assert json.loads(files["adapter_config.json"])["base_model_name_or_path"] == "org/tiny-llama"
+
+
+def test_eagle3_drafter_round_trips_through_the_hub_in_specforge_layout(hub_run: HubRun):
+    assert_same_tensors(hub_run.tensors("push", "eagle3"), hub_run.tensors("online", "eagle3"))
+    files = hub_run.repos["org/tiny-eagle3"]
+    config = json.loads(files["config.json"])
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["draft_vocab_size"] == 32
+    assert "model.safetensors" in files and not any(name.endswith(".bin") for name in files)
+    assert b"library_name: hf-adaptive-spec" in files["README.md"]
+
+
+def test_dvi_adapter_round_trips_through_the_hub(hub_run: HubRun):
+    tensors = hub_run.tensors("push", "dvi")
+    assert tensors and all(value.abs().sum() > 0 for value in tensors.values())
+    assert_same_tensors(tensors, hub_run.tensors("online", "dvi"))
+    files = hub_run.repos["org/tiny-dvi"]
+    assert {"adapter_model.safetensors", "adapter_config.json", "dvi_config.json", "README.md"} <= set(files)
     assert json.loads(files["adapter_config.json"])["base_model_name_or_path"] == "org/tiny-llama"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import os
 import threading
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import safetensors.torch
 import torch
+from huggingface_hub import HfApi
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
@@ -333,6 +335,14 @@ class DVIDrafter(Drafter):
         config = {"artifact_type": DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target": self._target_shape}
         (folder / DVI_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         self.model_card(**card_kwargs).save(folder / "README.md")
+
+    def push_to_hub(self, repo_id: str, private: bool | None = None, token: str | None = None, **card_kwargs: Any) -> str:
+        """Upload the :meth:`save_pretrained` files to ``repo_id``; returns the commit URL."""
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder, repo_id=repo_id, **card_kwargs)
+            return str(api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload DVI adapter"))
 
     def model_card(self, **card_kwargs: Any):
         """The adapter's card, rendered from ``model_cards/dvi_adapter.md``."""
