@@ -79,6 +79,7 @@ class MethodOptions:
         tree_top_k: ``tree``'s branching factor per expanded node.
         tree_total_tokens: ``tree``'s tokens verified per cycle.
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
+        dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
     """
 
     _argument_group_name = "methods"
@@ -99,6 +100,8 @@ class MethodOptions:
     tree_depth: int = field(default=7, metadata={"help": "tree and eagle3: draft depth (EAGLE-3's default)."})
     tree_top_k: int = field(default=10, metadata={"help": "tree and eagle3: children per expanded node (EAGLE-3's default)."})
     tree_total_tokens: int = field(default=60, metadata={"help": "tree and eagle3: tokens verified per cycle, root included (EAGLE-3's)."})
+    dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
+    dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})
     eagle3_checkpoint: str | None = field(
         default=None, metadata={"help": "eagle3: drafter checkpoint (folder or Hub id); default: the shipped one."}
     )

@@ -28,7 +28,7 @@ def stock_tokens(model, tokenizer) -> list[int]:
 
 
 def test_registry_names():
-    assert list(METHODS) == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "eagle3"]
+    assert list(METHODS) == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "eagle3", "dvi"]
     assert all(name == cls.name for name, cls in METHODS.items())
 
 
@@ -119,3 +119,13 @@ def test_eagle3_without_the_shipped_checkpoint_names_it(bench_model, monkeypatch
     model, tokenizer = bench_model
     with pytest.raises(MethodUnavailableError, match="shipped eagle3 checkpoint is missing"):
         METHODS["eagle3"]().prepare(model, tokenizer, OPTIONS)
+
+
+def test_dvi_learning_online_matches_stock(bench_model):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    method = METHODS["dvi"]()
+    method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, dvi_exit_layer=1))
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected and method.generate_kwargs["assistant_model"].online
+    assert len(stats.accepted_lengths) >= 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import MethodUnavailableError, UnknownMethodError
 from .base import BenchMethod, SpeculationStatsLike
+from .dvi import DVI
 from .eagle3 import Eagle3
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
@@ -15,7 +16,7 @@ from .hf_prompt_lookup import HfPromptLookup
 from .stock import Stock
 from .tree import Tree
 
-METHOD_CLASSES: tuple[type[BenchMethod], ...] = (Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3)
+METHOD_CLASSES: tuple[type[BenchMethod], ...] = (Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3, DVI)
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 REFERENCE_METHOD = Stock.name
 
