@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel, Trainer
+from transformers import PreTrainedModel
 
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
+from ..base import SpecTrainer
 from .config import DVIConfig
 
 #: the updater's schedule position and baseline, written next to the adapter so a resumed run continues them.
@@ -28,7 +28,7 @@ def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]
     return {"input_ids": [list(feature["input_ids"]) for feature in features]}
 
 
-class DVITrainer(Trainer):
+class DVITrainer(SpecTrainer):
     """Trains a DVI LoRA draft head by running its online loop over a prompt stream.
 
     Each step generates the step's prompts with the target and the online drafter (exactly
@@ -78,7 +78,6 @@ class DVITrainer(Trainer):
         self.policy = policy or StaticTreePolicy.chain(args.draft_depth)
         self.dataset_name = dataset_name
         self.reproduce_command = reproduce_command
-        self._metrics: dict[str, list[float]] = defaultdict(list)
         self._logged_updates = 0
         super().__init__(
             model=drafter.head,
@@ -123,18 +122,12 @@ class DVITrainer(Trainer):
         self._metrics["buffer_records"].append(float(len(updater.buffer)))
         return sum(m.loss for m in new) / len(new) if new else 0.0
 
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
-        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
-        self._metrics.clear()
-        super().log(logs, start_time)
 
     def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.drafter.save_pretrained(output_dir, **self.card_kwargs())
-        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
-            handle.write(self.args.to_json_string())
+        self.save_training_config(output_dir)
         with open(os.path.join(output_dir, ONLINE_STATE_NAME), "w", encoding="utf-8") as handle:
             json.dump(self.drafter.updater.state_dict(), handle)
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 
 import torch
 from huggingface_hub import ModelCard
-from transformers import PreTrainedModel, Trainer
+from transformers import PreTrainedModel
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...hub.cards import CardResult, render_card
+from ..base import SpecTrainer
 from .config import Eagle3Config
 from .features import TargetFeatures
 from .ttt import TTTBatch, ttt_loss
 
 
-class Eagle3Trainer(Trainer):
+class Eagle3Trainer(SpecTrainer):
     """Trains :class:`Eagle3DraftModel` with EAGLE-3's training-time test.
 
     Target features are computed on the fly by the frozen ``target_model`` (it never trains).
@@ -45,7 +45,6 @@ class Eagle3Trainer(Trainer):
         self.target_features = TargetFeatures(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
         )
-        self._metrics: dict[str, list[float]] = defaultdict(list)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
@@ -57,19 +56,13 @@ class Eagle3Trainer(Trainer):
             self._metrics[f"acc_step{step}"].append(accuracy)
         return (loss, {"loss": loss}) if return_outputs else loss
 
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
-        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
-        self._metrics.clear()
-        super().log(logs, start_time)
 
     def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         self.create_model_card().save(os.path.join(output_dir, "README.md"))
-        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
-            handle.write(self.args.to_json_string())
+        self.save_training_config(output_dir)
 
     def create_model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
         """The drafter's card (``model_cards/eagle3_drafter.md``): data, steps, command, results."""

@@ -1,0 +1,30 @@
+"""What every trainer of this project shares (TRL conventions, without TRL's LM-only base)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from transformers import Trainer
+
+
+class SpecTrainer(Trainer):
+    """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
+    pattern) and saves its arguments as ``training_config.json`` (never a pickle)."""
+
+    _tag_names: list[str] = ["hf-adaptive-spec", "speculative-decoding"]
+
+    def __init__(self, *args, **kwargs):
+        self._metrics: dict[str, list[float]] = defaultdict(list)
+        super().__init__(*args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
+        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
+        self._metrics.clear()
+        super().log(logs, start_time)
+
+    def save_training_config(self, output_dir: str) -> None:
+        """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
+        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
+            handle.write(self.args.to_json_string())
