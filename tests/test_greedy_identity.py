@@ -137,3 +137,35 @@ def test_scores_and_logits_match_stock(llama):
         torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
     for ours, theirs in zip(out.logits, expected.logits):
         torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_verification_runs_the_lm_head_only_on_visited_nodes(llama):
+    rows = []
+    handle = llama.lm_head.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[-2]))
+    try:
+        out = llama.generate(
+            prompt(6, seed=21), max_new_tokens=12, do_sample=False, return_dict_in_generate=True,
+            assistant_model=hfas.CausalLMDrafter(tiny_model("llama", seed=1)),  # its own lm_head, not counted
+            assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=4, total_tokens=12),
+        )
+    finally:
+        handle.remove()
+    stats = out.speculation
+    verified_rows = sum(rows[2:])  # rows[0]: the prefill's last position, rows[1]: the lazy-head check
+    assert verified_rows == sum(stats.accepted_lengths) + stats.cycles < sum(stats.verified_tokens)
+
+
+def test_models_with_logit_softcapping_keep_full_logits():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=16, final_logit_softcapping=5.0, attn_logit_softcapping=None,
+                          sliding_window=6, initializer_range=0.3, eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    model = hfas.enable(Gemma2ForCausalLM(config).eval())
+    model.set_attn_implementation("eager")
+    ids = prompt(9, seed=22)
+    expected = model.generate(ids, max_new_tokens=20, do_sample=False)
+    out = model.generate(ids, max_new_tokens=20, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6))
+    assert torch.equal(out, expected)

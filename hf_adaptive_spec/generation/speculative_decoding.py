@@ -17,7 +17,7 @@ from ..drafters.base import DraftContext, Drafter
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support, tree_attention_mask
-from ..core.features import FeatureCapture
+from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
@@ -73,10 +73,29 @@ class _Output:
             self.streamer.put(torch.tensor(emitted, dtype=self.sequence.dtype))
 
 
+class _TreeLogits:
+    """Target logits per tree node, ``[vocab]`` float32 rows.
+
+    With ``hidden`` (the final-norm output ``[n, hidden]``) the lm_head runs only for the nodes
+    the acceptance walk visits (about τ of them), not for every verified token.
+    """
+
+    def __init__(self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head=None):
+        self.logits, self.hidden, self.head = logits, hidden, head
+        self.rows: dict[int, torch.Tensor] = {}
+
+    def __getitem__(self, node: int) -> torch.Tensor:
+        if self.logits is not None:
+            return self.logits[node]
+        if node not in self.rows:
+            self.rows[node] = self.head(self.hidden[node : node + 1])[0].float()
+        return self.rows[node]
+
+
 class _TreeScores:
     """Processed target scores per tree node, computed on demand along the acceptance walk."""
 
-    def __init__(self, tree: DraftTree, logits: torch.Tensor, sequence: torch.Tensor, processor: LogitsProcessorList):
+    def __init__(self, tree: DraftTree, logits: _TreeLogits, sequence: torch.Tensor, processor: LogitsProcessorList):
         self.tree, self.logits, self.sequence, self.processor = tree, logits, sequence, processor
         self.cache: dict[int, torch.Tensor] = {}
 
@@ -84,25 +103,39 @@ class _TreeScores:
         if node not in self.cache:
             path_tokens = [self.tree.tokens[i] for i in self.tree.path_to(node)[1:]]
             prefix = torch.cat([self.sequence, self.sequence.new_tensor([path_tokens])], dim=-1)
-            self.cache[node] = self.processor(prefix, self.logits[node][None])[0]
+            self.cache[node] = self.processor(prefix, self.logits[node][None].clone())[0]
         return self.cache[node]
 
 
-def _verify(model: PreTrainedModel, cache, tree: DraftTree, past_length: int) -> torch.Tensor:
-    """One target forward over the whole tree; returns float32 logits ``[n, vocab]``."""
+def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
+    """Whether the model's logits are exactly ``lm_head(final-norm output)`` (no softcapping,
+    scaling, ...), checked on the prefill's last position: then verification can skip the head."""
+    head = model.get_output_embeddings()
+    if head is None:
+        return False
+    with torch.no_grad():
+        recomputed = head(final_hidden[None])[0].float()
+    return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
+
+
+def _verify(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: bool) -> _TreeLogits:
+    """One target forward over the whole tree."""
     device = model.device
     positions = past_length + torch.tensor(tree.depths, device=device)
     mask = tree_attention_mask(
         model.config, cache, positions, positions, tree.ancestor_mask().to(device), model.dtype
     )
-    outputs = model(
+    inputs = dict(
         input_ids=torch.tensor([tree.tokens], device=device),
         attention_mask=mask,
         position_ids=positions[None],
         past_key_values=cache,
         use_cache=True,
     )
-    return outputs.logits[0].float()
+    if lazy_head:
+        hidden = model.get_decoder()(**inputs).last_hidden_state[0]
+        return _TreeLogits(hidden=hidden, head=model.get_output_embeddings())
+    return _TreeLogits(logits=model(**inputs).logits[0].float())
 
 
 def speculative_decoding(
@@ -126,12 +159,14 @@ def speculative_decoding(
     stats = SpeculationStats()
     accept = accept_sampling if generation_config.do_sample else accept_greedy
     out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
+    final_index = len(decoder_layers(model))
     wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
-    with FeatureCapture(model, wanted) as capture:
+    with FeatureCapture(model, wanted | {final_index}) as capture:
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
-        first = _TreeScores(DraftTree.with_root(-1), logits[0, -1:].float(), input_ids, logits_processor)
-        choice = accept(DraftTree.with_root(-1), first)
-        out.emit([choice.next_token], choice.score_rows, [first.logits[0]])
+        lazy_head = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
+        first = _TreeLogits(logits=logits[0, -1:].float())
+        choice = accept(DraftTree.with_root(-1), _TreeScores(DraftTree.with_root(-1), first, input_ids, logits_processor))
+        out.emit([choice.next_token], choice.score_rows, [first[0]])
         new_features = dict(capture.latest)
         builder = TreeBuilder(spec_drafter, spec_policy, target_vocab_size=logits.shape[-1])
         while not out.finished:
@@ -149,7 +184,7 @@ def speculative_decoding(
             tree = builder.build(context, config, max_depth, times)
 
             tick = time.perf_counter()
-            tree_logits = _verify(model, cache, tree, past_length)
+            tree_logits = _verify(model, cache, tree, past_length, lazy_head)
             scores = _TreeScores(tree, tree_logits, sequence, logits_processor)
             result: Acceptance = accept(tree, scores)
             keep = torch.tensor(result.path, device=model.device)
