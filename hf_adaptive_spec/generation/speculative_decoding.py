@@ -167,7 +167,7 @@ def speculative_decoding(
         first = _TreeLogits(logits=logits[0, -1:].float())
         choice = accept(DraftTree.with_root(-1), _TreeScores(DraftTree.with_root(-1), first, input_ids, logits_processor))
         out.emit([choice.next_token], choice.score_rows, [first[0]])
-        new_features = dict(capture.latest)
+        new_features = {i: capture.latest[i] for i in wanted}
         builder = TreeBuilder(spec_drafter, spec_policy, target_vocab_size=logits.shape[-1])
         while not out.finished:
             sequence = out.sequence
@@ -189,7 +189,7 @@ def speculative_decoding(
             result: Acceptance = accept(tree, scores)
             keep = torch.tensor(result.path, device=model.device)
             compact_cache(cache, len(tree), keep)
-            new_features = {i: capture.latest[i][:, keep] for i in capture.indices}
+            new_features = {i: capture.latest[i][:, keep] for i in wanted}  # only what drafter/policy read
             verify_time = time.perf_counter() - tick
 
             tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]

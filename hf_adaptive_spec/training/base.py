@@ -24,6 +24,13 @@ class SpecTrainer(Trainer):
         self._metrics.clear()
         super().log(logs, start_time)
 
+    def train_save_and_push(self) -> None:
+        """What every training script ends with: train (resuming if asked), save, push if asked."""
+        self.train(resume_from_checkpoint=self.args.resume_from_checkpoint)
+        self.save_model(self.args.output_dir)
+        if self.args.push_to_hub:
+            self.push_to_hub()
+
     def save_training_config(self, output_dir: str) -> None:
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:

@@ -84,10 +84,7 @@ def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    if training_args.push_to_hub:
-        trainer.push_to_hub()
+    trainer.train_save_and_push()
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -86,10 +86,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    if training_args.push_to_hub:
-        trainer.push_to_hub()
+    trainer.train_save_and_push()
     return trainer
 
 
