@@ -118,8 +118,8 @@ def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, lo
     return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
 
 
-def _verify(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: bool) -> _TreeLogits:
-    """One target forward over the whole tree."""
+def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: bool) -> _TreeLogits:
+    """One target forward over the whole tree (its rows are appended to ``cache``)."""
     device = model.device
     positions = past_length + torch.tensor(tree.depths, device=device)
     mask = tree_attention_mask(
@@ -184,7 +184,7 @@ def speculative_decoding(
             tree = builder.build(context, config, max_depth, times)
 
             tick = time.perf_counter()
-            tree_logits = _verify(model, cache, tree, past_length, lazy_head)
+            tree_logits = verify_tree(model, cache, tree, past_length, lazy_head)
             scores = _TreeScores(tree, tree_logits, sequence, logits_processor)
             result: Acceptance = accept(tree, scores)
             keep = torch.tensor(result.path, device=model.device)

@@ -26,6 +26,16 @@ def _check_int(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
+def best_nodes(tree: DraftTree, budget: int) -> list[int]:
+    """The ``budget`` best-scoring non-root nodes, sorted by index (EAGLE-2's rerank).
+
+    Parents score at least as high as their children and sit shallower, so the kept nodes
+    and the root form a connected tree.
+    """
+    ranked = sorted(range(1, len(tree)), key=lambda i: (-tree.scores[i], tree.depths[i], i))
+    return sorted(ranked[:budget])
+
+
 class TreeBuilder:
     """Grows a draft tree level by level, asking the policy after each level.
 
@@ -115,9 +125,7 @@ class TreeBuilder:
         if config.sample_drafts:
             keep = self._whole_groups(tree, budget)
         else:
-            # parents score >= children and sit shallower, so the best nodes form a connected tree
-            ranked = sorted(range(1, len(tree)), key=lambda i: (-tree.scores[i], tree.depths[i], i))
-            keep = [0] + sorted(ranked[:budget])
+            keep = [0] + best_nodes(tree, budget)
         return tree.subtree(keep) if len(keep) < len(tree) else tree
 
     @staticmethod

@@ -1,0 +1,234 @@
+"""Recording greedy generations for exact replay: one maximal draft tree per generated position.
+
+Greedy decoding commits the same tokens whatever the draft policy does; a policy only changes
+where cycles start. So :func:`record_greedy_trees` generates greedily one token per cycle and,
+at *every* position, drafts the deepest and widest tree a policy may ask for and has the
+target verify every node any depth-stop or verify-size choice could keep. Replaying a policy
+on the recording (``replay.py``) then gives exactly the accepted lengths live ``generate``
+would give, without running the target again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import DynamicCache, PreTrainedModel
+
+from ..core.features import FeatureCapture
+from ..core.kv_cache import compact_cache, prepare_cache_for_trees
+from ..core.tree import DraftTree
+from ..drafters.base import DraftContext, Drafter
+from ..generation.speculative_decoding import verify_tree
+from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
+from ..policies.base import CycleState, DraftPolicy, TreeConfig, VerifySizeInfo
+
+RECORDING_FORMAT = "hf_adaptive_spec.replay_recording.v1"
+
+
+@dataclass
+class ReplayTree:
+    """The cycle that starts at one position of a recorded greedy generation.
+
+    Args:
+        context_length: committed tokens at cycle start (the root is the last of them).
+        tokens / parents / depths / scores: the maximal draft tree, as a :class:`DraftTree`.
+        target_next: the target's greedy next token after each node; ``-1`` for nodes no
+            allowed choice can send to verification (never needed).
+        features: the target hidden states the recording kept (``hidden_states`` numbering) at
+            the last processed token, ``[hidden]`` each, as a policy sees them in ``CycleState``.
+    """
+
+    context_length: int
+    tokens: list[int]
+    parents: list[int]
+    depths: list[int]
+    scores: list[float]
+    target_next: list[int]
+    features: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def draft_tree(self) -> DraftTree:
+        return DraftTree(tokens=list(self.tokens), parents=list(self.parents), depths=list(self.depths), scores=list(self.scores))
+
+    def cycle_state(self) -> CycleState:
+        return CycleState(self.context_length, dict(self.features))
+
+
+@dataclass
+class ReplayRecording:
+    """Recorded greedy generations of several prompts with one drafter.
+
+    Args:
+        tree_config: the maximal tree: ``depth`` and ``top_k`` of every recorded tree, and
+            ``total_tokens``, the largest verification (root included) the recording covers.
+        vocab_size: the target's vocabulary size.
+        max_new_tokens: the generation length each prompt was recorded for.
+        prompts: per prompt, one :class:`ReplayTree` per cycle start (position), in order.
+        feature_layers: the hidden states kept in each tree's ``features``.
+        eos_token_ids: tokens that ended a generation.
+    """
+
+    tree_config: TreeConfig
+    vocab_size: int
+    max_new_tokens: int
+    prompts: list[list[ReplayTree]]
+    feature_layers: tuple[int, ...] = ()
+    eos_token_ids: tuple[int, ...] = ()
+
+    @property
+    def num_positions(self) -> int:
+        return sum(len(trees) for trees in self.prompts)
+
+    def save(self, directory: str | Path) -> None:
+        """``recording.json`` (trees) and ``features.safetensors`` (hidden states, if any)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors: dict[str, torch.Tensor] = {}
+        prompts = []
+        for p, trees in enumerate(self.prompts):
+            rows = []
+            for t, tree in enumerate(trees):
+                rows.append([tree.context_length, tree.tokens, tree.parents, tree.depths, tree.scores, tree.target_next])
+                for layer, value in tree.features.items():
+                    tensors[f"{p}.{t}.{layer}"] = value.detach().float().contiguous()
+            prompts.append(rows)
+        c = self.tree_config
+        meta = {
+            "format": RECORDING_FORMAT,
+            "tree_config": {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens},
+            "vocab_size": self.vocab_size,
+            "max_new_tokens": self.max_new_tokens,
+            "feature_layers": list(self.feature_layers),
+            "eos_token_ids": list(self.eos_token_ids),
+            "prompts": prompts,
+        }
+        (directory / "recording.json").write_text(json.dumps(meta), encoding="utf-8")
+        if tensors:
+            save_file(tensors, str(directory / "features.safetensors"))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ReplayRecording:
+        directory = Path(directory)
+        meta = json.loads((directory / "recording.json").read_text(encoding="utf-8"))
+        if meta.get("format") != RECORDING_FORMAT:
+            raise ValueError(f"{directory} is not a replay recording ({RECORDING_FORMAT}); record one with record_replay().")
+        feature_file = directory / "features.safetensors"
+        tensors = load_file(str(feature_file)) if feature_file.exists() else {}
+        layers = tuple(meta["feature_layers"])
+        prompts = [
+            [
+                ReplayTree(*row, features={layer: tensors[f"{p}.{t}.{layer}"] for layer in layers})
+                for t, row in enumerate(rows)
+            ]
+            for p, rows in enumerate(meta["prompts"])
+        ]
+        return cls(
+            tree_config=TreeConfig(**meta["tree_config"]),
+            vocab_size=meta["vocab_size"],
+            max_new_tokens=meta["max_new_tokens"],
+            prompts=prompts,
+            feature_layers=layers,
+            eos_token_ids=tuple(meta["eos_token_ids"]),
+        )
+
+
+class _WholeTree(DraftPolicy):
+    """Drafts to the configured depth and keeps every candidate (the recorder prunes itself)."""
+
+    def __init__(self, config: TreeConfig):
+        self.config = config
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return len(info.scores)
+
+
+def verifiable_nodes(tree: DraftTree, max_candidates: int) -> list[int]:
+    """Every node some depth stop and verify size ``<= max_candidates`` can keep, root included.
+
+    Nodes are created level by level, so the tree cut at depth ``d`` is a prefix of the nodes.
+    """
+    keep = {0}
+    for depth in range(1, tree.max_depth + 1):
+        prefix = [i for i, d in enumerate(tree.depths) if d <= depth]
+        keep.update(best_nodes(tree.subtree(prefix), max_candidates))
+    return sorted(keep)
+
+
+@torch.no_grad()
+def record_greedy_trees(
+    model: PreTrainedModel,
+    drafter: Drafter,
+    input_ids: torch.LongTensor,
+    config: TreeConfig,
+    max_new_tokens: int,
+    feature_layers: tuple[int, ...] = (),
+    eos_token_ids: tuple[int, ...] = (),
+) -> list[ReplayTree]:
+    """Generate ``input_ids`` ([1, T]) greedily, one token per cycle, recording every cycle start.
+
+    Each cycle drafts the full tree of ``config.depth`` levels with ``config.top_k`` (EAGLE-2
+    expansion, no pruning) and verifies the nodes any verification of at most
+    ``config.total_tokens`` tokens could keep; then it commits only the target's next token.
+    """
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
+    if config.sample_drafts:
+        raise ValueError("Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False.")
+    drafter.bind(model)
+    device = model.device
+    cache = prepare_cache_for_trees(DynamicCache(config=model.config))
+    wanted = set(drafter.feature_layers) | set(feature_layers)
+    full_size = 1 + config.top_k + (config.depth - 1) * config.top_k**2
+    whole = TreeConfig(depth=config.depth, top_k=config.top_k, total_tokens=full_size)
+    trees: list[ReplayTree] = []
+    with FeatureCapture(model, wanted) as capture:
+        logits = model(input_ids=input_ids.to(device), past_key_values=cache, use_cache=True).logits
+        builder = TreeBuilder(drafter, _WholeTree(whole), target_vocab_size=logits.shape[-1])
+        sequence = torch.cat([input_ids.to(device), logits[:, -1:].argmax(-1)], dim=-1)
+        new_features = {i: capture.latest[i] for i in wanted}
+        while sequence.shape[1] - input_ids.shape[1] < max_new_tokens and int(sequence[0, -1]) not in eos_token_ids:
+            state = {i: new_features[i][0, -1].clone() for i in feature_layers}
+            context = DraftContext(sequence, {i: new_features[i] for i in drafter.feature_layers})
+            tree = builder.build(context, whole, config.depth, DraftTimes())
+            verified = verifiable_nodes(tree, config.total_tokens - 1)
+            tree_logits = verify_tree(model, cache, tree.subtree(verified), sequence.shape[1] - 1, lazy_head=False)
+            greedy = tree_logits.logits.argmax(-1).tolist()
+            target_next = [-1] * len(tree)
+            for row, node in enumerate(verified):
+                target_next[node] = greedy[row]
+            compact_cache(cache, len(verified), torch.tensor([0], device=device))
+            new_features = {i: capture.latest[i][:, :1] for i in wanted}
+            trees.append(
+                ReplayTree(sequence.shape[1], tree.tokens, tree.parents, tree.depths, tree.scores, target_next, state)
+            )
+            sequence = torch.cat([sequence, sequence.new_tensor([[greedy[0]]])], dim=-1)
+    return trees
+
+
+def record_replay(
+    model: PreTrainedModel,
+    drafter: Drafter,
+    prompts: list[torch.LongTensor],
+    config: TreeConfig,
+    max_new_tokens: int,
+    feature_layers: tuple[int, ...] = (),
+    eos_token_ids: tuple[int, ...] = (),
+) -> ReplayRecording:
+    """Record each prompt with :func:`record_greedy_trees` into a :class:`ReplayRecording`."""
+    recorded = [
+        record_greedy_trees(model, drafter, ids, config, max_new_tokens, feature_layers, eos_token_ids) for ids in prompts
+    ]
+    return ReplayRecording(
+        tree_config=config,
+        vocab_size=model.get_output_embeddings().weight.shape[0],
+        max_new_tokens=max_new_tokens,
+        prompts=recorded,
+        feature_layers=tuple(feature_layers),
+        eos_token_ids=tuple(eos_token_ids),
+    )

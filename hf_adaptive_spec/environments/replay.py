@@ -1,0 +1,203 @@
+"""Exact offline replay of draft policies on a :class:`ReplayRecording`.
+
+A replayed cycle runs the engine's own :class:`TreeBuilder` with the policy, fed by a
+:class:`ReplayDrafter` that serves the recorded draft log-probs; the accepted length is the
+greedy walk over the recorded target tokens. So a policy sees exactly the ``CycleState``,
+``DraftStepInfo`` and ``VerifySizeInfo`` it sees inside ``generate``, and for greedy decoding
+gets exactly the accepted lengths. Time is modelled from a :class:`HardwareProfile` (draft
+levels and verified tokens); the policy's own time is measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel
+
+from ..core.tree import DraftTree
+from ..drafters.base import DraftContext, Drafter
+from ..generation.tree_builder import DraftTimes, TreeBuilder
+from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
+from ..profiling.hardware import HardwareProfile
+from .recording import ReplayRecording, ReplayTree
+
+
+class ReplayDrafter(Drafter):
+    """A drafter that answers from one recorded tree instead of running a model."""
+
+    def __init__(self, recorded: ReplayTree, vocab_size: int):
+        self.recorded = recorded
+        self.vocab_size = vocab_size
+        self.children: dict[int, list[int]] = defaultdict(list)
+        for node, parent in enumerate(recorded.parents[1:], start=1):
+            self.children[parent].append(node)
+        self.recorded_ids: dict[int, int] = {0: 0}
+        self.levels = 0  # draft levels served this cycle (begin_tree and each expand)
+
+    def bind(self, target: PreTrainedModel) -> None:
+        self.recorded_ids = {0: 0}
+
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        self.recorded_ids, self.levels = {0: 0}, 1
+        return self._rows([0])
+
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        self.levels += 1
+        return self._rows([self.recorded_id(tree, node) for node in nodes])
+
+    def recorded_id(self, tree: DraftTree, node: int) -> int:
+        """The recorded node with the same path as ``tree``'s ``node``."""
+        if node not in self.recorded_ids:
+            parent = self.recorded_id(tree, tree.parents[node])
+            token = tree.tokens[node]
+            self.recorded_ids[node] = next(c for c in self.children[parent] if self.recorded.tokens[c] == token)
+        return self.recorded_ids[node]
+
+    def _rows(self, nodes: list[int]) -> torch.Tensor:
+        rows = torch.full((len(nodes), self.vocab_size), float("-inf"), dtype=torch.float64)
+        scores = self.recorded.scores
+        for row, node in enumerate(nodes):
+            children = self.children[node]
+            if not children:
+                raise ValueError(
+                    f"The recording never expanded this node (depth {self.recorded.depths[node]}): the policy asked "
+                    "for a tree the recording does not contain. Record with the policy's top_k and at least its depth."
+                )
+            rows[row, [self.recorded.tokens[c] for c in children]] = torch.tensor(
+                [scores[c] - scores[node] for c in children], dtype=torch.float64
+            )
+        return rows
+
+
+@dataclass
+class ReplayedCycle:
+    """One replayed cycle: the engine's ``CycleFeedback`` fields, with modelled draft and verify time.
+
+    ``draft_depth`` is the depth of the verified (pruned) tree, as in ``SpeculationStats``; the
+    draft time counts every level drafted.
+    """
+
+    context_length: int
+    draft_depth: int
+    verified_tokens: int
+    accepted_length: int
+    draft_time: float
+    verify_time: float
+    policy_time: float
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_time + self.verify_time + self.policy_time
+
+    def feedback(self) -> CycleFeedback:
+        return CycleFeedback(**{name: getattr(self, name) for name in CycleFeedback.__dataclass_fields__})
+
+
+@dataclass
+class ReplayResult:
+    """Replayed cycles of each prompt, with the totals the benchmarks report."""
+
+    cycles: list[list[ReplayedCycle]] = field(default_factory=list)
+
+    @property
+    def all_cycles(self) -> list[ReplayedCycle]:
+        return [cycle for prompt in self.cycles for cycle in prompt]
+
+    @property
+    def mean_accepted_tokens(self) -> float:
+        """τ: tokens per cycle, the bonus token included."""
+        cycles = self.all_cycles
+        return sum(c.accepted_length + 1 for c in cycles) / max(len(cycles), 1)
+
+    @property
+    def tokens_per_second(self) -> float:
+        cycles = self.all_cycles
+        return sum(c.accepted_length + 1 for c in cycles) / max(sum(c.seconds for c in cycles), 1e-12)
+
+
+def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
+    """Greedy acceptance over ``tree`` (the pruned tree) with the recorded target tokens."""
+    recorded = drafter.recorded
+    node, recorded_node, accepted = 0, 0, 0
+    while True:
+        wanted = recorded.target_next[recorded_node]
+        if wanted < 0:
+            raise ValueError("The recording did not verify a node this policy verifies: record with a larger total_tokens.")
+        child = next((c for c in tree.children(node) if tree.tokens[c] == wanted), None)
+        if child is None:
+            return accepted
+        recorded_node = next(c for c in drafter.children[recorded_node] if recorded.tokens[c] == wanted)
+        node, accepted = child, accepted + 1
+
+
+class ReplayEnvironment:
+    """Replays draft policies on a recording with costs from a hardware profile.
+
+    Args:
+        recording: what :func:`record_replay` produced.
+        profile: measured verification times and draft-step time (``hf-adaptive-spec profile``).
+    """
+
+    def __init__(self, recording: ReplayRecording, profile: HardwareProfile):
+        if profile.draft_step_seconds is None:
+            raise ValueError("The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter.")
+        self.recording = recording
+        self.profile = profile
+
+    def check_config(self, config: TreeConfig) -> None:
+        """Raise unless the recording contains every tree ``config`` can build."""
+        recorded = self.recording.tree_config
+        if (
+            config.sample_drafts
+            or config.top_k != recorded.top_k
+            or config.depth > recorded.depth
+            or config.total_tokens > recorded.total_tokens
+        ):
+            raise ValueError(
+                f"{config} is outside the recording's trees (top_k {recorded.top_k}, depth <= {recorded.depth}, "
+                f"total_tokens <= {recorded.total_tokens}, deterministic): record again with this shape."
+            )
+
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
+        """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy``."""
+        trees = self.recording.prompts[prompt]
+        recorded = trees[position]
+        times = DraftTimes()
+        tick = time.perf_counter()
+        config = policy.tree_config(recorded.cycle_state())
+        times.policy += time.perf_counter() - tick
+        self.check_config(config)
+        max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
+        max_depth = min(config.depth, max_length - recorded.context_length - 1)
+        drafter = ReplayDrafter(recorded, self.recording.vocab_size)
+        context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
+        tree = TreeBuilder(drafter, policy, self.recording.vocab_size).build(context, config, max_depth, times)
+        return ReplayedCycle(
+            context_length=recorded.context_length,
+            draft_depth=tree.max_depth,
+            verified_tokens=len(tree),
+            accepted_length=accepted_length(tree, drafter),
+            draft_time=drafter.levels * self.profile.draft_step_seconds,
+            verify_time=self.profile.verify_time(len(tree)),
+            policy_time=times.policy,
+        )
+
+    def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
+        """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
+        cycles, position = [], 0
+        while position < len(self.recording.prompts[prompt]):
+            cycle = self.replay_cycle(prompt, position, policy)
+            tick = time.perf_counter()
+            policy.observe(cycle.feedback())
+            cycle.policy_time += time.perf_counter() - tick
+            cycles.append(cycle)
+            position += cycle.accepted_length + 1
+        return cycles
+
+    def replay(self, policy: DraftPolicy, prompts: list[int] | None = None) -> ReplayResult:
+        """Replay ``policy`` on the given prompts (all by default)."""
+        indices = range(len(self.recording.prompts)) if prompts is None else prompts
+        return ReplayResult([self.replay_prompt(p, policy) for p in indices])

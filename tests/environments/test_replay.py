@@ -1,0 +1,98 @@
+"""Replay of recorded greedy generations agrees with live speculative generate, cycle by cycle."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, record_replay
+from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+MAX_NEW = 24
+
+
+class ScoreThresholdPolicy(DraftPolicy):
+    """Stops when the step's best candidate is unlikely and verifies a size that depends on the scores."""
+
+    def tree_config(self, state):
+        return TreeConfig(depth=4, top_k=3, total_tokens=9)
+
+    def continue_drafting(self, step):
+        return bool(step.step_scores.max() > -2.5 - 0.5 * step.depth)
+
+    def num_tokens_to_verify(self, info):
+        return int((info.scores > -3.0).sum())
+
+
+def _profile() -> HardwareProfile:
+    return HardwareProfile(
+        device="cpu", dtype="float32", num_threads=1, context_length=64,
+        verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=0.1,
+    )
+
+
+def _drafters(target):
+    torch.manual_seed(1)
+    eagle3 = hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
+    return {"early-exit": hfas.CausalLMDrafter.from_target_layers(target, 2), "eagle3": eagle3}
+
+
+POLICIES = {
+    "chain": hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=5),
+    "shallow": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=9),
+    "full": hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=9),
+    "adaptive": ScoreThresholdPolicy(),
+}
+
+
+@pytest.mark.parametrize("drafter_name", ["early-exit", "eagle3"])
+def test_replay_matches_live_cycles(drafter_name, tmp_path):
+    target = tiny_model("llama")
+    prompts = [prompt(7, seed=11), prompt(15, seed=12)]
+    recording = record_replay(target, _drafters(target)[drafter_name], prompts, RECORDED, MAX_NEW)
+    recording.save(tmp_path)
+    environment = ReplayEnvironment(ReplayRecording.load(tmp_path), _profile())
+    for name, policy in POLICIES.items():
+        for index, ids in enumerate(prompts):
+            live = target.generate(
+                ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+                assistant_model=_drafters(target)[drafter_name], assistant_policy=policy,
+            ).speculation
+            replayed = environment.replay_prompt(index, policy)
+            assert [c.accepted_length for c in replayed] == live.accepted_lengths, name
+            assert [c.draft_depth for c in replayed] == live.draft_depths, name
+            assert [c.verified_tokens for c in replayed] == live.verified_tokens, name
+
+
+def test_recording_holds_the_greedy_generation():
+    target = tiny_model("llama")
+    ids = prompt(9, seed=4)
+    expected = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)[0, ids.shape[1]:].tolist()
+    trees = record_replay(target, _drafters(target)["early-exit"], [ids], RECORDED, MAX_NEW).prompts[0]
+    assert len(trees) == MAX_NEW - 1  # the first token comes from the prefill
+    assert [tree.target_next[0] for tree in trees] == expected[1:]
+    assert [tree.context_length for tree in trees] == list(range(ids.shape[1] + 1, ids.shape[1] + MAX_NEW))
+
+
+def test_replay_times_come_from_the_profile():
+    target = tiny_model("llama")
+    recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 12)
+    cycle = ReplayEnvironment(recording, _profile()).replay_cycle(0, 0, hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=4))
+    assert cycle.verified_tokens == 4
+    assert cycle.draft_time == pytest.approx(0.3)  # three levels drafted, whatever the pruning kept
+    assert cycle.verify_time == pytest.approx(1.5)
+
+
+def test_policies_outside_the_recording_are_refused():
+    target = tiny_model("llama")
+    recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 8)
+    environment = ReplayEnvironment(recording, _profile())
+    for policy in (hfas.StaticTreePolicy(depth=5, top_k=3, total_tokens=9), hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=9),
+                   hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=12)):
+        with pytest.raises(ValueError, match="outside the recording"):
+            environment.replay_cycle(0, 0, policy)
