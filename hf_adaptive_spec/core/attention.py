@@ -23,17 +23,25 @@ def check_tree_attention_support(config: PretrainedConfig, role: str = "model") 
         )
 
 
-def _mask_groups(config: PretrainedConfig) -> list[tuple[str | None, int, int | None]]:
-    """(mask key, a layer index of that kind, sliding window or None) per distinct attention kind."""
+def is_sliding_layer(config: PretrainedConfig, layer_idx: int) -> bool:
+    """Whether decoder layer ``layer_idx`` uses sliding-window attention."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    return window is not None and (not layer_types or "sliding" in layer_types[layer_idx])
+
+
+def _mask_groups(config: PretrainedConfig, first_layer: int = 0) -> list[tuple[str | None, int, int | None]]:
+    """(mask key, a layer index of that kind, sliding window or None) per distinct attention kind
+    among layers ``first_layer`` and up."""
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
     if layer_types and len(set(layer_types)) > 1:
-        first_layer: dict[str, int] = {}
-        for idx, layer_type in enumerate(layer_types):
-            first_layer.setdefault(layer_type, idx)
-        return [(kind, idx, window if "sliding" in kind else None) for kind, idx in first_layer.items()]
+        first_of_kind: dict[str, int] = {}
+        for idx, layer_type in enumerate(layer_types[first_layer:], start=first_layer):
+            first_of_kind.setdefault(layer_type, idx)
+        return [(kind, idx, window if "sliding" in kind else None) for kind, idx in first_of_kind.items()]
     uses_window = window is not None and (not layer_types or "sliding" in layer_types[0])
-    return [(None, 0, window if uses_window else None)]
+    return [(None, first_layer, window if uses_window else None)]
 
 
 def _layer_mask(
@@ -71,6 +79,7 @@ def tree_attention_mask(
     tail_positions: torch.Tensor,
     tail_visible: torch.Tensor,
     dtype: torch.dtype,
+    first_layer: int = 0,
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     """Additive attention mask for ``n`` new tokens appended to ``cache``.
 
@@ -84,6 +93,8 @@ def tree_attention_mask(
             the ``n`` new tokens), ``m >= n``.
         tail_visible: ``[n, m]`` bool, True where a new token may attend to a tail entry.
         dtype: the model's compute dtype.
+        first_layer: the mask is for layers ``first_layer`` and up (a split forward whose
+            earlier layers hold more cache entries); their cache lengths size the mask.
 
     Returns:
         ``[1, 1, n, kv_len]`` float mask (0 or ``finfo.min``), or a dict of them keyed by layer
@@ -91,7 +102,7 @@ def tree_attention_mask(
     """
     masks = {
         key: _layer_mask(cache, idx, window, query_positions, tail_positions, tail_visible, dtype)
-        for key, idx, window in _mask_groups(config)
+        for key, idx, window in _mask_groups(config, first_layer)
     }
     return masks[None] if None in masks else masks
 

@@ -31,14 +31,15 @@ def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
     return cache
 
 
-def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor) -> None:
+def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor, layers: range | None = None) -> None:
     """Keep only the tree entries ``keep`` (indices into the last ``num_tree`` slots, in order).
 
     Args:
         num_tree: tree entries appended by the last forward (the last slots of every layer).
-        keep: ``[k]`` long tensor of tree node indices to keep, root first, ascending.
+        keep: ``[k]`` long tensor of tree node indices to keep, in the order they are kept.
+        layers: the cache layers to compact (all by default).
     """
-    for layer in cache.layers:
+    for layer in cache.layers if layers is None else [cache.layers[i] for i in layers]:
         if not layer.is_initialized:
             continue
         start = layer.keys.shape[-2] - num_tree

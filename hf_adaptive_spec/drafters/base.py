@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 
 from ..core.tree import DraftTree
 
@@ -22,10 +22,12 @@ class DraftContext:
             transformers' ``hidden_states`` numbering), each ``[1, m, hidden]``, for the ``m``
             tokens ``input_ids[:, T-1-m : T-1]`` the target processed since the previous cycle
             (the whole prompt after prefill, then the accepted path of each verification).
+        target_cache: the target's KV cache, passed only to drafters with ``shared_layers > 0``.
     """
 
     input_ids: torch.LongTensor
     new_features: dict[int, torch.Tensor] = field(default_factory=dict)
+    target_cache: DynamicCache | None = None
 
 
 class Drafter(ABC):
@@ -42,6 +44,10 @@ class Drafter(ABC):
     feature_layers: tuple[int, ...] = ()
     #: ``[draft_vocab]`` target id of each draft token, or None when the vocabularies are equal.
     draft_to_target: torch.LongTensor | None = None
+    #: self-speculative drafters that run the target's own first layers set this to their
+    #: number: they append the draft nodes' K/V to those layers of ``DraftContext.target_cache``
+    #: and the engine verifies through :meth:`verify`, which reuses them.
+    shared_layers: int = 0
 
     @abstractmethod
     def bind(self, target: PreTrainedModel) -> None:
@@ -61,3 +67,12 @@ class Drafter(ABC):
 
     def end_tree(self) -> None:
         """Forget this cycle's tree (the committed prefix stays)."""
+
+    def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
+        """Verify ``tree`` (the pruned draft tree) through the target; only for ``shared_layers > 0``.
+
+        Must leave every layer of ``cache`` with ``past_length`` committed entries followed by
+        one entry per node of ``tree``, in node order, and return the target's final-norm
+        output ``[len(tree), hidden]`` for the nodes.
+        """
+        raise NotImplementedError(f"{type(self).__name__} sets shared_layers but does not implement verify().")

@@ -11,7 +11,7 @@ would give, without running the target again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -81,6 +81,25 @@ class ReplayRecording:
     @property
     def num_positions(self) -> int:
         return sum(len(trees) for trees in self.prompts)
+
+    @classmethod
+    def concatenate(cls, recordings: list[ReplayRecording]) -> ReplayRecording:
+        """The prompts of every recording, in order (e.g. shards of one run); all settings must agree."""
+        if not recordings:
+            raise ValueError("No recordings to concatenate.")
+
+        def settings(recording: ReplayRecording) -> tuple:
+            r = recording
+            return r.tree_config, r.vocab_size, r.max_new_tokens, r.feature_layers, r.eos_token_ids
+
+        for recording in recordings[1:]:
+            if settings(recording) != settings(recordings[0]):
+                raise ValueError(
+                    f"Recordings made with different settings cannot be concatenated: {settings(recordings[0])} vs "
+                    f"{settings(recording)} (tree config, vocab, max_new_tokens, feature layers, eos). Record every "
+                    "shard with the same options."
+                )
+        return replace(recordings[0], prompts=[trees for recording in recordings for trees in recording.prompts])
 
     def save(self, directory: str | Path) -> None:
         """``recording.json`` (trees) and ``features.safetensors`` (hidden states, if any)."""
@@ -194,11 +213,16 @@ def record_greedy_trees(
         new_features = {i: capture.latest[i] for i in wanted}
         while sequence.shape[1] - input_ids.shape[1] < max_new_tokens and int(sequence[0, -1]) not in eos_token_ids:
             state = {i: new_features[i][0, -1].clone() for i in feature_layers}
-            context = DraftContext(sequence, {i: new_features[i] for i in drafter.feature_layers})
+            shared = cache if drafter.shared_layers else None
+            context = DraftContext(sequence, {i: new_features[i] for i in drafter.feature_layers}, shared)
             tree = builder.build(context, whole, config.depth, DraftTimes())
             verified = verifiable_nodes(tree, config.total_tokens - 1)
-            tree_logits = verify_tree(model, cache, tree.subtree(verified), sequence.shape[1] - 1, lazy_head=False)
-            greedy = tree_logits.logits.argmax(-1).tolist()
+            subtree, past_length = tree.subtree(verified), sequence.shape[1] - 1
+            if drafter.shared_layers:  # the engine's path for self-speculative drafters
+                logits = model.get_output_embeddings()(drafter.verify(model, cache, subtree, past_length))
+            else:
+                logits = verify_tree(model, cache, subtree, past_length, lazy_head=False).logits
+            greedy = logits.argmax(-1).tolist()
             target_next = [-1] * len(tree)
             for row, node in enumerate(verified):
                 target_next[node] = greedy[row]

@@ -161,9 +161,21 @@ def speculative_decoding(
     out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
     final_index = len(decoder_layers(model))
     wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
+    shared = spec_drafter.shared_layers
+    if shared and any(i < shared for i in wanted):
+        raise ValueError(
+            f"{type(spec_drafter).__name__} shares the target's first {shared} layers, whose hidden states are not "
+            f"computed for every tree node; features {sorted(i for i in wanted if i < shared)} cannot be served. "
+            "Ask for hidden-state indices >= the shared layers, or disable the drafter's cache sharing."
+        )
     with FeatureCapture(model, wanted | {final_index}) as capture:
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
         lazy_head = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
+        if shared and not lazy_head:
+            raise ValueError(
+                f"{type(spec_drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
+                "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
+            )
         first = _TreeLogits(logits=logits[0, -1:].float())
         choice = accept(DraftTree.with_root(-1), _TreeScores(DraftTree.with_root(-1), first, input_ids, logits_processor))
         out.emit([choice.next_token], choice.score_rows, [first[0]])
@@ -180,11 +192,17 @@ def speculative_decoding(
             if not isinstance(config, TreeConfig):
                 raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
             max_depth = min(config.depth, generation_config.max_length - sequence.shape[1] - 1)  # room for the bonus token
-            context = DraftContext(sequence, {i: new_features[i] for i in spec_drafter.feature_layers})
+            context = DraftContext(
+                sequence, {i: new_features[i] for i in spec_drafter.feature_layers}, cache if shared else None
+            )
             tree = builder.build(context, config, max_depth, times)
 
             tick = time.perf_counter()
-            tree_logits = verify_tree(model, cache, tree, past_length, lazy_head)
+            if shared:
+                hidden = spec_drafter.verify(model, cache, tree, past_length)
+                tree_logits = _TreeLogits(hidden=hidden, head=model.get_output_embeddings())
+            else:
+                tree_logits = verify_tree(model, cache, tree, past_length, lazy_head)
             scores = _TreeScores(tree, tree_logits, sequence, logits_processor)
             result: Acceptance = accept(tree, scores)
             keep = torch.tensor(result.path, device=model.device)

@@ -29,10 +29,15 @@ def target():
     return tiny_model("llama")
 
 
-def make_drafter(target, online: bool = True, **overrides) -> DVIDrafter:
+def make_drafter(target, online: bool = True, share_cache: bool | None = None, **overrides) -> DVIDrafter:
+    """``share_cache=False`` for tests that drive begin_tree/expand by hand (no engine cache to share)."""
     torch.manual_seed(0)
     return DVIDrafter(
-        target, exit_layer=EXIT_LAYER, online=online, online_config=fast_online_config(**overrides) if online else None
+        target,
+        exit_layer=EXIT_LAYER,
+        online=online,
+        online_config=fast_online_config(**overrides) if online else None,
+        share_cache=share_cache,
     )
 
 

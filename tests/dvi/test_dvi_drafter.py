@@ -139,7 +139,7 @@ def _drafted_chain(drafter: DVIDrafter, context_ids: torch.Tensor, tokens: list[
 
 
 def test_records_stop_at_the_first_reject(target):
-    drafter = make_drafter(target, update_every=0)
+    drafter = make_drafter(target, update_every=0, share_cache=False)
     drafter.bind(target)
     context = prompt(6, seed=5)
     d1, d2, d3, d4, other = 11, 12, 13, 14, 15
@@ -159,7 +159,7 @@ def test_records_stop_at_the_first_reject(target):
 
 
 def test_a_fully_accepted_chain_logs_every_position_and_no_more(target):
-    drafter = make_drafter(target, update_every=0)
+    drafter = make_drafter(target, update_every=0, share_cache=False)
     drafter.bind(target)
     context = prompt(6, seed=6)
     chain = [21, 22, 23, 24]
@@ -173,7 +173,7 @@ def test_a_fully_accepted_chain_logs_every_position_and_no_more(target):
 
 
 def test_tree_records_follow_the_committed_branch(target):
-    drafter = make_drafter(target, update_every=0)
+    drafter = make_drafter(target, update_every=0, share_cache=False)
     drafter.bind(target)
     context = prompt(6, seed=7)
     tree = DraftTree.with_root(int(context[0, -1]))

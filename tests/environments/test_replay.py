@@ -39,7 +39,11 @@ def _profile() -> HardwareProfile:
 def _drafters(target):
     torch.manual_seed(1)
     eagle3 = hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
-    return {"early-exit": hfas.CausalLMDrafter.from_target_layers(target, 2), "eagle3": eagle3}
+    return {
+        "early-exit": hfas.CausalLMDrafter.from_target_layers(target, 2),
+        "eagle3": eagle3,
+        "dvi-shared-cache": hfas.DVIDrafter(target, exit_layer=2),
+    }
 
 
 POLICIES = {
@@ -50,7 +54,7 @@ POLICIES = {
 }
 
 
-@pytest.mark.parametrize("drafter_name", ["early-exit", "eagle3"])
+@pytest.mark.parametrize("drafter_name", ["early-exit", "eagle3", "dvi-shared-cache"])
 def test_replay_matches_live_cycles(drafter_name, tmp_path):
     target = tiny_model("llama")
     prompts = [prompt(7, seed=11), prompt(15, seed=12)]

@@ -17,9 +17,10 @@ from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dic
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ...core.attention import check_tree_attention_support, tree_extension_mask
+from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_attention_mask, tree_extension_mask
 from ...core.features import decoder_layers
-from ...core.kv_cache import drop_tail
+from ...core.kv_cache import compact_cache, drop_tail
+from ...core.split_forward import run_decoder_layers
 from ...core.tree import DraftTree
 from ...hub.cards import render_card
 from ...hub.errors import ArtifactTypeError, WeightsMismatchError
@@ -101,9 +102,12 @@ class DVIDrafter(Drafter):
 
     The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
     then the target's final norm and ``lm_head`` with a LoRA adapter (peft). Verification is
-    the unmodified target, so the output is exactly the target's. The drafter keeps its own
-    KV cache of the shallow layers (see the package README for the engine hook that would let
-    it share the target's cache instead).
+    the unmodified target, so the output is exactly the target's. By default draft and
+    verification share the target's KV cache of the first ``exit_layer`` layers: the drafter
+    writes the draft nodes' K/V there, and verification runs only the remaining layers on the
+    drafted states (plus the shallow layers for leaves the drafter never fed). With
+    ``share_cache=False`` it keeps its own shallow cache and the target verifies with all its
+    layers, like transformers' ``assistant_early_exit``.
 
     With ``online=True`` it learns while generating (the paper's "Improve" step): at each cycle
     it compares the previous cycle's draft with the tokens the engine committed, logs one
@@ -119,6 +123,9 @@ class DVIDrafter(Drafter):
             :func:`default_lora_config` by default.
         online: learn from the drafts' outcomes during ``generate``.
         online_config: the :class:`DVIOnlineConfig` (defaults when None).
+        share_cache: share the first ``exit_layer`` layers' KV cache with verification. The
+            default (None) shares unless one of those layers has sliding-window attention,
+            which cannot keep a draft tree next to its window exactly.
 
     Example:
         >>> drafter = DVIDrafter(model, exit_layer=4, online=True)
@@ -139,6 +146,7 @@ class DVIDrafter(Drafter):
         lora_config: LoraConfig | None = None,
         online: bool = False,
         online_config: DVIOnlineConfig | None = None,
+        share_cache: bool | None = None,
     ):
         target = _unwrap(target)
         check_tree_attention_support(target.config, role="target model")
@@ -152,6 +160,13 @@ class DVIDrafter(Drafter):
         shallow.norm = nn.Identity()  # the head applies the norm: the shallow output is h_k itself
         self.exit_layer = exit_layer
         self.shallow = shallow
+        sliding = [i for i in range(exit_layer) if is_sliding_layer(target.config, i)]
+        if share_cache and sliding:
+            raise ValueError(
+                f"DVIDrafter(share_cache=True) needs full attention in the shared layers, but layers {sliding} use a "
+                "sliding window (their cache cannot hold a draft tree exactly). Pass share_cache=False."
+            )
+        self.share_cache = not sliding if share_cache is None else share_cache
         self.lora_config = _check_lora_config(lora_config)
         self._target_name = target.config.name_or_path or None
         self.head = _lora_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
@@ -211,6 +226,11 @@ class DVIDrafter(Drafter):
         """The target's final-norm output (index ``num_layers``) while learning, for the target logits."""
         return (self._num_layers,) if self.is_learning else ()
 
+    @property
+    def shared_layers(self) -> int:
+        """The target layers whose KV cache draft and verification share (0 without sharing)."""
+        return self.exit_layer if self.share_cache else 0
+
     @staticmethod
     def recommended_policy() -> StaticTreePolicy:
         """The paper's proposal: a chain of depth 4 (``StaticTreePolicy.chain(4)``)."""
@@ -221,6 +241,7 @@ class DVIDrafter(Drafter):
     def _reset(self) -> None:
         self._cache = DynamicCache()
         self._committed = 0
+        self._began = False  # the root's shallow K/V sit in the shared cache, awaiting verify()
         self._fed: list[int] = []
         self._states: dict[int, torch.Tensor] = {}
         self._tree: DraftTree | None = None
@@ -259,6 +280,11 @@ class DVIDrafter(Drafter):
             self.updater.step()
         device = self.shallow.device
         num_tokens = context.input_ids.shape[1]
+        if self.share_cache:
+            if context.target_cache is None:
+                raise RuntimeError("DVIDrafter(share_cache=True) needs the engine's cache in DraftContext.target_cache.")
+            # the target processed the committed prefix; only the root is new to the shallow layers
+            self._cache, self._committed, self._began = context.target_cache, num_tokens - 1, True
         positions = torch.arange(self._committed, num_tokens, device=device)
         hidden = self.shallow(
             input_ids=context.input_ids[:, self._committed :].to(device),
@@ -294,16 +320,78 @@ class DVIDrafter(Drafter):
         ).last_hidden_state[0]
         self._fed = self._fed + nodes
         self._tree = tree
-        if self.is_learning:
+        if self.is_learning or self.share_cache:
             self._states.update((node, row.clone()) for node, row in zip(nodes, hidden))
         return self._log_probs(hidden)
 
     def end_tree(self) -> None:
-        drop_tail(self._cache, len(self._fed))
         tree = self._tree if self._tree is not None else self._fallback_tree
         if self.is_learning and self._states and tree is not None:
-            self._pending = _Cycle(self._committed, tree, self._states)
-        self._fed, self._states, self._tree, self._fallback_tree = [], {}, None, None
+            self._pending = _Cycle(self._committed, tree, dict(self._states))
+        self._fallback_tree = None
+        if not self.share_cache:  # shared: verify() reuses the fed nodes' K/V and states
+            drop_tail(self._cache, len(self._fed))
+            self._fed, self._states, self._tree = [], {}, None
+
+    @torch.no_grad()
+    def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
+        """Verify ``tree`` reusing the drafted nodes' shallow K/V and states (``share_cache=True``).
+
+        The shallow layers hold the root and the fed nodes after the committed prefix. This
+        runs them for the tree's leaves, reorders their tail into ``tree``'s node order, then
+        runs the remaining layers on every node's ``h_k``. Returns the final-norm output ``[n, H]``.
+        """
+        self._check_owner()
+        target, device = _unwrap(target), self.shallow.device
+        self._cache = cache
+        tail = ([0] if self._began else []) + self._fed
+        fed_paths = {self._path_tokens(self._tree, node): slot for slot, node in enumerate(tail)}
+        paths = [()]
+        for node in range(1, len(tree)):
+            paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
+        leaves = [node for node in range(len(tree)) if paths[node] not in fed_paths]
+        states = {node: self._states[tail[fed_paths[paths[node]]]] for node in range(len(tree)) if node not in leaves}
+        if leaves:
+            leaf_states = self._feed_leaves(tree, leaves, tail, paths, past_length)
+            states.update(zip(leaves, leaf_states))
+        slot = {node: fed_paths[paths[node]] for node in states if node not in leaves}
+        slot.update((node, len(tail) + j) for j, node in enumerate(leaves))
+        order = torch.tensor([slot[node] for node in range(len(tree))], device=device)
+        compact_cache(cache, len(tail) + len(leaves), order, layers=range(self.exit_layer))
+        positions = past_length + torch.tensor(tree.depths, device=device)
+        mask = tree_attention_mask(
+            target.config, cache, positions, positions, tree.ancestor_mask().to(device), target.dtype, self.exit_layer
+        )
+        hidden = torch.stack([states[node] for node in range(len(tree))])[None]
+        self._fed, self._states, self._tree, self._began = [], {}, None, False
+        return run_decoder_layers(target, hidden, self.exit_layer, cache, positions[None], mask)[0]
+
+    def _feed_leaves(
+        self, tree: DraftTree, leaves: list[int], tail: list[int], paths: list[tuple[int, ...]], past_length: int
+    ) -> torch.Tensor:
+        """Shallow states ``[len(leaves), H]`` of nodes the drafter never fed; their K/V join the tail."""
+        device = self.shallow.device
+        tail_paths = [self._path_tokens(self._tree, node) for node in tail]
+        visible = [[paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves]
+        tail_positions = torch.tensor([past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device)
+        query_positions = tail_positions[len(tail) :]
+        mask = tree_attention_mask(
+            self.shallow.config, self._cache, query_positions, tail_positions,
+            torch.tensor(visible, dtype=torch.bool, device=device), self.shallow.dtype,
+        )
+        return self.shallow(
+            input_ids=torch.tensor([[tree.tokens[n] for n in leaves]], device=device),
+            attention_mask=mask,
+            position_ids=query_positions[None],
+            past_key_values=self._cache,
+            use_cache=True,
+        ).last_hidden_state[0]
+
+    @staticmethod
+    def _path_tokens(tree: DraftTree | None, node: int) -> tuple[int, ...]:
+        if node == 0:
+            return ()
+        return tuple(tree.tokens[i] for i in tree.path_to(node)[1:])
 
     def _log_outcome(self, context: DraftContext) -> None:
         """Turn the previous cycle's draft and the newly committed tokens into buffer records."""
@@ -372,6 +460,7 @@ class DVIDrafter(Drafter):
         *,
         online: bool = False,
         online_config: DVIOnlineConfig | None = None,
+        share_cache: bool | None = None,
         revision: str | None = None,
         cache_dir: str | os.PathLike | None = None,
         token: str | bool | None = None,
@@ -397,7 +486,7 @@ class DVIDrafter(Drafter):
                 f"'{DVI_CONFIG_NAME}' of {location} declares {dvi_config.get('artifact_type')!r}, not {DVI_ARTIFACT_TYPE!r}."
             )
         lora_config = LoraConfig.from_pretrained(str(adapter_config_path.parent))
-        drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config)
+        drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
         if dvi_config.get("target", drafter._target_shape) != drafter._target_shape:
             raise WeightsMismatchError(
                 f"The DVI adapter of {location} was trained for a target with {dvi_config['target']}, but this target "
