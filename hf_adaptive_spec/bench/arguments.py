@@ -80,6 +80,8 @@ class MethodOptions:
         tree_total_tokens: ``tree``'s tokens verified per cycle.
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
+        ltd_policy / resps_policy / radar_policy: the policies of ``eagle3-ltd``, ``eagle3-resps``
+            and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2).
     """
 
     _argument_group_name = "methods"
@@ -105,6 +107,9 @@ class MethodOptions:
     eagle3_checkpoint: str | None = field(
         default=None, metadata={"help": "eagle3: drafter checkpoint (folder or Hub id); default: the shipped one."}
     )
+    ltd_policy: str | None = field(default=None, metadata={"help": "eagle3-ltd: LTD policy (default: shipped)."})
+    resps_policy: str | None = field(default=None, metadata={"help": "eagle3-resps: Re-SpS policy (default: shipped)."})
+    radar_policy: str | None = field(default=None, metadata={"help": "eagle3-radar: RADAR policy (default: shipped)."})
 
 
 def split_csv(text: str) -> list[str]:

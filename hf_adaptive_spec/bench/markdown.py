@@ -17,10 +17,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Model `{settings['model']}` ({settings['dtype']}) on {report['environment']['device']}, "
         f"{settings['options']['max_new_tokens']} new tokens max, greedy, batch size 1.",
         "",
-        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | τ | Identical | "
+        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | τ | Depth | Verified | Identical | "
         + " | ".join(part.capitalize() for part in TIME_PARTS)
         + " |",
-        "|---" * (9 + len(TIME_PARTS)) + "|",
+        "|---" * (11 + len(TIME_PARTS)) + "|",
     ]
     for method, figures in summary.items():
         cells = [
@@ -32,6 +32,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             _ratio(figures["speedup"]),
             _ratio(figures["median_speedup"]),
             _tau(figures),
+            _mean(figures.get("mean_draft_depth")),
+            _mean(figures.get("mean_verified_tokens")),
             "yes" if figures["identical"] else f"**no** ({figures['mismatched_turns']} turns)",
             *_time_shares(figures),
         ]
@@ -39,7 +41,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         "Speedup: tokens/s over `stock`'s in the same run. τ: tokens per target forward "
-        "(† counted from target forward passes, prefill included). Time columns: share of wall time.",
+        "(† counted from target forward passes, prefill included). Depth, Verified: mean depth and size (root "
+        "included) of the verified tree per cycle. Time columns: share of wall time.",
         "",
         *_category_table(summary),
     ]
@@ -69,6 +72,10 @@ def _category_table(summary: dict[str, Any]) -> list[str]:
 
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
+
+
+def _mean(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def _tau(figures: dict[str, Any]) -> str:

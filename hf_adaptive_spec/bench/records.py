@@ -18,6 +18,8 @@ class TurnRecord:
         first_mismatch: index of the first token differing from ``stock``'s, or None.
         target_passes: full-depth target forwards (prefill included), when countable.
         accepted_lengths: accepted draft tokens per cycle, for methods reporting speculation stats.
+        draft_depths / verified_tokens: per cycle, the verified tree's depth and size (root
+            included), for methods reporting speculation stats.
         draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
         output_ids: the generated tokens; kept for ``stock`` only (the reference when resuming).
     """
@@ -29,6 +31,8 @@ class TurnRecord:
     first_mismatch: int | None = None
     target_passes: int | None = None
     accepted_lengths: list[int] | None = None
+    draft_depths: list[int] | None = None
+    verified_tokens: list[int] | None = None
     draft_time: float | None = None
     verify_time: float | None = None
     policy_time: float | None = None

@@ -108,6 +108,8 @@ def _turn_record(
         first_mismatch=mismatch,
         target_passes=target_passes,
         accepted_lengths=list(stats.accepted_lengths) if stats is not None else None,
+        draft_depths=list(stats.draft_depths) if stats is not None else None,
+        verified_tokens=list(stats.verified_tokens) if stats is not None else None,
         draft_time=stats.draft_time if stats is not None else None,
         verify_time=stats.verify_time if stats is not None else None,
         policy_time=stats.policy_time if stats is not None else None,

@@ -28,6 +28,8 @@ class MethodSummary:
         mismatched_turns: turns whose tokens differ from ``stock``'s.
         time_split: seconds in ``draft``, ``verify``, ``policy`` and ``other``, when the method reports them.
         accepted_length_histogram: ``[cycles accepting 0 drafts, 1 draft, ...]``, when reported.
+        mean_draft_depth / mean_verified_tokens: per cycle, the verified tree's depth and size
+            (root included), when reported.
     """
 
     method: str
@@ -44,6 +46,8 @@ class MethodSummary:
     mismatched_turns: int
     time_split: dict[str, float] | None
     accepted_length_histogram: list[int] | None
+    mean_draft_depth: float | None = None
+    mean_verified_tokens: float | None = None
 
 
 def summarize(records: list[QuestionRecord]) -> dict[str, MethodSummary]:
@@ -80,7 +84,18 @@ def _summarize_method(
         mismatched_turns=sum(not turn.identical for turn in turns),
         time_split=_time_split(turns),
         accepted_length_histogram=_histogram(turns) if reported and turns else None,
+        mean_draft_depth=_cycle_mean(turns, "draft_depths"),
+        mean_verified_tokens=_cycle_mean(turns, "verified_tokens"),
     )
+
+
+def _cycle_mean(turns: list[TurnRecord], field: str) -> float | None:
+    """Mean over all cycles of a per-cycle list (None unless every turn reports it)."""
+    values = [getattr(turn, field) for turn in turns]
+    if not values or any(v is None for v in values):
+        return None
+    flat = [x for v in values for x in v]
+    return sum(flat) / len(flat) if flat else None
 
 
 def _throughput(turns: list[TurnRecord]) -> float:

@@ -15,6 +15,8 @@ class FakeStats:
     """Shaped like ``hf_adaptive_spec.SpeculationStats``."""
 
     accepted_lengths: list[int] = field(default_factory=lambda: [2, 0, 3])
+    draft_depths: list[int] = field(default_factory=lambda: [3, 3, 3])
+    verified_tokens: list[int] = field(default_factory=lambda: [4, 4, 4])
     draft_time: float = 0.01
     verify_time: float = 0.02
     policy_time: float = 0.001
@@ -47,13 +49,16 @@ def record(qid: int, method: str, *turns: TurnRecord, category: str = "writing")
 def hand_made_records() -> list[QuestionRecord]:
     """stock: 10/s, 5/s, 5/s (50 tokens in 9 s); fast: 2x, 6x, 2x faster (50 tokens in 2.5 s)."""
     stats = dict(draft_time=0.1, verify_time=0.2, policy_time=0.05)
+
+    def cycles(*accepted: int) -> dict:  # each cycle drafted 3 levels and verified 4 tokens
+        n = len(accepted)
+        return dict(accepted_lengths=list(accepted), draft_depths=[3] * n, verified_tokens=[4] * n, **stats)
+
     return [
         record(1, "stock", turn(5, 0.5, target_passes=5), turn(5, 0.5, target_passes=5)),
-        record(
-            1, "fast", turn(5, 0.25, accepted_lengths=[2, 0], **stats), turn(5, 0.25, accepted_lengths=[3], **stats)
-        ),
+        record(1, "fast", turn(5, 0.25, **cycles(2, 0)), turn(5, 0.25, **cycles(3))),
         record(2, "stock", turn(30, 6.0, target_passes=30), category="math"),
-        record(2, "fast", turn(30, 1.0, accepted_lengths=[3, 3], **stats), category="math"),
+        record(2, "fast", turn(30, 1.0, **cycles(3, 3)), category="math"),
         record(3, "stock", turn(10, 2.0, target_passes=10)),
-        record(3, "fast", turn(10, 1.0, accepted_lengths=[1], identical=False, first_mismatch=4, **stats)),
+        record(3, "fast", turn(10, 1.0, identical=False, first_mismatch=4, **cycles(1))),
     ]

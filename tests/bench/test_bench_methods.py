@@ -28,7 +28,10 @@ def stock_tokens(model, tokenizer) -> list[int]:
 
 
 def test_registry_names():
-    assert list(METHODS) == ["stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "eagle3", "dvi"]
+    assert list(METHODS) == [
+        "stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree",
+        "eagle3", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
+    ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
 

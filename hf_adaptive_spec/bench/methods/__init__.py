@@ -13,10 +13,13 @@ from .eagle3 import Eagle3
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
+from .learned_policies import Eagle3DefaultTree, Eagle3LTD, Eagle3Radar, Eagle3ReSpS
 from .stock import Stock
 from .tree import Tree
 
-METHOD_CLASSES: tuple[type[BenchMethod], ...] = (Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3, DVI)
+METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
+    Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3, Eagle3DefaultTree, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, DVI
+)
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 REFERENCE_METHOD = Stock.name
 

@@ -15,6 +15,8 @@ class SpeculationStatsLike(Protocol):
     """The fields of ``hf_adaptive_spec.SpeculationStats`` the benchmark reads."""
 
     accepted_lengths: list[int]
+    draft_depths: list[int]
+    verified_tokens: list[int]
     draft_time: float
     verify_time: float
     policy_time: float

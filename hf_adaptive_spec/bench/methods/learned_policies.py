@@ -1,0 +1,57 @@
+"""``eagle3-default-tree`` and the learned policies (``eagle3-ltd``, ``eagle3-resps``, ``eagle3-radar``).
+
+Each runs the ``eagle3`` drafter with another policy, so one interleaved run compares the
+static tree set by ``--tree-*`` (the best one found on this machine), EAGLE-3's default tree
+and every learned policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ...checkpoints import shipped_checkpoint
+from ...policies import AutoDraftPolicy, StaticTreePolicy
+from ..arguments import MethodOptions
+from ..errors import MethodUnavailableError
+from .eagle3 import Eagle3
+
+
+class Eagle3DefaultTree(Eagle3):
+    """``eagle3`` with EAGLE-3's default tree (depth 7, top_k 10, total_tokens 60), whatever ``--tree-*`` says."""
+
+    name = "eagle3-default-tree"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        return {**super().method_kwargs(model, tokenizer, options), "assistant_policy": StaticTreePolicy()}
+
+
+class Eagle3LearnedPolicy(Eagle3):
+    """``eagle3`` with a learned policy: ``--<policy>-policy`` (folder or Hub id) or the shipped one."""
+
+    policy: ClassVar[str]
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        kwargs = super().method_kwargs(model, tokenizer, options)
+        try:
+            source = getattr(options, f"{self.policy}_policy") or shipped_checkpoint(self.policy)
+        except (FileNotFoundError, ValueError) as error:
+            raise MethodUnavailableError(f"{self.name}: {error} Pass --{self.policy}-policy PATH.") from error
+        return {**kwargs, "assistant_policy": AutoDraftPolicy.from_pretrained(str(source))}
+
+
+class Eagle3LTD(Eagle3LearnedPolicy):
+    name, policy = "eagle3-ltd", "ltd"
+
+
+class Eagle3ReSpS(Eagle3LearnedPolicy):
+    name, policy = "eagle3-resps", "resps"
+
+
+class Eagle3Radar(Eagle3LearnedPolicy):
+    name, policy = "eagle3-radar", "radar"
