@@ -12,6 +12,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("hf_adaptive_spec.bench.cli", "Spec-Bench protocol: speedup, τ and identity check per method."),
     "profile": ("hf_adaptive_spec.profiling.cli", "Measure verification / draft / policy costs on this machine."),
     "train": ("hf_adaptive_spec.training.cli", "Train a drafter or policy: train METHOD --config recipe.yaml."),
+    "record": (
+        "hf_adaptive_spec.environments.cli",
+        "Record greedy generations of training prompts for policy replay (exact for greedy decoding).",
+    ),
 }
 
 

@@ -1,15 +1,23 @@
-"""Environments for training draft policies: exact replay of recorded greedy generations."""
+"""Environments for training draft policies: exact replay of recorded greedy generations, live
+generation, and gymnasium wrappers of the replay."""
 
+from .cli import load_recording
+from .gym import DraftStepEnv, TreeConfigEnv
+from .online import OnlineEnvironment
 from .recording import ReplayRecording, ReplayTree, record_greedy_trees, record_replay
 from .replay import ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
 
 __all__ = [
+    "DraftStepEnv",
+    "TreeConfigEnv",
+    "OnlineEnvironment",
     "ReplayDrafter",
     "ReplayEnvironment",
     "ReplayRecording",
     "ReplayResult",
     "ReplayTree",
     "ReplayedCycle",
+    "load_recording",
     "record_greedy_trees",
     "record_replay",
 ]

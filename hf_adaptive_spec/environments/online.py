@@ -1,0 +1,72 @@
+"""Live speculative generation as an environment: replay's result structure, with measured times.
+
+:class:`OnlineEnvironment` runs real greedy ``model.generate`` calls with a drafter and a
+policy, and returns what :class:`ReplayEnvironment` returns, one :class:`ReplayedCycle` per
+cycle, built from the engine's own ``CycleFeedback`` (wall-clock draft, verify and policy times).
+For greedy decoding the accepted lengths equal replay's; only the times differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import torch
+from transformers import PreTrainedModel
+
+from ..drafters.base import Drafter
+from ..generation.enable import enable
+from ..policies.base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from .replay import ReplayedCycle, ReplayResult
+
+
+class _FeedbackRecorder(DraftPolicy):
+    """Delegates every hook to ``policy`` and keeps the ``CycleFeedback`` of each cycle."""
+
+    def __init__(self, policy: DraftPolicy):
+        self.policy = policy
+        self.feature_layers = policy.feature_layers
+        self.feedback: list[CycleFeedback] = []
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.policy.tree_config(state)
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return self.policy.continue_drafting(step)
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return self.policy.num_tokens_to_verify(info)
+
+    def observe(self, feedback: CycleFeedback) -> None:
+        self.feedback.append(feedback)
+        self.policy.observe(feedback)
+
+
+class OnlineEnvironment:
+    """Runs draft policies in real greedy speculative ``generate`` calls of ``model`` and ``drafter``.
+
+    Args:
+        model: the target causal LM (``hf_adaptive_spec.enable`` is applied).
+        drafter: the drafter every generation uses (re-bound at each call).
+        prompts: ``[1, T]`` token ids per prompt.
+        max_new_tokens: generation length per prompt; generation also stops at the model's EOS.
+    """
+
+    def __init__(self, model: PreTrainedModel, drafter: Drafter, prompts: list[torch.LongTensor], max_new_tokens: int):
+        self.model = enable(model)
+        self.drafter = drafter
+        self.prompts = prompts
+        self.max_new_tokens = max_new_tokens
+
+    def run_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
+        """Every cycle of one live generation under ``policy`` (which also gets ``observe`` calls)."""
+        recorder = _FeedbackRecorder(policy)
+        self.model.generate(
+            self.prompts[prompt], max_new_tokens=self.max_new_tokens, do_sample=False,
+            assistant_model=self.drafter, assistant_policy=recorder,
+        )
+        return [ReplayedCycle(**asdict(feedback)) for feedback in recorder.feedback]
+
+    def run(self, policy: DraftPolicy, prompts: list[int] | None = None) -> ReplayResult:
+        """Generate the given prompts (all by default) under ``policy``."""
+        indices = range(len(self.prompts)) if prompts is None else prompts
+        return ReplayResult([self.run_prompt(p, policy) for p in indices])

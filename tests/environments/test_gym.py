@@ -1,0 +1,189 @@
+"""The gymnasium environments pass check_env and replay exactly what ReplayEnvironment replays."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
+from hf_adaptive_spec.environments.gym import DraftStepEnv, ScoreObservation, TreeConfigEnv, tokens_per_second
+from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+VERIFY_SIZES = [2, 4, 8]
+PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64,
+    verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=0.1,
+)
+
+
+@pytest.fixture(scope="module")
+def recording():
+    target = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    prompts = [prompt(7, seed=11), prompt(12, seed=12)]
+    return record_replay(target, drafter, prompts, RECORDED, 16, feature_layers=(1, 4))
+
+
+def _agent(observation: np.ndarray) -> int:
+    """A deterministic agent: continue while the best step score is high; verify more when scores are high."""
+    phase, depth, best = observation[0], observation[1], observation[3]
+    if phase == 0:
+        return int(best > -3.0 - 0.5 * depth)
+    return int(np.clip((observation[3:] > -4.0).sum() // 3, 0, len(VERIFY_SIZES) - 1))
+
+
+class _SameAgentPolicy(DraftPolicy):
+    """The agent as an engine policy: the same observations, the same decisions."""
+
+    def __init__(self, observe: ScoreObservation, verify_sizes: list[int] | None):
+        self.observe, self.verify_sizes = observe, verify_sizes
+        self.observations: list[np.ndarray] = []
+
+    def tree_config(self, state):
+        return RECORDED
+
+    def continue_drafting(self, step):
+        self.observations.append(self.observe(step))
+        return _agent(self.observations[-1]) == 1
+
+    def num_tokens_to_verify(self, info):
+        if self.verify_sizes is None:
+            return super().num_tokens_to_verify(info)
+        self.observations.append(self.observe(info))
+        return self.verify_sizes[_agent(self.observations[-1])]
+
+
+@pytest.mark.parametrize("verify_sizes", [None, VERIFY_SIZES])
+def test_draft_step_env_passes_check_env(recording, verify_sizes):
+    env = DraftStepEnv(recording, PROFILE, verify_sizes=verify_sizes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    assert not [w for w in caught if "gymnasium" in str(w.filename)], [str(w.message) for w in caught]
+    env.close()
+
+
+def test_tree_config_env_passes_check_env(recording):
+    env = TreeConfigEnv(recording, PROFILE, [TreeConfig(4, 3, 9), TreeConfig(2, 3, 4)], cycles_per_action=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    assert not [w for w in caught if "gymnasium" in str(w.filename)], [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("verify_sizes", [None, VERIFY_SIZES])
+def test_draft_step_env_equals_replay_cycle(recording, verify_sizes):
+    env = DraftStepEnv(recording, PROFILE, verify_sizes=verify_sizes)
+    replay = ReplayEnvironment(recording, PROFILE)
+    episodes = 0
+    for p, trees in enumerate(recording.prompts):
+        for position in range(len(trees)):
+            policy = _SameAgentPolicy(env.observe, verify_sizes)
+            expected = replay.replay_cycle(p, position, policy)
+            if not policy.observations:  # the engine asks nothing this close to the end
+                with pytest.raises(ValueError, match="asks nothing"):
+                    env.reset(options={"prompt": p, "position": position})
+                continue
+            observation, info = env.reset(options={"prompt": p, "position": position})
+            observations, terminated, rewards = [observation], False, []
+            while not terminated:
+                assert env.action_masks().sum() == (2 if info["phase"] == "depth" else len(verify_sizes))
+                observation, reward, terminated, truncated, info = env.step(_agent(observations[-1]))
+                rewards.append(reward)
+                if not terminated:
+                    observations.append(observation)
+            np.testing.assert_array_equal(np.stack(observations), np.stack(policy.observations))
+            assert info["cycle"] == replace(expected, policy_time=0.0)
+            assert rewards[:-1] == [0.0] * (len(rewards) - 1)
+            assert rewards[-1] == pytest.approx(tokens_per_second([expected]))
+            episodes += 1
+    assert episodes > 10
+
+
+def test_draft_step_env_leaks_no_threads(recording):
+    baseline = threading.active_count()
+    env = DraftStepEnv(recording, PROFILE, verify_sizes=VERIFY_SIZES)
+    env.reset(seed=0)
+    env.step(1)
+    assert threading.active_count() == baseline + 1  # the cycle waits for the agent
+    env.reset(seed=1)  # abandons the running cycle
+    assert threading.active_count() == baseline + 1
+    env.close()
+    assert threading.active_count() == baseline
+    env.close()  # closing twice is fine
+
+    env.reset(seed=2)
+    terminated = False
+    while not terminated:
+        _, _, terminated, _, _ = env.step(0)
+    assert threading.active_count() == baseline
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(0)
+
+    env.reset(seed=3)
+    del env
+    gc.collect()
+    assert threading.active_count() == baseline
+
+
+def test_errors_in_the_cycle_reach_the_agent(recording):
+    baseline = threading.active_count()
+    env = DraftStepEnv(recording, PROFILE)
+    env.reset(seed=0)
+    env.replay.profile = replace(PROFILE, verify_tokens=[], verify_seconds=[])  # verification time cannot be modelled
+    with pytest.raises(IndexError):
+        while True:
+            env.step(1)
+    assert threading.active_count() == baseline
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(1)
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.reset(seed=0)
+        env.step(2)
+
+
+def test_draft_step_env_refuses_what_it_cannot_replay(recording):
+    with pytest.raises(ValueError, match="outside the recording"):
+        DraftStepEnv(recording, PROFILE, config=TreeConfig(depth=5, top_k=3, total_tokens=9))
+    with pytest.raises(ValueError, match="verify_sizes"):
+        DraftStepEnv(recording, PROFILE, verify_sizes=[2, 9])
+    with pytest.raises(ValueError, match="at least 2"):
+        DraftStepEnv(recording, PROFILE, verify_sizes=[4])
+    with pytest.raises(ValueError, match="decides nothing"):
+        DraftStepEnv(recording, PROFILE, config=TreeConfig(depth=1, top_k=3, total_tokens=4))
+
+
+def test_tree_config_env_replays_whole_generations(recording):
+    configs = [TreeConfig(4, 3, 9), TreeConfig(2, 3, 4)]
+    env = TreeConfigEnv(recording, PROFILE, configs, cycles_per_action=3)
+    replay = ReplayEnvironment(recording, PROFILE)
+    for action, config in enumerate(configs):
+        expected = replay.replay_prompt(1, hfas.StaticTreePolicy(config.depth, config.top_k, config.total_tokens))
+        observation, _ = env.reset(options={"prompt": 1})
+        first = recording.prompts[1][0]
+        expected_observation = np.concatenate([first.features[1], first.features[4], [first.context_length / 1000]])
+        np.testing.assert_array_equal(observation, expected_observation.astype(np.float32))
+        accepted, rewards, terminated = [], [], False
+        while not terminated:
+            observation, reward, terminated, _, info = env.step(action)
+            accepted += info["accepted_lengths"]
+            rewards.append(reward)
+        assert accepted == [cycle.accepted_length for cycle in expected]
+        chunks = [expected[i : i + 3] for i in range(0, len(expected), 3)]
+        assert rewards == pytest.approx([tokens_per_second(chunk) for chunk in chunks])
+        assert not observation[:-1].any() and observation[-1] > 0  # no features past the end
+        with pytest.raises(RuntimeError, match="complete"):
+            env.step(action)

@@ -1,0 +1,70 @@
+"""Live generation cycles, in replay's result structure, agree with replay for greedy decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.environments import OnlineEnvironment, ReplayEnvironment, record_replay
+from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+MAX_NEW = 20
+PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64,
+    verify_tokens=[1, 16], verify_seconds=[1.0, 3.0], draft_step_seconds=0.1,
+)
+
+
+class AdaptiveCountingPolicy(DraftPolicy):
+    """Reads a target feature, stops on unlikely steps, verifies by score, and counts the feedback it observes."""
+
+    feature_layers = (2,)
+
+    def __init__(self):
+        self.observed = 0
+
+    def tree_config(self, state):
+        assert state.features[2].shape == (64,)
+        return TreeConfig(depth=4, top_k=3, total_tokens=9)
+
+    def continue_drafting(self, step):
+        return bool(step.step_scores.max() > -2.5 - 0.5 * step.depth)
+
+    def num_tokens_to_verify(self, info):
+        return int((info.scores > -3.0).sum())
+
+    def observe(self, feedback):
+        self.observed += 1
+
+
+def _eagle3(target):
+    torch.manual_seed(1)
+    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
+
+
+@pytest.mark.parametrize("make_drafter", [lambda t: hfas.CausalLMDrafter.from_target_layers(t, 2), _eagle3])
+def test_online_cycles_equal_replayed_cycles(make_drafter):
+    target = tiny_model("llama")
+    prompts = [prompt(7, seed=21), prompt(11, seed=22)]
+    recording = record_replay(target, make_drafter(target), prompts, RECORDED, MAX_NEW, feature_layers=(2,))
+    replay = ReplayEnvironment(recording, PROFILE)
+    online = OnlineEnvironment(target, make_drafter(target), prompts, MAX_NEW)
+    for policy in (hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=6), AdaptiveCountingPolicy()):
+        live = online.run(policy)
+        replayed = replay.replay(policy)
+        for live_cycles, replayed_cycles in zip(live.cycles, replayed.cycles, strict=True):
+            assert [c.accepted_length for c in live_cycles] == [c.accepted_length for c in replayed_cycles]
+            assert [c.verified_tokens for c in live_cycles] == [c.verified_tokens for c in replayed_cycles]
+            assert [c.draft_depth for c in live_cycles] == [c.draft_depth for c in replayed_cycles]
+            assert [c.context_length for c in live_cycles] == [c.context_length for c in replayed_cycles]
+        assert live.mean_accepted_tokens == replayed.mean_accepted_tokens
+        assert all(c.verify_time > 0 for c in live.all_cycles)  # measured, not modelled
+        assert sum(c.draft_time for c in live.all_cycles) > 0  # (the last cycle may draft nothing)
+    assert policy.observed == len(live.all_cycles) + len(replayed.all_cycles)  # observe reaches the wrapped policy
