@@ -12,7 +12,19 @@ from .default_model import load_default_model
 from .drafters import CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
 from .core import DraftTree
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable
-from .policies import AutoDraftPolicy, CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, StaticTreePolicy, TreeConfig, VerifySizeInfo
+from .policies import (
+    AutoDraftPolicy,
+    CycleFeedback,
+    CycleState,
+    DraftPolicy,
+    DraftStepInfo,
+    LTDPolicy,
+    RadarPolicy,
+    ReSpSPolicy,
+    StaticTreePolicy,
+    TreeConfig,
+    VerifySizeInfo,
+)
 
 __version__ = "0.1.0"
 
@@ -31,6 +43,9 @@ __all__ = [
     "Eagle3DraftConfig",
     "Eagle3DraftModel",
     "Eagle3Drafter",
+    "LTDPolicy",
+    "RadarPolicy",
+    "ReSpSPolicy",
     "SpeculationStats",
     "SpeculativeDecoderOnlyOutput",
     "StaticTreePolicy",

@@ -2,6 +2,9 @@
 
 from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from .serialization import AutoDraftPolicy, PolicyHubMixin
+from .ltd import LTDPolicy
+from .radar import RadarPolicy
+from .resps import ReSpSPolicy
 from .static import StaticTreePolicy
 
 __all__ = [
@@ -11,6 +14,9 @@ __all__ = [
     "CycleState",
     "DraftPolicy",
     "DraftStepInfo",
+    "LTDPolicy",
+    "RadarPolicy",
+    "ReSpSPolicy",
     "StaticTreePolicy",
     "TreeConfig",
     "VerifySizeInfo",

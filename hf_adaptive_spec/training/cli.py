@@ -9,6 +9,9 @@ import sys
 TRAINERS = {
     "eagle3": "hf_adaptive_spec.training.eagle3.script",
     "dvi": "hf_adaptive_spec.training.dvi.script",
+    "ltd": "hf_adaptive_spec.training.ltd.script",
+    "radar": "hf_adaptive_spec.training.radar.script",
+    "resps": "hf_adaptive_spec.training.resps.script",
 }
 
 

@@ -1,5 +1,5 @@
 """Reinforcement-learning pieces shared by the policy trainers."""
 
-from .ppo import PPOLoss, RolloutBatch, gae, masked_categorical, minibatches, ppo_loss
+from .ppo import PPOLoss, RolloutBatch, gae, minibatches, ppo_loss
 
-__all__ = ["PPOLoss", "RolloutBatch", "gae", "masked_categorical", "minibatches", "ppo_loss"]
+__all__ = ["PPOLoss", "RolloutBatch", "gae", "minibatches", "ppo_loss"]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.distributions import Categorical
+
+from ...policies.distributions import masked_categorical
 
 
 @dataclass
@@ -67,13 +68,6 @@ def gae(
     return advantages, advantages + values.float()
 
 
-def masked_categorical(logits: torch.Tensor, action_masks: torch.Tensor | None = None) -> Categorical:
-    """A categorical distribution over ``logits`` with disallowed actions removed."""
-    if action_masks is not None:
-        logits = logits.masked_fill(~action_masks, torch.finfo(logits.dtype).min)
-    return Categorical(logits=logits)
-
-
 @dataclass
 class PPOLoss:
     """The loss to minimise and its parts (detached floats) for logging."""
@@ -116,7 +110,7 @@ def ppo_loss(
         log_ratio = log_probs - batch.log_probs
         approx_kl = float(((torch.exp(log_ratio) - 1) - log_ratio).mean())
         clip_fraction = float(((ratio - 1).abs() > clip_range).float().mean())
-    return PPOLoss(loss, float(policy_loss), float(value_loss), float(entropy), approx_kl, clip_fraction)
+    return PPOLoss(loss, float(policy_loss.detach()), float(value_loss.detach()), float(entropy.detach()), approx_kl, clip_fraction)
 
 
 def minibatches(size: int, minibatch_size: int, generator: torch.Generator) -> list[torch.LongTensor]:

@@ -1,0 +1,187 @@
+"""``LTDPolicy``: LTD's depth and verification-size policies (Learning to Draft, ICLR 2026)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..distributions import masked_categorical
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..serialization import PolicyHubMixin
+from .features import (
+    depth_observation,
+    depth_observation_size,
+    size_action_mask,
+    size_observation,
+    size_observation_size,
+)
+
+STOP, CONTINUE = 0, 1
+HEADS = ("depth", "size")
+
+
+def _mlp(in_features: int, hidden: Sequence[int], out_features: int, out_gain: float) -> nn.Sequential:
+    """Tanh MLP with SB3's orthogonal initialisation (gain √2 inside, ``out_gain`` on the output)."""
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_features, width), nn.Tanh()]
+        in_features = width
+    layers.append(nn.Linear(in_features, out_features))
+    for layer in layers:
+        if isinstance(layer, nn.Linear):
+            nn.init.orthogonal_(layer.weight, gain=out_gain if layer is layers[-1] else math.sqrt(2))
+            nn.init.zeros_(layer.bias)
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs (SB3 ``MlpPolicy`` with ``net_arch=dict(pi=…, vf=…)``)."""
+
+    def __init__(self, observation_size: int, num_actions: int, actor: Sequence[int], critic: Sequence[int]):
+        super().__init__()
+        self.actor = _mlp(observation_size, actor, num_actions, out_gain=0.01)
+        self.critic = _mlp(observation_size, critic, 1, out_gain=1.0)
+
+    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, obs]`` -> ``(logits [N, actions], values [N])``."""
+        return self.actor(observations), self.critic(observations)[:, 0]
+
+
+@dataclass
+class Decision:
+    """One sampled decision, logged in training mode for PPO.
+
+    Args:
+        head: ``"depth"`` or ``"size"``.
+        observation: ``[obs]`` what the head saw.
+        action: the sampled action index (depth: 0 stop, 1 continue; size: index into ``size_choices``).
+        log_prob: log-probability of ``action`` under the sampling policy.
+        value: the critic's value of ``observation``.
+        action_mask: ``[actions]`` allowed actions (size head), or None.
+    """
+
+    head: str
+    observation: torch.Tensor
+    action: int
+    log_prob: float
+    value: float
+    action_mask: torch.Tensor | None = None
+
+
+class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.ltd"):
+    """Two small PPO policies deciding, every cycle, when to stop drafting and how much to verify.
+
+    The *depth* head is asked after every draft step (continue or stop) and sees the depth, the
+    context length and the path probabilities of the step's new candidates. The *size* head is
+    asked once drafting stopped and picks how many candidates to verify from ``size_choices``,
+    seeing the drafted depth, the context length and every candidate's path probability. Both
+    are SB3-style actor-critic MLPs with Tanh; observations are built by
+    :mod:`~hf_adaptive_spec.policies.ltd.features` from the hook arguments, so replay training and
+    ``generate`` see the same numbers.
+
+    In ``eval()`` mode (the default, and after ``from_pretrained``) a head takes its argmax
+    action. A head in ``train()`` mode samples (with ``generator``) and appends a
+    :class:`Decision` to ``decisions``; the trainer switches heads one at a time.
+
+    Args:
+        depth: depth cap of the draft tree.
+        top_k: children per expanded node and beams per level (EAGLE-2).
+        total_tokens: largest verification, root included (``max(size_choices) + 1`` at most useful).
+        size_choices: verification sizes the size head chooses from (candidates, root excluded),
+            strictly increasing, each ``<= total_tokens - 1``; default ``1 … total_tokens - 1``.
+        context_scale: the context length is divided by this in observations (LTD: 1000).
+        depth_actor / depth_critic / size_actor / size_critic: hidden widths (paper: ``[1024]``
+            for the depth actor, ``[1024, 256]`` for the others).
+
+    Example:
+        >>> policy = LTDPolicy.from_pretrained("org/ltd-smollm2")
+        >>> out = model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
+    """
+
+    def __init__(
+        self,
+        depth: int = 6,
+        top_k: int = 3,
+        total_tokens: int = 16,
+        size_choices: list[int] | None = None,
+        context_scale: float = 1000.0,
+        depth_actor: Sequence[int] = (1024,),
+        depth_critic: Sequence[int] = (1024, 256),
+        size_actor: Sequence[int] = (1024, 256),
+        size_critic: Sequence[int] = (1024, 256),
+    ):
+        nn.Module.__init__(self)
+        self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
+        self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
+        _check_size_choices(self.size_choices, total_tokens)
+        if not context_scale > 0:
+            raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
+        self.context_scale = float(context_scale)
+        self.register_buffer("choices", torch.tensor(self.size_choices), persistent=False)
+        self.depth_head = ActorCritic(depth_observation_size(self.tree), 2, depth_actor, depth_critic)
+        self.size_head = ActorCritic(size_observation_size(self.tree), len(self.size_choices), size_actor, size_critic)
+        self.generator: torch.Generator | None = None
+        self.decisions: list[Decision] = []
+        self.eval()
+
+    def forward(self, observations: torch.Tensor, head: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``head``'s ``(logits [N, actions], values [N])`` for ``observations`` ``[N, obs]`` (PPO's loss)."""
+        return self._head(head)(observations)
+
+    # -- the engine's hooks -------------------------------------------------------------------
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.tree
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return self._decide("depth", self.depth_observation(step)) == CONTINUE
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        mask = size_action_mask(info, self.tree, self.choices)
+        return self.size_choices[self._decide("size", self.size_observation(info), mask)]
+
+    # -- observations (public so tests and tools can check what the heads see) -----------------
+    def depth_observation(self, step: DraftStepInfo) -> torch.Tensor:
+        """``[2 + top_k²]``: see :func:`.features.depth_observation`."""
+        return depth_observation(step, self.tree, self.context_scale)
+
+    def size_observation(self, info: VerifySizeInfo) -> torch.Tensor:
+        """``[2 + top_k + (depth - 1) · top_k²]``: see :func:`.features.size_observation`."""
+        return size_observation(info, self.tree, self.context_scale)
+
+    def _head(self, name: str) -> ActorCritic:
+        if name not in HEADS:
+            raise ValueError(f"LTDPolicy has heads {HEADS}, not {name!r}.")
+        return self.depth_head if name == "depth" else self.size_head
+
+    @torch.no_grad()
+    def _decide(self, name: str, observation: torch.Tensor, mask: torch.Tensor | None = None) -> int:
+        head = self._head(name)
+        observation = observation.to(self.choices.device)
+        if not head.training:
+            logits = head.actor(observation[None])[0]
+            return int(logits.argmax() if mask is None else logits.masked_fill(~mask, -math.inf).argmax())
+        logits, value = head(observation[None])
+        distribution = masked_categorical(logits, None if mask is None else mask[None])
+        action = torch.multinomial(distribution.probs, 1, generator=self.generator)[:, 0]
+        self.decisions.append(
+            Decision(name, observation, int(action), float(distribution.log_prob(action)), float(value), mask)
+        )
+        return int(action)
+
+    def __repr__(self) -> str:
+        t = self.tree
+        shape = f"depth={t.depth}, top_k={t.top_k}, total_tokens={t.total_tokens}"
+        return f"LTDPolicy({shape}, size_choices={self.size_choices})"
+
+
+def _check_size_choices(choices: list[int], total_tokens: int) -> None:
+    valid = all(isinstance(c, int) and not isinstance(c, bool) for c in choices)
+    if not choices or not valid or choices != sorted(set(choices)) or choices[0] < 0 or choices[-1] > total_tokens - 1:
+        raise ValueError(
+            f"LTDPolicy: size_choices must be strictly increasing ints in [0, total_tokens - 1 = {total_tokens - 1}], "
+            f"got {choices!r}. Raise total_tokens or drop the larger choices."
+        )

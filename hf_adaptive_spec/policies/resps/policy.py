@@ -1,0 +1,289 @@
+"""``ReSpSPolicy``: a PPO actor-critic choosing the draft tree's (total_tokens, depth, top_k) every N cycles.
+
+Re-SpS (*Speculative Sampling with Reinforcement Learning*, AAAI 2026, github.com/wmd3i/ReSpS):
+
+- **state**: the target's three EAGLE-3 feature layers (``hidden_states`` 2, L//2, L-3) at the
+  last committed position, *concatenated* (the reference code averages them and truncates to
+  4096 dims), standardised with statistics fitted once on recordings and saved with the weights;
+- **action**: one entry of a discrete grid of tree shapes, held for ``N`` cycles (action
+  persistence: 10 while training, 30 at inference);
+- **reward**: tokens per second over those ``N`` cycles, from the engine's measured draft,
+  verify and policy times (the reference code leaves drafting out).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.distributions import Categorical
+from transformers import PretrainedConfig
+
+from ...drafters.eagle3.configuration import default_aux_layer_ids
+from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
+from ..serialization import PolicyHubMixin
+
+Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
+
+
+def full_tree_size(depth: int, top_k: int) -> int:
+    """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included."""
+    return 1 + top_k + (depth - 1) * top_k**2
+
+
+def action_grid(total_tokens: Iterable[int], depths: Iterable[int], top_ks: Iterable[int]) -> tuple[Action, ...]:
+    """Every ``(total_tokens, depth, top_k)`` with ``total_tokens <= top_k ** (depth - 1)`` (the paper's
+    filter) and ``total_tokens <= full_tree_size(depth, top_k)``, in the paper's order (top_k fastest)."""
+    return tuple(
+        (tt, d, k)
+        for tt, d, k in itertools.product(total_tokens, depths, top_ks)
+        if tt <= k ** (d - 1) and tt <= full_tree_size(d, k)
+    )
+
+
+#: Named action grids. ``"paper"``: Re-SpS's 6 x 6 x 5 grid (177 actions after the filter).
+#: ``"cpu"`` (default): small trees, which win on a CPU (53 actions). The paper's filter removes
+#: every ``top_k=1`` (chain) action, so the CPU grid starts at ``top_k=2``.
+ACTION_GRIDS: dict[str, tuple[Action, ...]] = {
+    "paper": action_grid((32, 48, 64, 80, 96, 128), range(3, 9), (8, 12, 16, 20, 32)),
+    "cpu": action_grid((4, 6, 8, 12, 16), range(2, 7), (2, 3, 4)),
+}
+
+
+@dataclass
+class ReSpSDecision:
+    """One action held for an interval of cycles: a PPO transition, logged in training mode.
+
+    Args:
+        observation: the normalised state ``[obs_dim]`` at decision time.
+        action: index into the policy's ``actions``.
+        log_prob: log-probability of ``action`` when it was sampled.
+        value: the critic's value of ``observation``.
+        cycles / tokens / seconds: cycles run with the action, tokens they produced (accepted
+            drafts + bonus token) and their draft + verify + policy time.
+        done: the generation ended with this interval.
+    """
+
+    observation: torch.Tensor
+    action: int
+    log_prob: float
+    value: float
+    cycles: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    done: bool = False
+
+    @property
+    def reward(self) -> float:
+        """Tokens per second over the interval (its real throughput: total tokens / total time)."""
+        return self.tokens / max(self.seconds, 1e-12)
+
+
+def _mlp(in_features: int, hidden: Sequence[int], out_features: int, last_gain: float) -> nn.Sequential:
+    """Tanh MLP with orthogonal init (Stable-Baselines3's ``MlpPolicy``, which Re-SpS uses)."""
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_features, width), nn.Tanh()]
+        in_features = width
+    layers.append(nn.Linear(in_features, out_features))
+    linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
+    for layer in linears:
+        nn.init.orthogonal_(layer.weight, gain=last_gain if layer is linears[-1] else 2**0.5)
+        nn.init.zeros_(layer.bias)
+    return nn.Sequential(*layers)
+
+
+class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.resps"):
+    """Re-SpS: every ``N`` cycles, pick a tree shape from the target's hidden states.
+
+    Modes follow ``nn.Module``: a new or loaded policy is in ``eval()`` mode: it takes the argmax
+    action (or samples at ``temperature`` > 0) and holds it ``decision_interval`` cycles. In
+    ``train()`` mode it samples, holds ``training_interval`` cycles, and logs each decision with
+    its reward in :attr:`decisions` (read them with :meth:`pop_decisions`).
+
+    A new ``generate`` call (a context length that does not continue the last cycle) or
+    :meth:`end_episode` drops the held action, so every generation starts with a decision.
+    The feature statistics start at mean 0 and std 1; :meth:`fit_normalizer` sets them before
+    training (``ReSpSTrainer`` does) and they are saved with the weights.
+
+    Args:
+        hidden_size: the target's hidden size.
+        num_target_layers: the target's decoder layers ``L``, for the default feature layers.
+        feature_layers: target hidden states concatenated into the state (``hidden_states``
+            numbering); default EAGLE-3's ``(2, L//2, L-3)``.
+        actions: the grid of ``(total_tokens, depth, top_k)`` actions, e.g. ``ACTION_GRIDS["paper"]``;
+            ``total_tokens`` counts the root, as :class:`TreeConfig` does.
+        net_arch: hidden widths of the actor and of the critic MLP (the paper: [128, 128]).
+        decision_interval: cycles an action is held at inference (the paper: 30).
+        training_interval: cycles an action is held in training mode (the paper: 10).
+        temperature: 0 takes the argmax at inference; > 0 samples ``softmax(logits / T)`` (the
+            reference code samples at 1.5).
+        observation_clip: standardised features are clipped to ``[-clip, clip]``.
+
+    Example:
+        >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
+        >>> model.generate(**inputs, assistant_model=eagle3_drafter, assistant_policy=policy)
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_target_layers: int,
+        feature_layers: Sequence[int] | None = None,
+        actions: Sequence[Sequence[int]] = ACTION_GRIDS["cpu"],
+        net_arch: Sequence[int] = (128, 128),
+        decision_interval: int = 30,
+        training_interval: int = 10,
+        temperature: float = 0.0,
+        observation_clip: float = 10.0,
+    ):
+        super().__init__()
+        if not actions:
+            raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
+        if decision_interval < 1 or training_interval < 1:
+            raise ValueError(f"Intervals must be >= 1 cycle, got {decision_interval} and {training_interval}.")
+        layers = default_aux_layer_ids(num_target_layers) if feature_layers is None else feature_layers
+        self.feature_layers = tuple(int(i) for i in layers)
+        self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
+        self.decision_interval = decision_interval
+        self.training_interval = training_interval
+        self.temperature = temperature
+        self.observation_clip = observation_clip
+        obs_dim = hidden_size * len(self.feature_layers)
+        self.actor = _mlp(obs_dim, net_arch, len(self.actions), last_gain=0.01)
+        self.critic = _mlp(obs_dim, net_arch, 1, last_gain=1.0)
+        self.register_buffer("feature_mean", torch.zeros(obs_dim))
+        self.register_buffer("feature_std", torch.ones(obs_dim))
+        self.decisions: list[ReSpSDecision] = []
+        self.decided = False  # whether the last tree_config call took a new decision
+        self._open: ReSpSDecision | None = None
+        self._action = 0
+        self._cycles_left = 0
+        self._next_context: int | None = None
+        self.eval()
+
+    @classmethod
+    def for_target(cls, config: PretrainedConfig, **kwargs) -> ReSpSPolicy:
+        """A policy for a target with this transformers config (its hidden size and layer count)."""
+        return cls(hidden_size=config.hidden_size, num_target_layers=config.num_hidden_layers, **kwargs)
+
+    def required_recordings(self) -> dict[int, TreeConfig]:
+        """Per ``top_k`` of the grid, the smallest replay recording that holds all its actions."""
+        shapes: dict[int, TreeConfig] = {}
+        for action in self.actions:
+            held = shapes.get(action.top_k, action)
+            depth, total_tokens = max(held.depth, action.depth), max(held.total_tokens, action.total_tokens)
+            shapes[action.top_k] = TreeConfig(depth=depth, top_k=action.top_k, total_tokens=total_tokens)
+        return dict(sorted(shapes.items()))
+
+    # -- state ------------------------------------------------------------------------------
+
+    def raw_observation(self, state: CycleState) -> torch.Tensor:
+        """The feature layers at the last committed position, concatenated: ``[obs_dim]`` float32."""
+        missing = [i for i in self.feature_layers if i not in state.features]
+        if missing:
+            raise ValueError(
+                f"ReSpSPolicy reads target hidden states {list(self.feature_layers)} but the cycle state lacks "
+                f"{missing} (it has {sorted(state.features)}). generate passes policy.feature_layers itself; for "
+                "replay, record with record_replay(..., feature_layers=policy.feature_layers)."
+            )
+        raw = torch.cat([state.features[i].reshape(-1) for i in self.feature_layers]).to(self.feature_mean)
+        if raw.numel() != self.feature_mean.numel():
+            raise ValueError(
+                f"The target's features have {raw.numel() // len(self.feature_layers)} dims per layer, but this policy "
+                f"was built for {self.feature_mean.numel() // len(self.feature_layers)}: build it with "
+                "ReSpSPolicy.for_target(target.config)."
+            )
+        return raw
+
+    def observation(self, state: CycleState) -> torch.Tensor:
+        """The policy's input ``[obs_dim]``: :meth:`raw_observation` standardised and clipped."""
+        standardised = (self.raw_observation(state) - self.feature_mean) / self.feature_std
+        return standardised.clamp(-self.observation_clip, self.observation_clip)
+
+    @torch.no_grad()
+    def fit_normalizer(self, states: Iterable[CycleState]) -> None:
+        """Set the feature mean and standard deviation (kept in the weights) from ``states``.
+
+        Fit once, before training (the trainer does it on the recordings); training and
+        inference then standardise identically. Standard deviations are floored at 1% of their mean.
+        """
+        total = squares = None
+        count = 0
+        for state in states:
+            raw = self.raw_observation(state).double()
+            total = raw if total is None else total + raw
+            squares = raw**2 if squares is None else squares + raw**2
+            count += 1
+        if count < 2:
+            raise ValueError(f"fit_normalizer needs at least 2 states, got {count}.")
+        mean = total / count
+        std = (squares / count - mean**2).clamp_min(0).sqrt()
+        floor = max(float(std.mean()) * 1e-2, 1e-6)  # near-constant dims stay near 0 instead of amplifying noise
+        self.feature_mean.copy_(mean.float())
+        self.feature_std.copy_(std.clamp_min(floor).float())
+
+    # -- networks ---------------------------------------------------------------------------
+
+    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [N, num_actions], values [N])`` for normalised ``observations [N, obs_dim]``."""
+        return self.actor(observations), self.critic(observations).squeeze(-1)
+
+    # -- engine hooks -----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        if self._next_context is not None and state.context_length != self._next_context:
+            self.end_episode()  # a new generation started
+        self.decided = self._cycles_left == 0
+        if self.decided:
+            self._decide(self.observation(state))
+        return self.actions[self._action]
+
+    def observe(self, feedback: CycleFeedback) -> None:
+        self._next_context = feedback.context_length + feedback.accepted_length + 1
+        self._cycles_left = max(self._cycles_left - 1, 0)
+        if self._open is None:
+            return
+        self._open.cycles += 1
+        self._open.tokens += feedback.accepted_length + 1
+        self._open.seconds += feedback.draft_time + feedback.verify_time + feedback.policy_time
+        if self._cycles_left == 0:
+            self._close(done=False)
+
+    def end_episode(self) -> None:
+        """End the generation: drop the held action; in training mode its decision is the episode's last."""
+        if self._open is not None and self._open.cycles:
+            self._close(done=True)
+        elif self.decisions:
+            self.decisions[-1].done = True
+        self._open, self._cycles_left, self._next_context = None, 0, None
+
+    def pop_decisions(self) -> list[ReSpSDecision]:
+        """The completed decisions logged in training mode, oldest first; clears the log."""
+        decisions, self.decisions = self.decisions, []
+        return decisions
+
+    def _decide(self, observation: torch.Tensor) -> None:
+        logits = self.actor(observation)
+        if self.training:
+            distribution = Categorical(logits=logits)
+            action = distribution.sample()
+            value = self.critic(observation)
+            self._open = ReSpSDecision(observation, int(action), float(distribution.log_prob(action)), float(value))
+            self._cycles_left = self.training_interval
+        else:
+            if self.temperature > 0:
+                action = torch.multinomial(torch.softmax(logits / self.temperature, -1), 1)[0]
+            else:
+                action = logits.argmax()
+            self._cycles_left = self.decision_interval
+        self._action = int(action)
+
+    def _close(self, done: bool) -> None:
+        self._open.done = done
+        self.decisions.append(self._open)
+        self._open = None

@@ -1,0 +1,107 @@
+"""The LTD training script (``trainers/ltd.py``, ``hf-adaptive-spec train ltd``).
+
+    python trainers/ltd.py --config trainers/recipes/ltd_smollm2.yaml
+    torchrun --nproc_per_node 2 trainers/ltd.py --config ... --ddp_backend gloo
+
+Any ``LTDConfig`` / ``transformers.TrainingArguments`` field and any ``LTDScriptArguments``
+field can be set in the YAML file or on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import set_seed
+from trl import TrlParser
+
+from ...environments import ReplayEnvironment, ReplayRecording, load_recording
+from ...policies.ltd import LTDPolicy
+from ...profiling.hardware import HardwareProfile
+from .config import LTDConfig
+from .trainer import LTDTrainer
+
+
+@dataclass
+class LTDScriptArguments:
+    """Environment, policy shape and model-card arguments of the LTD training script."""
+
+    recording_dir: str = field(
+        default="artifacts/replay/humaneval",
+        metadata={"help": "Replay recording: a folder, or a folder of `hf-adaptive-spec record` shards."},
+    )
+    profile_path: str = field(
+        default="artifacts/replay/profile.json",
+        metadata={"help": "HardwareProfile JSON with draft_step_seconds (`hf-adaptive-spec record --profile ...`)."},
+    )
+    eval_recording_dir: str | None = field(
+        default=None, metadata={"help": "Recording replayed for evaluation and the card; unset: the training one."}
+    )
+    depth: int | None = field(default=None, metadata={"help": "Tree depth cap; unset: the recording's."})
+    top_k: int | None = field(default=None, metadata={"help": "Tree top-k; must equal the recording's (unset: it)."})
+    total_tokens: int | None = field(
+        default=None, metadata={"help": "Largest verification, root included; unset: the recording's."}
+    )
+    size_choices: list[int] | None = field(
+        default=None, metadata={"help": "Verification sizes the size head picks from; unset: 1 .. total_tokens - 1."}
+    )
+    init_from: str | None = field(
+        default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
+    )
+    base_model: str | None = field(default=None, metadata={"help": "Target model, as named in the model card."})
+    drafter: str | None = field(default=None, metadata={"help": "Drafter, as named in the model card."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Recorded prompts, as named in the model card."})
+    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+    num_threads: int = field(
+        default=1,
+        metadata={"help": "torch CPU threads per process (the heads see one observation at a time: more only cost)."},
+    )
+
+
+def make_parser() -> TrlParser:
+    return TrlParser((LTDScriptArguments, LTDConfig))
+
+
+def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) -> LTDPolicy:
+    """The policy to train: ``init_from``, or a fresh one shaped by the script arguments and the recording."""
+    if script_args.init_from:
+        return LTDPolicy.from_pretrained(script_args.init_from)
+    tree = recording.tree_config
+    return LTDPolicy(
+        depth=script_args.depth or tree.depth,
+        top_k=script_args.top_k or tree.top_k,
+        total_tokens=script_args.total_tokens or tree.total_tokens,
+        size_choices=script_args.size_choices,
+    )
+
+
+def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTrainer:
+    """Load the recording(s) and profile, build the policy and trainer; train, evaluate, save (and push)."""
+    profile = HardwareProfile.load(script_args.profile_path)
+    recording = load_recording(script_args.recording_dir)
+    eval_environment = (
+        ReplayEnvironment(load_recording(script_args.eval_recording_dir), profile)
+        if script_args.eval_recording_dir
+        else None
+    )
+    torch.set_num_threads(script_args.num_threads)
+    set_seed(training_args.seed)
+    trainer = LTDTrainer(
+        model=build_policy(script_args, recording),
+        args=training_args,
+        environment=ReplayEnvironment(recording, profile),
+        eval_environment=eval_environment,
+        base_model=script_args.base_model,
+        drafter=script_args.drafter,
+        dataset_name=script_args.dataset_name,
+        reproduce_command=script_args.reproduce_command,
+    )
+    trainer.train_save_and_push()
+    return trainer
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse argv (YAML via --config) and train."""
+    script_args, training_args = make_parser().parse_args_and_config(args=argv)
+    main(script_args, training_args)
+    return 0

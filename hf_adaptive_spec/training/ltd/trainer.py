@@ -1,0 +1,218 @@
+"""``LTDTrainer``: LTD's collaborative PPO training of an :class:`LTDPolicy` on a replay environment."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
+from ...hub import ArtifactLocation, CardResult, load_weights
+from ...policies.ltd import LTDPolicy
+from ...policies.static import StaticTreePolicy
+from ..base import SpecTrainer
+from ..rl import ppo_loss
+from .config import LTDConfig
+from .phases import build_schedule, phase_at
+from .rollout import PPOUpdates, ReplayRollouts, load_state, save_state
+
+PAPER_URL = "https://openreview.net/forum?id=IK9cbzzXLt"
+_LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+class LTDTrainer(SpecTrainer):
+    """Trains LTD's depth and size heads with PPO on exact replays of recorded generations.
+
+    Each process replays its own share of the recording's prompts (rank ``r`` of ``W`` takes
+    prompts ``r, r + W, …``); under ``torchrun`` the ``Trainer``'s DDP wrapper averages the
+    gradients. A rollout replays whole cycles with :class:`PhasePolicy` until the phase's
+    learning head took ``n_steps`` decisions; each optimizer step then applies one PPO
+    minibatch (:func:`~hf_adaptive_spec.training.rl.ppo_loss`). Times are the profile's modelled
+    draft and verification times, so training is deterministic for a given seed.
+
+    Checkpoints hold the policy (``config.json`` + ``model.safetensors``, strict), the card, the
+    ``Trainer``'s optimizer / scheduler / RNG states, and per process the replay cursor, the
+    random generator and the unfinished rollout (``ltd_rollout_state_rank{r}.safetensors``):
+    resuming continues exactly.
+
+    Args:
+        model: the :class:`LTDPolicy` to train; its tree must be inside the recording's.
+        args: the :class:`LTDConfig`.
+        environment: training replay environment.
+        eval_environment: replayed greedily by :meth:`evaluate` (default: ``environment``);
+            passed to ``Trainer`` as ``eval_dataset``, so ``eval_strategy`` works.
+        base_model / drafter / dataset_name / reproduce_command: model-card fields.
+    """
+
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "ltd", "speculative-decoding"]
+    _name = "LTD"
+    _paper: ClassVar[dict[str, str | None]] = {
+        "title": "Learning To Draft: Adaptive Speculative Decoding with Reinforcement Learning",
+        "id": None,  # ICLR 2026, OpenReview IK9cbzzXLt
+    }
+
+    def __init__(
+        self,
+        model: LTDPolicy,
+        args: LTDConfig,
+        environment: ReplayEnvironment,
+        eval_environment: ReplayEnvironment | None = None,
+        base_model: str | None = None,
+        drafter: str | None = None,
+        dataset_name: str | None = None,
+        reproduce_command: str | None = None,
+        **kwargs,
+    ):
+        environment.check_config(model.tree)
+        super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
+        self.phases = build_schedule(args, model)
+        generator = torch.Generator().manual_seed(args.seed + args.process_index)
+        shard = list(range(args.process_index, len(environment.recording.prompts), args.world_size))
+        self.rollouts = ReplayRollouts(environment, shard, generator)
+        self.updates: PPOUpdates | None = None
+        self.base_model = base_model
+        self.drafter_name = drafter
+        self.dataset_name = dataset_name
+        self.reproduce_command = reproduce_command
+        self.card_results: tuple[CardResult, ...] = ()
+
+    @property
+    def policy(self) -> LTDPolicy:
+        return self.accelerator.unwrap_model(self.model)
+
+    def get_train_dataloader(self) -> DataLoader:
+        """One item per optimizer step of a rollout (the same on every process): an epoch is one rollout."""
+        return DataLoader([{"update": i} for i in range(self.args.updates_per_rollout)], batch_size=1)
+
+    def cycle_reward(self, cycle: ReplayedCycle) -> float:
+        """LTD's reward: ``reward_scale × (accepted + 1) / (draft_time + verify_time)``."""
+        return self.args.reward_scale * (cycle.accepted_length + 1) / (cycle.draft_time + cycle.verify_time)
+
+    def training_step(
+        self, model: nn.Module, inputs: Any, num_items_in_batch: torch.Tensor | int | None = None
+    ) -> torch.Tensor:
+        """Apply the next PPO minibatch (collecting a rollout first when none is left)."""
+        if self.updates is None or not self.updates.pending:
+            self.updates = self._collect_rollout()
+        batch, advantages, returns = self.updates.pop()
+        out = ppo_loss(
+            functools.partial(model, head=self.updates.head),
+            batch,
+            advantages,
+            returns,
+            clip_range=self.args.clip_range,
+            value_coef=self.args.vf_coef,
+            entropy_coef=self.args.ent_coef,
+            normalize_advantages=self.args.normalize_advantage,
+        )
+        self.accelerator.backward(out.loss)
+        for name in _LOSS_FIELDS:
+            self._metrics[f"{self.updates.head}/{name}"].append(getattr(out, name))
+        return out.loss.detach()
+
+    def _collect_rollout(self) -> PPOUpdates:
+        index, phase = phase_at(self.phases, self.state.global_step)
+        rollout = self.rollouts.collect(self.policy, phase, self.args.n_steps, self.cycle_reward)
+        cycles = rollout.cycles
+        tokens = sum(c.accepted_length + 1 for c in cycles)
+        self._metrics["phase"].append(float(index))
+        self._metrics["reward"].append(sum(map(self.cycle_reward, cycles)) / len(cycles))
+        self._metrics["tau"].append(tokens / len(cycles))
+        self._metrics["tokens_per_second"].append(tokens / sum(c.draft_time + c.verify_time for c in cycles))
+        self._metrics["draft_depth"].append(sum(c.draft_depth for c in cycles) / len(cycles))
+        self._metrics["verified_tokens"].append(sum(c.verified_tokens for c in cycles) / len(cycles))
+        args = self.args
+        return PPOUpdates.from_rollout(
+            rollout, args.gamma, args.gae_lambda, args.minibatch_size, args.ppo_epochs, self.rollouts.generator
+        )
+
+    def replay(self, environment: ReplayEnvironment | None = None) -> tuple[ReplayResult, ReplayResult]:
+        """Greedy replays of ``(the policy, a StaticTreePolicy of the policy's full tree)``."""
+        environment = environment or self.eval_dataset
+        policy = self.policy.eval()
+        tree = policy.tree
+        static = StaticTreePolicy(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+        return environment.replay(policy), environment.replay(static)
+
+    def evaluate(
+        self, eval_dataset: ReplayEnvironment | None = None, ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Replay the greedy policy; log τ, tokens/s and speedups (over one-token decoding, modelled)
+        of the policy and of the static full tree, and keep them for the model card."""
+        environment = eval_dataset or self.eval_dataset
+        learned, static = self.replay(environment)
+        one_token = environment.profile.verify_time(1)
+        metrics = {
+            f"{metric_key_prefix}_tau": learned.mean_accepted_tokens,
+            f"{metric_key_prefix}_tokens_per_second": learned.tokens_per_second,
+            f"{metric_key_prefix}_speedup": learned.tokens_per_second * one_token,
+            f"{metric_key_prefix}_static_tau": static.mean_accepted_tokens,
+            f"{metric_key_prefix}_static_speedup": static.tokens_per_second * one_token,
+        }
+        profile = environment.profile
+        self.card_results = (
+            CardResult(
+                benchmark=f"replay of {self.dataset_name or 'the training recording'} (modelled time)",
+                tau=learned.mean_accepted_tokens,
+                speedup=metrics[f"{metric_key_prefix}_speedup"],
+                hardware=f"{profile.device}, {profile.dtype}, {profile.num_threads} threads",
+            ),
+        )
+        self.log(metrics)
+        return metrics
+
+    def train_save_and_push(self) -> None:
+        """Train (resuming if asked), evaluate by replay, save with the results in the card, push if asked."""
+        self.train(resume_from_checkpoint=self.args.resume_from_checkpoint)
+        self.evaluate()
+        self.save_model(self.args.output_dir)
+        if self.args.push_to_hub:
+            self.push_to_hub()
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        self.policy.save_pretrained(output_dir)
+        self.create_model_card(output_dir)
+        self.save_training_config(output_dir)
+
+    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        save_state(folder, self.args.process_index, self.rollouts, self.updates)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        """Resume: the policy weights (strict safetensors), then this process's replay state."""
+        load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
+        self.updates = load_state(resume_from_checkpoint, self.args.process_index, self.rollouts)
+
+    def create_model_card(self, output_dir: str | None = None, **_: Any) -> None:
+        """Write the policy card (``model_cards/policy.md``) to ``output_dir`` (default ``args.output_dir``).
+
+        ``Trainer.push_to_hub`` calls this with its own card fields, which do not apply here.
+        """
+        card = self.policy.generate_model_card(**self.card_kwargs())
+        card.save(os.path.join(output_dir or self.args.output_dir, "README.md"))
+
+    def card_kwargs(self) -> dict[str, Any]:
+        """Model-card fields: models, data, schedule, results and the command."""
+        tree = self.policy.tree
+        return {
+            "base_model": self.base_model,
+            "drafter": self.drafter_name,
+            "datasets": [self.dataset_name] if self.dataset_name else (),
+            "results": self.card_results,
+            "reproduce_command": self.reproduce_command,
+            "paper_url": PAPER_URL,
+            "description": (
+                f"Trees up to depth {tree.depth}, top-k {tree.top_k}, verifying one of {self.policy.size_choices} "
+                f"candidates. Trained with PPO for {self.state.global_step} minibatch updates of LTD's collaborative "
+                f"schedule ({len(self.phases)} phases) on exact replays of recorded greedy generations, with "
+                "draft and verification times from a measured hardware profile."
+            ),
+        }

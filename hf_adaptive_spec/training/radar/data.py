@@ -1,0 +1,176 @@
+"""RADAR's offline dataset: per recorded cycle, the beam scores of every draft step and the
+accepted-length distribution for every number of draft calls, built by exact replay."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch.utils.data import Dataset
+
+from ...environments import ReplayEnvironment, ReplayRecording
+from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig
+from ...policies.radar.policy import beam_scores
+from ...policies.static import StaticTreePolicy
+from ...profiling.hardware import HardwareProfile
+
+DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v1"
+_TENSORS = ("beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position")
+
+
+@dataclass(eq=False)
+class RadarDataset(Dataset):
+    """RADAR training records, one per recorded cycle start, ``N`` rows; tree depth ``D``, beam width ``K``.
+
+    Args:
+        tree_config: the policy's tree: ``depth`` = ``D`` (most draft calls), ``top_k`` = ``K``, ``total_tokens``.
+        beam_scores: ``[N, D - 1, K]`` float, the beam scores the policy sees after draft calls
+            ``1 .. D - 1`` (:func:`~hf_adaptive_spec.policies.radar.beam_scores`; no decision follows call ``D``).
+        accept_probs: ``[N, D, D + 1]`` float, ``accept_probs[n, k - 1, a]`` = P(``a`` drafted tokens
+            accepted, bonus token excluded | ``k`` draft calls). Greedy replay makes each row one-hot;
+            the format holds any distribution (RADAR's sampled data, temperature > 0).
+        verified_tokens: ``[N, D]`` long, tokens verified (root included) after ``k`` draft calls.
+        prompt_index / position: ``[N]`` long, where the cycle starts in the recording.
+    """
+
+    tree_config: TreeConfig
+    beam_scores: torch.Tensor
+    accept_probs: torch.Tensor
+    verified_tokens: torch.LongTensor
+    prompt_index: torch.LongTensor
+    position: torch.LongTensor
+
+    def __post_init__(self) -> None:
+        n, depth, k = len(self.prompt_index), self.tree_config.depth, self.tree_config.top_k
+        expected = {
+            "beam_scores": (n, depth - 1, k), "accept_probs": (n, depth, depth + 1), "verified_tokens": (n, depth),
+            "prompt_index": (n,), "position": (n,),
+        }
+        for name, shape in expected.items():
+            if tuple(getattr(self, name).shape) != shape:
+                raise ValueError(f"RadarDataset.{name} has shape {tuple(getattr(self, name).shape)}, expected {shape}.")
+
+    def __len__(self) -> int:
+        return len(self.prompt_index)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {name: getattr(self, name)[index] for name in ("beam_scores", "accept_probs", "verified_tokens")}
+
+    def select(self, indices: torch.LongTensor) -> RadarDataset:
+        return RadarDataset(self.tree_config, *(getattr(self, name)[indices] for name in _TENSORS))
+
+    def split_by_prompt(self, eval_fraction: float, seed: int = 0) -> tuple[RadarDataset, RadarDataset]:
+        """``(train, held_out)``: about ``eval_fraction`` of the prompts held out, whole prompts only
+        (consecutive positions of one generation are nearly the same record)."""
+        prompts = self.prompt_index.unique()
+        num_held_out = round(eval_fraction * len(prompts))
+        if eval_fraction > 0 and not 0 < num_held_out < len(prompts):
+            raise ValueError(
+                f"Cannot hold out {eval_fraction:.0%} of {len(prompts)} recorded prompts as whole prompts: record more "
+                "prompts or change eval_fraction."
+            )
+        order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed))
+        held_out = torch.isin(self.prompt_index, prompts[order[:num_held_out]])
+        return self.select(torch.nonzero(~held_out).flatten()), self.select(torch.nonzero(held_out).flatten())
+
+    def save(self, directory: str | Path) -> None:
+        """``radar_dataset.safetensors`` (the tensors) and ``radar_dataset.json`` (the tree); no pickle."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {name: getattr(self, name).contiguous() for name in _TENSORS}
+        save_file(tensors, str(directory / "radar_dataset.safetensors"))
+        c = self.tree_config
+        tree = {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens}
+        meta = {"format": DATASET_FORMAT, "tree_config": tree}
+        (directory / "radar_dataset.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> RadarDataset:
+        directory = Path(directory)
+        meta_path = directory / "radar_dataset.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        if meta.get("format") != DATASET_FORMAT:
+            raise ValueError(
+                f"{directory} holds no RADAR dataset ({DATASET_FORMAT}); build one with build_radar_dataset()."
+            )
+        tensors = load_file(str(directory / "radar_dataset.safetensors"))
+        return cls(TreeConfig(**meta["tree_config"]), *(tensors[name] for name in _TENSORS))
+
+
+class _BeamScoreRecorder(DraftPolicy):
+    """Drafts the full tree and keeps the beam scores a RADAR policy would see at each decision."""
+
+    def __init__(self, config: TreeConfig):
+        self.config = config
+        self.rows: list[torch.Tensor] = []
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        self.rows.append(beam_scores(step.step_scores, self.config.top_k))
+        return True
+
+
+def _untimed(recording: ReplayRecording) -> ReplayEnvironment:
+    """A replay environment whose (unused) times are all zero."""
+    profile = HardwareProfile(
+        device="none", dtype="none", num_threads=1, context_length=0, verify_tokens=[1], verify_seconds=[0.0],
+        draft_step_seconds=0.0,
+    )
+    return ReplayEnvironment(recording, profile)
+
+
+def build_radar_dataset(
+    source: ReplayEnvironment | ReplayRecording,
+    depth: int | None = None,
+    total_tokens: int | None = None,
+    prompts: list[int] | None = None,
+) -> RadarDataset:
+    """RADAR's dataset from a replay recording (greedy decoding, so every distribution is one-hot).
+
+    At every recorded position, replays the engine's tree building with a fixed number of draft
+    calls ``k = 1 .. depth`` (``StaticTreePolicy(k, top_k, total_tokens)``) and records the exact
+    accepted length and verified size of each; the depth-``depth`` replay also records the beam
+    scores. Positions so close to the end of a generation that ``generate`` could not draft
+    ``depth`` levels are skipped.
+
+    Args:
+        source: a :class:`ReplayEnvironment` or a :class:`ReplayRecording` (times are not used).
+        depth: most draft calls ``D`` (default: the recording's depth); at least 2.
+        total_tokens: verified tokens per cycle, root included (default: the recording's).
+        prompts: recorded prompts to use (default: all).
+    """
+    environment = source if isinstance(source, ReplayEnvironment) else _untimed(source)
+    recorded = environment.recording.tree_config
+    config = TreeConfig(
+        depth=recorded.depth if depth is None else depth,
+        top_k=recorded.top_k,
+        total_tokens=recorded.total_tokens if total_tokens is None else total_tokens,
+    )
+    if config.depth < 2:
+        raise ValueError(f"RADAR decides between draft calls, so it needs depth >= 2; got depth={config.depth}.")
+    environment.check_config(config)
+    shallower = [StaticTreePolicy(k, config.top_k, config.total_tokens) for k in range(1, config.depth)]
+    rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
+    for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
+        for position in range(len(environment.recording.prompts[p])):
+            recorder = _BeamScoreRecorder(config)
+            deepest = environment.replay_cycle(p, position, recorder)
+            if len(recorder.rows) < config.depth - 1:
+                continue  # the generation ends within `depth` tokens: generate drafts less here
+            cycles = [environment.replay_cycle(p, position, policy) for policy in shallower] + [deepest]
+            accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
+            rows["beam_scores"].append(torch.stack(recorder.rows))
+            rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, config.depth + 1).float())
+            rows["verified_tokens"].append(torch.tensor([cycle.verified_tokens for cycle in cycles]))
+            rows["prompt_index"].append(torch.tensor(p))
+            rows["position"].append(torch.tensor(position))
+    if not rows["position"]:
+        raise ValueError(
+            f"No recorded position leaves room for {config.depth} draft levels: record longer generations."
+        )
+    return RadarDataset(config, *(torch.stack(rows[name]) for name in _TENSORS))

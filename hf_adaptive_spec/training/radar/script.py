@@ -1,0 +1,101 @@
+"""The RADAR training script (``trainers/radar.py``).
+
+    python trainers/radar.py --config trainers/recipes/radar_smollm2.yaml
+    torchrun --nproc_per_node 2 trainers/radar.py --config ... --ddp_backend gloo
+
+The dataset is read from ``dataset_path``, or built there from the replay recording at
+``recording_path`` when that folder holds no dataset yet. Any ``RadarConfig`` /
+``transformers.TrainingArguments`` field and any ``RadarScriptArguments`` field can be set in
+the YAML file or on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import set_seed
+from trl import TrlParser
+
+from ...environments import ReplayRecording
+from ...policies.radar.policy import RadarPolicy
+from ...profiling.hardware import HardwareProfile
+from .config import RadarConfig
+from .data import RadarDataset, build_radar_dataset
+from .trainer import RadarTrainer
+
+
+@dataclass
+class RadarScriptArguments:
+    """Data arguments of the RADAR training script."""
+
+    profile_path: str = field(metadata={"help": "Hardware profile JSON (`hf-adaptive-spec profile --json ...`)."})
+    dataset_path: str = field(metadata={"help": "RADAR dataset folder; built from recording_path when absent."})
+    recording_path: str | None = field(
+        default=None, metadata={"help": "Replay recording folder (environments.record_replay(...).save(path))."}
+    )
+    depth: int | None = field(
+        default=None, metadata={"help": "Most draft calls per cycle; unset: the recording's depth."}
+    )
+    total_tokens: int | None = field(
+        default=None, metadata={"help": "Verified tokens per cycle (root included); unset: the recording's."}
+    )
+    eval_fraction: float = field(default=0.1, metadata={"help": "Share of recorded prompts held out for evaluation."})
+    target_name: str | None = field(default=None, metadata={"help": "Target model as named in the model card."})
+    drafter_name: str | None = field(default=None, metadata={"help": "Drafter as named in the model card."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Recorded prompts as named in the model card."})
+    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+
+
+def make_parser() -> TrlParser:
+    return TrlParser((RadarScriptArguments, RadarConfig))
+
+
+def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
+    """The dataset at ``dataset_path``, or one built from ``recording_path`` and saved there."""
+    if (Path(script_args.dataset_path) / "radar_dataset.json").is_file():
+        return RadarDataset.load(script_args.dataset_path)
+    if script_args.recording_path is None:
+        raise ValueError(
+            f"{script_args.dataset_path} holds no RADAR dataset: set recording_path to build it from a recording."
+        )
+    dataset = build_radar_dataset(
+        ReplayRecording.load(script_args.recording_path), script_args.depth, script_args.total_tokens
+    )
+    dataset.save(script_args.dataset_path)
+    return dataset
+
+
+def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> RadarTrainer:
+    """Load (or build) the data, split it, make the policy and the trainer; train, save (and push)."""
+    dataset = load_or_build_dataset(script_args)
+    train_set, held_out = dataset.split_by_prompt(script_args.eval_fraction, training_args.seed)
+    if not len(held_out) and training_args.load_best_model_at_end:
+        raise ValueError("Best-checkpoint selection needs held-out prompts: set eval_fraction > 0, or "
+                         "--load_best_model_at_end false --eval_strategy no.")
+    set_seed(training_args.seed)
+    tree = dataset.tree_config
+    policy = RadarPolicy(
+        depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
+        mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout,
+    )
+    trainer = RadarTrainer(
+        model=policy,
+        args=training_args,
+        train_dataset=train_set,
+        eval_dataset=held_out if len(held_out) else None,
+        profile=HardwareProfile.load(script_args.profile_path),
+        target_name=script_args.target_name,
+        drafter_name=script_args.drafter_name,
+        dataset_name=script_args.dataset_name,
+        reproduce_command=script_args.reproduce_command,
+    )
+    trainer.train_save_and_push()
+    return trainer
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse argv (YAML via --config) and train."""
+    script_args, training_args = make_parser().parse_args_and_config(args=argv)
+    main(script_args, training_args)
+    return 0

@@ -1,0 +1,245 @@
+"""``RadarTrainer``: RADAR's offline REINFORCE on a dataset of accepted-length distributions."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from huggingface_hub import ModelCard
+from torch.distributions import Categorical
+from transformers import Trainer
+
+from ...hub.cards import render_card
+from ...policies.radar.policy import STOP, RadarPolicy, first_stop
+from ...profiling.hardware import HardwareProfile
+from ..base import SpecTrainer
+from .config import RadarConfig
+from .data import RadarDataset
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """RADAR's cycle time ``t(k) = T_verify(n_k) + k T_draft + n_p(k) T_policy`` for ``k`` draft calls.
+
+    ``n_k`` is the number of tokens the cycle verifies (root included) and ``n_p(k)`` the policy
+    calls: ``k`` when it stops early (one decision after each draft call), ``D - 1`` when it drafts
+    all ``D`` levels (no decision follows the last call). With trees of equal size for every ``k`` this is RADAR's
+    ``T_o + k T_d + n_p T_p``; here small ``k`` also verifies fewer tokens, as the engine does.
+
+    Args:
+        verify_seconds: ``[max_tokens + 1]``, ``T_verify(n)`` for ``n = 0 .. max_tokens``.
+        draft_step_seconds: ``T_draft``, one draft call (one tree level).
+        policy_step_seconds: ``T_policy``, one policy call.
+    """
+
+    verify_seconds: torch.Tensor
+    draft_step_seconds: float
+    policy_step_seconds: float
+
+    @classmethod
+    def from_profile(
+        cls, profile: HardwareProfile, max_tokens: int, policy_step_seconds: float | None = None
+    ) -> LatencyModel:
+        """Times from a hardware profile; ``policy_step_seconds`` defaults to its ``policy_call_seconds``."""
+        if profile.draft_step_seconds is None:
+            raise ValueError(
+                "The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter."
+            )
+        policy_seconds = profile.policy_call_seconds if policy_step_seconds is None else policy_step_seconds
+        if policy_seconds is None:
+            raise ValueError(
+                "The hardware profile has no policy_call_seconds: set policy_step_seconds "
+                "(seconds per RADAR policy call)."
+            )
+        verify = torch.tensor([profile.verify_time(n) for n in range(max_tokens + 1)], dtype=torch.float64)
+        return cls(verify, profile.draft_step_seconds, policy_seconds)
+
+    def cycle_seconds(self, verified_tokens: torch.LongTensor) -> torch.Tensor:
+        """Cycle times ``[..., D]`` (float64) from verified sizes ``[..., D]`` after ``k = 1 .. D`` draft calls."""
+        depth = verified_tokens.shape[-1]
+        calls = torch.arange(1, depth + 1, dtype=torch.float64, device=verified_tokens.device)
+        verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
+        return verify + calls * self.draft_step_seconds + calls.clamp(max=depth - 1) * self.policy_step_seconds
+
+
+def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True) -> torch.Tensor:
+    """Speeds ``[..., D, D + 1]``: ``speed[..., k - 1, a] = (a + 1) / t(k)`` (``a / t(k)`` without the bonus token)
+    from cycle times ``[..., D]``."""
+    accepted = torch.arange(seconds.shape[-1] + 1, dtype=seconds.dtype, device=seconds.device)
+    return (accepted + float(count_bonus_token)) / seconds[..., None]
+
+
+def return_matrix(speed: torch.Tensor, alpha: float, beta: float, gamma: float) -> torch.Tensor:
+    """RADAR's returns ``G[..., k - 1, a, t]`` ``[..., D, A, D - 1]`` from speeds ``[..., D, A]``.
+
+    The episode that drafts ``k`` times and accepts ``a`` tokens takes decisions ``t = 0 ..
+    min(k, D - 1) - 1``: reward ``-alpha`` for each continue, ``beta * speed[k - 1, a]`` at the
+    last decision (the stop, or after ``D - 1`` continues the forced end, which also pays
+    ``-alpha``), 0 afterwards. ``G_t = sum_s gamma^(s - t) r_s``.
+    """
+    depth = speed.shape[-2]
+    decisions = torch.arange(depth - 1, device=speed.device)
+    calls = torch.arange(1, depth + 1, device=speed.device)[:, None]
+    continues = (decisions < calls - 1).to(speed.dtype)  # [D, T]
+    last = (decisions == calls.clamp(max=depth - 1) - 1).to(speed.dtype)  # [D, T]
+    rewards = -alpha * continues[:, None, :] + beta * speed[..., None] * last[:, None, :]
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[..., 0])
+    for t in range(depth - 2, -1, -1):
+        running = rewards[..., t] + gamma * running
+        returns[..., t] = running
+    return returns
+
+
+def held_out_metrics(policy: RadarPolicy, dataset: RadarDataset, latency: LatencyModel) -> dict[str, float]:
+    """Modelled throughput of the deterministic policy on ``dataset``, and of fixed numbers of draft calls.
+
+    ``tokens_per_second`` = expected committed tokens (accepted + bonus) / modelled time, summed
+    over the cycles; ``tokens_per_cycle`` is τ; ``best_static_tokens_per_second`` is the best fixed ``k``.
+    """
+    device = policy.lstm.weight_ih_l0.device
+    calls = policy.num_draft_calls(dataset.beam_scores.to(device)).cpu()
+    depth = dataset.tree_config.depth
+    tokens = dataset.accept_probs.double() @ torch.arange(depth + 1, dtype=torch.float64) + 1  # [N, D]
+    seconds = latency.cycle_seconds(dataset.verified_tokens)  # [N, D]
+    rows = torch.arange(len(dataset))
+
+    def throughput(k: torch.LongTensor) -> float:
+        return float(tokens[rows, k - 1].sum() / seconds[rows, k - 1].sum())
+
+    static = [throughput(torch.full_like(calls, k)) for k in range(1, depth + 1)]
+    return {
+        "tokens_per_second": throughput(calls),
+        "mean_draft_calls": float(calls.double().mean()),
+        "tokens_per_cycle": float(tokens[rows, calls - 1].mean()),
+        "full_depth_tokens_per_second": static[-1],
+        "best_static_tokens_per_second": max(static),
+    }
+
+
+class RadarTrainer(SpecTrainer):
+    """Trains a :class:`RadarPolicy` with RADAR's offline REINFORCE (no baseline, no simulator rollouts).
+
+    For each batch of recorded cycles the policy, teacher-forced over the cycle's beam scores,
+    samples a continue/stop action per decision; ``k`` is the first stop (``D`` if none), an
+    accepted length ``a`` is drawn from the cycle's distribution for ``k`` draft calls, and the
+    loss is ``-sum_t log pi(a_t) G_t`` (mean over cycles) with ``G`` from :func:`return_matrix`.
+    The held-out evaluation scores the deterministic policy (:func:`held_out_metrics`) and, with
+    the default :class:`RadarConfig`, selects the best checkpoint by its tokens/s. Saves write
+    ``config.json``, ``model.safetensors``, the policy card and ``training_config.json``.
+
+    Args:
+        model: the policy; its tree shape must be the dataset's.
+        args: the :class:`RadarConfig`.
+        train_dataset / eval_dataset: :class:`RadarDataset` records (``build_radar_dataset``).
+        profile: the hardware profile behind the latency model.
+        target_name / drafter_name / dataset_name / reproduce_command: model-card fields.
+    """
+
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "radar", "speculative-decoding"]
+    _name = "RADAR"
+    _paper: ClassVar[dict[str, str | None]] = {
+        "title": "RADAR: Accelerating Large Language Model Inference With RL-Based Dynamic Draft Trees",
+        "id": None,  # no arXiv id known to us; code: github.com/minaduki-sora/RADAR
+    }
+
+    def __init__(
+        self,
+        model: RadarPolicy,
+        args: RadarConfig,
+        train_dataset: RadarDataset,
+        profile: HardwareProfile,
+        eval_dataset: RadarDataset | None = None,
+        target_name: str | None = None,
+        drafter_name: str | None = None,
+        dataset_name: str | None = None,
+        reproduce_command: str | None = None,
+        **kwargs: Any,
+    ):
+        for name, dataset in (("train_dataset", train_dataset), ("eval_dataset", eval_dataset)):
+            if dataset is not None and dataset.tree_config != model.tree:
+                raise ValueError(
+                    f"The {name}'s tree {dataset.tree_config} differs from the policy's {model.tree}: build the policy "
+                    "with the dataset's depth, top_k and total_tokens."
+                )
+        self.latency = LatencyModel.from_profile(profile, model.tree.total_tokens, args.policy_step_seconds)
+        default_beta = 10.0 * (self.latency.draft_step_seconds + self.latency.policy_step_seconds)  # RADAR README
+        self.beta = args.beta if args.beta is not None else default_beta
+        self.profile_device = profile.device
+        self.target_name = target_name
+        self.drafter_name = drafter_name
+        self.dataset_name = dataset_name
+        self.reproduce_command = reproduce_command
+        super().__init__(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, **kwargs)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """REINFORCE on one batch: sample trajectories and accepted lengths, weight log-probs by returns."""
+        scores, accept_probs = inputs["beam_scores"], inputs["accept_probs"]
+        logits, _ = model(scores)  # [B, D - 1, 2]
+        distribution = Categorical(logits=logits.float())
+        actions = distribution.sample()  # [B, D - 1]
+        calls = first_stop(actions == STOP)  # [B]
+        rows = torch.arange(len(calls), device=calls.device)
+        accepted = torch.multinomial(accept_probs[rows, calls - 1], 1).squeeze(-1)  # [B]
+        speed = speed_matrix(self.latency.cycle_seconds(inputs["verified_tokens"]), self.args.count_bonus_token)
+        returns = return_matrix(speed, self.args.alpha, self.beta, self.args.gamma)[rows, calls - 1, accepted]
+        loss = -(distribution.log_prob(actions) * returns.to(logits.dtype)).sum(-1).mean()
+        self._metrics["return"].append(float(returns[:, 0].mean()))
+        self._metrics["draft_calls"].append(float(calls.float().mean()))
+        self._metrics["accepted"].append(float(accepted.float().mean()))
+        self._metrics["stop_probability"].append(float(distribution.probs[..., STOP].mean().detach()))
+        return (loss, {"loss": loss}) if return_outputs else loss
+
+    def evaluate(
+        self,
+        eval_dataset: RadarDataset | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Score the deterministic policy on the held-out cycles (:func:`held_out_metrics`), on every rank."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("RadarTrainer.evaluate needs an eval_dataset (a held-out RadarDataset).")
+        policy = self.accelerator.unwrap_model(self.model)
+        metrics = {f"{metric_key_prefix}_{k}": v for k, v in held_out_metrics(policy, dataset, self.latency).items()}
+        # Trainer.log, not SpecTrainer.log: training metrics gathered since the last log stay for the next train log.
+        Trainer.log(self, dict(metrics))
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
+        self.policy_card().save(os.path.join(output_dir, "README.md"))
+        self.save_training_config(output_dir)
+
+    def create_model_card(self, **kwargs: Any) -> None:
+        """Write the policy card to ``output_dir``; ``Trainer.push_to_hub`` calls it (its card arguments are unused)."""
+        if self.is_world_process_zero():
+            self.policy_card().save(os.path.join(self.args.output_dir, "README.md"))
+
+    def policy_card(self) -> ModelCard:
+        """The policy's card (``model_cards/policy.md``): tree, rewards, latency model, training budget."""
+        tree, latency = self.accelerator.unwrap_model(self.model).tree, self.latency
+        best = self.state.best_metric
+        selected = f" Best held-out modelled {self.args.metric_for_best_model} so far: {best:.2f}." if best else ""
+        return render_card(
+            "policy",
+            method="radar",
+            base_model=self.target_name,
+            drafter=self.drafter_name,
+            datasets=[self.dataset_name] if self.dataset_name else (),
+            reproduce_command=self.reproduce_command,
+            description=(
+                f"RADAR: an LSTM over each draft step's top-{tree.top_k} beam scores decides after every draft call "
+                f"whether to continue (at most {tree.depth} calls, {tree.total_tokens} verified tokens); it stops when "
+                f"P(stop) > 0.5. Trained with offline REINFORCE (alpha {self.args.alpha}, beta {self.beta:.4g}, gamma "
+                f"{self.args.gamma}) for {self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
+                f"with the latency model of a {self.profile_device} profile (draft call "
+                f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms)."
+                + selected
+            ),
+        )

@@ -1,0 +1,147 @@
+"""Replaying a policy that changes ``top_k``: one exact recording per ``top_k`` of the same generations.
+
+A :class:`~hf_adaptive_spec.environments.ReplayRecording` is exact for one ``top_k`` only. Greedy
+generation commits the same tokens whatever the tree, so recordings of the same prompts with
+different ``top_k`` hold the same generations; :class:`MultiReplayEnvironment` asks the policy
+for its tree at each cycle and replays the cycle on the recording of that ``top_k``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+
+from ...environments import ReplayEnvironment, ReplayRecording
+from ...environments.replay import ReplayedCycle, ReplayResult
+from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ...profiling.hardware import HardwareProfile
+
+logger = logging.getLogger(__name__)
+
+
+class _Chosen(DraftPolicy):
+    """``policy`` with its tree already chosen for this cycle."""
+
+    def __init__(self, policy: DraftPolicy, config: TreeConfig):
+        self.policy, self.config = policy, config
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return self.policy.continue_drafting(step)
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return self.policy.num_tokens_to_verify(info)
+
+
+def _common_length(trees_per_recording: list[list]) -> int:
+    """Positions at which every recording holds the same generation."""
+    length = min(len(trees) for trees in trees_per_recording)
+    first = trees_per_recording[0]
+    for position in range(length):
+        reference = (first[position].context_length, first[position].target_next[0])
+        if any((t[position].context_length, t[position].target_next[0]) != reference for t in trees_per_recording):
+            return position
+    return length
+
+
+class MultiReplayEnvironment:
+    """Replay environments keyed by ``top_k``, over the same recorded generations.
+
+    States (``CycleState``) come from one reference recording (the one with the most feature
+    layers, then the smallest ``top_k``), so a policy sees the same state whichever ``top_k``
+    it picks. Where recordings disagree on a generation (a near-tie flipped by float noise),
+    the prompt is cut at the first disagreement, with a warning.
+
+    Args:
+        recordings: one :class:`ReplayRecording` per ``top_k``, of the same prompts and target.
+        profile: the hardware cost profile used for draft and verify times.
+    """
+
+    def __init__(self, recordings: Iterable[ReplayRecording], profile: HardwareProfile):
+        self.environments: dict[int, ReplayEnvironment] = {}
+        for recording in recordings:
+            top_k = recording.tree_config.top_k
+            if top_k in self.environments:
+                raise ValueError(f"Two recordings have top_k={top_k}: pass one recording per top_k.")
+            self.environments[top_k] = ReplayEnvironment(recording, profile)
+        if not self.environments:
+            raise ValueError("MultiReplayEnvironment needs at least one recording.")
+        self.profile = profile
+        ordered = [env.recording for _, env in sorted(self.environments.items())]
+        counts = {len(r.prompts) for r in ordered}
+        if len(counts) > 1:
+            raise ValueError(
+                f"The recordings hold different numbers of prompts ({sorted(counts)}): record the same prompts for "
+                "every top_k."
+            )
+        self.reference = max(ordered, key=lambda r: (len(r.feature_layers), -r.tree_config.top_k))
+        self.lengths = [_common_length([r.prompts[p] for r in ordered]) for p in range(len(self.reference.prompts))]
+        for p, length in enumerate(self.lengths):
+            if length < len(self.reference.prompts[p]):
+                logger.warning("Recordings disagree on prompt %d from position %d: replaying up to there.", p, length)
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.lengths)
+
+    def check_actions(self, actions: Iterable[TreeConfig]) -> None:
+        """Raise, naming the recordings to make, unless every action replays exactly."""
+        missing = [action for action in actions if not self._replays(action)]
+        if missing:
+            recorded = {k: env.recording.tree_config for k, env in sorted(self.environments.items())}
+            raise ValueError(
+                f"{len(missing)} actions are outside the recordings (e.g. {missing[0]}); recorded: {recorded}. "
+                "Record one recording per top_k, of the same prompts, for each config in policy.required_recordings() "
+                "(`hf-adaptive-spec record --top-k K --depth D --total-tokens T ...`)."
+            )
+
+    def _replays(self, action: TreeConfig) -> bool:
+        if action.top_k not in self.environments:
+            return False
+        try:
+            self.environments[action.top_k].check_config(action)
+        except ValueError:
+            return False
+        return True
+
+    def state(self, prompt: int, position: int) -> CycleState:
+        """What a policy sees at the cycle starting at ``position`` of ``prompt``."""
+        return self.reference.prompts[prompt][position].cycle_state()
+
+    def states(self, prompts: Iterable[int]) -> Iterator[CycleState]:
+        """Every recorded cycle state of ``prompts``."""
+        for prompt in prompts:
+            for position in range(self.lengths[prompt]):
+                yield self.state(prompt, position)
+
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
+        """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks."""
+        tick = time.perf_counter()
+        config = policy.tree_config(self.state(prompt, position))
+        policy_time = time.perf_counter() - tick
+        if not isinstance(config, TreeConfig) or config.top_k not in self.environments:
+            raise ValueError(f"The policy asked for {config!r}, but no recording has its top_k (see check_actions).")
+        environment = self.environments[config.top_k]
+        cycle = environment.replay_cycle(prompt, position, _Chosen(policy, config))
+        cycle.policy_time += policy_time
+        return cycle
+
+    def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
+        """Every cycle of one recorded generation (calling ``policy.observe`` as generate does)."""
+        cycles, position = [], 0
+        while position < self.lengths[prompt]:
+            cycle = self.replay_cycle(prompt, position, policy)
+            tick = time.perf_counter()
+            policy.observe(cycle.feedback())
+            cycle.policy_time += time.perf_counter() - tick
+            cycles.append(cycle)
+            position += cycle.accepted_length + 1
+        return cycles
+
+    def replay(self, policy: DraftPolicy, prompts: Iterable[int] | None = None) -> ReplayResult:
+        """Replay ``policy`` on ``prompts`` (all by default)."""
+        indices = range(self.num_prompts) if prompts is None else prompts
+        return ReplayResult([self.replay_prompt(p, policy) for p in indices])

@@ -1,0 +1,118 @@
+"""The Re-SpS training script (``trainers/resps.py``, ``hf-adaptive-spec train resps``).
+
+    python trainers/resps.py --config trainers/recipes/resps_smollm2.yaml
+    torchrun --nproc_per_node 2 trainers/resps.py --config trainers/recipes/resps_smollm2.yaml --ddp_backend gloo
+
+Any ``ReSpSConfig`` / ``transformers.TrainingArguments`` field and any ``ReSpSScriptArguments``
+field can be set in the YAML file or on the command line. Training reads replay recordings
+(one per ``top_k`` of the grid, see ``ReSpSPolicy.required_recordings``) and a hardware profile;
+it never runs the target model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import set_seed
+from trl import TrlParser
+
+from ...environments import load_recording
+from ...policies.resps import ReSpSPolicy
+from ...profiling.hardware import HardwareProfile
+from .config import ReSpSConfig
+from .environment import MultiReplayEnvironment
+from .trainer import ReSpSTrainer
+
+
+@dataclass
+class ReSpSScriptArguments:
+    """Recording, profile and model-card arguments of the Re-SpS training script."""
+
+    recordings: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Recording folders (`hf-adaptive-spec record --output ...`), one per top_k of the grid."},
+    )
+    hardware_profile: str | None = field(
+        default=None, metadata={"help": "HardwareProfile JSON (`hf-adaptive-spec profile --json ... --eagle3 ...`)."}
+    )
+    target_num_hidden_layers: int = field(
+        default=30, metadata={"help": "Decoder layers L of the target (SmolLM2-135M: 30): state layers 2, L//2, L-3."}
+    )
+    num_eval_prompts: int = field(
+        default=0, metadata={"help": "Last N recorded prompts held out for evaluate() (policy vs best fixed tree)."}
+    )
+    init_from: str | None = field(
+        default=None,
+        metadata={"help": "Continue from this Re-SpS policy (folder or Hub repo): its grid, networks and statistics."},
+    )
+    target_model_name: str | None = field(
+        default="HuggingFaceTB/SmolLM2-135M-Instruct", metadata={"help": "Target model, as named in the model card."}
+    )
+    drafter_name: str | None = field(default=None, metadata={"help": "Drafter of the recordings, for the model card."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Prompts of the recordings, for the model card."})
+    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+
+
+def make_parser() -> TrlParser:
+    return TrlParser((ReSpSScriptArguments, ReSpSConfig))
+
+
+def load_environment(script_args: ReSpSScriptArguments) -> MultiReplayEnvironment:
+    if not script_args.recordings or not script_args.hardware_profile:
+        raise ValueError(
+            "Pass --recordings (one recorded folder per top_k of the grid) and --hardware_profile (a profile JSON); "
+            "see hf_adaptive_spec/policies/resps/README.md for how to make them."
+        )
+    recordings = [load_recording(path) for path in script_args.recordings]
+    return MultiReplayEnvironment(recordings, HardwareProfile.load(script_args.hardware_profile))
+
+
+def build_policy(
+    script_args: ReSpSScriptArguments, args: ReSpSConfig, environment: MultiReplayEnvironment
+) -> ReSpSPolicy:
+    """A new policy sized from the recorded features, or ``init_from`` with this run's intervals and temperature."""
+    kwargs = args.policy_kwargs()
+    if script_args.init_from:
+        keep = ("decision_interval", "training_interval", "temperature")
+        return ReSpSPolicy.from_pretrained(script_args.init_from, **{name: kwargs[name] for name in keep})
+    features = environment.reference.prompts[0][0].features
+    if not features:
+        raise ValueError(
+            "The recordings hold no target features: record them with the policy's feature layers "
+            "(`hf-adaptive-spec record` keeps the EAGLE-3 drafter's by default)."
+        )
+    hidden_size = next(iter(features.values())).numel()
+    return ReSpSPolicy(hidden_size=hidden_size, num_target_layers=script_args.target_num_hidden_layers, **kwargs)
+
+
+def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpSTrainer:
+    """Load recordings and profile, build the policy and trainer; train, save (and push); return the trainer."""
+    environment = load_environment(script_args)
+    num_train = environment.num_prompts - script_args.num_eval_prompts
+    if num_train < 1:
+        raise ValueError(
+            f"num_eval_prompts={script_args.num_eval_prompts} leaves no prompt to train on "
+            f"({environment.num_prompts} recorded)."
+        )
+    set_seed(training_args.seed)  # the policy's initial weights
+    trainer = ReSpSTrainer(
+        policy=build_policy(script_args, training_args, environment),
+        args=training_args,
+        environment=environment,
+        train_dataset=range(num_train),
+        eval_dataset=range(num_train, environment.num_prompts) if script_args.num_eval_prompts else None,
+        fit_normalizer=not script_args.init_from,
+        target_name=script_args.target_model_name,
+        drafter_name=script_args.drafter_name,
+        dataset_name=script_args.dataset_name,
+        reproduce_command=script_args.reproduce_command,
+    )
+    trainer.train_save_and_push()
+    return trainer
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse argv (YAML via --config) and train."""
+    script_args, training_args = make_parser().parse_args_and_config(args=argv)
+    main(script_args, training_args)
+    return 0

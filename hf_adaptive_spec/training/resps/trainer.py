@@ -1,0 +1,218 @@
+"""``ReSpSTrainer``: PPO for the Re-SpS draft policy on exact replays of recorded generations (TRL conventions)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+from transformers import Trainer
+
+from ...hub.location import ArtifactLocation
+from ...hub.weights import load_weights
+from ...policies.base import TreeConfig
+from ...policies.resps import ReSpSDecision, ReSpSPolicy
+from ...policies.static import StaticTreePolicy
+from ..base import SpecTrainer
+from ..rl import RolloutBatch, ppo_loss
+from .config import ReSpSConfig
+from .environment import MultiReplayEnvironment
+from .rollouts import ReplayRollouts
+
+_LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+class ReSpSTrainer(SpecTrainer):
+    """Trains a :class:`ReSpSPolicy` with PPO on replayed generations.
+
+    Rollouts replay the policy in training mode (sampled actions, each held
+    ``training_interval`` cycles) with the engine's own tree builder, on the recording of the
+    ``top_k`` it picks; draft and verify times come from the hardware profile and each decision
+    costs ``decision_seconds``. ``Trainer`` runs the optimisation: one step per PPO minibatch,
+    gradient clipping, Adam, logging, checkpoints, and gradient averaging across processes,
+    each replaying its own share of the prompts. :meth:`evaluate` replays the policy as
+    deployed on the held-out prompts. Saves write the policy (``config.json``,
+    ``model.safetensors``, model card) and ``training_config.json``; no pickled arguments.
+
+    Rewards (:meth:`compute_rewards`) are each decision's tokens per second divided by the
+    profile's autoregressive speed, i.e. speedups: advantage normalisation makes the policy
+    gradient scale-free anyway, and this keeps the value loss from dominating gradient clipping.
+
+    Args:
+        policy: the policy to train, e.g. ``ReSpSPolicy(hidden, layers, **args.policy_kwargs())``.
+        args: the :class:`ReSpSConfig`.
+        environment: replay environment with one recording per ``top_k`` of the policy's grid.
+        train_dataset: prompt indices to train on (default: all recorded prompts).
+        eval_dataset: held-out prompt indices for :meth:`evaluate`.
+        fit_normalizer: first fit the policy's feature statistics on the training states
+            (False when continuing from a trained policy).
+        target_name / drafter_name / dataset_name / reproduce_command: model card fields.
+    """
+
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "resps", "speculative-decoding"]
+    _name = "Re-SpS"
+    _paper: ClassVar[dict[str, str | None]] = {
+        "title": "Speculative Sampling with Reinforcement Learning",
+        "id": None,  # AAAI 2026; code: github.com/wmd3i/ReSpS
+    }
+
+    def __init__(
+        self,
+        policy: ReSpSPolicy,
+        args: ReSpSConfig,
+        environment: MultiReplayEnvironment,
+        train_dataset: Sequence[int] | None = None,
+        eval_dataset: Sequence[int] | None = None,
+        fit_normalizer: bool = True,
+        target_name: str | None = None,
+        drafter_name: str | None = None,
+        dataset_name: str | None = None,
+        reproduce_command: str | None = None,
+        **kwargs,
+    ):
+        environment.check_actions(policy.actions)
+        train_prompts = list(range(environment.num_prompts) if train_dataset is None else train_dataset)
+        if fit_normalizer:
+            policy.fit_normalizer(environment.states(train_prompts))
+        self.environment = environment
+        self.autoregressive_tokens_per_second = 1.0 / environment.profile.verify_time(1)
+        self.target_name, self.drafter_name = target_name, drafter_name
+        self.dataset_name, self.reproduce_command = dataset_name, reproduce_command
+        self.last_eval: tuple[float, float, TreeConfig] | None = None  # tokens/s, ratio to best static, best static
+        self._best_static: dict[tuple[int, ...], tuple[TreeConfig, float]] = {}
+        super().__init__(
+            model=policy,
+            args=args,
+            train_dataset=train_prompts,
+            eval_dataset=None if eval_dataset is None else list(eval_dataset),
+            **kwargs,
+        )
+        self.rollouts = ReplayRollouts(
+            environment,
+            policy,
+            train_prompts[args.process_index :: args.world_size],
+            args,
+            self.compute_rewards,
+            self._metrics,
+            rank=args.process_index,
+        )
+
+    @property
+    def policy(self) -> ReSpSPolicy:
+        return self.accelerator.unwrap_model(self.model)
+
+    def get_train_dataloader(self) -> ReplayRollouts:
+        """The rollout stream: PPO minibatches, collected on demand with the current weights."""
+        return self.rollouts
+
+    def compute_rewards(self, decisions: list[ReSpSDecision]) -> torch.Tensor:
+        """PPO rewards ``[N]``: tokens per second of each decision's interval over autoregressive tokens per second."""
+        return torch.tensor([d.reward for d in decisions]) / self.autoregressive_tokens_per_second
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        fields = ("observations", "actions", "log_probs", "values", "rewards", "dones")
+        batch = RolloutBatch(*(inputs[name] for name in fields))
+        args = self.args
+        out = ppo_loss(
+            model, batch, inputs["advantages"], inputs["returns"], args.clip_range, args.vf_coef, args.ent_coef,
+            args.normalize_advantages,
+        )
+        for name in _LOSS_FIELDS:
+            self._metrics[name].append(getattr(out, name))
+        return (out.loss, {}) if return_outputs else out.loss
+
+    # -- evaluation ------------------------------------------------------------------------------
+
+    def best_static(self, prompts: Sequence[int]) -> tuple[TreeConfig, float]:
+        """The fastest fixed action of the grid on ``prompts`` and its replayed tokens per second (cached)."""
+        key = tuple(prompts)
+        if key not in self._best_static:
+            speeds = {
+                action: self.environment.replay(StaticTreePolicy(**vars(action)), key).tokens_per_second
+                for action in self.policy.actions
+            }
+            self._best_static[key] = max(speeds.items(), key=lambda item: item[1])
+        return self._best_static[key]
+
+    def evaluate(
+        self, eval_dataset: Sequence[int] | None = None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        """Replay the policy as deployed (eval mode) on held-out prompts; compare with the best fixed tree."""
+        prompts = list(self.eval_dataset if eval_dataset is None else eval_dataset)
+        policy = self.policy
+        was_training = policy.training
+        policy.eval()
+        result = self.environment.replay(policy, prompts)
+        policy.end_episode()
+        policy.train(was_training)
+        best_action, best_speed = self.best_static(prompts)
+        speed = result.tokens_per_second
+        prefix = metric_key_prefix
+        metrics = {
+            f"{prefix}_tokens_per_second": speed,
+            f"{prefix}_speedup": speed / self.autoregressive_tokens_per_second,
+            f"{prefix}_tau": result.mean_accepted_tokens,
+            f"{prefix}_best_static_tokens_per_second": best_speed,
+            f"{prefix}_vs_best_static": speed / best_speed,
+            f"{prefix}_best_static_total_tokens": float(best_action.total_tokens),
+            f"{prefix}_best_static_depth": float(best_action.depth),
+            f"{prefix}_best_static_top_k": float(best_action.top_k),
+        }
+        self.last_eval = (speed, speed / best_speed, best_action)
+        Trainer.log(self, metrics)  # SpecTrainer.log would fold pending training metrics in as eval ones
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    # -- saving and resuming ---------------------------------------------------------------------
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        self.policy.save_pretrained(output_dir)
+        self.create_model_card(output_dir)
+        self.save_training_config(output_dir)
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        """Every process saves its RNG state here; it also saves its replay stream position."""
+        super()._save_rng_state(output_dir)
+        self.rollouts.save(output_dir)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        """Resume: the policy's weights (safetensors) and this process's replay stream position.
+
+        Optimizer, scheduler and RNG states come back through ``Trainer``.
+        """
+        load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
+        self.rollouts.load(resume_from_checkpoint)
+
+    def create_model_card(self, output_dir: str | None = None, **_: Any) -> None:
+        """Write the policy's card (``model_cards/policy.md``) to ``output_dir``; ``Trainer``'s arguments are unused."""
+        path = os.path.join(output_dir or self.args.output_dir, "README.md")
+        self.policy.generate_model_card(**self.card_kwargs()).save(path)
+
+    def card_kwargs(self) -> dict[str, Any]:
+        """Model-card fields: target, drafter, data, command, and what was trained and measured."""
+        policy, args = self.policy, self.args
+        decide = "argmax" if policy.temperature == 0 else f"sampled at temperature {policy.temperature}"
+        description = (
+            f"Re-SpS policy over {len(policy.actions)} tree shapes (total_tokens, depth, top_k). State: the target's "
+            f"hidden states {list(policy.feature_layers)} at the last committed token, concatenated "
+            f"({policy.feature_mean.numel()} dims, standardised). An action ({decide}) is held "
+            f"{policy.decision_interval} cycles. Trained with PPO on exact replays of recorded generations: "
+            f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process."
+        )
+        if self.last_eval is not None:
+            speed, ratio, best = self.last_eval
+            description += (
+                f" Replayed on held-out prompts with the training hardware profile: {speed:.1f} tokens/s, {ratio:.3f}x "
+                f"the best fixed tree (total_tokens={best.total_tokens}, depth={best.depth}, top_k={best.top_k})."
+            )
+        return {
+            "base_model": self.target_name,
+            "drafter": self.drafter_name,
+            "datasets": [self.dataset_name] if self.dataset_name else (),
+            "reproduce_command": self.reproduce_command,
+            "description": description,
+            "title": "Re-SpS draft policy",
+        }

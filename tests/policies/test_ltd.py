@@ -1,0 +1,166 @@
+"""LTDPolicy: observations, decisions in generate and in replay, save/load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
+from hf_adaptive_spec.policies.base import DraftStepInfo, TreeConfig, VerifySizeInfo
+from hf_adaptive_spec.policies.ltd import LTDPolicy, depth_observation, size_action_mask, size_observation
+from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+
+TREE = TreeConfig(depth=4, top_k=3, total_tokens=9)
+MAX_NEW = 24
+SMALL = dict(depth_actor=(32,), depth_critic=(32,), size_actor=(32,), size_critic=(32,))
+
+
+class RecordingLTD(LTDPolicy):
+    """Keeps every observation the policy builds, in order."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seen: list[tuple[str, torch.Tensor]] = []
+
+    def depth_observation(self, step):
+        observation = super().depth_observation(step)
+        self.seen.append(("depth", observation))
+        return observation
+
+    def size_observation(self, info):
+        observation = super().size_observation(info)
+        self.seen.append(("size", observation))
+        return observation
+
+
+def _varied_policy(seed: int = 0) -> RecordingLTD:
+    """A small random policy whose greedy decisions depend on the observation (large output weights)."""
+    torch.manual_seed(seed)
+    policy = RecordingLTD(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, **SMALL)
+    with torch.no_grad():
+        for head in (policy.depth_head, policy.size_head):
+            head.actor[-1].weight.normal_(0.0, 3.0)
+    return policy
+
+
+def _profile() -> HardwareProfile:
+    return HardwareProfile(
+        device="cpu", dtype="float32", num_threads=1, context_length=64,
+        verify_tokens=[1, 4, 8], verify_seconds=[1.0, 1.2, 1.6], draft_step_seconds=0.1,
+    )
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_model("llama")
+    prompts = [prompt(7, seed=21), prompt(12, seed=22)]
+    recording = record_replay(target, hfas.CausalLMDrafter.from_target_layers(target, 2), prompts, TREE, MAX_NEW)
+    return target, prompts, ReplayEnvironment(recording, _profile())
+
+
+def test_observations_in_replay_equal_live_generate(setup):
+    target, prompts, environment = setup
+    for index, ids in enumerate(prompts):
+        live_policy, replay_policy = _varied_policy(), _varied_policy()
+        live = target.generate(
+            ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+            assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=live_policy,
+        ).speculation
+        replayed = environment.replay_prompt(index, replay_policy)
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+        assert [c.draft_depth for c in replayed] == live.draft_depths
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        assert len(set(live.draft_depths)) > 1 and len(set(live.verified_tokens)) > 1  # the decisions vary
+        assert [kind for kind, _ in replay_policy.seen] == [kind for kind, _ in live_policy.seen]
+        for (_, replay_obs), (_, live_obs) in zip(replay_policy.seen, live_policy.seen):
+            torch.testing.assert_close(replay_obs, live_obs, rtol=1e-5, atol=1e-6)
+        first = live_policy.seen[0][1]  # depth 1 of the first cycle: the prompt plus the prefill's token
+        assert first[0] == pytest.approx(1 / TREE.depth)
+        assert first[1] == pytest.approx((ids.shape[1] + 1) / 1000)  # the real context length, not 0.01
+
+
+def test_greedy_output_equals_stock_generate():
+    target = tiny_model("llama")
+    ids = prompt(9, seed=5)
+    expected = target.generate(ids, max_new_tokens=30, do_sample=False)
+    policy = _varied_policy(seed=3)
+    out = target.generate(
+        ids, max_new_tokens=30, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=policy,
+    )
+    assert out.tolist() == expected.tolist()
+
+
+def test_save_load_round_trip_gives_identical_decisions(setup, tmp_path):
+    _, _, environment = setup
+    policy = _varied_policy(seed=4)
+    policy.save_pretrained(tmp_path)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["README.md", "config.json", "model.safetensors"]
+    assert json.loads((tmp_path / "config.json").read_text())["artifact_type"] == "hf_adaptive_spec.policy.ltd"
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path)
+    assert type(loaded) is LTDPolicy and not loaded.training
+    for key, value in policy.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    original, reloaded = environment.replay(policy), environment.replay(loaded)
+    for name in ("accepted_length", "draft_depth", "verified_tokens"):
+        assert [getattr(c, name) for c in reloaded.all_cycles] == [getattr(c, name) for c in original.all_cycles]
+
+
+def test_custom_shape_round_trips(tmp_path):
+    policy = LTDPolicy(depth=3, top_k=2, total_tokens=7, size_choices=[0, 2, 6], context_scale=500.0, **SMALL)
+    policy.save_pretrained(tmp_path)
+    loaded = LTDPolicy.from_pretrained(tmp_path)
+    assert loaded.tree == policy.tree and loaded.size_choices == [0, 2, 6] and loaded.context_scale == 500.0
+
+
+def test_observation_layout():
+    step = DraftStepInfo(depth=2, context_length=250, step_scores=torch.log(torch.tensor([0.1, 0.5, 0.2])), config=TREE)
+    obs = depth_observation(step, TREE, 1000.0)
+    expected = [2 / 4, 0.25, 0.5, 0.2, 0.1] + [0.0] * 6  # probabilities sorted, padded to top_k² = 9
+    torch.testing.assert_close(obs, torch.tensor(expected))
+    info = VerifySizeInfo(
+        context_length=100, scores=torch.log(torch.tensor([0.6, 0.3, 0.1, 0.2])), depths=torch.tensor([1, 1, 1, 2]),
+        config=TREE,
+    )
+    obs = size_observation(info, TREE, 1000.0)
+    assert obs.shape == (2 + 3 + 3 * 9,)
+    torch.testing.assert_close(obs[:8], torch.tensor([2 / 4, 0.1, 0.6, 0.3, 0.1, 0.2, 0.0, 0.0]))
+    assert obs[8:].abs().sum() < 1e-6  # the rest of level 2, and the empty levels 3 and 4
+
+
+def test_size_mask_keeps_one_choice_per_verified_size():
+    info = VerifySizeInfo(context_length=10, scores=torch.zeros(3), depths=torch.ones(3, dtype=torch.long), config=TREE)
+    mask = size_action_mask(info, TREE, torch.tensor([1, 2, 4, 8]))
+    assert mask.tolist() == [True, True, True, False]  # 4 and 8 both verify the 3 candidates
+
+
+def test_training_mode_samples_and_logs_decisions():
+    policy = LTDPolicy(**SMALL)
+    policy.depth_head.train()
+    policy.generator = torch.Generator().manual_seed(0)
+    scores = torch.log(torch.tensor([0.7, 0.2, 0.1]))
+    step = DraftStepInfo(depth=1, context_length=40, step_scores=scores, config=policy.tree)
+    decisions = [policy.continue_drafting(step) for _ in range(40)]
+    assert len(policy.decisions) == 40 and len(set(decisions)) == 2  # near-uniform at initialisation
+    logged = policy.decisions[0]
+    with torch.no_grad():
+        logits, value = policy(logged.observation[None], head="depth")
+    assert logged.log_prob == pytest.approx(float(torch.log_softmax(logits, -1)[0, logged.action]), abs=1e-6)
+    assert logged.value == pytest.approx(float(value[0]), abs=1e-6)
+    policy.eval()
+    policy.decisions.clear()
+    assert len({policy.continue_drafting(step) for _ in range(5)}) == 1 and not policy.decisions
+
+
+@pytest.mark.parametrize("choices", [[], [3, 2], [1, 9], [-1, 2]])
+def test_bad_size_choices_are_refused(choices):
+    with pytest.raises(ValueError, match="size_choices"):
+        LTDPolicy(total_tokens=9, size_choices=choices, **SMALL)

@@ -1,0 +1,316 @@
+"""RADAR: the policy in live generate, the replay-built dataset, the rewards and the trainer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
+from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.policies.radar import CONTINUE, STOP, RadarPolicy, beam_scores
+from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+from hf_adaptive_spec.training.radar import (
+    LatencyModel,
+    RadarConfig,
+    RadarDataset,
+    RadarTrainer,
+    build_radar_dataset,
+    held_out_metrics,
+    return_matrix,
+    speed_matrix,
+)
+from hf_adaptive_spec.training.radar.script import RadarScriptArguments, main
+
+torch.set_num_threads(1)
+
+TREE = TreeConfig(depth=4, top_k=3, total_tokens=9)
+MAX_NEW = 24
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _profile(draft: float = 0.1, policy: float = 0.01) -> HardwareProfile:
+    return HardwareProfile(
+        device="cpu", dtype="float32", num_threads=1, context_length=64,
+        verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=draft, policy_call_seconds=policy,
+    )
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_model("llama")
+    prompts = [prompt(7, seed=11), prompt(12, seed=12), prompt(9, seed=13), prompt(5, seed=14)]
+    recording = record_replay(target, hfas.CausalLMDrafter.from_target_layers(target, 2), prompts, TREE, MAX_NEW)
+    return target, prompts, recording, build_radar_dataset(recording)
+
+
+def _live(target, ids, policy):
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    return target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+                           assistant_model=drafter, assistant_policy=policy)
+
+
+def _cycle_rows(dataset: RadarDataset, prompt_index: int, accepted_lengths: list[int]) -> list[int | None]:
+    """Dataset row of each live cycle (None near the end of the generation, where the dataset has none)."""
+    rows = {(int(p), int(s)): i for i, (p, s) in enumerate(zip(dataset.prompt_index, dataset.position))}
+    positions = [sum(a + 1 for a in accepted_lengths[:j]) for j in range(len(accepted_lengths))]
+    return [rows.get((prompt_index, position)) for position in positions]
+
+
+def _varied_policy(dataset: RadarDataset) -> RadarPolicy:
+    """A random policy made to stop at several depths: two hidden units add ``-5 * (s_1 - s_2)`` (the
+    gap between the two best beam scores) to the stop margin, and the threshold sits in the widest
+    gap between the dataset's middle margins (no decision is on the edge)."""
+    torch.manual_seed(0)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    hidden = policy.lstm.hidden_size
+    with torch.no_grad():
+        first, second = policy.mlp[0], policy.mlp[3]
+        first.weight[:2] = 0.0
+        first.bias[:2] = 0.0
+        first.weight[0, hidden : hidden + 2] = torch.tensor([1.0, -1.0])  # relu(s_1 - s_2)
+        first.weight[1, hidden : hidden + 2] = torch.tensor([-1.0, 1.0])  # relu(s_2 - s_1)
+        second.weight[:, :2] = torch.tensor([[-5.0, 5.0], [0.0, 0.0]])
+        logits, _ = policy(dataset.beam_scores)
+        margins = (logits[..., STOP] - logits[..., CONTINUE]).flatten().sort().values
+        middle = margins[len(margins) // 3 : 2 * len(margins) // 3]
+        gap = int((middle[1:] - middle[:-1]).argmax())
+        second.bias[STOP] -= (middle[gap] + middle[gap + 1]) / 2
+    return policy
+
+
+class LoggingRadarPolicy(RadarPolicy):
+    """Logs, per cycle, the beam scores the policy saw and the decisions it took."""
+
+    def tree_config(self, state):
+        self.cycles.append(([], []))
+        return super().tree_config(state)
+
+    def continue_drafting(self, step):
+        decision = super().continue_drafting(step)
+        self.cycles[-1][0].append(beam_scores(step.step_scores, self.tree.top_k))
+        self.cycles[-1][1].append(decision)
+        return decision
+
+
+def test_latency_speed_and_return_matrix_by_hand():
+    latency = LatencyModel.from_profile(_profile(draft=0.1, policy=0.01), max_tokens=9)
+    seconds = latency.cycle_seconds(torch.tensor([4, 9, 9]))
+    verify_9 = 1.5 + 1.5 * 5 / 12
+    expected = [1.5 + 0.1 + 0.01, verify_9 + 0.2 + 0.02, verify_9 + 0.3 + 0.02]  # n_p = k, but D - 1 at k = D
+    assert seconds.tolist() == pytest.approx(expected)
+    speed = speed_matrix(seconds)
+    assert speed.shape == (3, 4)
+    assert speed[1].tolist() == pytest.approx([(a + 1) / expected[1] for a in range(4)])
+    assert speed_matrix(seconds, count_bonus_token=False)[2, 3] == pytest.approx(3 / expected[2])
+
+    speed = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=torch.float64)  # [k = 1..3, a = 0..1]
+    alpha, beta, gamma = 0.1, 2.0, 0.5
+    returns = return_matrix(speed, alpha, beta, gamma)
+    assert returns.shape == (3, 2, 2)  # [k, a, decision]
+    s = speed.tolist()
+    for a in range(2):
+        assert returns[0, a].tolist() == pytest.approx([beta * s[0][a], 0.0])  # stop at once
+        assert returns[1, a].tolist() == pytest.approx([-alpha + gamma * beta * s[1][a], beta * s[1][a]])
+        last = -alpha + beta * s[2][a]  # forced end after D - 1 continues: the continue penalty and the speed
+        assert returns[2, a].tolist() == pytest.approx([-alpha + gamma * last, last])
+    assert return_matrix(speed[None].repeat(5, 1, 1), alpha, beta, gamma).shape == (5, 3, 2, 2)
+
+
+def test_dataset_accepted_lengths_are_the_live_ones(setup, tmp_path):
+    target, prompts, recording, dataset = setup
+    assert dataset.beam_scores.shape == (len(dataset), TREE.depth - 1, TREE.top_k)
+    assert torch.equal(dataset.accept_probs.sum(-1), torch.ones(len(dataset), TREE.depth))  # one-hot: greedy
+    accepted = dataset.accept_probs.argmax(-1)
+    assert accepted.max() > 0
+    environment = ReplayEnvironment(recording, _profile())
+    for k in (1, 2, TREE.depth):
+        policy = hfas.StaticTreePolicy(k, TREE.top_k, TREE.total_tokens)
+        for index, ids in enumerate(prompts):
+            live = _live(target, ids, policy).speculation
+            assert [c.accepted_length for c in environment.replay_prompt(index, policy)] == live.accepted_lengths
+            rows = _cycle_rows(dataset, index, live.accepted_lengths)
+            cycles = zip(rows, live.accepted_lengths, live.verified_tokens)
+            compared = [(row, a, n) for row, a, n in cycles if row is not None]
+            assert len(compared) >= 2
+            for row, live_accepted, live_verified in compared:
+                assert int(accepted[row, k - 1]) == live_accepted
+                assert int(dataset.verified_tokens[row, k - 1]) == live_verified
+    dataset.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["radar_dataset.json", "radar_dataset.safetensors"]
+    loaded = RadarDataset.load(tmp_path)
+    assert loaded.tree_config == TREE and torch.equal(loaded.beam_scores, dataset.beam_scores)
+    train, held_out = dataset.split_by_prompt(0.25, seed=0)
+    assert len(train) + len(held_out) == len(dataset) and len(held_out.prompt_index.unique()) == 1
+    assert not set(held_out.prompt_index.tolist()) & set(train.prompt_index.tolist())
+
+
+def test_live_features_and_decisions_match_the_dataset(setup):
+    target, prompts, recording, dataset = setup
+    policy = LoggingRadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    policy.load_state_dict(_varied_policy(dataset).state_dict())
+    policy.cycles = []
+    calls_in_dataset = policy.num_draft_calls(dataset.beam_scores)
+    assert len(calls_in_dataset.unique()) >= 3, "the test needs a policy that stops at several depths"
+    environment = ReplayEnvironment(recording, _profile())
+    compared = 0
+    for index, ids in enumerate(prompts):
+        policy.cycles = []
+        live = _live(target, ids, policy)
+        assert live.sequences.tolist() == target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False).tolist()
+        stats = live.speculation
+        assert [c.accepted_length for c in environment.replay_prompt(index, policy)] == stats.accepted_lengths
+        rows = _cycle_rows(dataset, index, stats.accepted_lengths)
+        for row, (features, decisions), live_accepted in zip(rows, policy.cycles, stats.accepted_lengths):
+            if row is None:
+                continue
+            # equal up to float32 rounding: the recording's drafter saw the context in other chunks than live generate
+            recorded = dataset.beam_scores[row, : len(features)]
+            torch.testing.assert_close(torch.stack(features), recorded, rtol=1e-5, atol=1e-5)
+            calls = len(decisions) if not decisions[-1] else len(decisions) + 1
+            assert calls == int(calls_in_dataset[row])
+            assert live_accepted == int(dataset.accept_probs[row, calls - 1].argmax())
+            compared += 1
+    assert compared >= 20
+
+
+def test_stops_are_deterministic_and_follow_p_stop(setup):
+    target, prompts, _, dataset = setup
+    policy = LoggingRadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    policy.load_state_dict(_varied_policy(dataset).state_dict())
+    runs = []
+    for _ in range(2):
+        policy.cycles = []
+        policy.train()  # dropout on: drafting must still be deterministic
+        _live(target, prompts[1], policy)
+        assert not policy.training
+        runs.append([decisions for _, decisions in policy.cycles])
+    assert runs[0] == runs[1]
+    # step by step (the engine's calls) equals the teacher-forced decisions
+    scores = (torch.randn(16, TREE.depth - 1, TREE.top_k) - 2.0).sort(-1, descending=True).values
+    for row in scores:
+        policy.tree_config(None)
+        steps = [policy.continue_drafting(hfas.DraftStepInfo(d + 1, 10, row[d], TREE)) for d in range(TREE.depth - 1)]
+        stepwise = steps.index(False) + 1 if False in steps else TREE.depth
+        assert stepwise == int(policy.num_draft_calls(row[None]))
+    for shift, expected in ((1e4, [False]), (-2e4, [True] * (TREE.depth - 1))):  # P(stop) ~ 1, then ~ 0
+        with torch.no_grad():
+            policy.mlp[3].bias[STOP] += shift
+        policy.cycles = []
+        _live(target, prompts[0], policy)
+        assert all(decisions == expected for _, decisions in policy.cycles[:5])
+
+
+def test_save_and_auto_load_give_identical_decisions(setup, tmp_path):
+    _, _, _, dataset = setup
+    policy = _varied_policy(dataset)
+    policy.save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["artifact_type"] == "hf_adaptive_spec.policy.radar" and config["depth"] == TREE.depth
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path)
+    assert type(loaded) is RadarPolicy and loaded.tree == policy.tree
+    assert torch.equal(loaded(dataset.beam_scores)[0], policy(dataset.beam_scores)[0])
+    assert torch.equal(loaded.num_draft_calls(dataset.beam_scores), policy.num_draft_calls(dataset.beam_scores))
+
+
+def _constructed_dataset(num_prompts: int = 16, per_prompt: int = 32, seed: int = 0) -> RadarDataset:
+    """Confident drafts (scores near 0) are always accepted, unsure ones (near -6) never: the best
+    policy drafts the full depth on the first and stops at once on the second."""
+    generator = torch.Generator().manual_seed(seed)
+    n, depth = num_prompts * per_prompt, TREE.depth
+    good = torch.rand(n, generator=generator) < 0.5
+    level = torch.where(good, -0.3, -6.0)[:, None, None] * torch.arange(1, depth)[None, :, None]
+    scores = level - torch.rand(n, depth - 1, TREE.top_k, generator=generator).sort(-1, descending=True).values
+    accepted = torch.where(good[:, None], torch.arange(1, depth + 1)[None, :], 0)
+    return RadarDataset(
+        TREE, scores, torch.nn.functional.one_hot(accepted, depth + 1).float(),
+        torch.tensor([4, 9, 9, 9]).repeat(n, 1), torch.arange(n) // per_prompt, torch.arange(n) % per_prompt,
+    )
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_training_learns_when_to_stop_and_fails_with_the_reward_flipped(sign, tmp_path):
+    train, held_out = _constructed_dataset().split_by_prompt(0.25, seed=0)
+    profile = _profile(draft=0.02, policy=0.001)
+    beta = 10 * (0.02 + 0.001)
+    args = RadarConfig(
+        output_dir=str(tmp_path), max_steps=200, learning_rate=3e-3, alpha=sign * 0.02, beta=sign * beta,
+        eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=50, report_to=[],
+        seed=0, disable_tqdm=True,
+    )
+    torch.manual_seed(0)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    trainer = RadarTrainer(model=policy, args=args, train_dataset=train, profile=profile)
+    trainer.train()
+    calls = policy.num_draft_calls(held_out.beam_scores)
+    best = torch.where(held_out.accept_probs[:, 0].argmax(-1) > 0, TREE.depth, 1)
+    learned = bool((calls == best).float().mean() > 0.95)
+    assert learned == (sign > 0)
+    metrics = held_out_metrics(policy, held_out, trainer.latency)
+    assert (metrics["tokens_per_second"] > metrics["best_static_tokens_per_second"]) == (sign > 0)
+
+
+def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(setup, tmp_path):
+    _, _, recording, _ = setup
+    recording.save(tmp_path / "recording")
+    _profile().save(tmp_path / "profile.json")
+    script_args = RadarScriptArguments(
+        profile_path=str(tmp_path / "profile.json"), dataset_path=str(tmp_path / "dataset"),
+        recording_path=str(tmp_path / "recording"), eval_fraction=0.25, target_name="tiny-llama",
+    )
+
+    def config(**overrides):
+        return RadarConfig(**{
+            "output_dir": str(tmp_path / "out"), "max_steps": 6, "per_device_train_batch_size": 8,
+            "learning_rate": 0.01, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
+            "save_steps": 2, "logging_steps": 2, "report_to": [], "seed": 0, "disable_tqdm": True, **overrides,
+        })
+
+    trainer = main(script_args, config())
+    assert (tmp_path / "dataset" / "radar_dataset.json").is_file()
+    files = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_file())
+    assert files == ["README.md", "config.json", "model.safetensors", "training_config.json"]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "library_name: hf-adaptive-spec" in card and "radar" in card and "6 steps" in card and "tiny-llama" in card
+    evals = [e["eval_tokens_per_second"] for e in trainer.state.log_history if "eval_tokens_per_second" in e]
+    assert len(evals) == 3 and trainer.state.best_metric == max(evals)
+    best = RadarPolicy.from_pretrained(trainer.state.best_model_checkpoint)
+    final = AutoDraftPolicy.from_pretrained(tmp_path / "out")
+    for key, value in best.state_dict().items():
+        assert torch.equal(final.state_dict()[key], value)
+    again = main(script_args, config(output_dir=str(tmp_path / "again")))  # seeded: the same run twice
+    assert all(torch.equal(again.model.state_dict()[key], value) for key, value in final.state_dict().items())
+    resumed = main(script_args, config(max_steps=8, resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-6")))
+    assert resumed.state.global_step == 8
+    assert [e["step"] for e in resumed.state.log_history if "eval_tokens_per_second" in e] == [2, 4, 6, 8]
+
+
+def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
+    """torchrun --nproc_per_node 2 (gloo) runs the training script as one two-process world."""
+    _, _, _, dataset = setup
+    dataset.save(tmp_path / "dataset")
+    _profile().save(tmp_path / "profile.json")
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(REPO / "trainers" / "radar.py"),
+        "--dataset_path", str(tmp_path / "dataset"), "--profile_path", str(tmp_path / "profile.json"),
+        "--eval_fraction", "0.25", "--output_dir", str(out), "--num_train_epochs", "2",
+        "--per_device_train_batch_size", "8", "--save_total_limit", "1", "--seed", "0",
+        "--report_to", "none", "--ddp_backend", "gloo", "--disable_tqdm", "true",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-6000:]
+    train_cycles = len(dataset.split_by_prompt(0.25, seed=0)[0])
+    state = json.loads(next(out.glob("checkpoint-*")).joinpath("trainer_state.json").read_text())
+    assert state["max_steps"] == 2 * -(-train_cycles // (2 * 8))  # two epochs, each shared by the two ranks
+    assert isinstance(AutoDraftPolicy.from_pretrained(out), RadarPolicy)

@@ -1,0 +1,195 @@
+"""LTD training on a tiny replay recording: learning, the reward's sign, resuming, the script, two ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, ReplayResult, record_replay
+from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.policies.ltd import LTDPolicy
+from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+from hf_adaptive_spec.training.ltd import LTDConfig, LTDTrainer, Phase, build_schedule
+from hf_adaptive_spec.training.ltd.script import main, make_parser
+
+torch.set_num_threads(1)
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+SMALL = dict(depth_actor=(32,), depth_critic=(32,), size_actor=(32,), size_critic=(32,))
+# verification is nearly flat up to 8 tokens and drafting is cheap: deep, wide trees pay off
+PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64,
+    verify_tokens=[1, 2, 4, 8], verify_seconds=[1.0, 1.0, 1.02, 1.1], draft_step_seconds=0.03,
+)
+
+
+@pytest.fixture(scope="module")
+def recording_dir(tmp_path_factory) -> Path:
+    target = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 3)
+    recording = record_replay(target, drafter, [prompt(8, seed=s) for s in range(6)], RECORDED, 40)
+    folder = tmp_path_factory.mktemp("recording")
+    recording.save(folder)
+    PROFILE.save(folder / "profile.json")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def environment(recording_dir) -> ReplayEnvironment:
+    return ReplayEnvironment(ReplayRecording.load(recording_dir), PROFILE)
+
+
+def _modelled_tokens_per_second(result: ReplayResult) -> float:
+    """Throughput with the profile's times only (the measured policy time left out: deterministic)."""
+    cycles = result.all_cycles
+    return sum(c.accepted_length + 1 for c in cycles) / sum(c.draft_time + c.verify_time for c in cycles)
+
+
+def _stopping_policy(seed: int) -> LTDPolicy:
+    """A small untrained policy that greedily stops at depth 1 and verifies one candidate: clearly improvable."""
+    torch.manual_seed(seed)
+    policy = LTDPolicy(depth=RECORDED.depth, top_k=RECORDED.top_k, total_tokens=RECORDED.total_tokens, **SMALL)
+    with torch.no_grad():
+        policy.depth_head.actor[-1].bias[0] = 1.0  # STOP
+        policy.size_head.actor[-1].bias[0] = 1.0  # size_choices[0] = 1
+    return policy
+
+
+def _args(output_dir: Path, **overrides) -> LTDConfig:
+    fields = dict(
+        output_dir=str(output_dir), n_steps=64, minibatch_size=32, size_warmup_steps=20, depth_warmup_steps=20,
+        collaborative_rounds=1, steps_per_phase=20, reward_scale=1.0, learning_rate=5e-3, logging_steps=10,
+        save_strategy="no", report_to=[], disable_tqdm=True, seed=0,
+    )
+    return LTDConfig(**{**fields, **overrides})
+
+
+class FlippedRewardTrainer(LTDTrainer):
+    def cycle_reward(self, cycle):
+        return -super().cycle_reward(cycle)
+
+
+def test_training_improves_the_replayed_throughput(environment, tmp_path):
+    policy = _stopping_policy(seed=1)
+    before = _modelled_tokens_per_second(environment.replay(policy))
+    best_static = max(
+        _modelled_tokens_per_second(environment.replay(hfas.StaticTreePolicy(depth=d, top_k=3, total_tokens=n)))
+        for d in (1, 2, 3, 4) for n in (2, 3, 5, 9)
+    )
+    assert before < 0.8 * best_static
+    trainer = LTDTrainer(policy, _args(tmp_path), environment)
+    trainer.train()
+    after = _modelled_tokens_per_second(environment.replay(policy.eval()))
+    assert after > 1.15 * before and after > 0.9 * best_static
+    rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    assert rewards[-1] > rewards[0]
+
+
+def test_training_with_the_reward_flipped_does_not_improve(environment, tmp_path):
+    policy = _stopping_policy(seed=1)
+    before = _modelled_tokens_per_second(environment.replay(policy))
+    FlippedRewardTrainer(policy, _args(tmp_path), environment).train()
+    assert _modelled_tokens_per_second(environment.replay(policy.eval())) <= before * 1.01
+
+
+def _weights(policy: LTDPolicy) -> dict[str, torch.Tensor]:
+    return {key: value.clone() for key, value in policy.state_dict().items()}
+
+
+def test_resume_from_a_checkpoint_continues_exactly(environment, tmp_path):
+    schedule = dict(size_warmup_steps=4, depth_warmup_steps=4, steps_per_phase=4)  # 16 steps, 2 per rollout
+    uninterrupted = _stopping_policy(seed=1)
+    LTDTrainer(uninterrupted, _args(tmp_path / "a", **schedule), environment).train()
+
+    first = _stopping_policy(seed=1)
+    LTDTrainer(first, _args(tmp_path / "b", save_strategy="steps", save_steps=5, **schedule), environment).train()
+    checkpoint = tmp_path / "b" / "checkpoint-5"  # mid-rollout, in the depth warm-up
+    files = {p.name for p in checkpoint.iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "ltd_rollout_state_rank0.safetensors"} <= files
+    assert "pytorch_model.bin" not in files and "training_args.bin" not in files
+
+    resumed = _stopping_policy(seed=7)  # other initial weights: they must come from the checkpoint
+    trainer = LTDTrainer(resumed, _args(tmp_path / "c", **schedule), environment)
+    trainer.train(resume_from_checkpoint=str(checkpoint))
+    assert trainer.state.global_step == 16
+    expected = _weights(uninterrupted)
+    for key, value in _weights(resumed).items():
+        torch.testing.assert_close(value, expected[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_schedule_and_config_checks(tmp_path):
+    args = _args(tmp_path, size_warmup_steps=4, depth_warmup_steps=0, collaborative_rounds=1, steps_per_phase=2)
+    assert args.max_steps == 8 and args.updates_per_rollout == 2
+    policy = LTDPolicy(total_tokens=9, depth=4, **SMALL)
+    assert build_schedule(args, policy) == [Phase("size", 4, random_depth=True), Phase("depth", 2), Phase("size", 2)]
+    with pytest.raises(ValueError, match="multiple of the updates per rollout"):
+        _args(tmp_path, size_warmup_steps=3)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+        _args(tmp_path, gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match="exceeds the schedule"):
+        _args(tmp_path, max_steps=1000)
+
+
+def test_policies_outside_the_recording_are_refused(environment, tmp_path):
+    with pytest.raises(ValueError, match="outside the recording"):
+        LTDTrainer(LTDPolicy(depth=5, top_k=3, total_tokens=9, **SMALL), _args(tmp_path), environment)
+
+
+def test_a_head_that_is_never_asked_is_reported(environment, tmp_path):
+    policy = LTDPolicy(depth=1, top_k=3, total_tokens=9, **SMALL)  # depth 1: continue_drafting is never called
+    trainer = LTDTrainer(policy, _args(tmp_path, size_warmup_steps=0), environment)
+    with pytest.raises(ValueError, match="depth head was never asked"):
+        trainer.train()
+
+
+def _script_argv(recording_dir: Path, output_dir: Path) -> list[str]:
+    return [
+        "--recording_dir", str(recording_dir), "--profile_path", str(recording_dir / "profile.json"),
+        "--output_dir", str(output_dir), "--size_warmup_steps", "4", "--depth_warmup_steps", "4",
+        "--collaborative_rounds", "1", "--steps_per_phase", "2", "--n_steps", "32", "--minibatch_size", "16",
+        "--size_choices", "1", "2", "4", "8", "--dataset_name", "tiny prompts",
+        "--reproduce_command", "python trainers/ltd.py",
+        "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+    ]
+
+
+def test_script_trains_evaluates_and_saves_a_loadable_policy(recording_dir, tmp_path):
+    script_args, training_args = make_parser().parse_args_and_config(args=_script_argv(recording_dir, tmp_path / "out"))
+    trainer = main(script_args, training_args)
+    out = tmp_path / "out"
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["README.md", "config.json", "model.safetensors", "training_config.json"]
+    card = (out / "README.md").read_text()
+    assert "library_name: hf-adaptive-spec" in card and "- ltd" in card and "replay of tiny prompts" in card
+    assert "python trainers/ltd.py" in card and "12 minibatch updates" in card
+    assert json.loads((out / "training_config.json").read_text())["n_steps"] == 32
+    loaded = AutoDraftPolicy.from_pretrained(out)
+    assert loaded.size_choices == [1, 2, 4, 8] and loaded.tree == RECORDED
+    for key, value in trainer.policy.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert any("eval_speedup" in entry for entry in trainer.state.log_history)
+
+
+def test_two_cpu_ranks_train_on_different_prompts_and_agree(recording_dir, tmp_path):
+    """torchrun --nproc_per_node 2 (gloo): each rank replays its own prompts; DDP keeps the weights equal."""
+    out = tmp_path / "out"
+    entry = Path(__file__).with_name("ltd_ddp_entry.py")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(entry),
+               *_script_argv(recording_dir, out), "--ddp_backend", "gloo"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-6000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2
+    assert ranks[0]["prompts"] == [0, 2, 4] and ranks[1]["prompts"] == [1, 3, 5]
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    assert (out / "model.safetensors").is_file()
