@@ -3,6 +3,7 @@ generation, and gymnasium wrappers of the replay."""
 
 from .cli import load_recording
 from .gym import DraftStepEnv, TreeConfigEnv
+from .multi import MultiReplayEnvironment
 from .online import OnlineEnvironment
 from .recording import ReplayRecording, ReplayTree, record_greedy_trees, record_replay
 from .replay import ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
@@ -10,6 +11,7 @@ from .replay import ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResul
 __all__ = [
     "DraftStepEnv",
     "TreeConfigEnv",
+    "MultiReplayEnvironment",
     "OnlineEnvironment",
     "ReplayDrafter",
     "ReplayEnvironment",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -139,7 +140,37 @@ def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
         node, accepted = child, accepted + 1
 
 
-class ReplayEnvironment:
+class ReplayLoop:
+    """Whole generations from single cycles: subclasses give ``replay_cycle``, ``num_prompts`` and ``num_positions``."""
+
+    num_prompts: int
+
+    def num_positions(self, prompt: int) -> int:
+        """Recorded cycle starts of ``prompt``."""
+        raise NotImplementedError
+
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
+        raise NotImplementedError
+
+    def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
+        """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
+        cycles, position = [], 0
+        while position < self.num_positions(prompt):
+            cycle = self.replay_cycle(prompt, position, policy)
+            tick = time.perf_counter()
+            policy.observe(cycle.feedback())
+            cycle.policy_time += time.perf_counter() - tick
+            cycles.append(cycle)
+            position += cycle.accepted_length + 1
+        return cycles
+
+    def replay(self, policy: DraftPolicy, prompts: Iterable[int] | None = None) -> ReplayResult:
+        """Replay ``policy`` on the given prompts (all by default)."""
+        indices = range(self.num_prompts) if prompts is None else prompts
+        return ReplayResult([self.replay_prompt(p, policy) for p in indices])
+
+
+class ReplayEnvironment(ReplayLoop):
     """Replays draft policies on a recording with costs from a hardware profile.
 
     Args:
@@ -191,19 +222,9 @@ class ReplayEnvironment:
             policy_time=times.policy,
         )
 
-    def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
-        """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
-        cycles, position = [], 0
-        while position < len(self.recording.prompts[prompt]):
-            cycle = self.replay_cycle(prompt, position, policy)
-            tick = time.perf_counter()
-            policy.observe(cycle.feedback())
-            cycle.policy_time += time.perf_counter() - tick
-            cycles.append(cycle)
-            position += cycle.accepted_length + 1
-        return cycles
+    @property
+    def num_prompts(self) -> int:
+        return len(self.recording.prompts)
 
-    def replay(self, policy: DraftPolicy, prompts: list[int] | None = None) -> ReplayResult:
-        """Replay ``policy`` on the given prompts (all by default)."""
-        indices = range(len(self.recording.prompts)) if prompts is None else prompts
-        return ReplayResult([self.replay_prompt(p, policy) for p in indices])
+    def num_positions(self, prompt: int) -> int:
+        return len(self.recording.prompts[prompt])

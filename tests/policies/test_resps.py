@@ -19,7 +19,8 @@ from hf_adaptive_spec.environments import record_replay
 from hf_adaptive_spec.policies.resps import ACTION_GRIDS, ReSpSPolicy, action_grid
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from hf_adaptive_spec.training.resps import MultiReplayEnvironment, ReSpSConfig, ReSpSTrainer
+from hf_adaptive_spec.environments import MultiReplayEnvironment
+from hf_adaptive_spec.training.resps import ReSpSConfig, ReSpSTrainer
 
 torch.set_num_threads(1)
 

@@ -1,8 +1,7 @@
-"""Re-SpS training: PPO for the Re-SpS draft policy on exact replays (config, trainer, replay environment)."""
+"""Re-SpS training: PPO for the Re-SpS draft policy on exact replays (config, trainer, rollouts)."""
 
 from .config import ReSpSConfig
-from .environment import MultiReplayEnvironment
 from .rollouts import ReplayRollouts
 from .trainer import ReSpSTrainer
 
-__all__ = ["MultiReplayEnvironment", "ReSpSConfig", "ReSpSTrainer", "ReplayRollouts"]
+__all__ = ["ReSpSConfig", "ReSpSTrainer", "ReplayRollouts"]

@@ -18,7 +18,7 @@ import torch
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ..rl import RolloutBatch, gae, minibatches
 from .config import ReSpSConfig
-from .environment import MultiReplayEnvironment
+from ...environments import MultiReplayEnvironment
 
 STATE_NAME = "resps_rollouts_{rank}.json"
 

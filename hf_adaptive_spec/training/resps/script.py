@@ -20,7 +20,7 @@ from ...environments import load_recording
 from ...policies.resps import ReSpSPolicy
 from ...profiling.hardware import HardwareProfile
 from .config import ReSpSConfig
-from .environment import MultiReplayEnvironment
+from ...environments import MultiReplayEnvironment
 from .trainer import ReSpSTrainer
 
 

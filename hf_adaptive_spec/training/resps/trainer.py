@@ -17,7 +17,7 @@ from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
-from .environment import MultiReplayEnvironment
+from ...environments import MultiReplayEnvironment
 from .rollouts import ReplayRollouts
 
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")

@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 
-from ...environments import ReplayEnvironment, ReplayRecording
-from ...environments.replay import ReplayedCycle, ReplayResult
-from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
-from ...profiling.hardware import HardwareProfile
+from ..policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..profiling.hardware import HardwareProfile
+from .recording import ReplayRecording
+from .replay import ReplayedCycle, ReplayEnvironment, ReplayLoop
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _common_length(trees_per_recording: list[list]) -> int:
     return length
 
 
-class MultiReplayEnvironment:
+class MultiReplayEnvironment(ReplayLoop):
     """Replay environments keyed by ``top_k``, over the same recorded generations.
 
     States (``CycleState``) come from one reference recording (the one with the most feature
@@ -86,6 +86,9 @@ class MultiReplayEnvironment:
     @property
     def num_prompts(self) -> int:
         return len(self.lengths)
+
+    def num_positions(self, prompt: int) -> int:
+        return self.lengths[prompt]
 
     def check_actions(self, actions: Iterable[TreeConfig]) -> None:
         """Raise, naming the recordings to make, unless every action replays exactly."""
@@ -128,20 +131,3 @@ class MultiReplayEnvironment:
         cycle = environment.replay_cycle(prompt, position, _Chosen(policy, config))
         cycle.policy_time += policy_time
         return cycle
-
-    def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
-        """Every cycle of one recorded generation (calling ``policy.observe`` as generate does)."""
-        cycles, position = [], 0
-        while position < self.lengths[prompt]:
-            cycle = self.replay_cycle(prompt, position, policy)
-            tick = time.perf_counter()
-            policy.observe(cycle.feedback())
-            cycle.policy_time += time.perf_counter() - tick
-            cycles.append(cycle)
-            position += cycle.accepted_length + 1
-        return cycles
-
-    def replay(self, policy: DraftPolicy, prompts: Iterable[int] | None = None) -> ReplayResult:
-        """Replay ``policy`` on ``prompts`` (all by default)."""
-        indices = range(self.num_prompts) if prompts is None else prompts
-        return ReplayResult([self.replay_prompt(p, policy) for p in indices])

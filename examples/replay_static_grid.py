@@ -1,0 +1,46 @@
+"""Rank static trees on a replay recording in seconds (modelled time from the hardware profile).
+
+    python examples/replay_static_grid.py --recording artifacts/replay/sharegpt-k3 \
+        --profile artifacts/replay/profile.json [--recording artifacts/replay/sharegpt-k2 ...]
+
+Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains (its
+``top_k``, depth and total_tokens up to the recorded ones) is replayed on all recorded
+prompts; the table gives τ and the modelled tokens/s, best first. The accepted lengths are
+exact for greedy decoding; confirm the few best shapes with ``hf-adaptive-spec bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recording", action="append", required=True, help="recording folder (repeat for other top_k)")
+    parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
+    parser.add_argument("--top", type=int, default=15, help="rows to print")
+    args = parser.parse_args()
+    profile = HardwareProfile.load(args.profile)
+    one_token = 1.0 / (profile.verify_time(1))  # stock decoding's tokens/s in the same time model
+    rows = []
+    for path in args.recording:
+        environment = ReplayEnvironment(load_recording(path), profile)
+        recorded = environment.recording.tree_config
+        for depth in range(1, recorded.depth + 1):
+            for total in range(2, recorded.total_tokens + 1):
+                result = environment.replay(hfas.StaticTreePolicy(depth=depth, top_k=recorded.top_k, total_tokens=total))
+                rows.append((result.tokens_per_second, depth, recorded.top_k, total, result.mean_accepted_tokens))
+    rows.sort(reverse=True)
+    print(f"stock (one-token forward): {one_token:.1f} tokens/s in the profile's time model")
+    print("| depth | top_k | total_tokens | τ | modelled tokens/s | vs stock |")
+    print("|---|---|---|---|---|---|")
+    for speed, depth, top_k, total, tau in rows[: args.top]:
+        print(f"| {depth} | {top_k} | {total} | {tau:.2f} | {speed:.1f} | {speed / one_token:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
