@@ -132,3 +132,46 @@ def test_dvi_learning_online_matches_stock(bench_model):
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected and method.generate_kwargs["assistant_model"].online
     assert len(stats.accepted_lengths) >= 1
+
+
+@pytest.mark.parametrize("name", ["eagle3-default-tree", "eagle3-ltd", "eagle3-radar", "eagle3-resps"])
+def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
+    from hf_adaptive_spec import LTDPolicy, RadarPolicy, ReSpSPolicy
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    policies = {
+        "eagle3-ltd": ("ltd_policy", LTDPolicy(depth=3, top_k=2, total_tokens=6)),
+        "eagle3-radar": ("radar_policy", RadarPolicy(depth=3, top_k=2, total_tokens=6)),
+        "eagle3-resps": (
+            "resps_policy",
+            ReSpSPolicy(hidden_size=model.config.hidden_size, num_target_layers=2, feature_layers=(0, 1, 2)),
+        ),
+    }
+    fields = {"eagle3_checkpoint": str(tmp_path / "drafter")}
+    if name in policies:
+        option, policy = policies[name]
+        policy.save_pretrained(tmp_path / "policy")
+        fields[option] = str(tmp_path / "policy")
+    method = METHODS[name]()
+    method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, **fields))
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected and len(stats.accepted_lengths) >= 1
+    expected_type = type(policies[name][1]) if name in policies else __import__("hf_adaptive_spec").StaticTreePolicy
+    assert type(method.generate_kwargs["assistant_policy"]) is expected_type
+
+
+def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monkeypatch, tmp_path):
+    from hf_adaptive_spec import checkpoints
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    monkeypatch.setitem(checkpoints.SHIPPED, "ltd", "no-such-folder")
+    model, tokenizer = bench_model
+    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
+    with pytest.raises(MethodUnavailableError, match="--ltd-policy"):
+        METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
