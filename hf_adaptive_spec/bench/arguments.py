@@ -18,6 +18,7 @@ class BenchArguments:
         questions: Spec-Bench / MT-bench JSONL question file.
         methods: comma-separated method names; ``stock`` is always run (it is the reference).
         limit: run only the first N questions (after the category filter).
+        per_category: keep only the first N questions of each category (Spec-Bench: 10 of each).
         categories: comma-separated categories to keep.
         model: model path or Hub id; the embedded default model when unset.
         dtype: weight dtype of the model (every speedup is against ``stock`` at this dtype).
@@ -39,6 +40,7 @@ class BenchArguments:
         default=DEFAULT_METHODS, metadata={"help": "Comma-separated methods; `stock` is always run as the reference."}
     )
     limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})
+    per_category: int | None = field(default=None, metadata={"help": "Keep the first N questions of each category."})
     categories: str | None = field(default=None, metadata={"help": "Comma-separated categories to keep."})
     model: str | None = field(default=None, metadata={"help": "Model path or Hub id (default: SmolLM2-135M-Instruct)."})
     dtype: Literal["float32", "bfloat16"] = field(default="float32", metadata={"help": "Model weight dtype."})

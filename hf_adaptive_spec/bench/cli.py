@@ -60,7 +60,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     set_seed(args.seed)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    questions = load_questions(args.questions, args.category_names, args.limit)
+    questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
     for name, method in methods.items():

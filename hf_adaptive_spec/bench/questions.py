@@ -18,8 +18,11 @@ class Question:
     turns: tuple[str, ...]
 
 
-def load_questions(path: Path, categories: list[str] | None = None, limit: int | None = None) -> list[Question]:
-    """Read a JSONL question file, keep ``categories`` (all when None), then the first ``limit``.
+def load_questions(
+    path: Path, categories: list[str] | None = None, limit: int | None = None, per_category: int | None = None
+) -> list[Question]:
+    """Read a JSONL question file, keep ``categories`` (all when None), the first ``per_category``
+    of each category, then the first ``limit``.
 
     Raises:
         BenchError: missing file, malformed record, duplicate id, or nothing left to run.
@@ -40,6 +43,14 @@ def load_questions(path: Path, categories: list[str] | None = None, limit: int |
         if unknown:
             raise BenchError(f"unknown categories {', '.join(unknown)}; {path} has: {', '.join(available)}")
         questions = [question for question in questions if question.category in categories]
+    if per_category is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for question in questions:
+            seen[question.category] = seen.get(question.category, 0) + 1
+            if seen[question.category] <= per_category:
+                kept.append(question)
+        questions = kept
     if limit is not None:
         questions = questions[:limit]
     if not questions:

@@ -28,6 +28,12 @@ def test_category_filter_then_limit_keeps_file_order(questions_file: Path):
     assert load_questions(questions_file)[1].turns == ("What is 2+2?", "And 3+3?")
 
 
+def test_per_category_keeps_the_first_of_each_category_in_file_order(questions_file: Path):
+    assert [question.question_id for question in load_questions(questions_file, per_category=1)] == [1, 2]
+    assert [question.question_id for question in load_questions(questions_file, per_category=1, limit=1)] == [1]
+    assert [question.question_id for question in load_questions(questions_file, per_category=5)] == [1, 2, 3]
+
+
 def test_unknown_category_lists_available(questions_file: Path):
     with pytest.raises(BenchError, match="math, writing"):
         load_questions(questions_file, categories=["poetry"])
