@@ -31,7 +31,8 @@ def main() -> None:
         environment = ReplayEnvironment(load_recording(path), profile)
         recorded = environment.recording.tree_config
         for depth in range(1, recorded.depth + 1):
-            for total in range(2, recorded.total_tokens + 1):
+            full_tree = 1 + recorded.top_k * (1 + (depth - 1) * recorded.top_k)
+            for total in range(2, min(recorded.total_tokens, full_tree) + 1):
                 result = environment.replay(hfas.StaticTreePolicy(depth=depth, top_k=recorded.top_k, total_tokens=total))
                 rows.append((result.tokens_per_second, depth, recorded.top_k, total, result.mean_accepted_tokens))
     rows.sort(reverse=True)

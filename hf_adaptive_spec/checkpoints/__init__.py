@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct).
-SHIPPED = {"eagle3": "eagle3-smollm2-135m-instruct"}
+SHIPPED = {
+    "eagle3": "eagle3-smollm2-135m-instruct",
+    "ltd": "ltd-smollm2-135m-instruct",
+    "resps": "resps-smollm2-135m-instruct",
+    "radar": "radar-smollm2-135m-instruct",
+}
 
 
 def shipped_checkpoint(name: str) -> Path:

@@ -53,7 +53,9 @@ class MultiReplayEnvironment(ReplayLoop):
     States (``CycleState``) come from one reference recording (the one with the most feature
     layers, then the smallest ``top_k``), so a policy sees the same state whichever ``top_k``
     it picks. Where recordings disagree on a generation (a near-tie flipped by float noise),
-    the prompt is cut at the first disagreement, with a warning.
+    the prompt is cut at the first disagreement, with a warning. Recordings of different
+    lengths (the same seeded prompt order, more prompts in some) are replayed on the prompts
+    they all hold.
 
     Args:
         recordings: one :class:`ReplayRecording` per ``top_k``, of the same prompts and target.
@@ -71,14 +73,11 @@ class MultiReplayEnvironment(ReplayLoop):
             raise ValueError("MultiReplayEnvironment needs at least one recording.")
         self.profile = profile
         ordered = [env.recording for _, env in sorted(self.environments.items())]
-        counts = {len(r.prompts) for r in ordered}
-        if len(counts) > 1:
-            raise ValueError(
-                f"The recordings hold different numbers of prompts ({sorted(counts)}): record the same prompts for "
-                "every top_k."
-            )
+        counts = sorted({len(r.prompts) for r in ordered})
+        if len(counts) > 1:  # the recorder's prompt order is seeded: the shorter recordings hold a prefix
+            logger.warning("The recordings hold %s prompts: replaying the first %d, common to all.", counts, counts[0])
         self.reference = max(ordered, key=lambda r: (len(r.feature_layers), -r.tree_config.top_k))
-        self.lengths = [_common_length([r.prompts[p] for r in ordered]) for p in range(len(self.reference.prompts))]
+        self.lengths = [_common_length([r.prompts[p] for r in ordered]) for p in range(counts[0])]
         for p, length in enumerate(self.lengths):
             if length < len(self.reference.prompts[p]):
                 logger.warning("Recordings disagree on prompt %d from position %d: replaying up to there.", p, length)

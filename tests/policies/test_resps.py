@@ -3,6 +3,8 @@ save/load, and PPO training on replayed generations."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -63,6 +65,14 @@ def _environment(recordings) -> MultiReplayEnvironment:
     return MultiReplayEnvironment(recordings, _profile())
 
 
+def test_recordings_with_more_prompts_replay_the_common_ones(setup):
+    _, _, recordings = setup
+    shorter = dataclasses.replace(recordings[0], prompts=recordings[0].prompts[:3])
+    environment = _environment([shorter, *recordings[1:]])
+    assert environment.num_prompts == 3
+    assert environment.lengths == _environment(recordings).lengths[:3]
+
+
 def test_action_grid_filter_on_a_hand_checked_case():
     # kept: total_tokens <= top_k ** (depth - 1) and <= 1 + top_k + (depth - 1) * top_k ** 2 (the full tree)
     assert action_grid((4, 8, 16, 24), (2, 3, 6), (2, 4)) == (
@@ -71,6 +81,8 @@ def test_action_grid_filter_on_a_hand_checked_case():
         (16, 3, 4), (16, 6, 2), (16, 6, 4),
         (24, 6, 4),  # (24, 6, 2) passes the paper's filter (24 <= 32) but the full tree has 23 nodes
     )
+    assert action_grid((2, 3), (1, 2), (2,), paper_filter=False) == ((2, 1, 2), (2, 2, 2), (3, 1, 2), (3, 2, 2))
+    assert action_grid((2, 3), (1, 2), (2,)) == ((2, 2, 2),)  # 3 > 2 ** 1, and depth 1 allows 1 token only
     paper = ACTION_GRIDS["paper"]
     assert len(paper) == 177 and {(80, 3, 8), (96, 3, 8), (128, 3, 8)}.isdisjoint(paper)
 

@@ -34,13 +34,16 @@ def full_tree_size(depth: int, top_k: int) -> int:
     return 1 + top_k + (depth - 1) * top_k**2
 
 
-def action_grid(total_tokens: Iterable[int], depths: Iterable[int], top_ks: Iterable[int]) -> tuple[Action, ...]:
-    """Every ``(total_tokens, depth, top_k)`` with ``total_tokens <= top_k ** (depth - 1)`` (the paper's
-    filter) and ``total_tokens <= full_tree_size(depth, top_k)``, in the paper's order (top_k fastest)."""
+def action_grid(
+    total_tokens: Iterable[int], depths: Iterable[int], top_ks: Iterable[int], paper_filter: bool = True
+) -> tuple[Action, ...]:
+    """Every ``(total_tokens, depth, top_k)`` with ``total_tokens <= full_tree_size(depth, top_k)`` and,
+    with ``paper_filter``, ``total_tokens <= top_k ** (depth - 1)`` (the paper's filter, which removes
+    chains and depth-1 trees), in the paper's order (top_k fastest)."""
     return tuple(
         (tt, d, k)
         for tt, d, k in itertools.product(total_tokens, depths, top_ks)
-        if tt <= k ** (d - 1) and tt <= full_tree_size(d, k)
+        if (not paper_filter or tt <= k ** (d - 1)) and tt <= full_tree_size(d, k)
     )
 
 

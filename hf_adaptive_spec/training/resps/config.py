@@ -43,7 +43,8 @@ class ReSpSConfig(TrainingArguments):
             checkpoints, so rewards are deterministic. Other cycles are charged nothing.
         action_grid: the policy's action grid, a name in ``ACTION_GRIDS`` ("cpu" or "paper").
         grid_total_tokens / grid_depths / grid_top_ks: set all three for a custom grid,
-            ``action_grid(grid_total_tokens, grid_depths, grid_top_ks)``, instead of ``action_grid``.
+            ``action_grid(grid_total_tokens, grid_depths, grid_top_ks, grid_paper_filter)``, instead of
+            ``action_grid``.
         net_arch: hidden widths of the actor and of the critic.
         training_interval: cycles an action is held while training (the paper: 10).
         decision_interval: cycles an action is held at inference, saved with the policy (the paper: 30).
@@ -72,6 +73,10 @@ class ReSpSConfig(TrainingArguments):
     grid_total_tokens: list[int] | None = field(default=None, metadata={"help": "Custom grid: total_tokens values."})
     grid_depths: list[int] | None = field(default=None, metadata={"help": "Custom grid: depth values."})
     grid_top_ks: list[int] | None = field(default=None, metadata={"help": "Custom grid: top_k values."})
+    grid_paper_filter: bool = field(
+        default=True,
+        metadata={"help": "Custom grid: keep only total_tokens <= top_k^(depth-1) (the paper's filter, no depth-1 trees)."},
+    )
     net_arch: list[int] = field(
         default_factory=lambda: [128, 128], metadata={"help": "Actor and critic hidden widths."}
     )
@@ -130,7 +135,7 @@ class ReSpSConfig(TrainingArguments):
     def grid(self) -> tuple[tuple[int, int, int], ...]:
         """The ``(total_tokens, depth, top_k)`` grid: the custom one if set, else ``ACTION_GRIDS[action_grid]``."""
         if self.grid_total_tokens:
-            return action_grid(self.grid_total_tokens, self.grid_depths, self.grid_top_ks)
+            return action_grid(self.grid_total_tokens, self.grid_depths, self.grid_top_ks, self.grid_paper_filter)
         return ACTION_GRIDS[self.action_grid]
 
     def policy_kwargs(self) -> dict:
