@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 
 from transformers import Trainer
+from trl import TrlParser
 
 
 class SpecTrainer(Trainer):
@@ -35,3 +37,10 @@ class SpecTrainer(Trainer):
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
             handle.write(self.args.to_json_string())
+
+
+def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
+    """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``."""
+    script_args, training_args = parser.parse_args_and_config(args=argv)
+    main(script_args, training_args)
+    return 0

@@ -24,6 +24,7 @@ from ...training_data import (
 )
 from ...training_data.regenerate import prompt_ids
 from ..eagle3.script import load_target
+from ..base import run_training_script
 from .config import DVIConfig
 from .trainer import DVITrainer
 
@@ -89,6 +90,4 @@ def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    script_args, training_args = make_parser().parse_args_and_config(args=argv)
-    main(script_args, training_args)
-    return 0
+    return run_training_script(make_parser(), main, argv)

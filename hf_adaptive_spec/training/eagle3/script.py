@@ -19,6 +19,7 @@ from trl import TrlParser
 
 from ...default_model import load_default_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
+from ..base import run_training_script
 from .config import Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, read_conversations, tokenize_conversation
 from .trainer import Eagle3Trainer
@@ -92,6 +93,4 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    script_args, training_args = make_parser().parse_args_and_config(args=argv)
-    main(script_args, training_args)
-    return 0
+    return run_training_script(make_parser(), main, argv)

@@ -18,6 +18,7 @@ from trl import TrlParser
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording
 from ...policies.ltd import LTDPolicy
 from ...profiling.hardware import HardwareProfile
+from ..base import run_training_script
 from .config import LTDConfig
 from .trainer import LTDTrainer
 
@@ -102,6 +103,4 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    script_args, training_args = make_parser().parse_args_and_config(args=argv)
-    main(script_args, training_args)
-    return 0
+    return run_training_script(make_parser(), main, argv)

@@ -20,6 +20,7 @@ from trl import TrlParser
 from ...environments import load_recording
 from ...policies.radar.policy import RadarPolicy
 from ...profiling.hardware import HardwareProfile
+from ..base import run_training_script
 from .config import RadarConfig
 from .data import RadarDataset, build_radar_dataset
 from .trainer import RadarTrainer
@@ -96,6 +97,4 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    script_args, training_args = make_parser().parse_args_and_config(args=argv)
-    main(script_args, training_args)
-    return 0
+    return run_training_script(make_parser(), main, argv)

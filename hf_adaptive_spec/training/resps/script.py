@@ -19,6 +19,7 @@ from trl import TrlParser
 from ...environments import load_recording
 from ...policies.resps import ReSpSPolicy
 from ...profiling.hardware import HardwareProfile
+from ..base import run_training_script
 from .config import ReSpSConfig
 from ...environments import MultiReplayEnvironment
 from .trainer import ReSpSTrainer
@@ -113,6 +114,4 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    script_args, training_args = make_parser().parse_args_and_config(args=argv)
-    main(script_args, training_args)
-    return 0
+    return run_training_script(make_parser(), main, argv)
