@@ -7,7 +7,8 @@ For each chat prompt it generates greedily with stock ``generate`` and with spec
 identical, and prints τ (tokens per target forward) and the speedup.
 
 Drafter: the EAGLE-3 drafter shipped for SmolLM2 (``hfas.shipped_checkpoint("eagle3")``),
-with the static tree that measured fastest on a 2-core CPU (examples/static_tree_grid.py).
+with two policies: the static tree that is fastest on a 2-core CPU (examples/replay_static_grid.py)
+and the learned LTD policy shipped for this drafter, which decides per cycle.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 import hf_adaptive_spec as hfas
 
-CPU_TREE = (3, 1, 4)  # (depth, top_k, total_tokens): fastest in examples/static_tree_grid.py here
+CPU_TREE = (1, 1, 2)  # (depth, top_k, total_tokens): fastest in results/replay_static_grid.md here
 
 PROMPTS = [
     "What is the capital of France? Answer in one sentence.",
@@ -44,26 +45,32 @@ def main() -> None:
     hfas.enable(model)
     checkpoint = args.eagle3 or hfas.shipped_checkpoint("eagle3")
     drafter = hfas.Eagle3Drafter.from_pretrained(checkpoint, target=model)
-    policy = hfas.StaticTreePolicy(depth=CPU_TREE[0], top_k=CPU_TREE[1], total_tokens=CPU_TREE[2])
-    print(f"drafter: EAGLE-3 ({checkpoint}); policy: {policy}\n")
+    policies = {
+        "static": hfas.StaticTreePolicy(depth=CPU_TREE[0], top_k=CPU_TREE[1], total_tokens=CPU_TREE[2]),
+        "ltd": hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint("ltd"))),
+    }
+    print(f"drafter: EAGLE-3 ({checkpoint}); policies: {policies}\n")
 
-    stock_time = spec_time = 0.0
+    stock_time, spec_time = 0.0, dict.fromkeys(policies, 0.0)
     for text in PROMPTS:
         messages = [{"role": "user", "content": text}]
         input_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
         stock, t_stock = _timed_generate(model, input_ids, max_new_tokens=args.max_new_tokens)
-        spec, t_spec = _timed_generate(
-            model, input_ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy
-        )
-        stock_time, spec_time = stock_time + t_stock, spec_time + t_spec
-        answer = tokenizer.decode(spec.sequences[0, input_ids.shape[1] :], skip_special_tokens=True)
-        print(f"> {text}\n{answer.strip()}")
-        print(
-            f"identical={torch.equal(stock.sequences, spec.sequences)}  "
-            f"tau={spec.speculation.mean_accepted_tokens:.2f}  stock={t_stock:.2f}s  speculative={t_spec:.2f}s  "
-            f"speedup={t_stock / t_spec:.2f}x\n"
-        )
-    print(f"overall speedup: {stock_time / spec_time:.2f}x (wall time, greedy, fp32)")
+        stock_time += t_stock
+        print(f"> {text}\n{tokenizer.decode(stock.sequences[0, input_ids.shape[1] :], skip_special_tokens=True).strip()}")
+        for name, policy in policies.items():
+            spec, t_spec = _timed_generate(
+                model, input_ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy
+            )
+            spec_time[name] += t_spec
+            print(
+                f"  {name:>6}: identical={torch.equal(stock.sequences, spec.sequences)}  "
+                f"tau={spec.speculation.mean_accepted_tokens:.2f}  stock={t_stock:.2f}s  speculative={t_spec:.2f}s  "
+                f"speedup={t_stock / t_spec:.2f}x"
+            )
+        print()
+    for name, seconds in spec_time.items():
+        print(f"overall speedup, {name}: {stock_time / seconds:.2f}x (wall time, greedy, fp32)")
 
 
 if __name__ == "__main__":

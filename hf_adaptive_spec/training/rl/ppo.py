@@ -57,6 +57,7 @@ def gae(
     ``A_t = δ_t + γλ(1 − done_t) A_{t+1}`` with ``δ_t = r_t + γ(1 − done_t) V_{t+1} − V_t``;
     ``V`` after the last row is ``last_value``. Returns ``(advantages, returns = A + V)``.
     """
+    rewards, values, dones = rewards.detach(), values.detach(), dones.detach()
     advantages = torch.zeros_like(rewards, dtype=torch.float32)
     next_value, running = float(last_value), 0.0
     for t in range(rewards.shape[0] - 1, -1, -1):
