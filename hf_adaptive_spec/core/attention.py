@@ -40,8 +40,7 @@ def _mask_groups(config: PretrainedConfig, first_layer: int = 0) -> list[tuple[s
         for idx, layer_type in enumerate(layer_types[first_layer:], start=first_layer):
             first_of_kind.setdefault(layer_type, idx)
         return [(kind, idx, window if "sliding" in kind else None) for kind, idx in first_of_kind.items()]
-    uses_window = window is not None and (not layer_types or "sliding" in layer_types[0])
-    return [(None, first_layer, window if uses_window else None)]
+    return [(None, first_layer, window if is_sliding_layer(config, 0) else None)]
 
 
 def _layer_mask(

@@ -9,6 +9,11 @@ from torch import nn
 from transformers import PreTrainedModel
 
 
+def unwrap_peft(model: nn.Module) -> PreTrainedModel:
+    """The transformers model inside a peft wrapper (the model itself when unwrapped)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The decoder layer stack of a causal LM (``model.model.layers`` for Llama-like models)."""
     decoder = model.get_decoder()

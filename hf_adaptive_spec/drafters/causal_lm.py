@@ -9,13 +9,10 @@ from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
 from ..core.attention import check_tree_attention_support, tree_extension_mask
+from ..core.features import unwrap_peft
 from ..core.kv_cache import drop_tail
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
-
-
-def _unwrap(model: nn.Module) -> PreTrainedModel:
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedModel:
@@ -24,7 +21,7 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     Weights are shared with the target, not copied. Early-exit drafts of models trained
     without an exit loss are often poor: measure the acceptance before relying on one.
     """
-    target = _unwrap(target)
+    target = unwrap_peft(target)
     total = target.config.num_hidden_layers
     if not 1 <= num_layers < total:
         raise ValueError(f"num_layers must be in 1..{total - 1} for a {total}-layer target, got {num_layers}.")
@@ -70,7 +67,7 @@ class CausalLMDrafter(Drafter):
         return cls(truncated_causal_lm(target, num_layers))
 
     def bind(self, target: PreTrainedModel) -> None:
-        draft_vocab, target_vocab = self.model.config.vocab_size, _unwrap(target).config.vocab_size
+        draft_vocab, target_vocab = self.model.config.vocab_size, unwrap_peft(target).config.vocab_size
         if draft_vocab != target_vocab:
             raise ValueError(
                 f"The draft model's vocabulary ({draft_vocab} tokens) differs from the target's ({target_vocab}): "

@@ -8,6 +8,7 @@ from torch import nn
 from transformers import GenerationConfig, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.stopping_criteria import StopStringCriteria
 
+from ..core.features import unwrap_peft
 from ..drafters.base import Drafter
 from ..drafters.causal_lm import CausalLMDrafter
 from ..policies.base import DraftPolicy
@@ -79,7 +80,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
 
 
 def _transformers_model(model: nn.Module) -> PreTrainedModel:
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = unwrap_peft(model)
     if not isinstance(inner, PreTrainedModel) or not hasattr(inner, "generate"):
         raise ValueError(f"enable() needs a transformers causal LM (or a peft model wrapping one), got {type(model).__name__}.")
     return inner

@@ -3,7 +3,8 @@ head that learns online from the verifier's accept/reject decisions."""
 
 from .buffer import DVIRecord, RolloutBuffer, outcome_records
 from .config import DVIOnlineConfig
-from .drafter import DVIDrafter, DVIDraftHead, default_lora_config
+from .drafter import DVIDrafter
+from .head import DVIDraftHead, default_lora_config
 from .online import DVIUpdater, UpdateMetrics, entropy, kl_to_target, policy_gradient, reward_masked_ce
 from .schedule import KLToRLSchedule, LossWeights
 

@@ -2,90 +2,28 @@
 
 from __future__ import annotations
 
-import json
-import tempfile
-import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import safetensors.torch
 import torch
-from huggingface_hub import HfApi
-from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from peft import LoraConfig
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
 from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_attention_mask, tree_extension_mask
-from ...core.features import decoder_layers
+from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import compact_cache, drop_tail
 from ...core.split_forward import run_decoder_layers
 from ...core.tree import DraftTree
-from ...hub.cards import render_card
-from ...hub.errors import ArtifactTypeError, WeightsMismatchError
-from ...hub.location import ArtifactLocation
-from ...hub.weights import resolve_safetensors
 from ...policies.static import StaticTreePolicy
 from ..base import DraftContext, Drafter
 from ..causal_lm import truncated_causal_lm
 from .buffer import outcome_records
-from .config import DRAFT_HEAD_MODULE, DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineConfig
+from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
+from .config import DVIOnlineConfig
+from .head import DVIDraftHead, check_lora_config, lora_draft_head
 from .online import DVIUpdater, UpdateMetrics
 
-ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
-ADAPTER_CONFIG_NAME = "adapter_config.json"
-#: the paper's proposal depth (k_spec = 4), as a chain.
-RECOMMENDED_DEPTH = 4
-
-
-def _unwrap(model: nn.Module) -> PreTrainedModel:
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
-def default_lora_config() -> LoraConfig:
-    """LoRA on the draft head: rank 16, alpha 32, no dropout (the paper gives no values; ours)."""
-    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=[DRAFT_HEAD_MODULE])
-
-
-class DVIDraftHead(nn.Module):
-    """``draft_head(norm(h_k))``: the target's final norm and output projection, shared and frozen.
-
-    The LoRA adapter goes on ``draft_head`` (peft wraps it; the target keeps its own plain
-    ``lm_head``). Its name matches no module of a transformers model, so the adapter cannot be
-    applied to the target's real head by mistake.
-    """
-
-    def __init__(self, norm: nn.Module, lm_head: nn.Module, name_or_path: str | None = None):
-        super().__init__()
-        self.norm = norm
-        self.draft_head = lm_head
-        self.name_or_path = name_or_path  # the target's id: peft writes it as base_model_name_or_path
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``[..., hidden]`` shallow states -> ``[..., vocab]`` draft logits."""
-        return self.draft_head(self.norm(hidden))
-
-
-def _lora_head(head: DVIDraftHead, lora_config: LoraConfig) -> PeftModel:
-    """Wrap ``head`` with a LoRA adapter without changing the shared target weights' ``requires_grad``."""
-    flags = {param: param.requires_grad for param in head.parameters()}
-    peft_head = get_peft_model(head, lora_config)
-    for param, requires_grad in flags.items():
-        param.requires_grad_(requires_grad)  # peft freezes the base weights, which are the target's
-    return peft_head.eval()
-
-
-def _check_lora_config(lora_config: LoraConfig | None) -> LoraConfig:
-    config = lora_config or default_lora_config()
-    modules = config.target_modules
-    names = {modules} if isinstance(modules, str) else set(modules or ())
-    if names != {DRAFT_HEAD_MODULE}:
-        raise ValueError(
-            f"The DVI LoRA adapter targets the draft head only: target_modules must be ['{DRAFT_HEAD_MODULE}'], "
-            f"got {modules!r}."
-        )
-    return config
 
 
 @dataclass
@@ -97,7 +35,7 @@ class _Cycle:
     states: dict[int, torch.Tensor]  # h_k of every expanded node
 
 
-class DVIDrafter(Drafter):
+class DVIDrafter(DVICheckpointMixin, Drafter):
     """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
 
     The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
@@ -148,7 +86,7 @@ class DVIDrafter(Drafter):
         online_config: DVIOnlineConfig | None = None,
         share_cache: bool | None = None,
     ):
-        target = _unwrap(target)
+        target = unwrap_peft(target)
         check_tree_attention_support(target.config, role="target model")
         norm = getattr(target.get_decoder(), "norm", None)
         if norm is None:
@@ -167,9 +105,9 @@ class DVIDrafter(Drafter):
                 "sliding window (their cache cannot hold a draft tree exactly). Pass share_cache=False."
             )
         self.share_cache = not sliding if share_cache is None else share_cache
-        self.lora_config = _check_lora_config(lora_config)
+        self.lora_config = check_lora_config(lora_config)
         self._target_name = target.config.name_or_path or None
-        self.head = _lora_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
+        self.head = lora_draft_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
         self.updater: DVIUpdater | None = None
         self._target_lm_head = target.get_output_embeddings()
         self._num_layers = len(decoder_layers(target))
@@ -250,7 +188,7 @@ class DVIDrafter(Drafter):
         self._owner: int | None = None
 
     def bind(self, target: PreTrainedModel) -> None:
-        target = _unwrap(target)
+        target = unwrap_peft(target)
         if decoder_layers(target)[0] is not self.shallow.layers[0]:
             raise ValueError(
                 "This DVIDrafter was built from another model: its draft path shares the target's first layers. "
@@ -342,17 +280,18 @@ class DVIDrafter(Drafter):
         runs the remaining layers on every node's ``h_k``. Returns the final-norm output ``[n, H]``.
         """
         self._check_owner()
-        target, device = _unwrap(target), self.shallow.device
+        target, device = unwrap_peft(target), self.shallow.device
         self._cache = cache
         tail = ([0] if self._began else []) + self._fed
-        fed_paths = {self._path_tokens(self._tree, node): slot for slot, node in enumerate(tail)}
+        tail_paths = [self._path_tokens(self._tree, node) for node in tail]
+        fed_paths = {path: slot for slot, path in enumerate(tail_paths)}
         paths = [()]
         for node in range(1, len(tree)):
             paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
         leaves = [node for node in range(len(tree)) if paths[node] not in fed_paths]
         states = {node: self._states[tail[fed_paths[paths[node]]]] for node in range(len(tree)) if node not in leaves}
         if leaves:
-            leaf_states = self._feed_leaves(tree, leaves, tail, paths, past_length)
+            leaf_states = self._feed_leaves(tree, leaves, tail_paths, paths, past_length)
             states.update(zip(leaves, leaf_states))
         slot = {node: fed_paths[paths[node]] for node in states if node not in leaves}
         slot.update((node, len(tail) + j) for j, node in enumerate(leaves))
@@ -367,14 +306,18 @@ class DVIDrafter(Drafter):
         return run_decoder_layers(target, hidden, self.exit_layer, cache, positions[None], mask)[0]
 
     def _feed_leaves(
-        self, tree: DraftTree, leaves: list[int], tail: list[int], paths: list[tuple[int, ...]], past_length: int
+        self,
+        tree: DraftTree,
+        leaves: list[int],
+        tail_paths: list[tuple[int, ...]],
+        paths: list[tuple[int, ...]],
+        past_length: int,
     ) -> torch.Tensor:
         """Shallow states ``[len(leaves), H]`` of nodes the drafter never fed; their K/V join the tail."""
         device = self.shallow.device
-        tail_paths = [self._path_tokens(self._tree, node) for node in tail]
         visible = [[paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves]
         tail_positions = torch.tensor([past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device)
-        query_positions = tail_positions[len(tail) :]
+        query_positions = tail_positions[len(tail_paths) :]
         mask = tree_attention_mask(
             self.shallow.config, self._cache, query_positions, tail_positions,
             torch.tensor(visible, dtype=torch.bool, device=device), self.shallow.dtype,
@@ -405,112 +348,3 @@ class DVIDrafter(Drafter):
         target_states = features[0].detach().to(self.shallow.device).clone()
         self.updater.add(outcome_records(pending.tree, pending.states, committed, target_states))
 
-    # ----- checkpoints ---------------------------------------------------------------------------
-
-    def save_pretrained(self, save_directory: str | os.PathLike, **card_kwargs: Any) -> None:
-        """Write the peft adapter (safetensors), ``dvi_config.json`` and the model card.
-
-        ``card_kwargs`` go to :func:`hf_adaptive_spec.hub.render_card` (``datasets``,
-        ``results``, ``reproduce_command``, ``description``, ``repo_id`` …).
-        """
-        folder = Path(save_directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            for config in self.head.peft_config.values():
-                config.base_model_name_or_path = self._target_name
-            # save_embedding_layers=False: peft would otherwise look the target up on the Hub
-            self.head.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
-        config = {"artifact_type": DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target": self._target_shape}
-        (folder / DVI_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        self.model_card(**card_kwargs).save(folder / "README.md")
-
-    def push_to_hub(self, repo_id: str, private: bool | None = None, token: str | None = None, **card_kwargs: Any) -> str:
-        """Upload the :meth:`save_pretrained` files to ``repo_id``; returns the commit URL."""
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        with tempfile.TemporaryDirectory() as folder:
-            self.save_pretrained(folder, repo_id=repo_id, **card_kwargs)
-            return str(api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload DVI adapter"))
-
-    def model_card(self, **card_kwargs: Any):
-        """The adapter's card, rendered from ``model_cards/dvi_adapter.md``."""
-        repo_id = card_kwargs.pop("repo_id", None) or "<org>/<name>"
-        target = self._target_name or "<target>"
-        usage = (
-            "import hf_adaptive_spec as hfas\n"
-            "from hf_adaptive_spec.drafters.dvi import DVIDrafter\n"
-            "from transformers import AutoModelForCausalLM\n\n"
-            f'target = hfas.enable(AutoModelForCausalLM.from_pretrained("{target}", attn_implementation="sdpa"))\n'
-            f'drafter = DVIDrafter.from_pretrained("{repo_id}", target=target)  # online=True keeps learning\n'
-            "out = target.generate(**inputs, assistant_model=drafter, "
-            f"assistant_policy=hfas.StaticTreePolicy.chain({RECOMMENDED_DEPTH}))"
-        )
-        card_kwargs.setdefault(
-            "description", f"Draft path: the target's first {self.exit_layer} of {self._num_layers} layers."
-        )
-        return render_card(
-            "dvi_adapter", method="dvi", base_model=self._target_name, usage=usage, repo_id=repo_id, **card_kwargs
-        )
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        path_or_repo: str | os.PathLike,
-        target: nn.Module,
-        *,
-        online: bool = False,
-        online_config: DVIOnlineConfig | None = None,
-        share_cache: bool | None = None,
-        revision: str | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        token: str | bool | None = None,
-        local_files_only: bool = False,
-    ) -> DVIDrafter:
-        """Load a DVI adapter (local folder or Hub repo id) for ``target``; safetensors only.
-
-        Raises:
-            MissingArtifactFileError: a file is missing (``adapter_model.safetensors``,
-                ``adapter_config.json`` or ``dvi_config.json``).
-            PickleWeightsError: only pickle weights are there (they are never read).
-            ArtifactTypeError: ``dvi_config.json`` is not a DVI adapter's.
-            WeightsMismatchError: the adapter does not fit (other target shape, keys or shapes).
-        """
-        location = ArtifactLocation(
-            str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
-        )
-        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
-        adapter_config_path = location.resolve(ADAPTER_CONFIG_NAME)
-        dvi_config = json.loads(location.resolve(DVI_CONFIG_NAME).read_text(encoding="utf-8"))
-        if dvi_config.get("artifact_type") != DVI_ARTIFACT_TYPE:
-            raise ArtifactTypeError(
-                f"'{DVI_CONFIG_NAME}' of {location} declares {dvi_config.get('artifact_type')!r}, not {DVI_ARTIFACT_TYPE!r}."
-            )
-        lora_config = LoraConfig.from_pretrained(str(adapter_config_path.parent))
-        drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
-        if dvi_config.get("target", drafter._target_shape) != drafter._target_shape:
-            raise WeightsMismatchError(
-                f"The DVI adapter of {location} was trained for a target with {dvi_config['target']}, but this target "
-                f"has {drafter._target_shape}."
-            )
-        drafter._load_adapter(location)
-        if online:
-            drafter.enable_online(online_config)
-        return drafter
-
-    def load_adapter_weights(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> None:
-        """Load the LoRA weights of a saved adapter into this drafter, in place (optimizer state stays valid)."""
-        self._load_adapter(ArtifactLocation(str(path_or_repo), **location_kwargs))
-
-    def _load_adapter(self, location: ArtifactLocation) -> None:
-        weights_path = resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)
-        state = safetensors.torch.load_file(str(weights_path), device=str(self.shallow.device))
-        expected = get_peft_model_state_dict(self.head, save_embedding_layers=False)
-        missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
-        wrong = [key for key in expected.keys() & state.keys() if expected[key].shape != state[key].shape]
-        if missing or unexpected or wrong:
-            raise WeightsMismatchError(
-                f"'{ADAPTER_WEIGHTS_NAME}' of {location} does not fit this DVI draft head: missing {missing}, "
-                f"unexpected {unexpected}, mis-shaped {sorted(wrong)}."
-            )
-        with self._lock:
-            set_peft_model_state_dict(self.head, state)
