@@ -11,6 +11,7 @@ from torch import nn
 
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin
 from .features import (
     depth_observation,
@@ -24,27 +25,13 @@ STOP, CONTINUE = 0, 1
 HEADS = ("depth", "size")
 
 
-def _mlp(in_features: int, hidden: Sequence[int], out_features: int, out_gain: float) -> nn.Sequential:
-    """Tanh MLP with SB3's orthogonal initialisation (gain √2 inside, ``out_gain`` on the output)."""
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(in_features, width), nn.Tanh()]
-        in_features = width
-    layers.append(nn.Linear(in_features, out_features))
-    for layer in layers:
-        if isinstance(layer, nn.Linear):
-            nn.init.orthogonal_(layer.weight, gain=out_gain if layer is layers[-1] else math.sqrt(2))
-            nn.init.zeros_(layer.bias)
-    return nn.Sequential(*layers)
-
-
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs (SB3 ``MlpPolicy`` with ``net_arch=dict(pi=…, vf=…)``)."""
 
     def __init__(self, observation_size: int, num_actions: int, actor: Sequence[int], critic: Sequence[int]):
         super().__init__()
-        self.actor = _mlp(observation_size, actor, num_actions, out_gain=0.01)
-        self.critic = _mlp(observation_size, critic, 1, out_gain=1.0)
+        self.actor = tanh_mlp(observation_size, actor, num_actions, out_gain=0.01)
+        self.critic = tanh_mlp(observation_size, critic, 1, out_gain=1.0)
 
     def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``[N, obs]`` -> ``(logits [N, actions], values [N])``."""

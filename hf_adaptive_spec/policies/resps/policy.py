@@ -24,6 +24,7 @@ from transformers import PretrainedConfig
 
 from ...drafters.eagle3.configuration import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
+from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin
 
 Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
@@ -85,20 +86,6 @@ class ReSpSDecision:
         return self.tokens / max(self.seconds, 1e-12)
 
 
-def _mlp(in_features: int, hidden: Sequence[int], out_features: int, last_gain: float) -> nn.Sequential:
-    """Tanh MLP with orthogonal init (Stable-Baselines3's ``MlpPolicy``, which Re-SpS uses)."""
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(in_features, width), nn.Tanh()]
-        in_features = width
-    layers.append(nn.Linear(in_features, out_features))
-    linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
-    for layer in linears:
-        nn.init.orthogonal_(layer.weight, gain=last_gain if layer is linears[-1] else 2**0.5)
-        nn.init.zeros_(layer.bias)
-    return nn.Sequential(*layers)
-
-
 class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.resps"):
     """Re-SpS: every ``N`` cycles, pick a tree shape from the target's hidden states.
 
@@ -156,8 +143,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self.temperature = temperature
         self.observation_clip = observation_clip
         obs_dim = hidden_size * len(self.feature_layers)
-        self.actor = _mlp(obs_dim, net_arch, len(self.actions), last_gain=0.01)
-        self.critic = _mlp(obs_dim, net_arch, 1, last_gain=1.0)
+        self.actor = tanh_mlp(obs_dim, net_arch, len(self.actions), out_gain=0.01)
+        self.critic = tanh_mlp(obs_dim, net_arch, 1, out_gain=1.0)
         self.register_buffer("feature_mean", torch.zeros(obs_dim))
         self.register_buffer("feature_std", torch.ones(obs_dim))
         self.decisions: list[ReSpSDecision] = []
