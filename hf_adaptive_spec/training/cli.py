@@ -8,6 +8,7 @@ import sys
 #: method name -> module with ``run(argv) -> int`` (the same code as ``trainers/<method>.py``).
 TRAINERS = {
     "eagle3": "hf_adaptive_spec.training.eagle3.script",
+    "ppow": "hf_adaptive_spec.training.ppow.script",
     "dvi": "hf_adaptive_spec.training.dvi.script",
     "ltd": "hf_adaptive_spec.training.ltd.script",
     "radar": "hf_adaptive_spec.training.radar.script",

@@ -1,7 +1,7 @@
 """Training data for drafters: ShareGPT prompts, evaluation-leakage filtering, target regeneration."""
 
 from .leakage import drop_leaked, eval_question_files, load_eval_questions
-from .regenerate import RegenerationConfig, RegenerationStats, first_prompt_length, regenerate
+from .regenerate import RegenerationConfig, RegenerationStats, copy_conversations, first_prompt_length, regenerate
 from .sharegpt import Conversation, Message, iter_sharegpt, select_subset, sharegpt_path
 
 __all__ = [
@@ -9,6 +9,7 @@ __all__ = [
     "Message",
     "RegenerationConfig",
     "RegenerationStats",
+    "copy_conversations",
     "drop_leaked",
     "eval_question_files",
     "first_prompt_length",

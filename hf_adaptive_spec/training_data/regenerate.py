@@ -216,3 +216,24 @@ def regenerate(
             stats.written, stats.tokens_per_second, remaining,
         )
     return stats
+
+
+def copy_conversations(conversations: Iterable[Conversation], output_path: Path) -> RegenerationStats:
+    """Append ``conversations`` with their original answers, in :func:`regenerate`'s format.
+
+    EAGLE-1's data recipe: the drafter still learns the target's distribution (training uses the
+    target's soft labels at every position); only the text is not the target's own. It costs no
+    generation. Conversations already in ``output_path`` are skipped, as in :func:`regenerate`.
+    """
+    output_path = Path(output_path)
+    drop_partial_last_line(output_path)
+    done = written_ids(output_path)
+    stats, records = RegenerationStats(), []
+    for conversation in conversations:
+        if conversation.id in done:
+            stats.already_written += 1
+        else:
+            records.append({"id": conversation.id, "conversation": conversation.messages})
+    append_records(output_path, records)
+    stats.written = len(records)
+    return stats

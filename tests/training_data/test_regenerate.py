@@ -8,6 +8,7 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from hf_adaptive_spec.training_data.regenerate import (
     RegenerationConfig,
+    copy_conversations,
     generate_replies,
     left_pad,
     prompt_ids,
@@ -141,3 +142,15 @@ def test_sampling_depends_on_the_seed(
 
     assert sample(0) == sample(0)
     assert len(set(sample(0))) > 1
+
+
+def test_copy_conversations_keeps_original_answers_and_skips_ids_already_written(tmp_path: Path) -> None:
+    output = tmp_path / "mixed.jsonl"
+    conversations = _conversations(3)
+    output.write_text(json.dumps({"id": conversations[0].id, "conversation": [{"role": "user", "content": "kept"}]}) + "\n")
+    stats = copy_conversations(conversations, output)
+    assert (stats.written, stats.already_written) == (2, 1)
+    records = [json.loads(line) for line in _lines(output)]
+    assert [r["id"] for r in records] == [c.id for c in conversations]
+    assert records[0]["conversation"][0]["content"] == "kept"  # an earlier (regenerated) record is not replaced
+    assert [r["conversation"] for r in records[1:]] == [c.messages for c in conversations[1:]]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedModel
+from transformers import Cache, PreTrainedModel
 
 from ...core.features import FeatureCapture, decoder_layers
 
@@ -24,10 +24,21 @@ class TargetFeatures:
         self.head = target.get_output_embeddings().weight[draft_to_target].detach()
 
     @torch.no_grad()
+    def run(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, cache: Cache | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(features [B, S, len(layer_ids) * H], final-norm hidden states [B, S, H])``, filling ``cache`` if given."""
+        with FeatureCapture(self.target, [*self.layer_ids, self.final_index]) as capture:
+            self.target.get_decoder()(
+                input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=cache is not None
+            )
+        return torch.cat([capture.latest[i] for i in self.layer_ids], dim=-1), capture.latest[self.final_index]
+
+    def draft_vocab_logits(self, final_hidden: torch.Tensor) -> torch.Tensor:
+        """Target logits over the draft vocabulary only, from final-norm hidden states."""
+        return final_hidden @ self.head.T
+
     def __call__(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(features [B, S, len(layer_ids) * H], target_logits [B, S, draft_vocab])``."""
-        with FeatureCapture(self.target, [*self.layer_ids, self.final_index]) as capture:
-            self.target.get_decoder()(input_ids=input_ids, attention_mask=attention_mask)
-        features = torch.cat([capture.latest[i] for i in self.layer_ids], dim=-1)
-        logits = capture.latest[self.final_index] @ self.head.T
-        return features, logits
+        features, final_hidden = self.run(input_ids, attention_mask)
+        return features, self.draft_vocab_logits(final_hidden)

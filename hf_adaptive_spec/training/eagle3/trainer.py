@@ -25,6 +25,7 @@ class Eagle3Trainer(SpecTrainer):
     """
 
     _tag_names = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
+    _target_features_class = TargetFeatures
     _name = "EAGLE-3"
     _paper = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
 
@@ -42,7 +43,7 @@ class Eagle3Trainer(SpecTrainer):
         self.dataset_name = dataset_name
         self.reproduce_command = reproduce_command
         self.can_return_loss = True
-        self.target_features = TargetFeatures(
+        self.target_features = self._target_features_class(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
         )
 
@@ -64,6 +65,13 @@ class Eagle3Trainer(SpecTrainer):
         self.create_model_card().save(os.path.join(output_dir, "README.md"))
         self.save_training_config(output_dir)
 
+    def _training_description(self) -> str:
+        return (
+            f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
+            f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
+            "conversations per device."
+        )
+
     def create_model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
         """The drafter's card (``model_cards/eagle3_drafter.md``): data, steps, command, results."""
         return render_card(
@@ -73,10 +81,6 @@ class Eagle3Trainer(SpecTrainer):
             datasets=[self.dataset_name] if self.dataset_name else (),
             results=results,
             reproduce_command=self.reproduce_command,
-            description=(
-                f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
-                f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
-                "conversations per device."
-            ),
+            description=self._training_description(),
             paper_url="https://arxiv.org/abs/2503.01840",
         )

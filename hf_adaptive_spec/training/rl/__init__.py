@@ -1,5 +1,6 @@
-"""Reinforcement-learning pieces shared by the policy trainers."""
+"""Reinforcement-learning pieces shared by the trainers."""
 
-from .ppo import PPOLoss, RolloutBatch, gae, minibatches, ppo_loss
+from .grpo import group_relative_advantages
+from .ppo import PPOLoss, RolloutBatch, clipped_surrogate, gae, minibatches, ppo_loss
 
-__all__ = ["PPOLoss", "RolloutBatch", "gae", "minibatches", "ppo_loss"]
+__all__ = ["PPOLoss", "RolloutBatch", "clipped_surrogate", "gae", "group_relative_advantages", "minibatches", "ppo_loss"]

@@ -69,6 +69,11 @@ def gae(
     return advantages, advantages + values.float()
 
 
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
+    """PPO's elementwise ``min(ρA, clip(ρ, 1−ε, 1+ε)A)`` (to be maximised)."""
+    return torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages)
+
+
 @dataclass
 class PPOLoss:
     """The loss to minimise and its parts (detached floats) for logging."""
@@ -102,8 +107,7 @@ def ppo_loss(
     if normalize_advantages and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     ratio = torch.exp(log_probs - batch.log_probs)
-    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages)
-    policy_loss = -surrogate.mean()
+    policy_loss = -clipped_surrogate(ratio, advantages, clip_range).mean()
     value_loss = (values.float() - returns).pow(2).mean()
     entropy = distribution.entropy().mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy

@@ -1,0 +1,82 @@
+"""τ of EAGLE-3 drafters on held-out conversations, offline: chains of W tokens drafted at many
+prefixes of conversations the target answered itself, verified by the target in one forward.
+
+    python examples/eagle3_window_acceptance.py --checkpoints hf_adaptive_spec/checkpoints/eagle3-smollm2-135m-instruct \
+        --dataset artifacts/eagle3_heldout_regenerated.jsonl --temperatures 0 1
+
+For each drafter and temperature it prints the mean accepted length L of a window and
+τ = 1 + L, the tokens per target forward of chain speculation at depth W. At temperature 0 the
+drafter drafts its argmax and the target accepts its own argmax (greedy decoding); at 1 the
+drafter samples and the target applies speculative sampling's test, averaged over several
+windows per prefix. Prefixes are the same for every drafter (fixed seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from transformers import DynamicCache
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.training.eagle3.data import collate, read_conversations, tokenize_conversation
+from hf_adaptive_spec.training.ppow import (
+    WindowVerifier,
+    accepted_prefix_lengths,
+    draft_windows,
+    first_draft_step,
+    select_prefixes,
+    window_starts,
+)
+
+
+@torch.no_grad()
+def window_acceptance(draft, verifier, samples, window_size, temperature, num_prefixes, group_size, seed=0) -> float:
+    """Mean accepted length over ``num_prefixes`` random eligible prefixes of each conversation."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = []
+    for sample in samples:
+        batch = collate([sample], pad_token_id=0)
+        valid = window_starts(batch["loss_mask"], window_size)
+        if not valid.any():
+            continue
+        passed = verifier.conversations(batch["input_ids"], batch["attention_mask"])
+        cache = DynamicCache()
+        first = first_draft_step(draft, batch["input_ids"], passed.features, cache)
+        prefixes = select_prefixes(torch.zeros(valid.shape), valid, num_prefixes, 0.0, generator)
+        group = 1 if temperature == 0 else group_size
+        windows = draft_windows(draft, first, cache, prefixes, group, window_size, draft.d2t,
+                                temperature=temperature, generator=generator)
+        verdicts = verifier.verify(passed, prefixes, windows.tokens + draft.d2t[windows.tokens])
+        rule = "greedy" if temperature == 0 else "sampling"
+        log_probs = windows.log_probs(temperature or 1.0)
+        lengths.append(accepted_prefix_lengths(verdicts, log_probs, rule, generator).float().flatten())
+    return torch.cat(lengths).mean().item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoints", nargs="+", default=None, help="drafters (default: the shipped one)")
+    parser.add_argument("--dataset", default="artifacts/eagle3_heldout_regenerated.jsonl")
+    parser.add_argument("--num-conversations", type=int, default=100)
+    parser.add_argument("--window-size", type=int, default=6)
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
+    parser.add_argument("--prefixes", type=int, default=16, help="prefixes per conversation")
+    parser.add_argument("--group-size", type=int, default=4, help="sampled windows per prefix at temperature > 0")
+    parser.add_argument("--max-length", type=int, default=640)
+    args = parser.parse_args()
+    model, tokenizer = hfas.load_default_model()
+    conversations = read_conversations(args.dataset, args.num_conversations)
+    samples = [s for s in (tokenize_conversation(tokenizer, c, args.max_length) for c in conversations) if s]
+    print(f"{len(samples)} conversations from {args.dataset}, windows of {args.window_size}, {args.prefixes} prefixes each")
+    for checkpoint in args.checkpoints or [hfas.shipped_checkpoint("eagle3")]:
+        draft = Eagle3DraftModel.from_pretrained(checkpoint, target=model).float().eval()
+        verifier = WindowVerifier(model, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+        for temperature in args.temperatures:
+            length = window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
+            print(f"{checkpoint}  T={temperature:g}  accepted length {length:.3f}  tau {1 + length:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""``PPOWTrainer``: window-level RL post-training of an EAGLE-3 drafter (TRL conventions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ...drafters.eagle3.modeling import Eagle3DraftModel
+from ...profiling.hardware import HardwareProfile
+from ..eagle3.trainer import Eagle3Trainer
+from ..rl import clipped_surrogate, group_relative_advantages
+from .config import PPOWConfig
+from .drafting import draft_windows, first_draft_step
+from .rewards import window_rewards
+from .verification import WindowVerifier, accepted_prefix_lengths
+from .windows import criticality_scores, hard_window_fraction, select_prefixes, window_priorities
+
+
+@dataclass
+class WindowRollout:
+    """One batch of sampled windows with everything the policy update needs.
+
+    Args:
+        input_ids: ``[B, S]`` conversations; ``features`` their target features.
+        prefixes: ``[B, P]`` draft positions the windows start from.
+        tokens: ``[B, P, G, W]`` drafted windows (draft-vocabulary ids).
+        log_probs: ``[B, P, G, W]`` their log-probabilities when sampled.
+        target_log_probs: ``[B, P, G, W, draft_vocab]`` the target's log-distribution over the draft
+            vocabulary at each window token (the KL anchor).
+        advantages: ``[B, P, G]`` group-relative advantages.
+    """
+
+    input_ids: torch.LongTensor
+    features: torch.Tensor
+    prefixes: torch.LongTensor
+    tokens: torch.LongTensor
+    log_probs: torch.Tensor
+    target_log_probs: torch.Tensor
+    advantages: torch.Tensor
+
+
+def window_starts(loss_mask: torch.Tensor, window_size: int) -> torch.Tensor:
+    """``[B, S] → [B, S − 1]`` bool: draft positions ``t`` whose data window ``t + 2 .. t + 1 + W``
+    lies wholly in assistant tokens (the windows PPOW may sample at)."""
+    counts = torch.nn.functional.pad(loss_mask.long().cumsum(dim=-1), (1, 0))
+    length = loss_mask.shape[1] - 1
+    start = torch.arange(length, device=loss_mask.device) + 2
+    end = (start + window_size).clamp(max=loss_mask.shape[1])
+    inside = counts[:, end] - counts[:, start.clamp(max=loss_mask.shape[1])]
+    return (inside == window_size) & (start + window_size <= loss_mask.shape[1])
+
+
+class PPOWTrainer(Eagle3Trainer):
+    """Post-trains an :class:`Eagle3DraftModel` with PPOW against a frozen target.
+
+    Each step: one target forward over the batch's conversations; ADAW picks ``num_prefixes``
+    prefixes per conversation; the drafter samples ``num_generations`` windows of ``window_size``
+    tokens at each; one target forward verifies them all (chains on the conversation's cache);
+    window rewards become group-relative advantages; the loss is the clipped surrogate (every
+    token of a window shares its advantage) plus ``beta · KL(drafter ‖ target)``.
+    Saves, cards and checkpoints are :class:`Eagle3Trainer`'s (SpecForge layout, safetensors).
+    """
+
+    _tag_names = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
+    _name = "PPOW"
+    _paper = {"title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"}
+    _target_features_class = WindowVerifier
+
+    def __init__(self, model: Eagle3DraftModel, args: PPOWConfig, target_model: PreTrainedModel, **kwargs):
+        super().__init__(model=model, args=args, target_model=target_model, **kwargs)
+        self.relative_cost = args.relative_cost
+        if args.hardware_profile:
+            profile = HardwareProfile.load(args.hardware_profile)
+            if profile.draft_step_seconds is None:
+                raise ValueError(f"{args.hardware_profile} has no draft_step_seconds: profile it with a drafter.")
+            self.relative_cost = profile.draft_step_seconds / profile.verify_time(1)
+        self._rollouts: dict[int, WindowRollout] = {}
+        self._micro_step = 0
+
+    def _d2t(self, model) -> torch.LongTensor:
+        return self.accelerator.unwrap_model(model).d2t
+
+    @torch.no_grad()
+    def sample_rollout(self, model, inputs: dict[str, torch.Tensor]) -> WindowRollout:
+        """Sample, verify and score windows for one batch of conversations."""
+        args, verifier = self.args, self.target_features
+        input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
+        passed = verifier.conversations(input_ids, attention_mask)
+        cache = DynamicCache()
+        first = first_draft_step(model, input_ids, passed.features, cache)
+        valid = window_starts(inputs["loss_mask"] * attention_mask, args.window_size)
+        hard_fraction = 0.0
+        priorities = torch.zeros(valid.shape, device=valid.device)
+        if args.use_adaw:
+            target_logits = verifier.draft_vocab_logits(passed.final_hidden[:, 1:])
+            priorities = window_priorities(criticality_scores(target_logits, first.logits), args.window_size)
+            hard_fraction = hard_window_fraction(self.state.global_step / max(self.state.max_steps, 1), args.hard_window_schedule)
+        prefixes = select_prefixes(priorities, valid, args.num_prefixes, hard_fraction)
+        d2t = self._d2t(model)
+        windows = draft_windows(
+            model, first, cache, prefixes, args.num_generations, args.window_size, d2t, temperature=args.temperature
+        )
+        log_probs = windows.log_probs(args.temperature)
+        verdicts = verifier.verify(passed, prefixes, windows.tokens + d2t[windows.tokens])
+        accepted = accepted_prefix_lengths(verdicts, log_probs, args.acceptance)
+        reference = verifier.greedy_log_likelihood(passed, prefixes, args.window_size)
+        rewards = window_rewards(
+            accepted, verdicts.token_log_probs.sum(-1), reference[..., None],
+            window_size=args.window_size, relative_cost=self.relative_cost,
+            tolerance=args.proximity_tolerance, scale=args.proximity_scale, use_proximity=args.use_proximity_reward,
+        )
+        advantages = group_relative_advantages(rewards.flatten(), args.num_generations).view(rewards.shape)
+        self._metrics["accepted_length"].append(float(accepted.float().mean()))
+        self._metrics["reward"].append(float(rewards.mean()))
+        self._metrics["zero_accepted"].append(float((accepted == 0).float().mean()))
+        self._metrics["hard_fraction"].append(hard_fraction)
+        return WindowRollout(
+            input_ids, passed.features, prefixes, windows.tokens, log_probs,
+            torch.log_softmax(verdicts.draft_vocab_logits, dim=-1), advantages,
+        )
+
+    def _rollout_for(self, model, inputs: dict[str, torch.Tensor]) -> WindowRollout:
+        """A fresh rollout every ``num_iterations`` optimizer steps (one per accumulation slot), else the buffered one."""
+        accumulation = self.args.gradient_accumulation_steps
+        slot = self._micro_step % accumulation
+        if (self._micro_step // accumulation) % self.args.num_iterations == 0 or slot not in self._rollouts:
+            self._rollouts[slot] = self.sample_rollout(model, inputs)
+        self._micro_step += 1
+        return self._rollouts[slot]
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        args = self.args
+        rollout = self._rollout_for(model, inputs)
+        cache = DynamicCache()
+        first = first_draft_step(model, rollout.input_ids, rollout.features, cache)
+        windows = draft_windows(
+            model, first, cache, rollout.prefixes, args.num_generations, args.window_size, self._d2t(model),
+            tokens=rollout.tokens, temperature=args.temperature,
+        )
+        log_q = torch.log_softmax(windows.logits.float() / args.temperature, dim=-1)
+        log_probs = log_q.gather(-1, rollout.tokens[..., None]).squeeze(-1)
+        ratio = torch.exp(log_probs - rollout.log_probs)
+        advantages = rollout.advantages[..., None].expand_as(ratio)
+        policy_loss = -clipped_surrogate(ratio, advantages, args.epsilon).mean()
+        kl = (log_q.exp() * (log_q - rollout.target_log_probs)).sum(-1).mean()
+        loss = policy_loss + args.beta * kl
+        self._metrics["policy_loss"].append(float(policy_loss.detach()))
+        self._metrics["kl"].append(float(kl.detach()))
+        self._metrics["clip_fraction"].append(float(((ratio.detach() - 1).abs() > args.epsilon).float().mean()))
+        return (loss, {"loss": loss}) if return_outputs else loss
+
+    def _training_description(self) -> str:
+        args = self.args
+        parts = [
+            f"Post-trained with PPOW for {self.state.global_step} optimizer steps: windows of {args.window_size} tokens, "
+            f"groups of {args.num_generations}, {args.num_prefixes} prefixes per conversation, "
+            f"{args.per_device_train_batch_size * args.gradient_accumulation_steps} conversations per step and device, "
+            f"{args.acceptance} acceptance, relative cost {self.relative_cost:.3f}, beta {args.beta}, clip {args.epsilon}",
+            "proximity reward " + ("on" if args.use_proximity_reward else "off"),
+            "ADAW " + (f"on (curriculum {args.hard_window_schedule})" if args.use_adaw else "off"),
+        ]
+        return "; ".join(parts) + "."
