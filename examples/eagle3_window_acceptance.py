@@ -20,7 +20,7 @@ from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.training.eagle3.data import collate, read_conversations, tokenize_conversation
+from hf_adaptive_spec.training.eagle3.data import collate, load_samples
 from hf_adaptive_spec.training.ppow import (
     WindowVerifier,
     accepted_prefix_lengths,
@@ -67,8 +67,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=640)
     args = parser.parse_args()
     model, tokenizer = hfas.load_default_model()
-    conversations = read_conversations(args.dataset, args.num_conversations)
-    samples = [s for s in (tokenize_conversation(tokenizer, c, args.max_length) for c in conversations) if s]
+    samples = load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)
     print(f"{len(samples)} conversations from {args.dataset}, windows of {args.window_size}, {args.prefixes} prefixes each")
     for checkpoint in args.checkpoints or [hfas.shipped_checkpoint("eagle3")]:
         draft = Eagle3DraftModel.from_pretrained(checkpoint, target=model).float().eval()

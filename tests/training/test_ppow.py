@@ -286,3 +286,28 @@ def test_relative_cost_from_a_hardware_profile(peaky_target, supervised, tmp_pat
     assert trainer.relative_cost == pytest.approx(0.15)
     with pytest.raises(ValueError, match="at least 2"):
         PPOWConfig(output_dir=str(tmp_path), num_generations=1)
+
+
+@pytest.mark.slow
+def test_ppow_script_post_trains_the_shipped_smollm2_drafter(tmp_path):
+    """trainers/ppow.py end to end on the real target: two steps, an EAGLE-3 checkpoint out."""
+    import json
+
+    import hf_adaptive_spec as hfas
+    from hf_adaptive_spec.training.ppow.script import run
+
+    answer = "The sun is a star. It gives light and heat to the Earth, and plants use its light to grow."
+    records = [{"id": str(i), "conversation": [{"role": "user", "content": f"Tell me about the sun ({i})."},
+                                               {"role": "assistant", "content": answer}]} for i in range(4)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "ppow"
+    assert run([
+        "--drafter_name_or_path", str(hfas.shipped_checkpoint("eagle3")), "--dataset_path", str(data),
+        "--output_dir", str(out), "--max_steps", "2", "--per_device_train_batch_size", "2", "--window_size", "4",
+        "--num_generations", "2", "--num_prefixes", "2", "--max_length", "96", "--report_to", "none",
+        "--save_strategy", "no", "--disable_tqdm", "true",
+    ]) == 0
+    assert (out / "model.safetensors").is_file() and "PPOW" in (out / "README.md").read_text()
+    model, _ = hfas.load_default_model()
+    assert Eagle3DraftModel.from_pretrained(str(out), target=model).config.draft_vocab_size == 8192

@@ -51,6 +51,19 @@ def tokenize_conversation(
     return {"input_ids": input_ids, "loss_mask": loss_mask}
 
 
+def load_samples(
+    tokenizer: PreTrainedTokenizerBase, path: str | Path, max_length: int, limit: int | None = None
+) -> list[dict[str, list[int]]]:
+    """The first ``limit`` conversations of a JSONL file, tokenised (those with nothing trainable dropped)."""
+    samples = (tokenize_conversation(tokenizer, c, max_length) for c in read_conversations(path, limit))
+    return [s for s in samples if s]
+
+
+def padding_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The id right-padding uses: the pad token, else EOS, else 0 (padded positions are masked out)."""
+    return next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
+
+
 def build_draft_vocabulary(samples: Iterable[dict[str, list[int]]], draft_vocab_size: int, vocab_size: int) -> torch.LongTensor:
     """EAGLE's draft vocabulary: the ``draft_vocab_size`` most frequent assistant tokens, sorted.
 

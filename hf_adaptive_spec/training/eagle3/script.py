@@ -21,7 +21,7 @@ from ...default_model import load_default_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
 from .config import Eagle3Config
-from .data import ConversationStream, build_draft_vocabulary, collate, read_conversations, tokenize_conversation
+from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .trainer import Eagle3Trainer
 
 
@@ -65,15 +65,12 @@ def make_parser() -> TrlParser:
 def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
     """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
     target, tokenizer = load_target(script_args.target_model_name_or_path)
-    conversations = read_conversations(script_args.dataset_path, script_args.num_conversations)
-    samples = [s for s in (tokenize_conversation(tokenizer, c, training_args.max_length) for c in conversations) if s]
+    samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     if script_args.init_from:
         draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
     else:
         vocabulary = build_draft_vocabulary(samples, training_args.draft_vocab_size, target.config.vocab_size)
         draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
-    # padded positions are masked out; any id works when the tokenizer defines none
-    pad_token_id = next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
@@ -83,7 +80,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
             if script_args.stream
             else Dataset.from_list(samples)
         ),
-        data_collator=functools.partial(collate, pad_token_id=pad_token_id),
+        data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
     )

@@ -17,7 +17,7 @@ from trl import TrlParser
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
-from ..eagle3.data import collate, read_conversations, tokenize_conversation
+from ..eagle3.data import collate, load_samples, padding_id
 from ..eagle3.script import load_target
 from .config import PPOWConfig
 from .trainer import PPOWTrainer
@@ -34,7 +34,6 @@ class PPOWScriptArguments:
                   "(the proximity reward's greedy reference window is then exact)."},
     )
     num_conversations: int | None = field(default=None, metadata={"help": "Use only the first N conversations."})
-    skip_conversations: int = field(default=0, metadata={"help": "Skip the first N conversations (held-out splits)."})
     target_model_name_or_path: str = field(
         default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
     )
@@ -53,16 +52,13 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
     """Load target, drafter and conversations; post-train, save (and push); return the trainer."""
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     drafter = Eagle3DraftModel.from_pretrained(script_args.drafter_name_or_path, target=target).float()
-    stop = None if script_args.num_conversations is None else script_args.skip_conversations + script_args.num_conversations
-    conversations = list(read_conversations(script_args.dataset_path, stop))[script_args.skip_conversations :]
-    samples = [s for s in (tokenize_conversation(tokenizer, c, training_args.max_length) for c in conversations) if s]
-    pad_token_id = next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
+    samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     trainer = PPOWTrainer(
         model=drafter,
         args=training_args,
         target_model=target,
         train_dataset=Dataset.from_list(samples),
-        data_collator=functools.partial(collate, pad_token_id=pad_token_id),
+        data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
