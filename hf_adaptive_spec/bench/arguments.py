@@ -109,6 +109,9 @@ class MethodOptions:
     eagle3_checkpoint: str | None = field(
         default=None, metadata={"help": "eagle3: drafter checkpoint (folder or Hub id); default: the shipped one."}
     )
+    candidate_checkpoint: str | None = field(
+        default=None, metadata={"help": "eagle3-candidate: a second EAGLE-3 drafter to compare with eagle3's."}
+    )
     ltd_policy: str | None = field(default=None, metadata={"help": "eagle3-ltd: LTD policy (default: shipped)."})
     resps_policy: str | None = field(default=None, metadata={"help": "eagle3-resps: Re-SpS policy (default: shipped)."})
     radar_policy: str | None = field(default=None, metadata={"help": "eagle3-radar: RADAR policy (default: shipped)."})

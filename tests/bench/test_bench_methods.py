@@ -114,6 +114,26 @@ def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
     assert tokens == expected and len(stats.accepted_lengths) >= 1
 
 
+def test_eagle3_candidate_runs_its_own_drafter_and_needs_one(bench_model, tmp_path):
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    torch.manual_seed(1)
+    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "candidate")
+    method = METHODS["eagle3-candidate"]()
+    with pytest.raises(MethodUnavailableError, match="--candidate-checkpoint"):
+        method.prepare(model, tokenizer, OPTIONS)
+    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6,
+                            candidate_checkpoint=str(tmp_path / "candidate"))
+    method.prepare(model, tokenizer, options)
+    drafter = method.generate_kwargs["assistant_model"]
+    assert drafter.model.config.aux_hidden_state_layer_ids == [0, 1, 2]
+    tokens, _ = method.generate(prompt(tokenizer))
+    assert tokens == expected
+
+
 def test_eagle3_without_the_shipped_checkpoint_names_it(bench_model, monkeypatch, tmp_path):
     from hf_adaptive_spec import checkpoints
     from hf_adaptive_spec.bench.errors import MethodUnavailableError

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import MethodUnavailableError, UnknownMethodError
 from .base import BenchMethod, SpeculationStatsLike
 from .dvi import DVI
-from .eagle3 import Eagle3
+from .eagle3 import Eagle3, Eagle3Candidate
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
@@ -18,7 +18,8 @@ from .stock import Stock
 from .tree import Tree
 
 METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
-    Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3, Eagle3DefaultTree, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, DVI
+    Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, Eagle3, Eagle3Candidate, Eagle3DefaultTree, Eagle3LTD, Eagle3ReSpS,
+    Eagle3Radar, DVI,
 )
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 REFERENCE_METHOD = Stock.name

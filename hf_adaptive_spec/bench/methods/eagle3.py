@@ -20,14 +20,30 @@ class Eagle3(Tree):
 
     name = "eagle3"
 
+    def checkpoint(self, options: MethodOptions) -> str:
+        """The drafter this method runs."""
+        try:
+            return str(options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
+        except FileNotFoundError as error:
+            raise MethodUnavailableError(str(error)) from error
+
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
-        try:
-            checkpoint = options.eagle3_checkpoint or shipped_checkpoint("eagle3")
-        except FileNotFoundError as error:
-            raise MethodUnavailableError(str(error)) from error
+        checkpoint = self.checkpoint(options)
         enable(model)
         drafter = Eagle3Drafter.from_pretrained(checkpoint, target=model)
         policy = StaticTreePolicy(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
+
+
+class Eagle3Candidate(Eagle3):
+    """``eagle3`` with a second drafter (``--candidate-checkpoint``) on the same static tree, so one
+    interleaved run compares two drafters (e.g. a post-trained one against its starting point)."""
+
+    name = "eagle3-candidate"
+
+    def checkpoint(self, options: MethodOptions) -> str:
+        if not options.candidate_checkpoint:
+            raise MethodUnavailableError("eagle3-candidate needs --candidate-checkpoint PATH (an EAGLE-3 drafter).")
+        return options.candidate_checkpoint
