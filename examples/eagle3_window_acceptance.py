@@ -4,8 +4,10 @@ prefixes of conversations the target answered itself, verified by the target in 
     python examples/eagle3_window_acceptance.py --checkpoints hf_adaptive_spec/checkpoints/eagle3-smollm2-135m-instruct \
         --dataset artifacts/eagle3_heldout_regenerated.jsonl --temperatures 0 1
 
-For each drafter and temperature it prints the mean accepted length L of a window and
-τ = 1 + L, the tokens per target forward of chain speculation at depth W. At temperature 0 the
+For each drafter and temperature it prints τ(d) = 1 + mean(min(L, d)), the tokens per target
+forward of chain speculation at each depth d ≤ W (L: tokens accepted from a window of W), and,
+with ``--profile``, the speedup over one-token decoding that the measured costs give a chain of
+depth d: ``τ(d) · T_verify(1) / (T_verify(d + 1) + d · T_draft)``. At temperature 0 the
 drafter drafts its argmax and the target accepts its own argmax (greedy decoding); at 1 the
 drafter samples and the target applies speculative sampling's test, averaged over several
 windows per prefix. Prefixes are the same for every drafter (fixed seed).
@@ -20,6 +22,7 @@ from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.eagle3.data import collate, load_samples
 from hf_adaptive_spec.training.ppow import (
     WindowVerifier,
@@ -32,8 +35,8 @@ from hf_adaptive_spec.training.ppow import (
 
 
 @torch.no_grad()
-def window_acceptance(draft, verifier, samples, window_size, temperature, num_prefixes, group_size, seed=0) -> float:
-    """Mean accepted length over ``num_prefixes`` random eligible prefixes of each conversation."""
+def window_acceptance(draft, verifier, samples, window_size, temperature, num_prefixes, group_size, seed=0) -> torch.Tensor:
+    """Accepted lengths of windows at ``num_prefixes`` random eligible prefixes of each conversation."""
     generator = torch.Generator().manual_seed(seed)
     lengths = []
     for sample in samples:
@@ -52,7 +55,7 @@ def window_acceptance(draft, verifier, samples, window_size, temperature, num_pr
         rule = "greedy" if temperature == 0 else "sampling"
         log_probs = windows.log_probs(temperature or 1.0)
         lengths.append(accepted_prefix_lengths(verdicts, log_probs, rule, generator).float().flatten())
-    return torch.cat(lengths).mean().item()
+    return torch.cat(lengths)
 
 
 def main() -> None:
@@ -65,16 +68,26 @@ def main() -> None:
     parser.add_argument("--prefixes", type=int, default=16, help="prefixes per conversation")
     parser.add_argument("--group-size", type=int, default=4, help="sampled windows per prefix at temperature > 0")
     parser.add_argument("--max-length", type=int, default=640)
+    parser.add_argument("--profile", default=None, help="hf-adaptive-spec profile JSON, for modelled chain speedups")
     args = parser.parse_args()
     model, tokenizer = hfas.load_default_model()
     samples = load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)
+    profile = HardwareProfile.load(args.profile) if args.profile else None
     print(f"{len(samples)} conversations from {args.dataset}, windows of {args.window_size}, {args.prefixes} prefixes each")
     for checkpoint in args.checkpoints or [hfas.shipped_checkpoint("eagle3")]:
         draft = Eagle3DraftModel.from_pretrained(checkpoint, target=model).float().eval()
         verifier = WindowVerifier(model, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
         for temperature in args.temperatures:
-            length = window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
-            print(f"{checkpoint}  T={temperature:g}  accepted length {length:.3f}  tau {1 + length:.3f}", flush=True)
+            lengths = window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
+            taus = [1 + lengths.clamp(max=depth).mean().item() for depth in range(1, args.window_size + 1)]
+            print(f"{checkpoint}  T={temperature:g}  tau by chain depth 1..{args.window_size}: "
+                  + " ".join(f"{tau:.3f}" for tau in taus), flush=True)
+            if profile is not None:
+                speedups = [
+                    tau * profile.verify_time(1) / (profile.verify_time(depth + 1) + depth * profile.draft_step_seconds)
+                    for depth, tau in enumerate(taus, start=1)
+                ]
+                print("    modelled chain speedup by depth: " + " ".join(f"{s:.2f}" for s in speedups), flush=True)
 
 
 if __name__ == "__main__":
