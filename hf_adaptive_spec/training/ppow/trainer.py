@@ -115,6 +115,8 @@ class PPOWTrainer(Eagle3Trainer):
         self._metrics["accepted_length"].append(float(accepted.float().mean()))
         self._metrics["reward"].append(float(rewards.mean()))
         self._metrics["zero_accepted"].append(float((accepted == 0).float().mean()))
+        # the speedup reward of L = 0 is 0, so a positive reward there is the proximity reward
+        self._metrics["proximity_share"].append(float(((accepted == 0) & (rewards > 0)).float().mean()))
         self._metrics["hard_fraction"].append(hard_fraction)
         return WindowRollout(
             input_ids, passed.features, prefixes, windows.tokens, log_probs,
