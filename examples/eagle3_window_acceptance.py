@@ -11,16 +11,25 @@ depth d: ``τ(d) · T_verify(1) / (T_verify(d + 1) + d · T_draft)``. At tempera
 drafter drafts its argmax and the target accepts its own argmax (greedy decoding); at 1 the
 drafter samples and the target applies speculative sampling's test, averaged over several
 windows per prefix. Prefixes are the same for every drafter (fixed seed).
+
+With ``--bench-json`` the conversations are a bench run's ``stock`` outputs (exactly the tokens the
+target generated for each Spec-Bench / MT-bench turn), and τ is printed per category:
+
+    python examples/eagle3_window_acceptance.py --bench-json results/specbench130_eagle3_fp32.json --checkpoints ...
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from collections import defaultdict
 
 import torch
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.bench.questions import load_questions
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.eagle3.data import collate, load_samples
@@ -58,6 +67,25 @@ def window_acceptance(draft, verifier, samples, window_size, temperature, num_pr
     return torch.cat(lengths)
 
 
+def bench_samples(path: str, tokenizer) -> dict[str, list[dict[str, list[int]]]]:
+    """One sample per turn of a bench run's ``stock`` records (prompt as the bench built it, then
+    the target's answer as the loss mask), grouped by category."""
+    report = json.loads(open(path, encoding="utf-8").read())
+    questions = {str(q.question_id): q for q in load_questions(report["settings"]["questions"])}
+    groups: dict[str, list[dict[str, list[int]]]] = defaultdict(list)
+    for record in report["records"]:
+        if record["method"] != "stock":
+            continue
+        question, answers = questions[str(record["question_id"])], []
+        for turn in record["turns"]:
+            prompt = turn_prompt_ids(tokenizer, question.turns, answers)[0].tolist()
+            groups[record["category"]].append(
+                {"input_ids": prompt + turn["output_ids"], "loss_mask": [0] * len(prompt) + [1] * len(turn["output_ids"])}
+            )
+            answers.append(turn["output_ids"])
+    return dict(groups)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", nargs="+", default=None, help="drafters (default: the shipped one)")
@@ -68,27 +96,37 @@ def main() -> None:
     parser.add_argument("--prefixes", type=int, default=16, help="prefixes per conversation")
     parser.add_argument("--group-size", type=int, default=4, help="sampled windows per prefix at temperature > 0")
     parser.add_argument("--max-length", type=int, default=640)
+    parser.add_argument("--bench-json", default=None, help="use a bench run's stock outputs, per category")
     parser.add_argument("--profile", default=None, help="hf-adaptive-spec profile JSON, for modelled chain speedups")
     args = parser.parse_args()
     model, tokenizer = hfas.load_default_model()
-    samples = load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)
+    groups = (
+        bench_samples(args.bench_json, tokenizer)
+        if args.bench_json
+        else {"all": load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)}
+    )
     profile = HardwareProfile.load(args.profile) if args.profile else None
-    print(f"{len(samples)} conversations from {args.dataset}, windows of {args.window_size}, {args.prefixes} prefixes each")
+    print(f"{sum(map(len, groups.values()))} conversations, windows of {args.window_size}, {args.prefixes} prefixes each")
     for checkpoint in args.checkpoints or [hfas.shipped_checkpoint("eagle3")]:
         draft = Eagle3DraftModel.from_pretrained(checkpoint, target=model).float().eval()
         verifier = WindowVerifier(model, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
         for temperature in args.temperatures:
-            lengths = window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
-            taus = [1 + lengths.clamp(max=depth).mean().item() for depth in range(1, args.window_size + 1)]
-            print(f"{checkpoint}  T={temperature:g}  tau by chain depth 1..{args.window_size}: "
-                  + " ".join(f"{tau:.3f}" for tau in taus), flush=True)
+            lengths = {
+                name: window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
+                for name, samples in groups.items()
+            }
+            if len(lengths) > 1:
+                lengths["all"] = torch.cat(list(lengths.values()))
+            for name, values in lengths.items():
+                taus = [1 + values.clamp(max=depth).mean().item() for depth in range(1, args.window_size + 1)]
+                print(f"{checkpoint}  T={temperature:g}  {name}: tau by chain depth 1..{args.window_size}: "
+                      + " ".join(f"{tau:.3f}" for tau in taus), flush=True)
             if profile is not None:
                 speedups = [
                     tau * profile.verify_time(1) / (profile.verify_time(depth + 1) + depth * profile.draft_step_seconds)
                     for depth, tau in enumerate(taus, start=1)
                 ]
-                print("    modelled chain speedup by depth: " + " ".join(f"{s:.2f}" for s in speedups), flush=True)
-
+                print("    modelled chain speedup by depth (all): " + " ".join(f"{s:.2f}" for s in speedups), flush=True)
 
 if __name__ == "__main__":
     main()
