@@ -30,7 +30,7 @@ def stock_tokens(model, tokenizer) -> list[int]:
 def test_registry_names():
     assert list(METHODS) == [
         "stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree",
-        "eagle3", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
+        "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
