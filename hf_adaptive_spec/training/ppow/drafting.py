@@ -29,9 +29,14 @@ class DraftedWindows:
     tokens: torch.LongTensor
     logits: torch.Tensor
 
-    def log_probs(self, temperature: float = 1.0) -> torch.Tensor:
-        """``[B, P, G, W]`` log-probability of each drafted token under the drafter."""
-        log_q = torch.log_softmax(self.logits.float() / temperature, dim=-1)
+    def log_distributions(self, temperature: float = 1.0) -> torch.Tensor:
+        """``[B, P, G, W, draft_vocab]`` the drafter policy's log-distribution at each window token."""
+        return torch.log_softmax(self.logits.float() / temperature, dim=-1)
+
+    def log_probs(self, temperature: float = 1.0, log_distributions: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, P, G, W]`` log-probability of each drafted token under the drafter (from
+        ``log_distributions`` when already computed)."""
+        log_q = self.log_distributions(temperature) if log_distributions is None else log_distributions
         return log_q.gather(-1, self.tokens[..., None]).squeeze(-1)
 
 

@@ -141,8 +141,8 @@ class PPOWTrainer(Eagle3Trainer):
             model, first, cache, rollout.prefixes, args.num_generations, args.window_size, self._d2t(model),
             tokens=rollout.tokens, temperature=args.temperature,
         )
-        log_q = torch.log_softmax(windows.logits.float() / args.temperature, dim=-1)
-        log_probs = log_q.gather(-1, rollout.tokens[..., None]).squeeze(-1)
+        log_q = windows.log_distributions(args.temperature)
+        log_probs = windows.log_probs(args.temperature, log_q)
         ratio = torch.exp(log_probs - rollout.log_probs)
         advantages = rollout.advantages[..., None].expand_as(ratio)
         policy_loss = -clipped_surrogate(ratio, advantages, args.epsilon).mean()
