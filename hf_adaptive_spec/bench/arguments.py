@@ -82,6 +82,7 @@ class MethodOptions:
         tree_total_tokens: ``tree``'s tokens verified per cycle.
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
+        dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
         ltd_policy / resps_policy / radar_policy: the policies of ``eagle3-ltd``, ``eagle3-resps``
             and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2).
     """
@@ -106,6 +107,7 @@ class MethodOptions:
     tree_total_tokens: int = field(default=60, metadata={"help": "tree and eagle3: tokens verified per cycle, root included (EAGLE-3's)."})
     dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
     dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})
+    dvi_depth: int = field(default=4, metadata={"help": "dvi: chain length per cycle (the paper's proposal depth 4)."})
     eagle3_checkpoint: str | None = field(
         default=None, metadata={"help": "eagle3: drafter checkpoint (folder or Hub id); default: the shipped one."}
     )

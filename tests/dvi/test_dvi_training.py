@@ -115,7 +115,12 @@ def test_recipe_parses_with_the_papers_budget():
 
     script_args, args = make_parser().parse_args_and_config(args=["--config", str(RECIPES / "dvi_smollm2.yaml")])
     assert script_args.num_prompts == 2000 and args.max_steps == 2000 and args.update_every == 0
-    assert args.draft_depth == 4 and args.exit_layer == 4 and args.per_device_train_batch_size == 1
+    assert args.draft_depth == 4 and args.exit_layer == 2 and args.per_device_train_batch_size == 1
+    assert args.rollout == "replay" and script_args.completions_path
+    _, kl_only = make_parser().parse_args_and_config(args=["--config", str(RECIPES / "dvi_smollm2_kl_only.yaml")])
+    assert kl_only.online_config() == dataclasses.replace(
+        args.online_config(), kl_weight_min=kl_only.kl_weight, ce_weight=0.0, pg_weight=0.0
+    )  # the ablation differs from the full schedule in the RL terms and the KL decay only
     _, smoke = make_parser().parse_args_and_config(
         args=["--config", str(RECIPES / "dvi_smollm2_smoke.yaml"), "--max_steps", "3"]
     )

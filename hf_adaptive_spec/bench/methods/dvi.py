@@ -15,7 +15,8 @@ from .tree import Tree
 
 class DVI(Tree):
     """``DVIDrafter`` (``--dvi-adapter`` or a fresh head at ``--dvi-exit-layer``) learning online,
-    with the paper's proposal depth (a chain of 4). The drafter keeps learning across questions."""
+    with chains of ``--dvi-depth`` (the paper's proposal depth 4 by default). The drafter keeps
+    learning across questions."""
 
     name = "dvi"
 
@@ -27,4 +28,4 @@ class DVI(Tree):
             drafter = DVIDrafter.from_pretrained(options.dvi_adapter, target=model, online=True)
         else:
             drafter = DVIDrafter(model, exit_layer=options.dvi_exit_layer, online=True)
-        return {"assistant_model": drafter, "assistant_policy": StaticTreePolicy.chain(4), "return_dict_in_generate": True}
+        return {"assistant_model": drafter, "assistant_policy": StaticTreePolicy.chain(options.dvi_depth), "return_dict_in_generate": True}

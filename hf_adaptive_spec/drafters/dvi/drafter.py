@@ -204,7 +204,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
                 "time. Create one DVIDrafter per concurrent generate."
             )
 
-    def _log_probs(self, states: torch.Tensor) -> torch.Tensor:
+    def draft_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """Draft log-probabilities ``[N, vocab]`` (float32) of the head at shallow states ``[N, hidden]``."""
         with self._lock:
             logits = self.head(states)
         return torch.log_softmax(logits.float(), dim=-1)
@@ -233,7 +234,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         self._committed = num_tokens
         root = hidden[0, -1].clone()
         self._states = {0: root}
-        log_probs = self._log_probs(root[None])
+        log_probs = self.draft_log_probs(root[None])
         if self.is_learning:
             # the drafted tree when no expand() follows (the drafter never sees the tree then): the
             # root's best child, exact for chains; trees of depth 1 lose their other children's records
@@ -260,7 +261,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         self._tree = tree
         if self.is_learning or self.share_cache:
             self._states.update((node, row.clone()) for node, row in zip(nodes, hidden))
-        return self._log_probs(hidden)
+        return self.draft_log_probs(hidden)
 
     def end_tree(self) -> None:
         tree = self._tree if self._tree is not None else self._fallback_tree

@@ -18,7 +18,10 @@ class DVIConfig(TrainingArguments):
 
     One training step is one prompt (``per_device_train_batch_size`` prompts): the target
     generates with the online :class:`~hf_adaptive_spec.drafters.dvi.DVIDrafter`, which logs its
-    accept/reject records, then the drafter's updater steps once (``update_every=0``). This is
+    accept/reject records, then the drafter's updater steps once (``update_every=0``). With
+    ``rollout="replay"`` the prompts come with the target's greedy completions and the loop is
+    replayed from one teacher-forced forward per prompt (:class:`GreedyChainReplay`): the same
+    records and updates as greedy ``generate`` with chains, at the cost of a prefill. This is
     the paper's budget, one update per prompt over 2,000 ShareGPT prompts, with proposal depth 4.
     ``learning_rate``, ``weight_decay``, ``adam_beta1/2``, ``max_grad_norm`` and ``seed`` are
     the updater's; ``lr_scheduler_type`` schedules its learning rate over the steps.
@@ -30,6 +33,9 @@ class DVIConfig(TrainingArguments):
         lora_dropout: LoRA dropout (active during updates only).
         draft_depth: chain length drafted per cycle (the paper's ``k_spec``).
         max_new_tokens: tokens generated per prompt.
+        rollout: ``generate`` runs the online loop in ``generate``; ``replay`` replays greedy
+            chains over the dataset's ``completion_ids`` (exact when they are the target's
+            greedy output).
         update_every: 0 = one update after each prompt; N > 0 = an update every N fresh
             records during generation (the online trigger) instead.
         buffer_size, update_batch_size, kl_temperature, kl_weight, kl_weight_min, ce_weight,
@@ -44,6 +50,14 @@ class DVIConfig(TrainingArguments):
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout (updates only)."})
     draft_depth: int = field(default=4, metadata={"help": "Chain length per cycle (paper: k_spec = 4)."})
     max_new_tokens: int = field(default=256, metadata={"help": "Tokens generated per prompt."})
+    rollout: str = field(
+        default="generate",
+        metadata={
+            "help": "generate: run generate with the online drafter; replay: replay greedy chains over the "
+            "dataset's completion_ids (the target's greedy answers) from one forward per prompt.",
+            "choices": ["generate", "replay"],
+        },
+    )
     update_every: int = field(
         default=0, metadata={"help": "0: one update per prompt (paper). N>0: update every N fresh records."}
     )
@@ -71,6 +85,11 @@ class DVIConfig(TrainingArguments):
     logging_steps: float = field(default=10, metadata={"help": "Log every X steps."})
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep the prompt column."})
     use_cpu: bool = field(default=True, metadata={"help": "Run on CPU (set False on an accelerator)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rollout not in ("generate", "replay"):
+            raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
 
     def online_config(self) -> DVIOnlineConfig:
         """The :class:`DVIOnlineConfig` these arguments describe."""

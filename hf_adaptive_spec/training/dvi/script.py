@@ -26,6 +26,7 @@ from ...training_data.regenerate import prompt_ids
 from ..eagle3.script import load_target
 from ..base import run_training_script
 from .config import DVIConfig
+from .data import load_completions
 from .trainer import DVITrainer
 
 
@@ -53,6 +54,13 @@ class DVIScriptArguments:
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
     init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
+    completions_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "rollout=replay: JSONL of conversations answered by the target (trainers/regenerate_sharegpt.py); "
+            "the first num_prompts records are the stream."
+        },
+    )
 
 
 def make_parser() -> TrlParser:
@@ -76,10 +84,17 @@ def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, l
 def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     drafter = DVIDrafter.from_pretrained(script_args.init_from, target=target) if script_args.init_from else None
+    replay = training_args.rollout == "replay"
     trainer = DVITrainer(
         target_model=target,
         args=training_args,
-        train_dataset=load_prompts(tokenizer, script_args),
+        train_dataset=(
+            load_completions(
+                tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens
+            )
+            if replay
+            else load_prompts(tokenizer, script_args)
+        ),
         drafter=drafter,
         processing_class=tokenizer,
         dataset_name=script_args.dataset_name,

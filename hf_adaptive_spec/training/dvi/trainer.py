@@ -17,6 +17,7 @@ from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
 from .config import DVIConfig
+from .replay import GreedyChainReplay
 
 #: the updater's schedule position and baseline, written next to the adapter so a resumed run continues them.
 ONLINE_STATE_NAME = "dvi_online_state.json"
@@ -24,8 +25,11 @@ _LOGGED_UPDATE_FIELDS = ("kl", "ce", "pg", "entropy", "kl_weight", "ce_weight", 
 
 
 def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]]:
-    """Batch of ``{"input_ids": [...]}`` prompts, kept as lists (each is generated on its own)."""
-    return {"input_ids": [list(feature["input_ids"]) for feature in features]}
+    """Batch of ``{"input_ids": [...]}`` prompts (and ``completion_ids`` when given), kept as lists."""
+    batch = {"input_ids": [list(feature["input_ids"]) for feature in features]}
+    if all("completion_ids" in feature for feature in features):
+        batch["completion_ids"] = [list(feature["completion_ids"]) for feature in features]
+    return batch
 
 
 class DVITrainer(SpecTrainer):
@@ -44,7 +48,8 @@ class DVITrainer(SpecTrainer):
         target_model: the target (frozen; it never trains). It is moved to ``args.device`` and
             enabled for speculative ``generate``.
         args: the :class:`DVIConfig`.
-        train_dataset: prompts as ``{"input_ids": [token ids]}`` records (chat template applied).
+        train_dataset: prompts as ``{"input_ids": [token ids]}`` records (chat template applied);
+            with ``args.rollout="replay"`` also ``"completion_ids"``, the target's greedy answer.
         drafter: a :class:`DVIDrafter` of ``target_model`` to continue training; by default a new
             one from ``args`` (``exit_layer``, LoRA). Its online config is replaced by ``args``'.
         policy: draft policy; ``StaticTreePolicy.chain(args.draft_depth)`` by default.
@@ -79,6 +84,18 @@ class DVITrainer(SpecTrainer):
         self.dataset_name = dataset_name
         self.reproduce_command = reproduce_command
         self._logged_updates = 0
+        self.replay = None
+        if args.rollout == "replay":
+            chain = isinstance(self.policy, StaticTreePolicy) and self.policy.config.top_k == 1
+            if not chain or self.policy.config.sample_drafts:
+                raise ValueError(
+                    "DVIConfig(rollout='replay') replays greedy chains: use the default policy or "
+                    "StaticTreePolicy.chain(depth), or rollout='generate' for other policies."
+                )
+            eos = target_model.generation_config.eos_token_id
+            self.replay = GreedyChainReplay(
+                target_model, drafter, self.policy.config.depth, args.max_new_tokens, [eos] if isinstance(eos, int) else eos or []
+            )
         super().__init__(
             model=drafter.head,
             args=args,
@@ -91,19 +108,25 @@ class DVITrainer(SpecTrainer):
     def training_step(
         self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: torch.Tensor | int | None = None
     ) -> torch.Tensor:
-        """Generate each prompt with the online drafter, update after each; returns the updates' mean loss."""
+        """Generate (or replay) each prompt with the online drafter, update after each; returns the updates' mean loss."""
         self.drafter.head.eval()  # shared target modules stay in eval mode; LoRA dropout runs inside updates
-        for ids in inputs["input_ids"]:
-            prompt = torch.tensor([ids], device=self.args.device)
-            self.target_model.generate(
-                prompt,
-                attention_mask=torch.ones_like(prompt),
-                max_new_tokens=self.args.max_new_tokens,
-                do_sample=False,
-                assistant_model=self.drafter,
-                assistant_policy=self.policy,
-            )
-            stats = self.target_model.last_speculation
+        if self.replay is not None and "completion_ids" not in inputs:
+            raise ValueError("DVIConfig(rollout='replay') needs 'completion_ids' (the target's greedy answers) in the dataset.")
+        for index, ids in enumerate(inputs["input_ids"]):
+            if self.replay is not None:
+                stats = self.replay.run(ids, inputs["completion_ids"][index])
+                self._metrics["completion_greedy_agreement"].append(self.replay.last_greedy_agreement)
+            else:
+                prompt = torch.tensor([ids], device=self.args.device)
+                self.target_model.generate(
+                    prompt,
+                    attention_mask=torch.ones_like(prompt),
+                    max_new_tokens=self.args.max_new_tokens,
+                    do_sample=False,
+                    assistant_model=self.drafter,
+                    assistant_policy=self.policy,
+                )
+                stats = self.target_model.last_speculation
             self._metrics["mean_accepted_tokens"].append(stats.mean_accepted_tokens)
             drafted = sum(stats.draft_depths)
             self._metrics["acceptance_rate"].append(sum(stats.accepted_lengths) / drafted if drafted else 0.0)
@@ -147,6 +170,7 @@ class DVITrainer(SpecTrainer):
     def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:
         """Model-card fields (``model_cards/dvi_adapter.md``): data, steps, command, results."""
         updater = self.drafter.updater
+        schedule = "KL only" if self.args.ce_weight == 0 and self.args.pg_weight == 0 else "KL->RL schedule"
         return {
             "datasets": [self.dataset_name] if self.dataset_name else (),
             "results": results,
@@ -154,6 +178,7 @@ class DVITrainer(SpecTrainer):
             "description": (
                 f"Draft path: the target's first {self.drafter.exit_layer} layers. Trained online over "
                 f"{self.state.global_step * self.args.per_device_train_batch_size} prompts "
-                f"({updater.num_updates} LoRA updates, KL->RL schedule, chains of {self.args.draft_depth})."
+                f"({updater.num_updates} LoRA updates, {schedule}, chains of {self.args.draft_depth}; "
+                + ("cycles replayed from the target's greedy answers)." if self.replay else "cycles run by generate).")
             ),
         }

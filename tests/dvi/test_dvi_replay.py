@@ -1,0 +1,117 @@
+"""GreedyChainReplay logs what greedy generate with an online DVIDrafter logs, and updates at the same points."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import tiny_model
+
+from hf_adaptive_spec.drafters.dvi import DVIDrafter
+from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
+from hf_adaptive_spec.training.dvi.replay import GreedyChainReplay
+
+from .conftest import CHAIN, EXIT_LAYER, TREE, fast_online_config, lora_state, prompts
+
+torch.set_num_threads(1)
+
+MAX_NEW_TOKENS = 40
+
+
+def _drafter(target, **overrides) -> DVIDrafter:
+    torch.manual_seed(0)
+    return DVIDrafter(target, exit_layer=EXIT_LAYER, online=True, online_config=fast_online_config(**overrides))
+
+
+def _live(target, drafter, prompt) -> list[int]:
+    """Generate with the online drafter; returns the accepted lengths of the cycles."""
+    target.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+        assistant_model=drafter, assistant_policy=CHAIN,
+    )
+    return target.last_speculation.accepted_lengths
+
+
+def _completion(target, prompt) -> list[int]:
+    out = target.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
+    return out[0, prompt.shape[1] :].tolist()
+
+
+def _replay(target, drafter) -> GreedyChainReplay:
+    eos = target.generation_config.eos_token_id
+    return GreedyChainReplay(target, drafter, depth=4, max_new_tokens=MAX_NEW_TOKENS, eos_token_ids=[eos] if eos is not None else [])
+
+
+def _records(drafter):
+    return [(r.token, r.reward, r.depth) for r in drafter.updater.buffer]
+
+
+def _live_and_replayed(update_every: int, num_prompts: int) -> tuple[DVIDrafter, DVIDrafter]:
+    """Two identical online drafters after the same prompts: one in generate, one replayed; cycles must agree."""
+    target = tiny_model("llama")
+    live, replayed = _drafter(target, update_every=update_every), _drafter(target, update_every=update_every)
+    replay = _replay(target, replayed)
+    for prompt in prompts(num_prompts):
+        live_lengths = _live(target, live, prompt)
+        assert replay.run(prompt[0].tolist(), _completion(target, prompt)).accepted_lengths == live_lengths
+    return live, replayed
+
+
+def test_replay_logs_the_records_of_greedy_generate():
+    live, replayed = _live_and_replayed(update_every=0, num_prompts=3)
+    assert _records(replayed) == _records(live)
+    rewards = {reward for _, reward, _ in _records(live)}
+    assert rewards == {0.0, 1.0}  # both outcomes occur, so the walk's acceptance rule is exercised
+    for a, b in zip(live.updater.buffer, replayed.updater.buffer):
+        torch.testing.assert_close(a.draft_state, b.draft_state, atol=1e-3, rtol=1e-3)  # batched vs incremental rounding
+        torch.testing.assert_close(a.target_state, b.target_state, atol=1e-3, rtol=1e-3)  # batched vs incremental rounding
+
+
+def test_replay_updates_where_the_online_trigger_updates():
+    live, replayed = _live_and_replayed(update_every=8, num_prompts=4)
+    assert live.updater.num_updates == replayed.updater.num_updates > 2
+    assert _records(replayed) == _records(live)
+    before, after = lora_state(live), lora_state(replayed)
+    for name in before:
+        torch.testing.assert_close(before[name], after[name], atol=1e-4, rtol=1e-3)
+
+
+def test_trainer_replay_rollout_trains_from_completions(tmp_path):
+    target = tiny_model("llama")
+    data = [{"input_ids": p[0].tolist(), "completion_ids": _completion(target, p)} for p in prompts(4)]
+    args = DVIConfig(
+        output_dir=str(tmp_path), max_steps=4, exit_layer=EXIT_LAYER, max_new_tokens=MAX_NEW_TOKENS, rollout="replay",
+        logging_steps=2, save_strategy="no", report_to=[], disable_tqdm=True, learning_rate=1e-2, update_batch_size=32,
+    )
+    trainer = DVITrainer(target_model=target, args=args, train_dataset=data)
+    trainer.train()
+    assert trainer.drafter.updater.num_updates == 4  # one update per prompt, as with generate
+    assert all("mean_accepted_tokens" in entry for entry in trainer.state.log_history if "kl" in entry)
+
+    with pytest.raises(ValueError, match="completion_ids"):
+        DVITrainer(target_model=target, args=args, train_dataset=[{"input_ids": data[0]["input_ids"]}]).train()
+    with pytest.raises(ValueError, match="greedy chains"):
+        DVITrainer(target_model=target, args=args, train_dataset=data, policy=TREE)
+    with pytest.raises(ValueError, match="rollout"):
+        DVIConfig(output_dir=str(tmp_path), rollout="beam")
+
+
+def test_a_frozen_drafter_is_evaluated_without_logging():
+    target = tiny_model("llama")
+    live, replayed = _drafter(target, update_every=0), _drafter(target, update_every=0)
+    live.freeze()
+    replayed.freeze()
+    replay = _replay(target, replayed)
+    for prompt in prompts(2):
+        assert replay.run(prompt[0].tolist(), _completion(target, prompt)).accepted_lengths == _live(target, live, prompt)
+        assert replay.last_greedy_agreement == 1.0  # the completion is the target's greedy output
+    assert len(replayed.updater.buffer) == 0
+
+
+def test_replay_stops_where_a_completion_without_end_of_sequence_stops():
+    target = tiny_model("llama")
+    drafter = _drafter(target, update_every=0)
+    prompt = prompts(1)[0]
+    completion = _completion(target, prompt)[:7]
+    stats = _replay(target, drafter).run(prompt[0].tolist(), completion)
+    emitted = 1 + sum(stats.accepted_lengths) + stats.cycles  # prefill token + every cycle's tokens and bonus
+    assert emitted - len(completion) in (0, 1)  # the last cycle's bonus token may lie past the completion
