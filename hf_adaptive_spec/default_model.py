@@ -97,5 +97,7 @@ def load_default_model(
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
         loaded = (model, tokenizer)
     model, tokenizer = loaded
+    # the converted weights are exactly this Hub model: cards and adapters must name it, not the cache folder
+    model.config._name_or_path = DEFAULT_MODEL_ID
     model.eval()
     return model, tokenizer
