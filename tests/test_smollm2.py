@@ -38,6 +38,7 @@ def test_default_model_is_smollm2(smollm2):
     assert model.config.num_hidden_layers == 30 and model.config.hidden_size == 576
     assert model.config.vocab_size == 49152 and model.dtype == torch.float32
     assert tokenizer.eos_token == "<|im_end|>"
+    assert model.config.name_or_path == "HuggingFaceTB/SmolLM2-135M-Instruct"  # what cards and adapters record
 
 
 def test_greedy_identity_on_real_prompts(smollm2):
@@ -89,3 +90,33 @@ def test_shipped_eagle3_drafter_is_lossless(smollm2):
                                  return_dict_in_generate=True)
             assert torch.equal(out.sequences, expected), (text, policy)
             assert out.speculation.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
+
+
+def test_shipped_dvi_adapter_learning_online_is_lossless(smollm2):
+    model, tokenizer = smollm2
+    drafter = hfas.DVIDrafter.from_pretrained(hfas.shipped_checkpoint("dvi"), target=model, online=True)
+    policy = hfas.StaticTreePolicy.chain(2)
+    accepted = 0
+    for text in PROMPTS[:3]:
+        ids = _chat(tokenizer, text)
+        expected = model.generate(ids, max_new_tokens=48, do_sample=False)
+        out = model.generate(ids, max_new_tokens=48, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                             return_dict_in_generate=True)
+        assert torch.equal(out.sequences, expected), text
+        accepted += sum(out.speculation.accepted_lengths)
+    assert accepted > 0 and len(drafter.updater.buffer) > 0  # the trained head is right some of the time, and logs
+
+
+def test_dvi_replay_is_exact_on_smollm2(smollm2):
+    """DVITrainer's replay rollout gives the accepted lengths live generate gives, on the real model."""
+    from hf_adaptive_spec.training.dvi.replay import GreedyChainReplay
+
+    model, tokenizer = smollm2
+    drafter = hfas.DVIDrafter.from_pretrained(hfas.shipped_checkpoint("dvi"), target=model)
+    replay = GreedyChainReplay(model, drafter, depth=3, max_new_tokens=48, eos_token_ids=[tokenizer.eos_token_id])
+    for text in PROMPTS[3:]:
+        ids = _chat(tokenizer, text)
+        completion = model.generate(ids, max_new_tokens=48, do_sample=False)[0, ids.shape[1] :].tolist()
+        model.generate(ids, max_new_tokens=48, do_sample=False, assistant_model=drafter,
+                       assistant_policy=hfas.StaticTreePolicy.chain(3))
+        assert replay.run(ids[0].tolist(), completion).accepted_lengths == model.last_speculation.accepted_lengths, text
