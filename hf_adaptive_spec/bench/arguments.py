@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 DEFAULT_QUESTIONS = Path(__file__).parent / "data" / "question.jsonl"
 DEFAULT_METHODS = "stock,hf-prompt-lookup,hf-early-exit,hf-assistant,tree"
@@ -71,6 +71,10 @@ class MethodOptions:
 
     Args:
         max_new_tokens: tokens generated per turn (fewer when the model stops).
+        temperature: 0 decodes greedily and checks every output token for token against
+            ``stock``; above 0 every method samples at this temperature (top-k and top-p off),
+            each turn seeded alike, and outputs match ``stock``'s in distribution only, so the
+            identity check is skipped (the sampling tests of the test suite check the distribution).
         prompt_lookup_num_tokens: draft length of ``hf-prompt-lookup``.
         early_exit_layers: K, the layers ``hf-early-exit`` drafts with.
         drafter_layers: layers of the target forming the small drafter of ``hf-assistant`` and ``tree``.
@@ -90,6 +94,9 @@ class MethodOptions:
     _argument_group_name = "methods"
 
     max_new_tokens: int = field(default=128, metadata={"help": "Tokens generated per turn."})
+    temperature: float = field(
+        default=0.0, metadata={"help": "0: greedy, checked against stock; > 0: pure sampling at this temperature."}
+    )
     prompt_lookup_num_tokens: int = field(default=10, metadata={"help": "hf-prompt-lookup draft length."})
     early_exit_layers: int = field(default=8, metadata={"help": "hf-early-exit: layers K the drafts use."})
     drafter_layers: int = field(default=8, metadata={"help": "hf-assistant and tree: target layers in the drafter."})
@@ -117,6 +124,15 @@ class MethodOptions:
     ltd_policy: str | None = field(default=None, metadata={"help": "eagle3-ltd: LTD policy (default: shipped)."})
     resps_policy: str | None = field(default=None, metadata={"help": "eagle3-resps: Re-SpS policy (default: shipped)."})
     radar_policy: str | None = field(default=None, metadata={"help": "eagle3-radar: RADAR policy (default: shipped)."})
+
+
+def sampling_kwargs(temperature: float) -> dict[str, Any]:
+    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling (top-k and top-p off)."""
+    if temperature < 0:
+        raise ValueError(f"--temperature must be 0 (greedy) or positive, got {temperature}.")
+    if temperature == 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
 
 
 def split_csv(text: str) -> list[str]:

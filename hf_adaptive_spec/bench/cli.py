@@ -10,7 +10,7 @@ import torch
 from transformers import HfArgumentParser, set_seed
 
 from ..default_model import DEFAULT_MODEL_ID
-from .arguments import BenchArguments, MethodOptions
+from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .loading import load_model, resolve_device
 from .markdown import render_markdown, write_markdown
@@ -29,7 +29,10 @@ def make_parser() -> HfArgumentParser:
     return HfArgumentParser(
         (BenchArguments, MethodOptions),
         prog=PROG,
-        description="Spec-Bench protocol: greedy, batch size 1, every method checked token for token against stock.",
+        description=(
+            "Spec-Bench protocol, batch size 1: greedy with every method checked token for token against stock, "
+            "or sampling (--temperature)."
+        ),
     )
 
 
@@ -57,6 +60,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
+    try:
+        sampling_kwargs(options.temperature)
+    except ValueError as error:
+        raise BenchError(str(error)) from error
     set_seed(args.seed)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
@@ -70,7 +77,9 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
-    records = run_benchmark(model, tokenizer, questions, methods, args.warmup, log, args.progress)
+    records = run_benchmark(
+        model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0
+    )
     settings = {
         **measured,
         "methods": list(methods),

@@ -15,7 +15,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "## Speculative decoding benchmark",
         "",
         f"Model `{settings['model']}` ({settings['dtype']}) on {report['environment']['device']}, "
-        f"{settings['options']['max_new_tokens']} new tokens max, greedy, batch size 1.",
+        f"{settings['options']['max_new_tokens']} new tokens max, {_decoding(settings['options'])}, batch size 1.",
         "",
         "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | τ | Depth | Verified | Identical | "
         + " | ".join(part.capitalize() for part in TIME_PARTS)
@@ -34,7 +34,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             _tau(figures),
             _mean(figures.get("mean_draft_depth")),
             _mean(figures.get("mean_verified_tokens")),
-            "yes" if figures["identical"] else f"**no** ({figures['mismatched_turns']} turns)",
+            _identity(figures),
             *_time_shares(figures),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -68,6 +68,17 @@ def _category_table(summary: dict[str, Any]) -> list[str]:
         cells = [_ratio(summary[method]["categories"].get(name, {}).get("speedup")) for method in methods]
         lines.append(f"| {name or '(none)'} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _decoding(options: dict[str, Any]) -> str:
+    temperature = options.get("temperature", 0.0)
+    return "greedy" if not temperature else f"sampling at temperature {temperature:g} (identity not checked)"
+
+
+def _identity(figures: dict[str, Any]) -> str:
+    if figures["identical"] is None:
+        return "–"
+    return "yes" if figures["identical"] else f"**no** ({figures['mismatched_turns']} turns)"
 
 
 def _ratio(value: float | None) -> str:

@@ -14,7 +14,8 @@ class TurnRecord:
         turn: 0-based turn index.
         new_tokens: tokens generated.
         wall_time: seconds spent in the method's ``generate``.
-        identical: whether the tokens equal ``stock``'s for the same turn.
+        identical: whether the tokens equal ``stock``'s for the same turn; None when not
+            checked (sampling).
         first_mismatch: index of the first token differing from ``stock``'s, or None.
         target_passes: full-depth target forwards (prefill included), when countable.
         accepted_lengths: accepted draft tokens per cycle, for methods reporting speculation stats.
@@ -27,7 +28,7 @@ class TurnRecord:
     turn: int
     new_tokens: int
     wall_time: float
-    identical: bool
+    identical: bool | None
     first_mismatch: int | None = None
     target_passes: int | None = None
     accepted_lengths: list[int] | None = None

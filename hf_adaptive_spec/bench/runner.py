@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 
 import torch
 from tqdm.auto import tqdm
@@ -24,12 +25,15 @@ def run_benchmark(
     warmup: int = 0,
     log: ProgressLog | None = None,
     show_progress: bool = False,
+    seed: int = 0,
+    check_identity: bool = True,
 ) -> list[QuestionRecord]:
     """Run every prepared method on every question; return one record per (question, method).
 
     For each question ``stock`` runs first: its answers build the later turns' conversation
     for all methods and are the reference of the greedy identity check. Pairs already in
-    ``log`` are not run again.
+    ``log`` are not run again. Every method's turn starts from the same torch seed (a function
+    of ``seed``, the question and the turn), so sampled runs are reproducible and resumable.
 
     Args:
         model: the target model the methods were prepared with.
@@ -39,6 +43,9 @@ def run_benchmark(
         warmup: untimed generations per method on the first question before timing.
         log: progress file receiving each finished record, and holding those to skip.
         show_progress: draw a tqdm progress bar.
+        seed: the seed each turn's seed is derived from.
+        check_identity: compare each output with ``stock``'s (greedy decoding); when False
+            (sampling) the records' ``identical`` is None.
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
@@ -54,7 +61,9 @@ def run_benchmark(
                     method.generate(prompt)
         for question, name in tqdm(pending, desc="bench", unit="run", disable=not show_progress):
             reference = done.get((question.question_id, REFERENCE_METHOD))
-            record = _run_question(name, methods[name], tokenizer, question, reference, counter, model.device)
+            record = _run_question(
+                name, methods[name], tokenizer, question, reference, counter, model.device, seed, check_identity
+            )
             done[record.key] = record
             if log is not None:
                 log.append(record)
@@ -71,6 +80,8 @@ def _run_question(
     reference: QuestionRecord | None,
     counter: TargetPassCounter,
     device: torch.device,
+    seed: int,
+    check_identity: bool,
 ) -> QuestionRecord:
     """All turns of ``question``; ``reference`` is None when ``method`` is the reference itself."""
     answers = [] if reference is None else [turn.output_ids for turn in reference.turns]
@@ -78,6 +89,7 @@ def _run_question(
     for index in range(len(question.turns)):
         input_ids = turn_prompt_ids(tokenizer, question.turns, answers[:index]).to(device)
         counter.reset()
+        torch.manual_seed(turn_seed(seed, question.question_id, index))
         _synchronize(device)
         start = time.perf_counter()
         tokens, stats = method.generate(input_ids)
@@ -86,25 +98,26 @@ def _run_question(
         is_reference = reference is None
         if is_reference:
             answers.append(tokens)
-        record.turns.append(_turn_record(index, tokens, answers[index], seconds, counter.count, stats, is_reference))
+        expected = answers[index] if check_identity else None
+        record.turns.append(_turn_record(index, tokens, expected, seconds, counter.count, stats, is_reference))
     return record
 
 
 def _turn_record(
     index: int,
     tokens: list[int],
-    expected: list[int],
+    expected: list[int] | None,
     seconds: float,
     target_passes: int | None,
     stats: SpeculationStatsLike | None,
     is_reference: bool,
 ) -> TurnRecord:
-    mismatch = _first_mismatch(tokens, expected)
+    mismatch = None if expected is None else _first_mismatch(tokens, expected)
     return TurnRecord(
         turn=index,
         new_tokens=len(tokens),
         wall_time=seconds,
-        identical=mismatch is None,
+        identical=None if expected is None else mismatch is None,
         first_mismatch=mismatch,
         target_passes=target_passes,
         accepted_lengths=list(stats.accepted_lengths) if stats is not None else None,
@@ -115,6 +128,11 @@ def _turn_record(
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens if is_reference else None,  # the reference, kept for resuming
     )
+
+
+def turn_seed(seed: int, question_id: int | str, turn: int) -> int:
+    """The torch seed every method's ``turn`` of ``question_id`` starts from (stable across runs)."""
+    return zlib.crc32(f"{seed}:{question_id}:{turn}".encode())
 
 
 def _first_mismatch(tokens: list[int], expected: list[int]) -> int | None:

@@ -24,7 +24,7 @@ class MethodSummary:
         mean_accepted_tokens: τ, tokens per target forward.
         mean_accepted_tokens_source: ``"speculation_stats"`` (mean of accepted + 1 per cycle) or
             ``"target_passes"`` (tokens over counted full-depth target forwards, prefill included).
-        identical: every turn's tokens equal ``stock``'s.
+        identical: every turn's tokens equal ``stock``'s; None when not checked (sampling).
         mismatched_turns: turns whose tokens differ from ``stock``'s.
         time_split: seconds in ``draft``, ``verify``, ``policy`` and ``other``, when the method reports them.
         accepted_length_histogram: ``[cycles accepting 0 drafts, 1 draft, ...]``, when reported.
@@ -42,7 +42,7 @@ class MethodSummary:
     median_speedup: float | None
     mean_accepted_tokens: float | None
     mean_accepted_tokens_source: str | None
-    identical: bool
+    identical: bool | None
     mismatched_turns: int
     time_split: dict[str, float] | None
     accepted_length_histogram: list[int] | None
@@ -80,8 +80,8 @@ def _summarize_method(
         median_speedup=statistics.median(ratios) if ratios else None,
         mean_accepted_tokens=tau,
         mean_accepted_tokens_source=tau_source,
-        identical=all(turn.identical for turn in turns),
-        mismatched_turns=sum(not turn.identical for turn in turns),
+        identical=None if any(turn.identical is None for turn in turns) else all(turn.identical for turn in turns),
+        mismatched_turns=sum(turn.identical is False for turn in turns),
         time_split=_time_split(turns),
         accepted_length_histogram=_histogram(turns) if reported and turns else None,
         mean_draft_depth=_cycle_mean(turns, "draft_depths"),

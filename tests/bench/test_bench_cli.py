@@ -76,3 +76,30 @@ def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Pa
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--methods", "hf-assistant"]
     assert main([*argv, "--drafter-layers", "5", "--no-progress"]) == 2
     assert "method 'hf-assistant': num_layers must be in 1..1" in capsys.readouterr().err
+
+
+def _stock_outputs(report: dict) -> dict:
+    return {r["question_id"]: [t["output_ids"] for t in r["turns"]] for r in report["records"] if r["method"] == "stock"}
+
+
+def test_sampling_run_skips_the_identity_check_and_seeds_every_turn(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path
+):
+    everything, math_only = tmp_path / "all.json", tmp_path / "math.json"
+    assert main([*bench_argv(bench_model_dir, questions_file, everything, "--temperature", "1.0"),
+                 "--markdown", str(tmp_path / "all.md")]) == 0  # fmt: skip
+    report = json.loads(everything.read_text())
+    assert report["settings"]["options"]["temperature"] == 1.0
+    for figures in report["summary"].values():
+        assert figures["identical"] is None and figures["mismatched_turns"] == 0 and figures["speedup"] > 0
+    assert all(t["identical"] is None for r in report["records"] for t in r["turns"])
+    markdown = (tmp_path / "all.md").read_text()
+    assert "sampling at temperature 1 (identity not checked)" in markdown and "**no**" not in markdown
+    # question 2's turns start from the same seeds whether or not question 1 ran before them
+    assert main(bench_argv(bench_model_dir, questions_file, math_only, "--temperature", "1.0", "--categories", "math")) == 0
+    assert _stock_outputs(json.loads(math_only.read_text()))[2] == _stock_outputs(report)[2]
+
+
+def test_negative_temperature_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
+    assert main(["--model", str(bench_model_dir), "--questions", str(questions_file), "--temperature", "-1"]) == 2
+    assert "--temperature must be 0 (greedy) or positive" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -195,3 +196,41 @@ def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monke
     options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
     with pytest.raises(MethodUnavailableError, match="--ltd-policy"):
         METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
+
+
+def test_temperature_samples_with_top_k_and_top_p_off(bench_model):
+    model, tokenizer = bench_model
+    greedy, sampled = METHODS["stock"](), METHODS["stock"]()
+    greedy.prepare(model, tokenizer, OPTIONS)
+    sampled.prepare(model, tokenizer, dataclasses.replace(OPTIONS, temperature=1.5))
+    assert greedy.generate_kwargs["do_sample"] is False and "temperature" not in greedy.generate_kwargs
+    assert {k: sampled.generate_kwargs[k] for k in ("do_sample", "temperature", "top_k", "top_p")} == {
+        "do_sample": True, "temperature": 1.5, "top_k": 0, "top_p": 1.0,
+    }  # fmt: skip
+    outputs = set()
+    for seed in range(4):
+        torch.manual_seed(seed)
+        outputs.add(tuple(sampled.generate(prompt(tokenizer))[0]))
+    assert len(outputs) > 1  # it samples
+
+
+def test_eagle3_samples_through_the_engine(bench_model, tmp_path):
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    method = METHODS["eagle3"]()
+    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, temperature=1.0,
+                            eagle3_checkpoint=str(tmp_path / "drafter"))
+    method.prepare(model, tokenizer, options)
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert 1 <= len(tokens) <= 12 and len(stats.accepted_lengths) >= 1
+    assert model.last_speculation is not None
+
+
+def test_negative_temperature_is_refused():
+    from hf_adaptive_spec.bench.arguments import sampling_kwargs
+
+    with pytest.raises(ValueError, match="--temperature must be 0 \\(greedy\\) or positive"):
+        sampling_kwargs(-0.5)

@@ -61,3 +61,10 @@ def test_report_breaks_down_by_category_against_stock_in_that_category():
     assert fast["categories"]["writing"]["identical"] is False
     assert fast["categories"]["math"]["identical"] is True
     assert len(report["records"]) == 6 and report["records"][0]["turns"][0]["throughput"] == pytest.approx(10.0)
+
+
+def test_unchecked_turns_leave_identity_unknown_not_true():
+    records = [record(1, "stock", turn(5, 1.0, identical=None)), record(1, "fast", turn(5, 0.5, identical=None))]
+    summary = summarize(records)
+    assert summary["fast"].identical is None and summary["fast"].mismatched_turns == 0
+    assert summary["fast"].speedup == pytest.approx(2.0)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Protocol
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..arguments import MethodOptions
+from ..arguments import MethodOptions, sampling_kwargs
 
 
 class SpeculationStatsLike(Protocol):
@@ -23,7 +23,8 @@ class SpeculationStatsLike(Protocol):
 
 
 class BenchMethod(ABC):
-    """One decoding method: builds its ``generate`` kwargs once, then decodes prompts greedily.
+    """One decoding method: builds its ``generate`` kwargs once, then decodes prompts (greedy, or
+    sampling at ``MethodOptions.temperature``).
 
     Subclasses set ``name`` and implement :meth:`method_kwargs`; those that report
     speculation statistics also override :meth:`generate`.
@@ -41,7 +42,7 @@ class BenchMethod(ABC):
         pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.generate_kwargs: dict[str, Any] = {
             "max_new_tokens": options.max_new_tokens,
-            "do_sample": False,
+            **sampling_kwargs(options.temperature),
             "pad_token_id": pad_token_id,
             **self.method_kwargs(model, tokenizer, options),
         }
@@ -50,7 +51,7 @@ class BenchMethod(ABC):
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
-        """The ``generate`` kwargs that select this method (on top of greedy decoding)."""
+        """The ``generate`` kwargs that select this method (on top of the decoding settings)."""
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         """Decode one prompt.

@@ -1,4 +1,4 @@
-"""``stock``: plain greedy ``model.generate``, the baseline of every speedup."""
+"""``stock``: plain ``model.generate``, the baseline of every speedup."""
 
 from __future__ import annotations
 
