@@ -1,6 +1,7 @@
 """Find the fastest static tree for a drafter on this machine (a small interleaved grid).
 
     python examples/static_tree_grid.py --eagle3 PATH --questions 4 --max-new-tokens 96
+    python examples/static_tree_grid.py --shapes 1,1,2 1,3,4 2,2,4 3,1,4   # depth,top_k,total_tokens each
 
 For each MT-bench question (first turn, chat template), every tree shape in the grid and
 stock generate decode in turn (interleaved, greedy, identity checked); it prints tokens/s,
@@ -23,19 +24,30 @@ CHAIN_DEPTHS = (3, 4, 5, 6)
 TREES = {"depth": (3, 4, 5), "top_k": (2, 4), "total_tokens": (6, 8, 12)}
 
 
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``"3,2,6"`` -> ``(3, 2, 6)``: depth, top_k, total_tokens (root included)."""
+    try:
+        depth, top_k, total_tokens = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected depth,top_k,total_tokens (e.g. 3,2,6), got {text!r}") from None
+    return depth, top_k, total_tokens
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eagle3", default=None, help="drafter checkpoint (default: the shipped one)")
     parser.add_argument("--questions", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--num-threads", type=int, default=None)
+    parser.add_argument("--shapes", nargs="+", type=parse_shape, default=None,
+                        help="trees to try, each depth,top_k,total_tokens (default: chains of 3-6 and a small grid)")
     args = parser.parse_args()
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
     hfas.enable(model)
     drafter = hfas.Eagle3Drafter.from_pretrained(args.eagle3 or hfas.shipped_checkpoint("eagle3"), target=model)
-    shapes = [(d, 1, d + 1) for d in CHAIN_DEPTHS] + list(itertools.product(*TREES.values()))
+    shapes = args.shapes or [(d, 1, d + 1) for d in CHAIN_DEPTHS] + list(itertools.product(*TREES.values()))
     lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
     prompts = [json.loads(line)["turns"][0] for line in lines[: args.questions]]
     totals = {shape: [0, 0.0, 0, 0, 0] for shape in [None, *shapes]}  # tokens, seconds, cycles, identical, emitted in cycles
