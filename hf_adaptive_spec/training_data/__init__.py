@@ -1,6 +1,6 @@
 """Training data for drafters: ShareGPT prompts, evaluation-leakage filtering, target regeneration."""
 
-from .leakage import drop_leaked, eval_question_files, load_eval_questions
+from .leakage import drop_leaked, eval_question_digests, eval_question_files, load_eval_questions
 from .regenerate import RegenerationConfig, RegenerationStats, copy_conversations, first_prompt_length, regenerate
 from .sharegpt import Conversation, Message, iter_sharegpt, select_subset, sharegpt_path
 
@@ -11,6 +11,7 @@ __all__ = [
     "RegenerationStats",
     "copy_conversations",
     "drop_leaked",
+    "eval_question_digests",
     "eval_question_files",
     "first_prompt_length",
     "iter_sharegpt",

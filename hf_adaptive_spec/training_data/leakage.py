@@ -1,7 +1,14 @@
-"""Keep evaluation prompts out of the training data."""
+"""Keep evaluation prompts out of the training data.
+
+Conversations are compared by a digest of their whitespace-normalised first user turn. The digests
+of the shared evaluation questions ship with the package (``eval_questions.sha256``), so the filter
+works where the shared data folder is absent; regenerate them after the question files change with
+``write_eval_question_digests(Path("../shared/data"))``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -20,6 +27,7 @@ EVAL_QUESTION_GLOBS = (
 )
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGED_DIGESTS = Path(__file__).with_name("eval_questions.sha256")
 
 
 def default_eval_data_dir() -> Path | None:
@@ -66,11 +74,33 @@ def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
     return questions
 
 
-def drop_leaked(conversations: Iterable[Conversation], questions: set[str]) -> Iterator[Conversation]:
-    """Yield the conversations whose first user turn is not one of ``questions`` (see :func:`load_eval_questions`)."""
+def question_digest(text: str) -> str:
+    """The first 16 hex digits of the SHA-256 of the whitespace-normalised text."""
+    return hashlib.sha256(normalize_whitespace(text).encode("utf-8")).hexdigest()[:16]
+
+
+def eval_question_digests(data_dir: Path | None = None) -> frozenset[str]:
+    """Digests of every evaluation question: from ``data_dir``'s question files, else from the shared
+    data folder's, else the copy packaged with hf-adaptive-spec (made from the same files)."""
+    data_dir = data_dir or default_eval_data_dir()
+    if data_dir is not None:
+        return frozenset(question_digest(question) for question in load_eval_questions(eval_question_files(data_dir)))
+    logger.info("no shared data folder: using the evaluation question digests packaged in %s", PACKAGED_DIGESTS)
+    return frozenset(PACKAGED_DIGESTS.read_text(encoding="ascii").split())
+
+
+def write_eval_question_digests(data_dir: Path, path: Path = PACKAGED_DIGESTS) -> int:
+    """Write the sorted digests of ``data_dir``'s evaluation questions to ``path``; return how many."""
+    digests = sorted(eval_question_digests(data_dir))
+    path.write_text("".join(digest + "\n" for digest in digests), encoding="ascii")
+    return len(digests)
+
+
+def drop_leaked(conversations: Iterable[Conversation], digests: frozenset[str]) -> Iterator[Conversation]:
+    """Yield the conversations whose first user turn is not an evaluation question (see :func:`eval_question_digests`)."""
     dropped = 0
     for conversation in conversations:
-        if normalize_whitespace(conversation.messages[0]["content"]) in questions:
+        if question_digest(conversation.messages[0]["content"]) in digests:
             dropped += 1
         else:
             yield conversation

@@ -14,8 +14,7 @@ from hf_adaptive_spec.environments import ReplayRecording, load_recording, recor
 from hf_adaptive_spec.environments import cli
 from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
-from hf_adaptive_spec.training_data import load_eval_questions
-from hf_adaptive_spec.training_data.leakage import default_eval_data_dir, normalize_whitespace
+from hf_adaptive_spec.training_data.leakage import eval_question_digests, question_digest
 
 torch.set_num_threads(1)
 
@@ -90,14 +89,13 @@ def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path)
         ReplayRecording.concatenate([recording, other])
 
 
-@pytest.mark.skipif(default_eval_data_dir() is None, reason="needs the shared evaluation data folder")
 def test_humaneval_prompts_leave_out_the_evaluated_ones():
     args = argparse.Namespace(
         prompts="humaneval", start=0, num_prompts=500, seed=0, eval_data_dir=None, sharegpt_file=None
     )
     conversations = cli.training_conversations(args)
     assert len(conversations) == 164 - 80  # EAGLE's HumanEval evaluation set holds 80 of the 164
-    questions = load_eval_questions()
-    assert not any(normalize_whitespace(c.messages[0]["content"]) in questions for c in conversations)
+    questions = eval_question_digests()
+    assert not any(question_digest(c.messages[0]["content"]) in questions for c in conversations)
     later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 10, "num_prompts": 5}))
     assert [c.id for c in later] == [c.id for c in conversations[10:15]]

