@@ -49,6 +49,36 @@ def test_self_drafter_chain_accepts_everything(llama):
     assert out.speculation.mean_accepted_tokens == pytest.approx(1 + 19 / 5)
 
 
+class AlternateSkippingPolicy(hfas.StaticTreePolicy):
+    """Verifies no candidate every other cycle (a one-token step), 3 candidates otherwise."""
+
+    def __init__(self):
+        super().__init__(depth=2, top_k=3, total_tokens=8)
+        self.cycle = 0
+
+    def num_tokens_to_verify(self, info):
+        self.cycle += 1
+        return 0 if self.cycle % 2 else 3
+
+
+def test_verifying_no_candidate_is_a_one_token_step(llama):
+    ids = prompt(9, seed=4)
+    expected = llama.generate(ids, max_new_tokens=20, do_sample=False)
+    out = llama.generate(
+        ids,
+        max_new_tokens=20,
+        do_sample=False,
+        assistant_model=hfas.CausalLMDrafter(llama),
+        assistant_policy=AlternateSkippingPolicy(),
+        return_dict_in_generate=True,
+    )
+    assert torch.equal(out.sequences, expected)
+    stats = out.speculation
+    assert stats.verified_tokens[0::2] == [1] * len(stats.verified_tokens[0::2])
+    assert stats.accepted_lengths[0::2] == [0] * len(stats.accepted_lengths[0::2])
+    assert stats.verified_tokens[1::2][:3] == [4, 4, 4]
+
+
 def test_eos_inside_a_draft_stops_at_the_same_token(llama):
     ids = prompt(6, seed=3)
     free = llama.generate(ids, max_new_tokens=30, do_sample=False)
