@@ -90,7 +90,7 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     if script_args.num_threads is not None:
         torch.set_num_threads(script_args.num_threads)
     set_seed(script_args.seed)
-    questions = eval_question_digests(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
+    questions = eval_question_digests(script_args.eval_data_dir)
     logger.info("%d evaluation questions kept out", len(questions))
     model, tokenizer = load_default_model(dtype=getattr(torch, script_args.dtype))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)

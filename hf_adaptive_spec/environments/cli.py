@@ -110,7 +110,7 @@ def training_conversations(
     args: argparse.Namespace, keep: Callable[[Conversation], bool] | None = None
 ) -> list[Conversation]:
     """Conversations ``[start, start + num_prompts)`` of the seeded order, evaluation questions dropped."""
-    questions = eval_question_digests(Path(args.eval_data_dir) if args.eval_data_dir else None)
+    questions = eval_question_digests(args.eval_data_dir)
     if args.prompts == "humaneval":
         source = humaneval_conversations()
     else:

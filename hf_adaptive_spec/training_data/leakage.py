@@ -79,10 +79,10 @@ def question_digest(text: str) -> str:
     return hashlib.sha256(normalize_whitespace(text).encode("utf-8")).hexdigest()[:16]
 
 
-def eval_question_digests(data_dir: Path | None = None) -> frozenset[str]:
+def eval_question_digests(data_dir: str | Path | None = None) -> frozenset[str]:
     """Digests of every evaluation question: from ``data_dir``'s question files, else from the shared
     data folder's, else the copy packaged with hf-adaptive-spec (made from the same files)."""
-    data_dir = data_dir or default_eval_data_dir()
+    data_dir = Path(data_dir) if data_dir else default_eval_data_dir()
     if data_dir is not None:
         return frozenset(question_digest(question) for question in load_eval_questions(eval_question_files(data_dir)))
     logger.info("no shared data folder: using the evaluation question digests packaged in %s", PACKAGED_DIGESTS)

@@ -68,7 +68,7 @@ def make_parser() -> TrlParser:
 
 def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, list[int]]]:
     """First user turns of ``num_prompts`` ShareGPT conversations, evaluation questions dropped."""
-    questions = eval_question_digests(Path(script_args.eval_data_dir) if script_args.eval_data_dir else None)
+    questions = eval_question_digests(script_args.eval_data_dir)
     conversations = select_subset(
         drop_leaked(iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None), questions),
         script_args.num_prompts,
