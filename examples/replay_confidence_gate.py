@@ -25,10 +25,10 @@ class ConfidenceGate(hfas.StaticTreePolicy):
 
     def __init__(self, top_k: int, size: int, threshold: float):
         super().__init__(depth=1, top_k=top_k, total_tokens=size + 1)
-        self.size, self.threshold = size, threshold
+        self.threshold = threshold
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
-        return self.size if info.scores.max().exp().item() >= self.threshold else 0
+        return super().num_tokens_to_verify(info) if info.scores.max().exp().item() >= self.threshold else 0
 
 
 def main() -> None:
