@@ -63,7 +63,7 @@ class BadStopPolicy(hfas.StaticTreePolicy):
 @pytest.mark.parametrize(
     "policy, message",
     [
-        (BadConfigPolicy(), "TreeConfig.top_k must be a positive int"),
+        (BadConfigPolicy(), "TreeConfig.top_k must be an int >= 1"),
         (NotAConfigPolicy(), "tree_config returned .* expected a TreeConfig"),
         (BadSizePolicy(depth=3, top_k=2, total_tokens=5), "num_tokens_to_verify returned -1"),
         (BadStopPolicy(depth=3, top_k=2, total_tokens=5), "continue_drafting returned None"),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hf_adaptive_spec as hfas
-from tiny_models import FAMILIES, prompt, tiny_model
+from tiny_models import FAMILIES, PlainStepsBetweenTrees, prompt, tiny_model
 
 SHAPES = {
     "chain": hfas.StaticTreePolicy.chain(4),
@@ -199,3 +199,28 @@ def test_models_with_logit_softcapping_keep_full_logits():
     out = model.generate(ids, max_new_tokens=20, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
                          assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6))
     assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("drafter_name", ["self", "early-exit"])
+def test_plain_decoding_steps_between_trees(llama, drafter_name):
+    """Depth-0 cycles draft nothing and verify the root alone; the drafter catches up after them."""
+    ids = prompt(9, seed=5)
+    expected = llama.generate(ids, max_new_tokens=24, do_sample=False)
+    drafter = _drafters(llama)[drafter_name]
+    trees_begun = []
+    begin_tree = drafter.begin_tree
+    drafter.begin_tree = lambda context: trees_begun.append(context) or begin_tree(context)
+    out = llama.generate(
+        ids,
+        max_new_tokens=24,
+        do_sample=False,
+        assistant_model=drafter,
+        assistant_policy=PlainStepsBetweenTrees(),
+        return_dict_in_generate=True,
+    )
+    assert torch.equal(out.sequences, expected)
+    stats = out.speculation
+    assert all(context.input_ids.shape[1] % 3 == 0 for context in trees_begun)  # the drafter ran in tree cycles only
+    plain_steps = stats.cycles - len(trees_begun)
+    assert plain_steps > 0 and len(trees_begun) > 0
+    assert stats.verified_tokens.count(1) >= plain_steps

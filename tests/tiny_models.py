@@ -68,3 +68,15 @@ def make_char_tokenizer() -> PreTrainedTokenizerFast:
 def prompt(length: int, seed: int = 0) -> torch.LongTensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(1, VOCAB, (1, length), generator=generator)
+
+
+class PlainStepsBetweenTrees(hfas.DraftPolicy):
+    """A plain decoding step (depth 0: nothing drafted) unless the context length is a multiple of 3,
+    then ``tree``. Stateless, so live and replayed runs choose alike; runs of plain steps make the
+    drafter catch up on several committed tokens at once."""
+
+    def __init__(self, tree: hfas.TreeConfig = hfas.TreeConfig(depth=3, top_k=3, total_tokens=8)):
+        self.tree = tree
+
+    def tree_config(self, state: hfas.CycleState) -> hfas.TreeConfig:
+        return self.tree if state.context_length % 3 == 0 else hfas.TreeConfig(depth=0, top_k=1, total_tokens=1)

@@ -185,9 +185,9 @@ class ReplayEnvironment(ReplayLoop):
         self.profile = profile
 
     def check_config(self, config: TreeConfig) -> None:
-        """Raise unless the recording contains every tree ``config`` can build."""
+        """Raise unless the recording contains every tree ``config`` can build (depth 0 builds none)."""
         recorded = self.recording.tree_config
-        if (
+        if config.depth and (
             config.sample_drafts
             or config.top_k != recorded.top_k
             or config.depth > recorded.depth

@@ -196,6 +196,7 @@ def speculative_decoding(
                 sequence, {i: new_features[i] for i in spec_drafter.feature_layers}, cache if shared else None
             )
             tree = builder.build(context, config, max_depth, times)
+            drafted = max_depth >= 1  # else the drafter did not run and has yet to read new_features
 
             tick = time.perf_counter()
             if shared:
@@ -207,7 +208,8 @@ def speculative_decoding(
             result: Acceptance = accept(tree, scores)
             keep = torch.tensor(result.path, device=model.device)
             compact_cache(cache, len(tree), keep)
-            new_features = {i: capture.latest[i][:, keep] for i in wanted}  # only what drafter/policy read
+            kept = {i: capture.latest[i][:, keep] for i in wanted}  # only what drafter/policy read
+            new_features = kept if drafted else {i: torch.cat([new_features[i], kept[i]], dim=1) for i in wanted}
             verify_time = time.perf_counter() - tick
 
             tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]

@@ -21,7 +21,9 @@ class TreeConfig:
     """Shape of one cycle's draft tree (EAGLE-2/3 terms).
 
     Args:
-        depth: maximum number of draft steps (tree depth below the root).
+        depth: maximum number of draft steps (tree depth below the root). ``0`` makes the cycle a
+            plain decoding step: nothing is drafted (no drafter cost) and the target verifies the
+            root alone, so a policy can fall back to stock decoding where speculation does not pay.
         top_k: children proposed per expanded node, and beams expanded per depth.
         total_tokens: tokens sent to verification, *including* the root (EAGLE's ``total_token``).
         sample_drafts: draw children by sampling the drafter's distribution instead of taking
@@ -34,10 +36,10 @@ class TreeConfig:
     sample_drafts: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("depth", "top_k", "total_tokens"):
+        for name, low in (("depth", 0), ("top_k", 1), ("total_tokens", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TreeConfig.{name} must be a positive int, got {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"TreeConfig.{name} must be an int >= {low}, got {value!r}.")
 
 
 @dataclass(frozen=True)

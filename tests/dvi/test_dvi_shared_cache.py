@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import PlainStepsBetweenTrees, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.dvi import DVIDrafter
@@ -20,6 +20,7 @@ POLICIES = {
     "tree": TREE,
     "wide": hfas.StaticTreePolicy(depth=2, top_k=6, total_tokens=9),
     "deep-pruned": hfas.StaticTreePolicy(depth=5, top_k=3, total_tokens=7),
+    "plain-steps-between-trees": PlainStepsBetweenTrees(),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import prompt
+from tiny_models import PlainStepsBetweenTrees, prompt
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 import hf_adaptive_spec as hfas
@@ -116,6 +116,24 @@ def test_features_are_the_target_hidden_states_at_the_configured_layers(target, 
         torch.testing.assert_close(drafter.contexts[0].new_features[i], prefill[i], rtol=0, atol=0)
         received = torch.cat([context.new_features[i] for context in drafter.contexts], dim=1)
         torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=1e-4)  # tree-masked vs causal kernels
+
+
+def test_plain_decoding_steps_hand_their_features_to_the_next_tree(target, frequent_tokens):
+    """After depth-0 cycles (no drafting) the drafter gets the skipped tokens' features with the next
+    tree's, each once; without them it would stop with a position mismatch."""
+    drafter = RecordingDrafter(make_draft_model(target, seed=2, draft_to_target=frequent_tokens))
+    ids = prompt(9, seed=6)
+    out = target.generate(
+        ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=PlainStepsBetweenTrees()
+    )
+    assert torch.equal(out, target.generate(ids, max_new_tokens=24, do_sample=False))
+    assert drafter.contexts[1].new_features[drafter.feature_layers[0]].shape[1] >= 3  # two plain steps, then a tree
+    last = drafter.contexts[-1].input_ids
+    with torch.no_grad():
+        reference = target(last[:, :-1], output_hidden_states=True).hidden_states
+    for i in drafter.feature_layers:
+        received = torch.cat([context.new_features[i] for context in drafter.contexts], dim=1)
+        torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=1e-4)
 
 
 def _context(ids, features, start: int, end: int) -> DraftContext:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import PlainStepsBetweenTrees, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
@@ -51,6 +51,7 @@ POLICIES = {
     "shallow": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=9),
     "full": hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=9),
     "adaptive": ScoreThresholdPolicy(),
+    "plain-steps-between-trees": PlainStepsBetweenTrees(RECORDED),
 }
 
 
@@ -90,6 +91,15 @@ def test_replay_times_come_from_the_profile():
     assert cycle.verified_tokens == 4
     assert cycle.draft_time == pytest.approx(0.3)  # three levels drafted, whatever the pruning kept
     assert cycle.verify_time == pytest.approx(1.5)
+
+
+def test_plain_decoding_step_costs_one_token_verification_and_no_draft():
+    target = tiny_model("llama")
+    recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 12)
+    cycle = ReplayEnvironment(recording, _profile()).replay_cycle(0, 0, hfas.StaticTreePolicy(depth=0, top_k=3, total_tokens=4))
+    assert (cycle.verified_tokens, cycle.accepted_length, cycle.draft_depth) == (1, 0, 0)
+    assert cycle.draft_time == 0.0
+    assert cycle.verify_time == pytest.approx(1.0)
 
 
 def test_policies_outside_the_recording_are_refused():

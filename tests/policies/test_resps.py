@@ -83,6 +83,8 @@ def test_action_grid_filter_on_a_hand_checked_case():
     )
     assert action_grid((2, 3), (1, 2), (2,), paper_filter=False) == ((2, 1, 2), (2, 2, 2), (3, 1, 2), (3, 2, 2))
     assert action_grid((2, 3), (1, 2), (2,)) == ((2, 2, 2),)  # 3 > 2 ** 1, and depth 1 allows 1 token only
+    # depth 0 is a plain decoding step: the root alone
+    assert action_grid((1, 6), (0, 1), (4,), paper_filter=False) == ((1, 0, 4), (1, 1, 4))
     paper = ACTION_GRIDS["paper"]
     assert len(paper) == 177 and {(80, 3, 8), (96, 3, 8), (128, 3, 8)}.isdisjoint(paper)
 

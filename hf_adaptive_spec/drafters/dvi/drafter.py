@@ -345,7 +345,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         committed = context.input_ids[0, pending.committed :].tolist()
         features = context.new_features.get(self._num_layers)
         if not committed or features is None or features.shape[1] != len(committed):
-            return  # a cycle without drafting came in between: the outcome cannot be aligned
+            return  # no target states for these tokens: the outcome cannot be aligned
         target_states = features[0].detach().to(self.shallow.device).clone()
         self.updater.add(outcome_records(pending.tree, pending.states, committed, target_states))
 

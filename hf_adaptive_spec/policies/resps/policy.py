@@ -31,8 +31,9 @@ Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
 
 
 def full_tree_size(depth: int, top_k: int) -> int:
-    """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included."""
-    return 1 + top_k + (depth - 1) * top_k**2
+    """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included
+    (``depth`` 0: the root alone, a plain decoding step)."""
+    return 1 + top_k + (depth - 1) * top_k**2 if depth else 1
 
 
 def action_grid(
