@@ -31,7 +31,9 @@ def run_benchmark(
     """Run every prepared method on every question; return one record per (question, method).
 
     For each question ``stock`` runs first: its answers build the later turns' conversation
-    for all methods and are the reference of the greedy identity check. Pairs already in
+    for all methods and are the reference of the greedy identity check. The other methods
+    follow in an order rotated by one place per question, so that none always runs right
+    after ``stock`` and any effect of the position is shared out evenly. Pairs already in
     ``log`` are not run again. Every method's turn starts from the same torch seed (a function
     of ``seed``, the question and the turn), so sampled runs are reproducible and resumable.
 
@@ -49,9 +51,15 @@ def run_benchmark(
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
-    order = [REFERENCE_METHOD] + [name for name in methods if name != REFERENCE_METHOD]
+    others = [name for name in methods if name != REFERENCE_METHOD]
+    order = [REFERENCE_METHOD] + others
     done = dict(log.completed) if log is not None else {}
-    pending = [(question, name) for question in questions for name in order if (question.question_id, name) not in done]
+    pending = [
+        (question, name)
+        for index, question in enumerate(questions)
+        for name in [REFERENCE_METHOD] + _rotated(others, index)
+        if (question.question_id, name) not in done
+    ]
     counter = TargetPassCounter(model)
     try:
         if pending and warmup:
@@ -70,6 +78,11 @@ def run_benchmark(
     finally:
         counter.close()
     return [done[(question.question_id, name)] for question in questions for name in order]
+
+
+def _rotated(names: list[str], shift: int) -> list[str]:
+    shift = shift % len(names) if names else 0
+    return names[shift:] + names[:shift]
 
 
 def _run_question(
