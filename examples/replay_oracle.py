@@ -1,0 +1,78 @@
+"""The ceiling for any draft policy on a replay recording: per cycle, the best of a set of tree shapes in hindsight.
+
+    python examples/replay_oracle.py --recording artifacts/replay/sharegpt-d3k8 \
+        --profile artifacts/replay/profile.json
+
+Every tree shape is replayed at every recorded position (exact accepted lengths, modelled time).
+A dynamic programme over positions then picks, for each cycle, the shape that minimises the time
+to finish the generation, knowing the future. No policy that sees only the drafts and the context
+can beat it; a policy's share of the gap between the static tree and this ceiling says how much
+of the available gain it takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
+
+
+def replay_outcomes(environment: ReplayEnvironment, prompt: int, shapes: dict[str, hfas.TreeConfig]) -> dict:
+    """``(position, shape) -> (tokens advanced, modelled seconds)`` for every recorded position of ``prompt``."""
+    outcomes = {}
+    for position in range(environment.num_positions(prompt)):
+        for name, config in shapes.items():
+            policy = hfas.StaticTreePolicy(config.depth, config.top_k, config.total_tokens)
+            cycle = environment.replay_cycle(prompt, position, policy)
+            outcomes[position, name] = (cycle.accepted_length + 1, cycle.draft_time + cycle.verify_time)
+    return outcomes
+
+
+def least_seconds(outcomes: dict, positions: int, allowed: list[str]) -> float:
+    """Least time to finish the generation from position 0, choosing among ``allowed`` per cycle."""
+    best = [0.0] * (positions + 1)
+    for position in range(positions - 1, -1, -1):
+        best[position] = min(
+            seconds + best[min(position + advanced, positions)]
+            for advanced, seconds in (outcomes[position, name] for name in allowed)
+        )
+    return best[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recording", required=True, help="recording folder")
+    parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
+    parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
+    args = parser.parse_args()
+    environment = ReplayEnvironment(load_recording(args.recording), HardwareProfile.load(args.profile))
+    recorded = environment.recording.tree_config
+    k = recorded.top_k
+    shapes = {"plain step": hfas.TreeConfig(depth=0, top_k=k, total_tokens=1)}
+    for depth in range(1, recorded.depth + 1):
+        for total_tokens in range(2, recorded.total_tokens + 1):
+            if total_tokens <= 1 + k + (depth - 1) * k * k and (depth > 1 or total_tokens <= k + 1):
+                shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.TreeConfig(depth, k, total_tokens)
+    depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
+    static = environment.replay(hfas.StaticTreePolicy(depth, top_k, total_tokens))
+    tokens = sum(c.accepted_length + 1 for c in static.all_cycles)
+    depth_one = [name for name in shapes if name.startswith("depth 1,")]
+    choices = {
+        f"static tree {args.static}": [f"depth {depth}, {total_tokens} tokens"],
+        "plain step or the static tree": ["plain step", f"depth {depth}, {total_tokens} tokens"],
+        "plain step or any depth-1 tree": ["plain step"] + depth_one,
+        "any recorded shape": list(shapes),
+    }
+    print(f"{environment.num_prompts} prompts, {tokens} tokens; static tree {args.static}: {static.tokens_per_second:.2f} tokens/s")
+    print("| per-cycle choice, in hindsight | tokens/s | vs static tree |")
+    print("|---|---|---|")
+    per_prompt = [(replay_outcomes(environment, p, shapes), environment.num_positions(p)) for p in range(environment.num_prompts)]
+    for label, allowed in choices.items():
+        seconds = sum(least_seconds(outcomes, positions, allowed) for outcomes, positions in per_prompt)
+        print(f"| {label} | {tokens / seconds:.2f} | {tokens / seconds / static.tokens_per_second:.3f}x |")
+
+
+if __name__ == "__main__":
+    main()
