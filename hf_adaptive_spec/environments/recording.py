@@ -199,6 +199,8 @@ def record_greedy_trees(
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
     if config.sample_drafts:
         raise ValueError("Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False.")
+    if config.depth < 1:
+        raise ValueError("A recording needs trees to replay: record with depth >= 1 (plain steps need no recording).")
     drafter.bind(model)
     device = model.device
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))

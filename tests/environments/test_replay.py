@@ -102,6 +102,12 @@ def test_plain_decoding_step_costs_one_token_verification_and_no_draft():
     assert cycle.verify_time == pytest.approx(1.0)
 
 
+def test_recording_plain_steps_is_refused():
+    target = tiny_model("llama")
+    with pytest.raises(ValueError, match="record with depth >= 1"):
+        record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], TreeConfig(depth=0, top_k=3, total_tokens=1), 8)
+
+
 def test_policies_outside_the_recording_are_refused():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 8)
