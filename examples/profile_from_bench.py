@@ -17,6 +17,7 @@ import argparse
 import json
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def main() -> None:
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
     parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
     args = parser.parse_args()
-    records = json.loads(open(args.bench, encoding="utf-8").read())["records"]
+    records = json.loads(Path(args.bench).read_text(encoding="utf-8"))["records"]
     turns = [turn for record in records for turn in record["turns"] if turn["verified_tokens"]]
     sizes, seconds = fit_verify_seconds(turns, args.min_cycles)
     one_level = [turn for turn in turns if set(turn["draft_depths"]) == {1}]  # every cycle drafted one level

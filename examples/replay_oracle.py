@@ -16,15 +16,15 @@ import argparse
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.policies.resps import full_tree_size
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
-def replay_outcomes(environment: ReplayEnvironment, prompt: int, shapes: dict[str, hfas.TreeConfig]) -> dict:
+def replay_outcomes(environment: ReplayEnvironment, prompt: int, shapes: dict[str, hfas.StaticTreePolicy]) -> dict:
     """``(position, shape) -> (tokens advanced, modelled seconds)`` for every recorded position of ``prompt``."""
     outcomes = {}
     for position in range(environment.num_positions(prompt)):
-        for name, config in shapes.items():
-            policy = hfas.StaticTreePolicy(config.depth, config.top_k, config.total_tokens)
+        for name, policy in shapes.items():
             cycle = environment.replay_cycle(prompt, position, policy)
             outcomes[position, name] = (cycle.accepted_length + 1, cycle.draft_time + cycle.verify_time)
     return outcomes
@@ -50,11 +50,10 @@ def main() -> None:
     environment = ReplayEnvironment(load_recording(args.recording), HardwareProfile.load(args.profile))
     recorded = environment.recording.tree_config
     k = recorded.top_k
-    shapes = {"plain step": hfas.TreeConfig(depth=0, top_k=k, total_tokens=1)}
+    shapes = {"plain step": hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
     for depth in range(1, recorded.depth + 1):
-        for total_tokens in range(2, recorded.total_tokens + 1):
-            if total_tokens <= 1 + k + (depth - 1) * k * k and (depth > 1 or total_tokens <= k + 1):
-                shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.TreeConfig(depth, k, total_tokens)
+        for total_tokens in range(2, min(recorded.total_tokens, full_tree_size(depth, k)) + 1):
+            shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.StaticTreePolicy(depth, k, total_tokens)
     depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
     static = environment.replay(hfas.StaticTreePolicy(depth, top_k, total_tokens))
     tokens = sum(c.accepted_length + 1 for c in static.all_cycles)
