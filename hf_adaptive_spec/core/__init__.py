@@ -1,15 +1,17 @@
 """Primitives shared by the engine and the drafters: the draft tree, tree attention masks,
-KV cache compaction and target hidden-state capture."""
+KV cache compaction, target hidden-state capture and the target's output head."""
 
 from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask, tree_extension_mask
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
+from .output_head import OutputHead
 from .tree import DraftTree
 
 __all__ = [
     "TREE_MASK_ATTENTION",
     "DraftTree",
     "FeatureCapture",
+    "OutputHead",
     "check_tree_attention_support",
     "compact_cache",
     "decoder_layers",

@@ -223,7 +223,7 @@ def record_greedy_trees(
             if drafter.shared_layers:  # the engine's path for self-speculative drafters
                 logits = model.get_output_embeddings()(drafter.verify(model, cache, subtree, past_length))
             else:
-                logits = verify_tree(model, cache, subtree, past_length, lazy_head=False).logits
+                logits = verify_tree(model, cache, subtree, past_length, lazy_head=None).logits
             greedy = logits.argmax(-1).tolist()
             target_next = [-1] * len(tree)
             for row, node in enumerate(verified):

@@ -19,6 +19,7 @@ from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support, tree_attention_mask
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
+from ..core.output_head import OutputHead
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .tree_builder import DraftTimes, TreeBuilder
@@ -80,7 +81,9 @@ class _TreeLogits:
     the acceptance walk visits (about τ of them), not for every verified token.
     """
 
-    def __init__(self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head=None):
+    def __init__(
+        self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head: OutputHead | None = None
+    ):
         self.logits, self.hidden, self.head = logits, hidden, head
         self.rows: dict[int, torch.Tensor] = {}
 
@@ -118,8 +121,11 @@ def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, lo
     return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
 
 
-def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: bool) -> _TreeLogits:
-    """One target forward over the whole tree (its rows are appended to ``cache``)."""
+def verify_tree(
+    model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None
+) -> _TreeLogits:
+    """One target forward over the whole tree (its rows are appended to ``cache``); with ``lazy_head``
+    the decoder only, the head running later on the nodes the acceptance walk visits."""
     device = model.device
     positions = past_length + torch.tensor(tree.depths, device=device)
     mask = tree_attention_mask(
@@ -132,9 +138,8 @@ def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int
         past_key_values=cache,
         use_cache=True,
     )
-    if lazy_head:
-        hidden = model.get_decoder()(**inputs).last_hidden_state[0]
-        return _TreeLogits(hidden=hidden, head=model.get_output_embeddings())
+    if lazy_head is not None:
+        return _TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head)
     return _TreeLogits(logits=model(**inputs).logits[0].float())
 
 
@@ -170,8 +175,9 @@ def speculative_decoding(
         )
     with FeatureCapture(model, wanted | {final_index}) as capture:
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
-        lazy_head = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
-        if shared and not lazy_head:
+        head_is_last_step = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
+        lazy_head = OutputHead(model.get_output_embeddings()) if head_is_last_step else None
+        if shared and lazy_head is None:
             raise ValueError(
                 f"{type(spec_drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
                 "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
@@ -201,7 +207,7 @@ def speculative_decoding(
             tick = time.perf_counter()
             if shared:
                 hidden = spec_drafter.verify(model, cache, tree, past_length)
-                tree_logits = _TreeLogits(hidden=hidden, head=model.get_output_embeddings())
+                tree_logits = _TreeLogits(hidden=hidden, head=lazy_head)
             else:
                 tree_logits = verify_tree(model, cache, tree, past_length, lazy_head)
             scores = _TreeScores(tree, tree_logits, sequence, logits_processor)

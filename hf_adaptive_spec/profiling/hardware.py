@@ -17,6 +17,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
+from ..core.output_head import OutputHead
 from ..drafters.base import Drafter
 from ..policies.base import DraftPolicy
 
@@ -68,7 +69,7 @@ def measure_verification(
     """Median time of one verification of ``n`` tree tokens, for each ``n`` in ``tokens``: the
     decoder over every node plus the lm_head on two of them, as the engine runs it."""
     device = model.device
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    decoder, head = model.get_decoder(), OutputHead(model.get_output_embeddings())
     generator = torch.Generator().manual_seed(0)
     context = torch.randint(0, model.config.vocab_size, (1, context_length), generator=generator).to(device)
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
@@ -87,7 +88,8 @@ def measure_verification(
             hidden = decoder(
                 input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True
             ).last_hidden_state
-            head(hidden[:, : min(n, 2)])  # the engine runs the lm_head on the ~τ nodes its acceptance walk visits
+            for row in range(min(n, 2)):  # the engine runs the lm_head on the ~τ nodes its acceptance walk visits
+                head(hidden[0, row : row + 1])
             runs.append(time.perf_counter() - start)
             drop_tail(cache, n)
         seconds.append(statistics.median(runs[1:]))
