@@ -30,7 +30,7 @@ def stock_tokens(model, tokenizer) -> list[int]:
 
 def test_registry_names():
     assert list(METHODS) == [
-        "stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree",
+        "stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
         "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
@@ -99,6 +99,16 @@ def test_tree_with_the_real_engine_matches_stock(bench_model):
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected
     assert len(stats.accepted_lengths) >= 1 and stats.verify_time > 0
+
+
+def test_plain_steps_match_stock_without_drafting(bench_model):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    method = METHODS["plain-steps"]()
+    method.prepare(model, tokenizer, OPTIONS)
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected
+    assert set(stats.draft_depths) == {0} and set(stats.verified_tokens) == {1} and stats.draft_time == 0
 
 
 def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):

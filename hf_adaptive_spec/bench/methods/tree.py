@@ -1,4 +1,5 @@
-"""``tree``: this project's static-tree speculative decoding with a small causal-LM drafter."""
+"""``tree``: this project's static-tree speculative decoding with a small causal-LM drafter; ``plain-steps``:
+the same engine drafting nothing."""
 
 from __future__ import annotations
 
@@ -30,3 +31,19 @@ class Tree(BenchMethod):
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         out = self.model.generate(input_ids=input_ids, **self.generate_kwargs)
         return new_token_ids(out.sequences, input_ids), out.speculation
+
+
+class PlainSteps(Tree):
+    """The engine with ``StaticTreePolicy(depth=0)``: one-token steps, nothing drafted or verified
+    beyond the next token. Against ``stock`` it measures the engine alone (its bookkeeping, and on
+    CPU its faster lm_head layout), so a speculative method's gain over it is what speculation adds."""
+
+    name = "plain-steps"
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        enable(model)
+        drafter = CausalLMDrafter.from_target_layers(model, num_layers=1)  # never asked to draft
+        policy = StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
+        return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
