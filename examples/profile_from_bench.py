@@ -7,8 +7,9 @@
 real cycles. This fits, by least squares over the turns of the speculative methods, the engine's
 verification time per cycle for each verified size the run used (acceptance and cache update
 included), and takes the drafting time per draft level from the methods that draft one level per
-cycle. Sizes the run never verified are interpolated by the profile, so keep to policies whose
-sizes the run covers.
+cycle. A size the run never verified keeps the ``--like`` profile's measured time, scaled by the
+fitted-to-measured ratio of the nearest fitted size: interpolating between fitted sizes would be
+wrong where verification cost is not monotone in size (on the EPYC, 2–4 tokens cost more than 6).
 """
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ def fit_verify_seconds(turns: list[dict], min_cycles: int) -> tuple[list[int], l
     return sizes, [float(s) for s in seconds]
 
 
+def fill_unfitted_sizes(measured: HardwareProfile, sizes: list[int], seconds: list[float]) -> tuple[list[int], list[float]]:
+    """Fitted sizes plus every other size of ``measured``, scaled like its nearest fitted size."""
+    fitted = dict(zip(sizes, seconds))
+    own = dict(zip(measured.verify_tokens, measured.verify_seconds))
+    filled = dict(fitted)
+    for size, value in own.items():
+        if size not in fitted:
+            nearest = min(fitted, key=lambda fitted_size: (abs(fitted_size - size), fitted_size))
+            filled[size] = value * fitted[nearest] / measured.verify_time(nearest)
+    return sorted(filled), [filled[size] for size in sorted(filled)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", required=True, help="bench JSON (--json of hf-adaptive-spec bench)")
@@ -49,12 +62,14 @@ def main() -> None:
     if not one_level:
         raise ValueError("No turn drafted exactly one level per cycle: run a depth-1 static tree in the bench.")
     draft = sum(turn["draft_time"] for turn in one_level) / sum(len(turn["draft_depths"]) for turn in one_level)
+    measured = HardwareProfile.load(args.like)
+    print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
     profile = replace(  # context_length 0: fitted over the run's contexts, not measured at one
-        HardwareProfile.load(args.like), context_length=0, verify_tokens=sizes, verify_seconds=seconds,
-        draft_step_seconds=draft,
+        measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, draft_step_seconds=draft
     )
     profile.save(args.output)
-    print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    print("with the other measured sizes scaled: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     print(f"draft step: {1000 * draft:.2f} ms ({len(one_level)} one-level turns) -> {args.output}")
 
 
