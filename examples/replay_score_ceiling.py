@@ -1,0 +1,131 @@
+"""What a draft policy that sees the first level's draft probabilities can gain, on a replay recording.
+
+    python examples/replay_score_ceiling.py --recording artifacts/replay/sharegpt-d3k8 \
+        --profile artifacts/policy_logs/profile_from_bench_policies_specbench130_epyc.json
+
+`replay_oracle.py` picks each cycle's tree shape knowing the future; no policy can do that.
+This script asks what the drafts themselves tell: after drafting one level, predict the tokens
+each shape would commit from the level's candidate probabilities (ridge regression, fitted on
+the other prompts: k-fold by prompt), then pick the shape with the best predicted tokens minus
+λ × modelled seconds, λ being the throughput it reaches (Dinkelbach's fixed point, so that
+picking maximises tokens per second). A plain step chosen this way still pays the draft level
+it looked at. A learned policy with the same inputs should land near this line, not near the
+oracle's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from replay_oracle import replay_outcomes
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.policies.resps import full_tree_size
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
+
+PLAIN = "plain step"
+
+
+def first_level_features(environment: ReplayEnvironment, prompt: int, top_k: int) -> np.ndarray:
+    """``[positions, 2 top_k + 1]``: each recorded tree's depth-1 probabilities (best first), their logs, 1."""
+    rows = []
+    for tree in environment.recording.prompts[prompt]:
+        probs = sorted((np.exp(s) for s, d in zip(tree.scores, tree.depths) if d == 1), reverse=True)[:top_k]
+        probs += [0.0] * (top_k - len(probs))
+        rows.append(probs + list(np.log(np.array(probs) + 1e-6)) + [1.0])
+    return np.array(rows)
+
+
+def cross_validated_predictions(features: np.ndarray, tokens: np.ndarray, prompt_of: np.ndarray, folds: int, ridge: float) -> np.ndarray:
+    """Ridge predictions of ``tokens`` ``[N, shapes]``, each prompt predicted by a fit on the other folds."""
+    predicted = np.zeros_like(tokens)
+    for fold in range(folds):
+        test = prompt_of % folds == fold
+        mean, scale = features[~test].mean(0), features[~test].std(0) + 1e-6
+        mean[-1], scale[-1] = 0.0, 1.0  # keep the constant column
+        x = (features - mean) / scale
+        a = x[~test]
+        weights = np.linalg.solve(a.T @ a + ridge * np.eye(a.shape[1]), a.T @ tokens[~test])
+        predicted[test] = x[test] @ weights
+    return predicted
+
+
+def walk(
+    choice: np.ndarray, tokens: np.ndarray, seconds: np.ndarray, starts: list[int], lengths: list[int]
+) -> tuple[float, list[int]]:
+    """Replay each prompt cycle by cycle with ``choice[row]`` as the shape: ``(tokens per second, rows visited)``."""
+    total_tokens = total_seconds = 0.0
+    visited = []
+    for start, length in zip(starts, lengths):
+        position = 0
+        while position < length:
+            row = start + position
+            visited.append(row)
+            advanced = int(tokens[row, choice[row]])
+            total_tokens += advanced
+            total_seconds += seconds[row, choice[row]]
+            position += advanced
+    return total_tokens / total_seconds, visited
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recording", required=True, help="recording folder")
+    parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
+    parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
+    parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
+    parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
+    args = parser.parse_args()
+    profile = HardwareProfile.load(args.profile)
+    environment = ReplayEnvironment(load_recording(args.recording), profile)
+    recorded = environment.recording.tree_config
+    k = recorded.top_k
+    shapes = {PLAIN: hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
+    for depth in range(1, recorded.depth + 1):
+        for total_tokens in range(2, min(recorded.total_tokens, full_tree_size(depth, k)) + 1):
+            shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.StaticTreePolicy(depth, k, total_tokens)
+    names = list(shapes)
+    depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
+    static_name = f"depth {depth}, {total_tokens} tokens"
+
+    features, tokens, seconds, prompt_of, starts, lengths = [], [], [], [], [], []
+    for prompt in range(environment.num_prompts):
+        outcomes = replay_outcomes(environment, prompt, shapes)
+        positions = environment.num_positions(prompt)
+        starts.append(sum(lengths))
+        lengths.append(positions)
+        features.append(first_level_features(environment, prompt, k))
+        tokens += [[outcomes[p, name][0] for name in names] for p in range(positions)]
+        seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
+        prompt_of += [prompt] * positions
+    features, tokens, seconds = np.concatenate(features), np.array(tokens, float), np.array(seconds)
+    seconds[:, names.index(PLAIN)] += profile.draft_step_seconds  # the plain step is chosen after drafting a level
+    predicted = cross_validated_predictions(features, tokens, np.array(prompt_of), args.folds, args.ridge)
+
+    static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
+    choices = {
+        "plain step or the static tree": [PLAIN, static_name],
+        "plain step or any depth-1 tree": [PLAIN] + [n for n in names if n.startswith("depth 1,")],
+        "plain step or any recorded shape": names,
+    }
+    print(f"{environment.num_prompts} prompts; static tree {args.static}: {static:.2f} tokens/s (modelled)")
+    print("| choice after seeing the first level's drafts | tokens/s | vs static tree | cycles per choice |")
+    print("|---|---|---|---|")
+    for label, allowed in choices.items():
+        index = np.array([names.index(n) for n in allowed])
+        rate = static
+        for _ in range(20):  # Dinkelbach: λ = the throughput the choice reaches
+            choice = index[np.argmax(predicted[:, index] - rate * seconds[:, index], axis=1)]
+            new_rate, visited = walk(choice, tokens, seconds, starts, lengths)
+            if abs(new_rate - rate) < 1e-6:
+                break
+            rate = new_rate
+        used = np.bincount(choice[visited], minlength=len(names))
+        counts = ", ".join(f"{names[i]}: {used[i]}" for i in np.argsort(-used) if used[i])
+        print(f"| {label} | {rate:.2f} | {rate / static:.3f}x | {counts} |")
+
+
+if __name__ == "__main__":
+    main()
