@@ -20,6 +20,24 @@ from hf_adaptive_spec.policies.resps import full_tree_size
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
+PLAIN_STEP = "plain step"
+
+
+def shape_name(depth: int, total_tokens: int) -> str:
+    return f"depth {depth}, {total_tokens} tokens"
+
+
+def recorded_shapes(environment: ReplayEnvironment) -> dict[str, hfas.StaticTreePolicy]:
+    """A plain step and every ``(depth, total_tokens)`` tree the recording can replay, at its top_k."""
+    recorded = environment.recording.tree_config
+    k = recorded.top_k
+    shapes = {PLAIN_STEP: hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
+    for depth in range(1, recorded.depth + 1):
+        for total_tokens in range(2, min(recorded.total_tokens, full_tree_size(depth, k)) + 1):
+            shapes[shape_name(depth, total_tokens)] = hfas.StaticTreePolicy(depth, k, total_tokens)
+    return shapes
+
+
 def replay_outcomes(environment: ReplayEnvironment, prompt: int, shapes: dict[str, hfas.StaticTreePolicy]) -> dict:
     """``(position, shape) -> (tokens advanced, modelled seconds)`` for every recorded position of ``prompt``."""
     outcomes = {}
@@ -48,20 +66,15 @@ def main() -> None:
     parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
     args = parser.parse_args()
     environment = ReplayEnvironment(load_recording(args.recording), HardwareProfile.load(args.profile))
-    recorded = environment.recording.tree_config
-    k = recorded.top_k
-    shapes = {"plain step": hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
-    for depth in range(1, recorded.depth + 1):
-        for total_tokens in range(2, min(recorded.total_tokens, full_tree_size(depth, k)) + 1):
-            shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.StaticTreePolicy(depth, k, total_tokens)
+    shapes = recorded_shapes(environment)
     depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
     static = environment.replay(hfas.StaticTreePolicy(depth, top_k, total_tokens))
     tokens = sum(c.accepted_length + 1 for c in static.all_cycles)
     depth_one = [name for name in shapes if name.startswith("depth 1,")]
     choices = {
-        f"static tree {args.static}": [f"depth {depth}, {total_tokens} tokens"],
-        "plain step or the static tree": ["plain step", f"depth {depth}, {total_tokens} tokens"],
-        "plain step or any depth-1 tree": ["plain step"] + depth_one,
+        f"static tree {args.static}": [shape_name(depth, total_tokens)],
+        "plain step or the static tree": [PLAIN_STEP, shape_name(depth, total_tokens)],
+        "plain step or any depth-1 tree": [PLAIN_STEP] + depth_one,
         "any recorded shape": list(shapes),
     }
     print(f"{environment.num_prompts} prompts, {tokens} tokens; static tree {args.static}: {static.tokens_per_second:.2f} tokens/s")

@@ -18,14 +18,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from replay_oracle import replay_outcomes
+from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name
 
-import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
-from hf_adaptive_spec.policies.resps import full_tree_size
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
-
-PLAIN = "plain step"
 
 
 def first_level_features(environment: ReplayEnvironment, prompt: int, top_k: int) -> np.ndarray:
@@ -80,15 +76,11 @@ def main() -> None:
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(load_recording(args.recording), profile)
-    recorded = environment.recording.tree_config
-    k = recorded.top_k
-    shapes = {PLAIN: hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
-    for depth in range(1, recorded.depth + 1):
-        for total_tokens in range(2, min(recorded.total_tokens, full_tree_size(depth, k)) + 1):
-            shapes[f"depth {depth}, {total_tokens} tokens"] = hfas.StaticTreePolicy(depth, k, total_tokens)
+    k = environment.recording.tree_config.top_k
+    shapes = recorded_shapes(environment)
     names = list(shapes)
-    depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
-    static_name = f"depth {depth}, {total_tokens} tokens"
+    depth, _, total_tokens = (int(x) for x in args.static.split(","))
+    static_name = shape_name(depth, total_tokens)
 
     features, tokens, seconds, prompt_of, starts, lengths = [], [], [], [], [], []
     for prompt in range(environment.num_prompts):
@@ -101,13 +93,13 @@ def main() -> None:
         seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
         prompt_of += [prompt] * positions
     features, tokens, seconds = np.concatenate(features), np.array(tokens, float), np.array(seconds)
-    seconds[:, names.index(PLAIN)] += profile.draft_step_seconds  # the plain step is chosen after drafting a level
+    seconds[:, names.index(PLAIN_STEP)] += profile.draft_step_seconds  # the plain step is chosen after drafting a level
     predicted = cross_validated_predictions(features, tokens, np.array(prompt_of), args.folds, args.ridge)
 
     static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
     choices = {
-        "plain step or the static tree": [PLAIN, static_name],
-        "plain step or any depth-1 tree": [PLAIN] + [n for n in names if n.startswith("depth 1,")],
+        "plain step or the static tree": [PLAIN_STEP, static_name],
+        "plain step or any depth-1 tree": [PLAIN_STEP] + [n for n in names if n.startswith("depth 1,")],
         "plain step or any recorded shape": names,
     }
     print(f"{environment.num_prompts} prompts; static tree {args.static}: {static:.2f} tokens/s (modelled)")
