@@ -16,7 +16,7 @@ import argparse
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
-from hf_adaptive_spec.policies.resps import full_tree_size
+from hf_adaptive_spec.core.tree import full_tree_size
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 

@@ -5,7 +5,7 @@ from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_a
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead
-from .tree import DraftTree
+from .tree import DraftTree, full_tree_size
 
 __all__ = [
     "TREE_MASK_ATTENTION",
@@ -16,6 +16,7 @@ __all__ = [
     "compact_cache",
     "decoder_layers",
     "drop_tail",
+    "full_tree_size",
     "prepare_cache_for_trees",
     "tree_attention_mask",
     "tree_extension_mask",

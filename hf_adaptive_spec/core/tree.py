@@ -81,3 +81,9 @@ class DraftTree:
             scores=[self.scores[i] for i in keep],
             proposal_probs={remap[i]: p for i, p in self.proposal_probs.items() if i in remap},
         )
+
+
+def full_tree_size(depth: int, top_k: int) -> int:
+    """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included
+    (``depth`` 0: the root alone, a plain decoding step)."""
+    return 1 + top_k + (depth - 1) * top_k**2 if depth else 1

@@ -20,7 +20,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
-from ..core.tree import DraftTree
+from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import DraftContext, Drafter
 from ..generation.speculative_decoding import verify_tree
 from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
@@ -205,8 +205,7 @@ def record_greedy_trees(
     device = model.device
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
     wanted = set(drafter.feature_layers) | set(feature_layers)
-    full_size = 1 + config.top_k + (config.depth - 1) * config.top_k**2
-    whole = TreeConfig(depth=config.depth, top_k=config.top_k, total_tokens=full_size)
+    whole = TreeConfig(depth=config.depth, top_k=config.top_k, total_tokens=full_tree_size(config.depth, config.top_k))
     trees: list[ReplayTree] = []
     with FeatureCapture(model, wanted) as capture:
         logits = model(input_ids=input_ids.to(device), past_key_values=cache, use_cache=True).logits

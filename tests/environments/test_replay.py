@@ -7,6 +7,7 @@ import torch
 from tiny_models import PlainStepsBetweenTrees, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core import full_tree_size
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, record_replay
 from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
@@ -80,6 +81,8 @@ def test_recording_holds_the_greedy_generation():
     expected = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)[0, ids.shape[1]:].tolist()
     trees = record_replay(target, _drafters(target)["early-exit"], [ids], RECORDED, MAX_NEW).prompts[0]
     assert len(trees) == MAX_NEW - 1  # the first token comes from the prefill
+    # the whole expansion: the root, 3 children, then 3 x 3 candidates at each of 3 more levels
+    assert {len(tree.tokens) for tree in trees} == {1 + 3 + 3 * 9} == {full_tree_size(RECORDED.depth, RECORDED.top_k)}
     assert [tree.target_next[0] for tree in trees] == expected[1:]
     assert [tree.context_length for tree in trees] == list(range(ids.shape[1] + 1, ids.shape[1] + MAX_NEW))
 

@@ -22,18 +22,13 @@ from torch import nn
 from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
+from ...core.tree import full_tree_size
 from ...drafters.eagle3.configuration import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin
 
 Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
-
-
-def full_tree_size(depth: int, top_k: int) -> int:
-    """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included
-    (``depth`` 0: the root alone, a plain decoding step)."""
-    return 1 + top_k + (depth - 1) * top_k**2 if depth else 1
 
 
 def action_grid(
