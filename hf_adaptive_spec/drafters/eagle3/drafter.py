@@ -9,6 +9,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ...core.attention import check_tree_attention_support, tree_extension_mask
 from ...core.kv_cache import drop_tail
+from ...core.output_head import OutputHead
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
 from .modeling import Eagle3DraftModel
@@ -36,6 +37,7 @@ class Eagle3Drafter(Drafter):
         self._committed = 0  # draft positions in the cache: committed tokens - 1
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
+        self._head = OutputHead(model.lm_head)
 
     @classmethod
     def from_pretrained(
@@ -65,6 +67,7 @@ class Eagle3Drafter(Drafter):
         self._cache = DynamicCache()
         self._committed = 0
         self._fed, self._outputs = [], {}
+        self._head = OutputHead(self.model.lm_head)  # re-reads the weight if it changed since the last generation
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
@@ -84,11 +87,11 @@ class Eagle3Drafter(Drafter):
             target_features=True,
             position_ids=positions[None],
             past_key_values=self._cache,
-            logits_to_keep=1,
+            compute_logits=False,
         )
         self._committed = num_tokens - 1
         self._outputs = {0: output.prenorm_hidden_states[0, -1]}
-        return torch.log_softmax(output.logits[:, -1].float(), dim=-1)
+        return self._draft_log_probs(output.prenorm_hidden_states[0, -1:])
 
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
@@ -103,10 +106,16 @@ class Eagle3Drafter(Drafter):
             position_ids=query_positions[None],
             attention_mask=mask,
             past_key_values=self._cache,
+            compute_logits=False,
         )
         self._outputs.update(zip(nodes, output.prenorm_hidden_states[0]))
         self._fed = self._fed + nodes
-        return torch.log_softmax(output.logits[0].float(), dim=-1)
+        return self._draft_log_probs(output.prenorm_hidden_states[0])
+
+    def _draft_log_probs(self, prenorm_rows: torch.Tensor) -> torch.Tensor:
+        """``[n, draft_vocab]`` log-probs of ``[n, hidden]`` pre-norm outputs; the head runs one
+        row at a time as fast as the target's (see :class:`~hf_adaptive_spec.core.OutputHead`)."""
+        return torch.log_softmax(self._head(self.model.norm(prenorm_rows)).float(), dim=-1)
 
     def end_tree(self) -> None:
         drop_tail(self._cache, len(self._fed))

@@ -25,7 +25,8 @@ class Eagle3DraftOutput(ModelOutput):
     """Output of one draft step.
 
     Args:
-        logits: ``[batch, kept positions, draft_vocab_size]`` logits over the draft vocabulary.
+        logits: ``[batch, kept positions, draft_vocab_size]`` logits over the draft vocabulary
+            (None when the step was asked not to compute them).
         prenorm_hidden_states: ``[batch, seq, hidden_size]`` layer output before the final norm: the
             hidden input of the next draft step (EAGLE feeds these back, not the normed ones).
     """
@@ -209,6 +210,7 @@ class Eagle3DraftModel(PreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         logits_to_keep: int = 0,
+        compute_logits: bool = True,
     ) -> Eagle3DraftOutput:
         """One draft step over ``seq`` positions.
 
@@ -223,6 +225,8 @@ class Eagle3DraftModel(PreTrainedModel):
                 / None for causal attention.
             past_key_values: KV cache to extend (one layer).
             logits_to_keep: compute logits for the last positions only (0: all).
+            compute_logits: False skips the norm and ``lm_head`` (the caller applies them, as the
+                engine plug-in does through :class:`~hf_adaptive_spec.core.OutputHead`).
         """
         self.check_embeddings()
         width = self.fc.in_features if target_features and self.fc is not None else self.config.hidden_size
@@ -244,6 +248,8 @@ class Eagle3DraftModel(PreTrainedModel):
         )
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         hidden_states = self.midlayer(embeddings, hidden_states, position_embeddings, mask, past_key_values)
+        if not compute_logits:
+            return Eagle3DraftOutput(prenorm_hidden_states=hidden_states)
         kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states
         return Eagle3DraftOutput(logits=self.lm_head(self.norm(kept)), prenorm_hidden_states=hidden_states)
 
