@@ -3,8 +3,10 @@
     hf-adaptive-spec record --output artifacts/replay/sharegpt --prompts sharegpt --num-prompts 64 \\
         --profile artifacts/replay/profile.json
 
-Prompts come from training sets only (ShareGPT or HumanEval), with the evaluation questions
-dropped. The recording is written in shards of ``--shard-size`` prompts
+Prompts come from training sets only (ShareGPT, HumanEval, or a JSONL file of conversations
+such as a drafter's held-out set), with the evaluation questions dropped. Record prompts the
+drafter was not trained on: on its own training prompts it accepts more than it will on new
+ones, and policies trained on that replay learn to over-draft. The recording is written in shards of ``--shard-size`` prompts
 (``OUTPUT/shard-START-END``, each a :class:`ReplayRecording` folder): a rerun skips finished
 shards and ``--start`` records a later slice, so a long job can be resumed or split.
 :func:`load_recording` concatenates the shards.
@@ -38,6 +40,7 @@ from ..training_data import (
     drop_leaked,
     eval_question_digests,
     iter_sharegpt,
+    read_conversation_records,
     select_subset,
 )
 from ..training_data.regenerate import prompt_ids
@@ -61,6 +64,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="drafter to record")
     parser.add_argument("--eagle3-checkpoint", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
     parser.add_argument("--prompts", default="sharegpt", choices=["sharegpt", "humaneval"], help="training prompt set")
+    parser.add_argument(
+        "--prompts-file", default=None,
+        help="JSONL of {'id', 'conversation'} records (as trainers/regenerate_sharegpt.py writes) whose first "
+        "user turns are the prompts, instead of --prompts (e.g. the drafter's held-out conversations)",
+    )
     parser.add_argument("--num-prompts", type=int, default=64, help="prompts to record, from --start")
     parser.add_argument("--start", type=int, default=0, help="index of the first prompt in the seeded prompt order")
     parser.add_argument("--shard-size", type=int, default=8, help="prompts per shard folder")
@@ -111,7 +119,9 @@ def training_conversations(
 ) -> list[Conversation]:
     """Conversations ``[start, start + num_prompts)`` of the seeded order, evaluation questions dropped."""
     questions = eval_question_digests(args.eval_data_dir)
-    if args.prompts == "humaneval":
+    if args.prompts_file:
+        source = list(read_conversation_records(args.prompts_file))
+    elif args.prompts == "humaneval":
         source = humaneval_conversations()
     else:
         source = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
@@ -269,12 +279,13 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
             "feature_layers": list(feature_layers),
+            **({"prompts_file": args.prompts_file} if args.prompts_file else {}),
         })
-        prompts = load_prompts(tokenizer, args)
+        prompts, source = load_prompts(tokenizer, args), args.prompts_file or args.prompts
         if not prompts:
-            raise ValueError(f"No {args.prompts} prompts from index {args.start}: the set has fewer; lower --start.")
+            raise ValueError(f"No {source} prompts from index {args.start}: the set has fewer; lower --start.")
         if len(prompts) < args.num_prompts:
-            logger.warning("only %d %s prompts from index %d", len(prompts), args.prompts, args.start)
+            logger.warning("only %d %s prompts from index %d", len(prompts), source, args.start)
         if args.profile:
             write_profile(model, drafter, prompts[0], config, args)
         record_shards(

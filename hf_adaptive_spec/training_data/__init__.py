@@ -1,5 +1,6 @@
 """Training data for drafters: ShareGPT prompts, evaluation-leakage filtering, target regeneration."""
 
+from .jsonl_output import read_conversation_records
 from .leakage import drop_leaked, eval_question_digests, eval_question_files, load_eval_questions
 from .regenerate import RegenerationConfig, RegenerationStats, copy_conversations, first_prompt_length, regenerate
 from .sharegpt import Conversation, Message, iter_sharegpt, select_subset, sharegpt_path
@@ -16,6 +17,7 @@ __all__ = [
     "first_prompt_length",
     "iter_sharegpt",
     "load_eval_questions",
+    "read_conversation_records",
     "regenerate",
     "select_subset",
     "sharegpt_path",

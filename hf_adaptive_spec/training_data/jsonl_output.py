@@ -1,12 +1,15 @@
-"""An append-only JSONL file of ``{"id": ...}`` records that a restarted job can resume."""
+"""An append-only JSONL file of ``{"id": ...}`` records that a restarted job can resume, and its
+conversation records read back."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from .sharegpt import Conversation
 
 
 def drop_partial_last_line(path: Path) -> None:
@@ -34,3 +37,13 @@ def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
         handle.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def read_conversation_records(path: str | Path) -> Iterator[Conversation]:
+    """The ``{"id", "conversation": [{"role", "content"}, ...]}`` records of a JSONL file (what
+    ``trainers/regenerate_sharegpt.py`` writes), in file order; a record without an id gets its line number."""
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines):
+            if line.strip():
+                record = json.loads(line)
+                yield Conversation(id=str(record.get("id", number)), messages=record["conversation"])

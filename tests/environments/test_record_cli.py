@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 import torch
@@ -91,7 +92,7 @@ def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path)
 
 def test_humaneval_prompts_leave_out_the_evaluated_ones():
     args = argparse.Namespace(
-        prompts="humaneval", start=0, num_prompts=500, seed=0, eval_data_dir=None, sharegpt_file=None
+        prompts="humaneval", prompts_file=None, start=0, num_prompts=500, seed=0, eval_data_dir=None, sharegpt_file=None
     )
     conversations = cli.training_conversations(args)
     assert len(conversations) == 164 - 80  # EAGLE's HumanEval evaluation set holds 80 of the 164
@@ -99,3 +100,20 @@ def test_humaneval_prompts_leave_out_the_evaluated_ones():
     assert not any(question_digest(c.messages[0]["content"]) in questions for c in conversations)
     later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 10, "num_prompts": 5}))
     assert [c.id for c in later] == [c.id for c in conversations[10:15]]
+
+
+def test_prompts_file_records_are_the_prompts_with_evaluation_questions_dropped(tmp_path):
+    evaluated = "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences and must-see attractions."
+    assert question_digest(evaluated) in eval_question_digests()  # MT-bench question 81
+    records = [{"id": f"held-{i}", "conversation": [{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": "An answer."}]} for i in range(6)]
+    records[2]["conversation"][0]["content"] = evaluated
+    path = tmp_path / "heldout.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    args = argparse.Namespace(
+        prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0, eval_data_dir=None, sharegpt_file=None
+    )
+    conversations = cli.training_conversations(args)
+    assert sorted(c.id for c in conversations) == ["held-0", "held-1", "held-3", "held-4", "held-5"]
+    assert all(c.messages[0]["content"].startswith("Question") for c in conversations)
+    later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 1, "num_prompts": 2}))
+    assert [c.id for c in later] == [c.id for c in conversations[1:3]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -12,16 +11,16 @@ import torch
 from torch.utils.data import IterableDataset
 from transformers import PreTrainedTokenizerBase
 
+from ...training_data import read_conversation_records
+
 
 def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict[str, str]]]:
     """Conversations from a JSONL file of ``{"conversation": [{"role", "content"}, ...]}`` records
     (the output of ``trainers/regenerate_sharegpt.py``)."""
-    with open(path, encoding="utf-8") as handle:
-        for count, line in enumerate(handle):
-            if limit is not None and count >= limit:
-                return
-            if line.strip():
-                yield json.loads(line)["conversation"]
+    for count, conversation in enumerate(read_conversation_records(path)):
+        if limit is not None and count >= limit:
+            return
+        yield conversation.messages
 
 
 def tokenize_conversation(
