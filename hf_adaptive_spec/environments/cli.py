@@ -4,9 +4,10 @@
         --profile artifacts/replay/profile.json
 
 Prompts come from training sets only (ShareGPT, HumanEval, or a JSONL file of conversations
-such as a drafter's held-out set), with the evaluation questions dropped. Record prompts the
-drafter was not trained on: on its own training prompts it accepts more than it will on new
-ones, and policies trained on that replay learn to over-draft. The recording is written in shards of ``--shard-size`` prompts
+such as a drafter's held-out set), with the evaluation questions dropped. Prefer prompts the
+drafter was not trained on (``--prompts-file``): on its own training prompts a drafter can
+accept more than on new ones, and a policy trained on that replay sees optimistic acceptance.
+The recording is written in shards of ``--shard-size`` prompts
 (``OUTPUT/shard-START-END``, each a :class:`ReplayRecording` folder): a rerun skips finished
 shards and ``--start`` records a later slice, so a long job can be resumed or split.
 :func:`load_recording` concatenates the shards.
