@@ -15,7 +15,7 @@ from tiny_models import prompt, tiny_model
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
 from hf_adaptive_spec.policies.base import TreeConfig
-from hf_adaptive_spec.policies.radar import CONTINUE, STOP, RadarPolicy, beam_scores
+from hf_adaptive_spec.policies.radar import CONTINUE, SKIP, STOP, RadarPolicy, beam_scores
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
 from hf_adaptive_spec.training.radar import (
@@ -58,6 +58,17 @@ def _live(target, ids, policy):
                            assistant_model=drafter, assistant_policy=policy)
 
 
+def _checked_live_cycles(target, ids, policy, environment: ReplayEnvironment, prompt_index: int):
+    """Live ``generate``'s speculation statistics for a logging policy (its ``cycles`` reset first),
+    after checking the output is stock's and the replay gives the same accepted lengths."""
+    policy.cycles = []
+    live = _live(target, ids, policy)
+    assert live.sequences.tolist() == target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False).tolist()
+    stats = live.speculation
+    assert [c.accepted_length for c in environment.replay_prompt(prompt_index, policy)] == stats.accepted_lengths
+    return stats
+
+
 def _cycle_rows(dataset: RadarDataset, prompt_index: int, accepted_lengths: list[int]) -> list[int | None]:
     """Dataset row of each live cycle (None near the end of the generation, where the dataset has none)."""
     rows = {(int(p), int(s)): i for i, (p, s) in enumerate(zip(dataset.prompt_index, dataset.position))}
@@ -87,8 +98,26 @@ def _varied_policy(dataset: RadarDataset) -> RadarPolicy:
     return policy
 
 
+def _skipping_policy(dataset: RadarDataset) -> RadarPolicy:
+    """:func:`_varied_policy` with ``SKIP``: a constant skip logit that beats both other actions at
+    about a third of the first decisions (and would at later ones too, were skips not masked there)."""
+    varied = _varied_policy(dataset)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+    with torch.no_grad():
+        for name, value in varied.state_dict().items():
+            policy.state_dict()[name][: len(value)].copy_(value)  # the two RADAR actions; SKIP is row 2
+        policy.mlp[3].weight[SKIP] = 0.0
+        logits, _ = varied(dataset.beam_scores)
+        best_other = logits[:, 0].max(-1).values.sort().values
+        low = best_other[len(best_other) // 5 : len(best_other) // 2]
+        gap = int((low[1:] - low[:-1]).argmax())
+        policy.mlp[3].bias[SKIP] = (low[gap] + low[gap + 1]) / 2
+        assert (logits[:, 1:].max(-1).values < policy.mlp[3].bias[SKIP]).any(), "the mask must matter"
+    return policy
+
+
 class LoggingRadarPolicy(RadarPolicy):
-    """Logs, per cycle, the beam scores the policy saw and the decisions it took."""
+    """Logs, per cycle, the beam scores the policy saw and the actions it took (``CONTINUE``/``STOP``/``SKIP``)."""
 
     def tree_config(self, state):
         self.cycles.append(([], []))
@@ -97,7 +126,7 @@ class LoggingRadarPolicy(RadarPolicy):
     def continue_drafting(self, step):
         decision = super().continue_drafting(step)
         self.cycles[-1][0].append(beam_scores(step.step_scores, self.tree.top_k))
-        self.cycles[-1][1].append(decision)
+        self.cycles[-1][1].append(CONTINUE if decision else SKIP if self._skipping else STOP)
         return decision
 
 
@@ -163,11 +192,7 @@ def test_live_features_and_decisions_match_the_dataset(setup):
     environment = ReplayEnvironment(recording, _profile())
     compared = 0
     for index, ids in enumerate(prompts):
-        policy.cycles = []
-        live = _live(target, ids, policy)
-        assert live.sequences.tolist() == target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False).tolist()
-        stats = live.speculation
-        assert [c.accepted_length for c in environment.replay_prompt(index, policy)] == stats.accepted_lengths
+        stats = _checked_live_cycles(target, ids, policy, environment, index)
         rows = _cycle_rows(dataset, index, stats.accepted_lengths)
         for row, (features, decisions), live_accepted in zip(rows, policy.cycles, stats.accepted_lengths):
             if row is None:
@@ -222,6 +247,68 @@ def test_save_and_auto_load_give_identical_decisions(setup, tmp_path):
     assert torch.equal(loaded.num_draft_calls(dataset.beam_scores), policy.num_draft_calls(dataset.beam_scores))
 
 
+def test_skip_is_a_plain_step_taken_only_first_and_live_matches_the_dataset(setup):
+    """With allow_skip, the engine's step-by-step actions equal the teacher-forced ones; a skipped
+    cycle verifies the root alone and accepts nothing; output stays stock's."""
+    target, prompts, recording, dataset = setup
+    policy = LoggingRadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+    policy.load_state_dict(_skipping_policy(dataset).state_dict())
+    actions_in_dataset = policy.decisions(dataset.beam_scores)
+    assert (actions_in_dataset[:, 1:] != SKIP).all()
+    environment = ReplayEnvironment(recording, _profile())
+    seen = {STOP: 0, SKIP: 0, CONTINUE: 0}
+    for index, ids in enumerate(prompts):
+        stats = _checked_live_cycles(target, ids, policy, environment, index)
+        for (_, actions), accepted, verified, depth in zip(
+            policy.cycles, stats.accepted_lengths, stats.verified_tokens, stats.draft_depths
+        ):
+            if actions[:1] == [SKIP]:  # the verified tree is the root alone
+                assert (accepted, verified, depth) == (0, 1, 0)
+        rows = _cycle_rows(dataset, index, stats.accepted_lengths)
+        for row, (_, actions) in zip(rows, policy.cycles):
+            if row is not None:
+                assert actions == actions_in_dataset[row, : len(actions)].tolist()
+                seen[actions[-1]] += 1
+    assert seen[SKIP] >= 3 and seen[STOP] >= 3, seen
+
+
+def test_skip_in_the_latency_model_and_held_out_metrics_by_hand(setup):
+    _, _, _, dataset = setup
+    latency = LatencyModel.from_profile(_profile(draft=0.1, policy=0.01), max_tokens=9)
+    assert latency.skip_seconds() == pytest.approx(1.0 + 0.1 + 0.01)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+    with torch.no_grad():
+        policy.mlp[3].bias[SKIP] = 1e4
+    metrics = held_out_metrics(policy, dataset, latency)
+    assert metrics["skip_fraction"] == 1.0 and metrics["tokens_per_cycle"] == 1.0
+    assert metrics["tokens_per_second"] == pytest.approx(1 / 1.11)
+    assert metrics["plain_step_tokens_per_second"] == pytest.approx(1.0)
+    with torch.no_grad():
+        policy.mlp[3].bias[SKIP] = -1e4
+    without = held_out_metrics(policy, dataset, latency)
+    assert without["skip_fraction"] == 0.0 and without["tokens_per_second"] <= without["best_static_tokens_per_second"]
+
+
+def test_skip_policy_saves_and_loads(setup, tmp_path):
+    _, _, _, dataset = setup
+    policy = _skipping_policy(dataset)
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["allow_skip"] is True
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path)
+    assert loaded.allow_skip
+    assert torch.equal(loaded.decisions(dataset.beam_scores), policy.decisions(dataset.beam_scores))
+
+
+def test_skip_needs_the_bonus_token_and_a_matching_policy(setup, tmp_path):
+    _, _, _, dataset = setup
+    with pytest.raises(ValueError, match="allow_skip needs count_bonus_token=True"):
+        RadarConfig(output_dir=str(tmp_path), allow_skip=True, count_bonus_token=False, report_to=[])
+    args = RadarConfig(output_dir=str(tmp_path), allow_skip=True, report_to=[])
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    with pytest.raises(ValueError, match="build the policy with the config's allow_skip"):
+        RadarTrainer(model=policy, args=args, train_dataset=dataset, profile=_profile())
+
+
 def _constructed_dataset(num_prompts: int = 16, per_prompt: int = 32, seed: int = 0) -> RadarDataset:
     """Confident drafts (scores near 0) are always accepted, unsure ones (near -6) never: the best
     policy drafts the full depth on the first and stops at once on the second."""
@@ -235,6 +322,30 @@ def _constructed_dataset(num_prompts: int = 16, per_prompt: int = 32, seed: int 
         TREE, scores, torch.nn.functional.one_hot(accepted, depth + 1).float(),
         torch.tensor([4, 9, 9, 9]).repeat(n, 1), torch.arange(n) // per_prompt, torch.arange(n) % per_prompt,
     )
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_training_learns_to_skip_unlikely_drafts_and_fails_with_the_reward_flipped(sign, tmp_path):
+    """Unsure drafts are never accepted and verifying them costs 1.5x a plain step: the best policy
+    skips them (a plain step) and drafts the full depth on confident ones."""
+    train, held_out = _constructed_dataset().split_by_prompt(0.25, seed=0)
+    profile = _profile(draft=0.02, policy=0.001)
+    beta = 10 * (0.02 + 0.001)
+    args = RadarConfig(
+        output_dir=str(tmp_path), max_steps=300, learning_rate=3e-3, alpha=sign * 0.02, beta=sign * beta,
+        allow_skip=True, reward_baseline=True, entropy_coef=0.1, eval_strategy="no", save_strategy="no",
+        load_best_model_at_end=False, logging_steps=100, report_to=[], seed=0, disable_tqdm=True,
+    )
+    torch.manual_seed(0)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+    trainer = RadarTrainer(model=policy, args=args, train_dataset=train, profile=profile)
+    trainer.train()
+    actions = policy.decisions(held_out.beam_scores)
+    good = held_out.accept_probs[:, 0].argmax(-1) > 0
+    learned = bool(((actions[:, 0] == SKIP) == ~good).float().mean() > 0.95)
+    assert learned == (sign > 0)
+    metrics = held_out_metrics(policy, held_out, trainer.latency)
+    assert (metrics["tokens_per_second"] > metrics["best_static_tokens_per_second"]) == (sign > 0)
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])

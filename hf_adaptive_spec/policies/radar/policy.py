@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..serialization import PolicyHubMixin
 
-#: action indices of the policy's logits (RADAR's order: ``probs[..., 0]`` is P(stop)).
-STOP, CONTINUE = 0, 1
+#: action indices of the policy's logits (RADAR's order: ``probs[..., 0]`` is P(stop)). ``SKIP``
+#: (only with ``allow_skip``, only at the first decision): stop and verify nothing, a plain step.
+STOP, CONTINUE, SKIP = 0, 1, 2
 
 
 def beam_scores(step_scores: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -30,6 +31,14 @@ def first_stop(stops: torch.Tensor) -> torch.LongTensor:
     return torch.where(stops.any(-1), first, torch.full_like(first, num_decisions + 1))
 
 
+def mask_late_skips(logits: torch.Tensor, first_decision: int = 0) -> torch.Tensor:
+    """Logits ``[..., T, 3]`` with ``SKIP`` made impossible (``-inf``) after a cycle's first decision;
+    the ``T`` decisions are the cycle's ``first_decision, first_decision + 1, ...``."""
+    late = torch.arange(logits.shape[-2], device=logits.device) + first_decision > 0
+    is_skip = torch.arange(logits.shape[-1], device=logits.device) == SKIP
+    return logits.masked_fill(late[:, None] & is_skip, float("-inf"))
+
+
 class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.radar"):
     """RADAR (RL-adjusted draft generation): after every draft step, continue or stop drafting.
 
@@ -40,6 +49,11 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     expansion with ``top_k`` beams and verify the best ``total_tokens - 1`` candidates; a cycle
     drafts at most ``depth`` levels, so the policy decides at most ``depth - 1`` times.
 
+    ``allow_skip`` (our extension, not in RADAR) adds a third action at the first decision:
+    ``SKIP``, verify nothing, so the cycle is a plain decoding step after one draft call. On a
+    CPU, where verifying a tree costs ~1.4 one-token forwards, a cycle whose drafts look unlikely
+    is cheaper as a plain step; RADAR's two actions cannot express that.
+
     Args:
         depth: most draft calls per cycle (RADAR: 8).
         top_k: beam width, also the policy's input size (RADAR: 10).
@@ -48,6 +62,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         mlp_hidden: MLP width (RADAR: 128).
         dropout: dropout of the MLP during training (RADAR: 0.1).
         min_score: log-probs below it (and ``-inf`` padding) enter the network as ``min_score``.
+        allow_skip: offer ``SKIP`` at the first decision (the MLP then has 3 outputs).
 
     Example:
         >>> policy = RadarPolicy.from_pretrained("org/radar-smollm2")
@@ -63,6 +78,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         mlp_hidden: int = 128,
         dropout: float = 0.1,
         min_score: float = -30.0,
+        allow_skip: bool = False,
     ):
         super().__init__()
         if depth < 2:
@@ -70,53 +86,91 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score
+        self.allow_skip = allow_skip
         self.lstm = nn.LSTM(top_k, lstm_hidden, batch_first=True)
         self.mlp = nn.Sequential(  # RADAR's layout: mlp.0 and mlp.3 hold the weights
-            nn.Linear(lstm_hidden + top_k, mlp_hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(mlp_hidden, 2)
+            nn.Linear(lstm_hidden + top_k, mlp_hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(mlp_hidden, 3 if allow_skip else 2),
         )
         self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._decisions = 0
+        self._skipping = False
         self.eval()
 
     def forward(
-        self, scores: torch.Tensor, hidden: tuple[torch.Tensor, torch.Tensor] | None = None
+        self,
+        scores: torch.Tensor,
+        hidden: tuple[torch.Tensor, torch.Tensor] | None = None,
+        first_decision: int = 0,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """Stop/continue logits ``[B, T, 2]`` for beam scores ``[B, T, top_k]`` of ``T`` steps, and the LSTM state."""
+        """Action logits ``[B, T, 2 or 3]`` for beam scores ``[B, T, top_k]`` of ``T`` steps, and the LSTM state.
+
+        ``first_decision`` is the index of the first of the ``T`` decisions in its cycle (the
+        engine's step-by-step calls); ``SKIP`` logits after a cycle's first decision are ``-inf``.
+        """
         states = scores.clamp(min=self.min_score)
         lstm_out, hidden = self.lstm(states, hidden)
-        return self.mlp(torch.cat([lstm_out, states], dim=-1)), hidden
+        logits = self.mlp(torch.cat([lstm_out, states], dim=-1))
+        return (mask_late_skips(logits, first_decision) if self.allow_skip else logits), hidden
+
+    @staticmethod
+    def decide(logits: torch.Tensor) -> torch.LongTensor:
+        """The deterministic actions ``[..., T]`` for logits ``[..., T, A]``: ``STOP`` when P(stop) > 0.5
+        (RADAR's rule, ties continue); with ``SKIP``, the most likely of the three actions."""
+        stop_or_continue = torch.where(logits[..., STOP] > logits[..., CONTINUE], STOP, CONTINUE)
+        if logits.shape[-1] == 2:
+            return stop_or_continue
+        skip = logits[..., SKIP] > logits[..., :SKIP].max(-1).values
+        return torch.where(skip, SKIP, stop_or_continue)
 
     @torch.no_grad()
-    def num_draft_calls(self, scores: torch.Tensor) -> torch.LongTensor:
-        """Draft calls ``[B]`` the deterministic policy makes on beam scores ``[B, depth - 1, top_k]``.
-
-        Call ``t`` (1-based) is the last one when the decision after it is the first stop;
-        ``depth`` when it never stops. Dropout is off, as at inference.
-        """
+    def decisions(self, scores: torch.Tensor) -> torch.LongTensor:
+        """Actions ``[B, depth - 1]`` of the deterministic policy teacher-forced on beam scores
+        ``[B, depth - 1, top_k]``; those after the first non-``CONTINUE`` are never taken. Dropout is off."""
         was_training = self.training
         self.eval()
         try:
             logits, _ = self(scores)
         finally:
             self.train(was_training)
-        return first_stop(logits[..., STOP] > logits[..., CONTINUE])
+        return self.decide(logits)
+
+    def num_draft_calls(self, scores: torch.Tensor) -> torch.LongTensor:
+        """Draft calls ``[B]`` the deterministic policy makes on beam scores ``[B, depth - 1, top_k]``.
+
+        Call ``t`` (1-based) is the last one when the decision after it is the first stop (or
+        skip); ``depth`` when it never stops.
+        """
+        return first_stop(self.decisions(scores) != CONTINUE)
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         """The fixed tree shape; resets the LSTM state and turns dropout off for drafting."""
         if self.training:
             self.eval()
         self._hidden = None
+        self._decisions = 0
+        self._skipping = False
         return self.tree
 
     @torch.no_grad()
     def continue_drafting(self, step: DraftStepInfo) -> bool:
-        """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5."""
+        """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
         scores = beam_scores(step.step_scores, self.tree.top_k).to(self.lstm.weight_ih_l0.device)
-        logits, self._hidden = self(scores[None, None], self._hidden)
-        return bool(logits[0, 0, STOP] <= logits[0, 0, CONTINUE])
+        logits, self._hidden = self(scores[None, None], self._hidden, first_decision=self._decisions)
+        action = int(self.decide(logits)[0, 0])
+        self._decisions += 1
+        self._skipping = action == SKIP
+        return action == CONTINUE
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        """``total_tokens - 1`` candidates, or none after a ``SKIP``."""
+        return 0 if self._skipping else info.config.total_tokens - 1
 
     def __repr__(self) -> str:
         c = self.tree
         return (
             f"RadarPolicy(depth={c.depth}, top_k={c.top_k}, total_tokens={c.total_tokens}, "
-            f"lstm_hidden={self.lstm.hidden_size})"
+            f"lstm_hidden={self.lstm.hidden_size}, allow_skip={self.allow_skip})"
         )

@@ -30,6 +30,14 @@ class RadarConfig(TrainingArguments):
             ``policy_call_seconds``.
         count_bonus_token: count the target's bonus token in the speed (``a + 1`` tokens per cycle,
             the real throughput); False reproduces RADAR's ``a / t(k)``.
+        reward_baseline: subtract from each return ``G_t`` the batch's mean ``G_t`` over the cycles
+            that take decision ``t`` (REINFORCE's variance-reducing baseline; RADAR uses none). Rewards
+            that differ by a few percent between actions, as on a CPU, need it.
+        entropy_coef: weight of an entropy bonus on the decisions taken (RADAR: 0); keeps a
+            rarely rewarded action such as ``SKIP`` explored.
+        allow_skip: give a new policy the ``SKIP`` action (verify nothing after the first draft
+            call: a plain step, rewarded ``beta / (T_verify(1) + T_draft + T_policy)``); needs
+            ``count_bonus_token``.
         lstm_hidden: LSTM width of a new policy.
         mlp_hidden: MLP width of a new policy.
         dropout: MLP dropout of a new policy during training.
@@ -45,6 +53,13 @@ class RadarConfig(TrainingArguments):
     )
     count_bonus_token: bool = field(
         default=True, metadata={"help": "Speed counts a + 1 tokens per cycle; False: RADAR's a / t(k)."}
+    )
+    reward_baseline: bool = field(
+        default=False, metadata={"help": "Subtract the batch's mean return per decision (RADAR: no baseline)."}
+    )
+    entropy_coef: float = field(default=0.0, metadata={"help": "Entropy bonus on the decisions taken (RADAR: 0)."})
+    allow_skip: bool = field(
+        default=False, metadata={"help": "New policies may skip verification after the first draft call."}
     )
     lstm_hidden: int = field(default=128, metadata={"help": "LSTM width of a new policy."})
     mlp_hidden: int = field(default=128, metadata={"help": "MLP width of a new policy."})
@@ -73,3 +88,8 @@ class RadarConfig(TrainingArguments):
         super().__post_init__()
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}.")
+        if self.allow_skip and not self.count_bonus_token:
+            raise ValueError(
+                "allow_skip needs count_bonus_token=True: without the bonus token a skipped cycle commits nothing "
+                "and the policy could never learn to skip."
+            )

@@ -78,7 +78,7 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
     tree = dataset.tree_config
     policy = RadarPolicy(
         depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
-        mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout,
+        mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout, allow_skip=training_args.allow_skip,
     )
     trainer = RadarTrainer(
         model=policy,

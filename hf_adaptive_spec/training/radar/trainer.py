@@ -12,7 +12,7 @@ from torch.distributions import Categorical
 from transformers import Trainer
 
 from ...hub.cards import render_card
-from ...policies.radar.policy import STOP, RadarPolicy, first_stop
+from ...policies.radar.policy import CONTINUE, SKIP, STOP, RadarPolicy, first_stop
 from ...profiling.hardware import HardwareProfile
 from ..base import SpecTrainer
 from .config import RadarConfig
@@ -63,6 +63,10 @@ class LatencyModel:
         verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
         return verify + calls * self.draft_step_seconds + calls.clamp(max=depth - 1) * self.policy_step_seconds
 
+    def skip_seconds(self) -> float:
+        """Time of a cycle that skips after its first draft call: one call, one decision, a one-token verify."""
+        return float(self.verify_seconds[1]) + self.draft_step_seconds + self.policy_step_seconds
+
 
 def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True) -> torch.Tensor:
     """Speeds ``[..., D, D + 1]``: ``speed[..., k - 1, a] = (a + 1) / t(k)`` (``a / t(k)`` without the bonus token)
@@ -98,24 +102,33 @@ def held_out_metrics(policy: RadarPolicy, dataset: RadarDataset, latency: Latenc
 
     ``tokens_per_second`` = expected committed tokens (accepted + bonus) / modelled time, summed
     over the cycles; ``tokens_per_cycle`` is τ; ``best_static_tokens_per_second`` is the best fixed ``k``.
+    A skipped cycle (``SKIP``) commits one token in :meth:`LatencyModel.skip_seconds`;
+    ``skip_fraction`` is the share of cycles skipped and ``plain_step_tokens_per_second`` the
+    throughput of one-token steps without drafting.
     """
     device = policy.lstm.weight_ih_l0.device
-    calls = policy.num_draft_calls(dataset.beam_scores.to(device)).cpu()
+    actions = policy.decisions(dataset.beam_scores.to(device)).cpu()
+    calls = first_stop(actions != CONTINUE)
+    skipped = actions[:, 0] == SKIP
     depth = dataset.tree_config.depth
     tokens = dataset.accept_probs.double() @ torch.arange(depth + 1, dtype=torch.float64) + 1  # [N, D]
     seconds = latency.cycle_seconds(dataset.verified_tokens)  # [N, D]
     rows = torch.arange(len(dataset))
 
-    def throughput(k: torch.LongTensor) -> float:
-        return float(tokens[rows, k - 1].sum() / seconds[rows, k - 1].sum())
+    def throughput(k: torch.LongTensor, skip: torch.Tensor) -> float:
+        committed = torch.where(skip, 1.0, tokens[rows, k - 1])
+        return float(committed.sum() / torch.where(skip, latency.skip_seconds(), seconds[rows, k - 1]).sum())
 
-    static = [throughput(torch.full_like(calls, k)) for k in range(1, depth + 1)]
+    never = torch.zeros_like(skipped)
+    static = [throughput(torch.full_like(calls, k), never) for k in range(1, depth + 1)]
     return {
-        "tokens_per_second": throughput(calls),
+        "tokens_per_second": throughput(calls, skipped),
         "mean_draft_calls": float(calls.double().mean()),
-        "tokens_per_cycle": float(tokens[rows, calls - 1].mean()),
+        "tokens_per_cycle": float(torch.where(skipped, 1.0, tokens[rows, calls - 1]).mean()),
+        "skip_fraction": float(skipped.double().mean()),
         "full_depth_tokens_per_second": static[-1],
         "best_static_tokens_per_second": max(static),
+        "plain_step_tokens_per_second": 1.0 / float(latency.verify_seconds[1]),
     }
 
 
@@ -125,7 +138,8 @@ class RadarTrainer(SpecTrainer):
     For each batch of recorded cycles the policy, teacher-forced over the cycle's beam scores,
     samples a continue/stop action per decision; ``k`` is the first stop (``D`` if none), an
     accepted length ``a`` is drawn from the cycle's distribution for ``k`` draft calls, and the
-    loss is ``-sum_t log pi(a_t) G_t`` (mean over cycles) with ``G`` from :func:`return_matrix`.
+    loss is ``-sum_t log pi(a_t) G_t`` (mean over cycles) with ``G`` from :func:`return_matrix`
+    (``G_t`` minus the batch's mean ``G_t`` with ``reward_baseline``).
     The held-out evaluation scores the deterministic policy (:func:`held_out_metrics`) and, with
     the default :class:`RadarConfig`, selects the best checkpoint by its tokens/s. Saves write
     ``config.json``, ``model.safetensors``, the policy card and ``training_config.json``.
@@ -158,6 +172,11 @@ class RadarTrainer(SpecTrainer):
         reproduce_command: str | None = None,
         **kwargs: Any,
     ):
+        if args.allow_skip != model.allow_skip:
+            raise ValueError(
+                f"RadarConfig.allow_skip={args.allow_skip} but the policy has allow_skip={model.allow_skip}: "
+                "build the policy with the config's allow_skip."
+            )
         for name, dataset in (("train_dataset", train_dataset), ("eval_dataset", eval_dataset)):
             if dataset is not None and dataset.tree_config != model.tree:
                 raise ValueError(
@@ -177,15 +196,30 @@ class RadarTrainer(SpecTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """REINFORCE on one batch: sample trajectories and accepted lengths, weight log-probs by returns."""
         scores, accept_probs = inputs["beam_scores"], inputs["accept_probs"]
-        logits, _ = model(scores)  # [B, D - 1, 2]
+        logits, _ = model(scores)  # [B, D - 1, A]
         distribution = Categorical(logits=logits.float())
         actions = distribution.sample()  # [B, D - 1]
-        calls = first_stop(actions == STOP)  # [B]
+        calls = first_stop(actions != CONTINUE)  # [B]
         rows = torch.arange(len(calls), device=calls.device)
         accepted = torch.multinomial(accept_probs[rows, calls - 1], 1).squeeze(-1)  # [B]
         speed = speed_matrix(self.latency.cycle_seconds(inputs["verified_tokens"]), self.args.count_bonus_token)
         returns = return_matrix(speed, self.args.alpha, self.beta, self.args.gamma)[rows, calls - 1, accepted]
-        loss = -(distribution.log_prob(actions) * returns.to(logits.dtype)).sum(-1).mean()
+        if self.args.allow_skip:  # a skip ends the episode at once with the speed of a plain step
+            skipped = actions[:, 0] == SKIP
+            skip_return = torch.zeros_like(returns[0])
+            skip_return[0] = self.beta / self.latency.skip_seconds()
+            returns = torch.where(skipped[:, None], skip_return, returns)
+            accepted = torch.where(skipped, 0, accepted)
+            self._metrics["skip_probability"].append(float(distribution.probs[:, 0, SKIP].mean().detach()))
+        num_decisions = actions.shape[-1]
+        taken = torch.arange(num_decisions, device=calls.device) < calls.clamp(max=num_decisions)[:, None]  # [B, D - 1]
+        weights = returns
+        if self.args.reward_baseline:  # G_t minus the batch's mean G_t over the cycles that take decision t
+            baseline = (returns * taken).sum(0) / taken.sum(0).clamp(min=1)
+            weights = (returns - baseline) * taken
+        loss = -(distribution.log_prob(actions) * weights.to(logits.dtype)).sum(-1).mean()
+        if self.args.entropy_coef:
+            loss = loss - self.args.entropy_coef * (distribution.entropy() * taken).sum(-1).mean()
         self._metrics["return"].append(float(returns[:, 0].mean()))
         self._metrics["draft_calls"].append(float(calls.float().mean()))
         self._metrics["accepted"].append(float(accepted.float().mean()))
@@ -223,7 +257,12 @@ class RadarTrainer(SpecTrainer):
 
     def policy_card(self) -> ModelCard:
         """The policy's card (``model_cards/policy.md``): tree, rewards, latency model, training budget."""
-        tree, latency = self.accelerator.unwrap_model(self.model).tree, self.latency
+        policy, latency = self.accelerator.unwrap_model(self.model), self.latency
+        tree = policy.tree
+        extras = (", batch-mean baseline" if self.args.reward_baseline else "") + (
+            f", entropy bonus {self.args.entropy_coef}" if self.args.entropy_coef else ""
+        )
+        skip = " After its first draft call it may also skip: verify nothing, a plain decoding step."
         best = self.state.best_metric
         selected = f" Best held-out modelled {self.args.metric_for_best_model} so far: {best:.2f}." if best else ""
         return render_card(
@@ -236,8 +275,9 @@ class RadarTrainer(SpecTrainer):
             description=(
                 f"RADAR: an LSTM over each draft step's top-{tree.top_k} beam scores decides after every draft call "
                 f"whether to continue (at most {tree.depth} calls, {tree.total_tokens} verified tokens); it stops when "
-                f"P(stop) > 0.5. Trained with offline REINFORCE (alpha {self.args.alpha}, beta {self.beta:.4g}, gamma "
-                f"{self.args.gamma}) for {self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
+                f"P(stop) > 0.5.{skip if policy.allow_skip else ''} Trained with offline REINFORCE (alpha "
+                f"{self.args.alpha}, beta {self.beta:.4g}, gamma {self.args.gamma}{extras}) for "
+                f"{self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
                 f"with the latency model of a {self.profile_device} profile (draft call "
                 f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms)."
                 + selected
