@@ -31,6 +31,11 @@ def first_stop(stops: torch.Tensor) -> torch.LongTensor:
     return torch.where(stops.any(-1), first, torch.full_like(first, num_decisions + 1))
 
 
+def draft_calls(actions: torch.Tensor) -> torch.LongTensor:
+    """Draft calls ``[B]`` from per-decision actions ``[B, T]``: the first non-``CONTINUE`` ends drafting."""
+    return first_stop(actions != CONTINUE)
+
+
 def mask_late_skips(logits: torch.Tensor, first_decision: int = 0) -> torch.Tensor:
     """Logits ``[..., T, 3]`` with ``SKIP`` made impossible (``-inf``) after a cycle's first decision;
     the ``T`` decisions are the cycle's ``first_decision, first_decision + 1, ...``."""
@@ -95,7 +100,6 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             nn.Linear(mlp_hidden, 3 if allow_skip else 2),
         )
         self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._decisions = 0
         self._skipping = False
         self.eval()
 
@@ -143,14 +147,13 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         Call ``t`` (1-based) is the last one when the decision after it is the first stop (or
         skip); ``depth`` when it never stops.
         """
-        return first_stop(self.decisions(scores) != CONTINUE)
+        return draft_calls(self.decisions(scores))
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         """The fixed tree shape; resets the LSTM state and turns dropout off for drafting."""
         if self.training:
             self.eval()
         self._hidden = None
-        self._decisions = 0
         self._skipping = False
         return self.tree
 
@@ -158,9 +161,8 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
         scores = beam_scores(step.step_scores, self.tree.top_k).to(self.lstm.weight_ih_l0.device)
-        logits, self._hidden = self(scores[None, None], self._hidden, first_decision=self._decisions)
+        logits, self._hidden = self(scores[None, None], self._hidden, first_decision=step.depth - 1)
         action = int(self.decide(logits)[0, 0])
-        self._decisions += 1
         self._skipping = action == SKIP
         return action == CONTINUE
 

@@ -12,7 +12,7 @@ from torch.distributions import Categorical
 from transformers import Trainer
 
 from ...hub.cards import render_card
-from ...policies.radar.policy import CONTINUE, SKIP, STOP, RadarPolicy, first_stop
+from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...profiling.hardware import HardwareProfile
 from ..base import SpecTrainer
 from .config import RadarConfig
@@ -108,7 +108,7 @@ def held_out_metrics(policy: RadarPolicy, dataset: RadarDataset, latency: Latenc
     """
     device = policy.lstm.weight_ih_l0.device
     actions = policy.decisions(dataset.beam_scores.to(device)).cpu()
-    calls = first_stop(actions != CONTINUE)
+    calls = draft_calls(actions)
     skipped = actions[:, 0] == SKIP
     depth = dataset.tree_config.depth
     tokens = dataset.accept_probs.double() @ torch.arange(depth + 1, dtype=torch.float64) + 1  # [N, D]
@@ -199,7 +199,7 @@ class RadarTrainer(SpecTrainer):
         logits, _ = model(scores)  # [B, D - 1, A]
         distribution = Categorical(logits=logits.float())
         actions = distribution.sample()  # [B, D - 1]
-        calls = first_stop(actions != CONTINUE)  # [B]
+        calls = draft_calls(actions)  # [B]
         rows = torch.arange(len(calls), device=calls.device)
         accepted = torch.multinomial(accept_probs[rows, calls - 1], 1).squeeze(-1)  # [B]
         speed = speed_matrix(self.latency.cycle_seconds(inputs["verified_tokens"]), self.args.count_bonus_token)
