@@ -7,11 +7,12 @@ For each chat prompt it generates greedily with stock ``generate`` and with spec
 identical, and prints τ (tokens per target forward) and the speedup.
 
 Drafter: the EAGLE-3 drafter shipped for SmolLM2 (``hfas.shipped_checkpoint("eagle3")``),
-with two policies: a static tree and the learned LTD policy shipped for this drafter, which
-decides per cycle. The fastest static tree depends on the CPU (results/tree_grid_fp32_epyc.md):
-a chain of 1 (the default, ``--tree 1 1 2``) on the Intel Xeon the policies were trained on; depth 1
-with the 7 best first drafts verified (``--tree 1 7 8``) on an AMD EPYC, where any forward over
-2 or more tokens costs about 1.5x a one-token forward. Find yours with ``hf-adaptive-spec profile``
+with three policies: a static tree and the learned RADAR and LTD policies shipped for this
+drafter, which decide per cycle whether to speculate at all (both may skip verification).
+The fastest static tree depends on the CPU (results/tree_grid_fp32_epyc.md): depth 1 with the
+5 best first drafts verified (the default, ``--tree 1 8 6``) on the AMD EPYC the shipped policies
+were trained for, where any forward over 2 or more tokens costs about 1.5x a one-token forward;
+a chain of 1 (``--tree 1 1 2``) on an Intel Xeon. Find yours with ``hf-adaptive-spec profile``
 and ``examples/static_tree_grid.py``.
 """
 
@@ -24,7 +25,7 @@ import torch
 
 import hf_adaptive_spec as hfas
 
-XEON_TREE = (1, 1, 2)  # (depth, top_k, total_tokens): fastest on the Xeon (results/replay_static_grid_stage2.md)
+EPYC_TREE = (1, 8, 6)  # (depth, top_k, total_tokens): fastest on the AMD EPYC with the stage-3 drafter (results/README.md)
 
 PROMPTS = [
     "What is the capital of France? Answer in one sentence.",
@@ -43,8 +44,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--eagle3", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
-    parser.add_argument("--tree", nargs=3, type=int, default=XEON_TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"),
-                        help="the static tree (default: 1 1 2, a chain of 1)")
+    parser.add_argument("--tree", nargs=3, type=int, default=EPYC_TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"),
+                        help="the static tree (default: 1 8 6)")
     args = parser.parse_args()
 
     model, tokenizer = hfas.load_default_model(dtype=torch.float32)
@@ -53,6 +54,7 @@ def main() -> None:
     drafter = hfas.Eagle3Drafter.from_pretrained(checkpoint, target=model)
     policies = {
         "static": hfas.StaticTreePolicy(depth=args.tree[0], top_k=args.tree[1], total_tokens=args.tree[2]),
+        "radar": hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint("radar"))),
         "ltd": hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint("ltd"))),
     }
     print(f"drafter: EAGLE-3 ({checkpoint}); policies: {policies}\n")

@@ -11,6 +11,11 @@ the other prompts: k-fold by prompt), then pick the shape with the best predicte
 picking maximises tokens per second). A plain step chosen this way still pays the draft level
 it looked at. A learned policy with the same inputs should land near this line, not near the
 oracle's.
+
+`--with-history` adds what the last cycles tell (an optimistic version: whether the first level's
+drafts were accepted at each of the 4 previous positions, their rate over the last 16, and the
+deepest tree's accepted length at the previous position; a live policy knows these only at the
+positions where its cycles started).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ def first_level_features(environment: ReplayEnvironment, prompt: int, top_k: int
         probs = sorted((np.exp(s) for s, d in zip(tree.scores, tree.depths) if d == 1), reverse=True)[:top_k]
         probs += [0.0] * (top_k - len(probs))
         rows.append(probs + list(np.log(np.array(probs) + 1e-6)) + [1.0])
+    return np.array(rows)
+
+
+def history_features(accepted: list[int]) -> np.ndarray:
+    """``[positions, 6]`` from the deepest tree's accepted length at every position (0.5 / 1 before the start)."""
+    first_level = [min(a, 1) for a in accepted]
+    rows = []
+    for p in range(len(accepted)):
+        previous = [first_level[p - j] if p >= j else 0.5 for j in (1, 2, 3, 4)]
+        recent = first_level[max(0, p - 16) : p]
+        rows.append(previous + [float(np.mean(recent)) if recent else 0.5, min(accepted[p - 1], 3) if p else 1.0])
     return np.array(rows)
 
 
@@ -73,6 +89,7 @@ def main() -> None:
     parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
+    parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(load_recording(args.recording), profile)
@@ -88,7 +105,11 @@ def main() -> None:
         positions = environment.num_positions(prompt)
         starts.append(sum(lengths))
         lengths.append(positions)
-        features.append(first_level_features(environment, prompt, k))
+        prompt_features = first_level_features(environment, prompt, k)
+        if args.with_history:
+            deepest = [outcomes[p, names[-1]][0] - 1 for p in range(positions)]
+            prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
+        features.append(prompt_features)
         tokens += [[outcomes[p, name][0] for name in names] for p in range(positions)]
         seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
         prompt_of += [prompt] * positions

@@ -33,6 +33,19 @@ def _chat(tokenizer, text: str) -> torch.Tensor:
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
 
 
+def _identical_to_stock(model, tokenizer, drafter, policy, prompts: list[str], max_new_tokens: int = 48) -> list:
+    """Greedy speculative generate on each prompt, asserted token-identical to stock; its speculation stats."""
+    stats = []
+    for text in prompts:
+        ids = _chat(tokenizer, text)
+        expected = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
+        out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
+                             assistant_policy=policy, return_dict_in_generate=True)
+        assert torch.equal(out.sequences, expected), (text, policy)
+        stats.append(out.speculation)
+    return stats
+
+
 def test_default_model_is_smollm2(smollm2):
     model, tokenizer = smollm2
     assert model.config.num_hidden_layers == 30 and model.config.hidden_size == 576
@@ -82,28 +95,16 @@ def test_shipped_eagle3_drafter_is_lossless(smollm2):
     model, tokenizer = smollm2
     drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
     assert drafter.model.config.draft_vocab_size == 8192 and drafter.feature_layers == (2, 15, 27)
-    for text in PROMPTS[:3]:
-        ids = _chat(tokenizer, text)
-        expected = model.generate(ids, max_new_tokens=64, do_sample=False)
-        for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
-            out = model.generate(ids, max_new_tokens=64, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-                                 return_dict_in_generate=True)
-            assert torch.equal(out.sequences, expected), (text, policy)
-            assert out.speculation.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
+    for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
+        for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3], max_new_tokens=64):
+            assert stats.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
 
 
 def test_shipped_dvi_adapter_learning_online_is_lossless(smollm2):
     model, tokenizer = smollm2
     drafter = hfas.DVIDrafter.from_pretrained(hfas.shipped_checkpoint("dvi"), target=model, online=True)
     policy = hfas.StaticTreePolicy.chain(2)
-    accepted = 0
-    for text in PROMPTS[:3]:
-        ids = _chat(tokenizer, text)
-        expected = model.generate(ids, max_new_tokens=48, do_sample=False)
-        out = model.generate(ids, max_new_tokens=48, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-                             return_dict_in_generate=True)
-        assert torch.equal(out.sequences, expected), text
-        accepted += sum(out.speculation.accepted_lengths)
+    accepted = sum(sum(stats.accepted_lengths) for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3]))
     assert accepted > 0 and len(drafter.updater.buffer) > 0  # the trained head is right some of the time, and logs
 
 
@@ -120,3 +121,17 @@ def test_dvi_replay_is_exact_on_smollm2(smollm2):
         model.generate(ids, max_new_tokens=48, do_sample=False, assistant_model=drafter,
                        assistant_policy=hfas.StaticTreePolicy.chain(3))
         assert replay.run(ids[0].tolist(), completion).accepted_lengths == model.last_speculation.accepted_lengths, text
+
+
+@pytest.mark.parametrize(
+    ("name", "policy_type"),
+    [("ltd", hfas.LTDPolicy), ("resps", hfas.ReSpSPolicy), ("radar", hfas.RadarPolicy)],
+)
+def test_shipped_policies_drive_the_shipped_drafter_losslessly(smollm2, name, policy_type):
+    """What `bench --methods eagle3-<name>` and the quickstart load: the package's policy for this drafter."""
+    model, tokenizer = smollm2
+    drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
+    policy = hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint(name)))
+    assert type(policy) is policy_type
+    verified = [n for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3]) for n in stats.verified_tokens]
+    assert max(verified) > 1  # it speculates on some cycles
