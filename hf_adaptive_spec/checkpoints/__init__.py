@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct). The three policies are
-#: copies (config.json, model.safetensors, README.md) of what their recipes write, the ones measured
-#: in results/README.md: ltd <- artifacts/ltd-smollm2-skip (trainers/recipes/ltd_smollm2_skip.yaml),
-#: resps <- artifacts/resps-smollm2-plain (resps_smollm2_plain.yaml), radar <- artifacts/radar-smollm2-skip
-#: (radar_smollm2_skip.yaml).
+#: copies (config.json, model.safetensors, README.md) of the recipe outputs in artifacts/ that
+#: results/README.md measures; tests/policies/test_shipped_policies.py names each source and keeps
+#: the copies identical.
 SHIPPED = {
     "eagle3": "eagle3-smollm2-135m-instruct",
     "ltd": "ltd-smollm2-135m-instruct",
