@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from hf_adaptive_spec.training_data.jsonl_output import read_conversation_records
 from hf_adaptive_spec.training_data.leakage import eval_question_digests, question_digest
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 COMMITTED = sorted(ARTIFACTS.glob("sharegpt_smollm2_regenerated*.jsonl"))
 
 
-def _user_turns(path: Path) -> list[str]:
-    with path.open(encoding="utf-8") as lines:
-        return [
-            message["content"]
-            for line in lines
-            for message in json.loads(line)["conversation"]
-            if message["role"] == "user"
-        ]
+@pytest.fixture(scope="module")
+def digests() -> frozenset[str]:
+    return eval_question_digests()
 
 
 def test_the_committed_files_are_found():
@@ -31,7 +26,12 @@ def test_the_committed_files_are_found():
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.name)
-def test_no_user_turn_is_an_evaluation_question(path: Path):
-    digests = eval_question_digests()
-    leaked = [turn[:80] for turn in _user_turns(path) if question_digest(turn) in digests]
+def test_no_user_turn_is_an_evaluation_question(path: Path, digests: frozenset[str]):
+    user_turns = [
+        message["content"]
+        for conversation in read_conversation_records(path)
+        for message in conversation.messages
+        if message["role"] == "user"
+    ]
+    leaked = [turn[:80] for turn in user_turns if question_digest(turn) in digests]
     assert not leaked, f"{path.name} holds evaluation questions as user turns: {leaked[:3]}"
