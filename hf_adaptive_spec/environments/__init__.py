@@ -1,7 +1,7 @@
 """Environments for training draft policies: exact replay of recorded greedy generations, live
 generation, and gymnasium wrappers of the replay."""
 
-from .cli import load_recording
+from .cli import load_recording, load_training_recording
 from .gym import DraftStepEnv, TreeConfigEnv
 from .multi import MultiReplayEnvironment
 from .online import OnlineEnvironment
@@ -20,6 +20,7 @@ __all__ = [
     "ReplayTree",
     "ReplayedCycle",
     "load_recording",
+    "load_training_recording",
     "record_greedy_trees",
     "record_replay",
 ]

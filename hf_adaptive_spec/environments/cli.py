@@ -3,10 +3,14 @@
     hf-adaptive-spec record --output artifacts/replay/sharegpt --prompts sharegpt --num-prompts 64 \\
         --profile artifacts/replay/profile.json
 
-Prompts come from training sets only (ShareGPT, HumanEval, or a JSONL file of conversations
+Prompts come from training sets (ShareGPT, HumanEval, or a JSONL file of conversations
 such as a drafter's held-out set), with the evaluation questions dropped. Prefer prompts the
 drafter was not trained on (``--prompts-file``): on its own training prompts a drafter can
 accept more than on new ones, and a policy trained on that replay sees optimistic acceptance.
+``--questions`` records a benchmark's questions instead (first turns, as ``hf-adaptive-spec
+bench`` asks them), to evaluate policies or replay ceilings on the benchmark's own prompts; its
+manifest names the file, and :func:`load_training_recording` (what the policy trainers read)
+refuses such a recording.
 The recording is written in shards of ``--shard-size`` prompts
 (``OUTPUT/shard-START-END``, each a :class:`ReplayRecording` folder): a rerun skips finished
 shards and ``--start`` records a later slice, so a long job can be resumed or split.
@@ -28,6 +32,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..bench.conversation import turn_prompt_ids
+from ..bench.errors import BenchError
+from ..bench.questions import load_questions
 from ..checkpoints import shipped_checkpoint
 from ..default_model import load_default_model
 from ..drafters.base import Drafter
@@ -70,6 +77,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="JSONL of {'id', 'conversation'} records (as trainers/regenerate_sharegpt.py writes) whose first "
         "user turns are the prompts, instead of --prompts (e.g. the drafter's held-out conversations)",
     )
+    parser.add_argument(
+        "--questions", default=None,
+        help="benchmark question JSONL (Spec-Bench / MT-bench) whose first turns are the prompts, instead of "
+        "--prompts: for evaluating policies in replay only; the policy trainers refuse such a recording",
+    )
+    parser.add_argument("--per-category", type=int, default=None, help="with --questions: the first N of each category")
     parser.add_argument("--num-prompts", type=int, default=64, help="prompts to record, from --start")
     parser.add_argument("--start", type=int, default=0, help="index of the first prompt in the seeded prompt order")
     parser.add_argument("--shard-size", type=int, default=8, help="prompts per shard folder")
@@ -129,8 +142,18 @@ def training_conversations(
     return select_subset(drop_leaked(source, questions), args.start + args.num_prompts, args.seed, keep)[args.start :]
 
 
+def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor]:
+    """``[1, T]`` first-turn prompts of ``args.questions`` (file order, ``--per-category``), sliced by ``--start``."""
+    questions = load_questions(Path(args.questions), per_category=args.per_category)
+    ids = [turn_prompt_ids(tokenizer, question.turns, []) for question in questions]
+    kept = [prompt for prompt in ids if prompt.shape[1] <= args.max_prompt_tokens]
+    return kept[args.start : args.start + args.num_prompts]
+
+
 def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor]:
-    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations`."""
+    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations` (or ``--questions``)."""
+    if args.questions:
+        return question_prompts(tokenizer, args)
     ids = [
         prompt_ids(tokenizer, conversation.messages[:1])
         for conversation in training_conversations(
@@ -164,6 +187,19 @@ def load_recording(path: str | Path) -> ReplayRecording:
             f"No recording in {path}: expected recording.json or shard-START-END folders from `{PROG}`."
         )
     return ReplayRecording.concatenate([ReplayRecording.load(folder) for _, _, folder in shards])
+
+
+def load_training_recording(path: str | Path) -> ReplayRecording:
+    """:func:`load_recording`, refusing a recording of benchmark questions (``record --questions``)."""
+    manifest = Path(path) / MANIFEST
+    questions = json.loads(manifest.read_text(encoding="utf-8")).get("questions") if manifest.is_file() else None
+    if questions:
+        raise ValueError(
+            f"{path} records the benchmark questions of {questions}: policies must not train on evaluation prompts. "
+            "Record training prompts (--prompts or --prompts-file) for training, and use this recording to evaluate "
+            "(e.g. LTD's eval_recording_dir, examples/replay_*.py)."
+        )
+    return load_recording(path)
 
 
 def check_manifest(directory: Path, settings: dict) -> None:
@@ -270,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1:
             raise ValueError("--num-prompts and --shard-size must be positive and --start non-negative.")
+        if args.questions and args.prompts_file:
+            raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
+        if args.per_category is not None and not args.questions:
+            raise ValueError("--per-category selects benchmark questions: pass it with --questions.")
         config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
         model, tokenizer = load_target()
         drafter = load_drafter(model, args.eagle3_checkpoint)
@@ -281,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
             "feature_layers": list(feature_layers),
             **({"prompts_file": args.prompts_file} if args.prompts_file else {}),
+            **({"questions": args.questions, "per_category": args.per_category} if args.questions else {}),
         })
-        prompts, source = load_prompts(tokenizer, args), args.prompts_file or args.prompts
+        prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
         if not prompts:
             raise ValueError(f"No {source} prompts from index {args.start}: the set has fewer; lower --start.")
         if len(prompts) < args.num_prompts:
@@ -292,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         record_shards(
             model, drafter, prompts, output, args.start, args.shard_size, config, args.max_new_tokens, feature_layers
         )
-    except (ValueError, FileNotFoundError, ImportError) as error:
+    except (ValueError, FileNotFoundError, ImportError, BenchError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     shards = finished_shards(output)

@@ -1,8 +1,9 @@
-"""``hf-adaptive-spec record`` with tiny models: shards, resuming, the profile and the training prompts."""
+"""``hf-adaptive-spec record`` with tiny models: shards, resuming, profile, training prompts, benchmark questions."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 
 import pytest
@@ -11,10 +12,14 @@ from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.environments import ReplayRecording, load_recording, record_replay
+from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.environments import ReplayRecording, load_recording, load_training_recording, record_replay
 from hf_adaptive_spec.environments import cli
 from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
+from hf_adaptive_spec.training.ltd import script as ltd_script
+from hf_adaptive_spec.training.radar import script as radar_script
+from hf_adaptive_spec.training.resps import script as resps_script
 from hf_adaptive_spec.training_data.leakage import eval_question_digests, question_digest
 
 torch.set_num_threads(1)
@@ -117,3 +122,79 @@ def test_prompts_file_records_are_the_prompts_with_evaluation_questions_dropped(
     assert all(c.messages[0]["content"].startswith("Question") for c in conversations)
     later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 1, "num_prompts": 2}))
     assert [c.id for c in later] == [c.id for c in conversations[1:3]]
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}. {% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+def _question_file(tmp_path):
+    rows = [
+        {"question_id": i, "category": category, "turns": [f"{category} question {i}" + " more" * 30 * (i == 4), "x"]}
+        for i, category in enumerate(["writing", "writing", "writing", "math", "math", "rag"], 1)
+    ]
+    path = tmp_path / "question.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def question_cli(monkeypatch, char_tokenizer):
+    """The command with a tiny target and drafter and a character tokenizer with a chat template."""
+    tokenizer = copy.deepcopy(char_tokenizer)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    target = tiny_model("llama")
+    monkeypatch.setattr(cli, "load_target", lambda: (target, tokenizer))
+    monkeypatch.setattr(cli, "load_drafter", lambda model, checkpoint: _eagle3(model))
+    return target, tokenizer
+
+
+def test_questions_are_recorded_as_the_bench_asks_them_and_trainers_refuse_them(question_cli, tmp_path):
+    target, tokenizer = question_cli
+    questions, output = _question_file(tmp_path), tmp_path / "rec"
+    argv = ["--output", str(output), "--questions", str(questions), "--per-category", "2", "--max-prompt-tokens", "60"]
+    assert cli.main(argv + ["--num-prompts", "3", *TREE]) == 0
+
+    # the first 2 per category, first turns only, the one over 60 tokens (question 4) left out, then 3 of them
+    kept = [(1, "writing"), (2, "writing"), (5, "math")]
+    expected = [turn_prompt_ids(tokenizer, [f"{category} question {i}"], []) for i, category in kept]
+    recording = load_recording(output)
+    assert [trees[0].context_length for trees in recording.prompts] == [p.shape[1] + 1 for p in expected]
+    drafter = _eagle3(target)
+    reference = record_replay(target, drafter, expected, TreeConfig(3, 2, 5), 10, drafter.feature_layers)
+    assert [_rows(trees) for trees in recording.prompts] == [_rows(trees) for trees in reference.prompts]
+    assert json.loads((output / "record_args.json").read_text())["questions"] == str(questions)
+
+    with pytest.raises(ValueError, match="must not train on evaluation prompts"):
+        load_training_recording(output)
+    profile = tmp_path / "profile.json"
+    HardwareProfile(
+        device="cpu", dtype="float32", num_threads=1, context_length=8, verify_tokens=[1, 8], verify_seconds=[1.0, 1.1],
+        draft_step_seconds=0.1,
+    ).save(profile)
+    ltd_args = ltd_script.make_parser().parse_args_and_config(
+        args=["--recording_dir", str(output), "--profile_path", str(profile), "--output_dir", str(tmp_path / "ltd")]
+    )
+    with pytest.raises(ValueError, match="must not train on evaluation prompts"):
+        ltd_script.main(*ltd_args)
+    with pytest.raises(ValueError, match="must not train on evaluation prompts"):
+        resps_script.load_environment(
+            resps_script.ReSpSScriptArguments(recordings=[str(output)], hardware_profile=str(profile))
+        )
+    with pytest.raises(ValueError, match="must not train on evaluation prompts"):
+        radar_script.load_or_build_dataset(radar_script.RadarScriptArguments(
+            profile_path=str(profile), dataset_path=str(tmp_path / "radar"), recording_path=str(output)
+        ))
+
+
+def test_questions_options_are_checked(question_cli, tmp_path, capsys):
+    output = str(tmp_path / "rec")
+    assert cli.main(["--output", output, "--per-category", "2", *TREE]) == 2
+    assert "pass it with --questions" in capsys.readouterr().err
+    questions = str(_question_file(tmp_path))
+    assert cli.main(["--output", output, "--questions", questions, "--prompts-file", questions, *TREE]) == 2
+    assert "pass one of them" in capsys.readouterr().err
+    assert cli.main(["--output", output, "--questions", str(tmp_path / "missing.jsonl"), *TREE]) == 2
+    assert "question file not found" in capsys.readouterr().err

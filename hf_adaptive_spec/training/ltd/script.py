@@ -15,7 +15,7 @@ import torch
 from transformers import set_seed
 from trl import TrlParser
 
-from ...environments import ReplayEnvironment, ReplayRecording, load_recording
+from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
 from ...policies.ltd import LTDPolicy
 from ...profiling.hardware import HardwareProfile
 from ..base import run_training_script
@@ -79,7 +79,7 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
 def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTrainer:
     """Load the recording(s) and profile, build the policy and trainer; train, evaluate, save (and push)."""
     profile = HardwareProfile.load(script_args.profile_path)
-    recording = load_recording(script_args.recording_dir)
+    recording = load_training_recording(script_args.recording_dir)
     eval_environment = (
         ReplayEnvironment(load_recording(script_args.eval_recording_dir), profile)
         if script_args.eval_recording_dir

@@ -17,7 +17,7 @@ from pathlib import Path
 from transformers import set_seed
 from trl import TrlParser
 
-from ...environments import load_recording
+from ...environments import load_training_recording
 from ...policies.radar.policy import RadarPolicy
 from ...profiling.hardware import HardwareProfile
 from ..base import run_training_script
@@ -61,7 +61,7 @@ def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
             f"{script_args.dataset_path} holds no RADAR dataset: set recording_path to build it from a recording."
         )
     dataset = build_radar_dataset(
-        load_recording(script_args.recording_path), script_args.depth, script_args.total_tokens
+        load_training_recording(script_args.recording_path), script_args.depth, script_args.total_tokens
     )
     dataset.save(script_args.dataset_path)
     return dataset

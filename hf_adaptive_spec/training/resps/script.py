@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from transformers import set_seed
 from trl import TrlParser
 
-from ...environments import load_recording
+from ...environments import MultiReplayEnvironment, load_training_recording
 from ...policies.resps import ReSpSPolicy
 from ...profiling.hardware import HardwareProfile
 from ..base import run_training_script
 from .config import ReSpSConfig
-from ...environments import MultiReplayEnvironment
 from .trainer import ReSpSTrainer
 
 
@@ -64,7 +63,7 @@ def load_environment(script_args: ReSpSScriptArguments) -> MultiReplayEnvironmen
             "Pass --recordings (one recorded folder per top_k of the grid) and --hardware_profile (a profile JSON); "
             "see hf_adaptive_spec/policies/resps/README.md for how to make them."
         )
-    recordings = [load_recording(path) for path in script_args.recordings]
+    recordings = [load_training_recording(path) for path in script_args.recordings]
     return MultiReplayEnvironment(recordings, HardwareProfile.load(script_args.hardware_profile))
 
 
