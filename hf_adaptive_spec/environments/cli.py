@@ -190,9 +190,12 @@ def load_recording(path: str | Path) -> ReplayRecording:
 
 
 def load_training_recording(path: str | Path) -> ReplayRecording:
-    """:func:`load_recording`, refusing a recording of benchmark questions (``record --questions``)."""
-    manifest = Path(path) / MANIFEST
-    questions = json.loads(manifest.read_text(encoding="utf-8")).get("questions") if manifest.is_file() else None
+    """:func:`load_recording`, refusing a recording of benchmark questions (``record --questions``) or its shards."""
+    path = Path(path)
+    manifests = [path / MANIFEST] + ([path.parent / MANIFEST] if (path / "recording.json").is_file() else [])
+    questions = next(
+        (json.loads(m.read_text(encoding="utf-8")).get("questions") for m in manifests if m.is_file()), None
+    )
     if questions:
         raise ValueError(
             f"{path} records the benchmark questions of {questions}: policies must not train on evaluation prompts. "

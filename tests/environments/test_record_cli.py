@@ -167,8 +167,9 @@ def test_questions_are_recorded_as_the_bench_asks_them_and_trainers_refuse_them(
     assert [_rows(trees) for trees in recording.prompts] == [_rows(trees) for trees in reference.prompts]
     assert json.loads((output / "record_args.json").read_text())["questions"] == str(questions)
 
-    with pytest.raises(ValueError, match="must not train on evaluation prompts"):
-        load_training_recording(output)
+    for folder in (output, output / "shard-000000-000003"):
+        with pytest.raises(ValueError, match="must not train on evaluation prompts"):
+            load_training_recording(folder)
     profile = tmp_path / "profile.json"
     HardwareProfile(
         device="cpu", dtype="float32", num_threads=1, context_length=8, verify_tokens=[1, 8], verify_seconds=[1.0, 1.1],
