@@ -49,13 +49,13 @@ def _exact_distribution(model, prompt_ids, processors) -> dict[tuple[int, ...], 
     return probs
 
 
-def _sample(model, prompt_ids, drafter, policy, seed=0) -> Counter:
+def _sample(model, prompt_ids, drafter, policy, seed=0, **generate_kwargs) -> Counter:
     torch.manual_seed(seed)
     counts = Counter()
     for _ in range(SAMPLES):
         out = model.generate(
             prompt_ids, max_new_tokens=NEW_TOKENS, do_sample=True, temperature=0.8, top_k=4,
-            assistant_model=drafter, assistant_policy=policy,
+            assistant_model=drafter, assistant_policy=policy, **generate_kwargs,
         )
         counts[tuple(out[0, prompt_ids.shape[1] :].tolist())] += 1
     return counts
@@ -89,6 +89,16 @@ def test_speculative_sampling_matches_exact_target(small_model, exact, tree):
         first_probs[seq[:1]] += p
     stat, critical = chi_square(first, dict(first_probs))
     assert stat < critical, f"{tree} next token: chi2={stat:.1f} >= {critical:.1f}"
+
+
+@pytest.mark.parametrize("tree", list(TREES))
+def test_prompt_lookup_branch_keeps_sampling_exact(small_model, exact, tree):
+    """Lookup nodes join top-k children as one more deterministic draft (q = one-hot); sampled
+    sibling groups share one q, so sampled trees take no lookup nodes."""
+    prompt_ids, probs = exact
+    counts = _sample(small_model, prompt_ids, _drafter(small_model), TREES[tree], prompt_lookup_num_tokens=2)
+    stat, critical = chi_square(counts, probs)
+    assert stat < critical, f"chi2={stat:.1f} >= {critical:.1f}"
 
 
 def _broken_rule(tree, scores_at):

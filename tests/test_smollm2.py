@@ -36,7 +36,9 @@ def _chat(tokenizer, text: str) -> torch.Tensor:
 _STOCK_OUTPUTS: dict[tuple[str, int], torch.Tensor] = {}
 
 
-def _identical_to_stock(model, tokenizer, drafter, policy, prompts: list[str], max_new_tokens: int = 48) -> list:
+def _identical_to_stock(
+    model, tokenizer, drafter, policy, prompts: list[str], max_new_tokens: int = 48, **generate_kwargs
+) -> list:
     """Greedy speculative generate on each prompt, asserted token-identical to stock (generated once per
     prompt and length for the module); its speculation stats."""
     stats = []
@@ -46,7 +48,7 @@ def _identical_to_stock(model, tokenizer, drafter, policy, prompts: list[str], m
             _STOCK_OUTPUTS[text, max_new_tokens] = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
         expected = _STOCK_OUTPUTS[text, max_new_tokens]
         out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
-                             assistant_policy=policy, return_dict_in_generate=True)
+                             assistant_policy=policy, return_dict_in_generate=True, **generate_kwargs)
         assert torch.equal(out.sequences, expected), (text, policy)
         stats.append(out.speculation)
     return stats
@@ -104,6 +106,18 @@ def test_shipped_eagle3_drafter_is_lossless(smollm2):
     for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
         for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3], max_new_tokens=64):
             assert stats.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
+
+
+def test_lookup_branch_accepts_copied_text_losslessly(smollm2):
+    """Copying from the prompt is where the drafter is weak and the prompt-lookup branch is right."""
+    model, tokenizer = smollm2
+    drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
+    policy = hfas.StaticTreePolicy(depth=1, top_k=8, total_tokens=6)
+    copy = ["Repeat this sentence exactly: The quick brown fox jumps over the lazy dog beside the quiet river."]
+    (tree,) = _identical_to_stock(model, tokenizer, drafter, policy, copy)
+    (with_lookup,) = _identical_to_stock(model, tokenizer, drafter, policy, copy, prompt_lookup_num_tokens=4)
+    assert with_lookup.mean_accepted_tokens > tree.mean_accepted_tokens + 0.5
+    assert max(with_lookup.accepted_lengths) > 1  # deeper than the depth-1 tree can reach
 
 
 def test_shipped_dvi_adapter_learning_online_is_lossless(smollm2):

@@ -76,6 +76,8 @@ class MethodOptions:
             each turn seeded alike, and outputs match ``stock``'s in distribution only, so the
             identity check is skipped (the sampling tests of the test suite check the distribution).
         prompt_lookup_num_tokens: draft length of ``hf-prompt-lookup``.
+        lookup_tokens / lookup_ngram_size: the prompt-lookup branch of ``<method>+lookup``
+            (tokens grafted per cycle; longest suffix n-gram matched).
         early_exit_layers: K, the layers ``hf-early-exit`` drafts with.
         drafter_layers: layers of the target forming the small drafter of ``hf-assistant`` and ``tree``.
         num_assistant_tokens: draft length of ``hf-early-exit``/``hf-assistant`` (transformers: 20).
@@ -98,6 +100,10 @@ class MethodOptions:
         default=0.0, metadata={"help": "0: greedy, checked against stock; > 0: pure sampling at this temperature."}
     )
     prompt_lookup_num_tokens: int = field(default=10, metadata={"help": "hf-prompt-lookup draft length."})
+    lookup_tokens: int = field(default=4, metadata={"help": "<method>+lookup: tokens of the prompt-lookup branch."})
+    lookup_ngram_size: int = field(
+        default=2, metadata={"help": "<method>+lookup: longest n-gram matched (transformers' default 2)."}
+    )
     early_exit_layers: int = field(default=8, metadata={"help": "hf-early-exit: layers K the drafts use."})
     drafter_layers: int = field(default=8, metadata={"help": "hf-assistant and tree: target layers in the drafter."})
     num_assistant_tokens: int | None = field(

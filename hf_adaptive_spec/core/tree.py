@@ -32,7 +32,7 @@ class DraftTree:
 
     @property
     def max_depth(self) -> int:
-        return self.depths[-1]
+        return max(self.depths)
 
     def add_children(self, parent: int, tokens: list[int], log_probs: list[float]) -> list[int]:
         """Append children of ``parent``; returns their node indices."""

@@ -22,6 +22,7 @@ from ..core.kv_cache import compact_cache, prepare_cache_for_trees
 from ..core.output_head import OutputHead
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
+from .prompt_lookup import graft_chain, lookup_continuation
 from .tree_builder import DraftTimes, TreeBuilder
 
 
@@ -173,6 +174,13 @@ def speculative_decoding(
             f"computed for every tree node; features {sorted(i for i in wanted if i < shared)} cannot be served. "
             "Ask for hidden-state indices >= the shared layers, or disable the drafter's cache sharing."
         )
+    lookup_tokens = generation_config.prompt_lookup_num_tokens or 0
+    lookup_ngram_size = generation_config.max_matching_ngram_size or 2  # transformers' default
+    if lookup_tokens and shared:
+        raise ValueError(
+            f"{type(spec_drafter).__name__} verifies through its own cache of the draft nodes, which has no entries for "
+            "prompt-lookup nodes: drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
+        )
     with FeatureCapture(model, wanted | {final_index}) as capture:
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
         head_is_last_step = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
@@ -197,11 +205,17 @@ def speculative_decoding(
             times.policy += time.perf_counter() - tick
             if not isinstance(config, TreeConfig):
                 raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
-            max_depth = min(config.depth, generation_config.max_length - sequence.shape[1] - 1)  # room for the bonus token
+            room = generation_config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
+            max_depth = min(config.depth, room)
             context = DraftContext(
                 sequence, {i: new_features[i] for i in spec_drafter.feature_layers}, cache if shared else None
             )
             tree = builder.build(context, config, max_depth, times)
+            draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
+            if lookup_tokens and room > 0 and not config.sample_drafts:  # sampled sibling groups must stay whole
+                tick = time.perf_counter()
+                graft_chain(tree, lookup_continuation(sequence[0], lookup_ngram_size, min(lookup_tokens, room)))
+                times.draft += time.perf_counter() - tick
             drafted = max_depth >= 1  # else the drafter did not run and has yet to read new_features
 
             tick = time.perf_counter()
@@ -220,7 +234,7 @@ def speculative_decoding(
 
             tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
             out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
-            stats.record(accepted=len(result.path) - 1, depth=tree.max_depth, verified=len(tree))
+            stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree))
             stats.draft_time += times.draft
             stats.policy_time += times.policy
             stats.verify_time += verify_time
@@ -228,7 +242,7 @@ def speculative_decoding(
             spec_policy.observe(
                 CycleFeedback(
                     context_length=sequence.shape[1],
-                    draft_depth=tree.max_depth,
+                    draft_depth=draft_depth,
                     verified_tokens=len(tree),
                     accepted_length=len(result.path) - 1,
                     draft_time=times.draft,

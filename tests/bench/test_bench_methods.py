@@ -111,6 +111,29 @@ def test_plain_steps_match_stock_without_drafting(bench_model):
     assert set(stats.draft_depths) == {0} and set(stats.verified_tokens) == {1} and stats.draft_time == 0
 
 
+def test_lookup_suffix_grafts_the_branch_onto_a_tree_method(bench_model):
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    methods = build_methods(["plain-steps+lookup"])
+    assert list(methods) == ["stock", "plain-steps+lookup"]
+    method = methods["plain-steps+lookup"]
+    method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, lookup_tokens=3, lookup_ngram_size=1))
+    assert method.generate_kwargs["prompt_lookup_num_tokens"] == 3 and method.generate_kwargs["max_matching_ngram_size"] == 1
+    tokens, stats = method.generate(prompt(tokenizer))
+    assert tokens == expected
+    assert set(stats.draft_depths) == {0} and max(stats.verified_tokens) > 1  # lookup nodes on plain steps
+
+
+def test_lookup_suffix_needs_a_tree_method(bench_model):
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+
+    model, tokenizer = bench_model
+    with pytest.raises(MethodUnavailableError, match=r"hf-prompt-lookup\+lookup: \+lookup extends this project's tree methods"):
+        build_methods(["hf-prompt-lookup+lookup"])["hf-prompt-lookup+lookup"].prepare(model, tokenizer, OPTIONS)
+    with pytest.raises(UnknownMethodError, match="'ppow\\+lookup'"):
+        build_methods(["ppow+lookup"])
+
+
 def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 

@@ -1,7 +1,7 @@
 """The method registry: one small :class:`BenchMethod` subclass per ``--methods`` name.
 
 To add a method, write a module with a ``BenchMethod`` subclass and list the class in
-``METHOD_CLASSES``.
+``METHOD_CLASSES``. ``<method>+lookup`` runs a tree method with the prompt-lookup branch.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from .eagle3 import Eagle3, Eagle3Candidate
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
+from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .learned_policies import Eagle3DefaultTree, Eagle3LTD, Eagle3Radar, Eagle3ReSpS
 from .stock import Stock
 from .tree import PlainSteps, Tree
@@ -31,13 +32,20 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     Raises:
         UnknownMethodError: for a name that is not registered, listing the known ones.
     """
-    unknown = [name for name in names if name not in METHODS]
+    unknown = [name for name in names if name.removesuffix(LOOKUP_SUFFIX) not in METHODS]
     if unknown:
         raise UnknownMethodError(
-            f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)}"
+            f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)} "
+            f"(append {LOOKUP_SUFFIX} to a tree method for the prompt-lookup branch)"
         )
     ordered = [REFERENCE_METHOD] + [name for name in dict.fromkeys(names) if name != REFERENCE_METHOD]
-    return {name: METHODS[name]() for name in ordered}
+    return {name: _instantiate(name) for name in ordered}
+
+
+def _instantiate(name: str) -> BenchMethod:
+    if name.endswith(LOOKUP_SUFFIX):
+        return WithLookupBranch(METHODS[name.removesuffix(LOOKUP_SUFFIX)]())
+    return METHODS[name]()
 
 
 __all__ = [

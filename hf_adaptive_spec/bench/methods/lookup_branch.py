@@ -1,0 +1,46 @@
+"""``<method>+lookup``: any tree method of this project with the prompt-lookup branch grafted onto
+every draft tree (``generate(prompt_lookup_num_tokens=..., max_matching_ngram_size=...)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..arguments import MethodOptions
+from ..errors import MethodUnavailableError
+from .base import BenchMethod, SpeculationStatsLike
+
+LOOKUP_SUFFIX = "+lookup"
+
+
+class WithLookupBranch(BenchMethod):
+    """Wraps a method whose kwargs carry ``assistant_policy`` (``eagle3``, ``eagle3-ltd``, ``tree``,
+    ``plain-steps`` ...) and adds ``--lookup-tokens`` / ``--lookup-ngram-size`` to its ``generate``."""
+
+    def __init__(self, base: BenchMethod):
+        self.base = base
+        self.name = base.name + LOOKUP_SUFFIX
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        kwargs = self.base.method_kwargs(model, tokenizer, options)
+        if "assistant_policy" not in kwargs:
+            raise MethodUnavailableError(
+                f"{self.name}: {LOOKUP_SUFFIX} extends this project's tree methods only (those taking assistant_policy); "
+                f"for transformers' own prompt lookup run hf-prompt-lookup."
+            )
+        return {
+            **kwargs,
+            "prompt_lookup_num_tokens": options.lookup_tokens,
+            "max_matching_ngram_size": options.lookup_ngram_size,
+        }
+
+    def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
+        super().prepare(model, tokenizer, options)
+        self.base.model, self.base.generate_kwargs = self.model, self.generate_kwargs
+
+    def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
+        return self.base.generate(input_ids)

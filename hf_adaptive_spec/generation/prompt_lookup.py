@@ -1,0 +1,41 @@
+"""Prompt lookup branch: what followed the latest earlier match of the context's last n-gram,
+grafted onto the model-drafted tree as one more chain (transformers' ``prompt_lookup_num_tokens``).
+
+Copying from the prompt (summaries, retrieval answers, code edits) is where a small drafter is
+weakest and a lookup is nearly free; the target verifies both in the same forward.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.tree import DraftTree
+
+
+def lookup_continuation(sequence: torch.LongTensor, max_ngram_size: int, num_tokens: int) -> list[int]:
+    """Up to ``num_tokens`` tokens that followed the most recent earlier occurrence of the
+    sequence's last ``n`` tokens, trying ``n = max_ngram_size, ..., 1``; ``[]`` when none matches.
+
+    ``sequence`` is ``[T]``; an occurrence counts when at least one token follows it before the end.
+    """
+    length = sequence.shape[0]
+    for size in range(min(max_ngram_size, length - 1), 0, -1):
+        windows = sequence[: length - 1].unfold(0, size, 1)  # starts 0 .. length-1-size
+        starts = torch.nonzero((windows == sequence[length - size :]).all(dim=1)).flatten()
+        if starts.numel():
+            begin = int(starts[-1]) + size
+            return sequence[begin : begin + num_tokens].tolist()
+    return []
+
+
+def graft_chain(tree: DraftTree, chain: list[int]) -> int:
+    """Add ``chain`` below the root, reusing nodes that already spell its prefix; returns the
+    number of new nodes. New nodes carry their parent's score (they are not model drafts)."""
+    node, added = 0, 0
+    for token in chain:
+        child = next((c for c in tree.children(node) if tree.tokens[c] == token), None)
+        if child is None:
+            child = tree.add_children(node, [token], [0.0])[0]
+            added += 1
+        node = child
+    return added

@@ -1,0 +1,86 @@
+"""The prompt-lookup branch (``prompt_lookup_num_tokens`` with ``assistant_policy``): what it
+looks up, how it joins the draft tree, and that generation stays exactly stock generate's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.tree import DraftTree
+from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation
+from tiny_models import FAMILIES, prompt, tiny_model
+
+
+def _lookup(tokens, max_ngram_size=2, num_tokens=3):
+    return lookup_continuation(torch.tensor(tokens), max_ngram_size, num_tokens)
+
+
+def test_lookup_takes_the_latest_match_of_the_longest_ngram():
+    assert _lookup([1, 2, 9, 1, 2, 8, 7, 1, 2]) == [8, 7, 1]  # [1, 2] last seen before 8
+    assert _lookup([5, 2, 9, 1, 2, 8, 3, 5, 2]) == [9, 1, 2]  # [5, 2] beats the later [2]
+    assert _lookup([1, 2, 9, 1, 2, 8, 7, 1, 2], max_ngram_size=1) == [8, 7, 1]  # [2] alone: the same match
+    assert _lookup([3, 4, 3], num_tokens=5) == [4, 3]  # a match may run into the suffix itself
+    assert _lookup([1, 2, 3, 4]) == []  # no earlier occurrence
+    assert _lookup([7]) == []
+
+
+def test_graft_reuses_drafted_prefix_and_adds_the_rest():
+    tree = DraftTree.with_root(5)
+    tree.add_children(0, [7, 9], [-0.5, -1.0])
+    tree.add_children(1, [4], [-0.7])
+    assert graft_chain(tree, [7, 4, 6, 2]) == 2  # 7 -> 4 exist; 6 and 2 are new
+    assert tree.tokens == [5, 7, 9, 4, 6, 2]
+    assert tree.parents == [-1, 0, 0, 1, 3, 4]
+    assert tree.depths == [0, 1, 1, 2, 3, 4]
+    assert tree.max_depth == 4
+    assert graft_chain(tree, [9, 1]) == 1 and tree.parents[-1] == 2 and tree.depths[-1] == 2
+    assert tree.max_depth == 4  # nodes are no longer in depth order
+
+
+def _repetitive_prompt(length: int, seed: int) -> torch.LongTensor:
+    head = prompt(length, seed=seed)
+    return torch.cat([head, head, head[:, : length // 2]], dim=1)  # lookups always find a match
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("lookup_tokens", [1, 4])
+def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
+    model = tiny_model(family)
+    ids = _repetitive_prompt(12, seed=lookup_tokens)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    policies = {
+        "tree": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=5),
+        "plain steps": hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1),  # prompt lookup decoding alone
+    }
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    for name, policy in policies.items():
+        out = model.generate(
+            ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+            prompt_lookup_num_tokens=lookup_tokens, max_matching_ngram_size=3, return_dict_in_generate=True,
+        )
+        assert torch.equal(out.sequences, expected), (family, name)
+        stats = out.speculation
+        drafted = 1 if name == "plain steps" else 5
+        assert any(verified > drafted for verified in stats.verified_tokens)  # lookup nodes were verified too
+        assert max(stats.draft_depths) <= (0 if name == "plain steps" else 2)  # the drafter's depth, not the chain's
+
+
+def test_lookup_branch_respects_max_new_tokens(llama):
+    ids = _repetitive_prompt(10, seed=0)
+    for new_tokens in (1, 2, 5):
+        expected = llama.generate(ids, max_new_tokens=new_tokens, do_sample=False)
+        out = llama.generate(
+            ids, max_new_tokens=new_tokens, do_sample=False, assistant_model=hfas.CausalLMDrafter(llama),
+            assistant_policy=hfas.StaticTreePolicy.chain(3), prompt_lookup_num_tokens=8,
+        )
+        assert torch.equal(out, expected), new_tokens
+
+
+def test_cache_sharing_drafter_refuses_the_lookup_branch(llama):
+    drafter = hfas.DVIDrafter(llama, exit_layer=1, share_cache=True)
+    with pytest.raises(ValueError, match="prompt_lookup_num_tokens"):
+        llama.generate(
+            prompt(5), max_new_tokens=4, do_sample=False, assistant_model=drafter,
+            assistant_policy=hfas.StaticTreePolicy.chain(2), prompt_lookup_num_tokens=3,
+        )
