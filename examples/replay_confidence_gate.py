@@ -1,13 +1,15 @@
 """Headroom for an adaptive verify size, measured on a replay recording (modelled time).
 
     python examples/replay_confidence_gate.py --recording artifacts/replay/sharegpt-d3k8 \
-        --profile artifacts/replay/profile.json [--policy artifacts/ltd-smollm2-wide]
+        --profile artifacts/replay/profile.json [--policy artifacts/ltd-smollm2-wide] [--lookup-tokens 4]
 
 A hand-set rule, not a learned policy: draft one level, then verify the ``size`` best first
 drafts only when the best one has draft probability at least ``threshold``; otherwise verify
 none (a plain one-token step). Each rule is compared with the static tree that verifies the
 ``top_k - 1`` best first drafts, and so is every ``--policy`` given. A learned size policy that
-sees the candidates' scores should reach at least the best rule here.
+sees the candidates' scores should reach at least the best rule here. With ``--lookup-tokens``
+every cycle also verifies the prompt-lookup chain, and each rule is also tried gating only the
+cycles where the lookup found no chain (a skip with a chain costs a multi-token forward anyway).
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
 class ConfidenceGate(hfas.StaticTreePolicy):
-    """Depth 1; verify ``size`` candidates when the best first draft's probability reaches ``threshold``, else none."""
+    """Depth 1; verify ``size`` candidates when the best first draft's probability reaches ``threshold``, else none
+    (with ``only_without_chain``, only when the prompt-lookup branch found no chain)."""
 
-    def __init__(self, top_k: int, size: int, threshold: float):
+    def __init__(self, top_k: int, size: int, threshold: float, only_without_chain: bool = False):
         super().__init__(depth=1, top_k=top_k, total_tokens=size + 1)
         self.threshold = threshold
+        self.only_without_chain = only_without_chain
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
-        return super().num_tokens_to_verify(info) if info.scores.max().exp().item() >= self.threshold else 0
+        confident = info.scores.max().exp().item() >= self.threshold
+        keep = confident or (self.only_without_chain and info.lookup_length > 0)
+        return super().num_tokens_to_verify(info) if keep else 0
 
 
 def main() -> None:
@@ -38,22 +44,25 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=[], help="a saved policy to compare (repeatable)")
     parser.add_argument("--sizes", default="5,7", help="comma-separated verify sizes")
     parser.add_argument("--thresholds", default="0,0.05,0.1,0.15,0.2,0.3", help="comma-separated probabilities")
+    parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     args = parser.parse_args()
-    environment = ReplayEnvironment(load_recording(args.recording), HardwareProfile.load(args.profile))
+    recording, profile = load_recording(args.recording), HardwareProfile.load(args.profile)
+    environment = ReplayEnvironment(recording, profile, lookup_tokens=args.lookup_tokens)
     top_k = environment.recording.tree_config.top_k
     static = environment.replay(hfas.StaticTreePolicy(depth=1, top_k=top_k, total_tokens=top_k))
     print(f"static tree (depth 1, {top_k - 1} candidates verified): τ {static.mean_accepted_tokens:.3f}")
     print("| rule | τ | share of cycles verifying nothing | vs static |")
     print("|---|---|---|---|")
     candidates = [
-        (f"size {size}, threshold {threshold}", ConfidenceGate(top_k, int(size), float(threshold)))
+        (f"size {size}, threshold {t}{', no chain' * gate}", ConfidenceGate(top_k, int(size), float(t), gate))
         for size in args.sizes.split(",")
-        for threshold in args.thresholds.split(",")
+        for t in args.thresholds.split(",")
+        for gate in ([False, True] if args.lookup_tokens else [False])
     ]
     candidates += [(path, hfas.AutoDraftPolicy.from_pretrained(path)) for path in args.policy]
     for name, policy in candidates:
         result = environment.replay(policy)
-        skipped = sum(cycle.feedback().verified_tokens == 1 for cycle in result.all_cycles) / len(result.all_cycles)
+        skipped = sum(cycle.draft_depth == 0 for cycle in result.all_cycles) / len(result.all_cycles)
         speed = result.tokens_per_second / static.tokens_per_second
         print(f"| {name} | {result.mean_accepted_tokens:.3f} | {skipped:.3f} | {speed:.3f}x |")
 

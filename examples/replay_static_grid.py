@@ -5,8 +5,10 @@
 
 Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains (its
 ``top_k``, depth and total_tokens up to the recorded ones) is replayed on all recorded
-prompts; the table gives τ and the modelled tokens/s, best first. The accepted lengths are
-exact for greedy decoding; confirm the few best shapes with ``hf-adaptive-spec bench``.
+prompts, with plain one-token steps (depth 0) for reference; the table gives τ and the modelled
+tokens/s, best first. ``--lookup-tokens N`` grafts the prompt-lookup branch on every tree. The
+accepted lengths are exact for greedy decoding; confirm the few best shapes with
+``hf-adaptive-spec bench``.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recording", action="append", required=True, help="recording folder (repeat for other top_k)")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
+    parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     parser.add_argument("--top", type=int, default=15, help="rows to print")
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     one_token = 1.0 / (profile.verify_time(1))  # stock decoding's tokens/s in the same time model
     rows = []
     for path in args.recording:
-        environment = ReplayEnvironment(load_recording(path), profile)
+        environment = ReplayEnvironment(load_recording(path), profile, lookup_tokens=args.lookup_tokens)
         recorded = environment.recording.tree_config
+        plain = environment.replay(hfas.StaticTreePolicy(depth=0, top_k=recorded.top_k, total_tokens=1))
+        rows.append((plain.tokens_per_second, 0, recorded.top_k, 1, plain.mean_accepted_tokens))  # (+ lookup branch)
         for depth in range(1, recorded.depth + 1):
             full_tree = 1 + recorded.top_k * (1 + (depth - 1) * recorded.top_k)
             for total in range(2, min(recorded.total_tokens, full_tree) + 1):

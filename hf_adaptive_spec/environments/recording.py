@@ -69,6 +69,8 @@ class ReplayRecording:
         prompts: per prompt, one :class:`ReplayTree` per cycle start (position), in order.
         feature_layers: the hidden states kept in each tree's ``features``.
         eos_token_ids: tokens that ended a generation.
+        prompt_ids: per prompt, its token ids (what a prompt-lookup branch searches); empty in
+            recordings made before they were kept.
     """
 
     tree_config: TreeConfig
@@ -77,6 +79,7 @@ class ReplayRecording:
     prompts: list[list[ReplayTree]]
     feature_layers: tuple[int, ...] = ()
     eos_token_ids: tuple[int, ...] = ()
+    prompt_ids: list[list[int]] = field(default_factory=list)
 
     @property
     def num_positions(self) -> int:
@@ -99,7 +102,23 @@ class ReplayRecording:
                     f"{settings(recording)} (tree config, vocab, max_new_tokens, feature layers, eos). Record every "
                     "shard with the same options."
                 )
-        return replace(recordings[0], prompts=[trees for recording in recordings for trees in recording.prompts])
+        with_ids = all(recording.prompt_ids for recording in recordings)
+        return replace(
+            recordings[0],
+            prompts=[trees for recording in recordings for trees in recording.prompts],
+            prompt_ids=[ids for recording in recordings for ids in recording.prompt_ids] if with_ids else [],
+        )
+
+    def sequence(self, prompt: int) -> list[int]:
+        """Prompt ``prompt``'s ids followed by its whole greedy generation."""
+        if not self.prompt_ids:
+            raise ValueError(
+                "This recording does not keep its prompts' ids (recorded before they were kept): record it again "
+                "with `hf-adaptive-spec record` to replay a prompt-lookup branch."
+            )
+        trees = self.prompts[prompt]
+        last = [trees[-1].target_next[0]] if trees else []
+        return self.prompt_ids[prompt] + [tree.tokens[0] for tree in trees] + last
 
     def save(self, directory: str | Path) -> None:
         """``recording.json`` (trees) and ``features.safetensors`` (hidden states, if any)."""
@@ -122,6 +141,7 @@ class ReplayRecording:
             "max_new_tokens": self.max_new_tokens,
             "feature_layers": list(self.feature_layers),
             "eos_token_ids": list(self.eos_token_ids),
+            "prompt_ids": self.prompt_ids,
             "prompts": prompts,
         }
         (directory / "recording.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -151,6 +171,7 @@ class ReplayRecording:
             prompts=prompts,
             feature_layers=layers,
             eos_token_ids=tuple(meta["eos_token_ids"]),
+            prompt_ids=meta.get("prompt_ids", []),
         )
 
 
@@ -256,4 +277,5 @@ def record_replay(
         prompts=recorded,
         feature_layers=tuple(feature_layers),
         eos_token_ids=tuple(eos_token_ids),
+        prompt_ids=[ids[0].tolist() for ids in prompts],
     )

@@ -5,7 +5,9 @@ A replayed cycle runs the engine's own :class:`TreeBuilder` with the policy, fed
 greedy walk over the recorded target tokens. So a policy sees exactly the ``CycleState``,
 ``DraftStepInfo`` and ``VerifySizeInfo`` it sees inside ``generate``, and for greedy decoding
 gets exactly the accepted lengths. Time is modelled from a :class:`HardwareProfile` (draft
-levels and verified tokens); the policy's own time is measured.
+levels and verified tokens); the policy's own time is measured. With ``lookup_tokens`` the
+replay grafts the engine's prompt-lookup branch (``prompt_lookup_num_tokens``) onto every tree:
+the recorded generation makes its accepted length exact too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from transformers import PreTrainedModel
 
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
+from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
 from ..profiling.hardware import HardwareProfile
@@ -170,19 +173,33 @@ class ReplayLoop:
         return ReplayResult([self.replay_prompt(p, policy) for p in indices])
 
 
+def common_prefix_length(first: list[int], second: list[int]) -> int:
+    """How many leading tokens ``first`` and ``second`` share."""
+    return next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
+
+
 class ReplayEnvironment(ReplayLoop):
     """Replays draft policies on a recording with costs from a hardware profile.
 
     Args:
         recording: what :func:`record_replay` produced.
         profile: measured verification times and draft-step time (``hf-adaptive-spec profile``).
+        lookup_tokens: graft the prompt-lookup branch of this many tokens onto every tree, as
+            ``generate(..., prompt_lookup_num_tokens=lookup_tokens)`` does (0: none). Needs a
+            recording that keeps its prompt ids.
+        lookup_ngram_size: the branch's ``max_matching_ngram_size``.
     """
 
-    def __init__(self, recording: ReplayRecording, profile: HardwareProfile):
+    def __init__(
+        self, recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
+    ):
         if profile.draft_step_seconds is None:
             raise ValueError("The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter.")
         self.recording = recording
         self.profile = profile
+        self.lookup_tokens = lookup_tokens
+        self.lookup_ngram_size = lookup_ngram_size
+        self.sequences = [recording.sequence(p) for p in range(len(recording.prompts))] if lookup_tokens else []
 
     def check_config(self, config: TreeConfig) -> None:
         """Raise unless the recording contains every tree ``config`` can build (depth 0 builds none)."""
@@ -208,15 +225,27 @@ class ReplayEnvironment(ReplayLoop):
         times.policy += time.perf_counter() - tick
         self.check_config(config)
         max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
-        max_depth = min(config.depth, max_length - recorded.context_length - 1)
+        room = max_length - recorded.context_length - 1
+        max_depth = min(config.depth, room)
         drafter = ReplayDrafter(recorded)
         context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
-        tree = TreeBuilder(drafter, policy, self.recording.vocab_size).build(context, config, max_depth, times)
+        chain: list[int] = []
+        if self.lookup_tokens and room > 0:
+            sequence = self.sequences[prompt]
+            context_tokens = torch.tensor(sequence[: recorded.context_length])
+            chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+        builder = TreeBuilder(drafter, policy, self.recording.vocab_size)
+        tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
+        draft_depth, accepted = tree.max_depth, accepted_length(tree, drafter)
+        if chain:
+            graft_chain(tree, chain)
+            # greedy acceptance walks the union of the tree's paths and the chain: the longer match wins
+            accepted = max(accepted, common_prefix_length(chain, self.sequences[prompt][recorded.context_length :]))
         return ReplayedCycle(
             context_length=recorded.context_length,
-            draft_depth=tree.max_depth,
+            draft_depth=draft_depth,
             verified_tokens=len(tree),
-            accepted_length=accepted_length(tree, drafter),
+            accepted_length=accepted,
             draft_time=drafter.levels * self.profile.draft_step_seconds,
             verify_time=self.profile.verify_time(len(tree)),
             policy_time=times.policy,

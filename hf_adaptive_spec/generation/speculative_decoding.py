@@ -210,12 +210,14 @@ def speculative_decoding(
             context = DraftContext(
                 sequence, {i: new_features[i] for i in spec_drafter.feature_layers}, cache if shared else None
             )
-            tree = builder.build(context, config, max_depth, times)
-            draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
+            chain: list[int] = []
             if lookup_tokens and room > 0 and not config.sample_drafts:  # sampled sibling groups must stay whole
                 tick = time.perf_counter()
-                graft_chain(tree, lookup_continuation(sequence[0], lookup_ngram_size, min(lookup_tokens, room)))
+                chain = lookup_continuation(sequence[0], lookup_ngram_size, min(lookup_tokens, room))
                 times.draft += time.perf_counter() - tick
+            tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
+            draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
+            graft_chain(tree, chain)
             drafted = max_depth >= 1  # else the drafter did not run and has yet to read new_features
 
             tick = time.perf_counter()

@@ -52,8 +52,11 @@ class TreeBuilder:
         self.policy = policy
         self.target_vocab_size = target_vocab_size
 
-    def build(self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes) -> DraftTree:
-        """Draft a tree below the root ``context.input_ids[0, -1]`` of depth at most ``max_depth``."""
+    def build(
+        self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes, lookup_length: int = 0
+    ) -> DraftTree:
+        """Draft a tree below the root ``context.input_ids[0, -1]`` of depth at most ``max_depth``;
+        ``lookup_length`` (the prompt-lookup chain to be grafted) is passed on to the policy."""
         tree = DraftTree.with_root(int(context.input_ids[0, -1]))
         if max_depth < 1:
             return tree
@@ -70,7 +73,8 @@ class TreeBuilder:
                 if depth >= max_depth:
                     break
                 start = time.perf_counter()
-                step = DraftStepInfo(depth, context_length, torch.tensor([tree.scores[i] for i in new_nodes]), config)
+                scores = torch.tensor([tree.scores[i] for i in new_nodes])
+                step = DraftStepInfo(depth, context_length, scores, config, lookup_length)
                 keep_going = self.policy.continue_drafting(step)
                 times.policy += time.perf_counter() - start
                 if not isinstance(keep_going, bool):
@@ -84,7 +88,7 @@ class TreeBuilder:
                 rows = self.drafter.expand(tree, frontier)
         finally:
             self.drafter.end_tree()
-        return self._prune(tree, config, context_length, times)
+        return self._prune(tree, config, context_length, times, lookup_length)
 
     def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
         mapping = self.drafter.draft_to_target
@@ -110,7 +114,9 @@ class TreeBuilder:
         room = (config.total_tokens - len(tree)) // config.top_k  # whole sibling groups that still fit
         return sorted(ranked[: max(room, 0)])
 
-    def _prune(self, tree: DraftTree, config: TreeConfig, context_length: int, times: DraftTimes) -> DraftTree:
+    def _prune(
+        self, tree: DraftTree, config: TreeConfig, context_length: int, times: DraftTimes, lookup_length: int
+    ) -> DraftTree:
         num_candidates = len(tree) - 1
         start = time.perf_counter()
         info = VerifySizeInfo(
@@ -118,6 +124,7 @@ class TreeBuilder:
             scores=torch.tensor(tree.scores[1:]),
             depths=torch.tensor(tree.depths[1:]),
             config=config,
+            lookup_length=lookup_length,
         )
         requested = self.policy.num_tokens_to_verify(info)
         times.policy += time.perf_counter() - start

@@ -63,22 +63,27 @@ class DraftStepInfo:
         context_length: committed tokens (prompt + generated).
         step_scores: cumulative draft log-probs of the candidates this step produced, ``[n]``.
         config: the cycle's tree configuration.
+        lookup_length: tokens of the prompt-lookup branch (``prompt_lookup_num_tokens``) that this
+            cycle grafts onto the tree after drafting; 0 without the branch or without a match.
     """
 
     depth: int
     context_length: int
     step_scores: torch.Tensor
     config: TreeConfig
+    lookup_length: int = 0
 
 
 @dataclass(frozen=True)
 class VerifySizeInfo:
-    """What a policy sees before verification: every drafted candidate (root excluded)."""
+    """What a policy sees before verification: every drafted candidate (root excluded), and the
+    length of the prompt-lookup chain grafted after pruning (as in :class:`DraftStepInfo`)."""
 
     context_length: int
     scores: torch.Tensor  # [n] cumulative draft log-probs
     depths: torch.Tensor  # [n]
     config: TreeConfig
+    lookup_length: int = 0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from tiny_models import PlainStepsBetweenTrees, prompt, tiny_model
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import full_tree_size
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, record_replay
+from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, ReplayTree, record_replay
 from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
 
@@ -56,23 +56,59 @@ POLICIES = {
 }
 
 
-@pytest.mark.parametrize("drafter_name", ["early-exit", "eagle3", "dvi-shared-cache"])
-def test_replay_matches_live_cycles(drafter_name, tmp_path):
+@pytest.mark.parametrize(
+    "drafter_name, lookup_tokens",
+    [("early-exit", 0), ("eagle3", 0), ("dvi-shared-cache", 0), ("early-exit", 4), ("eagle3", 4)],
+)
+def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
     target = tiny_model("llama")
     prompts = [prompt(7, seed=11), prompt(15, seed=12)]
     recording = record_replay(target, _drafters(target)[drafter_name], prompts, RECORDED, MAX_NEW)
     recording.save(tmp_path)
-    environment = ReplayEnvironment(ReplayRecording.load(tmp_path), _profile())
+    environment = ReplayEnvironment(ReplayRecording.load(tmp_path), _profile(), lookup_tokens=lookup_tokens)
+    tree_only = ReplayEnvironment(recording, _profile())
     for name, policy in POLICIES.items():
         for index, ids in enumerate(prompts):
             live = target.generate(
                 ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
                 assistant_model=_drafters(target)[drafter_name], assistant_policy=policy,
+                prompt_lookup_num_tokens=lookup_tokens or None,
             ).speculation
             replayed = environment.replay_prompt(index, policy)
             assert [c.accepted_length for c in replayed] == live.accepted_lengths, name
             assert [c.draft_depth for c in replayed] == live.draft_depths, name
             assert [c.verified_tokens for c in replayed] == live.verified_tokens, name
+        if lookup_tokens:  # the branch's nodes were verified, and accept at least what the tree alone does
+            with_branch, without = environment.replay(policy), tree_only.replay(policy)
+            verified = [sum(c.verified_tokens for c in result.all_cycles) for result in (with_branch, without)]
+            assert verified[0] > verified[1], name
+            assert with_branch.mean_accepted_tokens >= without.mean_accepted_tokens, name
+
+
+def test_replayed_lookup_branch_accepts_what_the_context_repeats():
+    # the generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9
+    prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
+    sequence = prompt_ids + generated
+    trees = [
+        ReplayTree(context_length=len(prompt_ids) + t + 1, tokens=[sequence[len(prompt_ids) + t], 9], parents=[-1, 0],
+                   depths=[0, 1], scores=[0.0, -0.1], target_next=[sequence[len(prompt_ids) + t + 1], -1])
+        for t in range(len(generated) - 1)
+    ]
+    shape = TreeConfig(depth=1, top_k=1, total_tokens=2)
+    recording = ReplayRecording(shape, 10, len(generated), [trees], prompt_ids=[prompt_ids])
+    policy = hfas.StaticTreePolicy(depth=1, top_k=1, total_tokens=2)
+    assert [c.accepted_length for c in ReplayEnvironment(recording, _profile()).replay_prompt(0, policy)] == [0] * 6
+    cycles = ReplayEnvironment(recording, _profile(), lookup_tokens=3).replay_prompt(0, policy)
+    # "2 3" looks up "4 5 1" (all accepted); then "1 2" looks up "3 4 5", cut to the one token left
+    assert [(c.accepted_length, c.verified_tokens) for c in cycles] == [(3, 5), (1, 3)]
+
+
+def test_replaying_a_lookup_branch_needs_the_prompt_ids():
+    target = tiny_model("llama")
+    recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 8)
+    recording.prompt_ids = []  # as in recordings made before prompt ids were kept
+    with pytest.raises(ValueError, match="record it again"):
+        ReplayEnvironment(recording, _profile(), lookup_tokens=4)
 
 
 def test_recording_holds_the_greedy_generation():
@@ -85,6 +121,8 @@ def test_recording_holds_the_greedy_generation():
     assert {len(tree.tokens) for tree in trees} == {1 + 3 + 3 * 9} == {full_tree_size(RECORDED.depth, RECORDED.top_k)}
     assert [tree.target_next[0] for tree in trees] == expected[1:]
     assert [tree.context_length for tree in trees] == list(range(ids.shape[1] + 1, ids.shape[1] + MAX_NEW))
+    recording = ReplayRecording(RECORDED, 100, MAX_NEW, [trees], prompt_ids=[ids[0].tolist()])
+    assert recording.sequence(0) == target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)[0].tolist()
 
 
 def test_replay_times_come_from_the_profile():

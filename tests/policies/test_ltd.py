@@ -40,10 +40,11 @@ class RecordingLTD(LTDPolicy):
         return observation
 
 
-def _varied_policy(seed: int = 0) -> RecordingLTD:
+def _varied_policy(seed: int = 0, lookup_feature: bool = False) -> RecordingLTD:
     """A small random policy whose greedy decisions depend on the observation (large output weights)."""
     torch.manual_seed(seed)
-    policy = RecordingLTD(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, **SMALL)
+    shape = dict(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, lookup_feature=lookup_feature)
+    policy = RecordingLTD(**shape, **SMALL)
     with torch.no_grad():
         for head in (policy.depth_head, policy.size_head):
             head.actor[-1].weight.normal_(0.0, 3.0)
@@ -84,6 +85,26 @@ def test_observations_in_replay_equal_live_generate(setup):
         first = live_policy.seen[0][1]  # depth 1 of the first cycle: the prompt plus the prefill's token
         assert first[0] == pytest.approx(1 / TREE.depth)
         assert first[1] == pytest.approx((ids.shape[1] + 1) / 1000)  # the real context length, not 0.01
+
+
+def test_lookup_feature_in_replay_equals_live_generate(setup):
+    target, prompts, environment = setup
+    with_branch = ReplayEnvironment(environment.recording, _profile(), lookup_tokens=4)
+    lookup_lengths = set()
+    for index, ids in enumerate(prompts):
+        live_policy, replay_policy = _varied_policy(lookup_feature=True), _varied_policy(lookup_feature=True)
+        live = target.generate(
+            ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True, prompt_lookup_num_tokens=4,
+            assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=live_policy,
+        ).speculation
+        replayed = with_branch.replay_prompt(index, replay_policy)
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        assert [kind for kind, _ in replay_policy.seen] == [kind for kind, _ in live_policy.seen]
+        for (_, replay_obs), (_, live_obs) in zip(replay_policy.seen, live_policy.seen):
+            torch.testing.assert_close(replay_obs, live_obs, rtol=1e-5, atol=1e-6)
+        lookup_lengths |= {round(float(obs[2]) * TREE.depth) for _, obs in live_policy.seen}
+    assert len(lookup_lengths) > 1 and max(lookup_lengths) == 4  # the chain's length, as the branch found it
 
 
 def test_greedy_output_equals_stock_generate():

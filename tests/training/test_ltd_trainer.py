@@ -144,6 +144,12 @@ def test_policies_outside_the_recording_are_refused(environment, tmp_path):
         LTDTrainer(LTDPolicy(depth=5, top_k=3, total_tokens=9, **SMALL), _args(tmp_path), environment)
 
 
+def test_a_lookup_aware_policy_needs_a_replay_with_the_branch(environment, tmp_path):
+    policy = LTDPolicy(depth=4, top_k=3, total_tokens=9, lookup_feature=True, **SMALL)
+    with pytest.raises(ValueError, match="lookup_tokens=N"):
+        LTDTrainer(policy, _args(tmp_path), environment)
+
+
 def test_a_head_that_is_never_asked_is_reported(environment, tmp_path):
     policy = LTDPolicy(depth=1, top_k=3, total_tokens=9, **SMALL)  # depth 1: continue_drafting is never called
     trainer = LTDTrainer(policy, _args(tmp_path, size_warmup_steps=0), environment)
@@ -177,6 +183,16 @@ def test_script_trains_evaluates_and_saves_a_loadable_policy(recording_dir, tmp_
     for key, value in trainer.policy.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
     assert any("eval_speedup" in entry for entry in trainer.state.log_history)
+
+
+def test_script_trains_a_lookup_aware_policy_on_the_lookup_branch(recording_dir, tmp_path):
+    argv = _script_argv(recording_dir, tmp_path / "out") + ["--lookup_tokens", "4", "--lookup_feature", "true"]
+    trainer = main(*make_parser().parse_args_and_config(args=argv))
+    assert trainer.rollouts.environment.lookup_tokens == 4
+    assert any(c.verified_tokens > 9 for c in trainer.rollouts.environment.replay(trainer.policy).all_cycles)
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path / "out")
+    assert loaded.lookup_feature and loaded.depth_head.actor[0].in_features == 2 + 1 + RECORDED.top_k**2
+    assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
 
 
 def test_two_cpu_ranks_train_on_different_prompts_and_agree(recording_dir, tmp_path):

@@ -25,36 +25,44 @@ def level_sizes(tree: TreeConfig) -> list[int]:
     return [tree.top_k] + [tree.top_k**2] * (tree.depth - 1)
 
 
-def depth_observation_size(tree: TreeConfig) -> int:
-    return 2 + tree.top_k**2
+def depth_observation_size(tree: TreeConfig, lookup_feature: bool = False) -> int:
+    return 2 + lookup_feature + tree.top_k**2
 
 
-def size_observation_size(tree: TreeConfig) -> int:
-    return 2 + sum(level_sizes(tree))
+def size_observation_size(tree: TreeConfig, lookup_feature: bool = False) -> int:
+    return 2 + lookup_feature + sum(level_sizes(tree))
 
 
-def depth_observation(step: DraftStepInfo, tree: TreeConfig, context_scale: float) -> torch.Tensor:
-    """The depth policy's input after a draft step, ``[2 + top_k²]``.
+def depth_observation(
+    step: DraftStepInfo, tree: TreeConfig, context_scale: float, lookup_feature: bool = False
+) -> torch.Tensor:
+    """The depth policy's input after a draft step, ``[2 + top_k²]`` (+1 with ``lookup_feature``).
 
     ``[depth / tree.depth, context_length / context_scale, P_1 ≥ … ≥ P_{top_k²}]`` where ``P``
-    are the path probabilities of the candidates this step added (the latest level only).
+    are the path probabilities of the candidates this step added (the latest level only). With
+    ``lookup_feature``, ``lookup_length / tree.depth`` follows the two scalars.
     """
-    scalars = torch.tensor([step.depth / tree.depth, step.context_length / context_scale])
-    return torch.cat([scalars, path_probabilities(step.step_scores, tree.top_k**2)])
+    scalars = [step.depth / tree.depth, step.context_length / context_scale]
+    scalars += [step.lookup_length / tree.depth] if lookup_feature else []
+    return torch.cat([torch.tensor(scalars), path_probabilities(step.step_scores, tree.top_k**2)])
 
 
-def size_observation(info: VerifySizeInfo, tree: TreeConfig, context_scale: float) -> torch.Tensor:
-    """The size policy's input after drafting, ``[2 + top_k + (depth - 1) · top_k²]``.
+def size_observation(
+    info: VerifySizeInfo, tree: TreeConfig, context_scale: float, lookup_feature: bool = False
+) -> torch.Tensor:
+    """The size policy's input after drafting, ``[2 + top_k + (depth - 1) · top_k²]`` (+1 with ``lookup_feature``).
 
-    ``[drafted depth / tree.depth, context_length / context_scale]`` then, level by level, the
-    path probabilities of that level's candidates (sorted, zero-padded to the level's size).
+    ``[drafted depth / tree.depth, context_length / context_scale]`` (then ``lookup_length /
+    tree.depth`` with ``lookup_feature``), then, level by level, the path probabilities of that
+    level's candidates (sorted, zero-padded to the level's size).
     """
     drafted = int(info.depths.max()) if info.depths.numel() else 0
-    scalars = torch.tensor([drafted / tree.depth, info.context_length / context_scale])
+    scalars = [drafted / tree.depth, info.context_length / context_scale]
+    scalars += [info.lookup_length / tree.depth] if lookup_feature else []
     levels = [
         path_probabilities(info.scores[info.depths == level], size) for level, size in enumerate(level_sizes(tree), 1)
     ]
-    return torch.cat([scalars, *levels])
+    return torch.cat([torch.tensor(scalars), *levels])
 
 
 def size_action_mask(info: VerifySizeInfo, tree: TreeConfig, choices: torch.Tensor) -> torch.Tensor:

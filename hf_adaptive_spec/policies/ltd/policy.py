@@ -81,6 +81,9 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         size_choices: verification sizes the size head chooses from (candidates, root excluded),
             strictly increasing, each ``<= total_tokens - 1``; default ``1 … total_tokens - 1``.
         context_scale: the context length is divided by this in observations (LTD: 1000).
+        lookup_feature: both heads also see the length of the prompt-lookup chain the cycle will
+            graft (``DraftStepInfo.lookup_length``). Train it on a replay with the branch and use
+            it with ``generate(..., prompt_lookup_num_tokens=N)``: without the branch it always sees 0.
         depth_actor / depth_critic / size_actor / size_critic: hidden widths (paper: ``[1024]``
             for the depth actor, ``[1024, 256]`` for the others).
 
@@ -96,6 +99,7 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         total_tokens: int = 16,
         size_choices: list[int] | None = None,
         context_scale: float = 1000.0,
+        lookup_feature: bool = False,
         depth_actor: Sequence[int] = (1024,),
         depth_critic: Sequence[int] = (1024, 256),
         size_actor: Sequence[int] = (1024, 256),
@@ -108,9 +112,11 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         if not context_scale > 0:
             raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
         self.context_scale = float(context_scale)
+        self.lookup_feature = bool(lookup_feature)
         self.register_buffer("choices", torch.tensor(self.size_choices), persistent=False)
-        self.depth_head = ActorCritic(depth_observation_size(self.tree), 2, depth_actor, depth_critic)
-        self.size_head = ActorCritic(size_observation_size(self.tree), len(self.size_choices), size_actor, size_critic)
+        self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
+        size_observations = size_observation_size(self.tree, lookup_feature)
+        self.size_head = ActorCritic(size_observations, len(self.size_choices), size_actor, size_critic)
         self.generator: torch.Generator | None = None
         self.decisions: list[Decision] = []
         self.eval()
@@ -132,12 +138,13 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
 
     # -- observations (public so tests and tools can check what the heads see) -----------------
     def depth_observation(self, step: DraftStepInfo) -> torch.Tensor:
-        """``[2 + top_k²]``: see :func:`.features.depth_observation`."""
-        return depth_observation(step, self.tree, self.context_scale)
+        """``[2 + top_k²]`` (+1 with ``lookup_feature``): see :func:`.features.depth_observation`."""
+        return depth_observation(step, self.tree, self.context_scale, self.lookup_feature)
 
     def size_observation(self, info: VerifySizeInfo) -> torch.Tensor:
-        """``[2 + top_k + (depth - 1) · top_k²]``: see :func:`.features.size_observation`."""
-        return size_observation(info, self.tree, self.context_scale)
+        """``[2 + top_k + (depth - 1) · top_k²]`` (+1 with ``lookup_feature``): see
+        :func:`.features.size_observation`."""
+        return size_observation(info, self.tree, self.context_scale, self.lookup_feature)
 
     def _head(self, name: str) -> ActorCritic:
         if name not in HEADS:
@@ -162,7 +169,8 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
     def __repr__(self) -> str:
         t = self.tree
         shape = f"depth={t.depth}, top_k={t.top_k}, total_tokens={t.total_tokens}"
-        return f"LTDPolicy({shape}, size_choices={self.size_choices})"
+        lookup = ", lookup_feature=True" if self.lookup_feature else ""
+        return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
 
 
 def _check_size_choices(choices: list[int], total_tokens: int) -> None:

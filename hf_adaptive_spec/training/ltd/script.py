@@ -46,6 +46,17 @@ class LTDScriptArguments:
     size_choices: list[int] | None = field(
         default=None, metadata={"help": "Verification sizes the size head picks from; unset: 1 .. total_tokens - 1."}
     )
+    lookup_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Replay the prompt-lookup branch of this many tokens on every tree (generate's "
+            "prompt_lookup_num_tokens); 0: none. The recording must keep its prompt ids."
+        },
+    )
+    lookup_ngram_size: int = field(default=2, metadata={"help": "The lookup branch's max_matching_ngram_size."})
+    lookup_feature: bool = field(
+        default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
+    )
     init_from: str | None = field(
         default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
     )
@@ -73,6 +84,7 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
         top_k=script_args.top_k or tree.top_k,
         total_tokens=script_args.total_tokens or tree.total_tokens,
         size_choices=script_args.size_choices,
+        lookup_feature=script_args.lookup_feature,
     )
 
 
@@ -80,8 +92,9 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     """Load the recording(s) and profile, build the policy and trainer; train, evaluate, save (and push)."""
     profile = HardwareProfile.load(script_args.profile_path)
     recording = load_training_recording(script_args.recording_dir)
+    lookup = {"lookup_tokens": script_args.lookup_tokens, "lookup_ngram_size": script_args.lookup_ngram_size}
     eval_environment = (
-        ReplayEnvironment(load_recording(script_args.eval_recording_dir), profile)
+        ReplayEnvironment(load_recording(script_args.eval_recording_dir), profile, **lookup)
         if script_args.eval_recording_dir
         else None
     )
@@ -90,7 +103,7 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     trainer = LTDTrainer(
         model=build_policy(script_args, recording),
         args=training_args,
-        environment=ReplayEnvironment(recording, profile),
+        environment=ReplayEnvironment(recording, profile, **lookup),
         eval_environment=eval_environment,
         base_model=script_args.base_model,
         drafter=script_args.drafter,

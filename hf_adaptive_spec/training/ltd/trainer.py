@@ -69,6 +69,11 @@ class LTDTrainer(SpecTrainer):
         **kwargs,
     ):
         environment.check_config(model.tree)
+        if model.lookup_feature and not environment.lookup_tokens:
+            raise ValueError(
+                "This LTDPolicy has lookup_feature=True but the replay has no prompt-lookup branch: it would only "
+                "ever see length 0. Build the ReplayEnvironment with lookup_tokens=N (script: --lookup_tokens N)."
+            )
         super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
         self.phases = build_schedule(args, model)
         generator = torch.Generator().manual_seed(args.seed + args.process_index)
@@ -202,6 +207,13 @@ class LTDTrainer(SpecTrainer):
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: models, data, schedule, results and the command."""
         tree = self.policy.tree
+        lookup = self.rollouts.environment.lookup_tokens
+        branch = (
+            f" Every replayed tree carried the prompt-lookup branch of {lookup} tokens: use the policy with "
+            f"`generate(..., prompt_lookup_num_tokens={lookup})`."
+            if lookup
+            else ""
+        )
         return {
             "base_model": self.base_model,
             "drafter": self.drafter_name,
@@ -213,6 +225,6 @@ class LTDTrainer(SpecTrainer):
                 f"Trees up to depth {tree.depth}, top-k {tree.top_k}, verifying one of {self.policy.size_choices} "
                 f"candidates. Trained with PPO for {self.state.global_step} minibatch updates of LTD's collaborative "
                 f"schedule ({len(self.phases)} phases) on exact replays of recorded greedy generations, with "
-                "draft and verification times from a measured hardware profile."
+                "draft and verification times from a measured hardware profile." + branch
             ),
         }
