@@ -25,13 +25,16 @@ def main() -> None:
     parser.add_argument("--recording", action="append", required=True, help="recording folder (repeat for other top_k)")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
+    parser.add_argument("--lookup-ngram-size", type=int, default=2, help="the branch's max_matching_ngram_size")
     parser.add_argument("--top", type=int, default=15, help="rows to print")
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     one_token = 1.0 / (profile.verify_time(1))  # stock decoding's tokens/s in the same time model
     rows = []
     for path in args.recording:
-        environment = ReplayEnvironment(load_recording(path), profile, lookup_tokens=args.lookup_tokens)
+        environment = ReplayEnvironment(
+            load_recording(path), profile, lookup_tokens=args.lookup_tokens, lookup_ngram_size=args.lookup_ngram_size
+        )
         recorded = environment.recording.tree_config
         plain = environment.replay(hfas.StaticTreePolicy(depth=0, top_k=recorded.top_k, total_tokens=1))
         rows.append((plain.tokens_per_second, 0, recorded.top_k, 1, plain.mean_accepted_tokens))  # (+ lookup branch)

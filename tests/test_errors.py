@@ -79,9 +79,14 @@ def test_policy_must_be_a_draft_policy(llama):
         _generate(llama, assistant_policy="static")
 
 
-def test_policy_without_drafter(llama):
-    with pytest.raises(ValueError, match="needs assistant_model="):
+def test_drafting_policy_without_drafter(llama):
+    with pytest.raises(ValueError, match="got no assistant_model"):
         _generate(llama, assistant_model=None)
+
+
+def test_assistant_model_of_the_wrong_type(llama):
+    with pytest.raises(ValueError, match="assistant_model must be a drafter"):
+        _generate(llama, assistant_model="smollm2")
 
 
 def test_drafter_without_policy(llama):

@@ -53,10 +53,10 @@ def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
         "tree": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=5),
         "plain steps": hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1),  # prompt lookup decoding alone
     }
-    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    drafters = {"tree": hfas.CausalLMDrafter.from_target_layers(model, 2), "plain steps": None}  # None: no drafter
     for name, policy in policies.items():
         out = model.generate(
-            ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+            ids, max_new_tokens=24, do_sample=False, assistant_model=drafters[name], assistant_policy=policy,
             prompt_lookup_num_tokens=lookup_tokens, max_matching_ngram_size=3, return_dict_in_generate=True,
         )
         assert torch.equal(out.sequences, expected), (family, name)

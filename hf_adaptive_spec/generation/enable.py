@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from types import MethodType
 
+import torch
 from torch import nn
 from transformers import GenerationConfig, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from ..core.features import unwrap_peft
-from ..drafters.base import Drafter
+from ..core.tree import DraftTree
+from ..drafters.base import DraftContext, Drafter
 from ..drafters.causal_lm import CausalLMDrafter
 from ..policies.base import DraftPolicy
 from .speculative_decoding import speculative_decoding
@@ -17,14 +19,37 @@ from .speculative_decoding import speculative_decoding
 _ENABLED_FLAG = "_hf_adaptive_spec_enabled"
 
 
+NO_DRAFTER_MESSAGE = (
+    "The policy asked for a draft tree (depth >= 1) but generate got no assistant_model: pass a drafter "
+    "(assistant_model=...), or a policy that drafts nothing (StaticTreePolicy(depth=0, top_k=1, total_tokens=1), "
+    "e.g. with prompt_lookup_num_tokens=N for prompt-lookup speculation)."
+)
+
+
+class _NoDrafter(Drafter):
+    """Stands in when ``generate`` gets a policy but no ``assistant_model``: cycles that draft
+    nothing (depth 0, optionally with the prompt-lookup branch) need no drafter."""
+
+    def bind(self, target: PreTrainedModel) -> None:
+        return None
+
+    def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        raise ValueError(NO_DRAFTER_MESSAGE)
+
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        raise ValueError(NO_DRAFTER_MESSAGE)
+
+
 def _as_drafter(assistant_model: object) -> Drafter:
+    if assistant_model is None:
+        return _NoDrafter()
     if isinstance(assistant_model, Drafter):
         return assistant_model
     if isinstance(assistant_model, PreTrainedModel):
         return CausalLMDrafter(assistant_model)
     raise ValueError(
-        "assistant_policy needs assistant_model= set to a drafter (an hf_adaptive_spec Drafter such as "
-        f"CausalLMDrafter, or a causal LM sharing the target's tokenizer); got {type(assistant_model).__name__}."
+        "assistant_model must be a drafter (an hf_adaptive_spec Drafter such as CausalLMDrafter, or a causal LM "
+        f"sharing the target's tokenizer), or None to draft nothing; got {type(assistant_model).__name__}."
     )
 
 

@@ -44,6 +44,5 @@ class PlainSteps(Tree):
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
         enable(model)
-        drafter = CausalLMDrafter.from_target_layers(model, num_layers=1)  # never asked to draft
-        policy = StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
-        return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
+        policy = StaticTreePolicy(depth=0, top_k=1, total_tokens=1)  # drafts nothing: no assistant_model needed
+        return {"assistant_policy": policy, "return_dict_in_generate": True}
