@@ -68,7 +68,9 @@ def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str |
 def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
     """``generate`` with tree speculative decoding when ``assistant_policy`` is given.
 
-    Without ``assistant_policy`` this is exactly the model's own ``generate``.
+    Without ``assistant_policy`` this is exactly the model's own ``generate``. ``assistant_model``
+    may be omitted when the policy drafts nothing (depth 0), e.g. for prompt-lookup speculation
+    with ``prompt_lookup_num_tokens``.
     """
     stock_generate = type(self).generate
     if assistant_policy is None:
