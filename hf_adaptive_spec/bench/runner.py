@@ -9,6 +9,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..core.sequences import common_prefix_length
+
 from .conversation import turn_prompt_ids
 from .counting import TargetPassCounter
 from .methods import REFERENCE_METHOD, BenchMethod, SpeculationStatsLike
@@ -150,11 +152,7 @@ def turn_seed(seed: int, question_id: int | str, turn: int) -> int:
 
 def _first_mismatch(tokens: list[int], expected: list[int]) -> int | None:
     """Index of the first differing token (a length difference counts), or None when equal."""
-    if tokens == expected:
-        return None
-    return next(
-        (i for i, (a, b) in enumerate(zip(tokens, expected, strict=False)) if a != b), min(len(tokens), len(expected))
-    )
+    return None if tokens == expected else common_prefix_length(tokens, expected)
 
 
 def _synchronize(device: torch.device) -> None:

@@ -5,6 +5,7 @@ from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_a
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead
+from .sequences import common_prefix_length
 from .tree import DraftTree, full_tree_size
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "FeatureCapture",
     "OutputHead",
     "check_tree_attention_support",
+    "common_prefix_length",
     "compact_cache",
     "decoder_layers",
     "drop_tail",

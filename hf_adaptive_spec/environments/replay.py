@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
+from ..core.sequences import common_prefix_length
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..generation.prompt_lookup import graft_chain, lookup_continuation
@@ -173,11 +174,6 @@ class ReplayLoop:
         return ReplayResult([self.replay_prompt(p, policy) for p in indices])
 
 
-def common_prefix_length(first: list[int], second: list[int]) -> int:
-    """How many leading tokens ``first`` and ``second`` share."""
-    return next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
-
-
 class ReplayEnvironment(ReplayLoop):
     """Replays draft policies on a recording with costs from a hardware profile.
 
@@ -199,7 +195,9 @@ class ReplayEnvironment(ReplayLoop):
         self.profile = profile
         self.lookup_tokens = lookup_tokens
         self.lookup_ngram_size = lookup_ngram_size
-        self.sequences = [recording.sequence(p) for p in range(len(recording.prompts))] if lookup_tokens else []
+        self.sequences: list[torch.Tensor] = []  # per prompt, its ids and generation ([T]), for the lookup
+        if lookup_tokens:
+            self.sequences = [torch.tensor(recording.sequence(p)) for p in range(len(recording.prompts))]
 
     def check_config(self, config: TreeConfig) -> None:
         """Raise unless the recording contains every tree ``config`` can build (depth 0 builds none)."""
@@ -231,8 +229,7 @@ class ReplayEnvironment(ReplayLoop):
         context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
         chain: list[int] = []
         if self.lookup_tokens and room > 0:
-            sequence = self.sequences[prompt]
-            context_tokens = torch.tensor(sequence[: recorded.context_length])
+            context_tokens = self.sequences[prompt][: recorded.context_length]
             chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
         builder = TreeBuilder(drafter, policy, self.recording.vocab_size)
         tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
@@ -240,7 +237,8 @@ class ReplayEnvironment(ReplayLoop):
         if chain:
             graft_chain(tree, chain)
             # greedy acceptance walks the union of the tree's paths and the chain: the longer match wins
-            accepted = max(accepted, common_prefix_length(chain, self.sequences[prompt][recorded.context_length :]))
+            following = self.sequences[prompt][recorded.context_length : recorded.context_length + len(chain)]
+            accepted = max(accepted, common_prefix_length(chain, following.tolist()))
         return ReplayedCycle(
             context_length=recorded.context_length,
             draft_depth=draft_depth,
