@@ -16,6 +16,10 @@ oracle's.
 drafts were accepted at each of the 4 previous positions, their rate over the last 16, and the
 deepest tree's accepted length at the previous position; a live policy knows these only at the
 positions where its cycles started).
+
+`--target-state-components N` adds the target's recorded hidden states at each cycle's start
+(Re-SpS's state: the EAGLE-3 feature layers), projected on their first N principal components
+(fitted on the training folds).
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ def first_level_features(environment: ReplayEnvironment, prompt: int, top_k: int
     return np.array(rows)
 
 
+def target_state(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
+    """``[positions, sum of layer sizes]``: the target's recorded hidden states at each cycle's start."""
+    trees = environment.recording.prompts[prompt]
+    if not trees[0].features:
+        raise ValueError("The recording holds no target features: record it with --feature-layers.")
+    return np.stack([np.concatenate([tree.features[layer].float().numpy() for layer in sorted(tree.features)]) for tree in trees])
+
+
 def history_features(accepted: list[int]) -> np.ndarray:
     """``[positions, 6]`` from the deepest tree's accepted length at every position (0.5 / 1 before the start)."""
     first_level = [min(a, 1) for a in accepted]
@@ -50,11 +62,25 @@ def history_features(accepted: list[int]) -> np.ndarray:
     return np.array(rows)
 
 
-def cross_validated_predictions(features: np.ndarray, tokens: np.ndarray, prompt_of: np.ndarray, folds: int, ridge: float) -> np.ndarray:
-    """Ridge predictions of ``tokens`` ``[N, shapes]``, each prompt predicted by a fit on the other folds."""
+def cross_validated_predictions(
+    features: np.ndarray,
+    tokens: np.ndarray,
+    prompt_of: np.ndarray,
+    folds: int,
+    ridge: float,
+    state: np.ndarray | None = None,
+    components: int = 0,
+) -> np.ndarray:
+    """Ridge predictions of ``tokens`` ``[N, shapes]``, each prompt predicted by a fit on the other folds
+    (``state``, if given, enters as its first ``components`` principal components on those folds)."""
     predicted = np.zeros_like(tokens)
+    all_features = features
     for fold in range(folds):
         test = prompt_of % folds == fold
+        if state is not None:
+            centre = state[~test].mean(0)
+            basis = np.linalg.svd(state[~test] - centre, full_matrices=False)[2][:components].T
+            features = np.concatenate([(state - centre) @ basis, all_features], axis=1)
         mean, scale = features[~test].mean(0), features[~test].std(0) + 1e-6
         mean[-1], scale[-1] = 0.0, 1.0  # keep the constant column
         x = (features - mean) / scale
@@ -90,6 +116,10 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
     parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
+    parser.add_argument(
+        "--target-state-components", type=int, default=0,
+        help="add this many principal components of the target's recorded hidden states (0: none)",
+    )
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(load_recording(args.recording), profile)
@@ -99,7 +129,7 @@ def main() -> None:
     depth, _, total_tokens = (int(x) for x in args.static.split(","))
     static_name = shape_name(depth, total_tokens)
 
-    features, tokens, seconds, prompt_of, starts, lengths = [], [], [], [], [], []
+    features, states, tokens, seconds, prompt_of, starts, lengths = [], [], [], [], [], [], []
     for prompt in range(environment.num_prompts):
         outcomes = replay_outcomes(environment, prompt, shapes)
         positions = environment.num_positions(prompt)
@@ -110,12 +140,17 @@ def main() -> None:
             deepest = [outcomes[p, names[-1]][0] - 1 for p in range(positions)]
             prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
         features.append(prompt_features)
+        if args.target_state_components:
+            states.append(target_state(environment, prompt))
         tokens += [[outcomes[p, name][0] for name in names] for p in range(positions)]
         seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
         prompt_of += [prompt] * positions
     features, tokens, seconds = np.concatenate(features), np.array(tokens, float), np.array(seconds)
     seconds[:, names.index(PLAIN_STEP)] += profile.draft_step_seconds  # the plain step is chosen after drafting a level
-    predicted = cross_validated_predictions(features, tokens, np.array(prompt_of), args.folds, args.ridge)
+    state = np.concatenate(states) if states else None
+    predicted = cross_validated_predictions(
+        features, tokens, np.array(prompt_of), args.folds, args.ridge, state, args.target_state_components
+    )
 
     static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
     choices = {

@@ -60,18 +60,27 @@ class MultiReplayEnvironment(ReplayLoop):
     Args:
         recordings: one :class:`ReplayRecording` per ``top_k``, of the same prompts and target.
         profile: the hardware cost profile used for draft and verify times.
+        lookup_tokens / lookup_ngram_size: the prompt-lookup branch grafted onto every tree
+            (:class:`ReplayEnvironment`'s; 0 tokens: none).
     """
 
-    def __init__(self, recordings: Iterable[ReplayRecording], profile: HardwareProfile):
+    def __init__(
+        self,
+        recordings: Iterable[ReplayRecording],
+        profile: HardwareProfile,
+        lookup_tokens: int = 0,
+        lookup_ngram_size: int = 2,
+    ):
         self.environments: dict[int, ReplayEnvironment] = {}
         for recording in recordings:
             top_k = recording.tree_config.top_k
             if top_k in self.environments:
                 raise ValueError(f"Two recordings have top_k={top_k}: pass one recording per top_k.")
-            self.environments[top_k] = ReplayEnvironment(recording, profile)
+            self.environments[top_k] = ReplayEnvironment(recording, profile, lookup_tokens, lookup_ngram_size)
         if not self.environments:
             raise ValueError("MultiReplayEnvironment needs at least one recording.")
         self.profile = profile
+        self.lookup_tokens = lookup_tokens
         ordered = [env.recording for _, env in sorted(self.environments.items())]
         counts = sorted({len(r.prompts) for r in ordered})
         if len(counts) > 1:  # the recorder's prompt order is seeded: the shorter recordings hold a prefix

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from transformers import Trainer
 from trl import TrlParser
@@ -37,6 +39,34 @@ class SpecTrainer(Trainer):
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
             handle.write(self.args.to_json_string())
+
+
+@dataclass(kw_only=True)
+class LookupBranchArguments:
+    """Script arguments of the prompt-lookup branch replayed on every tree (shared by the policy scripts)."""
+
+    lookup_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Replay the prompt-lookup branch of this many tokens on every tree (generate's "
+            "prompt_lookup_num_tokens); 0: none. The recordings must keep their prompt ids."
+        },
+    )
+    lookup_ngram_size: int = field(default=2, metadata={"help": "The lookup branch's max_matching_ngram_size."})
+
+    def lookup_kwargs(self) -> dict[str, Any]:
+        """``lookup_tokens`` and ``lookup_ngram_size``, as the replay environments take them."""
+        return {"lookup_tokens": self.lookup_tokens, "lookup_ngram_size": self.lookup_ngram_size}
+
+
+def lookup_branch_note(lookup_tokens: int) -> str:
+    """The model-card sentence for a policy trained on replays with the prompt-lookup branch ("" without)."""
+    if not lookup_tokens:
+        return ""
+    return (
+        f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens: use the policy with "
+        f"`generate(..., prompt_lookup_num_tokens={lookup_tokens})`."
+    )
 
 
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:

@@ -13,7 +13,7 @@ import torch
 from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
+from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, ReplayTree, record_replay
 from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.policies.radar import CONTINUE, SKIP, STOP, RadarPolicy, beam_scores
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
@@ -52,17 +52,17 @@ def setup():
     return target, prompts, recording, build_radar_dataset(recording)
 
 
-def _live(target, ids, policy):
+def _live(target, ids, policy, **generate_kwargs):
     drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
     return target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
-                           assistant_model=drafter, assistant_policy=policy)
+                           assistant_model=drafter, assistant_policy=policy, **generate_kwargs)
 
 
-def _checked_live_cycles(target, ids, policy, environment: ReplayEnvironment, prompt_index: int):
+def _checked_live_cycles(target, ids, policy, environment: ReplayEnvironment, prompt_index: int, **generate_kwargs):
     """Live ``generate``'s speculation statistics for a logging policy (its ``cycles`` reset first),
     after checking the output is stock's and the replay gives the same accepted lengths."""
     policy.cycles = []
-    live = _live(target, ids, policy)
+    live = _live(target, ids, policy, **generate_kwargs)
     assert live.sequences.tolist() == target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False).tolist()
     stats = live.speculation
     assert [c.accepted_length for c in environment.replay_prompt(prompt_index, policy)] == stats.accepted_lengths
@@ -275,7 +275,8 @@ def test_skip_is_a_plain_step_taken_only_first_and_live_matches_the_dataset(setu
 def test_skip_in_the_latency_model_and_held_out_metrics_by_hand(setup):
     _, _, _, dataset = setup
     latency = LatencyModel.from_profile(_profile(draft=0.1, policy=0.01), max_tokens=9)
-    assert latency.skip_seconds() == pytest.approx(1.0 + 0.1 + 0.01)
+    skip_seconds = latency.skip_seconds(torch.tensor([1, 4])).tolist()  # the root; the root and a 3-token chain
+    assert skip_seconds == pytest.approx([1.0 + 0.1 + 0.01, 1.5 + 0.1 + 0.01])
     policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
     with torch.no_grad():
         policy.mlp[3].bias[SKIP] = 1e4
@@ -287,6 +288,90 @@ def test_skip_in_the_latency_model_and_held_out_metrics_by_hand(setup):
         policy.mlp[3].bias[SKIP] = -1e4
     without = held_out_metrics(policy, dataset, latency)
     assert without["skip_fraction"] == 0.0 and without["tokens_per_second"] <= without["best_static_tokens_per_second"]
+
+
+def test_a_skip_with_the_lookup_branch_in_the_dataset_matches_live_generate(setup, tmp_path):
+    """Built with the prompt-lookup branch, the dataset's outcome of every cycle (a skip verifies the
+    root and the chain) is what live generate with prompt_lookup_num_tokens gets; it saves and loads."""
+    target, prompts, recording, plain_dataset = setup
+    dataset = build_radar_dataset(recording, lookup_tokens=4)
+    dataset.save(tmp_path)
+    loaded = RadarDataset.load(tmp_path)
+    assert loaded.lookup_kwargs() == {"lookup_tokens": 4, "lookup_ngram_size": 2}
+    assert torch.equal(loaded.skip_verified_tokens, dataset.skip_verified_tokens)
+    assert torch.equal(dataset.beam_scores, plain_dataset.beam_scores)  # the branch changes outcomes, not drafts
+    policy = LoggingRadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+    policy.load_state_dict(_skipping_policy(dataset).state_dict())
+    environment = ReplayEnvironment(recording, _profile(), lookup_tokens=4)
+    chains = 0
+    for index, ids in enumerate(prompts):
+        stats = _checked_live_cycles(target, ids, policy, environment, index, prompt_lookup_num_tokens=4)
+        rows = _cycle_rows(dataset, index, stats.accepted_lengths)
+        for row, (_, actions), accepted, verified in zip(rows, policy.cycles, stats.accepted_lengths, stats.verified_tokens):
+            if row is None:
+                continue
+            if actions[:1] == [SKIP]:
+                assert (accepted, verified) == (dataset.skip_accepted[row], dataset.skip_verified_tokens[row])
+                chains += verified > 1
+            else:
+                k = len(actions) if actions[-1] == STOP else TREE.depth
+                assert accepted == int(dataset.accept_probs[row, k - 1].argmax())
+                assert verified == dataset.verified_tokens[row, k - 1]
+    assert chains >= 3  # skipped cycles that verified a lookup chain
+
+
+def test_a_lookup_chain_longer_than_the_tree_widens_the_accepted_lengths(tmp_path):
+    # the generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9, 9
+    prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
+    sequence = prompt_ids + generated
+    trees = [
+        ReplayTree(context_length=len(prompt_ids) + t + 1, tokens=[sequence[len(prompt_ids) + t], 9, 9],
+                   parents=[-1, 0, 1], depths=[0, 1, 2], scores=[0.0, -0.1, -0.2],
+                   target_next=[sequence[len(prompt_ids) + t + 1], -1, -1])
+        for t in range(len(generated) - 1)
+    ]
+    tree = TreeConfig(depth=2, top_k=1, total_tokens=3)
+    recording = ReplayRecording(tree, 10, len(generated), [trees], prompt_ids=[prompt_ids])
+    dataset = build_radar_dataset(recording, lookup_tokens=3)
+    assert dataset.max_accepted == 3 and dataset.accept_probs.shape[1:] == (2, 4)
+    # "2 3" looks up "4 5 1", all accepted, whatever the (wrong) drafts: 3 tokens, more than the depth
+    assert dataset.accept_probs[0].argmax(-1).tolist() == [3, 3] and dataset.verified_tokens[0].tolist() == [5, 6]
+    assert (dataset.skip_accepted[0], dataset.skip_verified_tokens[0]) == (3, 4)
+    profile = _profile()
+    latency = LatencyModel.from_profile(profile, max_tokens=3 + 3)
+    assert held_out_metrics(RadarPolicy(depth=2, top_k=1, total_tokens=3), dataset, latency)["tokens_per_cycle"] > 3
+    args = RadarConfig(output_dir=str(tmp_path), max_steps=2, eval_strategy="no", save_strategy="no",
+                       load_best_model_at_end=False, report_to=[], disable_tqdm=True)
+    trainer = RadarTrainer(model=RadarPolicy(depth=2, top_k=1, total_tokens=3), args=args, train_dataset=dataset,
+                           profile=profile)
+    assert trainer.train().global_step == 2
+
+
+def test_training_rewards_a_skip_with_its_accepted_lookup_chain(tmp_path):
+    """Where a lookup chain is found it commits as many tokens as the full-depth tree, for a smaller
+    verification and one draft call: the best policy skips every cycle. Without the chain it drafts
+    the confident ones (and skips the others, as in the test above)."""
+    dataset = _constructed_dataset()
+    accepted_full = dataset.accept_probs[:, -1].argmax(-1)
+    with_chain = RadarDataset(
+        TREE, dataset.beam_scores, dataset.accept_probs, dataset.verified_tokens, dataset.prompt_index,
+        dataset.position, skip_accepted=accepted_full, skip_verified_tokens=torch.where(accepted_full > 0, 5, 1),
+        lookup_tokens=4,
+    )
+    profile = _profile(draft=0.02, policy=0.001)
+    for data, all_skip in ((with_chain, True), (dataset, False)):
+        train, held_out = data.split_by_prompt(0.25, seed=0)
+        args = RadarConfig(
+            output_dir=str(tmp_path), max_steps=300, learning_rate=3e-3, alpha=0.02, beta=0.21, allow_skip=True,
+            reward_baseline=True, entropy_coef=0.1, eval_strategy="no", save_strategy="no",
+            load_best_model_at_end=False, report_to=[], seed=0, disable_tqdm=True,
+        )
+        torch.manual_seed(0)
+        policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
+        trainer = RadarTrainer(model=policy, args=args, train_dataset=train, profile=profile)
+        trainer.train()
+        skip_fraction = held_out_metrics(policy, held_out, trainer.latency)["skip_fraction"]
+        assert (skip_fraction > 0.95) == all_skip, skip_fraction
 
 
 def test_skip_policy_saves_and_loads(setup, tmp_path):
@@ -403,6 +488,26 @@ def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(setup, tmp_path)
     resumed = main(script_args, config(max_steps=8, resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-6")))
     assert resumed.state.global_step == 8
     assert [e["step"] for e in resumed.state.log_history if "eval_tokens_per_second" in e] == [2, 4, 6, 8]
+
+
+def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settings(setup, tmp_path):
+    _, _, recording, _ = setup
+    recording.save(tmp_path / "recording")
+    _profile().save(tmp_path / "profile.json")
+    paths = dict(
+        profile_path=str(tmp_path / "profile.json"), dataset_path=str(tmp_path / "dataset"),
+        recording_path=str(tmp_path / "recording"), eval_fraction=0.25,
+    )
+    config = RadarConfig(
+        output_dir=str(tmp_path / "out"), max_steps=2, allow_skip=True, eval_strategy="no", save_strategy="no",
+        load_best_model_at_end=False, report_to=[], disable_tqdm=True,
+    )
+    trainer = main(RadarScriptArguments(**paths, lookup_tokens=4), config)
+    assert RadarDataset.load(tmp_path / "dataset").lookup_tokens == 4
+    assert trainer.latency.verify_seconds.numel() == TREE.total_tokens + 4 + 1  # room for a grafted chain
+    assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
+    with pytest.raises(ValueError, match="built with the prompt-lookup branch"):
+        main(RadarScriptArguments(**paths), config)
 
 
 def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):

@@ -61,8 +61,8 @@ def setup():
     return target, prompts, recordings
 
 
-def _environment(recordings) -> MultiReplayEnvironment:
-    return MultiReplayEnvironment(recordings, _profile())
+def _environment(recordings, **lookup) -> MultiReplayEnvironment:
+    return MultiReplayEnvironment(recordings, _profile(), **lookup)
 
 
 def test_recordings_with_more_prompts_replay_the_common_ones(setup):
@@ -136,6 +136,25 @@ def test_live_state_equals_replayed_state(setup):
             torch.testing.assert_close(replayed_state, live_state, rtol=1e-4, atol=1e-4)
         assert len(live_states) == live.cycles  # a decision, hence a state, every cycle at interval 1
     assert top_ks == {2, 3}  # the replay switched between the two recordings
+
+
+def test_replay_with_the_lookup_branch_equals_live_generate(setup):
+    target, prompts, recordings = setup
+    environment = _environment(recordings, lookup_tokens=4)
+    policy = _policy(target, decision_interval=2)
+    policy.fit_normalizer(environment.states(range(len(prompts))))
+    grew = False
+    for index, ids in enumerate(prompts):
+        live = target.generate(
+            ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+            assistant_model=_eagle3(target), assistant_policy=policy, prompt_lookup_num_tokens=4,
+        ).speculation
+        replayed = environment.replay_prompt(index, policy)
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        plain = _environment(recordings).replay_prompt(index, policy)
+        grew |= sum(c.verified_tokens for c in replayed[:5]) > sum(c.verified_tokens for c in plain[:5])
+    assert grew  # the branch was grafted onto the replayed trees
 
 
 def test_action_persists_for_the_interval(setup):
@@ -304,6 +323,7 @@ def test_two_cpu_ranks_train_through_the_script(setup, tmp_path):
         "--per_device_train_batch_size", "8", "--ppo_epochs", "2", "--training_interval", "2", "--save_steps", "8",
         "--report_to", "none", "--ddp_backend", "gloo",
         "--grid_total_tokens", "4", "6", "8", "--grid_depths", "3", "4", "--grid_top_ks", "2", "3",
+        "--lookup_tokens", "4",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
@@ -316,3 +336,4 @@ def test_two_cpu_ranks_train_through_the_script(setup, tmp_path):
     policy = AutoDraftPolicy.from_pretrained(out)
     assert isinstance(policy, ReSpSPolicy)
     assert [(a.total_tokens, a.depth, a.top_k) for a in policy.actions] == list(GRID)
+    assert "prompt_lookup_num_tokens=4" in (out / "README.md").read_text()  # trained on replays with the branch

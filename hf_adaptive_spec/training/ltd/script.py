@@ -18,13 +18,13 @@ from trl import TrlParser
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
 from ...policies.ltd import LTDPolicy
 from ...profiling.hardware import HardwareProfile
-from ..base import run_training_script
+from ..base import LookupBranchArguments, run_training_script
 from .config import LTDConfig
 from .trainer import LTDTrainer
 
 
 @dataclass
-class LTDScriptArguments:
+class LTDScriptArguments(LookupBranchArguments):
     """Environment, policy shape and model-card arguments of the LTD training script."""
 
     recording_dir: str = field(
@@ -46,14 +46,6 @@ class LTDScriptArguments:
     size_choices: list[int] | None = field(
         default=None, metadata={"help": "Verification sizes the size head picks from; unset: 1 .. total_tokens - 1."}
     )
-    lookup_tokens: int = field(
-        default=0,
-        metadata={
-            "help": "Replay the prompt-lookup branch of this many tokens on every tree (generate's "
-            "prompt_lookup_num_tokens); 0: none. The recording must keep its prompt ids."
-        },
-    )
-    lookup_ngram_size: int = field(default=2, metadata={"help": "The lookup branch's max_matching_ngram_size."})
     lookup_feature: bool = field(
         default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
     )
@@ -92,7 +84,7 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     """Load the recording(s) and profile, build the policy and trainer; train, evaluate, save (and push)."""
     profile = HardwareProfile.load(script_args.profile_path)
     recording = load_training_recording(script_args.recording_dir)
-    lookup = {"lookup_tokens": script_args.lookup_tokens, "lookup_ngram_size": script_args.lookup_ngram_size}
+    lookup = script_args.lookup_kwargs()
     eval_environment = (
         ReplayEnvironment(load_recording(script_args.eval_recording_dir), profile, **lookup)
         if script_args.eval_recording_dir

@@ -15,7 +15,7 @@ from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
 from ...policies.static import StaticTreePolicy
-from ..base import SpecTrainer
+from ..base import SpecTrainer, lookup_branch_note
 from ..rl import ppo_loss
 from .config import LTDConfig
 from .phases import build_schedule, phase_at
@@ -207,13 +207,7 @@ class LTDTrainer(SpecTrainer):
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: models, data, schedule, results and the command."""
         tree = self.policy.tree
-        lookup = self.rollouts.environment.lookup_tokens
-        branch = (
-            f" Every replayed tree carried the prompt-lookup branch of {lookup} tokens: use the policy with "
-            f"`generate(..., prompt_lookup_num_tokens={lookup})`."
-            if lookup
-            else ""
-        )
+        branch = lookup_branch_note(self.rollouts.environment.lookup_tokens)
         return {
             "base_model": self.base_model,
             "drafter": self.drafter_name,

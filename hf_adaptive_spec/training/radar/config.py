@@ -35,9 +35,9 @@ class RadarConfig(TrainingArguments):
             that differ by a few percent between actions, as on a CPU, need it.
         entropy_coef: weight of an entropy bonus on the decisions taken (RADAR: 0); keeps a
             rarely rewarded action such as ``SKIP`` explored.
-        allow_skip: give a new policy the ``SKIP`` action (verify nothing after the first draft
-            call: a plain step, rewarded ``beta / (T_verify(1) + T_draft + T_policy)``); needs
-            ``count_bonus_token``.
+        allow_skip: give a new policy the ``SKIP`` action (verify no drafted token after the first
+            draft call: a plain step, rewarded ``beta * (1 + a) / (T_verify(n) + T_draft + T_policy)``,
+            ``a`` = 0 and ``n`` = 1 unless a prompt-lookup chain is verified too); needs ``count_bonus_token``.
         lstm_hidden: LSTM width of a new policy.
         mlp_hidden: MLP width of a new policy.
         dropout: MLP dropout of a new policy during training.

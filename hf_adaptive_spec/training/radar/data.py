@@ -1,5 +1,5 @@
 """RADAR's offline dataset: per recorded cycle, the beam scores of every draft step and the
-accepted-length distribution for every number of draft calls, built by exact replay."""
+accepted-length distribution for every number of draft calls (and for a skip), built by exact replay."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from safetensors.torch import load_file, save_file
 from torch.utils.data import Dataset
 
 from ...environments import ReplayEnvironment, ReplayRecording
-from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig
+from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ...policies.radar.policy import beam_scores
 from ...policies.static import StaticTreePolicy
 from ...profiling.hardware import HardwareProfile
 
-DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v1"
-_TENSORS = ("beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position")
+DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v2"
+_TENSORS = (
+    "beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position", "skip_accepted", "skip_verified_tokens"
+)
+_ITEM_TENSORS = ("beam_scores", "accept_probs", "verified_tokens", "skip_accepted", "skip_verified_tokens")
 
 
 @dataclass(eq=False)
@@ -29,11 +32,17 @@ class RadarDataset(Dataset):
         tree_config: the policy's tree: ``depth`` = ``D`` (most draft calls), ``top_k`` = ``K``, ``total_tokens``.
         beam_scores: ``[N, D - 1, K]`` float, the beam scores the policy sees after draft calls
             ``1 .. D - 1`` (:func:`~hf_adaptive_spec.policies.radar.beam_scores`; no decision follows call ``D``).
-        accept_probs: ``[N, D, D + 1]`` float, ``accept_probs[n, k - 1, a]`` = P(``a`` drafted tokens
-            accepted, bonus token excluded | ``k`` draft calls). Greedy replay makes each row one-hot;
-            the format holds any distribution (RADAR's sampled data, temperature > 0).
+        accept_probs: ``[N, D, A + 1]`` float, ``accept_probs[n, k - 1, a]`` = P(``a`` drafted tokens
+            accepted, bonus token excluded | ``k`` draft calls), ``A`` = :attr:`max_accepted` (``D``, or
+            the lookup chain's length when longer). Greedy replay makes each row one-hot; the format
+            holds any distribution (RADAR's sampled data, temperature > 0).
         verified_tokens: ``[N, D]`` long, tokens verified (root included) after ``k`` draft calls.
         prompt_index / position: ``[N]`` long, where the cycle starts in the recording.
+        skip_accepted / skip_verified_tokens: ``[N]`` long, tokens accepted (bonus excluded) and
+            verified by a cycle that skips after its first draft call (``RadarPolicy(allow_skip=True)``):
+            the root alone, so 0 and 1 (the defaults), unless the prompt-lookup branch adds its chain.
+        lookup_tokens / lookup_ngram_size: the prompt-lookup branch every replayed cycle carried
+            (``generate``'s ``prompt_lookup_num_tokens`` / ``max_matching_ngram_size``; 0 tokens: none).
     """
 
     tree_config: TreeConfig
@@ -42,25 +51,44 @@ class RadarDataset(Dataset):
     verified_tokens: torch.LongTensor
     prompt_index: torch.LongTensor
     position: torch.LongTensor
+    skip_accepted: torch.LongTensor | None = None
+    skip_verified_tokens: torch.LongTensor | None = None
+    lookup_tokens: int = 0
+    lookup_ngram_size: int = 2
 
     def __post_init__(self) -> None:
         n, depth, k = len(self.prompt_index), self.tree_config.depth, self.tree_config.top_k
+        if self.skip_accepted is None:
+            self.skip_accepted = torch.zeros(n, dtype=torch.long)
+        if self.skip_verified_tokens is None:
+            self.skip_verified_tokens = torch.ones(n, dtype=torch.long)
         expected = {
-            "beam_scores": (n, depth - 1, k), "accept_probs": (n, depth, depth + 1), "verified_tokens": (n, depth),
-            "prompt_index": (n,), "position": (n,),
+            "beam_scores": (n, depth - 1, k), "accept_probs": (n, depth, self.max_accepted + 1),
+            "verified_tokens": (n, depth),
+            "prompt_index": (n,), "position": (n,), "skip_accepted": (n,), "skip_verified_tokens": (n,),
         }
         for name, shape in expected.items():
             if tuple(getattr(self, name).shape) != shape:
                 raise ValueError(f"RadarDataset.{name} has shape {tuple(getattr(self, name).shape)}, expected {shape}.")
 
+    @property
+    def max_accepted(self) -> int:
+        """Most tokens a cycle can accept: the tree's depth, or the lookup chain's length when longer."""
+        return max(self.tree_config.depth, self.lookup_tokens)
+
     def __len__(self) -> int:
         return len(self.prompt_index)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {name: getattr(self, name)[index] for name in ("beam_scores", "accept_probs", "verified_tokens")}
+        return {name: getattr(self, name)[index] for name in _ITEM_TENSORS}
 
     def select(self, indices: torch.LongTensor) -> RadarDataset:
-        return RadarDataset(self.tree_config, *(getattr(self, name)[indices] for name in _TENSORS))
+        tensors = {name: getattr(self, name)[indices] for name in _TENSORS}
+        return RadarDataset(self.tree_config, **tensors, **self.lookup_kwargs())
+
+    def lookup_kwargs(self) -> dict[str, int]:
+        """``lookup_tokens`` and ``lookup_ngram_size``, as :class:`ReplayEnvironment` takes them."""
+        return {"lookup_tokens": self.lookup_tokens, "lookup_ngram_size": self.lookup_ngram_size}
 
     def split_by_prompt(self, eval_fraction: float, seed: int = 0) -> tuple[RadarDataset, RadarDataset]:
         """``(train, held_out)``: about ``eval_fraction`` of the prompts held out, whole prompts only
@@ -77,14 +105,14 @@ class RadarDataset(Dataset):
         return self.select(torch.nonzero(~held_out).flatten()), self.select(torch.nonzero(held_out).flatten())
 
     def save(self, directory: str | Path) -> None:
-        """``radar_dataset.safetensors`` (the tensors) and ``radar_dataset.json`` (the tree); no pickle."""
+        """``radar_dataset.safetensors`` (the tensors) and ``radar_dataset.json`` (tree and lookup branch); no pickle."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {name: getattr(self, name).contiguous() for name in _TENSORS}
         save_file(tensors, str(directory / "radar_dataset.safetensors"))
         c = self.tree_config
         tree = {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens}
-        meta = {"format": DATASET_FORMAT, "tree_config": tree}
+        meta = {"format": DATASET_FORMAT, "tree_config": tree, **self.lookup_kwargs()}
         (directory / "radar_dataset.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
@@ -94,10 +122,12 @@ class RadarDataset(Dataset):
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         if meta.get("format") != DATASET_FORMAT:
             raise ValueError(
-                f"{directory} holds no RADAR dataset ({DATASET_FORMAT}); build one with build_radar_dataset()."
+                f"{directory} holds no RADAR dataset of format {DATASET_FORMAT} (found {meta.get('format')}): build it "
+                "again with build_radar_dataset() (the RADAR script does when the folder holds none)."
             )
         tensors = load_file(str(directory / "radar_dataset.safetensors"))
-        return cls(TreeConfig(**meta["tree_config"]), *(tensors[name] for name in _TENSORS))
+        lookup = {name: meta[name] for name in ("lookup_tokens", "lookup_ngram_size")}
+        return cls(TreeConfig(**meta["tree_config"]), **{name: tensors[name] for name in _TENSORS}, **lookup)
 
 
 class _BeamScoreRecorder(DraftPolicy):
@@ -115,13 +145,29 @@ class _BeamScoreRecorder(DraftPolicy):
         return True
 
 
-def _untimed(recording: ReplayRecording) -> ReplayEnvironment:
+class _SkipAfterFirstCall(DraftPolicy):
+    """RADAR's skip: one draft call, then no drafted candidate verified (a lookup chain still is)."""
+
+    def __init__(self, config: TreeConfig):
+        self.config = config
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return self.config
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        return False
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        return 0
+
+
+def _untimed(recording: ReplayRecording, lookup_tokens: int, lookup_ngram_size: int) -> ReplayEnvironment:
     """A replay environment whose (unused) times are all zero."""
     profile = HardwareProfile(
         device="none", dtype="none", num_threads=1, context_length=0, verify_tokens=[1], verify_seconds=[0.0],
         draft_step_seconds=0.0,
     )
-    return ReplayEnvironment(recording, profile)
+    return ReplayEnvironment(recording, profile, lookup_tokens, lookup_ngram_size)
 
 
 def build_radar_dataset(
@@ -129,22 +175,33 @@ def build_radar_dataset(
     depth: int | None = None,
     total_tokens: int | None = None,
     prompts: list[int] | None = None,
+    lookup_tokens: int = 0,
+    lookup_ngram_size: int = 2,
 ) -> RadarDataset:
     """RADAR's dataset from a replay recording (greedy decoding, so every distribution is one-hot).
 
     At every recorded position, replays the engine's tree building with a fixed number of draft
     calls ``k = 1 .. depth`` (``StaticTreePolicy(k, top_k, total_tokens)``) and records the exact
     accepted length and verified size of each; the depth-``depth`` replay also records the beam
-    scores. Positions so close to the end of a generation that ``generate`` could not draft
+    scores, and a skip replay (one draft call, nothing drafted verified) gives the skip's outcome.
+    Positions so close to the end of a generation that ``generate`` could not draft
     ``depth`` levels are skipped.
 
     Args:
-        source: a :class:`ReplayEnvironment` or a :class:`ReplayRecording` (times are not used).
+        source: a :class:`ReplayEnvironment` (with its prompt-lookup branch) or a :class:`ReplayRecording`
+            (times are not used).
         depth: most draft calls ``D`` (default: the recording's depth); at least 2.
         total_tokens: verified tokens per cycle, root included (default: the recording's).
         prompts: recorded prompts to use (default: all).
+        lookup_tokens / lookup_ngram_size: the prompt-lookup branch replayed on every cycle, for a
+            recording ``source`` (an environment brings its own).
     """
-    environment = source if isinstance(source, ReplayEnvironment) else _untimed(source)
+    if isinstance(source, ReplayEnvironment):
+        if lookup_tokens:
+            raise ValueError("Pass lookup_tokens to the ReplayEnvironment, not to build_radar_dataset, or pass the recording.")
+        environment = source
+    else:
+        environment = _untimed(source, lookup_tokens, lookup_ngram_size)
     recorded = environment.recording.tree_config
     config = TreeConfig(
         depth=recorded.depth if depth is None else depth,
@@ -156,6 +213,7 @@ def build_radar_dataset(
     environment.check_config(config)
     shallower = [StaticTreePolicy(k, config.top_k, config.total_tokens) for k in range(1, config.depth)]
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
+    max_accepted = max(config.depth, environment.lookup_tokens)
     for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
         for position in range(len(environment.recording.prompts[p])):
             recorder = _BeamScoreRecorder(config)
@@ -163,14 +221,18 @@ def build_radar_dataset(
             if len(recorder.rows) < config.depth - 1:
                 continue  # the generation ends within `depth` tokens: generate drafts less here
             cycles = [environment.replay_cycle(p, position, policy) for policy in shallower] + [deepest]
+            skip = environment.replay_cycle(p, position, _SkipAfterFirstCall(config))
             accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
             rows["beam_scores"].append(torch.stack(recorder.rows))
-            rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, config.depth + 1).float())
+            rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, max_accepted + 1).float())
             rows["verified_tokens"].append(torch.tensor([cycle.verified_tokens for cycle in cycles]))
             rows["prompt_index"].append(torch.tensor(p))
             rows["position"].append(torch.tensor(position))
+            rows["skip_accepted"].append(torch.tensor(skip.accepted_length))
+            rows["skip_verified_tokens"].append(torch.tensor(skip.verified_tokens))
     if not rows["position"]:
         raise ValueError(
             f"No recorded position leaves room for {config.depth} draft levels: record longer generations."
         )
-    return RadarDataset(config, *(torch.stack(rows[name]) for name in _TENSORS))
+    lookup = {"lookup_tokens": environment.lookup_tokens, "lookup_ngram_size": environment.lookup_ngram_size}
+    return RadarDataset(config, **{name: torch.stack(rows[name]) for name in _TENSORS}, **lookup)

@@ -20,15 +20,15 @@ from trl import TrlParser
 from ...environments import load_training_recording
 from ...policies.radar.policy import RadarPolicy
 from ...profiling.hardware import HardwareProfile
-from ..base import run_training_script
+from ..base import LookupBranchArguments, run_training_script
 from .config import RadarConfig
 from .data import RadarDataset, build_radar_dataset
 from .trainer import RadarTrainer
 
 
 @dataclass
-class RadarScriptArguments:
-    """Data arguments of the RADAR training script."""
+class RadarScriptArguments(LookupBranchArguments):
+    """Data, lookup-branch and model-card arguments of the RADAR training script."""
 
     profile_path: str = field(metadata={"help": "Hardware profile JSON (`hf-adaptive-spec profile --json ...`)."})
     dataset_path: str = field(metadata={"help": "RADAR dataset folder; built from recording_path when absent."})
@@ -55,13 +55,20 @@ def make_parser() -> TrlParser:
 def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
     """The dataset at ``dataset_path``, or one built from ``recording_path`` and saved there."""
     if (Path(script_args.dataset_path) / "radar_dataset.json").is_file():
-        return RadarDataset.load(script_args.dataset_path)
+        dataset = RadarDataset.load(script_args.dataset_path)
+        if dataset.lookup_kwargs() != script_args.lookup_kwargs():
+            raise ValueError(
+                f"{script_args.dataset_path} was built with the prompt-lookup branch {dataset.lookup_kwargs()}, not "
+                f"{script_args.lookup_kwargs()}: pass those settings, or a new dataset_path to build it again."
+            )
+        return dataset
     if script_args.recording_path is None:
         raise ValueError(
             f"{script_args.dataset_path} holds no RADAR dataset: set recording_path to build it from a recording."
         )
+    recording = load_training_recording(script_args.recording_path)
     dataset = build_radar_dataset(
-        load_training_recording(script_args.recording_path), script_args.depth, script_args.total_tokens
+        recording, script_args.depth, script_args.total_tokens, **script_args.lookup_kwargs()
     )
     dataset.save(script_args.dataset_path)
     return dataset

@@ -14,7 +14,7 @@ from transformers import Trainer
 from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...profiling.hardware import HardwareProfile
-from ..base import SpecTrainer
+from ..base import SpecTrainer, lookup_branch_note
 from .config import RadarConfig
 from .data import RadarDataset
 
@@ -63,15 +63,18 @@ class LatencyModel:
         verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
         return verify + calls * self.draft_step_seconds + calls.clamp(max=depth - 1) * self.policy_step_seconds
 
-    def skip_seconds(self) -> float:
-        """Time of a cycle that skips after its first draft call: one call, one decision, a one-token verify."""
-        return float(self.verify_seconds[1]) + self.draft_step_seconds + self.policy_step_seconds
+    def skip_seconds(self, verified_tokens: torch.LongTensor) -> torch.Tensor:
+        """Times (float64) of cycles that skip after their first draft call: one call, one decision, and a
+        verification of ``verified_tokens`` (the root; with the prompt-lookup branch, its chain too)."""
+        verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
+        return verify + self.draft_step_seconds + self.policy_step_seconds
 
 
-def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True) -> torch.Tensor:
-    """Speeds ``[..., D, D + 1]``: ``speed[..., k - 1, a] = (a + 1) / t(k)`` (``a / t(k)`` without the bonus token)
-    from cycle times ``[..., D]``."""
-    accepted = torch.arange(seconds.shape[-1] + 1, dtype=seconds.dtype, device=seconds.device)
+def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True, max_accepted: int | None = None) -> torch.Tensor:
+    """Speeds ``[..., D, A + 1]``: ``speed[..., k - 1, a] = (a + 1) / t(k)`` (``a / t(k)`` without the bonus token)
+    from cycle times ``[..., D]``, for ``a = 0 .. A``, ``A = max_accepted`` (default ``D``)."""
+    num_accepted = (seconds.shape[-1] if max_accepted is None else max_accepted) + 1
+    accepted = torch.arange(num_accepted, dtype=seconds.dtype, device=seconds.device)
     return (accepted + float(count_bonus_token)) / seconds[..., None]
 
 
@@ -102,33 +105,38 @@ def held_out_metrics(policy: RadarPolicy, dataset: RadarDataset, latency: Latenc
 
     ``tokens_per_second`` = expected committed tokens (accepted + bonus) / modelled time, summed
     over the cycles; ``tokens_per_cycle`` is τ; ``best_static_tokens_per_second`` is the best fixed ``k``.
-    A skipped cycle (``SKIP``) commits one token in :meth:`LatencyModel.skip_seconds`;
-    ``skip_fraction`` is the share of cycles skipped and ``plain_step_tokens_per_second`` the
-    throughput of one-token steps without drafting.
+    A skipped cycle (``SKIP``) commits the dataset's skip outcome (one token, more when a
+    prompt-lookup chain is accepted) in :meth:`LatencyModel.skip_seconds`; ``skip_fraction`` is the
+    share of cycles skipped and ``plain_step_tokens_per_second`` the throughput of the same steps
+    without drafting.
     """
     device = policy.lstm.weight_ih_l0.device
     actions = policy.decisions(dataset.beam_scores.to(device)).cpu()
     calls = draft_calls(actions)
     skipped = actions[:, 0] == SKIP
     depth = dataset.tree_config.depth
-    tokens = dataset.accept_probs.double() @ torch.arange(depth + 1, dtype=torch.float64) + 1  # [N, D]
+    tokens = dataset.accept_probs.double() @ torch.arange(dataset.max_accepted + 1, dtype=torch.float64) + 1  # [N, D]
     seconds = latency.cycle_seconds(dataset.verified_tokens)  # [N, D]
+    skip_tokens = dataset.skip_accepted.double() + 1
+    skip_seconds = latency.skip_seconds(dataset.skip_verified_tokens)
     rows = torch.arange(len(dataset))
 
     def throughput(k: torch.LongTensor, skip: torch.Tensor) -> float:
-        committed = torch.where(skip, 1.0, tokens[rows, k - 1])
-        return float(committed.sum() / torch.where(skip, latency.skip_seconds(), seconds[rows, k - 1]).sum())
+        committed = torch.where(skip, skip_tokens, tokens[rows, k - 1])
+        return float(committed.sum() / torch.where(skip, skip_seconds, seconds[rows, k - 1]).sum())
 
     never = torch.zeros_like(skipped)
     static = [throughput(torch.full_like(calls, k), never) for k in range(1, depth + 1)]
     return {
         "tokens_per_second": throughput(calls, skipped),
         "mean_draft_calls": float(calls.double().mean()),
-        "tokens_per_cycle": float(torch.where(skipped, 1.0, tokens[rows, calls - 1]).mean()),
+        "tokens_per_cycle": float(torch.where(skipped, skip_tokens, tokens[rows, calls - 1]).mean()),
         "skip_fraction": float(skipped.double().mean()),
         "full_depth_tokens_per_second": static[-1],
         "best_static_tokens_per_second": max(static),
-        "plain_step_tokens_per_second": 1.0 / float(latency.verify_seconds[1]),
+        "plain_step_tokens_per_second": float(
+            skip_tokens.sum() / latency.verify_seconds[dataset.skip_verified_tokens].sum()
+        ),
     }
 
 
@@ -183,7 +191,14 @@ class RadarTrainer(SpecTrainer):
                     f"The {name}'s tree {dataset.tree_config} differs from the policy's {model.tree}: build the policy "
                     "with the dataset's depth, top_k and total_tokens."
                 )
-        self.latency = LatencyModel.from_profile(profile, model.tree.total_tokens, args.policy_step_seconds)
+            if dataset is not None and dataset.lookup_kwargs() != train_dataset.lookup_kwargs():
+                raise ValueError(
+                    f"The eval_dataset's prompt-lookup branch {dataset.lookup_kwargs()} differs from the "
+                    f"train_dataset's {train_dataset.lookup_kwargs()}: build both with the same lookup settings."
+                )
+        self.lookup_tokens = train_dataset.lookup_tokens
+        max_tokens = model.tree.total_tokens + train_dataset.lookup_tokens  # a grafted chain adds up to its length
+        self.latency = LatencyModel.from_profile(profile, max_tokens, args.policy_step_seconds)
         default_beta = 10.0 * (self.latency.draft_step_seconds + self.latency.policy_step_seconds)  # RADAR README
         self.beta = args.beta if args.beta is not None else default_beta
         self.profile_device = profile.device
@@ -202,14 +217,16 @@ class RadarTrainer(SpecTrainer):
         calls = draft_calls(actions)  # [B]
         rows = torch.arange(len(calls), device=calls.device)
         accepted = torch.multinomial(accept_probs[rows, calls - 1], 1).squeeze(-1)  # [B]
-        speed = speed_matrix(self.latency.cycle_seconds(inputs["verified_tokens"]), self.args.count_bonus_token)
+        seconds = self.latency.cycle_seconds(inputs["verified_tokens"])
+        speed = speed_matrix(seconds, self.args.count_bonus_token, accept_probs.shape[-1] - 1)
         returns = return_matrix(speed, self.args.alpha, self.beta, self.args.gamma)[rows, calls - 1, accepted]
-        if self.args.allow_skip:  # a skip ends the episode at once with the speed of a plain step
+        if self.args.allow_skip:  # a skip ends the episode at once with the speed of its plain step
             skipped = actions[:, 0] == SKIP
-            skip_return = torch.zeros_like(returns[0])
-            skip_return[0] = self.beta / self.latency.skip_seconds()
+            skip_speed = (inputs["skip_accepted"] + 1) / self.latency.skip_seconds(inputs["skip_verified_tokens"])
+            skip_return = torch.zeros_like(returns)
+            skip_return[:, 0] = self.beta * skip_speed
             returns = torch.where(skipped[:, None], skip_return, returns)
-            accepted = torch.where(skipped, 0, accepted)
+            accepted = torch.where(skipped, inputs["skip_accepted"], accepted)
             self._metrics["skip_probability"].append(float(distribution.probs[:, 0, SKIP].mean().detach()))
         num_decisions = actions.shape[-1]
         taken = torch.arange(num_decisions, device=calls.device) < calls.clamp(max=num_decisions)[:, None]  # [B, D - 1]
@@ -262,7 +279,7 @@ class RadarTrainer(SpecTrainer):
         extras = (", batch-mean baseline" if self.args.reward_baseline else "") + (
             f", entropy bonus {self.args.entropy_coef}" if self.args.entropy_coef else ""
         )
-        skip = " After its first draft call it may also skip: verify nothing, a plain decoding step."
+        skip = " After its first draft call it may also skip: verify no drafted token, a plain decoding step."
         best = self.state.best_metric
         selected = f" Best held-out modelled {self.args.metric_for_best_model} so far: {best:.2f}." if best else ""
         return render_card(
@@ -281,5 +298,6 @@ class RadarTrainer(SpecTrainer):
                 f"with the latency model of a {self.profile_device} profile (draft call "
                 f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms)."
                 + selected
+                + lookup_branch_note(self.lookup_tokens)
             ),
         )

@@ -19,14 +19,14 @@ from trl import TrlParser
 from ...environments import MultiReplayEnvironment, load_training_recording
 from ...policies.resps import ReSpSPolicy
 from ...profiling.hardware import HardwareProfile
-from ..base import run_training_script
+from ..base import LookupBranchArguments, run_training_script
 from .config import ReSpSConfig
 from .trainer import ReSpSTrainer
 
 
 @dataclass
-class ReSpSScriptArguments:
-    """Recording, profile and model-card arguments of the Re-SpS training script."""
+class ReSpSScriptArguments(LookupBranchArguments):
+    """Recording, profile, lookup-branch and model-card arguments of the Re-SpS training script."""
 
     recordings: list[str] = field(
         default_factory=list,
@@ -64,7 +64,8 @@ def load_environment(script_args: ReSpSScriptArguments) -> MultiReplayEnvironmen
             "see hf_adaptive_spec/policies/resps/README.md for how to make them."
         )
     recordings = [load_training_recording(path) for path in script_args.recordings]
-    return MultiReplayEnvironment(recordings, HardwareProfile.load(script_args.hardware_profile))
+    profile = HardwareProfile.load(script_args.hardware_profile)
+    return MultiReplayEnvironment(recordings, profile, **script_args.lookup_kwargs())
 
 
 def build_policy(

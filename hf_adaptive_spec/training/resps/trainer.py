@@ -14,7 +14,7 @@ from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ...policies.static import StaticTreePolicy
-from ..base import SpecTrainer
+from ..base import SpecTrainer, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
 from ...environments import MultiReplayEnvironment
@@ -201,7 +201,7 @@ class ReSpSTrainer(SpecTrainer):
             f"({policy.feature_mean.numel()} dims, standardised). An action ({decide}) is held "
             f"{policy.decision_interval} cycles. Trained with PPO on exact replays of recorded generations: "
             f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process."
-        )
+        ) + lookup_branch_note(self.environment.lookup_tokens)
         if self.last_eval is not None:
             speed, ratio, best = self.last_eval
             description += (
