@@ -455,14 +455,19 @@ def test_training_learns_when_to_stop_and_fails_with_the_reward_flipped(sign, tm
     assert (metrics["tokens_per_second"] > metrics["best_static_tokens_per_second"]) == (sign > 0)
 
 
-def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(setup, tmp_path):
-    _, _, recording, _ = setup
-    recording.save(tmp_path / "recording")
+@pytest.fixture
+def script_paths(setup, tmp_path) -> dict[str, str | float]:
+    """The script's data arguments: the setup's recording and a profile saved to files, a dataset folder to build."""
+    setup[2].save(tmp_path / "recording")
     _profile().save(tmp_path / "profile.json")
-    script_args = RadarScriptArguments(
+    return dict(
         profile_path=str(tmp_path / "profile.json"), dataset_path=str(tmp_path / "dataset"),
-        recording_path=str(tmp_path / "recording"), eval_fraction=0.25, target_name="tiny-llama",
+        recording_path=str(tmp_path / "recording"), eval_fraction=0.25,
     )
+
+
+def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(script_paths, tmp_path):
+    script_args = RadarScriptArguments(**script_paths, target_name="tiny-llama")
 
     def config(**overrides):
         return RadarConfig(**{
@@ -490,24 +495,17 @@ def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(setup, tmp_path)
     assert [e["step"] for e in resumed.state.log_history if "eval_tokens_per_second" in e] == [2, 4, 6, 8]
 
 
-def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settings(setup, tmp_path):
-    _, _, recording, _ = setup
-    recording.save(tmp_path / "recording")
-    _profile().save(tmp_path / "profile.json")
-    paths = dict(
-        profile_path=str(tmp_path / "profile.json"), dataset_path=str(tmp_path / "dataset"),
-        recording_path=str(tmp_path / "recording"), eval_fraction=0.25,
-    )
+def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settings(script_paths, tmp_path):
     config = RadarConfig(
         output_dir=str(tmp_path / "out"), max_steps=2, allow_skip=True, eval_strategy="no", save_strategy="no",
         load_best_model_at_end=False, report_to=[], disable_tqdm=True,
     )
-    trainer = main(RadarScriptArguments(**paths, lookup_tokens=4), config)
+    trainer = main(RadarScriptArguments(**script_paths, lookup_tokens=4), config)
     assert RadarDataset.load(tmp_path / "dataset").lookup_tokens == 4
     assert trainer.latency.verify_seconds.numel() == TREE.total_tokens + 4 + 1  # room for a grafted chain
     assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
     with pytest.raises(ValueError, match="built with the prompt-lookup branch"):
-        main(RadarScriptArguments(**paths), config)
+        main(RadarScriptArguments(**script_paths), config)
 
 
 def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):

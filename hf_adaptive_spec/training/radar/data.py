@@ -145,14 +145,8 @@ class _BeamScoreRecorder(DraftPolicy):
         return True
 
 
-class _SkipAfterFirstCall(DraftPolicy):
+class _SkipAfterFirstCall(StaticTreePolicy):
     """RADAR's skip: one draft call, then no drafted candidate verified (a lookup chain still is)."""
-
-    def __init__(self, config: TreeConfig):
-        self.config = config
-
-    def tree_config(self, state: CycleState) -> TreeConfig:
-        return self.config
 
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         return False
@@ -212,6 +206,7 @@ def build_radar_dataset(
         raise ValueError(f"RADAR decides between draft calls, so it needs depth >= 2; got depth={config.depth}.")
     environment.check_config(config)
     shallower = [StaticTreePolicy(k, config.top_k, config.total_tokens) for k in range(1, config.depth)]
+    skipping = _SkipAfterFirstCall(config.depth, config.top_k, config.total_tokens)
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
     max_accepted = max(config.depth, environment.lookup_tokens)
     for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
@@ -221,7 +216,7 @@ def build_radar_dataset(
             if len(recorder.rows) < config.depth - 1:
                 continue  # the generation ends within `depth` tokens: generate drafts less here
             cycles = [environment.replay_cycle(p, position, policy) for policy in shallower] + [deepest]
-            skip = environment.replay_cycle(p, position, _SkipAfterFirstCall(config))
+            skip = environment.replay_cycle(p, position, skipping)
             accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
             rows["beam_scores"].append(torch.stack(recorder.rows))
             rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, max_accepted + 1).float())
