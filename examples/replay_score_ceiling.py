@@ -20,6 +20,11 @@ positions where its cycles started).
 `--target-state-components N` adds the target's recorded hidden states at each cycle's start
 (Re-SpS's state: the EAGLE-3 feature layers), projected on their first N principal components
 (fitted on the training folds).
+
+`--lookup-tokens N` replays the prompt-lookup branch on every tree (shapes and the static tree
+alike, as `generate(..., prompt_lookup_num_tokens=N)` would) and adds what the lookup tells before
+drafting: the chain's length, whether one was found, and whether its first token is the
+drafter's top first-level candidate.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name
 
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
@@ -49,6 +55,19 @@ def target_state(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
     if not trees[0].features:
         raise ValueError("The recording holds no target features: record it with --feature-layers.")
     return np.stack([np.concatenate([tree.features[layer].float().numpy() for layer in sorted(tree.features)]) for tree in trees])
+
+
+def lookup_features(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
+    """``[positions, 3]``: the lookup chain's length (÷ ``lookup_tokens``), whether one was found, and whether
+    its first token is the top first-level draft."""
+    rows = []
+    for tree in environment.recording.prompts[prompt]:
+        context = environment.sequences[prompt][: tree.context_length]
+        chain = lookup_continuation(context, environment.lookup_ngram_size, environment.lookup_tokens)
+        first_level = [(score, token) for score, token, d in zip(tree.scores, tree.tokens, tree.depths) if d == 1]
+        agrees = bool(chain) and bool(first_level) and chain[0] == max(first_level)[1]
+        rows.append([len(chain) / environment.lookup_tokens, float(bool(chain)), float(agrees)])
+    return np.array(rows)
 
 
 def history_features(accepted: list[int]) -> np.ndarray:
@@ -116,13 +135,14 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
     parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
+    parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     parser.add_argument(
         "--target-state-components", type=int, default=0,
         help="add this many principal components of the target's recorded hidden states (0: none)",
     )
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
-    environment = ReplayEnvironment(load_recording(args.recording), profile)
+    environment = ReplayEnvironment(load_recording(args.recording), profile, lookup_tokens=args.lookup_tokens)
     k = environment.recording.tree_config.top_k
     shapes = recorded_shapes(environment)
     names = list(shapes)
@@ -139,6 +159,8 @@ def main() -> None:
         if args.with_history:
             deepest = [outcomes[p, names[-1]][0] - 1 for p in range(positions)]
             prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
+        if args.lookup_tokens:
+            prompt_features = np.concatenate([lookup_features(environment, prompt), prompt_features], axis=1)
         features.append(prompt_features)
         if args.target_state_components:
             states.append(target_state(environment, prompt))
