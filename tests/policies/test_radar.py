@@ -300,6 +300,10 @@ def test_a_skip_with_the_lookup_branch_in_the_dataset_matches_live_generate(setu
     assert loaded.lookup_kwargs() == {"lookup_tokens": 4, "lookup_ngram_size": 2}
     assert torch.equal(loaded.skip_verified_tokens, dataset.skip_verified_tokens)
     assert torch.equal(dataset.beam_scores, plain_dataset.beam_scores)  # the branch changes outcomes, not drafts
+    meta = json.loads((tmp_path / "radar_dataset.json").read_text())
+    (tmp_path / "radar_dataset.json").write_text(json.dumps({**meta, "format": "hf_adaptive_spec.radar_dataset.v1"}))
+    with pytest.raises(ValueError, match="found hf_adaptive_spec.radar_dataset.v1.*delete the folder"):
+        RadarDataset.load(tmp_path)  # made before skips and lookup chains were recorded
     policy = LoggingRadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
     policy.load_state_dict(_skipping_policy(dataset).state_dict())
     environment = ReplayEnvironment(recording, _profile(), lookup_tokens=4)

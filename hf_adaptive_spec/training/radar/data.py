@@ -122,8 +122,9 @@ class RadarDataset(Dataset):
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         if meta.get("format") != DATASET_FORMAT:
             raise ValueError(
-                f"{directory} holds no RADAR dataset of format {DATASET_FORMAT} (found {meta.get('format')}): build it "
-                "again with build_radar_dataset() (the RADAR script does when the folder holds none)."
+                f"{directory} holds no RADAR dataset of format {DATASET_FORMAT} (found {meta.get('format')}): delete the "
+                "folder and run the RADAR script again with recording_path set (it builds the dataset when the folder "
+                "holds none), or call build_radar_dataset()."
             )
         tensors = load_file(str(directory / "radar_dataset.safetensors"))
         lookup = {name: meta[name] for name in ("lookup_tokens", "lookup_ngram_size")}
