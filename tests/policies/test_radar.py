@@ -295,6 +295,10 @@ def test_a_skip_with_the_lookup_branch_in_the_dataset_matches_live_generate(setu
     root and the chain) is what live generate with prompt_lookup_num_tokens gets; it saves and loads."""
     target, prompts, recording, plain_dataset = setup
     dataset = build_radar_dataset(recording, lookup_tokens=4)
+    from_environment = build_radar_dataset(ReplayEnvironment(recording, _profile(), lookup_tokens=4))
+    assert torch.equal(from_environment.skip_accepted, dataset.skip_accepted) and from_environment.lookup_tokens == 4
+    with pytest.raises(ValueError, match="the environment brings its own branch"):
+        build_radar_dataset(ReplayEnvironment(recording, _profile()), lookup_tokens=4)
     dataset.save(tmp_path)
     loaded = RadarDataset.load(tmp_path)
     assert loaded.lookup_kwargs() == {"lookup_tokens": 4, "lookup_ngram_size": 2}

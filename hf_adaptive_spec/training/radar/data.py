@@ -193,7 +193,10 @@ def build_radar_dataset(
     """
     if isinstance(source, ReplayEnvironment):
         if lookup_tokens:
-            raise ValueError("Pass lookup_tokens to the ReplayEnvironment, not to build_radar_dataset, or pass the recording.")
+            raise ValueError(
+                "build_radar_dataset got a ReplayEnvironment and lookup_tokens: the environment brings its own branch. "
+                "Build it with ReplayEnvironment(..., lookup_tokens=N), or pass the recording with lookup_tokens."
+            )
         environment = source
     else:
         environment = _untimed(source, lookup_tokens, lookup_ngram_size)
