@@ -21,7 +21,7 @@ DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v2"
 _TENSORS = (
     "beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position", "skip_accepted", "skip_verified_tokens"
 )
-_ITEM_TENSORS = ("beam_scores", "accept_probs", "verified_tokens", "skip_accepted", "skip_verified_tokens")
+_ITEM_TENSORS = tuple(name for name in _TENSORS if name not in ("prompt_index", "position"))  # what training reads
 
 
 @dataclass(eq=False)
