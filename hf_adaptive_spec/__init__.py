@@ -11,7 +11,7 @@ from .checkpoints import shipped_checkpoint
 from .default_model import load_default_model
 from .drafters import CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
 from .core import DraftTree
-from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable
+from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path_compile_config
 from .policies import (
     AutoDraftPolicy,
     CycleFeedback,
@@ -52,6 +52,7 @@ __all__ = [
     "TreeConfig",
     "VerifySizeInfo",
     "enable",
+    "fast_path_compile_config",
     "load_default_model",
     "shipped_checkpoint",
     "truncated_causal_lm",

@@ -92,6 +92,15 @@ def test_speculative_sampling_matches_exact_target(small_model, exact, tree):
 
 
 @pytest.mark.parametrize("tree", list(TREES))
+def test_sampling_on_the_static_cache_path_matches_exact_target(small_model, exact, tree):
+    """The padded static-cache verification (cache_implementation='static') samples exactly too."""
+    prompt_ids, probs = exact
+    counts = _sample(small_model, prompt_ids, _drafter(small_model), TREES[tree], cache_implementation="static")
+    stat, critical = chi_square(counts, probs)
+    assert stat < critical, f"{tree}: chi2={stat:.1f} >= {critical:.1f}"
+
+
+@pytest.mark.parametrize("tree", list(TREES))
 def test_prompt_lookup_branch_keeps_sampling_exact(small_model, exact, tree):
     """Lookup nodes join top-k children as one more deterministic draft (q = one-hot); sampled
     sibling groups share one q, so sampled trees take no lookup nodes."""

@@ -31,6 +31,8 @@ class BenchArguments:
         plots: folder for the PNG plots.
         resume: skip the (question, method) pairs already in the progress file.
         progress: show a progress bar.
+        reference: the method ``summary[m].speedup`` is relative to (``speedup_vs_stock`` is always
+            there too); e.g. ``stock-compiled`` to measure against transformers' own fast path.
     """
 
     _argument_group_name = "benchmark"
@@ -53,6 +55,9 @@ class BenchArguments:
     plots: Path | None = field(default=None, metadata={"help": "Folder for the PNG plots."})
     resume: bool = field(default=False, metadata={"help": "Skip (question, method) pairs already done (needs --json)."})
     progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})
+    reference: str = field(
+        default="stock", metadata={"help": "Method the summary's speedup is relative to (speedup_vs_stock is kept)."}
+    )
 
     @property
     def method_names(self) -> list[str]:
@@ -91,6 +96,10 @@ class MethodOptions:
         dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
         ltd_policy / resps_policy / radar_policy: the policies of ``eagle3-ltd``, ``eagle3-resps``
             and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2).
+        compile: run every method of this project's engine on the compiled fast path (a fixed
+            StaticCache and ``torch.compile``, as ``stock-compiled`` runs stock generate).
+        max_cache_len: slots of the StaticCache of ``stock-compiled`` and ``--compile`` (one cache
+            shared by all of them); default: enough for the longest question.
     """
 
     _argument_group_name = "methods"
@@ -130,6 +139,12 @@ class MethodOptions:
     ltd_policy: str | None = field(default=None, metadata={"help": "eagle3-ltd: LTD policy (default: shipped)."})
     resps_policy: str | None = field(default=None, metadata={"help": "eagle3-resps: Re-SpS policy (default: shipped)."})
     radar_policy: str | None = field(default=None, metadata={"help": "eagle3-radar: RADAR policy (default: shipped)."})
+    compile: bool = field(
+        default=False, metadata={"help": "Run this project's engine methods on the compiled static-cache path."}
+    )
+    max_cache_len: int | None = field(
+        default=None, metadata={"help": "StaticCache length of stock-compiled and --compile (default: fits the questions)."}
+    )
 
 
 def sampling_kwargs(temperature: float) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from transformers import HfArgumentParser, set_seed
 from ..default_model import DEFAULT_MODEL_ID
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
+from .fast_path import static_cache_length
 from .loading import load_model, resolve_device
 from .markdown import render_markdown, write_markdown
 from .methods import build_methods
@@ -69,7 +70,11 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         torch.set_num_threads(args.num_threads)
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
+    if args.reference not in methods:
+        raise BenchError(f"--reference {args.reference!r} is not among the methods run ({', '.join(methods)})")
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    if options.max_cache_len is None and (options.compile or "stock-compiled" in methods):
+        options.max_cache_len = static_cache_length(tokenizer, questions, options.max_new_tokens)
     for name, method in methods.items():
         try:
             method.prepare(model, tokenizer, options)
@@ -77,18 +82,24 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
+    fp32_model = load_model(args.model, "float32", model.device)[0] if args.dtype != "float32" else None
+    warmup_seconds: dict[str, list[float]] = {}
     records = run_benchmark(
-        model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0
+        model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
+        fp32_model, warmup_seconds,
     )
     settings = {
         **measured,
         "methods": list(methods),
+        "reference": args.reference,
         "categories": args.category_names,
         "limit": args.limit,
         "warmup": args.warmup,
         "seed": args.seed,
+        "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
+        "are taken out of its wall time and counted in compile_seconds",
     }
-    report = build_report(records, settings, model.device)
+    report = build_report(records, settings, model.device, args.reference, warmup_seconds)
     if args.json:
         write_json(report, args.json)
     if args.markdown:

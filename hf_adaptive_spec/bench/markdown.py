@@ -17,10 +17,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Model `{settings['model']}` ({settings['dtype']}) on {report['environment']['device']}, "
         f"{settings['options']['max_new_tokens']} new tokens max, {_decoding(settings['options'])}, batch size 1.",
         "",
-        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | τ | Depth | Verified | Identical | "
+        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | vs stock | τ | Depth | Verified "
+        "| Identical | fp32 agreement | Compile (s) | "
         + " | ".join(part.capitalize() for part in TIME_PARTS)
         + " |",
-        "|---" * (11 + len(TIME_PARTS)) + "|",
+        "|---" * (14 + len(TIME_PARTS)) + "|",
     ]
     for method, figures in summary.items():
         cells = [
@@ -31,18 +32,23 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{figures['throughput']:.1f}",
             _ratio(figures["speedup"]),
             _ratio(figures["median_speedup"]),
+            _ratio(figures.get("speedup_vs_stock")),
             _tau(figures),
             _mean(figures.get("mean_draft_depth")),
             _mean(figures.get("mean_verified_tokens")),
             _identity(figures),
+            _agreement(figures),
+            _mean(figures.get("compile_seconds")),
             *_time_shares(figures),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Speedup: tokens/s over `stock`'s in the same run. τ: tokens per target forward "
-        "(† counted from target forward passes, prefill included). Depth, Verified: mean depth and size (root "
-        "included) of the verified tree per cycle. Time columns: share of wall time.",
+        f"Speedup: tokens/s over `{settings.get('reference', 'stock')}`'s in the same run; vs stock: over `stock`'s. "
+        "τ: tokens per target forward († counted from target forward passes, prefill included). Depth, Verified: mean "
+        "depth and size (root included) of the verified tree per cycle. fp32 agreement (below float32 only): mean "
+        "share of the float32 stock answer produced before the first divergence, and the share of turns identical to "
+        "it. Compile: seconds compiling graphs, outside the timed turns. Time columns: share of wall time.",
         "",
         *_category_table(summary),
     ]
@@ -79,6 +85,13 @@ def _identity(figures: dict[str, Any]) -> str:
     if figures["identical"] is None:
         return "–"
     return "yes" if figures["identical"] else f"**no** ({figures['mismatched_turns']} turns)"
+
+
+def _agreement(figures: dict[str, Any]) -> str:
+    agreement = figures.get("fp32_agreement")
+    if agreement is None:
+        return "–"
+    return f"{agreement:.2f} ({100 * figures['fp32_identical_share']:.0f}% identical)"
 
 
 def _ratio(value: float | None) -> str:

@@ -23,6 +23,12 @@ class TurnRecord:
             included), for methods reporting speculation stats.
         draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
         output_ids: the generated tokens; kept for ``stock`` only (the reference when resuming).
+        compile_time: seconds the call spent compiling graphs (reported by the engine), taken out
+            of ``wall_time``.
+        fp32_agreement: in runs below float32, the fraction of the float32 stock answer's tokens
+            produced before the first divergence from it (1.0: identical); None in float32 runs.
+        fp32_identical: whether the tokens equal the float32 stock answer; None in float32 runs.
+        fp32_reference_ids: the float32 stock answer; kept for ``stock`` only.
     """
 
     turn: int
@@ -38,6 +44,10 @@ class TurnRecord:
     verify_time: float | None = None
     policy_time: float | None = None
     output_ids: list[int] | None = None
+    compile_time: float | None = None
+    fp32_agreement: float | None = None
+    fp32_identical: bool | None = None
+    fp32_reference_ids: list[int] | None = None
 
     @property
     def throughput(self) -> float:

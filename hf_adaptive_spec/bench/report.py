@@ -19,12 +19,19 @@ from .records import QuestionRecord
 from .summary import summarize
 
 
-def build_report(records: list[QuestionRecord], settings: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """Report dict: ``summary[method]`` holds the figures over all questions plus ``categories[category]``."""
+def build_report(
+    records: list[QuestionRecord],
+    settings: dict[str, Any],
+    device: torch.device,
+    reference: str = "stock",
+    warmup_seconds: dict[str, list[float]] | None = None,
+) -> dict[str, Any]:
+    """Report dict: ``summary[method]`` holds the figures over all questions plus ``categories[category]``;
+    speedups are relative to ``reference`` (and to ``stock`` in ``speedup_vs_stock``)."""
     categories = list(dict.fromkeys(record.category for record in records))
-    by_category = {name: summarize([r for r in records if r.category == name]) for name in categories}
+    by_category = {name: summarize([r for r in records if r.category == name], reference) for name in categories}
     summary = {}
-    for method, figures in summarize(records).items():
+    for method, figures in summarize(records, reference, warmup_seconds).items():
         summary[method] = asdict(figures)
         summary[method]["categories"] = {
             name: asdict(by_category[name][method]) for name in categories if method in by_category[name]

@@ -29,6 +29,8 @@ def run_benchmark(
     show_progress: bool = False,
     seed: int = 0,
     check_identity: bool = True,
+    fp32_model: PreTrainedModel | None = None,
+    warmup_seconds: dict[str, list[float]] | None = None,
 ) -> list[QuestionRecord]:
     """Run every prepared method on every question; return one record per (question, method).
 
@@ -44,12 +46,16 @@ def run_benchmark(
         tokenizer: its tokenizer (with a chat template).
         questions: the questions, in order.
         methods: prepared methods by name; must include ``stock``.
-        warmup: untimed generations per method on the first question before timing.
+        warmup: untimed generations per method on the first question before timing (compiled
+            methods compile their graphs here).
         log: progress file receiving each finished record, and holding those to skip.
         show_progress: draw a tqdm progress bar.
         seed: the seed each turn's seed is derived from.
         check_identity: compare each output with ``stock``'s (greedy decoding); when False
             (sampling) the records' ``identical`` is None.
+        fp32_model: the float32 copy of a lower-precision ``model``: each turn's stock prompt is
+            also answered by it (untimed), and every method's agreement with that answer recorded.
+        warmup_seconds: receives each method's warm-up call durations.
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
@@ -62,17 +68,20 @@ def run_benchmark(
         for name in [REFERENCE_METHOD] + _rotated(others, index)
         if (question.question_id, name) not in done
     ]
-    counter = TargetPassCounter(model)
+    reference_answer = _Fp32Reference(fp32_model, methods[REFERENCE_METHOD]) if fp32_model is not None else None
+    compiled = any(method.static_cache is not None for method in methods.values())
+    counter = TargetPassCounter(None if compiled else model)  # a hook's side effect would split compiled graphs
     try:
         if pending and warmup:
             prompt = turn_prompt_ids(tokenizer, questions[0].turns, []).to(model.device)
-            for method in methods.values():
-                for _ in range(warmup):
-                    method.generate(prompt)
+            times = _warm_up(methods, prompt, warmup)
+            if warmup_seconds is not None:
+                warmup_seconds.update(times)
         for question, name in tqdm(pending, desc="bench", unit="run", disable=not show_progress):
             reference = done.get((question.question_id, REFERENCE_METHOD))
             record = _run_question(
-                name, methods[name], tokenizer, question, reference, counter, model.device, seed, check_identity
+                name, methods[name], tokenizer, question, reference, counter, model.device, seed, check_identity,
+                reference_answer,
             )
             done[record.key] = record
             if log is not None:
@@ -80,6 +89,28 @@ def run_benchmark(
     finally:
         counter.close()
     return [done[(question.question_id, name)] for question in questions for name in order]
+
+
+def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[float]]:
+    """Untimed calls per method; returns each call's seconds (a compiled method's first holds its compile)."""
+    seconds: dict[str, list[float]] = {}
+    for name, method in methods.items():
+        for _ in range(calls):
+            start = time.perf_counter()
+            method.generate(prompt)
+            seconds.setdefault(name, []).append(time.perf_counter() - start)
+    return seconds
+
+
+class _Fp32Reference:
+    """The float32 stock answer to a prompt, with the stock method's decoding settings."""
+
+    def __init__(self, fp32_model: PreTrainedModel, stock: BenchMethod):
+        self.model, self.stock = fp32_model, stock
+
+    def __call__(self, input_ids: torch.LongTensor) -> list[int]:
+        sequences = self.model.generate(input_ids=input_ids.to(self.model.device), **self.stock.generate_kwargs)
+        return sequences[0, input_ids.shape[1] :].tolist()
 
 
 def _rotated(names: list[str], shift: int) -> list[str]:
@@ -97,6 +128,7 @@ def _run_question(
     device: torch.device,
     seed: int,
     check_identity: bool,
+    fp32_reference: _Fp32Reference | None = None,
 ) -> QuestionRecord:
     """All turns of ``question``; ``reference`` is None when ``method`` is the reference itself."""
     answers = [] if reference is None else [turn.output_ids for turn in reference.turns]
@@ -114,8 +146,19 @@ def _run_question(
         if is_reference:
             answers.append(tokens)
         expected = answers[index] if check_identity else None
-        record.turns.append(_turn_record(index, tokens, expected, seconds, counter.count, stats, is_reference))
+        turn = _turn_record(index, tokens, expected, seconds, counter.count, stats, is_reference)
+        if fp32_reference is not None:
+            fp32_answer = fp32_reference(input_ids) if is_reference else reference.turns[index].fp32_reference_ids
+            _set_fp32_agreement(turn, tokens, fp32_answer, is_reference)
+        record.turns.append(turn)
     return record
+
+
+def _set_fp32_agreement(turn: TurnRecord, tokens: list[int], fp32_answer: list[int], is_reference: bool) -> None:
+    turn.fp32_identical = tokens == fp32_answer
+    turn.fp32_agreement = common_prefix_length(tokens, fp32_answer) / len(fp32_answer) if fp32_answer else 1.0
+    if is_reference:
+        turn.fp32_reference_ids = fp32_answer
 
 
 def _turn_record(
@@ -128,10 +171,12 @@ def _turn_record(
     is_reference: bool,
 ) -> TurnRecord:
     mismatch = None if expected is None else _first_mismatch(tokens, expected)
+    compile_time = getattr(stats, "compile_time", None)
     return TurnRecord(
         turn=index,
         new_tokens=len(tokens),
-        wall_time=seconds,
+        wall_time=seconds - (compile_time or 0.0),  # a graph compiled mid-run is not decoding time
+        compile_time=compile_time,
         identical=None if expected is None else mismatch is None,
         first_mismatch=mismatch,
         target_passes=target_passes,

@@ -19,8 +19,9 @@ class MethodSummary:
         questions: questions run; ``turns``: turns run.
         new_tokens: tokens generated in all; ``wall_time``: seconds in all.
         throughput: ``new_tokens / wall_time``.
-        speedup: ``throughput`` over ``stock``'s on the same questions (Spec-Bench's speedup).
-        median_speedup: median over questions of the per-question throughput ratio to ``stock``.
+        speedup: ``throughput`` over the reference method's on the same questions (Spec-Bench's
+            speedup; the reference is ``stock`` unless the bench's ``--reference`` names another).
+        median_speedup: median over questions of the per-question throughput ratio to the reference.
         mean_accepted_tokens: τ, tokens per target forward.
         mean_accepted_tokens_source: ``"speculation_stats"`` (mean of accepted + 1 per cycle) or
             ``"target_passes"`` (tokens over counted full-depth target forwards, prefill included).
@@ -30,6 +31,13 @@ class MethodSummary:
         accepted_length_histogram: ``[cycles accepting 0 drafts, 1 draft, ...]``, when reported.
         mean_draft_depth / mean_verified_tokens: per cycle, the verified tree's depth and size
             (root included), when reported.
+        speedup_vs_stock: ``throughput`` over ``stock``'s, whatever the reference.
+        reference: the method ``speedup`` is relative to.
+        fp32_agreement: below float32, the mean over turns of the fraction of the float32 stock
+            answer produced before the first divergence; None in float32 runs.
+        fp32_identical_share: below float32, the share of turns identical to the float32 answer.
+        compile_seconds: compile time: the first warm-up call's seconds over the last one's, plus
+            what the engine reported compiling during timed turns (taken out of their wall time).
     """
 
     method: str
@@ -48,35 +56,67 @@ class MethodSummary:
     accepted_length_histogram: list[int] | None
     mean_draft_depth: float | None = None
     mean_verified_tokens: float | None = None
+    speedup_vs_stock: float | None = None
+    reference: str = REFERENCE_METHOD
+    fp32_agreement: float | None = None
+    fp32_identical_share: float | None = None
+    compile_seconds: float | None = None
 
 
-def summarize(records: list[QuestionRecord]) -> dict[str, MethodSummary]:
-    """Summaries keyed by method, in first-seen order; speedups are None without ``stock`` records."""
+def summarize(
+    records: list[QuestionRecord], reference: str = REFERENCE_METHOD, warmup_seconds: dict[str, list[float]] | None = None
+) -> dict[str, MethodSummary]:
+    """Summaries keyed by method, in first-seen order; speedups are None without the reference's records."""
     by_method: dict[str, list[QuestionRecord]] = {}
     for record in records:
         by_method.setdefault(record.method, []).append(record)
-    baseline = {record.question_id: record for record in by_method.get(REFERENCE_METHOD, [])}
-    return {method: _summarize_method(method, group, baseline) for method, group in by_method.items()}
+    stock = _by_question(by_method.get(REFERENCE_METHOD, []))
+    baseline = _by_question(by_method.get(reference, []))
+    summaries = {}
+    for method, group in by_method.items():
+        summary = _summarize_method(method, group, baseline)
+        summary.reference = reference
+        summary.speedup_vs_stock = _speedup(group, stock)
+        summary.compile_seconds = _compile_seconds(group, (warmup_seconds or {}).get(method))
+        summaries[method] = summary
+    return summaries
+
+
+def _by_question(records: list[QuestionRecord]) -> dict[int | str, QuestionRecord]:
+    return {record.question_id: record for record in records}
+
+
+def _speedup(records: list[QuestionRecord], baseline: dict[int | str, QuestionRecord]) -> float | None:
+    base_records = [baseline[record.question_id] for record in records if record.question_id in baseline]
+    base_throughput = _throughput([turn for record in base_records for turn in record.turns])
+    throughput = _throughput([turn for record in records for turn in record.turns])
+    return throughput / base_throughput if base_throughput > 0 else None
+
+
+def _compile_seconds(records: list[QuestionRecord], warmup: list[float] | None) -> float | None:
+    in_run = [turn.compile_time for record in records for turn in record.turns if turn.compile_time is not None]
+    before = max(warmup[0] - warmup[-1], 0.0) if warmup and len(warmup) > 1 else None
+    if before is None and not in_run:
+        return None
+    return (before or 0.0) + sum(in_run)
 
 
 def _summarize_method(
     method: str, records: list[QuestionRecord], baseline: dict[int | str, QuestionRecord]
 ) -> MethodSummary:
     turns = [turn for record in records for turn in record.turns]
-    throughput = _throughput(turns)
-    base_records = [baseline[record.question_id] for record in records if record.question_id in baseline]
-    base_throughput = _throughput([turn for record in base_records for turn in record.turns])
     ratios = _per_question_speedups(records, baseline)
     tau, tau_source = _mean_accepted_tokens(turns)
     reported = all(turn.accepted_lengths is not None for turn in turns)
+    agreements = [turn.fp32_agreement for turn in turns if turn.fp32_agreement is not None]
     return MethodSummary(
         method=method,
         questions=len(records),
         turns=len(turns),
         new_tokens=sum(turn.new_tokens for turn in turns),
         wall_time=sum(turn.wall_time for turn in turns),
-        throughput=throughput,
-        speedup=throughput / base_throughput if base_throughput > 0 else None,
+        throughput=_throughput(turns),
+        speedup=_speedup(records, baseline),
         median_speedup=statistics.median(ratios) if ratios else None,
         mean_accepted_tokens=tau,
         mean_accepted_tokens_source=tau_source,
@@ -86,6 +126,8 @@ def _summarize_method(
         accepted_length_histogram=_histogram(turns) if reported and turns else None,
         mean_draft_depth=_cycle_mean(turns, "draft_depths"),
         mean_verified_tokens=_cycle_mean(turns, "verified_tokens"),
+        fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
+        fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
     )
 
 

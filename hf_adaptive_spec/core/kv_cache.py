@@ -10,16 +10,17 @@ from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
     """Check that ``cache`` can hold and drop tree nodes, and make sliding layers keep them.
 
-    Only :class:`~transformers.DynamicCache` with full or sliding-window attention layers is
-    supported: static, quantized, offloaded, linear-attention and encoder-decoder caches are
-    refused with an error naming the fix.
+    This is the growing-cache path: :class:`~transformers.DynamicCache` with full or sliding-window
+    attention layers (a :class:`~transformers.StaticCache` takes the static path,
+    ``core/static_cache.py``); quantized, offloaded, linear-attention and encoder-decoder caches
+    are refused with an error naming the fix.
     """
     if cache is None:
         raise ValueError("Speculative decoding needs a KV cache: do not pass use_cache=False.")
     if type(cache) is not DynamicCache:
         raise ValueError(
-            f"Speculative decoding supports DynamicCache only, got {type(cache).__name__}. Do not pass "
-            "cache_implementation='static' (or another cache type) together with assistant_policy."
+            f"Speculative decoding supports a DynamicCache or a StaticCache, got {type(cache).__name__}: pass one of "
+            "those (or cache_implementation='static' / none) together with assistant_policy."
         )
     for idx, layer in enumerate(cache.layers):
         if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer):

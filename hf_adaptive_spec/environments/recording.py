@@ -22,7 +22,7 @@ from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import DraftContext, Drafter
-from ..generation.speculative_decoding import verify_tree
+from ..generation.targets import verify_tree
 from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
 from ..policies.base import CycleState, DraftPolicy, TreeConfig, VerifySizeInfo
 

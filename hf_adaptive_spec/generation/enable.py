@@ -65,6 +65,29 @@ def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str |
     return stop_strings
 
 
+def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
+    """``"engine"`` when the call asks for ``cache_implementation="static"`` without passing a cache:
+    the engine then verifies in the model's own fixed-size StaticCache, reused across calls (a cache
+    sized per call, as ``generate`` would build, changes shape with every prompt length). The request
+    is taken out of the call so that ``generate`` builds no cache of its own."""
+    if "cache_implementation" in kwargs:
+        requested = kwargs.pop("cache_implementation")
+    else:
+        config: GenerationConfig | None = kwargs.get("generation_config")
+        requested = getattr(config, "cache_implementation", None) or model.generation_config.cache_implementation
+    if requested in (None, "dynamic"):
+        return None
+    if requested != "static":
+        raise ValueError(
+            f"assistant_policy supports cache_implementation='static' or 'dynamic' (the default), got {requested!r}: "
+            "tree speculation needs a cache whose entries it can write after the prefix and compact."
+        )
+    if kwargs.get("past_key_values") is not None:
+        raise ValueError("Pass either cache_implementation='static' or a past_key_values cache, not both.")
+    kwargs["cache_implementation"] = None  # overrides any config value: the engine brings its own cache
+    return "engine"
+
+
 def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
     """``generate`` with tree speculative decoding when ``assistant_policy`` is given.
 
@@ -93,6 +116,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             raise ValueError("stop_strings needs the tokenizer: pass tokenizer=tokenizer to generate.")
         stopping_criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stop_strings))
     streamer = kwargs.pop("streamer", None)
+    static_cache = _static_cache_request(self, kwargs)
     return stock_generate(
         self,
         *args,
@@ -102,6 +126,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
         spec_drafter=drafter,
         spec_policy=assistant_policy,
         spec_streamer=streamer,
+        spec_static_cache=static_cache,
         **kwargs,
     )
 

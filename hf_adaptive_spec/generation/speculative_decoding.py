@@ -8,6 +8,7 @@ cache and sent the prompt to the streamer.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
@@ -16,13 +17,13 @@ from transformers.generation.streamers import BaseStreamer
 from ..drafters.base import DraftContext, Drafter
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
-from ..core.attention import check_tree_attention_support, tree_attention_mask
-from ..core.features import FeatureCapture, decoder_layers
-from ..core.kv_cache import compact_cache, prepare_cache_for_trees
-from ..core.output_head import OutputHead
+from ..core.attention import check_tree_attention_support
+from ..core.kv_cache import prepare_cache_for_trees
+from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .prompt_lookup import graft_chain, lookup_continuation
+from .targets import DynamicTarget, StaticTarget, TargetForward, TreeLogits, static_target
 from .tree_builder import DraftTimes, TreeBuilder
 
 
@@ -59,47 +60,28 @@ class _Output:
         self.finished = False
 
     def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor]) -> None:
-        emitted = []
-        for token, score_row, raw_row in zip(tokens, score_rows, raw_rows):
-            token_tensor = torch.tensor([[token]], dtype=self.sequence.dtype, device=self.sequence.device)
-            self.sequence = torch.cat([self.sequence, token_tensor], dim=-1)
+        """Append ``tokens`` (one upload), stopping after the first token the criteria stop at."""
+        base = self.sequence.shape[1]
+        extended = torch.cat([self.sequence, torch.tensor([tokens], dtype=self.sequence.dtype).to(self.sequence.device)], dim=-1)
+        kept = 0
+        for score_row, raw_row in zip(score_rows, raw_rows):
+            kept += 1
             if self.scores is not None:
                 self.scores += (score_row[None],)
             if self.raw_logits is not None:
                 self.raw_logits += (raw_row[None],)
-            emitted.append(token)
-            if bool(self.stopping_criteria(self.sequence, self.scores).any()):
+            if bool(self.stopping_criteria(extended[:, : base + kept], self.scores).any()):
                 self.finished = True
                 break
-        if self.streamer is not None and emitted:
-            self.streamer.put(torch.tensor(emitted, dtype=self.sequence.dtype))
-
-
-class _TreeLogits:
-    """Target logits per tree node, ``[vocab]`` float32 rows.
-
-    With ``hidden`` (the final-norm output ``[n, hidden]``) the lm_head runs only for the nodes
-    the acceptance walk visits (about τ of them), not for every verified token.
-    """
-
-    def __init__(
-        self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head: OutputHead | None = None
-    ):
-        self.logits, self.hidden, self.head = logits, hidden, head
-        self.rows: dict[int, torch.Tensor] = {}
-
-    def __getitem__(self, node: int) -> torch.Tensor:
-        if self.logits is not None:
-            return self.logits[node]
-        if node not in self.rows:
-            self.rows[node] = self.head(self.hidden[node : node + 1])[0].float()
-        return self.rows[node]
+        self.sequence = extended[:, : base + kept]
+        if self.streamer is not None and kept:
+            self.streamer.put(torch.tensor(tokens[:kept], dtype=self.sequence.dtype))
 
 
 class _TreeScores:
     """Processed target scores per tree node, computed on demand along the acceptance walk."""
 
-    def __init__(self, tree: DraftTree, logits: _TreeLogits, sequence: torch.Tensor, processor: LogitsProcessorList):
+    def __init__(self, tree: DraftTree, logits: TreeLogits, sequence: torch.Tensor, processor: LogitsProcessorList):
         self.tree, self.logits, self.sequence, self.processor = tree, logits, sequence, processor
         self.cache: dict[int, torch.Tensor] = {}
 
@@ -111,37 +93,35 @@ class _TreeScores:
         return self.cache[node]
 
 
-def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
-    """Whether the model's logits are exactly ``lm_head(final-norm output)`` (no softcapping,
-    scaling, ...), checked on the prefill's last position: then verification can skip the head."""
-    head = model.get_output_embeddings()
-    if head is None:
-        return False
-    with torch.no_grad():
-        recomputed = head(final_hidden[None])[0].float()
-    return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
+def _check_features(drafter: Drafter, wanted: set[int]) -> None:
+    shared = drafter.shared_layers
+    if shared and any(i < shared for i in wanted):
+        raise ValueError(
+            f"{type(drafter).__name__} shares the target's first {shared} layers, whose hidden states are not "
+            f"computed for every tree node; features {sorted(i for i in wanted if i < shared)} cannot be served. "
+            "Ask for hidden-state indices >= the shared layers, or disable the drafter's cache sharing."
+        )
 
 
-def verify_tree(
-    model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None
-) -> _TreeLogits:
-    """One target forward over the whole tree (its rows are appended to ``cache``); with ``lazy_head``
-    the decoder only, the head running later on the nodes the acceptance walk visits."""
-    device = model.device
-    positions = past_length + torch.tensor(tree.depths, device=device)
-    mask = tree_attention_mask(
-        model.config, cache, positions, positions, tree.ancestor_mask().to(device), model.dtype
-    )
-    inputs = dict(
-        input_ids=torch.tensor([tree.tokens], device=device),
-        attention_mask=mask,
-        position_ids=positions[None],
-        past_key_values=cache,
-        use_cache=True,
-    )
-    if lazy_head is not None:
-        return _TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head)
-    return _TreeLogits(logits=model(**inputs).logits[0].float())
+def _target_forward(
+    model: PreTrainedModel,
+    config: GenerationConfig,
+    drafter: Drafter,
+    wanted: set[int],
+    static_cache: str | None,
+    model_kwargs: dict,
+) -> TargetForward:
+    """The static-cache target when the call asked for one (``static_cache="engine"``: the model's
+    own; or a StaticCache passed as ``past_key_values``), else the DynamicCache one."""
+    cache = model_kwargs.get("past_key_values")
+    if static_cache == "engine" or is_static_cache(cache):
+        return static_target(
+            model, None if static_cache == "engine" else cache, wanted, drafter, model_kwargs, config, config.max_length
+        )
+    cache = prepare_cache_for_trees(cache)
+    if cache.get_seq_length() > 0:
+        raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
+    return DynamicTarget(model, cache, wanted, drafter)
 
 
 def speculative_decoding(
@@ -153,109 +133,33 @@ def speculative_decoding(
     spec_drafter: Drafter,
     spec_policy: DraftPolicy,
     spec_streamer: BaseStreamer | None = None,
+    spec_static_cache: str | None = None,
     **model_kwargs,
 ) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
     """Lossless tree speculative decoding (greedy or sampling), batch size 1."""
     _check_supported(model, input_ids, generation_config, model_kwargs)
-    cache = prepare_cache_for_trees(model_kwargs.get("past_key_values"))
-    if cache.get_seq_length() > 0:
-        raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
+    wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
+    _check_features(spec_drafter, wanted)
+    lookup = _LookupBranch.from_config(generation_config, spec_drafter)
+    target = _target_forward(model, generation_config, spec_drafter, wanted, spec_static_cache, model_kwargs)
     started = time.perf_counter()
     spec_drafter.bind(model)
-    stats = SpeculationStats()
-    accept = accept_sampling if generation_config.do_sample else accept_greedy
     out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
-    final_index = len(decoder_layers(model))
-    wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
-    shared = spec_drafter.shared_layers
-    if shared and any(i < shared for i in wanted):
-        raise ValueError(
-            f"{type(spec_drafter).__name__} shares the target's first {shared} layers, whose hidden states are not "
-            f"computed for every tree node; features {sorted(i for i in wanted if i < shared)} cannot be served. "
-            "Ask for hidden-state indices >= the shared layers, or disable the drafter's cache sharing."
-        )
-    lookup_tokens = generation_config.prompt_lookup_num_tokens or 0
-    lookup_ngram_size = generation_config.max_matching_ngram_size or 2  # transformers' default
-    if lookup_tokens and shared:
-        raise ValueError(
-            f"{type(spec_drafter).__name__} verifies through its own cache of the draft nodes, which has no entries for "
-            "prompt-lookup nodes: drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
-        )
-    with FeatureCapture(model, wanted | {final_index}) as capture:
-        logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
-        head_is_last_step = _lm_head_is_last_step(model, capture.latest[final_index][0, -1], logits[0, -1])
-        lazy_head = OutputHead(model.get_output_embeddings()) if head_is_last_step else None
-        if shared and lazy_head is None:
-            raise ValueError(
-                f"{type(spec_drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
-                "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
-            )
-        first = _TreeLogits(logits=logits[0, -1:].float())
-        choice = accept(DraftTree.with_root(-1), _TreeScores(DraftTree.with_root(-1), first, input_ids, logits_processor))
-        out.emit([choice.next_token], choice.score_rows, [first[0]])
-        new_features = {i: capture.latest[i] for i in wanted}
-        builder = TreeBuilder(spec_drafter, spec_policy, target_vocab_size=logits.shape[-1])
+    with target:
+        first_logits, features = target.prefill(input_ids, model_kwargs)
+        vocab_size = first_logits[0].shape[-1]
+        decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup, vocab_size)
+        root = DraftTree.with_root(-1)
+        choice = decoder.accept(root, _TreeScores(root, first_logits, input_ids, logits_processor))
+        out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
         while not out.finished:
-            sequence = out.sequence
-            past_length = sequence.shape[1] - 1
-            times = DraftTimes()
-            tick = time.perf_counter()
-            last_features = {i: new_features[i][0, -1] for i in spec_policy.feature_layers}
-            config = spec_policy.tree_config(CycleState(sequence.shape[1], last_features))
-            times.policy += time.perf_counter() - tick
-            if not isinstance(config, TreeConfig):
-                raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
-            room = generation_config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
-            max_depth = min(config.depth, room)
-            context = DraftContext(
-                sequence, {i: new_features[i] for i in spec_drafter.feature_layers}, cache if shared else None
-            )
-            chain: list[int] = []
-            if lookup_tokens and room > 0 and not config.sample_drafts:  # sampled sibling groups must stay whole
-                tick = time.perf_counter()
-                chain = lookup_continuation(sequence[0], lookup_ngram_size, min(lookup_tokens, room))
-                times.draft += time.perf_counter() - tick
-            tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
-            draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
-            graft_chain(tree, chain)
-            drafted = max_depth >= 1  # else the drafter did not run and has yet to read new_features
-
-            tick = time.perf_counter()
-            if shared:
-                hidden = spec_drafter.verify(model, cache, tree, past_length)
-                tree_logits = _TreeLogits(hidden=hidden, head=lazy_head)
-            else:
-                tree_logits = verify_tree(model, cache, tree, past_length, lazy_head)
-            scores = _TreeScores(tree, tree_logits, sequence, logits_processor)
-            result: Acceptance = accept(tree, scores)
-            keep = torch.tensor(result.path, device=model.device)
-            compact_cache(cache, len(tree), keep)
-            kept = {i: capture.latest[i][:, keep] for i in wanted}  # only what drafter/policy read
-            new_features = kept if drafted else {i: torch.cat([new_features[i], kept[i]], dim=1) for i in wanted}
-            verify_time = time.perf_counter() - tick
-
-            tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
-            out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
-            stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree))
-            stats.draft_time += times.draft
-            stats.policy_time += times.policy
-            stats.verify_time += verify_time
-            tick = time.perf_counter()
-            spec_policy.observe(
-                CycleFeedback(
-                    context_length=sequence.shape[1],
-                    draft_depth=draft_depth,
-                    verified_tokens=len(tree),
-                    accepted_length=len(result.path) - 1,
-                    draft_time=times.draft,
-                    verify_time=verify_time,
-                    policy_time=times.policy,
-                )
-            )
-            stats.policy_time += time.perf_counter() - tick
+            features = decoder.cycle(out, features)
     if spec_streamer is not None:
         spec_streamer.end()
+    stats = decoder.stats
     stats.total_time = time.perf_counter() - started
+    stats.compiled, stats.compile_time = target.compiled, target.compile_time
+    stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
     model.last_speculation = stats
     if not generation_config.return_dict_in_generate:
         return out.sequence
@@ -263,6 +167,109 @@ def speculative_decoding(
         sequences=out.sequence,
         scores=out.scores,
         logits=out.raw_logits,
-        past_key_values=cache,
+        past_key_values=target.cache,
         speculation=stats,
     )
+
+
+class _LookupBranch:
+    """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``)."""
+
+    def __init__(self, num_tokens: int, ngram_size: int):
+        self.num_tokens, self.ngram_size = num_tokens, ngram_size
+
+    @classmethod
+    def from_config(cls, config: GenerationConfig, drafter: Drafter) -> _LookupBranch:
+        num_tokens = config.prompt_lookup_num_tokens or 0
+        if num_tokens and drafter.shared_layers:
+            raise ValueError(
+                f"{type(drafter).__name__} verifies through its own cache of the draft nodes, which has no entries "
+                "for prompt-lookup nodes: drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
+            )
+        return cls(num_tokens, config.max_matching_ngram_size or 2)  # transformers' default n-gram size
+
+    def chain(self, sequence: torch.LongTensor, room: int, config: TreeConfig) -> list[int]:
+        if not self.num_tokens or room <= 0 or config.sample_drafts:  # sampled sibling groups must stay whole
+            return []
+        return lookup_continuation(sequence[0], self.ngram_size, min(self.num_tokens, room))
+
+
+class _Decoder:
+    """One cycle at a time: ask the policy, draft a tree, verify it, accept, commit, give feedback."""
+
+    def __init__(self, model, target: TargetForward, drafter: Drafter, policy: DraftPolicy,
+                 config: GenerationConfig, processor: LogitsProcessorList, lookup: _LookupBranch, vocab_size: int):
+        self.model, self.target, self.drafter, self.policy = model, target, drafter, policy
+        self.config, self.processor, self.lookup = config, processor, lookup
+        self.accept = accept_sampling if config.do_sample else accept_greedy
+        self.builder = TreeBuilder(drafter, policy, target_vocab_size=vocab_size)
+        self.capacity = target.path.largest_bucket if isinstance(target, StaticTarget) else None
+        self.drafted_last_cycle = True
+        self.stats = SpeculationStats()
+
+    def cycle(self, out: _Output, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+        """Run one cycle after ``out.sequence``; returns the features of the tokens it committed (plus
+        those the drafter has not read yet)."""
+        sequence = out.sequence
+        past_length = sequence.shape[1] - 1
+        times = DraftTimes()
+        tree, chain, draft_depth, drafted = self._draft(sequence, new_features, times)
+        tick, compiling_before = time.perf_counter(), self.target.compile_time
+        tree_logits = self.target.verify(tree, past_length)
+        result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
+        keep = torch.tensor(result.path, device=self.model.device)
+        kept = self.target.commit(tree, past_length, keep)
+        if not drafted:  # the drafter did not run and has yet to read new_features
+            kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
+        verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
+        tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
+        out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+        self._record(sequence.shape[1], tree, result, draft_depth, times, verify_time)
+        return kept
+
+    def _draft(self, sequence, new_features, times: DraftTimes):
+        tick = time.perf_counter()
+        last_features = {i: new_features[i][0, -1] for i in self.policy.feature_layers}
+        config = self.policy.tree_config(CycleState(sequence.shape[1], last_features))
+        times.policy += time.perf_counter() - tick
+        if not isinstance(config, TreeConfig):
+            raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
+        room = self.config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
+        max_depth = min(config.depth, room)
+        chain: list[int] = []
+        if self.lookup.num_tokens:
+            tick = time.perf_counter()
+            chain = self.lookup.chain(sequence, room, config)
+            times.draft += time.perf_counter() - tick
+        if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
+            config = replace(config, total_tokens=max(1, min(config.total_tokens, self.capacity - len(chain))))
+        context = DraftContext(
+            sequence,
+            {i: new_features[i] for i in self.drafter.feature_layers},
+            getattr(self.target, "cache", None) if self.drafter.shared_layers else None,
+        )
+        tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
+        draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
+        graft_chain(tree, chain)
+        return tree, chain, draft_depth, max_depth >= 1
+
+    def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
+                times: DraftTimes, verify_time: float) -> None:
+        stats = self.stats
+        stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree))
+        stats.draft_time += times.draft
+        stats.policy_time += times.policy
+        stats.verify_time += verify_time
+        tick = time.perf_counter()
+        self.policy.observe(
+            CycleFeedback(
+                context_length=context_length,
+                draft_depth=draft_depth,
+                verified_tokens=len(tree),
+                accepted_length=len(result.path) - 1,
+                draft_time=times.draft,
+                verify_time=verify_time,
+                policy_time=times.policy,
+            )
+        )
+        stats.policy_time += time.perf_counter() - tick

@@ -23,6 +23,13 @@ class SpeculationStats:
     verify_time: float = 0.0
     policy_time: float = 0.0
     total_time: float = 0.0
+    #: ``"dynamic"`` (a growing DynamicCache) or ``"static"`` (trees padded into a fixed-size StaticCache).
+    cache: str = "dynamic"
+    #: whether verification ran a ``torch.compile``'d graph; False means eager, never a silent fallback.
+    compiled: bool = False
+    #: seconds spent compiling graphs during this call (first use of a bucket), included in
+    #: ``total_time`` but not in ``verify_time``.
+    compile_time: float = 0.0
 
     @property
     def cycles(self) -> int:

@@ -91,20 +91,23 @@ class TreeBuilder:
         return self._prune(tree, config, context_length, times, lookup_length)
 
     def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
+        """Children of every frontier node from ``rows`` (``[len(frontier), draft_vocab]`` log-probs),
+        chosen for the whole level at once: one top-k (or one multinomial) and one read to the host."""
         mapping = self.drafter.draft_to_target
-        new_nodes: list[int] = []
-        for parent, log_probs in zip(frontier, rows):
-            if config.sample_drafts:
-                probs = log_probs.exp()
-                draft_ids = torch.multinomial(probs, config.top_k, replacement=True)
-                target_probs = torch.zeros(self.target_vocab_size, dtype=probs.dtype, device=probs.device)
-                target_probs[mapping if mapping is not None else slice(None)] = probs
+        if config.sample_drafts:
+            probs = rows.exp()
+            draft_ids = torch.multinomial(probs, config.top_k, replacement=True)
+            child_log_probs = rows.gather(-1, draft_ids)
+            for parent, row in zip(frontier, probs):
+                target_probs = torch.zeros(self.target_vocab_size, dtype=row.dtype, device=row.device)
+                target_probs[mapping if mapping is not None else slice(None)] = row
                 tree.proposal_probs[parent] = target_probs
-                child_log_probs = log_probs[draft_ids]
-            else:
-                child_log_probs, draft_ids = log_probs.topk(min(config.top_k, log_probs.numel()))
-            token_ids = mapping[draft_ids] if mapping is not None else draft_ids
-            new_nodes += tree.add_children(parent, token_ids.tolist(), child_log_probs.tolist())
+        else:
+            child_log_probs, draft_ids = rows.topk(min(config.top_k, rows.shape[-1]), dim=-1)
+        token_ids = mapping[draft_ids] if mapping is not None else draft_ids
+        new_nodes: list[int] = []
+        for parent, tokens, log_probs in zip(frontier, token_ids.tolist(), child_log_probs.tolist()):
+            new_nodes += tree.add_children(parent, tokens, log_probs)
         return new_nodes
 
     def _next_frontier(self, tree: DraftTree, new_nodes: list[int], config: TreeConfig) -> list[int]:

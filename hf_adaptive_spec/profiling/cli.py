@@ -6,8 +6,14 @@ import argparse
 
 import torch
 
-from .. import CausalLMDrafter, Eagle3Drafter, StaticTreePolicy, enable, load_default_model
-from .hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
+from .. import CausalLMDrafter, Eagle3Drafter, StaticTreePolicy, enable, fast_path_compile_config, load_default_model
+from .hardware import (
+    DEFAULT_VERIFY_TOKENS,
+    HardwareProfile,
+    measure_in_generate,
+    measure_static_verification,
+    measure_verification,
+)
 
 PROMPT = "Explain how a bicycle works, step by step."
 
@@ -22,14 +28,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--eagle3", default=None, help="EAGLE-3 drafter checkpoint to time (default: an early exit)")
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
+    parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
+    parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
     args = parser.parse_args(argv)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = load_default_model(dtype=getattr(torch, args.dtype))
     enable(model)
-    tokens, seconds = measure_verification(
-        model, args.context_length, tuple(int(n) for n in args.verify_tokens.split(",")), args.repeats
-    )
+    sizes = tuple(int(n) for n in args.verify_tokens.split(","))
+    path, generate_kwargs, compile_seconds = "eager", {}, 0.0
+    if args.static or args.compile:
+        compile_config = fast_path_compile_config(model.device) if args.compile else None
+        options = compile_config.to_dict() if compile_config is not None else None
+        tokens, seconds, compile_seconds = measure_static_verification(model, args.context_length, sizes, args.repeats, options)
+        path = "compiled" if args.compile else "static"
+        generate_kwargs = {"cache_implementation": "static", **({"compile_config": compile_config} if args.compile else {})}
+    else:
+        tokens, seconds = measure_verification(model, args.context_length, sizes, args.repeats)
     drafter = (
         Eagle3Drafter.from_pretrained(args.eagle3, target=model)
         if args.eagle3
@@ -37,14 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     messages = [{"role": "user", "content": PROMPT}]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
-    draft_step, policy_call = measure_in_generate(model, ids, drafter, StaticTreePolicy(depth=4, top_k=4, total_tokens=12))
+    policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=12)
+    measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
+    draft_step, policy_call = measure_in_generate(model, ids, drafter, policy, **generate_kwargs)
     profile = HardwareProfile(
         device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
+        path=path,
     )
     profile.save(args.json)
     base = seconds[0]
     for n, s in zip(tokens, seconds):
         print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
     print(f"draft step: {1000 * draft_step:.1f} ms   policy call: {1000 * policy_call:.3f} ms   -> {args.json}")
+    if args.compile:
+        print(f"path: compiled ({compile_seconds:.0f} s compiling {len(tokens)} verification graphs)")
     return 0

@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel, StaticCache
 
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.output_head import OutputHead
+from ..core.tree import DraftTree
 from ..drafters.base import Drafter
+from ..generation.targets import FastPath, StaticTarget
 from ..policies.base import DraftPolicy
 
 DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -33,6 +35,8 @@ class HardwareProfile:
             nodes) after ``context_length`` cached tokens.
         draft_step_seconds: mean drafter time per draft level, measured inside ``generate``.
         policy_call_seconds: mean policy time per cycle, measured inside ``generate``.
+        path: ``"eager"`` (the DynamicCache engine) or ``"static"`` / ``"compiled"`` (the
+            static-cache path, eager or compiled): the curve a policy or replay is trained on.
     """
 
     device: str
@@ -43,6 +47,7 @@ class HardwareProfile:
     verify_seconds: list[float] = field(default_factory=list)
     draft_step_seconds: float | None = None
     policy_call_seconds: float | None = None
+    path: str = "eager"
 
     def verify_time(self, num_tokens: int) -> float:
         """Interpolated verification time for ``num_tokens`` tokens (clamped to the measured range)."""
@@ -96,13 +101,58 @@ def measure_verification(
     return list(tokens), seconds
 
 
+@torch.no_grad()
+def measure_static_verification(
+    model: PreTrainedModel,
+    context_length: int = 256,
+    tokens: tuple[int, ...] = DEFAULT_VERIFY_TOKENS,
+    repeats: int = 5,
+    compile_options: dict | None = None,
+) -> tuple[list[int], list[float], float]:
+    """The same curve on the static-cache path the engine runs with ``cache_implementation="static"``:
+    every ``n`` is its own bucket (so ``n`` is measured, not a padded size), compiled with
+    ``compile_options`` (None: eager). Returns ``(tokens, seconds, compile seconds)``."""
+    sizes = tuple(sorted(set(tokens)))
+    path = FastPath(model, buckets=sizes)
+    cache = StaticCache(config=model.config, max_cache_len=context_length + sizes[-1] + 1)
+    target = StaticTarget(model, cache, set(), path, compile_options)
+    generator = torch.Generator().manual_seed(0)
+    context = torch.randint(0, model.config.vocab_size, (1, context_length), generator=generator)
+    target.prefill(context.to(model.device), {})
+    seconds = []
+    for n in sizes:
+        chain = DraftTree(
+            tokens=torch.randint(0, model.config.vocab_size, (n,), generator=generator).tolist(),
+            parents=list(range(-1, n - 1)), depths=list(range(n)), scores=[0.0] * n,
+        )  # a chain: same cost as any tree of n nodes
+        runs = []
+        for _ in range(repeats + 1):  # the first run warms up (and compiles)
+            start = time.perf_counter()
+            target.verify(chain, context_length)[0]
+            _synchronize(model.device)
+            runs.append(time.perf_counter() - start)
+        seconds.append(statistics.median(runs[1:]))
+    return list(sizes), seconds, target.compile_time
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def measure_in_generate(
-    model: PreTrainedModel, input_ids: torch.LongTensor, drafter: Drafter, policy: DraftPolicy, max_new_tokens: int = 64
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    drafter: Drafter,
+    policy: DraftPolicy,
+    max_new_tokens: int = 64,
+    **generate_kwargs,
 ) -> tuple[float, float]:
-    """``(seconds per draft level, policy seconds per cycle)`` from one speculative ``generate``."""
+    """``(seconds per draft level, policy seconds per cycle)`` from one speculative ``generate``
+    (``generate_kwargs``: e.g. the compiled static-cache path's)."""
     out = model.generate(
         input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-        return_dict_in_generate=True,
+        return_dict_in_generate=True, **generate_kwargs,
     )
     stats = out.speculation
     levels = max(sum(stats.draft_depths), 1)

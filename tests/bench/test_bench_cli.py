@@ -103,3 +103,34 @@ def test_sampling_run_skips_the_identity_check_and_seeds_every_turn(
 def test_negative_temperature_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
     assert main(["--model", str(bench_model_dir), "--questions", str(questions_file), "--temperature", "-1"]) == 2
     assert "--temperature must be 0 (greedy) or positive" in capsys.readouterr().err
+
+
+def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+    """stock-compiled and --compile share one StaticCache and compile configuration; speedups are
+    relative to --reference, with speedup_vs_stock kept; below float32 every method's agreement with
+    the float32 stock answer is reported; compile time is counted apart from the timed turns."""
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "2", "--dtype", "bfloat16", "--compile",
+                      "--reference", "stock-compiled", "--warmup", "2")  # fmt: skip
+    argv[argv.index("--methods") + 1] = "stock,stock-compiled,plain-steps+lookup"
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    summary = report["summary"]
+    assert report["settings"]["reference"] == "stock-compiled" and "compile" in report["settings"]["timing"]
+    assert summary["stock-compiled"]["speedup"] == pytest.approx(1.0)
+    assert summary["stock"]["speedup_vs_stock"] == pytest.approx(1.0)
+    assert summary["stock"]["speedup"] == pytest.approx(1.0 / summary["stock-compiled"]["speedup_vs_stock"])
+    for figures in summary.values():
+        assert 0.0 <= figures["fp32_agreement"] <= 1.0 and 0.0 <= figures["fp32_identical_share"] <= 1.0
+        assert figures["reference"] == "stock-compiled"
+    assert summary["stock-compiled"]["compile_seconds"] > 0 and summary["plain-steps+lookup"]["compile_seconds"] > 0
+    engine_turns = [t for r in report["records"] if r["method"] == "plain-steps+lookup" for t in r["turns"]]
+    assert all(t["compile_time"] is not None for t in engine_turns)
+    stock_turns = [t for r in report["records"] if r["method"] == "stock" for t in r["turns"]]
+    assert all(len(t["fp32_reference_ids"]) > 0 for t in stock_turns)
+
+
+def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_file: Path, capsys):
+    argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--reference", "stock-compiled"]
+    assert main([*argv, "--no-progress"]) == 2
+    assert "--reference 'stock-compiled' is not among the methods run" in capsys.readouterr().err

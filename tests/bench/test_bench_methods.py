@@ -30,14 +30,14 @@ def stock_tokens(model, tokenizer) -> list[int]:
 
 def test_registry_names():
     assert list(METHODS) == [
-        "stock", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
+        "stock", "stock-compiled", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
         "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
 
 def test_unknown_method_lists_the_known_ones():
-    with pytest.raises(UnknownMethodError, match="'ppow'.*known methods: stock, hf-prompt-lookup"):
+    with pytest.raises(UnknownMethodError, match="'ppow'.*known methods: stock, stock-compiled, hf-prompt-lookup"):
         build_methods(["stock", "ppow"])
 
 

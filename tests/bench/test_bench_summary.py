@@ -68,3 +68,26 @@ def test_unchecked_turns_leave_identity_unknown_not_true():
     summary = summarize(records)
     assert summary["fast"].identical is None and summary["fast"].mismatched_turns == 0
     assert summary["fast"].speedup == pytest.approx(2.0)
+
+
+def test_reference_speedup_keeps_speedup_vs_stock():
+    summary = summarize(hand_made_records(), reference="fast")
+    assert summary["fast"].speedup == pytest.approx(1.0)
+    assert summary["stock"].speedup == pytest.approx((50 / 9) / 20.0)
+    assert summary["fast"].speedup_vs_stock == pytest.approx(20.0 / (50 / 9))
+    assert summary["stock"].reference == "fast"
+
+
+def test_fp32_agreement_is_a_mean_over_turns_and_compile_time_is_counted_apart():
+    records = [
+        record(1, "stock", turn(10, 1.0, fp32_agreement=1.0, fp32_identical=True)),
+        record(2, "stock", turn(10, 1.0, fp32_agreement=0.5, fp32_identical=False)),
+        record(1, "fast", turn(10, 0.5, fp32_agreement=0.25, fp32_identical=False, compile_time=3.0)),
+        record(2, "fast", turn(10, 0.5, fp32_agreement=1.0, fp32_identical=True, compile_time=0.0)),
+    ]
+    summary = summarize(records, warmup_seconds={"fast": [12.0, 2.0], "stock": [1.0, 1.0]})
+    assert summary["stock"].fp32_agreement == pytest.approx(0.75) and summary["stock"].fp32_identical_share == 0.5
+    assert summary["fast"].fp32_agreement == pytest.approx(0.625)
+    assert summary["fast"].compile_seconds == pytest.approx(10.0 + 3.0)
+    assert summary["stock"].compile_seconds == pytest.approx(0.0)
+    assert summarize(hand_made_records())["fast"].fp32_agreement is None  # float32 runs: not measured

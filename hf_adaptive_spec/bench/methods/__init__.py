@@ -15,11 +15,11 @@ from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
 from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .learned_policies import Eagle3DefaultTree, Eagle3LTD, Eagle3Radar, Eagle3ReSpS
-from .stock import Stock
+from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
 
 METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
-    Stock, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3DefaultTree,
+    Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3DefaultTree,
     Eagle3LTD, Eagle3ReSpS, Eagle3Radar, DVI,
 )
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}

@@ -6,9 +6,10 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from ..arguments import MethodOptions, sampling_kwargs
+from ..fast_path import fast_path_compile_config, shared_static_cache
 
 
 class SpeculationStatsLike(Protocol):
@@ -32,6 +33,11 @@ class BenchMethod(ABC):
 
     name: ClassVar[str]
 
+    #: this project's engine (kwargs with ``assistant_policy``): ``--compile`` moves it to the fast path.
+    runs_engine: ClassVar[bool] = False
+    #: the StaticCache each call starts from (reset first), on the fast path; None: generate's own cache.
+    static_cache: StaticCache | None = None
+
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         """Build everything the method needs (drafters, policies, kwargs) once per run.
 
@@ -46,6 +52,22 @@ class BenchMethod(ABC):
             "pad_token_id": pad_token_id,
             **self.method_kwargs(model, tokenizer, options),
         }
+        if options.compile and self.runs_engine:
+            self.use_fast_path(options)
+
+    def use_fast_path(self, options: MethodOptions) -> None:
+        """Decode on the bench's shared StaticCache with its compile configuration."""
+        if options.max_cache_len is None:
+            raise ValueError("the compiled fast path needs MethodOptions.max_cache_len (the bench sets it)")
+        self.generate_kwargs["compile_config"] = fast_path_compile_config(self.model.device)
+        self.static_cache = shared_static_cache(self.model, options.max_cache_len)
+
+    def call_kwargs(self) -> dict[str, Any]:
+        """``generate`` kwargs of one call: on the fast path, the shared cache, reset."""
+        if self.static_cache is None:
+            return self.generate_kwargs
+        self.static_cache.reset()
+        return {**self.generate_kwargs, "past_key_values": self.static_cache}
 
     @abstractmethod
     def method_kwargs(
@@ -62,7 +84,7 @@ class BenchMethod(ABC):
         Returns:
             The generated tokens (prompt excluded) and the speculation statistics, if any.
         """
-        sequences = self.model.generate(input_ids=input_ids, **self.generate_kwargs)
+        sequences = self.model.generate(input_ids=input_ids, **self.call_kwargs())
         return new_token_ids(sequences, input_ids), None
 
 

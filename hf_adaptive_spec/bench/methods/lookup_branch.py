@@ -22,6 +22,7 @@ class WithLookupBranch(BenchMethod):
     def __init__(self, base: BenchMethod):
         self.base = base
         self.name = base.name + LOOKUP_SUFFIX
+        self.runs_engine = base.runs_engine
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -41,6 +42,7 @@ class WithLookupBranch(BenchMethod):
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         super().prepare(model, tokenizer, options)
         self.base.model, self.base.generate_kwargs = self.model, self.generate_kwargs
+        self.base.static_cache = self.static_cache
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         return self.base.generate(input_ids)

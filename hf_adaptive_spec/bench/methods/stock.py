@@ -19,3 +19,15 @@ class Stock(BenchMethod):
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
         return {}
+
+
+class StockCompiled(Stock):
+    """transformers' own fast path for stock ``generate``: a fixed StaticCache (reset per call) and a
+    ``compile_config``, so that the decode step runs a compiled graph and the prefill stays eager;
+    the same compile configuration and cache length as the engine's ``--compile`` methods."""
+
+    name = "stock-compiled"
+
+    def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
+        super().prepare(model, tokenizer, options)
+        self.use_fast_path(options)

@@ -17,6 +17,7 @@ class Tree(BenchMethod):
     """``hfas.enable(model)`` + ``CausalLMDrafter.from_target_layers`` + ``StaticTreePolicy``."""
 
     name = "tree"
+    runs_engine = True
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -29,7 +30,7 @@ class Tree(BenchMethod):
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
-        out = self.model.generate(input_ids=input_ids, **self.generate_kwargs)
+        out = self.model.generate(input_ids=input_ids, **self.call_kwargs())
         return new_token_ids(out.sequences, input_ids), out.speculation
 
 

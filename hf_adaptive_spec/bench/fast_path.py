@@ -1,0 +1,36 @@
+"""The compiled fast path as the bench runs it: one compile configuration and one StaticCache,
+shared by ``stock-compiled`` (transformers' own path) and every ``--compile`` engine method, so
+that both sides of each comparison run with the same compiler options and the same cache length."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
+
+from ..generation.targets import DEFAULT_BUCKETS, fast_path_compile_config
+from .questions import Question
+
+
+def shared_static_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
+    """One StaticCache per model and length, reset by each method before its call."""
+    caches = model.__dict__.setdefault("_bench_static_caches", {})
+    if max_cache_len not in caches:
+        caches[max_cache_len] = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    return caches[max_cache_len]
+
+
+def static_cache_length(
+    tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int, granularity: int = 128
+) -> int:
+    """Slots that fit every question's last turn: its turns' text, a chat-template allowance, an
+    answer of ``max_new_tokens`` per earlier turn, the new tokens and the largest verification
+    bucket, rounded up to ``granularity``."""
+    template_allowance = 16
+    longest = 0
+    for question in questions:
+        text_tokens = sum(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for turn in question.turns)
+        turns = len(question.turns)
+        longest = max(longest, text_tokens + turns * (template_allowance + max_new_tokens))
+    needed = longest + 1 + DEFAULT_BUCKETS[-1]
+    return -(-needed // granularity) * granularity
+
+__all__ = ["fast_path_compile_config", "shared_static_cache", "static_cache_length"]

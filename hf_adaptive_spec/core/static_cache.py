@@ -1,0 +1,93 @@
+"""Draft trees in a fixed-size :class:`~transformers.StaticCache`: the layout, its mask and its compaction.
+
+A static cache never grows: slot ``j`` of every layer holds position ``j`` of the committed
+sequence, and the layer's ``cumulative_length`` (a tensor) says where the next forward writes.
+A verification forward over a tree padded to ``bucket`` rows therefore writes its rows at slots
+``past_length .. past_length + bucket - 1``, right after the committed prefix. After acceptance the
+accepted path is moved down to ``past_length ..`` and the length set to the end of it; what lies
+beyond is stale and masked out of every later forward, which overwrites it.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Cache, StaticCache
+from transformers.cache_utils import StaticLayer
+
+
+def check_static_cache(cache: Cache, needed_length: int) -> None:
+    """Refuse a static cache the tree layout cannot use, or one too short for this call.
+
+    Args:
+        needed_length: slots the call may touch (prompt + new tokens + the largest verification
+            bucket).
+    """
+    for idx, layer in enumerate(cache.layers):
+        if type(layer) is not StaticLayer:
+            raise ValueError(
+                f"Static cache layer {idx} is a {type(layer).__name__}: tree speculation on a static cache supports "
+                "full-attention layers (StaticLayer) only, because a sliding-window static layer rolls its slots "
+                "and cannot hold a tree after the prefix. Use a DynamicCache (drop cache_implementation='static') for "
+                "this model."
+            )
+    capacity = cache.layers[0].max_cache_len if cache.layers else 0
+    if capacity < needed_length:
+        raise ValueError(
+            f"The static cache has max_cache_len={capacity}, but this call needs {needed_length} slots (prompt + "
+            "max_new_tokens + the largest verification bucket). Pass a StaticCache with max_cache_len >= "
+            f"{needed_length}, or lower max_new_tokens."
+        )
+
+
+def is_static_cache(cache: Cache | None) -> bool:
+    """Whether ``cache`` is a :class:`~transformers.StaticCache` (or any cache of static layers)."""
+    return isinstance(cache, StaticCache) or (
+        cache is not None and bool(cache.layers) and all(isinstance(layer, StaticLayer) for layer in cache.layers)
+    )
+
+
+def set_cache_length(cache: Cache, length: int) -> None:
+    """Make every layer's next write start at slot ``length`` (in place: compiled graphs keep the
+    tensor's address)."""
+    for layer in cache.layers:
+        layer.cumulative_length.fill_(length)
+
+
+def static_tree_mask(
+    ancestors: torch.Tensor, past_length: int, bucket: int, max_cache_len: int, dtype: torch.dtype, device
+) -> torch.Tensor:
+    """Additive ``[1, 1, bucket, max_cache_len]`` mask for a tree written at ``past_length``.
+
+    Tree node ``i`` (of ``n = len(ancestors)``) sees the committed slots ``< past_length`` and the
+    slots of its ancestors and itself. Padding rows ``n .. bucket - 1`` see the committed slots and
+    themselves only, so no real node ever sees them and they can never be accepted.
+
+    Args:
+        ancestors: ``[n, n]`` bool, ``ancestors[i, j]`` when node ``j`` is node ``i`` or an ancestor.
+    """
+    n = ancestors.shape[0]
+    visible = torch.eye(bucket, dtype=torch.bool)
+    visible[:n, :n] = ancestors
+    allowed = torch.zeros(bucket, max_cache_len, dtype=torch.bool)
+    allowed[:, :past_length] = True
+    allowed[:, past_length : past_length + bucket] = visible
+    mask = torch.zeros(bucket, max_cache_len, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None].to(device, non_blocking=True)
+
+
+def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> None:
+    """Move the tree slots ``past_length + keep`` to ``past_length, past_length + 1, ...`` in every
+    layer and set the committed length to ``past_length + len(keep)``.
+
+    Args:
+        keep: ``[k]`` long tensor of tree node indices (root first, ascending), on the cache's device.
+    """
+    kept = keep.numel()
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            continue
+        source = past_length + keep.to(layer.keys.device)
+        layer.keys[:, :, past_length : past_length + kept] = layer.keys[:, :, source]
+        layer.values[:, :, past_length : past_length + kept] = layer.values[:, :, source]
+    set_cache_length(cache, past_length + kept)

@@ -1,0 +1,340 @@
+"""How the engine runs the target model: the prefill, one verification forward per draft tree, and
+keeping the accepted path in the cache.
+
+Two implementations behind one small interface:
+
+- :class:`DynamicTarget` grows a :class:`~transformers.DynamicCache` by each tree and crops it back to
+  the accepted path. Hidden-state features come from forward hooks; on CPU the lm_head runs lazily,
+  only on the nodes the acceptance walk visits; cache-sharing drafters (DVI) verify through their own
+  :meth:`~hf_adaptive_spec.drafters.base.Drafter.verify`.
+- :class:`StaticTarget` writes each tree into a fixed-size :class:`~transformers.StaticCache` right
+  after the committed prefix, padded to one of a few bucket sizes, so that every verification forward
+  has one of a few static shapes. The forward (optionally ``torch.compile``'d, one graph per bucket,
+  kept on the model across calls: :class:`FastPath`) returns the logits of every row and the hidden
+  states the drafter and policy read, as outputs rather than through hooks.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+import torch
+from transformers import CompileConfig, GenerationConfig, PreTrainedModel, StaticCache
+
+from ..core.attention import tree_attention_mask
+from ..core.features import FeatureCapture, decoder_layers
+from ..core.kv_cache import compact_cache
+from ..core.output_head import OutputHead
+from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, static_tree_mask
+from ..core.tree import DraftTree
+from ..drafters.base import Drafter
+
+#: verification forwards are padded to the smallest of these that fits the tree (see FastPath).
+DEFAULT_BUCKETS = (8, 16, 32)
+
+
+class TreeLogits:
+    """Target logits per tree node, ``[vocab]`` float32 rows.
+
+    With ``hidden`` (the final-norm output ``[n, hidden]``) the lm_head runs only for the nodes
+    the acceptance walk visits (about τ of them), not for every verified token.
+    """
+
+    def __init__(
+        self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head: OutputHead | None = None
+    ):
+        self.logits, self.hidden, self.head = logits, hidden, head
+        self.rows: dict[int, torch.Tensor] = {}
+
+    def __getitem__(self, node: int) -> torch.Tensor:
+        if self.logits is not None:
+            return self.logits[node]
+        if node not in self.rows:
+            self.rows[node] = self.head(self.hidden[node : node + 1])[0].float()
+        return self.rows[node]
+
+
+Features = dict[int, torch.Tensor]
+"""Hidden states by ``hidden_states`` index, each ``[1, tokens, hidden]``."""
+
+
+class TargetForward(ABC):
+    """The target side of one ``generate`` call. Use as a context manager around the decoding loop."""
+
+    #: whether verification runs a compiled graph (reported in ``out.speculation``).
+    compiled: bool = False
+    #: seconds this call spent compiling graphs (first use of a bucket), apart from verification time.
+    compile_time: float = 0.0
+
+    def __enter__(self) -> TargetForward:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    @abstractmethod
+    def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
+        """Run the prompt; return the logits of its last position (one row) and the prompt's features."""
+
+    @abstractmethod
+    def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
+        """One forward over every node of ``tree`` after ``past_length`` committed cache entries."""
+
+    @abstractmethod
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
+        """Keep the tree nodes ``keep`` (root first) in the cache; return their features."""
+
+
+def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
+    """Whether the model's logits are exactly ``lm_head(final-norm output)`` (no softcapping,
+    scaling, ...), checked on the prefill's last position: then verification can skip the head."""
+    head = model.get_output_embeddings()
+    if head is None:
+        return False
+    with torch.no_grad():
+        recomputed = head(final_hidden[None])[0].float()
+    return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
+
+
+class DynamicTarget(TargetForward):
+    """Verification on a growing :class:`~transformers.DynamicCache` (the eager engine)."""
+
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], drafter: Drafter):
+        self.model, self.cache, self.wanted, self.drafter = model, cache, wanted, drafter
+        self.final_index = len(decoder_layers(model))
+        self.capture = FeatureCapture(model, wanted | {self.final_index})
+        self.lazy_head: OutputHead | None = None
+
+    def __enter__(self) -> DynamicTarget:
+        self.capture.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.capture.__exit__(*exc)
+
+    def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
+        model = self.model
+        logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
+        if _lm_head_is_last_step(model, self.capture.latest[self.final_index][0, -1], logits[0, -1]):
+            self.lazy_head = OutputHead(model.get_output_embeddings())
+        elif self.drafter.shared_layers:
+            raise ValueError(
+                f"{type(self.drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
+                "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
+            )
+        return TreeLogits(logits=logits[0, -1:].float()), {i: self.capture.latest[i] for i in self.wanted}
+
+    def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
+        if self.drafter.shared_layers:
+            return TreeLogits(hidden=self.drafter.verify(self.model, self.cache, tree, past_length), head=self.lazy_head)
+        return verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
+
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
+        compact_cache(self.cache, len(tree), keep)
+        return {i: self.capture.latest[i][:, keep] for i in self.wanted}
+
+
+def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None) -> TreeLogits:
+    """One target forward over the whole tree (its rows are appended to ``cache``); with ``lazy_head``
+    the decoder only, the head running later on the nodes the acceptance walk visits."""
+    device = model.device
+    positions = past_length + torch.tensor(tree.depths, device=device)
+    mask = tree_attention_mask(model.config, cache, positions, positions, tree.ancestor_mask().to(device), model.dtype)
+    inputs = dict(
+        input_ids=torch.tensor([tree.tokens], device=device),
+        attention_mask=mask,
+        position_ids=positions[None],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    if lazy_head is not None:
+        return TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head)
+    return TreeLogits(logits=model(**inputs).logits[0].float())
+
+
+def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, attention_mask, cache, feature_layers):
+    """The target forward whose outputs are the logits of every row and the selected hidden states."""
+    out = model(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        attention_mask=attention_mask,
+        past_key_values=cache,
+        use_cache=True,
+        output_hidden_states=list(feature_layers) if feature_layers else False,
+    )
+    return out.logits, tuple(out.hidden_states[i] for i in feature_layers)
+
+
+class FastPath:
+    """What a model keeps across ``generate`` calls for static-shape verification: its bucket sizes,
+    the compiled forward (one graph per bucket and feature set, built on first use) and, when the
+    caller passes no cache, a fixed-size :class:`~transformers.StaticCache` of its own.
+
+    The engine's cache is reused while it is large enough and replaced by a larger one (rounded up
+    to ``cache_granularity`` slots) when a call needs more; a new size means new graphs, so pass a
+    ``StaticCache`` of your own, or use short prompts first, to keep one set.
+    """
+
+    cache_granularity = 512
+
+    def __init__(self, model: PreTrainedModel, buckets: tuple[int, ...] = DEFAULT_BUCKETS):
+        if not buckets or any(b < 1 for b in buckets) or list(buckets) != sorted(set(buckets)):
+            raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
+        self.model, self.buckets = model, tuple(buckets)
+        self.own_cache: StaticCache | None = None
+        self._compiled = None
+        self._compile_options: dict | None = None
+        self._warm: set[tuple] = set()
+
+    @property
+    def largest_bucket(self) -> int:
+        return self.buckets[-1]
+
+    def bucket_for(self, num_tokens: int) -> int:
+        for bucket in self.buckets:
+            if num_tokens <= bucket:
+                return bucket
+        raise ValueError(f"A tree of {num_tokens} nodes exceeds the largest verification bucket {self.largest_bucket}.")
+
+    def cache_for(self, needed_length: int) -> StaticCache:
+        """The engine's own static cache, at least ``needed_length`` slots long."""
+        model = self.model
+        current = self.own_cache
+        fits = current is not None and current.layers and current.layers[0].max_cache_len >= needed_length
+        if not fits:
+            size = -(-needed_length // self.cache_granularity) * self.cache_granularity
+            self.own_cache = StaticCache(config=model.config, max_cache_len=size)
+        return self.own_cache
+
+    def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
+        """``(logits, features)`` of one padded forward, compiled with ``compile_options`` (None: eager).
+
+        Returns the seconds spent compiling (a bucket's first call), else 0.
+        """
+        if compile_options is None:
+            return _forward_with_features(self.model, input_ids, position_ids, attention_mask, cache, feature_layers), 0.0
+        if self._compiled is None or compile_options != self._compile_options:
+            self._compiled = torch.compile(_forward_with_features, **compile_options)
+            self._compile_options, self._warm = compile_options, set()
+        key = (input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache))
+        start = time.perf_counter()
+        try:
+            result = self._compiled(self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
+        except Exception as error:  # noqa: BLE001 - re-raised with the way out named
+            if key in self._warm:
+                raise
+            raise RuntimeError(
+                f"Compiling the verification forward failed ({type(error).__name__}: {error}). Run uncompiled with "
+                "generate(..., disable_compile=True), or without compile_config."
+            ) from error
+        if key in self._warm:
+            return result, 0.0
+        self._warm.add(key)
+        return result, time.perf_counter() - start
+
+
+def fast_path(model: PreTrainedModel) -> FastPath:
+    """The model's :class:`FastPath` (made on first use, then kept on the model instance)."""
+    path = getattr(model, "_hf_adaptive_spec_fast_path", None)
+    if path is None:
+        path = FastPath(model)
+        model._hf_adaptive_spec_fast_path = path
+    return path
+
+
+def fast_path_compile_config(device: torch.device | str) -> CompileConfig:
+    """The compile configuration this package measures with, for ``generate(compile_config=...)``
+    (engine and stock alike). Inductor with static shapes: CUDA graphs on a GPU (``reduce-overhead``); on a CPU inductor's
+    weight freezing (prepacked weights), which the CPU gain needs. Frozen graphs treat the weights
+    as constants: do not train the model after compiling it."""
+    if torch.device(device).type == "cpu":
+        config = CompileConfig(fullgraph=False, dynamic=False, mode=None, options={"freezing": True})
+    else:
+        config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
+    config._compile_all_devices = True  # transformers compiles on CUDA/XPU only unless told
+    return config
+
+
+def compile_options(model: PreTrainedModel, model_kwargs: dict, config: GenerationConfig) -> dict | None:
+    """``torch.compile`` kwargs when stock ``generate`` would compile this call (transformers' own
+    criterion: a compileable cache, a GPU or ``compile_config._compile_all_devices``, no
+    ``disable_compile``), else None."""
+    criterion = getattr(model, "_valid_auto_compile_criteria", None)
+    if criterion is None or not criterion(model_kwargs, config):
+        return None
+    compile_config = config.compile_config or model._default_compile_config()
+    return compile_config.to_dict()
+
+
+class StaticTarget(TargetForward):
+    """Verification of padded trees in a fixed-size static cache (see the module docstring)."""
+
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None):
+        self.model, self.cache, self.path, self.options = model, cache, path, options
+        self.feature_layers = tuple(sorted(wanted))
+        self.compiled = options is not None
+        self.max_cache_len = cache.layers[0].max_cache_len
+        self._features: Features = {}
+
+    def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
+        set_cache_length(self.cache, 0)
+        positions = torch.arange(input_ids.shape[1], device=self.model.device)[None]
+        out = self.model(
+            input_ids=input_ids.to(self.model.device),
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+            output_hidden_states=list(self.feature_layers) if self.feature_layers else False,
+        )
+        features = {i: out.hidden_states[i] for i in self.feature_layers}
+        return TreeLogits(logits=out.logits[0, -1:].float()), features
+
+    def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
+        device, n = self.model.device, len(tree)
+        bucket = self.path.bucket_for(n)
+        padding = bucket - n
+        input_ids = torch.tensor([tree.tokens + [tree.tokens[0]] * padding])
+        positions = torch.tensor([[past_length + depth for depth in tree.depths] + [past_length] * padding])
+        mask = static_tree_mask(tree.ancestor_mask(), past_length, bucket, self.max_cache_len, self.model.dtype, device)
+        set_cache_length(self.cache, past_length)
+        (logits, features), compile_seconds = self.path.forward(
+            self.options,
+            input_ids.to(device, non_blocking=True),
+            positions.to(device, non_blocking=True),
+            mask,
+            self.cache,
+            self.feature_layers,
+        )
+        self.compile_time += compile_seconds
+        self._features = dict(zip(self.feature_layers, features))
+        return TreeLogits(logits=logits[0, :n].float())
+
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
+        compact_static_cache(self.cache, past_length, keep)
+        return {i: feature[:, keep] for i, feature in self._features.items()}
+
+
+def static_target(
+    model: PreTrainedModel, cache, wanted: set[int], drafter: Drafter, model_kwargs: dict, config: GenerationConfig,
+    needed_length: int,
+) -> StaticTarget:
+    """A :class:`StaticTarget` on ``cache`` (None: the model's own fixed-size cache), checked for this call."""
+    if drafter.shared_layers:
+        raise ValueError(
+            f"{type(drafter).__name__} shares the target's KV cache (shared_layers={drafter.shared_layers}), which the "
+            "static-cache path does not support yet: drop cache_implementation='static' / the StaticCache for this "
+            "drafter."
+        )
+    path = fast_path(model)
+    needed = needed_length + path.largest_bucket
+    own = cache is None
+    cache = path.cache_for(needed) if own else cache
+    check_static_cache(cache, needed)
+    if not own and cache.get_seq_length() > 0:
+        raise ValueError(
+            "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."
+        )
+    options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
+    return StaticTarget(model, cache, wanted, path, options)

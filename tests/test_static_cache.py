@@ -1,0 +1,188 @@
+"""Tree speculation on a fixed-size StaticCache (transformers' fast path): identity with stock greedy
+generate, padded buckets, the compiled forward, and the errors of the static layout."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import CompileConfig, StaticCache
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.generation.targets import FastPath
+from tiny_models import prompt, tiny_model
+
+POLICIES = {
+    "chain": hfas.StaticTreePolicy.chain(4),
+    "tree": hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8),
+    "wide": hfas.StaticTreePolicy(depth=2, top_k=8, total_tokens=16),
+    "plain": hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1),
+}
+
+
+def _eagle3(target) -> hfas.Eagle3Drafter:
+    torch.manual_seed(1)
+    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
+
+
+def _compile_config() -> CompileConfig:
+    config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
+    config._compile_all_devices = True
+    return config
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_static_cache_matches_stock_greedy(family):
+    """The engine's own cache (cache_implementation='static'), reused across prompts of other
+    lengths, and a StaticCache the caller passes; with and without the prompt-lookup branch."""
+    model = tiny_model(family)
+    drafters = {"early-exit": hfas.CausalLMDrafter.from_target_layers(model, 2), "eagle3": _eagle3(model)}
+    user_cache = StaticCache(config=model.config, max_cache_len=128)
+    for length in (1, 9, 30):
+        ids = prompt(length, seed=length)
+        expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+        for (drafter_name, drafter), (shape, policy) in zip(list(drafters.items()) * 2, POLICIES.items()):
+            for lookup in (0, 3):
+                out = model.generate(
+                    ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                    cache_implementation="static", prompt_lookup_num_tokens=lookup or None, return_dict_in_generate=True,
+                )
+                assert torch.equal(out.sequences, expected), (family, drafter_name, shape, lookup, length)
+                assert out.speculation.cache == "static" and out.speculation.compiled is False
+            user_cache.reset()
+            out = model.generate(
+                ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                past_key_values=user_cache,
+            )
+            assert torch.equal(out, expected), (family, drafter_name, shape, "user cache")
+
+
+def test_compiled_static_path_matches_stock_and_keeps_its_graphs():
+    """One compiled graph per bucket, kept on the model: a second prompt of another length compiles
+    nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the compile short."""
+    model = tiny_model("llama")
+    drafter = _eagle3(model)
+    policy = hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=8)
+    runs = []
+    for length in (6, 17):
+        ids = prompt(length, seed=length)
+        expected = model.generate(ids, max_new_tokens=20, do_sample=False)
+        out = model.generate(
+            ids, max_new_tokens=20, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+            cache_implementation="static", compile_config=_compile_config(), return_dict_in_generate=True,
+        )
+        assert torch.equal(out.sequences, expected), length
+        assert max(out.speculation.verified_tokens) <= 8
+        runs.append(out.speculation)
+    assert all(stats.compiled and stats.cache == "static" for stats in runs)
+    assert runs[0].compile_time > 0 and runs[1].compile_time == 0
+
+
+def test_uncompiled_static_path_says_so():
+    """disable_compile (or no compile_config on a CPU) runs eager, and the stats say so: no silent fallback."""
+    model = tiny_model("llama")
+    out = model.generate(
+        prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+        cache_implementation="static", compile_config=_compile_config(), disable_compile=True,
+        return_dict_in_generate=True,
+    )
+    assert out.speculation.compiled is False and out.speculation.compile_time == 0
+
+
+def test_trees_never_exceed_the_largest_bucket_by_construction(monkeypatch):
+    """The engine lowers the policy's total_tokens to the largest bucket less the lookup chain, so a
+    policy asking for 60 nodes verifies at most 8 here; without that cap the tree would not fit."""
+    model = tiny_model("llama")
+    model._hf_adaptive_spec_fast_path = FastPath(model, buckets=(4, 8))
+    ids = prompt(12, seed=3)
+    expected = model.generate(ids, max_new_tokens=30, do_sample=False)
+    out = model.generate(
+        ids, max_new_tokens=30, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+        assistant_policy=hfas.StaticTreePolicy(), prompt_lookup_num_tokens=3, cache_implementation="static",
+        return_dict_in_generate=True,
+    )
+    assert torch.equal(out.sequences, expected)
+    assert max(out.speculation.verified_tokens) == 8
+    from hf_adaptive_spec.generation import speculative_decoding
+
+    original = speculative_decoding._Decoder.__init__
+
+    def uncapped(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.capacity = None
+
+    monkeypatch.setattr(speculative_decoding._Decoder, "__init__", uncapped)
+    with pytest.raises(ValueError, match="exceeds the largest verification bucket 8"):
+        model.generate(
+            ids, max_new_tokens=30, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+            assistant_policy=hfas.StaticTreePolicy(), cache_implementation="static",
+        )
+
+
+def test_padding_rows_are_invisible_to_tree_nodes():
+    ancestors = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)
+    mask = static_tree_mask(ancestors, past_length=5, bucket=4, max_cache_len=12, dtype=torch.float32, device="cpu")[0, 0]
+    visible = mask == 0
+    assert visible[:, :5].all()  # every row sees the committed prefix
+    assert visible[:3, 5:8].equal(ancestors)  # tree rows see their ancestors and themselves
+    assert not visible[:3, 8].any()  # ... never the padding slot
+    assert visible[3, 8] and not visible[3, 5:8].any()  # the padding row sees itself only
+    assert not visible[:, 9:].any()  # nor anything past the bucket
+
+
+def test_compaction_moves_the_accepted_path_after_the_prefix():
+    model = tiny_model("llama")
+    cache = StaticCache(config=model.config, max_cache_len=16)
+    with torch.no_grad():
+        model(prompt(10), past_key_values=cache, use_cache=True)
+    keys = cache.layers[1].keys.clone()
+    compact_static_cache(cache, past_length=4, keep=torch.tensor([0, 2, 5]))
+    assert torch.equal(cache.layers[1].keys[:, :, 4:7], keys[:, :, [4, 6, 9]])
+    assert torch.equal(cache.layers[1].keys[:, :, :4], keys[:, :, :4])
+    assert int(cache.get_seq_length()) == 7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(past_key_values="short"), r"max_cache_len=32, but this call needs \d+ slots"),
+        (dict(past_key_values="prefilled"), r"pre-filled StaticCache: call cache.reset\(\)"),
+        (dict(cache_implementation="offloaded"), "supports cache_implementation='static' or 'dynamic'"),
+        (dict(cache_implementation="static", past_key_values="fresh"), "either cache_implementation='static' or a past_key_values"),
+    ],
+)
+def test_static_cache_bad_inputs(kwargs, message):
+    model = tiny_model("llama")
+    caches = {
+        "short": lambda: StaticCache(config=model.config, max_cache_len=32),
+        "fresh": lambda: StaticCache(config=model.config, max_cache_len=256),
+        "prefilled": lambda: _prefilled(model),
+    }
+    kwargs = {k: caches[v]() if k == "past_key_values" else v for k, v in kwargs.items()}
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"], **kwargs)
+
+
+def _prefilled(model) -> StaticCache:
+    cache = StaticCache(config=model.config, max_cache_len=256)
+    with torch.no_grad():
+        model(prompt(3), past_key_values=cache, use_cache=True)
+    return cache
+
+
+def test_sliding_window_static_layers_are_refused():
+    model = tiny_model("mistral-sliding")
+    with pytest.raises(ValueError, match="StaticSlidingWindowLayer.*Use a DynamicCache"):
+        model.generate(
+            prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"], cache_implementation="static"
+        )
+
+
+def test_cache_sharing_drafters_are_refused_on_the_static_path():
+    model = tiny_model("llama")
+    with pytest.raises(ValueError, match="static-cache path does not support yet"):
+        model.generate(
+            prompt(5), max_new_tokens=8, do_sample=False, assistant_model=hfas.DVIDrafter(model, exit_layer=1),
+            assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static",
+        )
