@@ -44,7 +44,7 @@ def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor, layers
         if not layer.is_initialized:
             continue
         start = layer.keys.shape[-2] - num_tree
-        source = start + keep
+        source = start + keep.to(layer.keys.device)  # a model split with device_map keeps each layer where it runs
         layer.keys[..., start : start + keep.numel(), :] = layer.keys[..., source, :]
         layer.values[..., start : start + keep.numel(), :] = layer.values[..., source, :]
         layer.crop(keep.numel() - num_tree)

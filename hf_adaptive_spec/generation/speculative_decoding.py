@@ -138,6 +138,7 @@ def speculative_decoding(
 ) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
     """Lossless tree speculative decoding (greedy or sampling), batch size 1."""
     _check_supported(model, input_ids, generation_config, model_kwargs)
+    input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
     wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
     _check_features(spec_drafter, wanted)
     lookup = _LookupBranch.from_config(generation_config, spec_drafter)

@@ -104,6 +104,7 @@ class DynamicTarget(TargetForward):
         self.model, self.cache, self.wanted, self.drafter = model, cache, wanted, drafter
         self.final_index = len(decoder_layers(model))
         self.capture = FeatureCapture(model, wanted | {self.final_index})
+        self.head: OutputHead | None = None  # set when the logits are lm_head(final norm)
         self.lazy_head: OutputHead | None = None
 
     def __enter__(self) -> DynamicTarget:
@@ -117,7 +118,9 @@ class DynamicTarget(TargetForward):
         model = self.model
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
         if _lm_head_is_last_step(model, self.capture.latest[self.final_index][0, -1], logits[0, -1]):
-            self.lazy_head = OutputHead(model.get_output_embeddings())
+            self.head = OutputHead(model.get_output_embeddings())
+            # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
+            self.lazy_head = self.head if model.device.type == "cpu" else None
         elif self.drafter.shared_layers:
             raise ValueError(
                 f"{type(self.drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
@@ -127,7 +130,10 @@ class DynamicTarget(TargetForward):
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
         if self.drafter.shared_layers:
-            return TreeLogits(hidden=self.drafter.verify(self.model, self.cache, tree, past_length), head=self.lazy_head)
+            hidden = self.drafter.verify(self.model, self.cache, tree, past_length)
+            if self.lazy_head is None:
+                return TreeLogits(logits=self.head(hidden).float())
+            return TreeLogits(hidden=hidden, head=self.lazy_head)
         return verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
