@@ -1,21 +1,24 @@
-"""Quickstart: stock generate vs tree speculation on the embedded SmolLM2-135M-Instruct.
+"""Quickstart: tree speculation on transformers' fast path, on the embedded SmolLM2-135M-Instruct.
 
 Run: bash scripts/setup.sh && .venv/bin/python examples/quickstart.py
 
-For each chat prompt it generates greedily with stock ``generate`` and with speculation
-(same call plus ``assistant_model=`` and ``assistant_policy=``), checks the tokens are
-identical, and prints τ (tokens per target forward) and the speedup.
+The fastest configuration measured on these 2-core CPUs: bfloat16 weights, a fixed StaticCache
+and a compiled forward (``cache_implementation="static"`` plus ``compile_config``), the shipped
+EAGLE-3 drafter with a small static tree and the prompt-lookup branch. For each chat prompt it
+runs, greedily:
 
-Drafter: the EAGLE-3 drafter shipped for SmolLM2 (``hfas.shipped_checkpoint("eagle3")``),
-with three policies: a static tree and the learned RADAR and LTD policies shipped for this
-drafter, which decide per cycle whether to speculate at all (both may skip verification), and
-LTD again with the prompt-lookup branch (``prompt_lookup_num_tokens=4``: the tokens that followed
-the context's last bigram earlier on join every tree), which pays off where the answer copies.
-The fastest static tree depends on the CPU (results/tree_grid_fp32_epyc.md): depth 1 with the
-5 best first drafts verified (the default, ``--tree 1 8 6``) on the AMD EPYC the shipped policies
-were trained for, where any forward over 2 or more tokens costs about 1.5x a one-token forward;
-a chain of 1 (``--tree 1 1 2``) on an Intel Xeon. Find yours with ``hf-adaptive-spec profile``
-and ``examples/static_tree_grid.py``.
+- ``stock``: plain ``generate`` in float32, eager: the reference answer;
+- ``stock-compiled``: transformers' own fast path (the same compile configuration, a fixed
+  StaticCache), in ``--dtype``;
+- ``speculative``: the same call plus ``assistant_model=``, ``assistant_policy=`` and
+  ``prompt_lookup_num_tokens=4``, in ``--dtype``.
+
+It prints each answer, τ (tokens per target forward), the speedups against both stocks, and how
+much of the float32 answer each bfloat16 run reproduces before its first divergence (bfloat16
+rounds multi-token verification differently from one-token decoding, and eager stock differently
+from compiled stock; in float32 every run is token-identical). The first call compiles the
+graphs (about a minute or two here; seconds once inductor's on-disk cache is warm), untimed.
+``--dtype float32`` runs the same comparison in float32, where identity is checked.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import argparse
 import time
 
 import torch
+from transformers import StaticCache
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core import common_prefix_length
+from hf_adaptive_spec.core.compiled import inductor_settings
 
-EPYC_TREE = (1, 8, 6)  # (depth, top_k, total_tokens): fastest on the AMD EPYC with the stage-3 drafter (results/README.md)
+TREE = (2, 4, 8)  # (depth, top_k, total_tokens): the compiled bfloat16 grid's best on an AMD EPYC (results/README.md)
 
 PROMPTS = [
     "What is the capital of France? Answer in one sentence.",
@@ -37,54 +43,60 @@ PROMPTS = [
 ]
 
 
-def _timed_generate(model, input_ids, **kwargs):
+def _timed(model, input_ids, **kwargs) -> tuple[list[int], float, object]:
     start = time.perf_counter()
     out = model.generate(input_ids, do_sample=False, return_dict_in_generate=True, **kwargs)
-    return out, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    stats = getattr(out, "speculation", None)
+    return out.sequences[0, input_ids.shape[1] :].tolist(), seconds - (stats.compile_time if stats else 0.0), stats
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--eagle3", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
-    parser.add_argument("--tree", nargs=3, type=int, default=EPYC_TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"),
-                        help="the static tree (default: 1 8 6)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--tree", nargs=3, type=int, default=TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"))
     args = parser.parse_args()
 
-    model, tokenizer = hfas.load_default_model(dtype=torch.float32)
-    hfas.enable(model)
-    checkpoint = args.eagle3 or hfas.shipped_checkpoint("eagle3")
-    drafter = hfas.Eagle3Drafter.from_pretrained(checkpoint, target=model)
-    ltd = hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint("ltd")))
-    runs = {  # name: (policy, extra generate kwargs)
-        "static": (hfas.StaticTreePolicy(depth=args.tree[0], top_k=args.tree[1], total_tokens=args.tree[2]), {}),
-        "radar": (hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint("radar"))), {}),
-        "ltd": (ltd, {}),
-        "ltd+lookup": (ltd, {"prompt_lookup_num_tokens": 4}),
-    }
-    print(f"drafter: EAGLE-3 ({checkpoint}); runs: {list(runs)}\n")
+    reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
+    model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0])
+    drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
+    policy = hfas.StaticTreePolicy(*args.tree)
+    compile_config = hfas.fast_path_compile_config(model.device)
+    cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
 
-    stock_time, spec_time = 0.0, dict.fromkeys(runs, 0.0)
-    for text in PROMPTS:
-        messages = [{"role": "user", "content": text}]
-        input_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
-        stock, t_stock = _timed_generate(model, input_ids, max_new_tokens=args.max_new_tokens)
-        stock_time += t_stock
-        print(f"> {text}\n{tokenizer.decode(stock.sequences[0, input_ids.shape[1] :], skip_special_tokens=True).strip()}")
-        for name, (policy, extra) in runs.items():
-            spec, t_spec = _timed_generate(
-                model, input_ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy,
-                **extra,
-            )
-            spec_time[name] += t_spec
-            print(
-                f"  {name:>10}: identical={torch.equal(stock.sequences, spec.sequences)}  "
-                f"tau={spec.speculation.mean_accepted_tokens:.2f}  stock={t_stock:.2f}s  speculative={t_spec:.2f}s  "
-                f"speedup={t_stock / t_spec:.2f}x"
-            )
+    def stock_compiled(ids):
+        cache.reset()
+        with inductor_settings(compile_config.to_dict()):  # weight freezing, as the engine applies it
+            return _timed(model, ids, max_new_tokens=args.max_new_tokens, past_key_values=cache,
+                          compile_config=compile_config)
+
+    def speculative(ids):
+        return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy,
+                      prompt_lookup_num_tokens=4, cache_implementation="static", compile_config=compile_config)
+
+    totals = {"stock": 0.0, "stock-compiled": 0.0, "speculative": 0.0}
+    for index, text in enumerate(PROMPTS):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                            return_tensors="pt", return_dict=True)["input_ids"]
+        if index == 0:
+            start = time.perf_counter()
+            stock_compiled(ids)
+            speculative(ids)
+            print(f"compiled the fast path in {time.perf_counter() - start:.0f} s (untimed)\n")
+        ref_tokens, ref_seconds, _ = _timed(reference, ids, max_new_tokens=args.max_new_tokens)
+        runs = {"stock-compiled": stock_compiled(ids), "speculative": speculative(ids)}
+        totals["stock"] += ref_seconds
+        print(f"> {text}\n{tokenizer.decode(ref_tokens, skip_special_tokens=True).strip()}")
+        for name, (tokens, seconds, stats) in runs.items():
+            totals[name] += seconds
+            agreement = common_prefix_length(tokens, ref_tokens) / max(len(ref_tokens), 1)
+            tau = f"  tau={stats.mean_accepted_tokens:.2f}" if stats else ""
+            print(f"  {name:>14}: {seconds:5.2f} s ({ref_seconds / seconds:.2f}x stock fp32){tau}  "
+                  f"agrees with fp32 for {100 * agreement:.0f}% of it")
         print()
-    for name, seconds in spec_time.items():
-        print(f"overall speedup, {name}: {stock_time / seconds:.2f}x (wall time, greedy, fp32)")
+    print(f"overall: speculative {totals['stock-compiled'] / totals['speculative']:.2f}x stock-compiled ({args.dtype}), "
+          f"{totals['stock'] / totals['speculative']:.2f}x eager float32 stock (wall time, greedy)")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
     python examples/static_tree_grid.py --eagle3 PATH --questions 4 --max-new-tokens 96
     python examples/static_tree_grid.py --shapes 1,1,2 1,3,4 2,2,4 3,1,4   # depth,top_k,total_tokens each
+    python examples/static_tree_grid.py --dtype bfloat16 --compile --lookup-tokens 4   # the compiled fast path
 
 For each MT-bench question (first turn, chat template), every tree shape in the grid and
 stock generate decode in turn (interleaved, greedy, identity checked); it prints tokens/s,
-τ and the speedup (ratio of total throughputs) per shape, best first.
+τ and the speedup (ratio of total throughputs) per shape, best first. With ``--compile`` both
+stock and the trees run on the compiled static-cache path (stock: transformers' own, with the same
+compile configuration and cache length); each shape's graphs compile during an untimed warm-up.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import time
 from importlib import resources
 
 import torch
+from transformers import StaticCache
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.compiled import inductor_settings
 
 CHAIN_DEPTHS = (3, 4, 5, 6)
 TREES = {"depth": (3, 4, 5), "top_k": (2, 4), "total_tokens": (6, 8, 12)}
@@ -41,11 +46,18 @@ def main() -> None:
     parser.add_argument("--num-threads", type=int, default=None)
     parser.add_argument("--shapes", nargs="+", type=parse_shape, default=None,
                         help="trees to try, each depth,top_k,total_tokens (default: chains of 3-6 and a small grid)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (stock too)")
+    parser.add_argument("--lookup-tokens", type=int, default=0, help="the prompt-lookup branch on every tree")
     args = parser.parse_args()
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    model, tokenizer = hfas.load_default_model()
+    model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.dtype))
     hfas.enable(model)
+    fast = {}
+    if args.compile:
+        cache = StaticCache(config=model.config, max_cache_len=1024)
+        fast = {"past_key_values": cache, "compile_config": hfas.fast_path_compile_config(model.device)}
     drafter = hfas.Eagle3Drafter.from_pretrained(args.eagle3 or hfas.shipped_checkpoint("eagle3"), target=model)
     shapes = args.shapes or [(d, 1, d + 1) for d in CHAIN_DEPTHS] + list(itertools.product(*TREES.values()))
     lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
@@ -56,8 +68,18 @@ def main() -> None:
         reference = None
         for shape in [None, *shapes]:
             kwargs = {} if shape is None else {"assistant_model": drafter, "assistant_policy": hfas.StaticTreePolicy(*shape)}
+            if shape is not None and args.lookup_tokens:
+                kwargs["prompt_lookup_num_tokens"] = args.lookup_tokens
+            kwargs.update(fast)
+            if fast and text == prompts[0]:  # compile this shape's graphs, untimed
+                cache.reset()
+                with inductor_settings(fast["compile_config"].to_dict()):
+                    model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False, **kwargs)
+            if fast:
+                cache.reset()
             start = time.perf_counter()
-            out = model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False, **kwargs)
+            with inductor_settings(fast["compile_config"].to_dict() if fast else None):  # weight freezing for stock too
+                out = model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False, **kwargs)
             seconds = time.perf_counter() - start
             reference = out if shape is None else reference
             entry = totals[shape]

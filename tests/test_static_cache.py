@@ -186,3 +186,17 @@ def test_cache_sharing_drafters_are_refused_on_the_static_path():
             prompt(5), max_new_tokens=8, do_sample=False, assistant_model=hfas.DVIDrafter(model, exit_layer=1),
             assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static",
         )
+
+
+def test_weight_freezing_is_applied_around_calls_not_through_torch_compile_options():
+    """Inductor reads ``freezing`` before it applies torch.compile's options, so the engine moves it
+    into a config patch around each compiled call (measured: compiled bf16 stock 22.5 tok/s with
+    the option passed to torch.compile, 29.2 with the patch; eager 23-26)."""
+    from hf_adaptive_spec.core.compiled import split_inductor_patches
+
+    kwargs, patches = split_inductor_patches(hfas.fast_path_compile_config("cpu").to_dict())
+    assert patches == {"freezing": True} and kwargs["options"] is None and kwargs["dynamic"] is False
+    kwargs, patches = split_inductor_patches({"options": {"freezing": False, "max_autotune": True}})
+    assert patches == {"freezing": False} and kwargs["options"] == {"max_autotune": True}
+    gpu = hfas.fast_path_compile_config("cuda").to_dict()
+    assert gpu["mode"] == "reduce-overhead" and split_inductor_patches(gpu)[1] == {}

@@ -54,23 +54,27 @@ def set_cache_length(cache: Cache, length: int) -> None:
 
 
 def static_tree_mask(
-    ancestors: torch.Tensor, past_length: int, bucket: int, max_cache_len: int, dtype: torch.dtype, device
+    visible: torch.Tensor, past_length: int, bucket: int, max_cache_len: int, dtype: torch.dtype, device
 ) -> torch.Tensor:
-    """Additive ``[1, 1, bucket, max_cache_len]`` mask for a tree written at ``past_length``.
+    """Additive ``[1, 1, bucket, max_cache_len]`` mask for ``n`` new rows padded to ``bucket``.
 
-    Tree node ``i`` (of ``n = len(ancestors)``) sees the committed slots ``< past_length`` and the
-    slots of its ancestors and itself. Padding rows ``n .. bucket - 1`` see the committed slots and
-    themselves only, so no real node ever sees them and they can never be accepted.
+    The slots from ``past_length`` on hold a tail of ``m - n`` entries written earlier this cycle
+    (a drafter's tree nodes) followed by the ``bucket`` new rows, ``n`` real ones first. Real row ``i``
+    sees the committed slots ``< past_length`` and the tail entries marked in ``visible[i]``; a
+    padding row sees the committed slots and itself only, so no real row ever sees a padding slot and
+    a padding row can never be accepted.
 
     Args:
-        ancestors: ``[n, n]`` bool, ``ancestors[i, j]`` when node ``j`` is node ``i`` or an ancestor.
+        visible: ``[n, m]`` bool over the tail and the real rows, e.g. a tree's ancestor mask
+            (``m == n``) or a causal block (``torch.ones(n, n).tril()``).
     """
-    n = ancestors.shape[0]
-    visible = torch.eye(bucket, dtype=torch.bool)
-    visible[:n, :n] = ancestors
+    n, m = visible.shape
+    earlier = m - n
     allowed = torch.zeros(bucket, max_cache_len, dtype=torch.bool)
     allowed[:, :past_length] = True
-    allowed[:, past_length : past_length + bucket] = visible
+    allowed[:n, past_length : past_length + m] = visible
+    padding = torch.arange(n, bucket)
+    allowed[padding, past_length + earlier + padding] = True
     mask = torch.zeros(bucket, max_cache_len, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask[None, None].to(device, non_blocking=True)

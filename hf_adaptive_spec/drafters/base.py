@@ -68,6 +68,19 @@ class Drafter(ABC):
     def end_tree(self) -> None:
         """Forget this cycle's tree (the committed prefix stays)."""
 
+    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
+        """Called after :meth:`bind` when the engine verifies on the static-cache path.
+
+        ``max_length`` is the longest sequence of the call; ``compile_options`` are the
+        ``torch.compile`` kwargs of the call, or None when it runs uncompiled. A drafter may move
+        its own forwards to fixed shapes here (EAGLE-3 does); the default keeps them as they are.
+        """
+
+    @property
+    def compile_time(self) -> float:
+        """Seconds this ``generate`` call spent compiling the drafter's graphs (reset by :meth:`bind`)."""
+        return 0.0
+
     def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
         """Verify ``tree`` (the pruned draft tree) through the target; only for ``shared_layers > 0``.
 

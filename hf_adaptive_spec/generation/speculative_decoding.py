@@ -145,6 +145,8 @@ def speculative_decoding(
     target = _target_forward(model, generation_config, spec_drafter, wanted, spec_static_cache, model_kwargs)
     started = time.perf_counter()
     spec_drafter.bind(model)
+    if isinstance(target, StaticTarget):
+        spec_drafter.use_static_shapes(generation_config.max_length, target.options)
     out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
     with target:
         first_logits, features = target.prefill(input_ids, model_kwargs)
@@ -159,7 +161,8 @@ def speculative_decoding(
         spec_streamer.end()
     stats = decoder.stats
     stats.total_time = time.perf_counter() - started
-    stats.compiled, stats.compile_time = target.compiled, target.compile_time
+    stats.compiled, stats.compile_time = target.compiled, target.compile_time + spec_drafter.compile_time
+    stats.draft_time -= spec_drafter.compile_time  # compiling is not drafting
     stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
     model.last_speculation = stats
     if not generation_config.return_dict_in_generate:

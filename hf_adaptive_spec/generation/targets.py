@@ -16,13 +16,13 @@ Two implementations behind one small interface:
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 
 import torch
 from transformers import CompileConfig, GenerationConfig, PreTrainedModel, StaticCache
 
 from ..core.attention import tree_attention_mask
+from ..core.compiled import CompiledForward
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead
@@ -30,8 +30,11 @@ from ..core.static_cache import check_static_cache, compact_static_cache, set_ca
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter
 
-#: verification forwards are padded to the smallest of these that fits the tree (see FastPath).
-DEFAULT_BUCKETS = (8, 16, 32)
+#: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
+#: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
+#: 1.2x; with a tree of 8 and the prompt-lookup chain, (8, 12, 16, 32) ran 10% faster than (8, 16, 32)
+#: (MT-bench, results/README.md). Graphs compile on a bucket's first use.
+DEFAULT_BUCKETS = (8, 12, 16, 32)
 
 
 class TreeLogits:
@@ -189,9 +192,7 @@ class FastPath:
             raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
         self.model, self.buckets = model, tuple(buckets)
         self.own_cache: StaticCache | None = None
-        self._compiled = None
-        self._compile_options: dict | None = None
-        self._warm: set[tuple] = set()
+        self._compiled: CompiledForward | None = None
 
     @property
     def largest_bucket(self) -> int:
@@ -214,30 +215,14 @@ class FastPath:
         return self.own_cache
 
     def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
-        """``(logits, features)`` of one padded forward, compiled with ``compile_options`` (None: eager).
-
-        Returns the seconds spent compiling (a bucket's first call), else 0.
-        """
+        """``((logits, features), seconds compiling)`` of one padded forward, compiled with
+        ``compile_options`` (None: eager)."""
+        args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
         if compile_options is None:
-            return _forward_with_features(self.model, input_ids, position_ids, attention_mask, cache, feature_layers), 0.0
-        if self._compiled is None or compile_options != self._compile_options:
-            self._compiled = torch.compile(_forward_with_features, **compile_options)
-            self._compile_options, self._warm = compile_options, set()
-        key = (input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache))
-        start = time.perf_counter()
-        try:
-            result = self._compiled(self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
-        except Exception as error:  # noqa: BLE001 - re-raised with the way out named
-            if key in self._warm:
-                raise
-            raise RuntimeError(
-                f"Compiling the verification forward failed ({type(error).__name__}: {error}). Run uncompiled with "
-                "generate(..., disable_compile=True), or without compile_config."
-            ) from error
-        if key in self._warm:
-            return result, 0.0
-        self._warm.add(key)
-        return result, time.perf_counter() - start
+            return _forward_with_features(*args), 0.0
+        if self._compiled is None or compile_options != self._compiled.options:
+            self._compiled = CompiledForward(_forward_with_features, compile_options)
+        return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
 
 
 def fast_path(model: PreTrainedModel) -> FastPath:
@@ -251,9 +236,12 @@ def fast_path(model: PreTrainedModel) -> FastPath:
 
 def fast_path_compile_config(device: torch.device | str) -> CompileConfig:
     """The compile configuration this package measures with, for ``generate(compile_config=...)``
-    (engine and stock alike). Inductor with static shapes: CUDA graphs on a GPU (``reduce-overhead``); on a CPU inductor's
-    weight freezing (prepacked weights), which the CPU gain needs. Frozen graphs treat the weights
-    as constants: do not train the model after compiling it."""
+    (engine and stock alike). Inductor with static shapes: CUDA graphs on a GPU (``reduce-overhead``);
+    on a CPU inductor's weight freezing (prepacked weights), which the CPU gain needs. The engine
+    applies ``options={"freezing": True}`` around its compiled calls (inductor does not honour it as a
+    ``torch.compile`` option); for stock ``generate`` set ``torch._inductor.config.freezing = True``
+    or call it inside ``hf_adaptive_spec.core.compiled.inductor_settings(config.to_dict())``. Frozen
+    graphs treat the weights as constants: do not train the model after compiling it."""
     if torch.device(device).type == "cpu":
         config = CompileConfig(fullgraph=False, dynamic=False, mode=None, options={"freezing": True})
     else:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ...core.compiled import inductor_settings
 from ..arguments import MethodOptions
-from .base import BenchMethod
+from .base import BenchMethod, SpeculationStatsLike
 
 
 class Stock(BenchMethod):
@@ -31,3 +33,8 @@ class StockCompiled(Stock):
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         super().prepare(model, tokenizer, options)
         self.use_fast_path(options)
+
+    def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
+        # inductor reads weight freezing when it compiles, inside generate: set it around the call
+        with inductor_settings(self.generate_kwargs["compile_config"].to_dict()):
+            return super().generate(input_ids)

@@ -13,6 +13,7 @@ from ...core.output_head import OutputHead
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
 from .modeling import Eagle3DraftModel
+from .static import DRAFT_BUCKETS, StaticDraftRunner
 
 
 class Eagle3Drafter(Drafter):
@@ -38,6 +39,8 @@ class Eagle3Drafter(Drafter):
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
+        self._static: StaticDraftRunner | None = None  # fixed-shape steps, on the engine's static path
+        self._static_in_use = False
 
     @classmethod
     def from_pretrained(
@@ -68,6 +71,22 @@ class Eagle3Drafter(Drafter):
         self._committed = 0
         self._fed, self._outputs = [], {}
         self._head = OutputHead(self.model.lm_head)  # re-reads the weight if it changed since the last generation
+        self._static_in_use = False
+        if self._static is not None:
+            self._static.compile_time = 0.0
+
+    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
+        """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``), kept
+        across calls while it is large enough and the options are the same."""
+        runner = self._static
+        options = runner.compiled.options if runner is not None and runner.compiled is not None else None
+        if runner is None or runner.max_cache_len < max_length + DRAFT_BUCKETS[-1] or options != compile_options:
+            self._static = StaticDraftRunner(self.model, max_length, compile_options)
+        self._static_in_use = True
+
+    @property
+    def compile_time(self) -> float:
+        return self._static.compile_time if self._static is not None else 0.0
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
@@ -81,6 +100,8 @@ class Eagle3Drafter(Drafter):
                 "before a new generation."
             )
         positions = torch.arange(self._committed, num_tokens - 1, device=device)
+        if self._static_in_use:
+            return self._begin_static(context, features, positions)
         output = self.model(
             context.input_ids[:, self._committed + 1 :].to(device),
             features,
@@ -93,8 +114,31 @@ class Eagle3Drafter(Drafter):
         self._outputs = {0: output.prenorm_hidden_states[0, -1]}
         return self._draft_log_probs(output.prenorm_hidden_states[0, -1:])
 
+    def _begin_static(self, context: DraftContext, features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        new = positions.numel()
+        causal = torch.ones(new, new, dtype=torch.bool).tril()
+        input_ids = context.input_ids[:, self._committed + 1 :].to(self.model.device)
+        prenorm, log_probs = self._static.step(input_ids, features, True, positions, causal, self._committed)
+        self._committed += new
+        self._outputs = {0: prenorm[-1]}
+        return log_probs[-1:]
+
+    def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        tail = self._fed + nodes
+        ancestors = [set(tree.path_to(node)) for node in nodes]
+        visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool)
+        positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
+        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
+        hidden = torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None]
+        prenorm, log_probs = self._static.step(tokens, hidden, False, positions, visible, self._committed)
+        self._outputs.update(zip(nodes, prenorm))
+        self._fed = tail
+        return log_probs
+
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        if self._static_in_use:
+            return self._expand_static(tree, nodes)
         device = self.model.device
         mask, query_positions = tree_extension_mask(
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
@@ -118,5 +162,6 @@ class Eagle3Drafter(Drafter):
         return torch.log_softmax(self._head(self.model.norm(prenorm_rows)).float(), dim=-1)
 
     def end_tree(self) -> None:
-        drop_tail(self._cache, len(self._fed))
+        if not self._static_in_use:  # static slots past the committed prefix are simply overwritten
+            drop_tail(self._cache, len(self._fed))
         self._fed, self._outputs = [], {}

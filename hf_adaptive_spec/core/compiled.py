@@ -1,0 +1,67 @@
+"""A ``torch.compile``'d forward with static shapes, as the engine and the drafters run them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+
+import torch
+import torch._dynamo.config as dynamo_config
+import torch._inductor.config as inductor_config
+
+#: one function compiles one graph per bucket, feature set and cache; dynamo's default limit (8 per
+#: function) would silently fall back to eager past it, so the limit is raised and hitting it raises.
+GRAPH_LIMITS = {"recompile_limit": 64, "fail_on_recompile_limit_hit": True}
+
+#: inductor settings that ``torch.compile(options=...)`` does not reach in time (inductor reads
+#: ``freezing`` before it applies the options), so they are set around each call instead.
+CALL_TIME_INDUCTOR_SETTINGS = ("freezing",)
+
+
+def split_inductor_patches(compile_kwargs: dict) -> tuple[dict, dict]:
+    """``(torch.compile kwargs, inductor config patches)``: the settings of
+    :data:`CALL_TIME_INDUCTOR_SETTINGS` move out of ``options`` into patches for the calls."""
+    kwargs = dict(compile_kwargs)
+    options = dict(kwargs.get("options") or {})
+    patches = {name: options.pop(name) for name in CALL_TIME_INDUCTOR_SETTINGS if name in options}
+    kwargs["options"] = options or None
+    return kwargs, patches
+
+
+def inductor_settings(compile_kwargs: dict | None):
+    """A context applying the call-time inductor settings of ``compile_kwargs`` (e.g. around a
+    stock ``generate`` that compiles with them); a no-op without any."""
+    return inductor_config.patch(split_inductor_patches(compile_kwargs or {})[1])
+
+
+class CompiledForward:
+    """``fn`` compiled with ``torch.compile(**options)``, called with a shape key per call.
+
+    Each new key (a bucket size, a feature set ...) compiles a graph on its first call; that call's
+    seconds are returned as compile time, so that callers report them apart from decoding time.
+    A failure while compiling names the way out (running uncompiled).
+    """
+
+    def __init__(self, fn: Callable, options: dict):
+        self.options = options
+        compile_kwargs, self._inductor_patches = split_inductor_patches(options)
+        self._compiled = torch.compile(fn, **compile_kwargs)
+        self._warm: set[Hashable] = set()
+
+    def __call__(self, key: Hashable, *args) -> tuple[object, float]:
+        """``(fn(*args), seconds compiling)``: the compile seconds are 0 once ``key`` has run."""
+        start = time.perf_counter()
+        try:
+            with inductor_config.patch(self._inductor_patches), dynamo_config.patch(GRAPH_LIMITS):
+                result = self._compiled(*args)
+        except Exception as error:  # noqa: BLE001 - re-raised with the way out named
+            if key in self._warm:
+                raise
+            raise RuntimeError(
+                f"Compiling a speculative-decoding forward failed ({type(error).__name__}: {error}). Run uncompiled "
+                "with generate(..., disable_compile=True), or without compile_config."
+            ) from error
+        if key in self._warm:
+            return result, 0.0
+        self._warm.add(key)
+        return result, time.perf_counter() - start
