@@ -200,3 +200,21 @@ def test_weight_freezing_is_applied_around_calls_not_through_torch_compile_optio
     assert patches == {"freezing": False} and kwargs["options"] == {"max_autotune": True}
     gpu = hfas.fast_path_compile_config("cuda").to_dict()
     assert gpu["mode"] == "reduce-overhead" and split_inductor_patches(gpu)[1] == {}
+
+
+def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch):
+    from hf_adaptive_spec.core import compiled
+
+    def failing_compile(fn, **kwargs):
+        def run(*args):
+            raise RuntimeError("inductor could not lower aten.foo")
+
+        return run
+
+    monkeypatch.setattr(compiled.torch, "compile", failing_compile)
+    model = tiny_model("llama")
+    with pytest.raises(RuntimeError, match=r"Compiling .* failed \(RuntimeError: inductor could not lower aten.foo\).*disable_compile=True"):
+        model.generate(
+            prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+            cache_implementation="static", compile_config=_compile_config(),
+        )

@@ -61,6 +61,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
+    for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
+                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup)):
+        if value is not None and value < 1:
+            raise BenchError(f"{flag} must be at least 1, got {value}")
     try:
         sampling_kwargs(options.temperature)
     except ValueError as error:

@@ -61,6 +61,9 @@ def load_questions(
 def _parse(line: str, path: Path, number: int) -> Question:
     try:
         record = json.loads(line)
+        if isinstance(record, dict) and "turns" in record and not isinstance(record["turns"], list):
+            kind = type(record["turns"]).__name__
+            raise BenchError(f"{path}:{number}: 'turns' must be a non-empty list of strings, got a {kind}")
         turns = tuple(record["turns"])
         question = Question(record["question_id"], str(record.get("category", "")), turns)
     except (json.JSONDecodeError, KeyError, TypeError) as error:

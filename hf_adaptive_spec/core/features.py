@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import torch
@@ -29,7 +30,8 @@ class FeatureCapture:
     Index ``i < L`` is the input of decoder layer ``i`` (index 0: the embeddings); index ``L``
     is the output of the final norm. Each forward's captures replace the previous ones.
 
-    Use as a context manager; :attr:`latest` maps index -> ``[batch, seq, hidden]``.
+    Use as a context manager; :attr:`latest` maps index -> ``[batch, seq, hidden]``. Only forwards
+    run by the thread that entered it are recorded, so concurrent calls on one model each see their own.
     """
 
     def __init__(self, model: PreTrainedModel, indices: Iterable[int]):
@@ -43,6 +45,7 @@ class FeatureCapture:
                 raise ValueError(f"Hidden-state index {index} is out of range for a {num_layers}-layer model (0..{num_layers}).")
 
     def __enter__(self) -> FeatureCapture:
+        self._thread = threading.get_ident()
         if not self.indices:
             return self
         layers = decoder_layers(self._model)
@@ -59,15 +62,21 @@ class FeatureCapture:
             handle.remove()
         self._handles.clear()
 
+    def _is_own_forward(self) -> bool:
+        """Whether the running forward is this capture's: another thread's forward of the same model is not."""
+        return threading.get_ident() == self._thread
+
     def _pre_hook(self, index: int):
         def hook(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
-            self.latest[index] = hidden.detach()
+            if self._is_own_forward():
+                hidden = args[0] if args else kwargs["hidden_states"]
+                self.latest[index] = hidden.detach()
 
         return hook
 
     def _post_hook(self, index: int):
         def hook(module, args, output):
-            self.latest[index] = output.detach()
+            if self._is_own_forward():
+                self.latest[index] = output.detach()
 
         return hook

@@ -19,15 +19,18 @@ from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
 from ..core.kv_cache import prepare_cache_for_trees
+from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .prompt_lookup import graft_chain, lookup_continuation
-from .targets import DynamicTarget, StaticTarget, TargetForward, TreeLogits, static_target
+from .targets import DynamicTarget, StaticTarget, TargetForward, TreeLogits, fast_path, static_target
 from .tree_builder import DraftTimes, TreeBuilder
 
 
 def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict) -> None:
+    if (config.num_beams or 1) > 1:
+        raise ValueError("assistant_policy cannot be combined with beam search (num_beams > 1): drop num_beams.")
     if input_ids.shape[0] != 1:
         raise ValueError(
             f"assistant_policy supports batch size 1 only (got {input_ids.shape[0]} sequences): call generate once "
@@ -35,8 +38,6 @@ def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: Ge
         )
     if model.config.is_encoder_decoder:
         raise ValueError("assistant_policy supports decoder-only models only.")
-    if (config.num_beams or 1) > 1:
-        raise ValueError("assistant_policy cannot be combined with beam search (num_beams > 1).")
     if config.output_attentions or config.output_hidden_states:
         raise ValueError("assistant_policy does not return attentions or hidden states; drop output_attentions/output_hidden_states.")
     if model_kwargs.get("inputs_embeds") is not None:
@@ -103,21 +104,28 @@ def _check_features(drafter: Drafter, wanted: set[int]) -> None:
         )
 
 
+def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
+    """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
+    ``static_cache="engine"`` the model's own fixed-size StaticCache."""
+    if static_cache == "engine":
+        return fast_path(model).cache_for(config.max_length + fast_path(model).largest_bucket)
+    return model_kwargs.get("past_key_values")
+
+
 def _target_forward(
     model: PreTrainedModel,
+    cache,
     config: GenerationConfig,
     drafter: Drafter,
     wanted: set[int],
     static_cache: str | None,
     model_kwargs: dict,
 ) -> TargetForward:
-    """The static-cache target when the call asked for one (``static_cache="engine"``: the model's
-    own; or a StaticCache passed as ``past_key_values``), else the DynamicCache one."""
-    cache = model_kwargs.get("past_key_values")
+    """The static-cache target for a StaticCache (the model's own with ``static_cache="engine"``),
+    else the DynamicCache one; checked for this call."""
     if static_cache == "engine" or is_static_cache(cache):
-        return static_target(
-            model, None if static_cache == "engine" else cache, wanted, drafter, model_kwargs, config, config.max_length
-        )
+        own = static_cache == "engine"
+        return static_target(model, cache, own, wanted, drafter, model_kwargs, config, config.max_length)
     cache = prepare_cache_for_trees(cache)
     if cache.get_seq_length() > 0:
         raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
@@ -142,7 +150,17 @@ def speculative_decoding(
     wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
     _check_features(spec_drafter, wanted)
     lookup = _LookupBranch.from_config(generation_config, spec_drafter)
-    target = _target_forward(model, generation_config, spec_drafter, wanted, spec_static_cache, model_kwargs)
+    cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
+    with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
+        target = _target_forward(model, cache, generation_config, spec_drafter, wanted, spec_static_cache, model_kwargs)
+        return _decode(model, input_ids, target, spec_drafter, spec_policy, lookup, logits_processor,
+                       stopping_criteria, generation_config, spec_streamer, model_kwargs)
+
+
+def _decode(model, input_ids, target: TargetForward, spec_drafter: Drafter, spec_policy: DraftPolicy,
+            lookup: _LookupBranch, logits_processor, stopping_criteria, generation_config: GenerationConfig,
+            spec_streamer: BaseStreamer | None, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+    """The decoding loop of one call, with its drafter, policy and cache held."""
     started = time.perf_counter()
     spec_drafter.bind(model)
     if isinstance(target, StaticTarget):
@@ -184,6 +202,10 @@ class _LookupBranch:
 
     @classmethod
     def from_config(cls, config: GenerationConfig, drafter: Drafter) -> _LookupBranch:
+        for name, value in (("prompt_lookup_num_tokens", config.prompt_lookup_num_tokens),
+                            ("max_matching_ngram_size", config.max_matching_ngram_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer (or None), got {value!r}.")
         num_tokens = config.prompt_lookup_num_tokens or 0
         if num_tokens and drafter.shared_layers:
             raise ValueError(

@@ -16,6 +16,7 @@ Two implementations behind one small interface:
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 
 import torch
@@ -193,6 +194,7 @@ class FastPath:
         self.model, self.buckets = model, tuple(buckets)
         self.own_cache: StaticCache | None = None
         self._compiled: CompiledForward | None = None
+        self._lock = threading.Lock()
 
     @property
     def largest_bucket(self) -> int:
@@ -206,13 +208,13 @@ class FastPath:
 
     def cache_for(self, needed_length: int) -> StaticCache:
         """The engine's own static cache, at least ``needed_length`` slots long."""
-        model = self.model
-        current = self.own_cache
-        fits = current is not None and current.layers and current.layers[0].max_cache_len >= needed_length
-        if not fits:
-            size = -(-needed_length // self.cache_granularity) * self.cache_granularity
-            self.own_cache = StaticCache(config=model.config, max_cache_len=size)
-        return self.own_cache
+        with self._lock:
+            current = self.own_cache
+            fits = current is not None and current.layers and current.layers[0].max_cache_len >= needed_length
+            if not fits:
+                size = -(-needed_length // self.cache_granularity) * self.cache_granularity
+                self.own_cache = StaticCache(config=self.model.config, max_cache_len=size)
+            return self.own_cache
 
     def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
         """``((logits, features), seconds compiling)`` of one padded forward, compiled with
@@ -225,13 +227,17 @@ class FastPath:
         return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
 
 
+_FAST_PATH_LOCK = threading.Lock()
+
+
 def fast_path(model: PreTrainedModel) -> FastPath:
     """The model's :class:`FastPath` (made on first use, then kept on the model instance)."""
-    path = getattr(model, "_hf_adaptive_spec_fast_path", None)
-    if path is None:
-        path = FastPath(model)
-        model._hf_adaptive_spec_fast_path = path
-    return path
+    with _FAST_PATH_LOCK:  # two threads' first calls get the same one
+        path = getattr(model, "_hf_adaptive_spec_fast_path", None)
+        if path is None:
+            path = FastPath(model)
+            model._hf_adaptive_spec_fast_path = path
+        return path
 
 
 def fast_path_compile_config(device: torch.device | str) -> CompileConfig:
@@ -311,10 +317,10 @@ class StaticTarget(TargetForward):
 
 
 def static_target(
-    model: PreTrainedModel, cache, wanted: set[int], drafter: Drafter, model_kwargs: dict, config: GenerationConfig,
-    needed_length: int,
+    model: PreTrainedModel, cache, own: bool, wanted: set[int], drafter: Drafter, model_kwargs: dict,
+    config: GenerationConfig, needed_length: int,
 ) -> StaticTarget:
-    """A :class:`StaticTarget` on ``cache`` (None: the model's own fixed-size cache), checked for this call."""
+    """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call."""
     if drafter.shared_layers:
         raise ValueError(
             f"{type(drafter).__name__} shares the target's KV cache (shared_layers={drafter.shared_layers}), which the "
@@ -322,10 +328,7 @@ def static_target(
             "drafter."
         )
     path = fast_path(model)
-    needed = needed_length + path.largest_bucket
-    own = cache is None
-    cache = path.cache_for(needed) if own else cache
-    check_static_cache(cache, needed)
+    check_static_cache(cache, needed_length + path.largest_bucket)
     if not own and cache.get_seq_length() > 0:
         raise ValueError(
             "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from .errors import ArtifactError, ArtifactTypeError
@@ -12,16 +13,20 @@ CONFIG_NAME = "config.json"
 ARTIFACT_TYPE_KEY = "artifact_type"
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; an error naming the file when it is not one."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ArtifactError(f"'{path}' is not valid JSON ({error}): save or download it again.") from error
+    if not isinstance(config, dict):
+        raise ArtifactError(f"'{path}' must hold a JSON object, got {type(config).__name__}.")
+    return config
+
+
 def read_config(location: ArtifactLocation) -> dict[str, Any]:
     """The parsed ``config.json`` of ``location``."""
-    path = location.resolve(CONFIG_NAME)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ArtifactError(f"'{CONFIG_NAME}' of {location} is not valid JSON: {error}") from error
-    if not isinstance(config, dict):
-        raise ArtifactError(f"'{CONFIG_NAME}' of {location} must hold a JSON object, got {type(config).__name__}.")
-    return config
+    return read_json_object(location.resolve(CONFIG_NAME))
 
 
 def read_artifact_type(location: ArtifactLocation) -> str:

@@ -11,6 +11,20 @@ from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntr
 from .errors import MissingArtifactFileError
 
 
+def check_folder_or_repo_id(name: str) -> None:
+    """Refuse a name that can only be a folder path (``./x``, ``/x``, ``~/x``, ``a/b/c``, a Windows
+    path) when no such folder exists: the Hub would only answer that it is not a repo id."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return
+    looks_like_path = name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or path.is_file()
+    if looks_like_path:
+        what = "is a file, not a folder" if path.is_file() else "does not exist"
+        raise MissingArtifactFileError(
+            f"No such folder: '{name}' {what}. Pass the folder an artifact was saved to, or a Hub repo id 'org/name'."
+        )
+
+
 @dataclass(frozen=True)
 class ArtifactLocation:
     """A local folder, or a Hub repo id plus the usual ``hf_hub_download`` options.
@@ -51,6 +65,7 @@ class ArtifactLocation:
             if not path.is_file():
                 raise MissingArtifactFileError(f"'{filename}' not found in {self}.")
             return path
+        check_folder_or_repo_id(self.name)
         try:
             return Path(
                 hf_hub_download(

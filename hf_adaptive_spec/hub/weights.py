@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import safetensors.torch
+import torch
+from safetensors import SafetensorError
 from torch import nn
 
-from .errors import MissingArtifactFileError, PickleWeightsError, WeightsMismatchError
+from .errors import ArtifactError, MissingArtifactFileError, PickleWeightsError, WeightsMismatchError
 from .location import ArtifactLocation
 
 WEIGHTS_NAME = "model.safetensors"
@@ -42,6 +44,21 @@ def resolve_safetensors(location: ArtifactLocation, filename: str = WEIGHTS_NAME
         raise
 
 
+def corrupt_weights_error(path, error: Exception) -> ArtifactError:
+    """The error for a safetensors file that cannot be read, naming it."""
+    return ArtifactError(
+        f"'{path}' is not a readable safetensors file ({error}): it may be truncated; save or download it again."
+    )
+
+
+def read_safetensors(path, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """Every tensor of the safetensors file ``path``; an error naming the file when it is corrupt."""
+    try:
+        return safetensors.torch.load_file(str(path), device=device)
+    except SafetensorError as error:
+        raise corrupt_weights_error(path, error) from error
+
+
 def load_weights(module: nn.Module, location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> None:
     """Load ``filename`` into ``module`` strictly: every key present, none extra, shapes equal.
 
@@ -52,6 +69,8 @@ def load_weights(module: nn.Module, location: ArtifactLocation, filename: str = 
     name = type(module).__name__
     try:
         missing, unexpected = safetensors.torch.load_model(module, path, strict=False)
+    except SafetensorError as error:
+        raise corrupt_weights_error(path, error) from error
     except RuntimeError as error:  # shape mismatches
         raise WeightsMismatchError(f"'{filename}' of {location} does not fit {name}: {error}") from error
     if missing or unexpected:

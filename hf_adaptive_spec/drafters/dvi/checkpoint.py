@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import safetensors.torch
 from huggingface_hub import HfApi
 from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
@@ -16,7 +15,8 @@ from torch import nn
 from ...hub.cards import render_card
 from ...hub.errors import ArtifactTypeError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
-from ...hub.weights import resolve_safetensors
+from ...hub.config import read_json_object
+from ...hub.weights import read_safetensors, resolve_safetensors
 from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineConfig
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
@@ -104,7 +104,7 @@ class DVICheckpointMixin:
         )
         resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
         adapter_config_path = location.resolve(ADAPTER_CONFIG_NAME)
-        dvi_config = json.loads(location.resolve(DVI_CONFIG_NAME).read_text(encoding="utf-8"))
+        dvi_config = read_json_object(location.resolve(DVI_CONFIG_NAME))
         if dvi_config.get("artifact_type") != DVI_ARTIFACT_TYPE:
             raise ArtifactTypeError(
                 f"'{DVI_CONFIG_NAME}' of {location} declares {dvi_config.get('artifact_type')!r}, not {DVI_ARTIFACT_TYPE!r}."
@@ -127,7 +127,7 @@ class DVICheckpointMixin:
 
     def _load_adapter(self, location: ArtifactLocation) -> None:
         weights_path = resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)
-        state = safetensors.torch.load_file(str(weights_path), device=str(self.shallow.device))
+        state = read_safetensors(weights_path, device=str(self.shallow.device))
         expected = get_peft_model_state_dict(self.head, save_embedding_layers=False)
         missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
         wrong = [key for key in expected.keys() & state.keys() if expected[key].shape != state[key].shape]

@@ -17,11 +17,14 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import snapshot_download
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
 from ...core.attention import check_tree_attention_support
+from ...hub.config import read_json_object
+from ...hub.location import check_folder_or_repo_id
+from ...hub.weights import read_safetensors
 from .configuration import Eagle3DraftConfig
 from .modeling import Eagle3DraftModel
 
@@ -47,6 +50,7 @@ def resolve_checkpoint(path_or_hub_id: str | os.PathLike, allow_pickle: bool = F
     path = Path(path_or_hub_id)
     if path.is_dir():
         return path
+    check_folder_or_repo_id(str(path_or_hub_id))
     patterns = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
     return Path(snapshot_download(str(path_or_hub_id), allow_patterns=patterns, **hub_kwargs))
 
@@ -57,7 +61,7 @@ def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch
     if files:
         weights: dict[str, torch.Tensor] = {}
         for file in files:
-            weights.update(load_file(file))
+            weights.update(read_safetensors(file))
         return weights
     if (directory / PICKLE_NAME).is_file():
         if not allow_pickle:
@@ -185,7 +189,7 @@ def load_checkpoint(
     """
     check_tree_attention_support(target.config, role="target model")
     directory = resolve_checkpoint(path_or_hub_id, allow_pickle, **hub_kwargs)
-    config = config_from_checkpoint(json.loads((directory / CONFIG_NAME).read_text()), target.config)
+    config = config_from_checkpoint(read_json_object(directory / CONFIG_NAME), target.config)
     weights = read_weights(directory, allow_pickle)
     with no_init_weights():
         model = Eagle3DraftModel(config)

@@ -1,0 +1,146 @@
+"""The concurrency contract: concurrent generate calls on one enabled model work when each has its
+own drafter, policy and cache; a drafter, policy or cache shared with a running call is refused with
+a clear error before it touches any state. Never a wrong token without an error.
+
+Each row runs two threads x 100 calls (200 calls) with a short switch interval, so the threads
+interleave inside the engine, and counts calls that returned tokens other than stock's without an
+error. The guard-removed variants show the test has power: with the guard patched out, the shared
+drafter or the shared capture produces raw errors or wrong tokens.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core import features as features_module
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.generation import speculative_decoding
+from tiny_models import prompt, tiny_model
+
+CALLS_PER_THREAD = 100
+IN_USE = "is in use by another generate call"
+
+
+def _eagle3(target, seed: int) -> hfas.Eagle3Drafter:
+    torch.manual_seed(seed)
+    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
+
+
+@contextmanager
+def _fast_switching():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _run_threads(model, drafters, policies, prompts, references, **kwargs) -> dict[str, int]:
+    """Two threads, each calling generate CALLS_PER_THREAD times; counts outcomes."""
+    counts = {"calls": 0, "identical": 0, "refused": 0, "silent_mismatch": 0, "other_error": 0}
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        for _ in range(CALLS_PER_THREAD):
+            try:
+                out = model.generate(prompts[k], max_new_tokens=24, do_sample=False, assistant_model=drafters[k],
+                                     assistant_policy=policies[k], **kwargs)
+                outcome = "identical" if torch.equal(out, references[k]) else "silent_mismatch"
+            except RuntimeError as error:
+                outcome = "refused" if IN_USE in str(error) else "other_error"
+            except Exception:  # noqa: BLE001 - any other failure is a misleading error
+                outcome = "other_error"
+            with lock:
+                counts["calls"] += 1
+                counts[outcome] += 1
+
+    with _fast_switching():
+        threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return counts
+
+
+def _setup(family: str = "llama"):
+    torch.set_num_threads(1)
+    model = tiny_model(family)
+    prompts = [prompt(8, seed=0), prompt(11, seed=1)]
+    references = [model.generate(p, max_new_tokens=24, do_sample=False) for p in prompts]
+    return model, prompts, references
+
+
+def test_one_drafter_each_on_one_target_all_work():
+    """Row 2: each call's hidden-state capture belongs to its own thread (EAGLE-3 reads features)."""
+    model, prompts, references = _setup()
+    drafters = [_eagle3(model, 1), _eagle3(model, 2)]
+    policies = [hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6) for _ in range(2)]
+    counts = _run_threads(model, drafters, policies, prompts, references)
+    assert counts == {"calls": 200, "identical": 200, "refused": 0, "silent_mismatch": 0, "other_error": 0}
+
+
+def test_one_drafter_each_fails_without_per_thread_capture(monkeypatch):
+    """The same run with the capture recording every thread's forwards: calls go wrong."""
+    monkeypatch.setattr(features_module.FeatureCapture, "_is_own_forward", lambda self: True)
+    model, prompts, references = _setup()
+    drafters = [_eagle3(model, 1), _eagle3(model, 2)]
+    policies = [hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6) for _ in range(2)]
+    counts = _run_threads(model, drafters, policies, prompts, references)
+    assert counts["silent_mismatch"] + counts["other_error"] > 0, counts
+
+
+@pytest.mark.parametrize("kind", ["causal-lm", "dvi", "eagle3-static"])
+def test_a_shared_drafter_is_refused_never_wrong(kind):
+    """Rows 1 and 3: one drafter shared by two threads; a static cache too for EAGLE-3."""
+    model, prompts, references = _setup()
+    drafter = {"causal-lm": lambda: hfas.CausalLMDrafter.from_target_layers(model, 2),
+               "dvi": lambda: hfas.DVIDrafter(model, exit_layer=1),
+               "eagle3-static": lambda: _eagle3(model, 1)}[kind]()
+    policies = [hfas.StaticTreePolicy.chain(3) for _ in range(2)]
+    extra = {"cache_implementation": "static"} if kind == "eagle3-static" else {}
+    counts = _run_threads(model, [drafter, drafter], policies, prompts, references, **extra)
+    assert counts["silent_mismatch"] == 0 and counts["other_error"] == 0, counts
+    assert counts["identical"] + counts["refused"] == 200 and counts["identical"] > 0, counts
+
+
+def test_a_shared_drafter_goes_wrong_without_the_guard(monkeypatch):
+    @contextmanager
+    def no_guard(objects):
+        yield
+
+    monkeypatch.setattr(speculative_decoding, "exclusive_use", no_guard)
+    model, prompts, references = _setup()
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    policies = [hfas.StaticTreePolicy.chain(3) for _ in range(2)]
+    counts = _run_threads(model, [drafter, drafter], policies, prompts, references)
+    assert counts["silent_mismatch"] + counts["other_error"] > 0, counts
+
+
+def test_a_shared_policy_and_the_models_own_static_cache_are_refused():
+    model, prompts, references = _setup()
+    policy = hfas.StaticTreePolicy.chain(3)
+    drafters = [hfas.CausalLMDrafter.from_target_layers(model, 2) for _ in range(2)]
+    counts = _run_threads(model, drafters, [policy, policy], prompts, references)
+    assert counts["silent_mismatch"] == 0 and counts["other_error"] == 0 and counts["refused"] > 0, counts
+    policies = [hfas.StaticTreePolicy.chain(3) for _ in range(2)]
+    counts = _run_threads(model, drafters, policies, prompts, references, cache_implementation="static")
+    assert counts["silent_mismatch"] == 0 and counts["other_error"] == 0 and counts["refused"] > 0, counts
+
+
+def test_a_nested_call_with_a_held_drafter_is_refused(llama):
+    drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
+
+    class NestingPolicy(hfas.StaticTreePolicy):
+        def observe(self, feedback):
+            llama.generate(prompt(4), max_new_tokens=2, assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy.chain(1))
+
+    with pytest.raises(RuntimeError, match="The drafter .* in use by another generate call, in this thread"):
+        llama.generate(prompt(5), max_new_tokens=4, assistant_model=drafter, assistant_policy=NestingPolicy(depth=1, top_k=1, total_tokens=2))
