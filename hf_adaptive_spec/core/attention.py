@@ -106,6 +106,13 @@ def tree_attention_mask(
     return masks[None] if None in masks else masks
 
 
+def tail_visibility(tree: DraftTree, fed: list[int], nodes: list[int]) -> torch.Tensor:
+    """``[len(nodes), len(fed) + len(nodes)]`` bool: which of ``fed + nodes`` each new node sees
+    (its ancestors and itself)."""
+    ancestors = [set(tree.path_to(node)) for node in nodes]
+    return torch.tensor([[t in anc for t in fed + nodes] for anc in ancestors], dtype=torch.bool)
+
+
 def tree_extension_mask(
     config: PretrainedConfig,
     cache: Cache,
@@ -126,8 +133,7 @@ def tree_extension_mask(
         ``(mask, query_positions)``: the mask of :func:`tree_attention_mask` and ``[len(nodes)]``.
     """
     tail = fed + nodes
-    ancestors = [set(tree.path_to(node)) for node in nodes]
-    visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool, device=device)
+    visible = tail_visibility(tree, fed, nodes).to(device)
     tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail], device=device)
     query_positions = tail_positions[len(fed) :]
     return tree_attention_mask(config, cache, query_positions, tail_positions, visible, dtype), query_positions

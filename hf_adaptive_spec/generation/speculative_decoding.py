@@ -108,7 +108,8 @@ def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: 
     """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
     ``static_cache="engine"`` the model's own fixed-size StaticCache."""
     if static_cache == "engine":
-        return fast_path(model).cache_for(config.max_length + fast_path(model).largest_bucket)
+        path = fast_path(model)
+        return path.cache_for(config.max_length + path.largest_bucket)
     return model_kwargs.get("past_key_values")
 
 
@@ -215,7 +216,7 @@ class _LookupBranch:
         return cls(num_tokens, config.max_matching_ngram_size or 2)  # transformers' default n-gram size
 
     def chain(self, sequence: torch.LongTensor, room: int, config: TreeConfig) -> list[int]:
-        if not self.num_tokens or room <= 0 or config.sample_drafts:  # sampled sibling groups must stay whole
+        if room <= 0 or config.sample_drafts:  # sampled sibling groups must stay whole
             return []
         return lookup_continuation(sequence[0], self.ngram_size, min(self.num_tokens, room))
 

@@ -7,7 +7,7 @@ import os
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ...core.attention import check_tree_attention_support, tree_extension_mask
+from ...core.attention import check_tree_attention_support, tail_visibility, tree_extension_mask
 from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
 from ...core.tree import DraftTree
@@ -124,15 +124,13 @@ class Eagle3Drafter(Drafter):
         return log_probs[-1:]
 
     def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        tail = self._fed + nodes
-        ancestors = [set(tree.path_to(node)) for node in nodes]
-        visible = torch.tensor([[t in anc for t in tail] for anc in ancestors], dtype=torch.bool)
+        visible = tail_visibility(tree, self._fed, nodes)
         positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
         tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
         hidden = torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None]
         prenorm, log_probs = self._static.step(tokens, hidden, False, positions, visible, self._committed)
         self._outputs.update(zip(nodes, prenorm))
-        self._fed = tail
+        self._fed = self._fed + nodes
         return log_probs
 
     @torch.no_grad()
