@@ -1,58 +1,314 @@
-"""A catalogue of bad inputs that used to slip through, each with the error (or the correct
-behaviour) it must get now. More live beside their subject: tests/test_errors.py,
-tests/test_static_cache.py, tests/bench/test_bench_questions.py and test_bench_cli.py."""
+"""The catalogue of bad inputs: each row is something a user can get wrong and the error it must
+raise, naming the problem and the fix. README "Supported, and refused" links here.
+
+Areas with catalogues of their own, next to their subject:
+- EAGLE-3 checkpoints: ``LOADING_ERRORS`` in tests/eagle3/test_eagle3_checkpoint.py;
+- the static cache and compiled path: tests/test_static_cache.py;
+- hub artifacts (types, files, weights): tests/hub/test_local_artifacts.py;
+- concurrent calls: tests/test_concurrency.py.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.cli import main as bench_main
-from hf_adaptive_spec.hub import MissingArtifactFileError
+from hf_adaptive_spec.core import FeatureCapture
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.hub import ArtifactError, ArtifactTypeError, MissingArtifactFileError
 from tiny_models import prompt, tiny_model
 
 
-def test_beam_search_is_named_before_the_batch_size(llama):
-    with pytest.raises(ValueError, match="beam search"):
-        llama.generate(torch.cat([prompt(5), prompt(5, seed=1)]), num_beams=2, max_new_tokens=4,
-                       assistant_policy=hfas.StaticTreePolicy.chain(2), assistant_model=hfas.CausalLMDrafter(llama))
+@dataclass
+class BadInput:
+    """``call(llama, tmp_path)`` must raise ``error`` with a message matching ``message``."""
+
+    call: Callable[[LlamaForCausalLM, Path], object]
+    error: type[Exception]
+    message: str
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [dict(prompt_lookup_num_tokens=-1), dict(prompt_lookup_num_tokens=2, max_matching_ngram_size=0),
-     dict(prompt_lookup_num_tokens=2, max_matching_ngram_size=-2)],
-)
-def test_prompt_lookup_knobs_are_validated_as_stock_would(llama, kwargs):
-    with pytest.raises(ValueError, match="must be a positive integer"):
-        llama.generate(prompt(5), max_new_tokens=4, do_sample=False,
-                       assistant_policy=hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1), **kwargs)
+def _generate(model, ids=None, **kwargs):
+    kwargs.setdefault("assistant_model", hfas.CausalLMDrafter(model))
+    kwargs.setdefault("assistant_policy", hfas.StaticTreePolicy.chain(3))
+    return model.generate(prompt(5) if ids is None else ids, max_new_tokens=5, do_sample=False, **kwargs)
 
 
-@pytest.mark.parametrize("name", ["./no/such/folder", "/tmp/hfas-no-such-folder", "a/b/c"])
-def test_a_missing_folder_is_named_before_any_hub_id_parsing(name):
-    with pytest.raises(MissingArtifactFileError, match=f"No such folder: '{name}'"):
-        hfas.AutoDraftPolicy.from_pretrained(name)
-    with pytest.raises(MissingArtifactFileError, match=f"No such folder: '{name}'"):
-        hfas.Eagle3Drafter.from_pretrained(name, target=tiny_model("llama"))
+def _two_prompts() -> torch.LongTensor:
+    return torch.cat([prompt(5), prompt(5, seed=1)])
 
 
-@pytest.mark.parametrize(
-    ("flag", "value"), [("--limit", "-1"), ("--limit", "0"), ("--per-category", "0"), ("--max-new-tokens", "0")]
-)
-def test_bench_counts_must_be_positive(tmp_path: Path, capsys, flag, value):
-    questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"question_id": 1, "category": "a", "turns": ["hi"]}) + "\n")
-    assert bench_main(["--questions", str(questions), flag, value, "--no-progress"]) == 2
-    assert f"{flag} must be at least 1, got {value}" in capsys.readouterr().err
+def _prefilled_cache(model) -> DynamicCache:
+    cache = DynamicCache(config=model.config)
+    model(prompt(3), past_key_values=cache, use_cache=True)
+    return cache
 
 
-def test_bench_turns_given_as_a_string_are_refused(tmp_path: Path, capsys):
-    questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"question_id": 1, "category": "a", "turns": "not a list"}) + "\n")
-    assert bench_main(["--questions", str(questions), "--no-progress"]) == 2
-    assert "q.jsonl:1: 'turns' must be a non-empty list of strings, got a str" in capsys.readouterr().err
+def _flash_attention_target(model, tmp_path):
+    flash = tiny_model("llama")
+    flash.config._attn_implementation = "flash_attention_2"
+    return _generate(flash, assistant_model=hfas.CausalLMDrafter(tiny_model("llama", seed=1)))
+
+
+def _not_enabled(model, tmp_path):
+    plain = LlamaForCausalLM(model.config).eval()
+    return plain.generate(prompt(5), max_new_tokens=3, assistant_policy=hfas.StaticTreePolicy.chain(2))
+
+
+class _BadConfigPolicy(hfas.DraftPolicy):
+    def tree_config(self, state):
+        return hfas.TreeConfig(depth=3, top_k=0, total_tokens=4)
+
+
+class _NotAConfigPolicy(hfas.DraftPolicy):
+    def tree_config(self, state):
+        return {"depth": 3}
+
+
+class _BadSizePolicy(hfas.StaticTreePolicy):
+    def num_tokens_to_verify(self, info):
+        return -1
+
+
+class _BadStopPolicy(hfas.StaticTreePolicy):
+    def continue_drafting(self, step):
+        return None
+
+
+GENERATE = {
+    "batch-larger-than-one": BadInput(lambda m, t: _generate(m, ids=_two_prompts()), ValueError, "batch size 1"),
+    "beam-search-named-before-batch-size": BadInput(
+        lambda m, t: _generate(m, ids=_two_prompts(), num_beams=2), ValueError, "beam search"
+    ),
+    "drafter-vocabulary-mismatch": BadInput(
+        lambda m, t: _generate(m, assistant_model=LlamaForCausalLM(LlamaConfig(
+            vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+            num_key_value_heads=1)).eval()),
+        ValueError,
+        "vocabulary .* differs .* tokenizer",
+    ),
+    "attention-kernel-without-tree-masks": BadInput(
+        _flash_attention_target, ValueError, "attn_implementation='sdpa'.*Supported: sdpa, eager"
+    ),
+    "cache-implementation-offloaded": BadInput(
+        lambda m, t: _generate(m, cache_implementation="offloaded"), ValueError,
+        "supports cache_implementation='static' or 'dynamic'",
+    ),
+    "static-cache-request-and-a-cache": BadInput(
+        lambda m, t: _generate(m, cache_implementation="static", past_key_values=DynamicCache()), ValueError,
+        "either cache_implementation='static' or a past_key_values cache, not both",
+    ),
+    "prefilled-dynamic-cache": BadInput(
+        lambda m, t: _generate(m, past_key_values=_prefilled_cache(m)), ValueError,
+        "cannot continue from a pre-filled past_key_values",
+    ),
+    "policy-top-k-zero": BadInput(
+        lambda m, t: _generate(m, assistant_policy=_BadConfigPolicy()), ValueError, "TreeConfig.top_k must be an int >= 1"
+    ),
+    "policy-config-not-a-tree-config": BadInput(
+        lambda m, t: _generate(m, assistant_policy=_NotAConfigPolicy()), ValueError,
+        "tree_config returned .* expected a TreeConfig",
+    ),
+    "policy-negative-verify-size": BadInput(
+        lambda m, t: _generate(m, assistant_policy=_BadSizePolicy(depth=3, top_k=2, total_tokens=5)), ValueError,
+        "num_tokens_to_verify returned -1",
+    ),
+    "policy-stop-not-a-bool": BadInput(
+        lambda m, t: _generate(m, assistant_policy=_BadStopPolicy(depth=3, top_k=2, total_tokens=5)), ValueError,
+        "continue_drafting returned None",
+    ),
+    "policy-not-a-draft-policy": BadInput(
+        lambda m, t: _generate(m, assistant_policy="static"), ValueError, "assistant_policy must be a DraftPolicy"
+    ),
+    "drafting-policy-without-drafter": BadInput(
+        lambda m, t: _generate(m, assistant_model=None), ValueError, "got no assistant_model"
+    ),
+    "assistant-model-of-the-wrong-type": BadInput(
+        lambda m, t: _generate(m, assistant_model="smollm2"), ValueError, "assistant_model must be a drafter"
+    ),
+    "drafter-without-policy": BadInput(
+        lambda m, t: m.generate(prompt(5), max_new_tokens=5, assistant_model=hfas.CausalLMDrafter(m)), ValueError,
+        "needs a policy",
+    ),
+    "padded-input": BadInput(
+        lambda m, t: _generate(m, attention_mask=torch.tensor([[0, 1, 1, 1, 1]])), ValueError, "padded inputs"
+    ),
+    "assistant-policy-without-enable": BadInput(
+        _not_enabled, ValueError, r"assistant_policy belongs to hf_adaptive_spec: call hf_adaptive_spec.enable\(model\)"
+    ),
+    "prompt-lookup-tokens-negative": BadInput(
+        lambda m, t: _generate(m, assistant_model=None, assistant_policy=hfas.StaticTreePolicy(depth=0, top_k=1,
+                               total_tokens=1), prompt_lookup_num_tokens=-1),
+        ValueError, "must be a positive integer",
+    ),
+    "prompt-lookup-ngram-zero": BadInput(
+        lambda m, t: _generate(m, prompt_lookup_num_tokens=2, max_matching_ngram_size=0), ValueError,
+        "must be a positive integer",
+    ),
+    "prompt-lookup-ngram-negative": BadInput(
+        lambda m, t: _generate(m, prompt_lookup_num_tokens=2, max_matching_ngram_size=-2), ValueError,
+        "must be a positive integer",
+    ),
+    "inputs-embeds": BadInput(
+        lambda m, t: m.generate(inputs_embeds=m.get_input_embeddings()(prompt(5)), max_new_tokens=4,
+                                assistant_model=hfas.CausalLMDrafter(m), assistant_policy=hfas.StaticTreePolicy.chain(2)),
+        ValueError, "needs input_ids, not inputs_embeds",
+    ),
+    "output-attentions": BadInput(
+        lambda m, t: _generate(m, output_attentions=True, return_dict_in_generate=True), ValueError,
+        "does not return attentions or hidden states",
+    ),
+    "output-hidden-states": BadInput(
+        lambda m, t: _generate(m, output_hidden_states=True, return_dict_in_generate=True), ValueError,
+        "does not return attentions or hidden states",
+    ),
+    "num-return-sequences": BadInput(
+        lambda m, t: m.generate(prompt(5), max_new_tokens=4, num_return_sequences=2, do_sample=True,
+                                assistant_model=hfas.CausalLMDrafter(m), assistant_policy=hfas.StaticTreePolicy.chain(2)),
+        ValueError, r"batch size 1 only \(got 2",
+    ),
+    "prompt-lookup-with-a-cache-sharing-drafter": BadInput(
+        lambda m, t: _generate(m, assistant_model=hfas.DVIDrafter(tiny_model("llama"), exit_layer=1),
+                               prompt_lookup_num_tokens=2),
+        ValueError, "drop prompt_lookup_num_tokens, or disable the drafter's cache sharing",
+    ),
+    "truncated-drafter-too-deep": BadInput(
+        lambda m, t: hfas.CausalLMDrafter.from_target_layers(m, 4), ValueError, "num_layers must be in 1..3"
+    ),
+    "feature-index-out-of-range": BadInput(
+        lambda m, t: FeatureCapture(m, [5]), ValueError, "out of range for a 4-layer model"
+    ),
+}
+
+
+def _missing(loader: str, name: str) -> BadInput:
+    def call(model, tmp_path):
+        if loader == "policy":
+            return hfas.AutoDraftPolicy.from_pretrained(name)
+        return hfas.Eagle3Drafter.from_pretrained(name, target=model)
+
+    return BadInput(call, MissingArtifactFileError, f"No such folder: '{name}'")
+
+
+def _saved_eagle3(model, folder: Path) -> Path:
+    hfas.Eagle3Drafter(Eagle3DraftModel.from_target(model)).save_pretrained(folder)
+    return folder
+
+
+def _truncated_eagle3_weights(model, tmp_path):
+    folder = _saved_eagle3(model, tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    return hfas.Eagle3Drafter.from_pretrained(folder, target=model)
+
+
+def _eagle3_config(text: str):
+    def call(model, tmp_path):
+        (_saved_eagle3(model, tmp_path) / "config.json").write_text(text)
+        return hfas.Eagle3Drafter.from_pretrained(tmp_path, target=model)
+
+    return call
+
+
+def _dvi_adapter_as_policy(model, tmp_path):
+    hfas.DVIDrafter(tiny_model("llama"), exit_layer=1).save_pretrained(tmp_path)
+    return hfas.AutoDraftPolicy.from_pretrained(tmp_path)
+
+
+def _eagle3_as_policy(model, tmp_path):
+    return hfas.AutoDraftPolicy.from_pretrained(_saved_eagle3(model, tmp_path))
+
+
+FOLDERS = {
+    **{
+        f"missing-folder-{loader}-{kind}": _missing(loader, name)
+        for loader in ("policy", "eagle3")
+        for kind, name in (("relative", "./no/such/folder"), ("absolute", "/tmp/hfas-no-such-folder"),
+                           ("like-a-repo-id", "a/b/c"))
+    },
+    "dvi-adapter-given-as-a-policy": BadInput(
+        _dvi_adapter_as_policy, ArtifactTypeError, r"has no 'config.json': it is a DVI adapter: load it with DVIDrafter"
+    ),
+    "eagle3-drafter-given-as-a-policy": BadInput(
+        _eagle3_as_policy, ArtifactTypeError, r"not an hf-adaptive-spec artifact; it looks like an EAGLE-3 drafter"
+    ),
+    "truncated-safetensors": BadInput(
+        _truncated_eagle3_weights, ArtifactError, r"model.safetensors' is not a readable safetensors file"
+    ),
+    "config-not-json": BadInput(_eagle3_config("{"), ArtifactError, r"config.json' is not valid JSON"),
+    "config-not-an-object": BadInput(_eagle3_config("[1, 2]"), ArtifactError, "must hold a JSON object, got list"),
+}
+
+
+class BenchRefused(Exception):
+    """The bench CLI exited with status 2; the message is its stderr."""
+
+
+def _bench(*args: str, turns: object = ("hi",)):
+    def call(model, tmp_path):
+        questions = tmp_path / "q.jsonl"
+        questions.write_text(json.dumps({"question_id": 1, "category": "a", "turns": turns}) + "\n")
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            status = bench_main(["--questions", str(questions), *args, "--no-progress"])
+        if status == 2:
+            raise BenchRefused(stderr.getvalue())
+        return status
+
+    return call
+
+
+BENCH = {
+    "bench-limit-negative": BadInput(_bench("--limit", "-1"), BenchRefused, "--limit must be at least 1, got -1"),
+    "bench-limit-zero": BadInput(_bench("--limit", "0"), BenchRefused, "--limit must be at least 1, got 0"),
+    "bench-per-category-zero": BadInput(
+        _bench("--per-category", "0"), BenchRefused, "--per-category must be at least 1, got 0"
+    ),
+    "bench-max-new-tokens-zero": BadInput(
+        _bench("--max-new-tokens", "0"), BenchRefused, "--max-new-tokens must be at least 1, got 0"
+    ),
+    "bench-turns-a-string": BadInput(
+        _bench(turns="not a list"), BenchRefused, "q.jsonl:1: 'turns' must be a non-empty list of strings, got a str"
+    ),
+}
+
+CATALOGUE = {**GENERATE, **FOLDERS, **BENCH}
+
+
+@pytest.mark.parametrize("case", CATALOGUE.values(), ids=CATALOGUE.keys())
+def test_bad_input_gets_its_error(llama, tmp_path, case):
+    with pytest.raises(case.error, match=case.message):
+        case.call(llama, tmp_path)
+
+
+def test_the_catalogue_has_at_least_40_entries():
+    assert len(CATALOGUE) >= 40
+
+
+class _FrontierLimit(hfas.CausalLMDrafter):
+    """Fails at once when asked to expand more than ``limit`` nodes of one level."""
+
+    limit = 7
+
+    def expand(self, tree, nodes):
+        assert len(nodes) <= self.limit, f"expanded {len(nodes)} beams of one level"
+        return super().expand(tree, nodes)
+
+
+def test_a_huge_top_k_drafts_no_more_than_total_tokens_can_verify(llama):
+    """top_k=10**6 on a 96-token vocabulary used to grow 96**4 nodes (MemoryError after 30 s): beams
+    past total_tokens - 1 are never verified, so they are not drafted; the tokens stay stock's."""
+    policy = hfas.StaticTreePolicy(depth=4, top_k=10**6, total_tokens=8)
+    drafter = _FrontierLimit(tiny_model("llama", seed=1))
+    out = llama.generate(prompt(6), max_new_tokens=12, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+    assert torch.equal(out, llama.generate(prompt(6), max_new_tokens=12, do_sample=False))

@@ -36,19 +36,19 @@ _COMMON = dict(
 )
 
 FAMILIES = {
-    "llama": lambda: LlamaForCausalLM(LlamaConfig(**_COMMON)),
-    "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(head_dim=16, **_COMMON)),
-    "mistral-sliding": lambda: MistralForCausalLM(MistralConfig(sliding_window=6, **_COMMON)),
-    "qwen2-hybrid": lambda: Qwen2ForCausalLM(
-        Qwen2Config(use_sliding_window=True, sliding_window=5, max_window_layers=2, **_COMMON)
+    "llama": lambda common: LlamaForCausalLM(LlamaConfig(**common)),
+    "qwen3": lambda common: Qwen3ForCausalLM(Qwen3Config(head_dim=16, **common)),
+    "mistral-sliding": lambda common: MistralForCausalLM(MistralConfig(sliding_window=6, **common)),
+    "qwen2-hybrid": lambda common: Qwen2ForCausalLM(
+        Qwen2Config(use_sliding_window=True, sliding_window=5, max_window_layers=2, **common)
     ),
 }
 
 
-def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = "sdpa"):
+def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = "sdpa", num_hidden_layers: int = 4):
     """A fresh, enabled tiny random model of ``family``."""
     torch.manual_seed(seed)
-    model = FAMILIES[family]()
+    model = FAMILIES[family]({**_COMMON, "num_hidden_layers": num_hidden_layers})
     model.set_attn_implementation(attn_implementation)
     return hfas.enable(model.eval())
 

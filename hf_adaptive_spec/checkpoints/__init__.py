@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct). The three policies are
-#: copies (config.json, model.safetensors, README.md) of the recipe outputs in artifacts/ that
-#: results/README.md measures; tests/policies/test_shipped_policies.py names each source and keeps
-#: the copies identical.
+#: the outputs of their recipes (trainers/recipes/ltd_smollm2_skip.yaml, radar_smollm2_skip.yaml,
+#: resps_smollm2_plain.yaml with the bench-fitted profile; each card gives its command), copied here.
 SHIPPED = {
     "eagle3": "eagle3-smollm2-135m-instruct",
     "ltd": "ltd-smollm2-135m-instruct",

@@ -4,7 +4,7 @@ KV cache compaction, target hidden-state capture and the target's output head.""
 from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask, tree_extension_mask
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
-from .output_head import OutputHead
+from .output_head import OutputHead, TopLogitsRescorer
 from .sequences import common_prefix_length
 from .tree import DraftTree, full_tree_size
 
@@ -13,6 +13,7 @@ __all__ = [
     "DraftTree",
     "FeatureCapture",
     "OutputHead",
+    "TopLogitsRescorer",
     "check_tree_attention_support",
     "common_prefix_length",
     "compact_cache",

@@ -80,3 +80,32 @@ class FeatureCapture:
                 self.latest[index] = output.detach()
 
         return hook
+
+
+# EAGLE-3's fused feature layers: defined here because drafters (EAGLE-3) and policies (Re-SpS's
+# observation) both read them.
+def default_aux_layer_ids(num_target_layers: int) -> list[int]:
+    """EAGLE-3's target layers ``[2, L//2, L-3]`` as inputs of those layers (``hidden_states`` indices).
+
+    The same default in the EAGLE reference, vLLM and SGLang, for targets of 7 layers or more. Below
+    that those ids repeat or leave ``1..L-1``; targets of 4 to 6 layers take ``[1, L//2, L-1]``
+    instead (exports always write the ids, so no engine falls back to its own default).
+    """
+    eagle3 = [2, num_target_layers // 2, num_target_layers - 3]
+    if not aux_layer_ids_problem(eagle3, num_target_layers):
+        return eagle3
+    return [1, num_target_layers // 2, num_target_layers - 1]
+
+
+def aux_layer_ids_problem(ids: list[int], num_target_layers: int | None) -> str | None:
+    """Why ``ids`` cannot be EAGLE-3's fused features (None if they can): vLLM and SGLang capture
+    them in ascending layer order, once each, at the input of layers ``1..L-1`` (layer 0 has no
+    residual yet; ``L`` is never captured), so they must be strictly increasing within that range."""
+    if any(later <= earlier for earlier, later in zip(ids, ids[1:])):
+        return "must be strictly increasing (serving engines capture them in ascending order, once each)"
+    if num_target_layers is not None and not all(1 <= i <= num_target_layers - 1 for i in ids):
+        return (
+            f"must lie in 1..{num_target_layers - 1} for a {num_target_layers}-layer target (0 is the embeddings, "
+            f"which have no residual to capture; {num_target_layers} is never captured)"
+        )
+    return None

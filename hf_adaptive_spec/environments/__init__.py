@@ -1,12 +1,12 @@
 """Environments for training draft policies: exact replay of recorded greedy generations, live
 generation, and gymnasium wrappers of the replay."""
 
-from .cli import load_recording, load_training_recording
 from .gym import DraftStepEnv, TreeConfigEnv
 from .multi import MultiReplayEnvironment
 from .online import OnlineEnvironment
 from .recording import ReplayRecording, ReplayTree, record_greedy_trees, record_replay
 from .replay import ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
+from .storage import load_recording, load_training_recording
 
 __all__ = [
     "DraftStepEnv",

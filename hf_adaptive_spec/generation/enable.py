@@ -6,7 +6,7 @@ from types import MethodType
 
 import torch
 from torch import nn
-from transformers import GenerationConfig, PreTrainedModel, StoppingCriteriaList
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from ..core.features import unwrap_peft
@@ -150,3 +150,29 @@ def enable(model: nn.Module) -> nn.Module:
         target.generate = MethodType(_generate, target)
         setattr(target, _ENABLED_FLAG, True)
     return model
+
+
+def _hint_enable_for_assistant_policy() -> None:
+    """On a model that was never enabled, ``generate(assistant_policy=...)`` fails in transformers'
+    kwargs check ("model_kwargs are not used by the model"). Add the fix to that error; nothing
+    else about the check changes."""
+    validate = GenerationMixin._validate_model_kwargs
+    if getattr(validate, "_hf_adaptive_spec_hint", False):
+        return
+
+    def _validate_model_kwargs(self, model_kwargs: dict):
+        try:
+            return validate(self, model_kwargs)
+        except ValueError as error:
+            if "assistant_policy" in model_kwargs and "assistant_policy" in str(error):
+                raise ValueError(
+                    f"{error}. assistant_policy belongs to hf_adaptive_spec: call hf_adaptive_spec.enable(model) once "
+                    "before generate."
+                ) from error
+            raise
+
+    _validate_model_kwargs._hf_adaptive_spec_hint = True
+    GenerationMixin._validate_model_kwargs = _validate_model_kwargs
+
+
+_hint_enable_for_assistant_policy()

@@ -26,7 +26,7 @@ from ..core.attention import tree_attention_mask
 from ..core.compiled import CompiledForward
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
-from ..core.output_head import OutputHead
+from ..core.output_head import OutputHead, TopLogitsRescorer
 from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, static_tree_mask
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter
@@ -41,21 +41,26 @@ DEFAULT_BUCKETS = (8, 12, 16, 32)
 class TreeLogits:
     """Target logits per tree node, ``[vocab]`` float32 rows.
 
-    With ``hidden`` (the final-norm output ``[n, hidden]``) the lm_head runs only for the nodes
-    the acceptance walk visits (about τ of them), not for every verified token.
+    ``hidden`` (the final-norm output ``[n, hidden]``) serves two purposes: without ``logits`` the
+    lm_head runs only for the nodes the acceptance walk visits (about τ of them), not for every
+    verified token; with a ``rescorer`` (half-precision models) each visited row's top tokens are
+    recomputed in float32 from it (:class:`~hf_adaptive_spec.core.TopLogitsRescorer`).
     """
 
     def __init__(
-        self, logits: torch.Tensor | None = None, hidden: torch.Tensor | None = None, head: OutputHead | None = None
+        self,
+        logits: torch.Tensor | None = None,
+        hidden: torch.Tensor | None = None,
+        head: OutputHead | None = None,
+        rescorer: TopLogitsRescorer | None = None,
     ):
-        self.logits, self.hidden, self.head = logits, hidden, head
+        self.logits, self.hidden, self.head, self.rescorer = logits, hidden, head, rescorer
         self.rows: dict[int, torch.Tensor] = {}
 
     def __getitem__(self, node: int) -> torch.Tensor:
-        if self.logits is not None:
-            return self.logits[node]
         if node not in self.rows:
-            self.rows[node] = self.head(self.hidden[node : node + 1])[0].float()
+            row = self.logits[node] if self.logits is not None else self.head(self.hidden[node : node + 1])[0]
+            self.rows[node] = self.rescorer(row, self.hidden[node]) if self.rescorer is not None else row.float()
         return self.rows[node]
 
 
@@ -98,7 +103,14 @@ def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, lo
         return False
     with torch.no_grad():
         recomputed = head(final_hidden[None])[0].float()
-    return torch.allclose(recomputed, logits.float(), rtol=1e-4, atol=1e-4)
+    tolerance = max(1e-4, 2 * torch.finfo(logits.dtype).eps)  # half precision: a rounding step
+    return torch.allclose(recomputed, logits.float(), rtol=tolerance, atol=tolerance)
+
+
+def _rescorer(model: PreTrainedModel) -> TopLogitsRescorer | None:
+    """Float32 rescoring of the top logits for a half-precision model with a plain linear head."""
+    head = model.get_output_embeddings()
+    return TopLogitsRescorer(head, model.dtype) if TopLogitsRescorer.applies(head, model.dtype) else None
 
 
 class DynamicTarget(TargetForward):
@@ -110,6 +122,7 @@ class DynamicTarget(TargetForward):
         self.capture = FeatureCapture(model, wanted | {self.final_index})
         self.head: OutputHead | None = None  # set when the logits are lm_head(final norm)
         self.lazy_head: OutputHead | None = None
+        self.rescorer: TopLogitsRescorer | None = None
 
     def __enter__(self) -> DynamicTarget:
         self.capture.__enter__()
@@ -121,24 +134,31 @@ class DynamicTarget(TargetForward):
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         model = self.model
         logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
-        if _lm_head_is_last_step(model, self.capture.latest[self.final_index][0, -1], logits[0, -1]):
+        final_hidden = self.capture.latest[self.final_index][0]
+        if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())
             # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
             self.lazy_head = self.head if model.device.type == "cpu" else None
+            self.rescorer = _rescorer(model)
         elif self.drafter.shared_layers:
             raise ValueError(
                 f"{type(self.drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
                 "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
             )
-        return TreeLogits(logits=logits[0, -1:].float()), {i: self.capture.latest[i] for i in self.wanted}
+        first = TreeLogits(logits=logits[0, -1:], hidden=final_hidden[-1:], rescorer=self.rescorer)
+        return first, {i: self.capture.latest[i] for i in self.wanted}
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
         if self.drafter.shared_layers:
             hidden = self.drafter.verify(self.model, self.cache, tree, past_length)
-            if self.lazy_head is None:
-                return TreeLogits(logits=self.head(hidden).float())
-            return TreeLogits(hidden=hidden, head=self.lazy_head)
-        return verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
+            logits = None if self.lazy_head is not None else self.head(hidden)
+            return TreeLogits(logits=logits, hidden=hidden, head=self.lazy_head, rescorer=self.rescorer)
+        tree_logits = verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
+        if self.rescorer is not None:
+            tree_logits.rescorer = self.rescorer
+            if tree_logits.hidden is None:
+                tree_logits.hidden = self.capture.latest[self.final_index][0]
+        return tree_logits
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         compact_cache(self.cache, len(tree), keep)
@@ -160,7 +180,7 @@ def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int
     )
     if lazy_head is not None:
         return TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head)
-    return TreeLogits(logits=model(**inputs).logits[0].float())
+    return TreeLogits(logits=model(**inputs).logits[0])
 
 
 def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, attention_mask, cache, feature_layers):
@@ -272,7 +292,11 @@ class StaticTarget(TargetForward):
 
     def __init__(self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None):
         self.model, self.cache, self.path, self.options = model, cache, path, options
-        self.feature_layers = tuple(sorted(wanted))
+        self.wanted = tuple(sorted(wanted))
+        self.rescorer = _rescorer(model)
+        self.final_index = len(decoder_layers(model))
+        # the forward's hidden-state outputs: the features, and the final norm's output for rescoring
+        self.feature_layers = tuple(sorted(wanted | ({self.final_index} if self.rescorer is not None else set())))
         self.compiled = options is not None
         self.max_cache_len = cache.layers[0].max_cache_len
         self._features: Features = {}
@@ -288,8 +312,13 @@ class StaticTarget(TargetForward):
             logits_to_keep=1,
             output_hidden_states=list(self.feature_layers) if self.feature_layers else False,
         )
-        features = {i: out.hidden_states[i] for i in self.feature_layers}
-        return TreeLogits(logits=out.logits[0, -1:].float()), features
+        logits, hidden = out.logits[0, -1:], None
+        if self.rescorer is not None:
+            hidden = out.hidden_states[self.final_index][0, -1:]
+            if not _lm_head_is_last_step(self.model, hidden[0], logits[0]):
+                self.rescorer = None  # softcapped or scaled logits: no float32 products to recover
+        features = {i: out.hidden_states[i] for i in self.wanted}
+        return TreeLogits(logits=logits, hidden=hidden, rescorer=self.rescorer), features
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
         device, n = self.model.device, len(tree)
@@ -308,8 +337,10 @@ class StaticTarget(TargetForward):
             self.feature_layers,
         )
         self.compile_time += compile_seconds
-        self._features = dict(zip(self.feature_layers, features))
-        return TreeLogits(logits=logits[0, :n].float())
+        outputs = dict(zip(self.feature_layers, features))
+        self._features = {i: outputs[i] for i in self.wanted}
+        hidden = outputs[self.final_index][0, :n] if self.rescorer is not None else None
+        return TreeLogits(logits=logits[0, :n], hidden=hidden, rescorer=self.rescorer)
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         compact_static_cache(self.cache, past_length, keep)

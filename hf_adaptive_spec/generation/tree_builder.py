@@ -81,7 +81,7 @@ class TreeBuilder:
                     raise ValueError(f"The policy's continue_drafting returned {keep_going!r}; expected a bool.")
                 if not keep_going:
                     break
-                frontier = self._next_frontier(tree, new_nodes, config)
+                frontier = self._next_frontier(tree, new_nodes, config, rows.shape[-1])
                 if not frontier:
                     break
                 start = time.perf_counter()
@@ -110,12 +110,23 @@ class TreeBuilder:
             new_nodes += tree.add_children(parent, tokens, log_probs)
         return new_nodes
 
-    def _next_frontier(self, tree: DraftTree, new_nodes: list[int], config: TreeConfig) -> list[int]:
-        ranked = sorted(new_nodes, key=lambda i: -tree.scores[i])[: config.top_k]
+    def _next_frontier(self, tree: DraftTree, new_nodes: list[int], config: TreeConfig, vocab_size: int) -> list[int]:
+        ranked = sorted(new_nodes, key=lambda i: -tree.scores[i])[: self._beams(config, vocab_size)]
         if not config.sample_drafts:
             return sorted(ranked)
         room = (config.total_tokens - len(tree)) // config.top_k  # whole sibling groups that still fit
         return sorted(ranked[: max(room, 0)])
+
+    @staticmethod
+    def _beams(config: TreeConfig, vocab_size: int) -> int:
+        """Beams per level: ``top_k``, unless it exceeds the draft vocabulary (``top_k=10**6`` would grow
+        vocab**depth nodes). Then only the ``total_tokens - 1`` best: beams ranked past that are never
+        verified (the rerank keeps at most that many nodes, and every beam ranked above one outranks it
+        and its descendants), so the verified tree is the same. Replays record ``top_k <= vocab``, where
+        nothing changes."""
+        if config.top_k <= vocab_size:
+            return config.top_k
+        return max(1, min(vocab_size, config.total_tokens - 1))
 
     def _prune(
         self, tree: DraftTree, config: TreeConfig, context_length: int, times: DraftTimes, lookup_length: int

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ArtifactError, ArtifactTypeError
+from .errors import ArtifactError, ArtifactTypeError, MissingArtifactFileError
 from .location import ArtifactLocation
 
 CONFIG_NAME = "config.json"
@@ -24,17 +24,55 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return config
 
 
+#: files that mark folders of other kinds, and how those load
+_DVI_ADAPTER = "a DVI adapter: load it with DVIDrafter.from_pretrained(path, target=model)"
+_PEFT_ADAPTER = "a peft adapter: load it with peft's PeftModel.from_pretrained(model, path)"
+_EAGLE3_DRAFTER = "an EAGLE-3 drafter: load it with Eagle3Drafter.from_pretrained(path, target=model)"
+_TRANSFORMERS_MODEL = (
+    "a transformers model: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: CausalLMDrafter(model))"
+)
+
+
+def _kind_without_config(location: ArtifactLocation) -> str | None:
+    if not location.is_local:  # a Hub repo would need another request; its missing config.json is named as is
+        return None
+    files = set(location.list_files())
+    if "dvi_config.json" in files:
+        return _DVI_ADAPTER
+    if "adapter_config.json" in files:
+        return _PEFT_ADAPTER
+    return None
+
+
+def _kind_of_config(config: dict[str, Any]) -> str | None:
+    architectures = config.get("architectures") or []
+    if "LlamaForCausalLMEagle3" in architectures or "draft_vocab_size" in config:
+        return _EAGLE3_DRAFTER
+    if architectures or "model_type" in config:
+        return _TRANSFORMERS_MODEL
+    return None
+
+
 def read_config(location: ArtifactLocation) -> dict[str, Any]:
-    """The parsed ``config.json`` of ``location``."""
-    return read_json_object(location.resolve(CONFIG_NAME))
+    """The parsed ``config.json`` of ``location``; a folder of another kind (a DVI or peft adapter) is named."""
+    try:
+        path = location.resolve(CONFIG_NAME)
+    except MissingArtifactFileError as error:
+        kind = _kind_without_config(location)
+        if kind is None:
+            raise
+        raise ArtifactTypeError(f"{location} has no '{CONFIG_NAME}': it is {kind}.") from error
+    return read_json_object(path)
 
 
 def read_artifact_type(location: ArtifactLocation) -> str:
     """The ``artifact_type`` declared in ``config.json``, e.g. ``"hf_adaptive_spec.policy.ltd"``."""
-    artifact_type = read_config(location).get(ARTIFACT_TYPE_KEY)
+    config = read_config(location)
+    artifact_type = config.get(ARTIFACT_TYPE_KEY)
     if not isinstance(artifact_type, str):
+        kind = _kind_of_config(config)
         raise ArtifactTypeError(
             f"'{CONFIG_NAME}' of {location} has no '{ARTIFACT_TYPE_KEY}' field, so it is not an hf-adaptive-spec "
-            "artifact (a transformers model or a peft adapter loads with that library's from_pretrained)."
+            "artifact" + (f"; it looks like {kind}." if kind else ".")
         )
     return artifact_type

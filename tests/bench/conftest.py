@@ -40,14 +40,14 @@ def byte_chat_tokenizer() -> PreTrainedTokenizerFast:
 
 @pytest.fixture(scope="session")
 def bench_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Folder with a saved 2-layer random Llama and its tokenizer (for ``--model``)."""
+    """Folder with a saved 4-layer random Llama and its tokenizer (for ``--model``)."""
     folder = tmp_path_factory.mktemp("tiny-llama")
     tokenizer = byte_chat_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=2048,

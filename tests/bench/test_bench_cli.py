@@ -75,7 +75,7 @@ def test_top_level_cli_dispatches_to_bench(capsys):
 def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--methods", "hf-assistant"]
     assert main([*argv, "--drafter-layers", "5", "--no-progress"]) == 2
-    assert "method 'hf-assistant': num_layers must be in 1..1" in capsys.readouterr().err
+    assert "method 'hf-assistant': num_layers must be in 1..3" in capsys.readouterr().err
 
 
 def _stock_outputs(report: dict) -> dict:

@@ -140,7 +140,7 @@ def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
     model, tokenizer = bench_model
     expected = stock_tokens(model, tokenizer)
     torch.manual_seed(0)
-    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     method = METHODS["eagle3"]()
     options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, eagle3_checkpoint=str(tmp_path / "drafter"))
     method.prepare(model, tokenizer, options)
@@ -155,7 +155,7 @@ def test_eagle3_candidate_runs_its_own_drafter_and_needs_one(bench_model, tmp_pa
     model, tokenizer = bench_model
     expected = stock_tokens(model, tokenizer)
     torch.manual_seed(1)
-    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "candidate")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "candidate")
     method = METHODS["eagle3-candidate"]()
     with pytest.raises(MethodUnavailableError, match="--candidate-checkpoint"):
         method.prepare(model, tokenizer, OPTIONS)
@@ -163,7 +163,7 @@ def test_eagle3_candidate_runs_its_own_drafter_and_needs_one(bench_model, tmp_pa
                             candidate_checkpoint=str(tmp_path / "candidate"))
     method.prepare(model, tokenizer, options)
     drafter = method.generate_kwargs["assistant_model"]
-    assert drafter.model.config.aux_hidden_state_layer_ids == [0, 1, 2]
+    assert drafter.model.config.aux_hidden_state_layer_ids == [1, 2, 3]
     tokens, _ = method.generate(prompt(tokenizer))
     assert tokens == expected
 
@@ -196,13 +196,13 @@ def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     model, tokenizer = bench_model
     expected = stock_tokens(model, tokenizer)
     torch.manual_seed(0)
-    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     policies = {
         "eagle3-ltd": ("ltd_policy", LTDPolicy(depth=3, top_k=2, total_tokens=6)),
         "eagle3-radar": ("radar_policy", RadarPolicy(depth=3, top_k=2, total_tokens=6)),
         "eagle3-resps": (
             "resps_policy",
-            ReSpSPolicy(hidden_size=model.config.hidden_size, num_target_layers=2, feature_layers=(0, 1, 2)),
+            ReSpSPolicy(hidden_size=model.config.hidden_size, num_target_layers=4, feature_layers=(1, 2, 3)),
         ),
     }
     fields = {"eagle3_checkpoint": str(tmp_path / "drafter")}
@@ -225,7 +225,7 @@ def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monke
 
     monkeypatch.setitem(checkpoints.SHIPPED, "ltd", "no-such-folder")
     model, tokenizer = bench_model
-    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
     with pytest.raises(MethodUnavailableError, match="--ltd-policy"):
         METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
@@ -252,7 +252,7 @@ def test_eagle3_samples_through_the_engine(bench_model, tmp_path):
 
     model, tokenizer = bench_model
     torch.manual_seed(0)
-    Eagle3DraftModel.from_target(model, aux_hidden_state_layer_ids=[0, 1, 2]).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     method = METHODS["eagle3"]()
     options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, temperature=1.0,
                             eagle3_checkpoint=str(tmp_path / "drafter"))

@@ -11,13 +11,14 @@ from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 torch.set_num_threads(1)
 
 DRAFT_VOCAB = 24
-CUSTOM_IDS = [1, 2, 3]  # differ from the default [2, L//2, L-3] = [2, 2, 1] of the 4-layer target
+TARGET_LAYERS = 6
+CUSTOM_IDS = [2, 3, 4]  # differ from the default [1, L//2, L-1] = [1, 3, 5] of the 6-layer target
 
 
 @pytest.fixture(scope="session")
 def target():
-    """LlamaForCausalLM: 4 layers, hidden 64, vocab 96, sdpa, enabled."""
-    return tiny_model("llama")
+    """LlamaForCausalLM: 6 layers (room for feature ids other than the default), hidden 64, vocab 96, sdpa, enabled."""
+    return tiny_model("llama", num_hidden_layers=TARGET_LAYERS)
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 from safetensors.torch import load_file, save_file
-from tiny_models import prompt
+from tiny_models import prompt, tiny_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
+from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel, default_aux_layer_ids
 
 from .conftest import CUSTOM_IDS, DRAFT_VOCAB, draft_logits, make_draft_model
 
@@ -110,7 +110,7 @@ def test_official_layout_loads_with_identical_logits(tmp_path, target, official_
     path = _write(tmp_path, _official_config(official_reference), official_tensors, pickle=pickle)
     drafter = Eagle3Drafter.from_pretrained(path, target=target, allow_pickle=pickle)
     assert drafter.model.config.rope_parameters["rope_theta"] == 10000.0
-    assert drafter.model.config.aux_hidden_state_layer_ids == [2, 2, 1]
+    assert drafter.model.config.aux_hidden_state_layer_ids == [1, 3, 5] == default_aux_layer_ids(6)
     assert torch.equal(draft_logits(drafter.model, target, IDS), draft_logits(official_reference, target, IDS))
     assert not drafter.model.embed_tokens.weight.requires_grad
 
@@ -135,6 +135,33 @@ def test_specforge_layout_loads_with_identical_logits(tmp_path, target):
     assert loaded.config.aux_hidden_state_layer_ids == CUSTOM_IDS
     assert loaded.config.rope_parameters == {**LLAMA3_ROPE, "rope_theta": 500000.0}
     assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(reference, target, IDS))
+
+
+def test_specforge_norm_output_true_is_the_final_norm_this_model_applies(tmp_path, target, official_reference, official_tensors):
+    """SpecForge's norm_output (default true) normalises before lm_head: the logits of the reference
+    computation lm_head(norm(layer output)), spelled out here from the loaded weights."""
+    config = {**_official_config(official_reference), "architectures": ["LlamaForCausalLMEagle3"], "norm_output": True}
+    loaded = Eagle3DraftModel.from_pretrained(_write(tmp_path, config, official_tensors), target=target)
+    with torch.no_grad():
+        hidden_states = target(IDS, output_hidden_states=True).hidden_states
+        features = torch.cat([hidden_states[i] for i in loaded.config.aux_hidden_state_layer_ids], dim=-1)[:, :-1]
+        out = loaded(IDS[:, 1:], features)
+        h = out.prenorm_hidden_states  # RMSNorm, then lm_head, written out
+        normed = loaded.norm.weight * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + loaded.config.rms_norm_eps)
+        reference_logits = normed @ loaded.lm_head.weight.T
+    torch.testing.assert_close(out.logits, reference_logits, rtol=1e-5, atol=1e-5)
+    assert torch.equal(out.logits, draft_logits(official_reference, target, IDS))
+
+
+def test_a_drafter_saved_for_another_depth_loads_on_purpose(tmp_path, target):
+    shallow = tiny_model("llama", num_hidden_layers=4)
+    Eagle3Drafter(make_draft_model(shallow)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="built for a 4-layer target; the target has 6 layers"):
+        Eagle3Drafter.from_pretrained(tmp_path, target=target)
+    reused = Eagle3Drafter.from_pretrained(tmp_path, target=target, ignore_target_mismatch=True)
+    assert reused.model.config.target_num_hidden_layers == 6
+    assert reused.feature_layers == (1, 3, 5)  # saved as the 4-layer default: the 6-layer default now
+    reused.bind(target)
 
 
 def test_rope_comes_from_the_drafter_config_not_the_target(tmp_path, target, official_reference, official_tensors):
@@ -245,7 +272,10 @@ def test_default_layers_and_rope_export(tmp_path, target):
     drafter = Eagle3Drafter(make_draft_model(target, rope_parameters={**LLAMA3_ROPE, "rope_theta": 5e5}))
     drafter.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    assert "eagle_aux_hidden_state_layer_ids" not in config and "eagle_config" not in config  # engines' default
+    # both engines' fields even for the default ids (else each engine applies its own), and the target's depth
+    assert config["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5] == default_aux_layer_ids(6)
+    assert config["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [0, 2, 4], "use_aux_hidden_state": True}
+    assert config["target_num_hidden_layers"] == 6
     assert config["rope_scaling"] == LLAMA3_ROPE and config["rope_theta"] == 5e5
     assert config["rope_parameters"] == {**LLAMA3_ROPE, "rope_theta": 5e5}
 
@@ -307,11 +337,22 @@ LOADING_ERRORS = {
     "vocab-size": ({"vocab_size": 100}, (), None, "Vocabulary mismatch: the drafter's vocab_size is 100"),
     "t2d-length": ({}, ("t2d",), {"t2d": torch.ones(100, dtype=torch.bool)}, "Vocabulary mismatch: t2d covers 100"),
     "no-d2t": ({}, ("d2t",), None, "reduced .* but the checkpoint has no d2t"),
-    "ids-range": ({"eagle_aux_hidden_state_layer_ids": [1, 2, 9]}, (), None, r"ids \[9\] out of range for a 4-layer"),
+    "ids-range": ({"eagle_aux_hidden_state_layer_ids": [1, 2, 9]}, (), None, r"\[1, 2, 9\] must lie in 1..5 for a 6-layer"),
+    "id-zero": ({"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}, (), None, r"must lie in 1..5 .*\(0 is the embeddings"),
+    "id-L": ({"eagle_aux_hidden_state_layer_ids": [2, 4, 6]}, (), None, r"must lie in 1..5 .* 6 is never captured"),
+    "ids-unsorted": ({"eagle_aux_hidden_state_layer_ids": [4, 1, 3]}, (), None, "must be strictly increasing"),
+    "ids-repeated": ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 1, 3]}}, (), None, "strictly increasing"),
+    "other-depth": (
+        {"target_num_hidden_layers": 4},
+        (),
+        None,
+        "built for a 4-layer target; the target has 6 layers.*ignore_target_mismatch=True",
+    ),
+    "norm-output-false": ({"norm_output": False}, (), None, "norm_output=False: SpecForge then feeds lm_head without"),
     "ids-disagree": (
         {
             "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]},
         },
         (),
         None,

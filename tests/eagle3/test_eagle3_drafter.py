@@ -102,7 +102,7 @@ def test_draft_to_target_maps_the_reduced_vocabulary(target, frequent_tokens):
 def test_features_are_the_target_hidden_states_at_the_configured_layers(target, layer_ids):
     kwargs = {} if layer_ids is None else {"aux_hidden_state_layer_ids": layer_ids}
     drafter = RecordingDrafter(make_draft_model(target, **kwargs))
-    assert drafter.feature_layers == tuple(layer_ids or [2, 2, 1])  # [2, L//2, L-3] for L = 4
+    assert drafter.feature_layers == tuple(layer_ids or [1, 3, 5])  # [1, L//2, L-1] for L = 6
     ids = prompt(7, seed=5)
     out = target.generate(
         ids, max_new_tokens=20, do_sample=False, assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy()
@@ -115,7 +115,7 @@ def test_features_are_the_target_hidden_states_at_the_configured_layers(target, 
     for i in drafter.feature_layers:
         torch.testing.assert_close(drafter.contexts[0].new_features[i], prefill[i], rtol=0, atol=0)
         received = torch.cat([context.new_features[i] for context in drafter.contexts], dim=1)
-        torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=1e-4)  # tree-masked vs causal kernels
+        torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=5e-4)  # tree-masked vs causal kernels
 
 
 def test_plain_decoding_steps_hand_their_features_to_the_next_tree(target, frequent_tokens):
@@ -133,7 +133,7 @@ def test_plain_decoding_steps_hand_their_features_to_the_next_tree(target, frequ
         reference = target(last[:, :-1], output_hidden_states=True).hidden_states
     for i in drafter.feature_layers:
         received = torch.cat([context.new_features[i] for context in drafter.contexts], dim=1)
-        torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(received, reference[i], rtol=1e-4, atol=5e-4)  # tree-masked vs causal kernels
 
 
 def _context(ids, features, start: int, end: int) -> DraftContext:
@@ -214,8 +214,8 @@ def test_features_that_skip_tokens_are_refused(target):
 
 
 def test_bind_refuses_another_target(target):
-    config = target.config.to_dict() | {"num_hidden_layers": 6}
+    config = target.config.to_dict() | {"num_hidden_layers": 8}
     deeper = LlamaForCausalLM(LlamaConfig(**config))
     drafter = Eagle3Drafter(make_draft_model(target))
-    with pytest.raises(ValueError, match="built for a 4-layer target; the target has 6 layers"):
+    with pytest.raises(ValueError, match="built for a 6-layer target; the target has 8 layers"):
         drafter.bind(deeper)

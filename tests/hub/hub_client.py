@@ -49,7 +49,7 @@ INPUT_IDS = torch.arange(1, 9).unsqueeze(0)
 def tiny_llama() -> LlamaForCausalLM:
     """The same tiny random Llama in every process (seeded)."""
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
     return LlamaForCausalLM(config).eval()
 
@@ -85,7 +85,7 @@ def push_llama() -> Result:
 
 def push_eagle3() -> Result:
     torch.manual_seed(2)
-    draft = Eagle3DraftModel.from_target(tiny_llama(), draft_to_target=torch.arange(0, 64, 2), aux_hidden_state_layer_ids=[0, 1, 2])
+    draft = Eagle3DraftModel.from_target(tiny_llama(), draft_to_target=torch.arange(0, 64, 2))
     draft.push_to_hub("org/tiny-eagle3")
     render_card("eagle3_drafter", method="eagle3", base_model="org/tiny-llama", repo_id="org/tiny-eagle3").push_to_hub("org/tiny-eagle3")
     return {}, draft.state_dict()

@@ -15,7 +15,6 @@ from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import compact_cache, drop_tail
 from ...core.split_forward import run_decoder_layers
 from ...core.tree import DraftTree
-from ...policies.static import StaticTreePolicy
 from ..base import DraftContext, Drafter
 from ..causal_lm import truncated_causal_lm
 from .buffer import outcome_records
@@ -169,10 +168,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         """The target layers whose KV cache draft and verification share (0 without sharing)."""
         return self.exit_layer if self.share_cache else 0
 
-    @staticmethod
-    def recommended_policy() -> StaticTreePolicy:
-        """The paper's proposal: a chain of depth 4 (``StaticTreePolicy.chain(4)``)."""
-        return StaticTreePolicy.chain(RECOMMENDED_DEPTH)
+    #: the paper's proposal: a chain of depth 4, ``StaticTreePolicy.chain(DVIDrafter.recommended_depth)``
+    recommended_depth = RECOMMENDED_DEPTH
 
     # ----- the Drafter interface ---------------------------------------------------------------
 

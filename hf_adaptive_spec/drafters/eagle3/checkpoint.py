@@ -25,7 +25,7 @@ from ...core.attention import check_tree_attention_support
 from ...hub.config import read_json_object
 from ...hub.location import check_folder_or_repo_id
 from ...hub.weights import read_safetensors
-from .configuration import Eagle3DraftConfig
+from .configuration import Eagle3DraftConfig, default_aux_layer_ids
 from .modeling import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
@@ -37,8 +37,8 @@ SAFETENSORS_NAME = "model.safetensors"
 PICKLE_NAME = "pytorch_model.bin"
 #: keys a checkpoint may omit: embeddings (taken from the target), the vocabulary maps (full vocabulary)
 OPTIONAL_KEYS = ("embed_tokens.weight", "d2t", "t2d")
-#: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's
-UNSUPPORTED_FLAGS = ("fc_norm", "norm_output", "norm_before_residual")
+#: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's, refused when true
+UNSUPPORTED_FLAGS = ("fc_norm", "norm_before_residual")
 _LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DraftConfig)} - {
     f.name for f in dataclasses.fields(PretrainedConfig)
 }
@@ -89,24 +89,52 @@ def _aux_layer_ids(raw: dict) -> list[int] | None:
     return list(vllm_ids) if vllm_ids is not None else from_sglang
 
 
-def config_from_checkpoint(raw: dict, target_config: PretrainedConfig) -> Eagle3DraftConfig:
-    """An :class:`Eagle3DraftConfig` from an official or SpecForge ``config.json`` and the target's config."""
+def _check_variant_flags(raw: dict) -> None:
+    unsupported = [flag for flag in UNSUPPORTED_FLAGS if raw.get(flag)]
+    if unsupported:
+        raise ValueError(f"The config enables {unsupported}: these EAGLE-3 variants are not supported.")
+    # SpecForge's norm_output (default true) applies the final norm before lm_head, as this model always does
+    if raw.get("norm_output", True) is not True:
+        raise ValueError(
+            f"The config sets norm_output={raw['norm_output']!r}: SpecForge then feeds lm_head without the final norm, "
+            "which this EAGLE-3 model always applies, so its logits would be wrong. Only norm_output=true (SpecForge's "
+            "default) is supported."
+        )
+
+
+def _target_layers(raw: dict, ids: list[int] | None, num_layers: int, ignore_target_mismatch: bool):
+    """The target depth the drafter is loaded for and its feature ids: the saved depth (checked against the
+    target later), or with ``ignore_target_mismatch`` the target's, the default ids following it."""
+    saved = raw.get("target_num_hidden_layers")
+    if not ignore_target_mismatch or saved in (None, num_layers):
+        return saved if saved is not None else num_layers, ids
+    if ids is not None and ids == default_aux_layer_ids(saved):
+        ids = None  # saved as the old target's default: take the new target's
+    return num_layers, ids
+
+
+def config_from_checkpoint(
+    raw: dict, target_config: PretrainedConfig, ignore_target_mismatch: bool = False
+) -> Eagle3DraftConfig:
+    """An :class:`Eagle3DraftConfig` from an official or SpecForge ``config.json`` and the target's config.
+
+    A config that records its target's depth (``target_num_hidden_layers``, which this package writes) is
+    refused on a target of another depth unless ``ignore_target_mismatch=True``."""
     architectures = raw.get("architectures") or []
     if architectures not in ([OFFICIAL_ARCHITECTURE], [SPECFORGE_ARCHITECTURE]):
         raise ValueError(
             f"Not an EAGLE-3 checkpoint config: architectures={architectures}, expected [{OFFICIAL_ARCHITECTURE!r}] "
             f"(official EAGLE-3) or [{SPECFORGE_ARCHITECTURE!r}] (SpecForge)."
         )
-    unsupported = [flag for flag in UNSUPPORTED_FLAGS if raw.get(flag)]
-    if unsupported:
-        raise ValueError(f"The config enables {unsupported}: these EAGLE-3 variants are not supported.")
+    _check_variant_flags(raw)
     fields = {key: value for key, value in raw.items() if key in _LLAMA_FIELDS}
     if "rope_parameters" not in raw:  # legacy RoPE fields; absent rope_theta means base 10000
         fields.update({key: raw[key] for key in ("rope_theta", "rope_scaling") if raw.get(key) is not None})
     text = target_config.get_text_config()
+    num_layers, ids = _target_layers(raw, _aux_layer_ids(raw), text.num_hidden_layers, ignore_target_mismatch)
     fields.update(
-        target_num_hidden_layers=text.num_hidden_layers,
-        aux_hidden_state_layer_ids=_aux_layer_ids(raw),
+        target_num_hidden_layers=num_layers,
+        aux_hidden_state_layer_ids=ids,
         use_aux_hidden_state=(raw.get("eagle_config") or {}).get("use_aux_hidden_state", True),
     )
     config = Eagle3DraftConfig(**fields)
@@ -174,7 +202,11 @@ def _embeddings(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], targe
 
 
 def load_checkpoint(
-    path_or_hub_id: str | os.PathLike, target: PreTrainedModel, allow_pickle: bool = False, **hub_kwargs
+    path_or_hub_id: str | os.PathLike,
+    target: PreTrainedModel,
+    allow_pickle: bool = False,
+    ignore_target_mismatch: bool = False,
+    **hub_kwargs,
 ) -> Eagle3DraftModel:
     """Load an official EAGLE-3 or SpecForge checkpoint as a drafter for ``target``.
 
@@ -185,11 +217,13 @@ def load_checkpoint(
     Args:
         path_or_hub_id: a local directory or a Hub repo id.
         allow_pickle: accept ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``).
+        ignore_target_mismatch: load a drafter saved for a target of another depth on purpose (its
+            feature ids must still fit this target; default ids follow the new depth).
         hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``snapshot_download``.
     """
     check_tree_attention_support(target.config, role="target model")
     directory = resolve_checkpoint(path_or_hub_id, allow_pickle, **hub_kwargs)
-    config = config_from_checkpoint(read_json_object(directory / CONFIG_NAME), target.config)
+    config = config_from_checkpoint(read_json_object(directory / CONFIG_NAME), target.config, ignore_target_mismatch)
     weights = read_weights(directory, allow_pickle)
     with no_init_weights():
         model = Eagle3DraftModel(config)
@@ -227,14 +261,13 @@ def export_config(config: Eagle3DraftConfig, dtype: torch.dtype) -> dict:
         "tie_word_embeddings": False,
         "torch_dtype": str(dtype).removeprefix("torch."),
     }
-    ids = config.aux_hidden_state_layer_ids
-    default = config.default_layer_ids() if config.target_num_hidden_layers is not None else None
-    eagle_config = {}
-    if ids != default:  # engines apply the default themselves; custom ids need both engines' fields
-        exported["eagle_aux_hidden_state_layer_ids"] = list(ids)  # vLLM: input of layer i, used as is
-        eagle_config["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
-    if eagle_config or not config.use_aux_hidden_state:
-        exported["eagle_config"] = {**eagle_config, "use_aux_hidden_state": config.use_aux_hidden_state}
+    if config.target_num_hidden_layers is not None:
+        exported["target_num_hidden_layers"] = config.target_num_hidden_layers  # ours: refuse other depths
+    exported["eagle_config"] = {"use_aux_hidden_state": config.use_aux_hidden_state}
+    if config.use_aux_hidden_state:  # both engines' fields, always: else each applies its own per-model default
+        ids = list(config.aux_hidden_state_layer_ids)
+        exported["eagle_aux_hidden_state_layer_ids"] = ids  # vLLM: input of layer i, used as is
+        exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
     return exported
 
 

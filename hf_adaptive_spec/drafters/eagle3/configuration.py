@@ -5,13 +5,9 @@ from __future__ import annotations
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig, PretrainedConfig
 
+from ...core.features import aux_layer_ids_problem, default_aux_layer_ids
 
-def default_aux_layer_ids(num_target_layers: int) -> list[int]:
-    """EAGLE-3's target layers ``[2, L//2, L-3]`` as inputs of those layers (``hidden_states`` indices).
-
-    The same default in the EAGLE reference, vLLM and SGLang.
-    """
-    return [2, num_target_layers // 2, num_target_layers - 3]
+__all__ = ["Eagle3DraftConfig", "aux_layer_ids_problem", "default_aux_layer_ids"]
 
 
 @strict
@@ -25,10 +21,12 @@ class Eagle3DraftConfig(LlamaConfig):
     Args:
         draft_vocab_size: rows of ``lm_head`` (defaults to ``vocab_size``, the target vocabulary).
         target_hidden_size: width of the target's hidden states (defaults to ``hidden_size``).
-        target_num_hidden_layers: decoder layers of the target, for the default feature layers.
+        target_num_hidden_layers: decoder layers of the target the drafter is built for (saved with it;
+            loading it on a target of another depth is refused unless ``ignore_target_mismatch=True``).
         aux_hidden_state_layer_ids: target hidden states the drafter reads, in transformers'
             ``hidden_states`` numbering (index ``i`` = input of decoder layer ``i``, vLLM's numbering;
-            SGLang's is ``i - 1``), in concatenation order. Defaults to ``[2, L//2, L-3]``.
+            SGLang's is ``i - 1``), in concatenation order: strictly increasing, within ``1..L-1``.
+            Defaults to :func:`default_aux_layer_ids` (``[2, L//2, L-3]``).
         use_aux_hidden_state: True (EAGLE-3): the first draft step fuses the three target features
             with ``fc``. False: no ``fc``; one target feature of width ``hidden_size`` is used as is
             (defaults to the final norm's output, index ``L``). Later draft steps always take the
@@ -84,6 +82,11 @@ class Eagle3DraftConfig(LlamaConfig):
                 f"use_aux_hidden_state={self.use_aux_hidden_state} needs {self.num_features} feature layer(s), got "
                 f"aux_hidden_state_layer_ids={self.aux_hidden_state_layer_ids}."
             )
+        problem = self.use_aux_hidden_state and aux_layer_ids_problem(
+            self.aux_hidden_state_layer_ids, self.target_num_hidden_layers
+        )
+        if problem:
+            raise ValueError(f"aux_hidden_state_layer_ids={self.aux_hidden_state_layer_ids} {problem}.")
         if not self.use_aux_hidden_state and self.target_hidden_size != self.hidden_size:
             raise ValueError(
                 "use_aux_hidden_state=False feeds the target feature to the layer unfused, so target_hidden_size "
@@ -97,7 +100,8 @@ class Eagle3DraftConfig(LlamaConfig):
         if self.target_num_hidden_layers not in (None, num_layers):
             raise ValueError(
                 f"This drafter was built for a {self.target_num_hidden_layers}-layer target; the target has "
-                f"{num_layers} layers. Use a drafter trained for this target."
+                f"{num_layers} layers. Use a drafter trained for this target, or load it with "
+                "ignore_target_mismatch=True to reuse it on purpose."
             )
         if self.target_hidden_size != target.hidden_size:
             raise ValueError(
@@ -109,6 +113,12 @@ class Eagle3DraftConfig(LlamaConfig):
             raise ValueError(
                 f"Vocabulary mismatch: the drafter's vocab_size is {self.vocab_size}, the target's is "
                 f"{target.vocab_size}. An EAGLE-3 drafter must share its target's tokenizer."
+            )
+        problem = self.use_aux_hidden_state and aux_layer_ids_problem(self.aux_hidden_state_layer_ids, num_layers)
+        if problem:
+            raise ValueError(
+                f"aux_hidden_state_layer_ids={self.aux_hidden_state_layer_ids} {problem}. Fix the ids in the drafter's "
+                "config, or use a drafter trained for this target."
             )
         bad = [i for i in self.aux_hidden_state_layer_ids if not 0 <= i <= num_layers]
         if bad:

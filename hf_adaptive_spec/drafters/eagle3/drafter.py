@@ -44,15 +44,23 @@ class Eagle3Drafter(Drafter):
 
     @classmethod
     def from_pretrained(
-        cls, path_or_hub_id: str | os.PathLike, target: PreTrainedModel, allow_pickle: bool = False, **hub_kwargs
+        cls,
+        path_or_hub_id: str | os.PathLike,
+        target: PreTrainedModel,
+        allow_pickle: bool = False,
+        ignore_target_mismatch: bool = False,
+        **hub_kwargs,
     ) -> Eagle3Drafter:
         """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``.
 
-        ``pytorch_model.bin`` needs ``allow_pickle=True``; ``hub_kwargs`` go to ``snapshot_download``.
+        ``pytorch_model.bin`` needs ``allow_pickle=True``; a drafter saved for a target of another depth
+        needs ``ignore_target_mismatch=True``; ``hub_kwargs`` go to ``snapshot_download``.
         """
-        return cls(
-            Eagle3DraftModel.from_pretrained(path_or_hub_id, target=target, allow_pickle=allow_pickle, **hub_kwargs)
+        model = Eagle3DraftModel.from_pretrained(
+            path_or_hub_id, target=target, allow_pickle=allow_pickle, ignore_target_mismatch=ignore_target_mismatch,
+            **hub_kwargs,
         )
+        return cls(model)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> None:
         """Write the SpecForge layout that vLLM and SGLang load (see the README)."""

@@ -23,7 +23,7 @@ from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
 from ...core.tree import full_tree_size
-from ...drafters.eagle3.configuration import default_aux_layer_ids
+from ...core.features import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin

@@ -30,7 +30,6 @@ class Eagle3ScriptArguments:
     """Data and model arguments of the EAGLE-3 training script."""
 
     dataset_path: str = field(
-        default="artifacts/sharegpt_smollm2_regenerated.jsonl",
         metadata={"help": "JSONL of {'conversation': [...]} records, e.g. from trainers/regenerate_sharegpt.py."},
     )
     num_conversations: int | None = field(default=None, metadata={"help": "Use only the first N conversations."})

@@ -28,11 +28,9 @@ class LTDScriptArguments(LookupBranchArguments):
     """Environment, policy shape and model-card arguments of the LTD training script."""
 
     recording_dir: str = field(
-        default="artifacts/replay/humaneval",
         metadata={"help": "Replay recording: a folder, or a folder of `hf-adaptive-spec record` shards."},
     )
     profile_path: str = field(
-        default="artifacts/replay/profile.json",
         metadata={"help": "HardwareProfile JSON with draft_step_seconds (`hf-adaptive-spec record --profile ...`)."},
     )
     eval_recording_dir: str | None = field(

@@ -29,7 +29,6 @@ class PPOWScriptArguments:
 
     drafter_name_or_path: str = field(metadata={"help": "The supervised EAGLE-3 drafter to post-train (local or Hub)."})
     dataset_path: str = field(
-        default="artifacts/sharegpt_smollm2_regenerated.jsonl",
         metadata={"help": "JSONL of {'conversation': [...]} records; answers from the target itself are best "
                   "(the proximity reward's greedy reference window is then exact)."},
     )
