@@ -36,10 +36,10 @@ _TRANSFORMERS_MODEL = (
 def _kind_without_config(location: ArtifactLocation) -> str | None:
     if not location.is_local:  # a Hub repo would need another request; its missing config.json is named as is
         return None
-    files = set(location.list_files())
-    if "dvi_config.json" in files:
+    folder = Path(location.name)
+    if (folder / "dvi_config.json").is_file():
         return _DVI_ADAPTER
-    if "adapter_config.json" in files:
+    if (folder / "adapter_config.json").is_file():
         return _PEFT_ADAPTER
     return None
 
