@@ -67,7 +67,10 @@ class FeatureCapture:
         return threading.get_ident() == self._thread
 
     def _pre_hook(self, index: int):
-        def hook(module, args, kwargs):
+        # ``kwargs`` is optional: torch snapshots a module's hooks, then asks whether each was
+        # registered with kwargs. A hook another thread removes in between is called as
+        # ``hook(module, args)``; it is never this thread's, so it only has to return quietly.
+        def hook(module, args, kwargs=None):
             if self._is_own_forward():
                 hidden = args[0] if args else kwargs["hidden_states"]
                 self.latest[index] = hidden.detach()
