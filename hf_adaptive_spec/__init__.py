@@ -9,7 +9,10 @@
 
 from .checkpoints import shipped_checkpoint
 from .default_model import load_default_model
-from .drafters import CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, Drafter, Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter, truncated_causal_lm
+from .drafters import (
+    CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, DraftOutcome, Drafter, Eagle3DraftConfig, Eagle3DraftModel,
+    Eagle3Drafter, SharedCacheVerification, truncated_causal_lm,
+)
 from .core import DraftTree
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path_compile_config
 from .policies import (
@@ -36,10 +39,12 @@ __all__ = [
     "DVIDrafter",
     "DVIOnlineConfig",
     "DraftContext",
+    "DraftOutcome",
     "DraftPolicy",
     "DraftStepInfo",
     "DraftTree",
     "Drafter",
+    "SharedCacheVerification",
     "Eagle3DraftConfig",
     "Eagle3DraftModel",
     "Eagle3Drafter",

@@ -161,3 +161,46 @@ def test_peft_wrapped_model():
         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6),
     )
     assert torch.equal(out, expected)
+
+
+class _ObservedDrafter(hfas.CausalLMDrafter):
+    """A drafter (the target itself: every draft is accepted) that keeps what the engine reports."""
+
+    feature_layers = (4,)  # the tiny model's final-norm output
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.outcomes: list[hfas.DraftOutcome] = []
+
+    def observe(self, outcome):
+        self.outcomes.append(outcome)
+
+
+class _StopAtLength(StoppingCriteria):
+    def __init__(self, length: int):
+        self.length = length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+
+def test_the_drafter_observes_every_cycle_as_the_output_received_it(llama):
+    """Drafter.observe after each drafted cycle: the accepted path's tokens then the target's next,
+    the target states at the root and the accepted nodes, and, when a stopping criterion ends the
+    output inside an accepted block, only what the output received."""
+    ids = prompt(6, seed=12)
+    drafter = _ObservedDrafter(llama)
+    policy = hfas.StaticTreePolicy.chain(4)
+    stop = _StopAtLength(ids.shape[1] + 8)  # the prefill token, one block of 5, then 2 of the next
+    out = llama.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                         stopping_criteria=StoppingCriteriaList([stop]))
+    assert out.shape[1] == ids.shape[1] + 8
+    assert [len(o.committed_tokens) for o in drafter.outcomes] == [5, 2]
+    assert sum((o.committed_tokens for o in drafter.outcomes), []) == out[0, ids.shape[1] + 1 :].tolist()
+    for outcome in drafter.outcomes:
+        path_tokens = [outcome.tree.tokens[i] for i in outcome.accepted_path[1:]]
+        assert path_tokens == outcome.committed_tokens[: len(path_tokens)]
+        assert outcome.target_features[4].shape == (1, len(outcome.committed_tokens), llama.config.hidden_size)
+        final_norm = outcome.target_features[4][0]
+        greedy = llama.get_output_embeddings()(final_norm).argmax(-1).tolist()
+        assert greedy == outcome.committed_tokens  # the states the target chose each token from

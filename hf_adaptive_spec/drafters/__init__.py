@@ -1,6 +1,6 @@
 """Drafters: who proposes the draft tree."""
 
-from .base import DraftContext, Drafter
+from .base import DraftContext, DraftOutcome, Drafter, SharedCacheVerification
 from .causal_lm import CausalLMDrafter, truncated_causal_lm
 from .dvi import DVIDrafter, DVIOnlineConfig
 from .eagle3 import Eagle3DraftConfig, Eagle3DraftModel, Eagle3Drafter
@@ -10,7 +10,9 @@ __all__ = [
     "DVIDrafter",
     "DVIOnlineConfig",
     "DraftContext",
+    "DraftOutcome",
     "Drafter",
+    "SharedCacheVerification",
     "Eagle3DraftConfig",
     "Eagle3DraftModel",
     "Eagle3Drafter",

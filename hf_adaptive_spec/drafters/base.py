@@ -22,7 +22,8 @@ class DraftContext:
             transformers' ``hidden_states`` numbering), each ``[1, m, hidden]``, for the ``m``
             tokens ``input_ids[:, T-1-m : T-1]`` the target processed since the previous cycle
             (the whole prompt after prefill, then the accepted path of each verification).
-        target_cache: the target's KV cache, passed only to drafters with ``shared_layers > 0``.
+        target_cache: the engine's KV cache, passed only to drafters that declare
+            :attr:`Drafter.cache_sharing` (they write the draft nodes' K/V into it).
     """
 
     input_ids: torch.LongTensor
@@ -30,24 +31,66 @@ class DraftContext:
     target_cache: DynamicCache | None = None
 
 
+@dataclass(frozen=True)
+class DraftOutcome:
+    """What verification kept of one cycle's draft, given to :meth:`Drafter.observe` after the cycle.
+
+    Args:
+        tree: the verified tree (the draft pruned to the verified nodes, plus any prompt-lookup chain).
+        accepted_path: node ids of ``tree`` from the root to the last accepted node.
+        committed_tokens: the tokens the cycle appended to the output after the root: the accepted
+            nodes' tokens, then the target's own next token (``len(accepted_path)`` tokens; fewer
+            when a stopping criterion ends the output inside them, the path cut to match).
+        target_features: the target hidden states the drafter asked for (``Drafter.feature_layers``)
+            at the root and each accepted node, each ``[1, len(accepted_path), hidden]``: the states
+            from which the target chose ``committed_tokens``.
+    """
+
+    tree: DraftTree
+    accepted_path: list[int]
+    committed_tokens: list[int]
+    target_features: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+class SharedCacheVerification(ABC):
+    """A self-speculative drafter's way to verify: it runs the target's own first :attr:`layers`
+    layers and writes the draft nodes' K/V into those layers of the engine's cache
+    (``DraftContext.target_cache``); the engine then verifies each tree through :meth:`verify`,
+    which reuses them, instead of one full target forward. Declared by :attr:`Drafter.cache_sharing`.
+
+    The engine serves such a drafter on the dynamic-cache path only, without the prompt-lookup
+    branch (the drafter's cache holds no lookup nodes) and without hidden states of the shared
+    layers (they are not computed for every tree node); each is refused with a clear error.
+    """
+
+    #: how many of the target's first layers drafting and verification share.
+    layers: int
+
+    @abstractmethod
+    def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
+        """Verify ``tree`` (the pruned draft tree) through ``target``, reusing the drafted K/V.
+
+        Must leave every layer of ``cache`` with ``past_length`` committed entries followed by one
+        entry per node of ``tree``, in node order, and return the target's final-norm output
+        ``[len(tree), hidden]`` for the nodes.
+        """
+
+
 class Drafter(ABC):
     """Proposes draft trees for the speculative engine.
 
     The engine calls, per ``generate``: :meth:`bind` once; then per cycle :meth:`begin_tree`,
     zero or more :meth:`expand` (one per extra tree level, so a policy can stop after any
-    level), and :meth:`end_tree`. The drafter keeps its own state (e.g. a KV cache of the
-    committed prefix) across cycles. Log-probs are over the drafter's vocabulary;
-    :attr:`draft_to_target` maps it to target token ids when it is a reduced one.
+    level), :meth:`end_tree`, and after verification :meth:`observe` with the outcome. The
+    drafter keeps its own state (e.g. a KV cache of the committed prefix) across cycles.
+    Log-probs are over the drafter's vocabulary; :attr:`draft_to_target` maps it to target
+    token ids when it is a reduced one.
     """
 
     #: target hidden states (``hidden_states`` indices) to receive in :class:`DraftContext`.
     feature_layers: tuple[int, ...] = ()
     #: ``[draft_vocab]`` target id of each draft token, or None when the vocabularies are equal.
     draft_to_target: torch.LongTensor | None = None
-    #: self-speculative drafters that run the target's own first layers set this to their
-    #: number: they append the draft nodes' K/V to those layers of ``DraftContext.target_cache``
-    #: and the engine verifies through :meth:`verify`, which reuses them.
-    shared_layers: int = 0
 
     @abstractmethod
     def bind(self, target: PreTrainedModel) -> None:
@@ -81,11 +124,12 @@ class Drafter(ABC):
         """Seconds this ``generate`` call spent compiling the drafter's graphs (reset by :meth:`bind`)."""
         return 0.0
 
-    def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
-        """Verify ``tree`` (the pruned draft tree) through the target; only for ``shared_layers > 0``.
+    def observe(self, outcome: DraftOutcome) -> None:
+        """Feedback after each cycle that drafted: what the target kept of the draft (e.g. for a
+        drafter that learns online). The default ignores it."""
 
-        Must leave every layer of ``cache`` with ``past_length`` committed entries followed by
-        one entry per node of ``tree``, in node order, and return the target's final-norm
-        output ``[len(tree), hidden]`` for the nodes.
-        """
-        raise NotImplementedError(f"{type(self).__name__} sets shared_layers but does not implement verify().")
+    @property
+    def cache_sharing(self) -> SharedCacheVerification | None:
+        """How this drafter verifies through the cache it drafted in, or None (the default): the
+        target verifies each tree in one forward of its own."""
+        return None

@@ -21,7 +21,7 @@ from transformers import DynamicCache, PreTrainedModel
 from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
 from ..core.tree import DraftTree, full_tree_size
-from ..drafters.base import DraftContext, Drafter
+from ..drafters.base import DraftContext, DraftOutcome, Drafter
 from ..generation.targets import verify_tree
 from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
 from ..policies.base import CycleState, DraftPolicy, TreeConfig, VerifySizeInfo
@@ -226,6 +226,7 @@ def record_greedy_trees(
     device = model.device
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
     wanted = set(drafter.feature_layers) | set(feature_layers)
+    sharing = drafter.cache_sharing
     whole = TreeConfig(depth=config.depth, top_k=config.top_k, total_tokens=full_tree_size(config.depth, config.top_k))
     trees: list[ReplayTree] = []
     with FeatureCapture(model, wanted) as capture:
@@ -235,13 +236,13 @@ def record_greedy_trees(
         new_features = {i: capture.latest[i] for i in wanted}
         while sequence.shape[1] - input_ids.shape[1] < max_new_tokens and int(sequence[0, -1]) not in eos_token_ids:
             state = {i: new_features[i][0, -1].clone() for i in feature_layers}
-            shared = cache if drafter.shared_layers else None
+            shared = cache if sharing is not None else None
             context = DraftContext(sequence, {i: new_features[i] for i in drafter.feature_layers}, shared)
             tree = builder.build(context, whole, config.depth, DraftTimes())
             verified = verifiable_nodes(tree, config.total_tokens - 1)
             subtree, past_length = tree.subtree(verified), sequence.shape[1] - 1
-            if drafter.shared_layers:  # the engine's path for self-speculative drafters
-                logits = model.get_output_embeddings()(drafter.verify(model, cache, subtree, past_length))
+            if sharing is not None:  # the engine's path for self-speculative drafters
+                logits = model.get_output_embeddings()(sharing.verify(model, cache, subtree, past_length))
             else:
                 logits = verify_tree(model, cache, subtree, past_length, lazy_head=None).logits
             greedy = logits.argmax(-1).tolist()
@@ -250,6 +251,7 @@ def record_greedy_trees(
                 target_next[node] = greedy[row]
             compact_cache(cache, len(verified), torch.tensor([0], device=device))
             new_features = {i: capture.latest[i][:, :1] for i in wanted}
+            drafter.observe(DraftOutcome(subtree, [0], greedy[:1], {i: new_features[i] for i in drafter.feature_layers}))
             trees.append(
                 ReplayTree(sequence.shape[1], tree.tokens, tree.parents, tree.depths, tree.scores, target_next, state)
             )

@@ -14,7 +14,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from ..drafters.base import DraftContext, Drafter
+from ..drafters.base import DraftContext, DraftOutcome, Drafter
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
@@ -24,7 +24,9 @@ from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .prompt_lookup import graft_chain, lookup_continuation
-from .targets import DynamicTarget, StaticTarget, TargetForward, TreeLogits, fast_path, static_target
+from .targets import (
+    DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, fast_path, static_target,
+)
 from .tree_builder import DraftTimes, TreeBuilder
 
 
@@ -60,8 +62,9 @@ class _Output:
         self.raw_logits = () if wants_dict and config.output_logits else None
         self.finished = False
 
-    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor]) -> None:
-        """Append ``tokens`` (one upload), stopping after the first token the criteria stop at."""
+    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor]) -> int:
+        """Append ``tokens`` (one upload), stopping after the first token the criteria stop at; returns
+        how many were appended."""
         base = self.sequence.shape[1]
         extended = torch.cat([self.sequence, torch.tensor([tokens], dtype=self.sequence.dtype).to(self.sequence.device)], dim=-1)
         kept = 0
@@ -77,6 +80,7 @@ class _Output:
         self.sequence = extended[:, : base + kept]
         if self.streamer is not None and kept:
             self.streamer.put(torch.tensor(tokens[:kept], dtype=self.sequence.dtype))
+        return kept
 
 
 class _TreeScores:
@@ -94,16 +98,6 @@ class _TreeScores:
         return self.cache[node]
 
 
-def _check_features(drafter: Drafter, wanted: set[int]) -> None:
-    shared = drafter.shared_layers
-    if shared and any(i < shared for i in wanted):
-        raise ValueError(
-            f"{type(drafter).__name__} shares the target's first {shared} layers, whose hidden states are not "
-            f"computed for every tree node; features {sorted(i for i in wanted if i < shared)} cannot be served. "
-            "Ask for hidden-state indices >= the shared layers, or disable the drafter's cache sharing."
-        )
-
-
 def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
     """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
     ``static_cache="engine"`` the model's own fixed-size StaticCache."""
@@ -119,18 +113,25 @@ def _target_forward(
     config: GenerationConfig,
     drafter: Drafter,
     wanted: set[int],
+    lookup_tokens: int,
     static_cache: str | None,
     model_kwargs: dict,
 ) -> TargetForward:
-    """The static-cache target for a StaticCache (the model's own with ``static_cache="engine"``),
-    else the DynamicCache one; checked for this call."""
-    if static_cache == "engine" or is_static_cache(cache):
-        own = static_cache == "engine"
-        return static_target(model, cache, own, wanted, drafter, model_kwargs, config, config.max_length)
+    """The static-cache target for a StaticCache (the model's own with ``static_cache="engine"``), the
+    drafter's shared-cache verification if it declares one, else the DynamicCache target; checked for
+    this call."""
+    static = static_cache == "engine" or is_static_cache(cache)
+    sharing = drafter.cache_sharing
+    if sharing is not None:
+        check_cache_sharing(sharing, drafter, wanted, lookup_tokens, static)
+    if static:
+        return static_target(model, cache, static_cache == "engine", wanted, model_kwargs, config, config.max_length)
     cache = prepare_cache_for_trees(cache)
     if cache.get_seq_length() > 0:
         raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
-    return DynamicTarget(model, cache, wanted, drafter)
+    if sharing is not None:
+        return SharedCacheTarget(model, cache, wanted, sharing)
+    return DynamicTarget(model, cache, wanted)
 
 
 def speculative_decoding(
@@ -149,11 +150,11 @@ def speculative_decoding(
     _check_supported(model, input_ids, generation_config, model_kwargs)
     input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
     wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
-    _check_features(spec_drafter, wanted)
-    lookup = _LookupBranch.from_config(generation_config, spec_drafter)
+    lookup = _LookupBranch.from_config(generation_config)
     cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
     with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
-        target = _target_forward(model, cache, generation_config, spec_drafter, wanted, spec_static_cache, model_kwargs)
+        target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
+                                 spec_static_cache, model_kwargs)
         return _decode(model, input_ids, target, spec_drafter, spec_policy, lookup, logits_processor,
                        stopping_criteria, generation_config, spec_streamer, model_kwargs)
 
@@ -202,17 +203,12 @@ class _LookupBranch:
         self.num_tokens, self.ngram_size = num_tokens, ngram_size
 
     @classmethod
-    def from_config(cls, config: GenerationConfig, drafter: Drafter) -> _LookupBranch:
+    def from_config(cls, config: GenerationConfig) -> _LookupBranch:
         for name, value in (("prompt_lookup_num_tokens", config.prompt_lookup_num_tokens),
                             ("max_matching_ngram_size", config.max_matching_ngram_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer (or None), got {value!r}.")
         num_tokens = config.prompt_lookup_num_tokens or 0
-        if num_tokens and drafter.shared_layers:
-            raise ValueError(
-                f"{type(drafter).__name__} verifies through its own cache of the draft nodes, which has no entries "
-                "for prompt-lookup nodes: drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
-            )
         return cls(num_tokens, config.max_matching_ngram_size or 2)  # transformers' default n-gram size
 
     def chain(self, sequence: torch.LongTensor, room: int, config: TreeConfig) -> list[int]:
@@ -246,13 +242,22 @@ class _Decoder:
         result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
         keep = torch.tensor(result.path, device=self.model.device)
         kept = self.target.commit(tree, past_length, keep)
-        if not drafted:  # the drafter did not run and has yet to read new_features
-            kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
-        out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+        emitted = out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+        if drafted:
+            features = {i: kept[i][:, :emitted] for i in self.drafter.feature_layers}
+            self._give_feedback(DraftOutcome(tree, result.path[:emitted], tokens[:emitted], features), times)
+        else:  # the drafter did not run and has yet to read new_features
+            kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
         self._record(sequence.shape[1], tree, result, draft_depth, times, verify_time)
         return kept
+
+    def _give_feedback(self, outcome: DraftOutcome, times: DraftTimes) -> None:
+        """The drafter's :meth:`~Drafter.observe` (drafting time: an online learner logs its records here)."""
+        tick = time.perf_counter()
+        self.drafter.observe(outcome)
+        times.draft += time.perf_counter() - tick
 
     def _draft(self, sequence, new_features, times: DraftTimes):
         tick = time.perf_counter()
@@ -270,11 +275,7 @@ class _Decoder:
             times.draft += time.perf_counter() - tick
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
             config = replace(config, total_tokens=max(1, min(config.total_tokens, self.capacity - len(chain))))
-        context = DraftContext(
-            sequence,
-            {i: new_features[i] for i in self.drafter.feature_layers},
-            getattr(self.target, "cache", None) if self.drafter.shared_layers else None,
-        )
+        context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)
         tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
         graft_chain(tree, chain)

@@ -5,8 +5,8 @@ Two implementations behind one small interface:
 
 - :class:`DynamicTarget` grows a :class:`~transformers.DynamicCache` by each tree and crops it back to
   the accepted path. Hidden-state features come from forward hooks; on CPU the lm_head runs lazily,
-  only on the nodes the acceptance walk visits; cache-sharing drafters (DVI) verify through their own
-  :meth:`~hf_adaptive_spec.drafters.base.Drafter.verify`.
+  only on the nodes the acceptance walk visits; cache-sharing drafters (DVI) verify through their
+  :class:`~hf_adaptive_spec.drafters.base.SharedCacheVerification` (:class:`SharedCacheTarget`).
 - :class:`StaticTarget` writes each tree into a fixed-size :class:`~transformers.StaticCache` right
   after the committed prefix, padded to one of a few bucket sizes, so that every verification forward
   has one of a few static shapes. The forward (optionally ``torch.compile``'d, one graph per bucket,
@@ -29,7 +29,7 @@ from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
 from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, static_tree_mask
 from ..core.tree import DraftTree
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, SharedCacheVerification
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
@@ -75,6 +75,8 @@ class TargetForward(ABC):
     compiled: bool = False
     #: seconds this call spent compiling graphs (first use of a bucket), apart from verification time.
     compile_time: float = 0.0
+    #: the cache a cache-sharing drafter drafts in (``DraftContext.target_cache``); None for the others.
+    draft_cache = None
 
     def __enter__(self) -> TargetForward:
         return self
@@ -116,8 +118,8 @@ def _rescorer(model: PreTrainedModel) -> TopLogitsRescorer | None:
 class DynamicTarget(TargetForward):
     """Verification on a growing :class:`~transformers.DynamicCache` (the eager engine)."""
 
-    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], drafter: Drafter):
-        self.model, self.cache, self.wanted, self.drafter = model, cache, wanted, drafter
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int]):
+        self.model, self.cache, self.wanted = model, cache, wanted
         self.final_index = len(decoder_layers(model))
         self.capture = FeatureCapture(model, wanted | {self.final_index})
         self.head: OutputHead | None = None  # set when the logits are lm_head(final norm)
@@ -140,19 +142,10 @@ class DynamicTarget(TargetForward):
             # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
             self.lazy_head = self.head if model.device.type == "cpu" else None
             self.rescorer = _rescorer(model)
-        elif self.drafter.shared_layers:
-            raise ValueError(
-                f"{type(self.drafter).__name__} verifies through the target's final norm and lm_head, but this model's "
-                "logits are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
-            )
         first = TreeLogits(logits=logits[0, -1:], hidden=final_hidden[-1:], rescorer=self.rescorer)
         return first, {i: self.capture.latest[i] for i in self.wanted}
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
-        if self.drafter.shared_layers:
-            hidden = self.drafter.verify(self.model, self.cache, tree, past_length)
-            logits = None if self.lazy_head is not None else self.head(hidden)
-            return TreeLogits(logits=logits, hidden=hidden, head=self.lazy_head, rescorer=self.rescorer)
         tree_logits = verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
         if self.rescorer is not None:
             tree_logits.rescorer = self.rescorer
@@ -163,6 +156,55 @@ class DynamicTarget(TargetForward):
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         compact_cache(self.cache, len(tree), keep)
         return {i: self.capture.latest[i][:, keep] for i in self.wanted}
+
+
+class SharedCacheTarget(DynamicTarget):
+    """Verification through a self-speculative drafter's :class:`SharedCacheVerification`: the
+    drafter wrote the draft nodes' K/V into the first ``sharing.layers`` layers of this cache, and
+    verification reuses them, then applies the final norm's output to ``lm_head``."""
+
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], sharing: SharedCacheVerification):
+        super().__init__(model, cache, wanted)
+        self.sharing = sharing
+        self.draft_cache = cache
+
+    def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
+        first, features = super().prefill(input_ids, model_kwargs)
+        if self.head is None:
+            raise ValueError(
+                "A cache-sharing drafter verifies through the target's final norm and lm_head, but this model's logits "
+                "are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
+            )
+        return first, features
+
+    def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
+        hidden = self.sharing.verify(self.model, self.cache, tree, past_length)
+        logits = None if self.lazy_head is not None else self.head(hidden)
+        return TreeLogits(logits=logits, hidden=hidden, head=self.lazy_head, rescorer=self.rescorer)
+
+
+def check_cache_sharing(sharing: SharedCacheVerification, drafter: Drafter, wanted: set[int], lookup_tokens: int,
+                        static: bool) -> None:
+    """Refuse what a cache-sharing drafter's verification cannot serve, naming the way out."""
+    name = type(drafter).__name__
+    if static:
+        raise ValueError(
+            f"{name} shares the target's KV cache (its first {sharing.layers} layers), which the static-cache path does "
+            "not support yet: drop cache_implementation='static' / the StaticCache for this drafter, or disable the "
+            "drafter's cache sharing."
+        )
+    if lookup_tokens:
+        raise ValueError(
+            f"{name} verifies through its own cache of the draft nodes, which has no entries for prompt-lookup nodes: "
+            "drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
+        )
+    shallow = sorted(i for i in wanted if i < sharing.layers)
+    if shallow:
+        raise ValueError(
+            f"{name} shares the target's first {sharing.layers} layers, whose hidden states are not computed for every "
+            f"tree node; features {shallow} cannot be served. Ask for hidden-state indices >= the shared layers, or "
+            "disable the drafter's cache sharing."
+        )
 
 
 def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None) -> TreeLogits:
@@ -348,16 +390,10 @@ class StaticTarget(TargetForward):
 
 
 def static_target(
-    model: PreTrainedModel, cache, own: bool, wanted: set[int], drafter: Drafter, model_kwargs: dict,
-    config: GenerationConfig, needed_length: int,
+    model: PreTrainedModel, cache, own: bool, wanted: set[int], model_kwargs: dict, config: GenerationConfig,
+    needed_length: int,
 ) -> StaticTarget:
     """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call."""
-    if drafter.shared_layers:
-        raise ValueError(
-            f"{type(drafter).__name__} shares the target's KV cache (shared_layers={drafter.shared_layers}), which the "
-            "static-cache path does not support yet: drop cache_implementation='static' / the StaticCache for this "
-            "drafter."
-        )
     path = fast_path(model)
     check_static_cache(cache, needed_length + path.largest_bucket)
     if not own and cache.get_seq_length() > 0:

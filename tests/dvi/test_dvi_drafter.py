@@ -8,7 +8,7 @@ from tiny_models import prompt
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import DraftTree
-from hf_adaptive_spec.drafters import DraftContext
+from hf_adaptive_spec.drafters import DraftContext, DraftOutcome
 from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIRecord, RolloutBuffer
 
 from .conftest import CHAIN, EXIT_LAYER, TREE, lora_state, make_drafter, prompts
@@ -108,16 +108,15 @@ def test_drafter_buffer_stays_within_its_size(target):
 def test_logged_records_follow_the_engine_outcomes(target):
     """Chain of depth d, a accepted: min(a + 1, d) records, a of them rewarded.
 
-    A cycle's outcome is read at the next drafting cycle's begin_tree, so the last cycle, and one
-    followed by a cycle without drafting (depth 0 at max_length), log nothing.
+    The engine reports each drafted cycle's outcome right after verification (Drafter.observe),
+    the last cycle's included.
     """
     drafter = make_drafter(target, update_every=0, buffer_size=10_000)
     target.generate(
         prompt(6, seed=3), max_new_tokens=50, do_sample=False, assistant_model=drafter, assistant_policy=CHAIN
     )
     stats = target.last_speculation
-    seen = [depth_after >= 1 for depth_after in stats.draft_depths[1:]]
-    cycles = [cycle for cycle, ok in zip(zip(stats.accepted_lengths, stats.draft_depths), seen) if ok]
+    cycles = [(a, d) for a, d in zip(stats.accepted_lengths, stats.draft_depths) if d >= 1]  # every drafted cycle
     records = list(drafter.updater.buffer)
     assert len(records) == sum(min(a + 1, d) for a, d in cycles)
     assert sum(r.reward for r in records) == sum(a for a, _ in cycles)
@@ -138,6 +137,16 @@ def _drafted_chain(drafter: DVIDrafter, context_ids: torch.Tensor, tokens: list[
     return tree
 
 
+def _outcome(committed: torch.Tensor, features: dict[int, torch.Tensor]) -> DraftOutcome:
+    """What the engine reports after verification: the committed tokens and the target's states
+    before each (the drafter learns from its own remembered tree, not the verified one)."""
+    tokens = committed[0].tolist()
+    verified = DraftTree.with_root(0)  # the accepted chain: root, then every committed token but the last
+    for parent, token in enumerate(tokens[:-1]):
+        verified.add_children(parent, [token], [0.0])
+    return DraftOutcome(verified, list(range(len(tokens))), tokens, features)
+
+
 def test_records_stop_at_the_first_reject(target):
     drafter = make_drafter(target, update_every=0, share_cache=False)
     drafter.bind(target)
@@ -147,7 +156,7 @@ def test_records_stop_at_the_first_reject(target):
     committed = torch.tensor([[d1, d2, other]])  # d1, d2 accepted; the target emitted `other` instead of d3
     features = torch.randn(1, 3, target.config.hidden_size)  # final-norm outputs at root, d1, d2
     num_layers = target.config.num_hidden_layers
-    drafter.begin_tree(DraftContext(torch.cat([context, committed], dim=1), {num_layers: features}))
+    drafter.observe(_outcome(committed, {num_layers: features}))
     records = list(drafter.updater.buffer)
     assert [(r.token, r.reward, r.depth) for r in records] == [(d1, 1.0, 1), (d2, 1.0, 2), (d3, 0.0, 3)]  # no d4
     for i, record in enumerate(records):
@@ -166,9 +175,7 @@ def test_a_fully_accepted_chain_logs_every_position_and_no_more(target):
     _drafted_chain(drafter, context, chain)
     committed = torch.tensor([chain + [25]])  # all four accepted, then the target's bonus token
     features = torch.randn(1, 5, target.config.hidden_size)
-    drafter.begin_tree(
-        DraftContext(torch.cat([context, committed], dim=1), {target.config.num_hidden_layers: features})
-    )
+    drafter.observe(_outcome(committed, {target.config.num_hidden_layers: features}))
     assert [(r.token, r.reward) for r in drafter.updater.buffer] == [(t, 1.0) for t in chain]
 
 
@@ -185,9 +192,7 @@ def test_tree_records_follow_the_committed_branch(target):
     drafter.end_tree()
     committed = torch.tensor([[32, 50]])  # branch b accepted, then a token none of b's children had
     features = torch.randn(1, 2, target.config.hidden_size)
-    drafter.begin_tree(
-        DraftContext(torch.cat([context, committed], dim=1), {target.config.num_hidden_layers: features})
-    )
+    drafter.observe(_outcome(committed, {target.config.num_hidden_layers: features}))
     # b accepted at depth 1; at depth 2 the first reject is b's best child (44, score -0.6 > -0.9)
     assert [(r.token, r.reward, r.depth) for r in drafter.updater.buffer] == [(32, 1.0, 1), (44, 0.0, 2)]
 

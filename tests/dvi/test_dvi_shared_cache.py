@@ -8,7 +8,7 @@ from tiny_models import PlainStepsBetweenTrees, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.dvi import DVIDrafter
-from hf_adaptive_spec.drafters.dvi import drafter as dvi_drafter_module
+from hf_adaptive_spec.drafters.dvi import shared_cache as dvi_shared_cache_module
 from hf_adaptive_spec.policies.base import DraftPolicy
 
 from .conftest import CHAIN, EXIT_LAYER, TREE, make_drafter, prompts
@@ -28,7 +28,7 @@ POLICIES = {
 @pytest.mark.parametrize("online", [False, True])
 def test_shared_cache_greedy_output_is_the_targets(target, policy, online):
     drafter = make_drafter(target, online=online, update_every=4)
-    assert drafter.shared_layers == EXIT_LAYER
+    assert drafter.cache_sharing.layers == EXIT_LAYER
     for ids in prompts(3):
         reference = target.generate(ids, max_new_tokens=40, do_sample=False)
         out = target.generate(ids, max_new_tokens=40, do_sample=False, assistant_model=drafter, assistant_policy=POLICIES[policy])
@@ -73,12 +73,12 @@ def test_shared_layers_never_recompute_a_token(target, share):
 
 def test_reordering_the_shared_tail_is_needed(target, monkeypatch):
     """Breaking the shared layers' reorder into tree order changes the output: the identity test can fail."""
-    original = dvi_drafter_module.compact_cache
+    original = dvi_shared_cache_module.compact_cache
 
     def no_reorder(cache, num_tree, keep, layers=None):  # keep the first slots, ignoring the tree order
         original(cache, num_tree, torch.arange(keep.numel(), device=keep.device), layers)
 
-    monkeypatch.setattr(dvi_drafter_module, "compact_cache", no_reorder)
+    monkeypatch.setattr(dvi_shared_cache_module, "compact_cache", no_reorder)
     drafter = make_drafter(target, online=False)
     policy = POLICIES["deep-pruned"]
     differs = [
@@ -92,7 +92,7 @@ def test_reordering_the_shared_tail_is_needed(target, monkeypatch):
 
 def test_sliding_window_layers_cannot_be_shared():
     model = tiny_model("mistral-sliding")
-    assert DVIDrafter(model, exit_layer=2).shared_layers == 0  # the default falls back to its own cache
+    assert DVIDrafter(model, exit_layer=2).cache_sharing is None  # the default falls back to its own cache
     with pytest.raises(ValueError, match="share_cache=False"):
         DVIDrafter(model, exit_layer=2, share_cache=True)
 

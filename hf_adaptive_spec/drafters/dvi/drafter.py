@@ -3,35 +3,25 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 import torch
 from peft import LoraConfig
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_attention_mask, tree_extension_mask
+from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
 from ...core.features import decoder_layers, unwrap_peft
-from ...core.kv_cache import compact_cache, drop_tail
-from ...core.split_forward import run_decoder_layers
+from ...core.kv_cache import drop_tail
 from ...core.tree import DraftTree
-from ..base import DraftContext, Drafter
+from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
-from .buffer import outcome_records
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
 from .config import DVIOnlineConfig
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
+from .learner import DVIOnlineLearner
 from .online import DVIUpdater, UpdateMetrics
+from .shared_cache import DraftedNodes, DVISharedCache
 
-
-
-@dataclass
-class _Cycle:
-    """What the drafter proposed in one cycle, kept until the next one reveals what was committed."""
-
-    committed: int  # sequence length at the cycle start (the root is token committed - 1)
-    tree: DraftTree
-    states: dict[int, torch.Tensor]  # h_k of every expanded node
 
 
 class DVIDrafter(DVICheckpointMixin, Drafter):
@@ -46,8 +36,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
     ``share_cache=False`` it keeps its own shallow cache and the target verifies with all its
     layers, like transformers' ``assistant_early_exit``.
 
-    With ``online=True`` it learns while generating (the paper's "Improve" step): at each cycle
-    it compares the previous cycle's draft with the tokens the engine committed, logs one
+    With ``online=True`` it learns while generating (the paper's "Improve" step): after each
+    cycle it compares its draft with the tokens the engine committed (:meth:`observe`), logs one
     :class:`~hf_adaptive_spec.drafters.dvi.DVIRecord` per drafted position up to and including
     the first reject, and every ``online_config.update_every`` records steps the LoRA weights
     with the KL→RL schedule. Nothing else changes: the target and the head's base weights stay
@@ -107,8 +97,6 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         self.lora_config = check_lora_config(lora_config)
         self._target_name = target.config.name_or_path or None
         self.head = lora_draft_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
-        self.updater: DVIUpdater | None = None
-        self._target_lm_head = target.get_output_embeddings()
         self._num_layers = len(decoder_layers(target))
         self._target_shape = {
             "num_hidden_layers": self._num_layers,
@@ -116,47 +104,45 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
             "vocab_size": target.config.vocab_size,
         }
         self._lock = threading.RLock()
-        self._frozen = False
+        self.learner = DVIOnlineLearner(self.head, target.get_output_embeddings(), self._num_layers, self._lock)
+        self._sharing = DVISharedCache(self.shallow, exit_layer, self._take_drafted, self._check_owner)
         if online:
             self.enable_online(online_config)
         self._reset()
 
-    # ----- online learning -------------------------------------------------------------------
+    # ----- online learning (DVIOnlineLearner) ----------------------------------------------------
 
     def enable_online(self, config: DVIOnlineConfig | None = None) -> DVIUpdater:
         """Start learning online with a fresh updater (empty buffer, new optimizer)."""
-        with self._lock:
-            self.updater = DVIUpdater(self.head, self._target_lm_head, config or DVIOnlineConfig(), self._lock)
-            self._frozen = False
-            self._pending = None
-            return self.updater
+        return self.learner.enable(config)
+
+    @property
+    def updater(self) -> DVIUpdater | None:
+        return self.learner.updater
 
     @property
     def online(self) -> bool:
         """Whether an updater is attached (see :meth:`enable_online`)."""
-        return self.updater is not None
+        return self.learner.updater is not None
 
     @property
     def is_learning(self) -> bool:
         """Online and not frozen: records are logged and updates run."""
-        return self.updater is not None and not self._frozen
+        return self.learner.is_learning
 
     def freeze(self) -> None:
         """Stop logging and updating (the adapter keeps its current weights)."""
-        with self._lock:
-            self._frozen = True
-            self._pending = None
+        self.learner.freeze()
 
     def unfreeze(self) -> None:
         """Resume online learning after :meth:`freeze`."""
-        with self._lock:
-            self._frozen = False
+        self.learner.unfreeze()
 
     def update(self) -> UpdateMetrics | None:
         """Run one LoRA update now (None when the buffer is empty)."""
-        if self.updater is None:
+        if self.learner.updater is None:
             raise RuntimeError("This DVIDrafter is not online: create it with online=True or call enable_online().")
-        return self.updater.step()
+        return self.learner.updater.step()
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
@@ -164,9 +150,9 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         return (self._num_layers,) if self.is_learning else ()
 
     @property
-    def shared_layers(self) -> int:
-        """The target layers whose KV cache draft and verification share (0 without sharing)."""
-        return self.exit_layer if self.share_cache else 0
+    def cache_sharing(self) -> DVISharedCache | None:
+        """Verification through the shared first ``exit_layer`` layers (None with ``share_cache=False``)."""
+        return self._sharing if self.share_cache else None
 
     #: the paper's proposal: a chain of depth 4, ``StaticTreePolicy.chain(DVIDrafter.recommended_depth)``
     recommended_depth = RECOMMENDED_DEPTH
@@ -176,12 +162,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
     def _reset(self) -> None:
         self._cache = DynamicCache()
         self._committed = 0
-        self._began = False  # the root's shallow K/V sit in the shared cache, awaiting verify()
-        self._fed: list[int] = []
-        self._states: dict[int, torch.Tensor] = {}
-        self._tree: DraftTree | None = None
+        self._drafted = DraftedNodes()
         self._fallback_tree: DraftTree | None = None
-        self._pending: _Cycle | None = None
         self._owner: int | None = None
 
     def bind(self, target: PreTrainedModel) -> None:
@@ -210,17 +192,14 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
         self._check_owner()
-        if self._pending is not None:
-            self._log_outcome(context)
-        if self.is_learning and self.updater.due():
-            self.updater.step()
+        self.learner.step_if_due()
         device = self.shallow.device
         num_tokens = context.input_ids.shape[1]
         if self.share_cache:
             if context.target_cache is None:
                 raise RuntimeError("DVIDrafter(share_cache=True) needs the engine's cache in DraftContext.target_cache.")
             # the target processed the committed prefix; only the root is new to the shallow layers
-            self._cache, self._committed, self._began = context.target_cache, num_tokens - 1, True
+            self._cache, self._committed, self._drafted.root_fed = context.target_cache, num_tokens - 1, True
         positions = torch.arange(self._committed, num_tokens, device=device)
         hidden = self.shallow(
             input_ids=context.input_ids[:, self._committed :].to(device),
@@ -230,7 +209,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         ).last_hidden_state
         self._committed = num_tokens
         root = hidden[0, -1].clone()
-        self._states = {0: root}
+        self._drafted.states = {0: root}
         log_probs = self.draft_log_probs(root[None])
         if self.is_learning:
             # the drafted tree when no expand() follows (the drafter never sees the tree then): the
@@ -245,7 +224,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         self._check_owner()
         device = self.shallow.device
         mask, query_positions = tree_extension_mask(
-            self.shallow.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.shallow.dtype, device
+            self.shallow.config, self._cache, tree, self._drafted.fed, nodes, self._committed - 1, self.shallow.dtype, device
         )
         hidden = self.shallow(
             input_ids=torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
@@ -254,95 +233,26 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
             past_key_values=self._cache,
             use_cache=True,
         ).last_hidden_state[0]
-        self._fed = self._fed + nodes
-        self._tree = tree
+        drafted = self._drafted
+        drafted.fed, drafted.tree = drafted.fed + nodes, tree
         if self.is_learning or self.share_cache:
-            self._states.update((node, row.clone()) for node, row in zip(nodes, hidden))
+            drafted.states.update((node, row.clone()) for node, row in zip(nodes, hidden))
         return self.draft_log_probs(hidden)
 
     def end_tree(self) -> None:
-        tree = self._tree if self._tree is not None else self._fallback_tree
-        if self.is_learning and self._states and tree is not None:
-            self._pending = _Cycle(self._committed, tree, dict(self._states))
+        drafted = self._drafted
+        self.learner.remember(drafted.tree if drafted.tree is not None else self._fallback_tree, drafted.states)
         self._fallback_tree = None
-        if not self.share_cache:  # shared: verify() reuses the fed nodes' K/V and states
-            drop_tail(self._cache, len(self._fed))
-            self._fed, self._states, self._tree = [], {}, None
+        if not self.share_cache:  # shared: verification reuses the fed nodes' K/V and states
+            drop_tail(self._cache, len(drafted.fed))
+            self._drafted = DraftedNodes()
 
-    @torch.no_grad()
-    def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:
-        """Verify ``tree`` reusing the drafted nodes' shallow K/V and states (``share_cache=True``).
-
-        The shallow layers hold the root and the fed nodes after the committed prefix. This
-        runs them for the tree's leaves, reorders their tail into ``tree``'s node order, then
-        runs the remaining layers on every node's ``h_k``. Returns the final-norm output ``[n, H]``.
-        """
+    def observe(self, outcome: DraftOutcome) -> None:
+        """Log this cycle's records from what the target kept (while learning)."""
         self._check_owner()
-        target, device = unwrap_peft(target), self.shallow.device
-        self._cache = cache
-        tail = ([0] if self._began else []) + self._fed
-        tail_paths = [self._path_tokens(self._tree, node) for node in tail]
-        fed_paths = {path: slot for slot, path in enumerate(tail_paths)}
-        paths = [()]
-        for node in range(1, len(tree)):
-            paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
-        leaves = [node for node in range(len(tree)) if paths[node] not in fed_paths]
-        states = {node: self._states[tail[fed_paths[paths[node]]]] for node in range(len(tree)) if node not in leaves}
-        if leaves:
-            leaf_states = self._feed_leaves(tree, leaves, tail_paths, paths, past_length)
-            states.update(zip(leaves, leaf_states))
-        slot = {node: fed_paths[paths[node]] for node in states if node not in leaves}
-        slot.update((node, len(tail) + j) for j, node in enumerate(leaves))
-        order = torch.tensor([slot[node] for node in range(len(tree))], device=device)
-        compact_cache(cache, len(tail) + len(leaves), order, layers=range(self.exit_layer))
-        positions = past_length + torch.tensor(tree.depths, device=device)
-        mask = tree_attention_mask(
-            target.config, cache, positions, positions, tree.ancestor_mask().to(device), target.dtype, self.exit_layer
-        )
-        hidden = torch.stack([states[node] for node in range(len(tree))])[None]
-        self._fed, self._states, self._tree, self._began = [], {}, None, False
-        return run_decoder_layers(target, hidden, self.exit_layer, cache, positions[None], mask)[0]
+        self.learner.observe(outcome)
 
-    def _feed_leaves(
-        self,
-        tree: DraftTree,
-        leaves: list[int],
-        tail_paths: list[tuple[int, ...]],
-        paths: list[tuple[int, ...]],
-        past_length: int,
-    ) -> torch.Tensor:
-        """Shallow states ``[len(leaves), H]`` of nodes the drafter never fed; their K/V join the tail."""
-        device = self.shallow.device
-        visible = [[paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves]
-        tail_positions = torch.tensor([past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device)
-        query_positions = tail_positions[len(tail_paths) :]
-        mask = tree_attention_mask(
-            self.shallow.config, self._cache, query_positions, tail_positions,
-            torch.tensor(visible, dtype=torch.bool, device=device), self.shallow.dtype,
-        )
-        return self.shallow(
-            input_ids=torch.tensor([[tree.tokens[n] for n in leaves]], device=device),
-            attention_mask=mask,
-            position_ids=query_positions[None],
-            past_key_values=self._cache,
-            use_cache=True,
-        ).last_hidden_state[0]
-
-    @staticmethod
-    def _path_tokens(tree: DraftTree | None, node: int) -> tuple[int, ...]:
-        if node == 0:
-            return ()
-        return tuple(tree.tokens[i] for i in tree.path_to(node)[1:])
-
-    def _log_outcome(self, context: DraftContext) -> None:
-        """Turn the previous cycle's draft and the newly committed tokens into buffer records."""
-        pending, self._pending = self._pending, None
-        if not self.is_learning:
-            return
-        committed = context.input_ids[0, pending.committed :].tolist()
-        features = context.new_features.get(self._num_layers)
-        if not committed or features is None or features.shape[1] != len(committed):
-            return  # no target states for these tokens: the outcome cannot be aligned
-        target_states = features[0].detach().to(self.shallow.device).clone()
-        self.updater.add(outcome_records(pending.tree, pending.states, committed, target_states))
-
+    def _take_drafted(self) -> DraftedNodes:
+        """This cycle's drafted nodes, for the shared-cache verification (which consumes them)."""
+        drafted, self._drafted = self._drafted, DraftedNodes()
+        return drafted

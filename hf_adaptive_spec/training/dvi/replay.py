@@ -30,9 +30,9 @@ class GreedyChainReplay:
     """Replays DVI's online loop (greedy, chains of ``depth``) over given completions.
 
     Each :meth:`run` is one ``generate`` call. While the drafter learns, the cycles' records go
-    to its updater exactly when the online loop would log them (at the start of the next
-    drafting cycle, so the last cycle is never logged) and automatic updates run when due
-    (``update_every > 0``). A frozen or offline drafter is only evaluated.
+    to its updater exactly when the online loop logs them (after each drafting cycle, as the
+    engine's ``Drafter.observe`` reports it) and automatic updates run when due (at the start of
+    a drafting cycle, ``update_every > 0``). A frozen or offline drafter is only evaluated.
 
     Args:
         target: the target model (the drafter's own).
@@ -95,15 +95,11 @@ class GreedyChainReplay:
         stats = SpeculationStats()
         length = len(prompt_ids) + 1  # the prefill emits the first token
         finished = ids[length - 1] in self.eos_token_ids or length >= max_length
-        pending = None
         while not finished and length < len(ids):
             depth = min(self.depth, max_length - length - 1)
-            if depth >= 1 and updater is not None:  # a drafting cycle logs the previous outcome, updates if due
-                if pending is not None:
-                    updater.add(outcome_records(*pending))
-                if updater.due():
-                    updater.step()
-                    drafts = self._drafts(shallow, len(prompt_ids))
+            if depth >= 1 and updater is not None and updater.due():  # a drafting cycle updates first if due
+                updater.step()
+                drafts = self._drafts(shallow, len(prompt_ids))
             root = length - 1
             tree = DraftTree.with_root(ids[root])
             node, states = 0, {}
@@ -114,7 +110,8 @@ class GreedyChainReplay:
             while accepted < depth and root + accepted + 1 < len(ids) and drafts[root + accepted] == ids[root + accepted + 1]:
                 accepted += 1
             committed = ids[root + 1 : root + accepted + 2]
-            pending = (tree, states, committed, final[root : root + len(committed)]) if depth >= 1 else None
+            if depth >= 1 and updater is not None:  # the outcome, as the engine reports it after verification
+                updater.add(outcome_records(tree, states, committed, final[root : root + len(committed)]))
             stats.record(accepted=accepted, depth=depth, verified=depth + 1)
             length += len(committed)
             finished = bool(self.eos_token_ids.intersection(committed)) or length >= max_length
