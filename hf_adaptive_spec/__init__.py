@@ -10,7 +10,7 @@
 from .checkpoints import shipped_checkpoint
 from .default_model import load_default_model
 from .drafters import (
-    CausalLMDrafter, DVIDrafter, DVIOnlineConfig, DraftContext, DraftOutcome, Drafter, Eagle3DraftConfig, Eagle3DraftModel,
+    CausalLMDrafter, DVIDrafter, DVIOnlineLearnerConfig, DraftContext, DraftOutcome, Drafter, Eagle3DrafterConfig, Eagle3DraftModel,
     Eagle3Drafter, SharedCacheVerification, truncated_causal_lm,
 )
 from .core import DraftTree
@@ -37,7 +37,7 @@ __all__ = [
     "CycleFeedback",
     "CycleState",
     "DVIDrafter",
-    "DVIOnlineConfig",
+    "DVIOnlineLearnerConfig",
     "DraftContext",
     "DraftOutcome",
     "DraftPolicy",
@@ -45,7 +45,7 @@ __all__ = [
     "DraftTree",
     "Drafter",
     "SharedCacheVerification",
-    "Eagle3DraftConfig",
+    "Eagle3DrafterConfig",
     "Eagle3DraftModel",
     "Eagle3Drafter",
     "LTDPolicy",

@@ -9,6 +9,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..core.timing import synchronize
 from ..core.sequences import common_prefix_length
 
 from .conversation import turn_prompt_ids
@@ -137,10 +138,10 @@ def _run_question(
         input_ids = turn_prompt_ids(tokenizer, question.turns, answers[:index]).to(device)
         counter.reset()
         torch.manual_seed(turn_seed(seed, question.question_id, index))
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         tokens, stats = method.generate(input_ids)
-        _synchronize(device)
+        synchronize(device)
         seconds = time.perf_counter() - start
         is_reference = reference is None
         if is_reference:
@@ -198,8 +199,3 @@ def turn_seed(seed: int, question_id: int | str, turn: int) -> int:
 def _first_mismatch(tokens: list[int], expected: list[int]) -> int | None:
     """Index of the first differing token (a length difference counts), or None when equal."""
     return None if tokens == expected else common_prefix_length(tokens, expected)
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

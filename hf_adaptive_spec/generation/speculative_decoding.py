@@ -155,45 +155,9 @@ def speculative_decoding(
     with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
         target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
                                  spec_static_cache, model_kwargs)
-        return _decode(model, input_ids, target, spec_drafter, spec_policy, lookup, logits_processor,
-                       stopping_criteria, generation_config, spec_streamer, model_kwargs)
-
-
-def _decode(model, input_ids, target: TargetForward, spec_drafter: Drafter, spec_policy: DraftPolicy,
-            lookup: _LookupBranch, logits_processor, stopping_criteria, generation_config: GenerationConfig,
-            spec_streamer: BaseStreamer | None, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
-    """The decoding loop of one call, with its drafter, policy and cache held."""
-    started = time.perf_counter()
-    spec_drafter.bind(model)
-    if isinstance(target, StaticTarget):
-        spec_drafter.use_static_shapes(generation_config.max_length, target.options)
-    out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
-    with target:
-        first_logits, features = target.prefill(input_ids, model_kwargs)
-        vocab_size = first_logits[0].shape[-1]
-        decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup, vocab_size)
-        root = DraftTree.with_root(-1)
-        choice = decoder.accept(root, _TreeScores(root, first_logits, input_ids, logits_processor))
-        out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
-        while not out.finished:
-            features = decoder.cycle(out, features)
-    if spec_streamer is not None:
-        spec_streamer.end()
-    stats = decoder.stats
-    stats.total_time = time.perf_counter() - started
-    stats.compiled, stats.compile_time = target.compiled, target.compile_time + spec_drafter.compile_time
-    stats.draft_time -= spec_drafter.compile_time  # compiling is not drafting
-    stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
-    model.last_speculation = stats
-    if not generation_config.return_dict_in_generate:
-        return out.sequence
-    return SpeculativeDecoderOnlyOutput(
-        sequences=out.sequence,
-        scores=out.scores,
-        logits=out.raw_logits,
-        past_key_values=target.cache,
-        speculation=stats,
-    )
+        decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup)
+        out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
+        return decoder.run(out, model_kwargs)
 
 
 class _LookupBranch:
@@ -221,14 +185,45 @@ class _Decoder:
     """One cycle at a time: ask the policy, draft a tree, verify it, accept, commit, give feedback."""
 
     def __init__(self, model, target: TargetForward, drafter: Drafter, policy: DraftPolicy,
-                 config: GenerationConfig, processor: LogitsProcessorList, lookup: _LookupBranch, vocab_size: int):
+                 config: GenerationConfig, processor: LogitsProcessorList, lookup: _LookupBranch):
         self.model, self.target, self.drafter, self.policy = model, target, drafter, policy
         self.config, self.processor, self.lookup = config, processor, lookup
         self.accept = accept_sampling if config.do_sample else accept_greedy
-        self.builder = TreeBuilder(drafter, policy, target_vocab_size=vocab_size)
+        self.builder: TreeBuilder | None = None  # once the prefill shows the target's vocabulary
         self.capacity = target.path.largest_bucket if isinstance(target, StaticTarget) else None
-        self.drafted_last_cycle = True
         self.stats = SpeculationStats()
+
+    def run(self, out: _Output, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+        """The decoding loop of one call, with its drafter, policy and cache held: prefill, then
+        cycles until a stopping criterion ends ``out``."""
+        started = time.perf_counter()
+        self.drafter.bind(self.model)
+        if isinstance(self.target, StaticTarget):
+            self.drafter.use_static_shapes(self.config.max_length, self.target.options)
+        with self.target:
+            first_logits, features = self.target.prefill(out.sequence, model_kwargs)
+            self.builder = TreeBuilder(self.drafter, self.policy, target_vocab_size=first_logits[0].shape[-1])
+            root = DraftTree.with_root(-1)
+            choice = self.accept(root, _TreeScores(root, first_logits, out.sequence, self.processor))
+            out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
+            while not out.finished:
+                features = self.cycle(out, features)
+        if out.streamer is not None:
+            out.streamer.end()
+        return self._finish(out, time.perf_counter() - started)
+
+    def _finish(self, out: _Output, seconds: float) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+        stats, target, drafter = self.stats, self.target, self.drafter
+        stats.total_time = seconds
+        stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
+        stats.draft_time -= drafter.compile_time  # compiling is not drafting
+        stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
+        self.model.last_speculation = stats
+        if not self.config.return_dict_in_generate:
+            return out.sequence
+        return SpeculativeDecoderOnlyOutput(
+            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=target.cache, speculation=stats
+        )
 
     def cycle(self, out: _Output, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """Run one cycle after ``out.sequence``; returns the features of the tokens it committed (plus

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache, PreTrainedModel, StaticCache
 
+from ..core.timing import synchronize
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.output_head import OutputHead
@@ -129,15 +130,11 @@ def measure_static_verification(
         for _ in range(repeats + 1):  # the first run warms up (and compiles)
             start = time.perf_counter()
             target.verify(chain, context_length)[0]
-            _synchronize(model.device)
+            synchronize(model.device)
             runs.append(time.perf_counter() - start)
         seconds.append(statistics.median(runs[1:]))
     return list(sizes), seconds, target.compile_time
 
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def measure_in_generate(

@@ -7,7 +7,7 @@ import torch
 from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineConfig
+from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
 
 torch.set_num_threads(1)
 
@@ -16,11 +16,11 @@ CHAIN = hfas.StaticTreePolicy.chain(4)
 TREE = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)  # pruned: 1 + 3 + 3 + 3 > 8 candidates
 
 
-def fast_online_config(**overrides) -> DVIOnlineConfig:
+def fast_online_config(**overrides) -> DVIOnlineLearnerConfig:
     """Updates every few records, a short schedule and a large learning rate: learning shows in seconds."""
     values = {"update_every": 8, "batch_size": 32, "warmup_updates": 5, "ramp_updates": 5, "learning_rate": 1e-2}
     values.update(overrides)
-    return DVIOnlineConfig(**values)
+    return DVIOnlineLearnerConfig(**values)
 
 
 @pytest.fixture(scope="module")

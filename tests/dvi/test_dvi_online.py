@@ -9,7 +9,7 @@ import torch
 
 from hf_adaptive_spec.drafters.dvi import (
     DVIDrafter,
-    DVIOnlineConfig,
+    DVIOnlineLearnerConfig,
     KLToRLSchedule,
     LossWeights,
     kl_to_target,
@@ -23,7 +23,7 @@ torch.set_num_threads(1)
 
 
 def test_schedule_weights_at_given_steps():
-    config = DVIOnlineConfig(
+    config = DVIOnlineLearnerConfig(
         kl_weight=2.0,
         kl_weight_min=0.5,
         ce_weight=1.0,
@@ -49,7 +49,7 @@ def test_schedule_weights_at_given_steps():
 
 
 def test_schedule_without_ramp_switches_at_warmup():
-    schedule = KLToRLSchedule(DVIOnlineConfig(warmup_updates=3, ramp_updates=0, kl_weight=1.0, kl_weight_min=0.1))
+    schedule = KLToRLSchedule(DVIOnlineLearnerConfig(warmup_updates=3, ramp_updates=0, kl_weight=1.0, kl_weight_min=0.1))
     assert schedule.weights(2) == LossWeights(kl=1.0, ce=0.0, pg=0.0, entropy=0.0)
     assert schedule.weights(3) == pytest.approx(LossWeights(kl=0.1, ce=1.0, pg=0.1, entropy=0.0))
 
@@ -75,9 +75,9 @@ def test_loss_terms_by_hand():
 
 def test_invalid_online_config_is_refused():
     with pytest.raises(ValueError, match="kl_weight_min"):
-        DVIOnlineConfig(kl_weight=0.1, kl_weight_min=0.5)
+        DVIOnlineLearnerConfig(kl_weight=0.1, kl_weight_min=0.5)
     with pytest.raises(ValueError, match="buffer_size"):
-        DVIOnlineConfig(buffer_size=0)
+        DVIOnlineLearnerConfig(buffer_size=0)
 
 
 def _mean_accepted_tokens(target, drafter, stream) -> float:
@@ -124,7 +124,7 @@ def test_updates_leave_the_global_rng_alone(target):
 
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, target_modules=["draft_head"])
     drafter = DVIDrafter(
-        target, exit_layer=2, lora_config=lora, online=True, online_config=DVIOnlineConfig(update_every=0)
+        target, exit_layer=2, lora_config=lora, online=True, online_config=DVIOnlineLearnerConfig(update_every=0)
     )
     target.generate(prompts(1)[0], max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=CHAIN)
     torch.manual_seed(123)

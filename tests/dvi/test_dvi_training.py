@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from tiny_models import prompt, tiny_model
 
-from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineConfig
+from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
 from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
 
 from .conftest import EXIT_LAYER
@@ -105,9 +105,9 @@ def test_trainer_can_leave_updates_to_the_online_trigger(tmp_path):
 
 def test_config_defaults_are_the_online_defaults(tmp_path):
     online = DVIConfig(output_dir=str(tmp_path)).online_config()
-    defaults = DVIOnlineConfig(update_every=0, seed=online.seed)  # the trainer updates once per prompt
+    defaults = DVIOnlineLearnerConfig(update_every=0, seed=online.seed)  # the trainer updates once per prompt
     assert online == defaults
-    assert {f.name for f in dataclasses.fields(DVIOnlineConfig)} == set(dataclasses.asdict(online))
+    assert {f.name for f in dataclasses.fields(DVIOnlineLearnerConfig)} == set(dataclasses.asdict(online))
 
 
 def test_recipe_parses_with_the_papers_budget():

@@ -6,17 +6,17 @@ import pytest
 import torch
 from tiny_models import prompt
 
-from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftConfig, default_aux_layer_ids
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DrafterConfig, default_aux_layer_ids
 
 from .conftest import make_draft_model
 
 
 def test_config_defaults():
-    config = Eagle3DraftConfig(hidden_size=4096, num_attention_heads=32, target_num_hidden_layers=32)
+    config = Eagle3DrafterConfig(hidden_size=4096, num_attention_heads=32, target_num_hidden_layers=32)
     assert config.aux_hidden_state_layer_ids == default_aux_layer_ids(32) == [2, 16, 29]  # Llama-3.1-8B
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10000.0}
     assert (config.draft_vocab_size, config.target_hidden_size, config.num_hidden_layers) == (32000, 4096, 1)
-    single = Eagle3DraftConfig(hidden_size=64, num_attention_heads=4, target_num_hidden_layers=4, use_aux_hidden_state=False)
+    single = Eagle3DrafterConfig(hidden_size=64, num_attention_heads=4, target_num_hidden_layers=4, use_aux_hidden_state=False)
     assert single.aux_hidden_state_layer_ids == [4]  # the final norm's output, EAGLE-1 style
 
 
@@ -32,7 +32,7 @@ def test_config_defaults():
 )
 def test_config_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        Eagle3DraftConfig(hidden_size=64, num_attention_heads=4, **kwargs)
+        Eagle3DrafterConfig(hidden_size=64, num_attention_heads=4, **kwargs)
 
 
 def test_fusion_is_an_explicit_flag_not_a_width_test(target):

@@ -2,7 +2,7 @@
 head that learns online from the verifier's accept/reject decisions."""
 
 from .buffer import DVIRecord, RolloutBuffer, outcome_records
-from .config import DVIOnlineConfig
+from .config import DVIOnlineLearnerConfig
 from .drafter import DVIDrafter
 from .head import DVIDraftHead, default_lora_config
 from .online import DVIUpdater, UpdateMetrics, entropy, kl_to_target, policy_gradient, reward_masked_ce
@@ -11,7 +11,7 @@ from .schedule import KLToRLSchedule, LossWeights
 __all__ = [
     "DVIDraftHead",
     "DVIDrafter",
-    "DVIOnlineConfig",
+    "DVIOnlineLearnerConfig",
     "DVIRecord",
     "DVIUpdater",
     "KLToRLSchedule",

@@ -17,7 +17,7 @@ from ...hub.errors import ArtifactTypeError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
 from ...hub.config import read_json_object
 from ...hub.weights import read_safetensors, resolve_safetensors
-from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineConfig
+from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -83,7 +83,7 @@ class DVICheckpointMixin:
         target: nn.Module,
         *,
         online: bool = False,
-        online_config: DVIOnlineConfig | None = None,
+        online_config: DVIOnlineLearnerConfig | None = None,
         share_cache: bool | None = None,
         revision: str | None = None,
         cache_dir: str | os.PathLike | None = None,

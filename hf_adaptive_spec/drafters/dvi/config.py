@@ -1,4 +1,4 @@
-"""``DVIOnlineConfig``: every weight, length and rate of DVI's online learning, in one place."""
+"""``DVIOnlineLearnerConfig``: every weight, length and rate of DVI's online learning, in one place."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ DRAFT_HEAD_MODULE = "draft_head"
 
 
 @dataclass
-class DVIOnlineConfig:
+class DVIOnlineLearnerConfig:
     r"""How a :class:`DVIDrafter` learns from its own accept/reject outcomes ("Improve").
 
     The loss of one update over records sampled from the buffer is
@@ -96,14 +96,14 @@ class DVIOnlineConfig:
         )
         for name in positive:
             if getattr(self, name) < 1:
-                raise ValueError(f"DVIOnlineConfig.{name} must be >= 1, got {getattr(self, name)!r}.")
+                raise ValueError(f"DVIOnlineLearnerConfig.{name} must be >= 1, got {getattr(self, name)!r}.")
         for name in non_negative:
             if getattr(self, name) < 0:
-                raise ValueError(f"DVIOnlineConfig.{name} must be >= 0, got {getattr(self, name)!r}.")
+                raise ValueError(f"DVIOnlineLearnerConfig.{name} must be >= 0, got {getattr(self, name)!r}.")
         if self.learning_rate <= 0 or self.kl_temperature <= 0:
-            raise ValueError("DVIOnlineConfig.learning_rate and kl_temperature must be > 0.")
+            raise ValueError("DVIOnlineLearnerConfig.learning_rate and kl_temperature must be > 0.")
         if not 0.0 <= self.baseline_decay < 1.0:
-            raise ValueError(f"DVIOnlineConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}.")
+            raise ValueError(f"DVIOnlineLearnerConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}.")
         if self.kl_weight_min > self.kl_weight:
-            raise ValueError("DVIOnlineConfig.kl_weight_min must not exceed kl_weight (the KL weight decays).")
+            raise ValueError("DVIOnlineLearnerConfig.kl_weight_min must not exceed kl_weight (the KL weight decays).")
 

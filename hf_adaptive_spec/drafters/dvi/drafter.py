@@ -16,7 +16,7 @@ from ...core.tree import DraftTree
 from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
-from .config import DVIOnlineConfig
+from .config import DVIOnlineLearnerConfig
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
 from .learner import DVIOnlineLearner
 from .online import DVIUpdater, UpdateMetrics
@@ -49,7 +49,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         lora_config: peft ``LoraConfig`` of the draft head (``target_modules=['draft_head']``);
             :func:`default_lora_config` by default.
         online: learn from the drafts' outcomes during ``generate``.
-        online_config: the :class:`DVIOnlineConfig` (defaults when None).
+        online_config: the :class:`DVIOnlineLearnerConfig` (defaults when None).
         share_cache: share the first ``exit_layer`` layers' KV cache with verification. The
             default (None) shares unless one of those layers has sliding-window attention,
             which cannot keep a draft tree next to its window exactly.
@@ -72,7 +72,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
         *,
         lora_config: LoraConfig | None = None,
         online: bool = False,
-        online_config: DVIOnlineConfig | None = None,
+        online_config: DVIOnlineLearnerConfig | None = None,
         share_cache: bool | None = None,
     ):
         target = unwrap_peft(target)
@@ -112,7 +112,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
 
     # ----- online learning (DVIOnlineLearner) ----------------------------------------------------
 
-    def enable_online(self, config: DVIOnlineConfig | None = None) -> DVIUpdater:
+    def enable_online(self, config: DVIOnlineLearnerConfig | None = None) -> DVIUpdater:
         """Start learning online with a fresh updater (empty buffer, new optimizer)."""
         return self.learner.enable(config)
 

@@ -12,7 +12,7 @@ from torch import nn
 from ...core.tree import DraftTree
 from ..base import DraftOutcome
 from .buffer import outcome_records
-from .config import DVIOnlineConfig
+from .config import DVIOnlineLearnerConfig
 from .online import DVIUpdater
 
 
@@ -40,10 +40,10 @@ class DVIOnlineLearner:
         self.frozen = False
         self._draft: _Draft | None = None
 
-    def enable(self, config: DVIOnlineConfig | None) -> DVIUpdater:
+    def enable(self, config: DVIOnlineLearnerConfig | None) -> DVIUpdater:
         """Start learning with a fresh updater (empty buffer, new optimizer)."""
         with self.lock:
-            self.updater = DVIUpdater(self.head, self.target_lm_head, config or DVIOnlineConfig(), self.lock)
+            self.updater = DVIUpdater(self.head, self.target_lm_head, config or DVIOnlineLearnerConfig(), self.lock)
             self.frozen, self._draft = False, None
             return self.updater
 

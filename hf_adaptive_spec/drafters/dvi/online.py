@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .buffer import DVIRecord, RolloutBuffer
-from .config import DVIOnlineConfig
+from .config import DVIOnlineLearnerConfig
 from .schedule import KLToRLSchedule, LossWeights
 
 
@@ -77,7 +77,7 @@ class DVIUpdater:
     Args:
         head: module mapping ``[N, hidden]`` shallow states to ``[N, vocab]`` draft logits.
         target_lm_head: the target's (frozen) output projection, for the target logits.
-        config: the :class:`DVIOnlineConfig`.
+        config: the :class:`DVIOnlineLearnerConfig`.
         lock: lock shared with the drafter; a new one by default.
     """
 
@@ -85,7 +85,7 @@ class DVIUpdater:
         self,
         head: nn.Module,
         target_lm_head: nn.Module,
-        config: DVIOnlineConfig,
+        config: DVIOnlineLearnerConfig,
         lock: threading.RLock | None = None,
     ):
         self.head = head

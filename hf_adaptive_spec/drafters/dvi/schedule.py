@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import DVIOnlineConfig
+from .config import DVIOnlineLearnerConfig
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class KLToRLSchedule:
     ``(kl_weight_min, ce_weight, pg_weight)``. ``T_ramp = 0`` switches at ``T_warmup``.
     """
 
-    def __init__(self, config: DVIOnlineConfig):
+    def __init__(self, config: DVIOnlineLearnerConfig):
         self.config = config
 
     def ramp(self, step: int) -> float:

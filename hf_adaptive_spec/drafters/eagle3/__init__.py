@@ -1,7 +1,7 @@
 """EAGLE-3 drafter: the draft model, its engine plug-in and its checkpoint formats."""
 
-from .configuration import Eagle3DraftConfig, default_aux_layer_ids
+from .configuration import Eagle3DrafterConfig, default_aux_layer_ids
 from .drafter import Eagle3Drafter
 from .modeling import Eagle3DraftModel, Eagle3DraftOutput
 
-__all__ = ["Eagle3DraftConfig", "Eagle3DraftModel", "Eagle3DraftOutput", "Eagle3Drafter", "default_aux_layer_ids"]
+__all__ = ["Eagle3DrafterConfig", "Eagle3DraftModel", "Eagle3DraftOutput", "Eagle3Drafter", "default_aux_layer_ids"]

@@ -25,7 +25,7 @@ from ...core.attention import check_tree_attention_support
 from ...hub.config import read_json_object
 from ...hub.location import check_folder_or_repo_id
 from ...hub.weights import read_safetensors
-from .configuration import Eagle3DraftConfig, default_aux_layer_ids
+from .configuration import Eagle3DrafterConfig, default_aux_layer_ids
 from .modeling import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ PICKLE_NAME = "pytorch_model.bin"
 OPTIONAL_KEYS = ("embed_tokens.weight", "d2t", "t2d")
 #: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's, refused when true
 UNSUPPORTED_FLAGS = ("fc_norm", "norm_before_residual")
-_LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DraftConfig)} - {
+_LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DrafterConfig)} - {
     f.name for f in dataclasses.fields(PretrainedConfig)
 }
 
@@ -115,8 +115,8 @@ def _target_layers(raw: dict, ids: list[int] | None, num_layers: int, ignore_tar
 
 def config_from_checkpoint(
     raw: dict, target_config: PretrainedConfig, ignore_target_mismatch: bool = False
-) -> Eagle3DraftConfig:
-    """An :class:`Eagle3DraftConfig` from an official or SpecForge ``config.json`` and the target's config.
+) -> Eagle3DrafterConfig:
+    """An :class:`Eagle3DrafterConfig` from an official or SpecForge ``config.json`` and the target's config.
 
     A config that records its target's depth (``target_num_hidden_layers``, which this package writes) is
     refused on a target of another depth unless ``ignore_target_mismatch=True``."""
@@ -137,7 +137,7 @@ def config_from_checkpoint(
         aux_hidden_state_layer_ids=ids,
         use_aux_hidden_state=(raw.get("eagle_config") or {}).get("use_aux_hidden_state", True),
     )
-    config = Eagle3DraftConfig(**fields)
+    config = Eagle3DrafterConfig(**fields)
     if config.rope_parameters["rope_type"] != "dynamic":  # dynamic NTK reads it as its original length
         # reference configs say 2048, which serving engines take as the context limit (sglang#6783)
         config.max_position_embeddings = max(config.max_position_embeddings, text.max_position_embeddings)
@@ -234,7 +234,7 @@ def load_checkpoint(
     return model.to(device=target.device, dtype=target.dtype).eval()
 
 
-def export_config(config: Eagle3DraftConfig, dtype: torch.dtype) -> dict:
+def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
     """The SpecForge-layout ``config.json`` that vLLM and SGLang read."""
     rope = dict(config.rope_parameters)
     legacy_scaling = None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"}

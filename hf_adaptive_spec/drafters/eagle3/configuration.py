@@ -7,11 +7,11 @@ from transformers import LlamaConfig, PretrainedConfig
 
 from ...core.features import aux_layer_ids_problem, default_aux_layer_ids
 
-__all__ = ["Eagle3DraftConfig", "aux_layer_ids_problem", "default_aux_layer_ids"]
+__all__ = ["Eagle3DrafterConfig", "aux_layer_ids_problem", "default_aux_layer_ids"]
 
 
 @strict
-class Eagle3DraftConfig(LlamaConfig):
+class Eagle3DrafterConfig(LlamaConfig):
     r"""The draft layer's Llama fields plus the EAGLE-3 specific ones.
 
     RoPE comes from this config only (``rope_parameters``; a legacy ``rope_theta`` / ``rope_scaling``

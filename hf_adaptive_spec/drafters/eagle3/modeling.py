@@ -17,7 +17,7 @@ from transformers.masking_utils import create_causal_mask
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 from transformers.utils import ModelOutput
 
-from .configuration import Eagle3DraftConfig
+from .configuration import Eagle3DrafterConfig
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Eagle3DraftOutput(ModelOutput):
 class Eagle3Attention(LlamaAttention):
     """Llama attention whose q/k/v read the ``2 * hidden_size`` wide ``[embedding ‖ hidden]`` input."""
 
-    def __init__(self, config: Eagle3DraftConfig):
+    def __init__(self, config: Eagle3DrafterConfig):
         super().__init__(config, layer_idx=0)
         width, bias = 2 * config.hidden_size, config.attention_bias
         self.q_proj = nn.Linear(width, config.num_attention_heads * self.head_dim, bias=bias)
@@ -53,7 +53,7 @@ class Eagle3DecoderLayer(nn.Module):
     ``post_attention_layernorm`` + SwiGLU MLP.
     """
 
-    def __init__(self, config: Eagle3DraftConfig):
+    def __init__(self, config: Eagle3DrafterConfig):
         super().__init__()
         self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.hidden_norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
@@ -92,12 +92,12 @@ class Eagle3DraftModel(PreTrainedModel):
     ``t2d`` (``[vocab]`` bool, True for target tokens in the draft vocabulary).
     """
 
-    config_class = Eagle3DraftConfig
-    config: Eagle3DraftConfig
+    config_class = Eagle3DrafterConfig
+    config: Eagle3DrafterConfig
     base_model_prefix = ""
     _supports_sdpa = True
 
-    def __init__(self, config: Eagle3DraftConfig):
+    def __init__(self, config: Eagle3DrafterConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
@@ -121,7 +121,7 @@ class Eagle3DraftModel(PreTrainedModel):
         """A randomly initialised drafter for ``target``, to train.
 
         The draft layer's Llama fields (RoPE included) default to the target's; ``config_kwargs``
-        override any :class:`Eagle3DraftConfig` field. Embeddings are copied from the target (frozen)
+        override any :class:`Eagle3DrafterConfig` field. Embeddings are copied from the target (frozen)
         when the widths match; otherwise set them with :meth:`set_embeddings`.
 
         Args:
@@ -145,7 +145,7 @@ class Eagle3DraftModel(PreTrainedModel):
             "draft_vocab_size": len(draft_to_target) if draft_to_target is not None else None,
         }
         fields.update(config_kwargs)
-        config = Eagle3DraftConfig(**fields)
+        config = Eagle3DrafterConfig(**fields)
         config.check_target(target.config)
         model = cls(config)
         if draft_to_target is not None:

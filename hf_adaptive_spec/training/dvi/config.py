@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from peft import LoraConfig
 from transformers import TrainingArguments
 
-from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineConfig
+from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig
 
-_ONLINE = DVIOnlineConfig  # field defaults are read from the online config: one source of truth
+_ONLINE = DVIOnlineLearnerConfig  # field defaults are read from the online config: one source of truth
 
 
 @dataclass
@@ -40,7 +40,7 @@ class DVIConfig(TrainingArguments):
             records during generation (the online trigger) instead.
         buffer_size, update_batch_size, kl_temperature, kl_weight, kl_weight_min, ce_weight,
         pg_weight, entropy_weight, warmup_updates, ramp_updates, baseline_decay: see
-            :class:`~hf_adaptive_spec.drafters.dvi.DVIOnlineConfig` (``update_batch_size`` is its
+            :class:`~hf_adaptive_spec.drafters.dvi.DVIOnlineLearnerConfig` (``update_batch_size`` is its
             ``batch_size``).
     """
 
@@ -91,9 +91,9 @@ class DVIConfig(TrainingArguments):
         if self.rollout not in ("generate", "replay"):
             raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
 
-    def online_config(self) -> DVIOnlineConfig:
-        """The :class:`DVIOnlineConfig` these arguments describe."""
-        return DVIOnlineConfig(
+    def online_config(self) -> DVIOnlineLearnerConfig:
+        """The :class:`DVIOnlineLearnerConfig` these arguments describe."""
+        return DVIOnlineLearnerConfig(
             buffer_size=self.buffer_size,
             update_every=self.update_every,
             batch_size=self.update_batch_size,
