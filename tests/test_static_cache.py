@@ -58,11 +58,13 @@ def test_static_cache_matches_stock_greedy(family):
             assert torch.equal(out, expected), (family, drafter_name, shape, "user cache")
 
 
-def test_compiled_static_path_matches_stock_and_keeps_its_graphs():
-    """One compiled graph per bucket, kept on the model: a second prompt of another length compiles
-    nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the compile short."""
+@pytest.mark.parametrize("kind", ["eagle3", "causal-lm"])
+def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
+    """One compiled graph per bucket, kept on the model and the drafter: a second prompt of another
+    length compiles nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the
+    compile short."""
     model = tiny_model("llama")
-    drafter = _eagle3(model)
+    drafter = _eagle3(model) if kind == "eagle3" else hfas.CausalLMDrafter.from_target_layers(model, 2)
     policy = hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=8)
     runs = []
     for length in (6, 17):
@@ -77,6 +79,35 @@ def test_compiled_static_path_matches_stock_and_keeps_its_graphs():
         runs.append(out.speculation)
     assert all(stats.compiled and stats.cache == "static" for stats in runs)
     assert runs[0].compile_time > 0 and runs[1].compile_time == 0
+
+
+@pytest.mark.parametrize("kind", ["causal-lm", "eagle3"])
+def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(kind, monkeypatch):
+    """The drafters' fixed-shape steps (padded to 4, 8 or 16 rows in a StaticCache) propose the same
+    trees as their growing-cache steps: the same accepted lengths cycle by cycle (fp32), not merely
+    the same output, which verification would give any drafter. Steps fit the buckets, but the
+    first of each call (the prompt)."""
+    from hf_adaptive_spec.core import static_steps
+
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2) if kind == "causal-lm" else _eagle3(model)
+    policy = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
+    shapes = []
+    original = static_steps.StaticDraftSteps.run
+    monkeypatch.setattr(static_steps.StaticDraftSteps, "run",
+                        lambda self, kind, constants, rows, *args: shapes.append(rows[0].shape[1]) or original(self, kind, constants, rows, *args))
+    for length in (5, 19):
+        ids = prompt(length, seed=length)
+        runs = {}
+        for cache in ("dynamic", "static"):
+            extra = {"cache_implementation": "static"} if cache == "static" else {}
+            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                                 return_dict_in_generate=True, **extra)
+            assert out.speculation.cache == cache
+            runs[cache] = (out.sequences, out.speculation.accepted_lengths)
+        assert torch.equal(runs["static"][0], runs["dynamic"][0])
+        assert runs["static"][1] == runs["dynamic"][1], (kind, length)
+    assert len(shapes) > 10 and sum(n > 16 for n in shapes) <= 2  # longer: at most each call's prompt step
 
 
 def test_uncompiled_static_path_says_so():

@@ -8,9 +8,10 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ..core.attention import check_tree_attention_support, tree_extension_mask
+from ..core.attention import check_tree_attention_support, is_sliding_layer, tail_visibility, tree_extension_mask
 from ..core.features import unwrap_peft
 from ..core.kv_cache import drop_tail
+from ..core.static_steps import StaticDraftSteps
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
 
@@ -43,6 +44,13 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     return drafter.eval()
 
 
+def _causal_step(model: PreTrainedModel, input_ids, position_ids, mask, cache) -> tuple[torch.Tensor]:
+    """Draft log-probs ``[B, vocab]`` (float32) of one fixed-shape step."""
+    logits = model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, past_key_values=cache,
+                   use_cache=True).logits
+    return (torch.log_softmax(logits[0].float(), dim=-1),)
+
+
 class CausalLMDrafter(Drafter):
     """Drafts with a (small) causal LM that uses the target's tokenizer.
 
@@ -60,6 +68,8 @@ class CausalLMDrafter(Drafter):
         self._cache: DynamicCache | None = None
         self._committed = 0
         self._fed: list[int] = []  # tree nodes in the draft cache, after the committed prefix
+        self._static: StaticDraftSteps | None = None  # fixed-shape steps, on the engine's static path
+        self._static_in_use = False
 
     @classmethod
     def from_target_layers(cls, target: PreTrainedModel, num_layers: int) -> CausalLMDrafter:
@@ -79,9 +89,30 @@ class CausalLMDrafter(Drafter):
         self._cache = DynamicCache()
         self._committed = 0
         self._fed = []
+        self._static_in_use = False
+        if self._static is not None:
+            self._static.compile_time = 0.0
+
+    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
+        """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``), kept
+        across calls while it is large enough and the options are the same. A draft model with
+        sliding-window layers keeps drafting on its growing cache, whose masks apply the window."""
+        config = self.model.config
+        if any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
+            return
+        if self._static is None or not self._static.fits(max_length, compile_options):
+            model = self.model
+            self._static = StaticDraftSteps(_causal_step, model.config, model.device, model.dtype, max_length, compile_options)
+        self._static_in_use = True
+
+    @property
+    def compile_time(self) -> float:
+        return self._static.compile_time if self._static is not None else 0.0
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
+        if self._static_in_use:
+            return self._begin_static(context)
         new_tokens = context.input_ids[:, self._committed :].to(self.model.device)
         positions = torch.arange(self._committed, context.input_ids.shape[1], device=self.model.device)
         logits = self.model(
@@ -90,8 +121,27 @@ class CausalLMDrafter(Drafter):
         self._committed = context.input_ids.shape[1]
         return torch.log_softmax(logits[:, -1].float(), dim=-1)
 
+    def _begin_static(self, context: DraftContext) -> torch.Tensor:
+        new = context.input_ids.shape[1] - self._committed
+        tokens = context.input_ids[:, self._committed :].to(self.model.device)
+        positions = torch.arange(self._committed, context.input_ids.shape[1])
+        causal = torch.ones(new, new, dtype=torch.bool).tril()
+        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, causal, self._committed)
+        self._committed += new
+        return log_probs[-1:]
+
+    def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        visible = tail_visibility(tree, self._fed, nodes)
+        positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
+        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
+        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, visible, self._committed)
+        self._fed = self._fed + nodes
+        return log_probs
+
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        if self._static_in_use:
+            return self._expand_static(tree, nodes)
         device = self.model.device
         mask, query_positions = tree_extension_mask(
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
@@ -108,5 +158,6 @@ class CausalLMDrafter(Drafter):
         return torch.log_softmax(logits[0].float(), dim=-1)
 
     def end_tree(self) -> None:
-        drop_tail(self._cache, len(self._fed))
+        if not self._static_in_use:  # static slots past the committed prefix are simply overwritten
+            drop_tail(self._cache, len(self._fed))
         self._fed = []

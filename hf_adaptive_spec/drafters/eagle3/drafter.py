@@ -10,10 +10,11 @@ from transformers import DynamicCache, PreTrainedModel
 from ...core.attention import check_tree_attention_support, tail_visibility, tree_extension_mask
 from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
+from ...core.static_steps import StaticDraftSteps
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
 from .modeling import Eagle3DraftModel
-from .static import DRAFT_BUCKETS, StaticDraftRunner
+from .static import static_draft_steps
 
 
 class Eagle3Drafter(Drafter):
@@ -39,7 +40,7 @@ class Eagle3Drafter(Drafter):
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
-        self._static: StaticDraftRunner | None = None  # fixed-shape steps, on the engine's static path
+        self._static: StaticDraftSteps | None = None  # fixed-shape steps, on the engine's static path
         self._static_in_use = False
 
     @classmethod
@@ -86,10 +87,8 @@ class Eagle3Drafter(Drafter):
     def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
         """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``), kept
         across calls while it is large enough and the options are the same."""
-        runner = self._static
-        options = runner.compiled.options if runner is not None and runner.compiled is not None else None
-        if runner is None or runner.max_cache_len < max_length + DRAFT_BUCKETS[-1] or options != compile_options:
-            self._static = StaticDraftRunner(self.model, max_length, compile_options)
+        if self._static is None or not self._static.fits(max_length, compile_options):
+            self._static = static_draft_steps(self.model, max_length, compile_options)
         self._static_in_use = True
 
     @property
@@ -126,7 +125,7 @@ class Eagle3Drafter(Drafter):
         new = positions.numel()
         causal = torch.ones(new, new, dtype=torch.bool).tril()
         input_ids = context.input_ids[:, self._committed + 1 :].to(self.model.device)
-        prenorm, log_probs = self._static.step(input_ids, features, True, positions, causal, self._committed)
+        prenorm, log_probs = self._static.run(True, (self.model, True), (input_ids, features), positions, causal, self._committed)
         self._committed += new
         self._outputs = {0: prenorm[-1]}
         return log_probs[-1:]
@@ -136,7 +135,7 @@ class Eagle3Drafter(Drafter):
         positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
         tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
         hidden = torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None]
-        prenorm, log_probs = self._static.step(tokens, hidden, False, positions, visible, self._committed)
+        prenorm, log_probs = self._static.run(False, (self.model, False), (tokens, hidden), positions, visible, self._committed)
         self._outputs.update(zip(nodes, prenorm))
         self._fed = self._fed + nodes
         return log_probs

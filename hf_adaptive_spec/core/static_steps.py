@@ -1,0 +1,79 @@
+"""A drafter's forward steps at fixed shapes, as the engine's static path verifies: the draft model's
+KV in a fixed-size :class:`~transformers.StaticCache`, every step padded to a bucket size, optionally
+compiled (one graph per bucket and step kind). Steps longer than the largest bucket (the prompt after
+prefill) run eagerly, unpadded, on the same cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import torch
+from transformers import PretrainedConfig, StaticCache
+
+from .compiled import CompiledForward
+from .static_cache import set_cache_length, static_tree_mask
+
+#: rows per draft step are padded to the smallest of these that fits (a cycle's first step: the
+#: accepted tokens; later steps: a tree level's frontier).
+DRAFT_BUCKETS = (4, 8, 16)
+
+
+def _pad_rows(rows: torch.Tensor, bucket: int) -> torch.Tensor:
+    """``[1, n, ...]`` padded to ``[1, bucket, ...]`` by repeating the last row (padding rows are
+    masked from every real row and their outputs dropped, so their content does not matter)."""
+    pad = bucket - rows.shape[1]
+    return torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1) if pad else rows
+
+
+class StaticDraftSteps:
+    """Runs ``step`` on rows written after the committed prefix of a fixed-size cache.
+
+    Args:
+        step: ``step(*constants, *rows, position_ids, mask, cache)`` returning a tuple of tensors
+            with the rows first (``[bucket, ...]``); ``constants`` select the graph with the bucket.
+        config: the draft model's config (the cache's layers, heads and sizes).
+        device, dtype: the draft model's (of the attention masks).
+        max_length: the longest sequence of the ``generate`` call; the cache also holds one cycle's
+            tree nodes (``tree_room``) and a padded step after them.
+        compile_options: ``torch.compile`` kwargs, or None to run the same shapes eagerly.
+    """
+
+    def __init__(self, step: Callable, config: PretrainedConfig, device: torch.device, dtype: torch.dtype,
+                 max_length: int, compile_options: dict | None, tree_room: int = 256):
+        self.step, self.device, self.dtype = step, device, dtype
+        self.max_length = max_length
+        self.max_cache_len = -(-(max_length + tree_room + DRAFT_BUCKETS[-1]) // 256) * 256
+        self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
+        self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
+        self.compile_time = 0.0
+
+    def fits(self, max_length: int, compile_options: dict | None) -> bool:
+        """Whether this runner serves a call of ``max_length`` with ``compile_options`` (else build a new one)."""
+        options = self.compiled.options if self.compiled is not None else None
+        return self.max_cache_len >= max_length + DRAFT_BUCKETS[-1] and options == compile_options
+
+    def run(self, kind: Hashable, constants: tuple, rows: tuple[torch.Tensor, ...], positions: torch.Tensor,
+            visible: torch.Tensor, past_length: int) -> tuple[torch.Tensor, ...]:
+        """One step of ``kind`` (a graph per bucket and kind) over ``n`` rows (each of ``rows`` is ``[1, n, ...]``, ``positions`` ``[n]``) written
+        after ``past_length`` slots plus the tail ``visible`` spans (``[n, m]``, see
+        :func:`~hf_adaptive_spec.core.static_cache.static_tree_mask`). Returns the real rows of
+        each of ``step``'s outputs."""
+        n, m = visible.shape
+        start = past_length + m - n
+        bucket = next((b for b in DRAFT_BUCKETS if n <= b), n)  # longer steps run eagerly, unpadded
+        if start + bucket > self.max_cache_len:
+            raise ValueError(
+                f"The drafter's static cache ({self.max_cache_len} slots) cannot hold a step at slot {start}: a draft "
+                "tree this large is not supported on the static path; use a smaller tree."
+            )
+        padded = tuple(_pad_rows(r, bucket) for r in rows)
+        position_ids = _pad_rows(positions[None], bucket).to(self.device)
+        mask = static_tree_mask(visible, past_length, bucket, self.max_cache_len, self.dtype, self.device)
+        set_cache_length(self.cache, start)
+        args = (*constants, *padded, position_ids, mask, self.cache)
+        if self.compiled is None or bucket not in DRAFT_BUCKETS:
+            outputs = self.step(*args)
+        else:
+            outputs, seconds = self.compiled((bucket, kind), *args)
+            self.compile_time += seconds
+        return tuple(output[:n] for output in outputs)
