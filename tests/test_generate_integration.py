@@ -176,14 +176,6 @@ class _ObservedDrafter(hfas.CausalLMDrafter):
         self.outcomes.append(outcome)
 
 
-class _StopAtLength(StoppingCriteria):
-    def __init__(self, length: int):
-        self.length = length
-
-    def __call__(self, input_ids, scores, **kwargs):
-        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
-
-
 def test_the_drafter_observes_every_cycle_as_the_output_received_it(llama):
     """Drafter.observe after each drafted cycle: the accepted path's tokens then the target's next,
     the target states at the root and the accepted nodes, and, when a stopping criterion ends the
@@ -191,7 +183,7 @@ def test_the_drafter_observes_every_cycle_as_the_output_received_it(llama):
     ids = prompt(6, seed=12)
     drafter = _ObservedDrafter(llama)
     policy = hfas.StaticTreePolicy.chain(4)
-    stop = _StopAtLength(ids.shape[1] + 8)  # the prefill token, one block of 5, then 2 of the next
+    stop = StopAfter(ids.shape[1] + 8)  # the prefill token, one block of 5, then 2 of the next
     out = llama.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=policy,
                          stopping_criteria=StoppingCriteriaList([stop]))
     assert out.shape[1] == ids.shape[1] + 8

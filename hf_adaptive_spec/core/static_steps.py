@@ -10,8 +10,10 @@ from collections.abc import Callable, Hashable
 import torch
 from transformers import PretrainedConfig, StaticCache
 
+from .attention import tail_visibility
 from .compiled import CompiledForward
 from .static_cache import set_cache_length, static_tree_mask
+from .tree import DraftTree
 
 #: rows per draft step are padded to the smallest of these that fits (a cycle's first step: the
 #: accepted tokens; later steps: a tree level's frontier).
@@ -23,6 +25,14 @@ def _pad_rows(rows: torch.Tensor, bucket: int) -> torch.Tensor:
     masked from every real row and their outputs dropped, so their content does not matter)."""
     pad = bucket - rows.shape[1]
     return torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1) if pad else rows
+
+
+def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_position: int, device: torch.device):
+    """A tree level's step: its tokens ``[1, n]`` (on ``device``), positions ``[n]`` (the root's
+    plus each node's depth) and which of ``fed + nodes`` each node sees ``[n, len(fed) + n]``."""
+    tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=device)
+    positions = torch.tensor([root_position + tree.depths[node] for node in nodes])
+    return tokens, positions, tail_visibility(tree, fed, nodes)
 
 
 class StaticDraftSteps:

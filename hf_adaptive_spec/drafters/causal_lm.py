@@ -8,12 +8,13 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ..core.attention import check_tree_attention_support, is_sliding_layer, tail_visibility, tree_extension_mask
+from ..core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
 from ..core.features import unwrap_peft
 from ..core.kv_cache import drop_tail
-from ..core.static_steps import StaticDraftSteps
+from ..core.static_steps import StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
+from .static_shapes import StaticShapesMixin
 
 
 def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedModel:
@@ -51,7 +52,7 @@ def _causal_step(model: PreTrainedModel, input_ids, position_ids, mask, cache) -
     return (torch.log_softmax(logits[0].float(), dim=-1),)
 
 
-class CausalLMDrafter(Drafter):
+class CausalLMDrafter(StaticShapesMixin, Drafter):
     """Drafts with a (small) causal LM that uses the target's tokenizer.
 
     Args:
@@ -68,8 +69,6 @@ class CausalLMDrafter(Drafter):
         self._cache: DynamicCache | None = None
         self._committed = 0
         self._fed: list[int] = []  # tree nodes in the draft cache, after the committed prefix
-        self._static: StaticDraftSteps | None = None  # fixed-shape steps, on the engine's static path
-        self._static_in_use = False
 
     @classmethod
     def from_target_layers(cls, target: PreTrainedModel, num_layers: int) -> CausalLMDrafter:
@@ -89,25 +88,18 @@ class CausalLMDrafter(Drafter):
         self._cache = DynamicCache()
         self._committed = 0
         self._fed = []
-        self._static_in_use = False
-        if self._static is not None:
-            self._static.compile_time = 0.0
+        self._reset_static_shapes()
 
     def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
-        """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``), kept
-        across calls while it is large enough and the options are the same. A draft model with
-        sliding-window layers keeps drafting on its growing cache, whose masks apply the window."""
+        """Fixed-shape steps, unless the draft model has sliding-window layers: those keep drafting on
+        the growing cache, whose masks apply the window."""
         config = self.model.config
-        if any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
-            return
-        if self._static is None or not self._static.fits(max_length, compile_options):
-            model = self.model
-            self._static = StaticDraftSteps(_causal_step, model.config, model.device, model.dtype, max_length, compile_options)
-        self._static_in_use = True
+        if not any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
+            super().use_static_shapes(max_length, compile_options)
 
-    @property
-    def compile_time(self) -> float:
-        return self._static.compile_time if self._static is not None else 0.0
+    def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
+        model = self.model
+        return StaticDraftSteps(_causal_step, model.config, model.device, model.dtype, max_length, compile_options)
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
@@ -130,31 +122,29 @@ class CausalLMDrafter(Drafter):
         self._committed += new
         return log_probs[-1:]
 
-    def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        visible = tail_visibility(tree, self._fed, nodes)
-        positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
-        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
-        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, visible, self._committed)
+    @torch.no_grad()
+    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        log_probs = self._expand_static(tree, nodes) if self._static_in_use else self._expand_dynamic(tree, nodes)
         self._fed = self._fed + nodes
         return log_probs
 
-    @torch.no_grad()
-    def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        if self._static_in_use:
-            return self._expand_static(tree, nodes)
+    def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        tokens, positions, visible = tree_level_rows(tree, self._fed, nodes, self._committed - 1, self.model.device)
+        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, visible, self._committed)
+        return log_probs
+
+    def _expand_dynamic(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         device = self.model.device
         mask, query_positions = tree_extension_mask(
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
-        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=device)
         logits = self.model(
-            input_ids=tokens,
+            input_ids=torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
             attention_mask=mask,
             position_ids=query_positions[None],
             past_key_values=self._cache,
             use_cache=True,
         ).logits
-        self._fed = self._fed + nodes
         return torch.log_softmax(logits[0].float(), dim=-1)
 
     def end_tree(self) -> None:

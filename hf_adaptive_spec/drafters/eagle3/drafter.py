@@ -7,17 +7,18 @@ import os
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ...core.attention import check_tree_attention_support, tail_visibility, tree_extension_mask
+from ...core.attention import check_tree_attention_support, tree_extension_mask
 from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
-from ...core.static_steps import StaticDraftSteps
+from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
+from ..static_shapes import StaticShapesMixin
 from .modeling import Eagle3DraftModel
 from .static import static_draft_steps
 
 
-class Eagle3Drafter(Drafter):
+class Eagle3Drafter(StaticShapesMixin, Drafter):
     """Drafts with an EAGLE-3 head reading the target's hidden states.
 
     The drafter keeps its own KV cache over the committed prefix: its position ``t`` holds (target
@@ -40,8 +41,6 @@ class Eagle3Drafter(Drafter):
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
-        self._static: StaticDraftSteps | None = None  # fixed-shape steps, on the engine's static path
-        self._static_in_use = False
 
     @classmethod
     def from_pretrained(
@@ -80,20 +79,10 @@ class Eagle3Drafter(Drafter):
         self._committed = 0
         self._fed, self._outputs = [], {}
         self._head = OutputHead(self.model.lm_head)  # re-reads the weight if it changed since the last generation
-        self._static_in_use = False
-        if self._static is not None:
-            self._static.compile_time = 0.0
+        self._reset_static_shapes()
 
-    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
-        """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``), kept
-        across calls while it is large enough and the options are the same."""
-        if self._static is None or not self._static.fits(max_length, compile_options):
-            self._static = static_draft_steps(self.model, max_length, compile_options)
-        self._static_in_use = True
-
-    @property
-    def compile_time(self) -> float:
-        return self._static.compile_time if self._static is not None else 0.0
+    def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
+        return static_draft_steps(self.model, max_length, compile_options)
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
@@ -131,9 +120,7 @@ class Eagle3Drafter(Drafter):
         return log_probs[-1:]
 
     def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        visible = tail_visibility(tree, self._fed, nodes)
-        positions = torch.tensor([self._committed - 1 + tree.depths[node] for node in nodes])
-        tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=self.model.device)
+        tokens, positions, visible = tree_level_rows(tree, self._fed, nodes, self._committed - 1, self.model.device)
         hidden = torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None]
         prenorm, log_probs = self._static.run(False, (self.model, False), (tokens, hidden), positions, visible, self._committed)
         self._outputs.update(zip(nodes, prenorm))
