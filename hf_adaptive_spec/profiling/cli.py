@@ -6,7 +6,10 @@ import argparse
 
 import torch
 
-from .. import CausalLMDrafter, Eagle3Drafter, StaticTreePolicy, enable, fast_path_compile_config, load_default_model
+from ..default_model import load_default_model
+from ..drafters import CausalLMDrafter, Eagle3Drafter
+from ..generation import enable, fast_path_compile_config
+from ..policies import StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
     HardwareProfile,

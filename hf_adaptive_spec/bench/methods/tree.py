@@ -9,7 +9,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
-from ... import CausalLMDrafter, StaticTreePolicy, enable
+from ...drafters import CausalLMDrafter
+from ...generation import enable
+from ...policies import StaticTreePolicy
 from .base import BenchMethod, SpeculationStatsLike, new_token_ids
 
 
