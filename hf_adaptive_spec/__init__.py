@@ -17,10 +17,12 @@ from .core import DraftTree
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path_compile_config
 from .policies import (
     AutoDraftPolicy,
+    ConfidenceThresholdPolicy,
     CycleFeedback,
     CycleState,
     DraftPolicy,
     DraftStepInfo,
+    HeuristicLengthPolicy,
     LTDPolicy,
     RadarPolicy,
     ReSpSPolicy,
@@ -54,6 +56,8 @@ __all__ = [
     "SpeculationStats",
     "SpeculativeDecoderOnlyOutput",
     "StaticTreePolicy",
+    "ConfidenceThresholdPolicy",
+    "HeuristicLengthPolicy",
     "TreeConfig",
     "VerifySizeInfo",
     "enable",

@@ -2,6 +2,7 @@
 
 from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from .serialization import AutoDraftPolicy, PolicyHubMixin
+from .heuristics import ConfidenceThresholdPolicy, HeuristicLengthPolicy
 from .ltd import LTDPolicy
 from .radar import RadarPolicy
 from .resps import ReSpSPolicy
@@ -10,10 +11,12 @@ from .static import StaticTreePolicy
 __all__ = [
     "AutoDraftPolicy",
     "PolicyHubMixin",
+    "ConfidenceThresholdPolicy",
     "CycleFeedback",
     "CycleState",
     "DraftPolicy",
     "DraftStepInfo",
+    "HeuristicLengthPolicy",
     "LTDPolicy",
     "RadarPolicy",
     "ReSpSPolicy",

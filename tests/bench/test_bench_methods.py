@@ -31,7 +31,8 @@ def stock_tokens(model, tokenizer) -> list[int]:
 def test_registry_names():
     assert list(METHODS) == [
         "stock", "stock-compiled", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
-        "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "dvi",
+        "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd",
+        "eagle3-resps", "eagle3-radar", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
@@ -188,9 +189,13 @@ def test_dvi_learning_online_matches_stock(bench_model):
     assert len(stats.accepted_lengths) >= 1 and max(stats.draft_depths) == 2  # chains of --dvi-depth
 
 
-@pytest.mark.parametrize("name", ["eagle3-default-tree", "eagle3-ltd", "eagle3-radar", "eagle3-resps"])
+@pytest.mark.parametrize(
+    "name", ["eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd", "eagle3-radar", "eagle3-resps"]
+)
 def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
-    from hf_adaptive_spec import LTDPolicy, RadarPolicy, ReSpSPolicy
+    from hf_adaptive_spec import (
+        ConfidenceThresholdPolicy, HeuristicLengthPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy, StaticTreePolicy,
+    )
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 
     model, tokenizer = bench_model
@@ -214,7 +219,8 @@ def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, **fields))
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected and len(stats.accepted_lengths) >= 1
-    expected_type = type(policies[name][1]) if name in policies else __import__("hf_adaptive_spec").StaticTreePolicy
+    heuristics = {"eagle3-confidence": ConfidenceThresholdPolicy, "eagle3-heuristic": HeuristicLengthPolicy}
+    expected_type = type(policies[name][1]) if name in policies else heuristics.get(name, StaticTreePolicy)
     assert type(method.generate_kwargs["assistant_policy"]) is expected_type
 
 

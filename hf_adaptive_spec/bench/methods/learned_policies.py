@@ -1,8 +1,9 @@
-"""``eagle3-default-tree`` and the learned policies (``eagle3-ltd``, ``eagle3-resps``, ``eagle3-radar``).
+"""``eagle3-default-tree``, transformers' heuristics (``eagle3-confidence``, ``eagle3-heuristic``) and
+the learned policies (``eagle3-ltd``, ``eagle3-resps``, ``eagle3-radar``).
 
 Each runs the ``eagle3`` drafter with another policy, so one interleaved run compares the
-static tree set by ``--tree-*`` (the best one found on this machine), EAGLE-3's default tree
-and every learned policy.
+static tree set by ``--tree-*`` (the best one found on this machine), EAGLE-3's default tree,
+the adaptive baselines from transformers and every learned policy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ...checkpoints import shipped_checkpoint
-from ...policies import AutoDraftPolicy, StaticTreePolicy
+from ...policies import AutoDraftPolicy, ConfidenceThresholdPolicy, DraftPolicy, HeuristicLengthPolicy, StaticTreePolicy
 from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
 from .eagle3 import Eagle3
@@ -27,6 +28,33 @@ class Eagle3DefaultTree(Eagle3):
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
         return {**super().method_kwargs(model, tokenizer, options), "assistant_policy": StaticTreePolicy()}
+
+
+class Eagle3Heuristic(Eagle3):
+    """``eagle3`` with one of transformers' assisted-generation heuristics, at transformers' defaults
+    (a fresh policy per method: an adaptive one keeps adapting across the run's turns, as
+    transformers' assistant does across calls)."""
+
+    policy_class: ClassVar[type[DraftPolicy]]
+
+    def method_kwargs(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
+    ) -> dict[str, Any]:
+        if not hasattr(self, "_policy"):
+            self._policy = self.policy_class()
+        return {**super().method_kwargs(model, tokenizer, options), "assistant_policy": self._policy}
+
+
+class Eagle3Confidence(Eagle3Heuristic):
+    """``assistant_confidence_threshold`` (0.4, adapted on the ROC curve) on chains of up to 20 tokens."""
+
+    name, policy_class = "eagle3-confidence", ConfidenceThresholdPolicy
+
+
+class Eagle3HeuristicLength(Eagle3Heuristic):
+    """``num_assistant_tokens_schedule="heuristic"``: chains from 20 tokens, +2 / -1 per cycle."""
+
+    name, policy_class = "eagle3-heuristic", HeuristicLengthPolicy
 
 
 class Eagle3LearnedPolicy(Eagle3):

@@ -1,0 +1,129 @@
+"""transformers' own assisted-generation heuristics as draft policies: the baselines a learned policy
+has to beat. Both draft a chain, as transformers' assistant does.
+
+- :class:`ConfidenceThresholdPolicy`: ``assistant_confidence_threshold``. Drafting stops after a token
+  whose draft probability is below the threshold (the token is still verified); the threshold
+  then follows the accepted and rejected draft tokens, as transformers adapts it when scikit-learn
+  is installed: the point of their ROC curve that minimises ``FPR + 3 * FNR``.
+- :class:`HeuristicLengthPolicy`: ``num_assistant_tokens_schedule="heuristic"``. The chain grows by
+  2 after a cycle that accepted every drafted token and shrinks by 1 (to at least 1) otherwise.
+
+Defaults are transformers' (``GenerationConfig``: 20 assistant tokens, threshold 0.4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from .serialization import PolicyHubMixin
+
+#: transformers' weights of missed accepts (false negatives) against wasted drafts (false positives).
+FALSE_NEGATIVE_COST = 3.0
+#: samples (drafted tokens up to each cycle's first reject) before the threshold adapts, as transformers.
+MIN_SAMPLES = 6
+
+
+def roc_threshold(probs: list[float], accepted: list[bool]) -> float | None:
+    """The probability threshold (draft tokens at or above it count as "would be accepted") that
+    minimises ``FPR + 3 * FNR`` over the given samples; None without both outcomes.
+
+    Candidates are the sample probabilities themselves, highest first, after "none" (infinity); the
+    first of equal costs wins, as ``numpy.argmin`` over scikit-learn's ``roc_curve`` does.
+    """
+    positives, negatives = sum(accepted), len(accepted) - sum(accepted)
+    if not positives or not negatives:
+        return None
+    best, best_cost = math.inf, FALSE_NEGATIVE_COST  # predict none: FPR 0, FNR 1
+    for threshold in sorted(set(probs), reverse=True):
+        predicted = [p >= threshold for p in probs]
+        tpr = sum(a and q for a, q in zip(accepted, predicted)) / positives
+        fpr = sum(q and not a for a, q in zip(accepted, predicted)) / negatives
+        cost = fpr + FALSE_NEGATIVE_COST * (1 - tpr)
+        if cost < best_cost:
+            best, best_cost = threshold, cost
+    return best
+
+
+def chain_probabilities(info: VerifySizeInfo) -> list[float]:
+    """Draft probability of each token of a drafted chain, root's child first (from the cumulative
+    log-probs of the candidates, one per depth)."""
+    order = torch.argsort(info.depths)
+    cumulative = [0.0] + info.scores[order].tolist()
+    return [math.exp(b - a) for a, b in zip(cumulative, cumulative[1:])]
+
+
+class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.confidence_threshold"):
+    """Drafts a chain of up to ``depth`` tokens, stopping after a token below the confidence threshold.
+
+    Args:
+        depth: the longest chain (transformers' ``num_assistant_tokens``).
+        threshold: the starting threshold (transformers' ``assistant_confidence_threshold``).
+        adaptive: move the threshold to the ROC optimum of the samples seen (transformers does when
+            scikit-learn is installed; this policy needs no scikit-learn).
+    """
+
+    def __init__(self, depth: int = 20, threshold: float = 0.4, adaptive: bool = True):
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold is a probability in [0, 1], got {threshold!r}.")
+        self.config = TreeConfig(depth=depth, top_k=1, total_tokens=depth + 1)
+        self.threshold, self.adaptive = threshold, adaptive
+        self.probs: list[float] = []
+        self.accepted: list[bool] = []
+        self._cycle_probs: list[float] = []
+        self._best_score = 0.0
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        self._best_score = 0.0
+        return self.config
+
+    def continue_drafting(self, step: DraftStepInfo) -> bool:
+        best = float(step.step_scores.max())
+        probability, self._best_score = math.exp(best - self._best_score), best
+        return probability >= self.threshold and step.depth < step.config.depth
+
+    def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        self._cycle_probs = chain_probabilities(info) if len(info.scores) else []
+        return info.config.total_tokens - 1
+
+    def observe(self, feedback: CycleFeedback) -> None:
+        """Samples of this cycle: the accepted tokens, then the first rejected one (if any)."""
+        drafted, accepted = self._cycle_probs, min(feedback.accepted_length, len(self._cycle_probs))
+        self.probs += drafted[: accepted + 1]
+        self.accepted += [True] * accepted + [False] * (accepted < len(drafted))
+        self._cycle_probs = []
+        if self.adaptive and len(self.probs) >= MIN_SAMPLES:
+            threshold = roc_threshold(self.probs, self.accepted)
+            self.threshold = self.threshold if threshold is None else threshold
+
+    def __repr__(self) -> str:
+        return f"ConfidenceThresholdPolicy(depth={self.config.depth}, threshold={self.threshold:.3f}, adaptive={self.adaptive})"
+
+
+class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.heuristic_length"):
+    """Drafts a chain whose length follows transformers' +2/-1 schedule.
+
+    Args:
+        initial_depth: the first cycle's chain length (transformers' ``num_assistant_tokens``).
+        max_depth: the longest chain (transformers has none; a bound keeps a verification forward small).
+    """
+
+    def __init__(self, initial_depth: int = 20, max_depth: int = 64):
+        if not 1 <= initial_depth <= max_depth:
+            raise ValueError(f"HeuristicLengthPolicy needs 1 <= initial_depth <= max_depth, got {initial_depth}, {max_depth}.")
+        self.initial_depth, self.max_depth = initial_depth, max_depth
+        self.depth = initial_depth
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        return TreeConfig(depth=self.depth, top_k=1, total_tokens=self.depth + 1)
+
+    def observe(self, feedback: CycleFeedback) -> None:
+        if feedback.draft_depth < 1:
+            return
+        grown = self.depth + 2 if feedback.accepted_length >= feedback.draft_depth else self.depth - 1
+        self.depth = max(1, min(self.max_depth, grown))
+
+    def __repr__(self) -> str:
+        return f"HeuristicLengthPolicy(depth={self.depth}, initial_depth={self.initial_depth}, max_depth={self.max_depth})"

@@ -1,0 +1,96 @@
+"""transformers' assisted-generation heuristics as policies: the confidence threshold (with its ROC
+adaptation) and the +2/-1 length schedule, on the hooks and through generate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.policies import CycleFeedback, DraftStepInfo, TreeConfig, VerifySizeInfo
+from hf_adaptive_spec.policies.heuristics import chain_probabilities, roc_threshold
+
+
+def _feedback(depth: int, accepted: int) -> CycleFeedback:
+    return CycleFeedback(context_length=10, draft_depth=depth, verified_tokens=depth + 1, accepted_length=accepted,
+                         draft_time=0.0, verify_time=0.0, policy_time=0.0)
+
+
+def _step(depth: int, cumulative: float, config: TreeConfig) -> DraftStepInfo:
+    return DraftStepInfo(depth=depth, context_length=10, step_scores=torch.tensor([cumulative]), config=config)
+
+
+def test_drafting_stops_after_the_first_token_below_the_threshold():
+    policy = hfas.ConfidenceThresholdPolicy(depth=6, threshold=0.4, adaptive=False)
+    config = policy.tree_config(None)
+    p = [0.9, 0.5, 0.3, 0.9]
+    cumulative = [sum(math.log(x) for x in p[: d + 1]) for d in range(len(p))]
+    decisions = [policy.continue_drafting(_step(d + 1, cumulative[d], config)) for d in range(3)]
+    assert decisions == [True, True, False]  # 0.3 is drafted (and verified), then drafting stops
+    policy.tree_config(None)  # a new cycle starts from the root again
+    assert policy.continue_drafting(_step(1, math.log(0.35), config)) is False
+
+
+def test_chain_probabilities_come_from_the_cumulative_scores():
+    scores = torch.tensor([math.log(0.9 * 0.5), math.log(0.9)])  # depth 2 listed first
+    info = VerifySizeInfo(context_length=10, scores=scores, depths=torch.tensor([2, 1]), config=TreeConfig(2, 1, 3))
+    assert chain_probabilities(info) == pytest.approx([0.9, 0.5])
+
+
+def test_roc_threshold_minimises_false_positives_plus_three_false_negatives():
+    # separable: the lowest accepted probability keeps every accept and no reject
+    assert roc_threshold([0.9, 0.8, 0.7, 0.3, 0.2], [True, True, True, False, False]) == 0.7
+    # 4 accepts (0.9, 0.6, 0.3, 0.2), 2 rejects (0.55, 0.5); cost = FPR + 3 FNR at each threshold:
+    # 0.9: 0 + 2.25; 0.6: 0 + 1.5; 0.55: 0.5 + 1.5; 0.5: 1 + 1.5; 0.3: 1 + 0.75; 0.2: 1 + 0 -> 0.2 wins
+    probs, accepted = [0.9, 0.6, 0.5, 0.2, 0.55, 0.3], [True, True, False, True, False, True]
+    assert roc_threshold(probs, accepted) == 0.2
+    assert roc_threshold([0.9, 0.8], [True, True]) is None  # one outcome only: no curve
+
+
+def test_the_threshold_adapts_to_the_outcomes():
+    policy = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4, adaptive=True)
+    config = TreeConfig(4, 1, 5)
+    for _ in range(3):  # chains of 0.95, 0.9, 0.6, 0.5: the first three accepted, the fourth rejected
+        probs = [0.95, 0.9, 0.6, 0.5]
+        cumulative = torch.tensor([sum(math.log(x) for x in probs[: d + 1]) for d in range(4)])
+        policy.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), config))
+        policy.observe(_feedback(depth=4, accepted=3))
+    assert policy.probs[:4] == pytest.approx([0.95, 0.9, 0.6, 0.5]) and policy.accepted[:4] == [True, True, True, False]
+    assert policy.threshold == pytest.approx(0.6)  # between the accepted 0.6 and the rejected 0.5
+    frozen = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4, adaptive=False)
+    frozen.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), config))
+    frozen.observe(_feedback(depth=4, accepted=3))
+    assert frozen.threshold == 0.4
+
+
+def test_heuristic_length_grows_by_two_and_shrinks_by_one():
+    policy = hfas.HeuristicLengthPolicy(initial_depth=3, max_depth=8)
+    depths = []
+    for accepted_all in (True, True, False, False, True, True):
+        depth = policy.tree_config(None).depth
+        depths.append(depth)
+        policy.observe(_feedback(depth, depth if accepted_all else 0))
+    assert depths == [3, 5, 7, 6, 5, 7]
+    policy.observe(_feedback(7, 7))
+    assert policy.depth == 8  # capped at max_depth
+    for _ in range(10):
+        policy.observe(_feedback(policy.depth, 0))
+    assert policy.depth == 1  # never below one token
+    with pytest.raises(ValueError, match="initial_depth"):
+        hfas.HeuristicLengthPolicy(initial_depth=0)
+
+
+@pytest.mark.parametrize("policy", [hfas.ConfidenceThresholdPolicy(depth=6), hfas.HeuristicLengthPolicy(initial_depth=4)])
+def test_heuristic_policies_keep_generate_lossless(policy, tmp_path):
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    for seed in range(3):
+        ids = prompt(7, seed=seed)
+        expected = model.generate(ids, max_new_tokens=30, do_sample=False)
+        out = model.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+        assert torch.equal(out, expected)
+    policy.save_pretrained(tmp_path)
+    assert type(hfas.AutoDraftPolicy.from_pretrained(tmp_path)) is type(policy)
