@@ -225,6 +225,13 @@ def _dvi_adapter_as_policy(model, tmp_path):
     return hfas.AutoDraftPolicy.from_pretrained(tmp_path)
 
 
+def _legacy_dvi_adapter_as_policy(model, tmp_path):
+    """A DVI adapter saved before adapters wrote config.json (dvi_config.json instead)."""
+    hfas.DVIDrafter(tiny_model("llama"), exit_layer=1).save_pretrained(tmp_path)
+    (tmp_path / "config.json").rename(tmp_path / "dvi_config.json")
+    return hfas.AutoDraftPolicy.from_pretrained(tmp_path)
+
+
 def _eagle3_as_policy(model, tmp_path):
     return hfas.AutoDraftPolicy.from_pretrained(_saved_eagle3(model, tmp_path))
 
@@ -237,7 +244,11 @@ FOLDERS = {
                            ("like-a-repo-id", "a/b/c"))
     },
     "dvi-adapter-given-as-a-policy": BadInput(
-        _dvi_adapter_as_policy, ArtifactTypeError, r"has no 'config.json': it is a DVI adapter: load it with DVIDrafter"
+        _dvi_adapter_as_policy, ArtifactTypeError,
+        r"\(DVIDrafter\), which is not a DraftPolicy.*Load it with DVIDrafter.from_pretrained\(path, target=model\)",
+    ),
+    "legacy-dvi-adapter-given-as-a-policy": BadInput(
+        _legacy_dvi_adapter_as_policy, ArtifactTypeError, r"has no 'config.json': it is a DVI adapter: load it with DVIDrafter"
     ),
     "eagle3-drafter-given-as-a-policy": BadInput(
         _eagle3_as_policy, ArtifactTypeError, r"not an hf-adaptive-spec artifact; it looks like an EAGLE-3 drafter"

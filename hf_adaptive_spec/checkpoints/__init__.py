@@ -14,8 +14,6 @@ SHIPPED = {
     "radar": "radar-smollm2-135m-instruct",
     "dvi": "dvi-smollm2-135m-instruct",
 }
-#: the file that marks a complete checkpoint folder (DVI adapters are peft folders with their own config).
-_MARKER = {"dvi": "dvi_config.json"}
 
 
 def shipped_checkpoint(name: str) -> Path:
@@ -23,7 +21,7 @@ def shipped_checkpoint(name: str) -> Path:
     if name not in SHIPPED:
         raise ValueError(f"No shipped checkpoint named {name!r}; shipped: {', '.join(SHIPPED)}.")
     folder = Path(__file__).parent / SHIPPED[name]
-    if not (folder / _MARKER.get(name, "config.json")).is_file():
+    if not (folder / "config.json").is_file():
         raise FileNotFoundError(
             f"The shipped {name} checkpoint is missing at {folder}: reinstall hf-adaptive-spec, or pass a checkpoint path."
         )

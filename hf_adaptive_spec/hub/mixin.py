@@ -26,6 +26,13 @@ class HubArtifactMixin(ModelHubMixin):
     ``torch.nn.Module``, ``model.safetensors``. Artifacts that are not modules (a static
     policy) are config-only.
 
+    Formats of their own plug in through three hooks, as EAGLE-3 drafters (SpecForge's layout,
+    which vLLM and SGLang load) and DVI adapters (peft's) do: ``_save_pretrained(folder)``
+    writes the files (a ``config.json`` it writes is kept as written), ``_check_location``
+    refuses a folder of another kind, and ``_load(location, **kwargs)`` builds the object. Saving,
+    pushing (one commit, card included) and resolving folders, Hub ids and the offline cache
+    stay here.
+
     Loading is strict: the ``artifact_type`` must match the class, every tensor must match
     (no missing or unexpected keys), and pickle weights are refused. Modules come back in
     ``eval()`` mode on the CPU.
@@ -111,7 +118,7 @@ class HubArtifactMixin(ModelHubMixin):
             token=token,
             local_files_only=local_files_only,
         )
-        check_artifact_type(location, cls)
+        cls._check_location(location)
         return super().from_pretrained(
             pretrained_model_name_or_path,
             force_download=force_download,
@@ -121,6 +128,14 @@ class HubArtifactMixin(ModelHubMixin):
             revision=revision,
             **model_kwargs,
         )
+
+    @classmethod
+    def _check_location(cls, location: ArtifactLocation) -> None:
+        """Refuse, before anything is built, a location that does not hold this class's artifact.
+
+        The default reads ``config.json``'s ``artifact_type``; a format of its own (EAGLE-3's,
+        DVI's) overrides it with the checks of that format."""
+        check_artifact_type(location, cls)
 
     @classmethod
     def _from_pretrained(
@@ -134,17 +149,24 @@ class HubArtifactMixin(ModelHubMixin):
         token: str | bool | None,
         **model_kwargs: Any,
     ) -> ArtifactT:
-        model_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
-        artifact = cls(**model_kwargs)
+        location = ArtifactLocation(
+            model_id,
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            token=token,
+            local_files_only=local_files_only,
+        )
+        return cls._load(location, **model_kwargs)
+
+    @classmethod
+    def _load(cls: type[ArtifactT], location: ArtifactLocation, **init_kwargs: Any) -> ArtifactT:
+        """Build the artifact at ``location``: ``init_kwargs`` are ``config.json``'s values for
+        ``__init__`` with the caller's keyword arguments over them. The default constructs the class
+        and, for a module, loads ``model.safetensors`` strictly; formats of their own override it."""
+        init_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
+        artifact = cls(**init_kwargs)
         if isinstance(artifact, nn.Module):
-            location = ArtifactLocation(
-                model_id,
-                revision=revision,
-                cache_dir=cache_dir,
-                force_download=force_download,
-                token=token,
-                local_files_only=local_files_only,
-            )
             load_weights(artifact, location)
             artifact.eval()
         return artifact

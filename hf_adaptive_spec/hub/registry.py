@@ -36,6 +36,11 @@ def registered_class(artifact_type: str) -> type | None:
     return _CLASSES.get(artifact_type)
 
 
+def load_hint(artifact_class: type) -> str:
+    """How ``artifact_class`` loads (its ``load_hint``, e.g. a drafter's ``target=model``)."""
+    return getattr(artifact_class, "load_hint", f"{artifact_class.__name__}.from_pretrained(path)")
+
+
 def check_artifact_type(location: ArtifactLocation, expected_class: type) -> None:
     """Raise :class:`ArtifactTypeError` naming both types unless ``location`` holds ``expected_class.artifact_type``."""
     expected_type = expected_class.artifact_type
@@ -43,7 +48,7 @@ def check_artifact_type(location: ArtifactLocation, expected_class: type) -> Non
     if found == expected_type:
         return
     holder = registered_class(found)
-    hint = f" Load it with {holder.__name__}.from_pretrained or AutoArtifact.from_pretrained." if holder else ""
+    hint = f" Load it with {load_hint(holder)}." if holder else ""
     raise ArtifactTypeError(
         f"{location} holds a '{found}' artifact, not a '{expected_type}' one, so {expected_class.__name__} "
         f"cannot load it.{hint}"
@@ -95,6 +100,6 @@ class AutoArtifact:
         if not issubclass(artifact_class, cls.base_class):
             raise ArtifactTypeError(
                 f"{location} holds a '{artifact_type}' artifact ({artifact_class.__name__}), which is not a "
-                f"{cls.base_class.__name__}, so {cls.__name__} cannot load it."
+                f"{cls.base_class.__name__}, so {cls.__name__} cannot load it. Load it with {load_hint(artifact_class)}."
             )
         return artifact_class.from_pretrained(pretrained_model_name_or_path, **hub_kwargs, **kwargs)

@@ -33,18 +33,19 @@ def trained(named_target, tmp_path_factory):
     )
     assert drafter.updater.num_updates > 0
     folder = tmp_path_factory.mktemp("dvi") / "adapter"
-    drafter.save_pretrained(folder, reproduce_command="python trainers/dvi.py --config x.yaml")
+    drafter.save_pretrained(folder, model_card_kwargs={"reproduce_command": "python trainers/dvi.py --config x.yaml"})
     return drafter, folder
 
 
 def test_saved_files_are_a_peft_adapter_in_safetensors(trained):
     _, folder = trained
     files = sorted(p.name for p in folder.iterdir())
-    assert files == ["README.md", "adapter_config.json", "adapter_model.safetensors", "dvi_config.json"]
+    assert files == ["README.md", "adapter_config.json", "adapter_model.safetensors", "config.json"]
     adapter_config = json.loads((folder / "adapter_config.json").read_text())
     assert adapter_config["base_model_name_or_path"] == "acme/tiny-llama"
     assert adapter_config["peft_type"] == "LORA" and adapter_config["target_modules"] == ["draft_head"]
-    assert json.loads((folder / "dvi_config.json").read_text())["exit_layer"] == EXIT_LAYER
+    config = json.loads((folder / "config.json").read_text())
+    assert config["exit_layer"] == EXIT_LAYER and config["artifact_type"] == "hf_adaptive_spec.drafter.dvi"
     card = (folder / "README.md").read_text()
     assert "library_name: hf-adaptive-spec" in card and "base_model: acme/tiny-llama" in card
     assert "base_model_relation: adapter" in card and "DVIDrafter.from_pretrained" in card
@@ -93,3 +94,22 @@ def test_an_adapter_for_another_target_shape_is_refused(trained):
     other.set_attn_implementation("sdpa")
     with pytest.raises(WeightsMismatchError, match="trained for a target"):
         DVIDrafter.from_pretrained(folder, target=other)
+
+
+def test_folders_saved_before_config_json_still_load(trained, named_target, tmp_path):
+    """Adapters saved with ``dvi_config.json`` (and ``target`` for the shape) load as before."""
+    drafter, folder = trained
+    legacy = tmp_path / "legacy"
+    shutil.copytree(folder, legacy)
+    config = json.loads((legacy / "config.json").read_text())
+    config["target"] = config.pop("target_shape")
+    (legacy / "dvi_config.json").write_text(json.dumps(config))
+    (legacy / "config.json").unlink()
+    reloaded = DVIDrafter.from_pretrained(legacy, target=named_target)
+    assert reloaded.exit_layer == EXIT_LAYER and lora_state(reloaded).keys() == lora_state(drafter).keys()
+
+
+def test_loading_without_the_target_names_it(trained):
+    _, folder = trained
+    with pytest.raises(TypeError, match=r"from_pretrained\(path, target=model\)"):
+        DVIDrafter.from_pretrained(folder)

@@ -57,7 +57,7 @@ def test_trainer_runs_the_online_loop_and_saves_an_adapter(tmp_path):
         "README.md",
         "adapter_config.json",
         "adapter_model.safetensors",
-        "dvi_config.json",
+        "config.json",
         "dvi_online_state.json",
         "training_config.json",
     ]

@@ -300,29 +300,29 @@ def test_hub_id_resolves_from_the_offline_cache(tmp_path, monkeypatch, target):
     assert torch.equal(draft_logits(loaded.model, target, IDS), draft_logits(drafter.model, target, IDS))
 
 
-def test_push_to_hub_uploads_the_specforge_layout(monkeypatch, target):
-    from transformers.utils import hub
+def test_push_to_hub_uploads_the_specforge_layout_and_its_card(monkeypatch, target):
+    """One commit through the Hub mixin: SpecForge's config.json and weights, and the drafter's card."""
+    from huggingface_hub import hub_mixin
 
     uploaded = {}
 
     class FakeApi:
+        def __init__(self, *args, **kwargs):
+            pass
+
         def create_repo(self, repo_id, **kwargs):
             return type("Repo", (), {"repo_id": repo_id})()
 
-    class FakeCard:
-        def save(self, path):
-            Path(path).write_text("card")
+        def upload_folder(self, repo_id, folder_path, **kwargs):
+            uploaded.update({p.name: p.read_bytes() for p in Path(folder_path).iterdir()}, repo_id=repo_id)
+            return "commit"
 
-    def upload(self, folder, repo_id, **kwargs):
-        uploaded.update({p.name: p.read_bytes() for p in Path(folder).iterdir()}, repo_id=repo_id)
-
-    monkeypatch.setattr(hub, "hf_api", lambda: FakeApi())
-    monkeypatch.setattr(hub, "create_and_tag_model_card", lambda *args, **kwargs: FakeCard())
-    monkeypatch.setattr(Eagle3DraftModel, "_upload_modified_files", upload)
+    monkeypatch.setattr(hub_mixin, "HfApi", FakeApi)
     Eagle3Drafter(make_draft_model(target)).push_to_hub("org/eagle3")
     assert uploaded["repo_id"] == "org/eagle3"
     assert json.loads(uploaded["config.json"])["architectures"] == ["LlamaForCausalLMEagle3"]
-    assert "model.safetensors" in uploaded
+    assert "artifact_type" not in json.loads(uploaded["config.json"])  # the layout stays SpecForge's
+    assert "model.safetensors" in uploaded and b'Eagle3Drafter.from_pretrained("org/eagle3"' in uploaded["README.md"]
 
 
 # Errors: each a ValueError naming the problem and the fix.

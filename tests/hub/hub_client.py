@@ -86,8 +86,7 @@ def push_llama() -> Result:
 def push_eagle3() -> Result:
     torch.manual_seed(2)
     draft = Eagle3DraftModel.from_target(tiny_llama(), draft_to_target=torch.arange(0, 64, 2))
-    draft.push_to_hub("org/tiny-eagle3")
-    render_card("eagle3_drafter", method="eagle3", base_model="org/tiny-llama", repo_id="org/tiny-eagle3").push_to_hub("org/tiny-eagle3")
+    Eagle3Drafter(draft).push_to_hub("org/tiny-eagle3", model_card_kwargs={"base_model": "org/tiny-llama"})
     return {}, draft.state_dict()
 
 

@@ -178,7 +178,7 @@ def test_dvi_adapter_round_trips_through_the_hub(hub_run: HubRun):
     assert tensors and all(value.abs().sum() > 0 for value in tensors.values())
     assert_same_tensors(tensors, hub_run.tensors("online", "dvi"))
     files = hub_run.repos["org/tiny-dvi"]
-    assert {"adapter_model.safetensors", "adapter_config.json", "dvi_config.json", "README.md"} <= set(files)
+    assert {"adapter_model.safetensors", "adapter_config.json", "config.json", "README.md"} <= set(files)
     assert json.loads(files["adapter_config.json"])["base_model_name_or_path"] == "org/tiny-llama"
 
 

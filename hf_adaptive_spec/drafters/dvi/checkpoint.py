@@ -1,21 +1,21 @@
-"""Saving and loading DVI adapters: peft safetensors, ``dvi_config.json`` and the model card."""
+"""Saving and loading DVI adapters (the Hub mixin's hooks): peft safetensors, ``config.json`` and the model card."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from huggingface_hub import HfApi
+from huggingface_hub import ModelCard
 from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
 
 from ...hub.cards import render_card
-from ...hub.errors import ArtifactTypeError, WeightsMismatchError
+from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
+from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
-from ...hub.config import read_json_object
+from ...hub.mixin import HubArtifactMixin
 from ...hub.weights import read_safetensors, resolve_safetensors
 from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
 
@@ -28,36 +28,40 @@ if TYPE_CHECKING:
     from .drafter import DVIDrafter
 
 
-class DVICheckpointMixin:
-    """``save_pretrained`` / ``push_to_hub`` / ``from_pretrained`` of :class:`DVIDrafter` (the adapter only)."""
+def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
+    """A DVI adapter's settings: ``config.json``, or ``dvi_config.json`` in folders saved before it.
 
-    def save_pretrained(self, save_directory: str | os.PathLike, **card_kwargs: Any) -> None:
-        """Write the peft adapter (safetensors), ``dvi_config.json`` and the model card.
+    Raises:
+        ArtifactTypeError: the folder declares another artifact type.
+    """
+    try:
+        config = read_json_object(location.resolve(CONFIG_NAME))
+    except MissingArtifactFileError:
+        config = read_json_object(location.resolve(DVI_CONFIG_NAME))
+    if config.get(ARTIFACT_TYPE_KEY) != DVI_ARTIFACT_TYPE:
+        raise ArtifactTypeError(
+            f"{location} declares {config.get(ARTIFACT_TYPE_KEY)!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r})."
+        )
+    return config
 
-        ``card_kwargs`` go to :func:`hf_adaptive_spec.hub.render_card` (``datasets``,
-        ``results``, ``reproduce_command``, ``description``, ``repo_id`` …).
-        """
-        folder = Path(save_directory)
-        folder.mkdir(parents=True, exist_ok=True)
+
+class DVICheckpointMixin(HubArtifactMixin):
+    """DVI's format in the Hub mixin: the peft adapter of the draft head (safetensors), its
+    ``adapter_config.json``, and ``config.json`` with the split point and the target's shape. The
+    target itself is never saved: ``from_pretrained(path, target=model)`` rebuilds the drafter on it."""
+
+    def _save_pretrained(self, save_directory: Path) -> None:
         with self._lock:
             for config in self.head.peft_config.values():
                 config.base_model_name_or_path = self._target_name
             # save_embedding_layers=False: peft would otherwise look the target up on the Hub
-            self.head.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
-        config = {"artifact_type": DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target": self._target_shape}
-        (folder / DVI_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        self.model_card(**card_kwargs).save(folder / "README.md")
+            self.head.save_pretrained(str(save_directory), safe_serialization=True, save_embedding_layers=False)
+        (save_directory / "README.md").unlink(missing_ok=True)  # peft's generic card: the mixin writes the adapter's
+        config = {ARTIFACT_TYPE_KEY: DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target_shape": self._target_shape}
+        (save_directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
-    def push_to_hub(self, repo_id: str, private: bool | None = None, token: str | None = None, **card_kwargs: Any) -> str:
-        """Upload the :meth:`save_pretrained` files to ``repo_id``; returns the commit URL."""
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        with tempfile.TemporaryDirectory() as folder:
-            self.save_pretrained(folder, repo_id=repo_id, **card_kwargs)
-            return str(api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload DVI adapter"))
-
-    def model_card(self, **card_kwargs: Any):
-        """The adapter's card, rendered from ``model_cards/dvi_adapter.md``."""
+    def generate_model_card(self, **card_kwargs: Any) -> ModelCard:
+        """The adapter's card, rendered from ``model_cards/dvi_adapter.md`` with a usage snippet."""
         repo_id = card_kwargs.pop("repo_id", None) or "<org>/<name>"
         target = self._target_name or "<target>"
         usage = (
@@ -77,43 +81,32 @@ class DVICheckpointMixin:
         )
 
     @classmethod
-    def from_pretrained(
+    def _check_location(cls, location: ArtifactLocation) -> None:
+        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
+        location.resolve(ADAPTER_CONFIG_NAME)
+        read_dvi_config(location)
+
+    @classmethod
+    def _load(
         cls,
-        path_or_repo: str | os.PathLike,
-        target: nn.Module,
-        *,
+        location: ArtifactLocation,
+        target: nn.Module | None = None,
         online: bool = False,
         online_config: DVIOnlineLearnerConfig | None = None,
         share_cache: bool | None = None,
-        revision: str | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        token: str | bool | None = None,
-        local_files_only: bool = False,
+        **config_fields: Any,
     ) -> DVIDrafter:
-        """Load a DVI adapter (local folder or Hub repo id) for ``target``; safetensors only.
-
-        Raises:
-            MissingArtifactFileError: a file is missing (``adapter_model.safetensors``,
-                ``adapter_config.json`` or ``dvi_config.json``).
-            PickleWeightsError: only pickle weights are there (they are never read).
-            ArtifactTypeError: ``dvi_config.json`` is not a DVI adapter's.
-            WeightsMismatchError: the adapter does not fit (other target shape, keys or shapes).
-        """
-        location = ArtifactLocation(
-            str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
-        )
-        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
-        adapter_config_path = location.resolve(ADAPTER_CONFIG_NAME)
-        dvi_config = read_json_object(location.resolve(DVI_CONFIG_NAME))
-        if dvi_config.get("artifact_type") != DVI_ARTIFACT_TYPE:
-            raise ArtifactTypeError(
-                f"'{DVI_CONFIG_NAME}' of {location} declares {dvi_config.get('artifact_type')!r}, not {DVI_ARTIFACT_TYPE!r}."
-            )
-        lora_config = LoraConfig.from_pretrained(str(adapter_config_path.parent))
+        """Rebuild the drafter on ``target`` from the saved adapter (``config_fields``: what
+        ``config.json`` holds, read again here)."""
+        if not isinstance(target, nn.Module):
+            raise TypeError("DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
+        dvi_config = read_dvi_config(location)
+        lora_config = LoraConfig.from_pretrained(str(location.resolve(ADAPTER_CONFIG_NAME).parent))
         drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
-        if dvi_config.get("target", drafter._target_shape) != drafter._target_shape:
+        saved_shape = dvi_config.get("target_shape", dvi_config.get("target", drafter._target_shape))
+        if saved_shape != drafter._target_shape:
             raise WeightsMismatchError(
-                f"The DVI adapter of {location} was trained for a target with {dvi_config['target']}, but this target "
+                f"The DVI adapter of {location} was trained for a target with {saved_shape}, but this target "
                 f"has {drafter._target_shape}."
             )
         drafter._load_adapter(location)

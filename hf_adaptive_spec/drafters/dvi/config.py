@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: name of the file holding the drafter's split point next to the peft adapter files.
+#: the file that held the drafter's split point before adapters wrote ``config.json`` (still read).
 DVI_CONFIG_NAME = "dvi_config.json"
-#: ``artifact_type`` written into :data:`DVI_CONFIG_NAME`.
+#: ``artifact_type`` of a DVI adapter's ``config.json``.
 DVI_ARTIFACT_TYPE = "hf_adaptive_spec.drafter.dvi"
 #: the module of the draft head that carries the LoRA adapter.
 DRAFT_HEAD_MODULE = "draft_head"

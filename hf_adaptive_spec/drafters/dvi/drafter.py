@@ -16,7 +16,7 @@ from ...core.tree import DraftTree
 from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
-from .config import DVIOnlineLearnerConfig
+from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
 from .learner import DVIOnlineLearner
 from .online import DVIUpdater, UpdateMetrics
@@ -24,7 +24,7 @@ from .shared_cache import DraftedNodes, DVISharedCache
 
 
 
-class DVIDrafter(DVICheckpointMixin, Drafter):
+class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"):
     """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
 
     The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
@@ -153,6 +153,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter):
     def cache_sharing(self) -> DVISharedCache | None:
         """Verification through the shared first ``exit_layer`` layers (None with ``share_cache=False``)."""
         return self._sharing if self.share_cache else None
+
+    load_hint = "DVIDrafter.from_pretrained(path, target=model)"
 
     #: the paper's proposal: a chain of depth 4, ``StaticTreePolicy.chain(DVIDrafter.recommended_depth)``
     recommended_depth = RECOMMENDED_DEPTH

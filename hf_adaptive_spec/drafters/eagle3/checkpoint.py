@@ -37,6 +37,8 @@ SAFETENSORS_NAME = "model.safetensors"
 PICKLE_NAME = "pytorch_model.bin"
 #: keys a checkpoint may omit: embeddings (taken from the target), the vocabulary maps (full vocabulary)
 OPTIONAL_KEYS = ("embed_tokens.weight", "d2t", "t2d")
+#: the Hub mixin's name for EAGLE-3 drafters (not written into ``config.json``: the layout is SpecForge's)
+EAGLE3_ARTIFACT_TYPE = "hf_adaptive_spec.drafter.eagle3"
 #: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's, refused when true
 UNSUPPORTED_FLAGS = ("fc_norm", "norm_before_residual")
 _LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DrafterConfig)} - {

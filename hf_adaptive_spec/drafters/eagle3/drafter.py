@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -13,12 +14,17 @@ from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
+from ...hub.config import CONFIG_NAME, read_json_object
+from ...hub.location import ArtifactLocation
+from ...hub.mixin import HubArtifactMixin
 from ..static_shapes import StaticShapesMixin
+from .checkpoint import EAGLE3_ARTIFACT_TYPE, load_checkpoint, save_checkpoint
 from .modeling import Eagle3DraftModel
 from .static import static_draft_steps
 
 
-class Eagle3Drafter(StaticShapesMixin, Drafter):
+class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=EAGLE3_ARTIFACT_TYPE,
+                    card_kind="eagle3_drafter"):
     """Drafts with an EAGLE-3 head reading the target's hidden states.
 
     The drafter keeps its own KV cache over the committed prefix: its position ``t`` holds (target
@@ -26,10 +32,15 @@ class Eagle3Drafter(StaticShapesMixin, Drafter):
     positions ``0..T-2`` and its last output predicts the root's children. Tree nodes take their
     parent's pre-norm output as hidden input, at position ``T-2 + depth``; :meth:`end_tree` drops them.
 
+    Persistence is the Hub mixin's (``save_pretrained``, ``push_to_hub`` with its card,
+    ``from_pretrained(path, target=model)``) in SpecForge's layout, which vLLM and SGLang load.
+
     Example:
         >>> drafter = Eagle3Drafter.from_pretrained("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", target=model, allow_pickle=True)
         >>> model.generate(**inputs, assistant_model=drafter, assistant_policy=StaticTreePolicy())
     """
+
+    load_hint = "Eagle3Drafter.from_pretrained(path, target=model)"
 
     def __init__(self, model: Eagle3DraftModel):
         check_tree_attention_support(model.config, role="EAGLE-3 draft model")
@@ -42,33 +53,36 @@ class Eagle3Drafter(StaticShapesMixin, Drafter):
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
 
+    # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        """``config.json`` + ``model.safetensors`` in the layout vLLM and SGLang load (see the README)."""
+        save_checkpoint(self.model, save_directory)
+
     @classmethod
-    def from_pretrained(
+    def _check_location(cls, location: ArtifactLocation) -> None:
+        """Only that ``config.json`` parses: the loader names every other problem (its catalogue:
+        ``tests/eagle3/test_eagle3_checkpoint.py``). Official checkpoints carry no ``artifact_type``."""
+        read_json_object(location.resolve(CONFIG_NAME))
+
+    @classmethod
+    def _load(
         cls,
-        path_or_hub_id: str | os.PathLike,
-        target: PreTrainedModel,
+        location: ArtifactLocation,
+        target: PreTrainedModel | None = None,
         allow_pickle: bool = False,
         ignore_target_mismatch: bool = False,
-        **hub_kwargs,
+        **config_fields,
     ) -> Eagle3Drafter:
-        """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``.
-
-        ``pytorch_model.bin`` needs ``allow_pickle=True``; a drafter saved for a target of another depth
-        needs ``ignore_target_mismatch=True``; ``hub_kwargs`` go to ``snapshot_download``.
-        """
-        model = Eagle3DraftModel.from_pretrained(
-            path_or_hub_id, target=target, allow_pickle=allow_pickle, ignore_target_mismatch=ignore_target_mismatch,
-            **hub_kwargs,
-        )
+        """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``:
+        ``from_pretrained(path, target=model)``. ``pytorch_model.bin`` needs ``allow_pickle=True``; a
+        drafter saved for a target of another depth needs ``ignore_target_mismatch=True``."""
+        if not isinstance(target, PreTrainedModel):
+            raise TypeError("Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
+        hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir, force_download=location.force_download,
+                          local_files_only=location.local_files_only, token=location.token)
+        model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, **hub_kwargs)
         return cls(model)
-
-    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
-        """Write the SpecForge layout that vLLM and SGLang load (see the README)."""
-        self.model.save_pretrained(save_directory)
-
-    def push_to_hub(self, repo_id: str, **kwargs) -> object:
-        """Upload the :meth:`save_pretrained` files (``PreTrainedModel.push_to_hub`` arguments)."""
-        return self.model.push_to_hub(repo_id, **kwargs)
 
     def bind(self, target: PreTrainedModel) -> None:
         self.model.config.check_target(target.config)

@@ -41,7 +41,7 @@ class DVITrainer(SpecTrainer):
     updater the online loop triggers by itself (with ``update_every > 0`` the trainer leaves
     updates to that trigger). The ``Trainer`` supplies the data loop, the learning-rate
     schedule, logging and checkpoints; its own optimizer step finds no gradients (the updater
-    consumed them). Saves write the peft adapter (safetensors), ``dvi_config.json``, the model
+    consumed them). Saves write the peft adapter (safetensors), ``config.json``, the model
     card and ``training_config.json``; no pickled training arguments.
 
     Args:
@@ -149,7 +149,7 @@ class DVITrainer(SpecTrainer):
     def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
-        self.drafter.save_pretrained(output_dir, **self.card_kwargs())
+        self.drafter.save_pretrained(output_dir, model_card_kwargs=self.card_kwargs())
         self.save_training_config(output_dir)
         with open(os.path.join(output_dir, ONLINE_STATE_NAME), "w", encoding="utf-8") as handle:
             json.dump(self.drafter.updater.state_dict(), handle)
