@@ -67,7 +67,6 @@ def _chain(tokens: list[int]) -> DraftTree:
 @pytest.mark.parametrize("static", [False, True])
 def test_both_targets_rescore_half_precision_rows(static):
     model = tiny_model("llama").to(torch.bfloat16)
-    drafter = hfas.CausalLMDrafter(tiny_model("llama", seed=1).to(torch.bfloat16))
     ids = prompt(9)
     final = model.config.num_hidden_layers
     if static:
@@ -75,7 +74,7 @@ def test_both_targets_rescore_half_precision_rows(static):
         target = StaticTarget(model, cache, {final}, fast_path(model), options=None)
     else:
         cache = prepare_cache_for_trees(DynamicCache(config=model.config))
-        target = DynamicTarget(model, cache, {final}, drafter)
+        target = DynamicTarget(model, cache, {final})
     with torch.no_grad(), target:
         first, _ = target.prefill(ids, {"past_key_values": cache, "use_cache": True})
         assert first.rescorer is not None
@@ -91,7 +90,7 @@ def test_both_targets_rescore_half_precision_rows(static):
 
 def test_float32_targets_are_not_rescored(llama):
     cache = prepare_cache_for_trees(DynamicCache(config=llama.config))
-    target = DynamicTarget(llama, cache, set(), hfas.CausalLMDrafter(llama))
+    target = DynamicTarget(llama, cache, set())
     with torch.no_grad(), target:
         first, _ = target.prefill(prompt(6), {"past_key_values": cache, "use_cache": True})
     assert first.rescorer is None
