@@ -51,7 +51,6 @@ class StaticDraftSteps:
     def __init__(self, step: Callable, config: PretrainedConfig, device: torch.device, dtype: torch.dtype,
                  max_length: int, compile_options: dict | None, tree_room: int = 256):
         self.step, self.device, self.dtype = step, device, dtype
-        self.max_length = max_length
         self.max_cache_len = -(-(max_length + tree_room + DRAFT_BUCKETS[-1]) // 256) * 256
         self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None

@@ -123,7 +123,7 @@ def _target_forward(
     static = static_cache == "engine" or is_static_cache(cache)
     sharing = drafter.cache_sharing
     if sharing is not None:
-        check_cache_sharing(sharing, drafter, wanted, lookup_tokens, static)
+        check_cache_sharing(drafter, wanted, lookup_tokens, static)
     if static:
         return static_target(model, cache, static_cache == "engine", wanted, model_kwargs, config, config.max_length)
     cache = prepare_cache_for_trees(cache)

@@ -166,7 +166,11 @@ class SharedCacheTarget(DynamicTarget):
     def __init__(self, model: PreTrainedModel, cache, wanted: set[int], sharing: SharedCacheVerification):
         super().__init__(model, cache, wanted)
         self.sharing = sharing
-        self.draft_cache = cache
+
+    @property
+    def draft_cache(self):
+        """The drafter drafts in the engine's cache itself."""
+        return self.cache
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         first, features = super().prefill(input_ids, model_kwargs)
@@ -183,10 +187,9 @@ class SharedCacheTarget(DynamicTarget):
         return TreeLogits(logits=logits, hidden=hidden, head=self.lazy_head, rescorer=self.rescorer)
 
 
-def check_cache_sharing(sharing: SharedCacheVerification, drafter: Drafter, wanted: set[int], lookup_tokens: int,
-                        static: bool) -> None:
+def check_cache_sharing(drafter: Drafter, wanted: set[int], lookup_tokens: int, static: bool) -> None:
     """Refuse what a cache-sharing drafter's verification cannot serve, naming the way out."""
-    name = type(drafter).__name__
+    sharing, name = drafter.cache_sharing, type(drafter).__name__
     if static:
         raise ValueError(
             f"{name} shares the target's KV cache (its first {sharing.layers} layers), which the static-cache path does "

@@ -31,19 +31,23 @@ def roc_threshold(probs: list[float], accepted: list[bool]) -> float | None:
     minimises ``FPR + 3 * FNR`` over the given samples; None without both outcomes.
 
     Candidates are the sample probabilities themselves, highest first, after "none" (infinity); the
-    first of equal costs wins, as ``numpy.argmin`` over scikit-learn's ``roc_curve`` does.
+    first of equal costs wins, as ``numpy.argmin`` over scikit-learn's ``roc_curve`` does. One sort
+    and one sweep: the samples grow by a few every cycle.
     """
     positives, negatives = sum(accepted), len(accepted) - sum(accepted)
     if not positives or not negatives:
         return None
     best, best_cost = math.inf, FALSE_NEGATIVE_COST  # predict none: FPR 0, FNR 1
-    for threshold in sorted(set(probs), reverse=True):
-        predicted = [p >= threshold for p in probs]
-        tpr = sum(a and q for a, q in zip(accepted, predicted)) / positives
-        fpr = sum(q and not a for a, q in zip(accepted, predicted)) / negatives
-        cost = fpr + FALSE_NEGATIVE_COST * (1 - tpr)
+    samples = sorted(zip(probs, accepted), key=lambda sample: -sample[0])
+    true_positives = false_positives = 0
+    for i, (probability, is_accepted) in enumerate(samples):
+        true_positives += is_accepted
+        false_positives += not is_accepted
+        if i + 1 < len(samples) and samples[i + 1][0] == probability:
+            continue  # a threshold admits every sample of its probability at once
+        cost = false_positives / negatives + FALSE_NEGATIVE_COST * (1 - true_positives / positives)
         if cost < best_cost:
-            best, best_cost = threshold, cost
+            best, best_cost = probability, cost
     return best
 
 
