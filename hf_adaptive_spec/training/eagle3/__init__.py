@@ -11,22 +11,33 @@ from .data import (
     tokenize_conversation,
 )
 from .features import TargetFeatures
+from .heldout import HeldOutCurveCallback, HeldOutPoint, HeldOutSet, chain_accepted, read_curve, write_curve
+from .initialization import INITIALIZATIONS, copy_target_layer, initialize_drafter
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
 
 __all__ = [
+    "INITIALIZATIONS",
     "ConversationStream",
     "Eagle3Config",
     "Eagle3Trainer",
+    "HeldOutCurveCallback",
+    "HeldOutPoint",
+    "HeldOutSet",
     "TTTBatch",
     "TTTStep",
     "TargetFeatures",
     "build_draft_vocabulary",
+    "chain_accepted",
     "collate",
+    "copy_target_layer",
+    "initialize_drafter",
     "load_samples",
     "padding_id",
     "read_conversations",
+    "read_curve",
     "tokenize_conversation",
     "ttt_loss",
     "ttt_unroll",
+    "write_curve",
 ]

@@ -19,12 +19,20 @@ class Eagle3Config(TrainingArguments):
         ploss_decay: weight ``decay**k`` of step ``k``'s loss.
         draft_vocab_size: size of the reduced draft vocabulary (most frequent assistant tokens).
         max_length: tokens kept per conversation.
+        initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
+            ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
     """
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
     ploss_decay: float = field(default=0.8, metadata={"help": "Weight decay**k of draft step k's loss."})
     draft_vocab_size: int = field(default=8192, metadata={"help": "Size of the reduced draft vocabulary."})
     max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
+    initialization: str = field(
+        default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
+    )
+    include_num_input_tokens_seen: str = field(
+        default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}
+    )
     learning_rate: float = field(default=1e-4, metadata={"help": "Peak AdamW learning rate."})
     adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (EAGLE uses 0.95)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})

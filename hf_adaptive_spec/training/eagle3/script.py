@@ -10,6 +10,7 @@ Any ``Eagle3Config`` / ``transformers.TrainingArguments`` field and any
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -22,6 +23,8 @@ from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
 from .config import Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
+from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
+from .initialization import initialize_drafter
 from .trainer import Eagle3Trainer
 
 
@@ -46,8 +49,16 @@ class Eagle3ScriptArguments:
         metadata={"help": "Re-read dataset_path at every pass (it may still be growing); needs max_steps."},
     )
     init_from: str | None = field(
-        default=None, metadata={"help": "Start from this drafter checkpoint (its draft vocabulary is kept)."}
+        default=None,
+        metadata={"help": "Start from this drafter checkpoint (its draft vocabulary and held-out curve are kept)."},
     )
+    heldout_path: str | None = field(
+        default=None,
+        metadata={"help": "JSONL of held-out conversations the target answered: measure the learning curve on them."},
+    )
+    heldout_conversations: int = field(default=64, metadata={"help": "Held-out conversations measured."})
+    heldout_every_steps: int = field(default=25, metadata={"help": "Measure the held-out curve every N optimizer steps."})
+    heldout_depth: int = field(default=3, metadata={"help": "Chain depth of the held-out tau."})
 
 
 def load_target(name_or_path: str):
@@ -55,6 +66,19 @@ def load_target(name_or_path: str):
         return load_default_model(dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     return AutoModelForCausalLM.from_pretrained(name_or_path, attn_implementation="sdpa").eval(), tokenizer
+
+
+def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int) -> list:
+    """The held-out curve's callback (continuing ``init_from``'s curve), or none without ``heldout_path``."""
+    if not script_args.heldout_path:
+        return []
+    logging.getLogger("hf_adaptive_spec.training").setLevel(logging.INFO)
+    logging.basicConfig(format="%(message)s")
+    held_out = HeldOutSet.from_jsonl(
+        target, tokenizer, script_args.heldout_path, draft, max_length, script_args.heldout_conversations, script_args.heldout_depth
+    )
+    previous = read_curve(script_args.init_from) if script_args.init_from else []
+    return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
 
 
 def make_parser() -> TrlParser:
@@ -70,6 +94,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
     else:
         vocabulary = build_draft_vocabulary(samples, training_args.draft_vocab_size, target.config.vocab_size)
         draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+        initialize_drafter(draft, target, training_args.initialization)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
@@ -82,6 +107,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
+        callbacks=heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
     )
     trainer.train_save_and_push()
     return trainer

@@ -13,6 +13,7 @@ from ...hub.cards import CardResult, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
 from .features import TargetFeatures
+from .heldout import HeldOutCurveCallback, write_curve
 from .ttt import TTTBatch, ttt_loss
 
 
@@ -21,7 +22,8 @@ class Eagle3Trainer(SpecTrainer):
 
     Target features are computed on the fly by the frozen ``target_model`` (it never trains).
     Saves write the SpecForge checkpoint layout (safetensors) plus ``training_config.json``; no
-    pickled training arguments.
+    pickled training arguments. With a :class:`HeldOutCurveCallback`, every saved folder also holds
+    the held-out learning curve so far (``heldout_curve.jsonl``).
     """
 
     _tag_names = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
@@ -64,6 +66,9 @@ class Eagle3Trainer(SpecTrainer):
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         self.create_model_card().save(os.path.join(output_dir, "README.md"))
         self.save_training_config(output_dir)
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, HeldOutCurveCallback):
+                write_curve(output_dir, callback.points)
 
     def _training_description(self) -> str:
         return (

@@ -1,0 +1,196 @@
+"""The held-out learning curve of an EAGLE-3 drafter, measured while it trains.
+
+For conversations the target answered itself, the training-time test with the data's tokens fed
+in *is* greedy chain drafting: while every draft so far equalled the target's argmax, the next
+draft step reads exactly the tokens a real chain would. So per position ``t`` the unrolled steps
+give whether a chain rooted there accepts 1, 2, ... tokens, and from that
+
+- **first-draft acceptance**: the share of positions whose first draft is the target's argmax;
+- **chain τ(d)**: ``1 + E[accepted tokens]`` of a greedy chain of depth ``d`` (tokens per target
+  forward).
+
+The target's features are computed once, when the set is built; each evaluation runs only the
+drafter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+
+from ...drafters.eagle3.modeling import Eagle3DraftModel
+from .data import collate, load_samples
+from .features import TargetFeatures
+from .ttt import TTTBatch, ttt_unroll
+
+logger = logging.getLogger(__name__)
+
+CURVE_FILE = "heldout_curve.jsonl"
+
+
+@dataclass
+class HeldOutPoint:
+    """One point of the learning curve.
+
+    Args:
+        step: optimizer steps since the drafter was initialised (earlier stages included).
+        input_tokens_seen: non-padding tokens trained on since initialisation.
+        first_draft_acceptance: share of held-out positions whose first draft is the target's argmax.
+        step_accuracy: the same share for each draft depth (teacher-forced).
+        chain_tau: τ of a greedy chain of depth ``len(step_accuracy)``.
+        positions: held-out positions measured.
+    """
+
+    step: int
+    input_tokens_seen: int
+    first_draft_acceptance: float
+    step_accuracy: list[float]
+    chain_tau: float
+    positions: int
+
+
+def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
+    """Tokens a greedy chain rooted at each valid position accepts: depth ``k + 1`` needs steps ``0..k`` all right."""
+    alive, accepted = valid.clone(), torch.zeros(valid.shape, dtype=torch.long, device=valid.device)
+    for hit in hits:
+        alive &= hit
+        accepted += alive
+    return accepted[valid]
+
+
+class HeldOutSet:
+    """Held-out samples with the frozen target's features, to evaluate a drafter on.
+
+    Args:
+        target: the target model.
+        samples: tokenised conversations (``input_ids`` and the assistant ``loss_mask``) whose
+            assistant tokens the target produced itself (greedy).
+        draft: the drafter to be evaluated (its feature layers and draft vocabulary).
+        depth: draft steps unrolled (the chain depth of ``chain_tau``).
+    """
+
+    def __init__(self, target: PreTrainedModel, samples: list[dict[str, list[int]]], draft: Eagle3DraftModel, depth: int = 3):
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, got {depth}.")
+        if not samples:
+            raise ValueError("A held-out set needs at least one conversation with an assistant turn.")
+        self.depth = depth
+        features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+        self.samples = []
+        for sample in samples:
+            batch = collate([sample], pad_token_id=0)
+            fused, final_hidden = features.run(batch["input_ids"], batch["attention_mask"])
+            self.samples.append((batch["input_ids"], fused, features.draft_vocab_logits(final_hidden), batch["loss_mask"]))
+
+    @classmethod
+    def from_jsonl(
+        cls,
+        target: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        path: str | Path,
+        draft: Eagle3DraftModel,
+        max_length: int = 512,
+        limit: int | None = 64,
+        depth: int = 3,
+    ) -> HeldOutSet:
+        """The first ``limit`` conversations of a JSONL file of target-answered conversations."""
+        samples = load_samples(tokenizer, path, max_length, limit)
+        if not samples:
+            raise ValueError(f"{path} holds no conversation with an assistant turn within {max_length} tokens.")
+        return cls(target, samples, draft, depth)
+
+    @torch.no_grad()
+    def evaluate(self, draft: Eagle3DraftModel) -> tuple[list[float], torch.Tensor]:
+        """``(per-depth accuracy, accepted tokens of the chain rooted at every valid position)``."""
+        was_training = draft.training
+        draft.eval()
+        hits_per_step, masked_per_step, accepted = [0] * self.depth, [0] * self.depth, []
+        try:
+            for input_ids, fused, target_logits, loss_mask in self.samples:
+                device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
+                batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
+                steps = ttt_unroll(draft, batch, self.depth)
+                hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
+                for k, (hit, step) in enumerate(zip(hits, steps)):
+                    hits_per_step[k] += int(hit.sum())
+                    masked_per_step[k] += int(step.mask.sum())
+                accepted.append(chain_accepted(hits, steps[0].mask.bool()).cpu())
+        finally:
+            draft.train(was_training)
+        return [h / max(m, 1) for h, m in zip(hits_per_step, masked_per_step)], torch.cat(accepted)
+
+    def point(self, draft: Eagle3DraftModel, step: int, input_tokens_seen: int) -> HeldOutPoint:
+        accuracy, accepted = self.evaluate(draft)
+        return HeldOutPoint(
+            step=step,
+            input_tokens_seen=input_tokens_seen,
+            first_draft_acceptance=accuracy[0],
+            step_accuracy=accuracy,
+            chain_tau=1.0 + float(accepted.float().mean()) if accepted.numel() else 1.0,
+            positions=int(accepted.numel()),
+        )
+
+
+def read_curve(folder: str | Path) -> list[HeldOutPoint]:
+    """The learning curve saved in a drafter folder (empty when it has none)."""
+    path = Path(folder) / CURVE_FILE
+    if not path.is_file():
+        return []
+    return [HeldOutPoint(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write_curve(folder: str | Path, points: list[HeldOutPoint]) -> None:
+    """Write ``points`` as the folder's learning curve (one JSON object a line)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(asdict(p)) + "\n" for p in points)
+    (Path(folder) / CURVE_FILE).write_text(text, encoding="utf-8")
+
+
+class HeldOutCurveCallback(TrainerCallback):
+    """Measures the held-out curve at the start, every ``every_steps`` optimizer steps and at the end.
+
+    The points go to ``trainer.state.log_history`` and to ``heldout_curve.jsonl`` in the output
+    directory (and in every saved drafter folder, by :class:`Eagle3Trainer`). A drafter started
+    from an earlier stage's folder continues that folder's curve: ``previous`` is its curve, and
+    steps and tokens count from its last point.
+    """
+
+    def __init__(self, held_out: HeldOutSet, every_steps: int, previous: list[HeldOutPoint] | None = None):
+        if every_steps < 1:
+            raise ValueError(f"every_steps must be at least 1, got {every_steps}.")
+        self.held_out, self.every_steps = held_out, every_steps
+        self.points = list(previous or [])
+        last = self.points[-1] if self.points else None
+        self.step_offset = last.step if last else 0
+        self.token_offset = last.input_tokens_seen if last else 0
+        self._measured_step: int | None = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not self.points or state.global_step > 0:
+            self._measure(args, state, model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.every_steps == 0:
+            self._measure(args, state, model)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self._measure(args, state, model)
+
+    def _measure(self, args, state, model) -> None:
+        if self._measured_step == state.global_step or not state.is_world_process_zero:
+            return
+        self._measured_step = state.global_step
+        draft = model.module if hasattr(model, "module") else model
+        point = self.held_out.point(draft, self.step_offset + state.global_step, self.token_offset + state.num_input_tokens_seen)
+        self.points.append(point)
+        state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
+        logger.info(
+            "held-out at step %d (%d tokens): first-draft acceptance %.4f, chain tau(%d) %.4f",
+            point.step, point.input_tokens_seen, point.first_draft_acceptance, self.held_out.depth, point.chain_tau,
+        )
+        write_curve(args.output_dir, self.points)

@@ -1,0 +1,58 @@
+"""Starting points of an EAGLE-3 drafter: random (EAGLE-3's) or one of the target's decoder layers."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from ...core.features import decoder_layers
+from ...drafters.eagle3.modeling import Eagle3DraftModel
+
+INITIALIZATIONS = ("random", "target_layer")
+
+
+def copy_target_layer(draft: Eagle3DraftModel, target: PreTrainedModel, layer: int = -1) -> None:
+    """Start the draft layer as the target's decoder layer ``layer`` (default: the last one).
+
+    - ``fc`` passes the deepest feature through unchanged (the other feature blocks start at 0),
+      so the residual stream starts as a real target hidden state;
+    - the hidden half of ``q/k/v_proj`` and the whole of ``o_proj``, the MLP and the norms are the
+      target layer's; the embedding half of ``q/k/v_proj`` keeps its random initialisation;
+    - ``norm`` is the target's final norm and ``lm_head`` the target's output rows of the draft
+      vocabulary.
+
+    The layer then predicts from the target's state at ``t`` as the target's own top does; training
+    moves it to the token after next, which is what the drafter predicts.
+    """
+    source = decoder_layers(target)[layer]
+    mid, hidden = draft.midlayer, draft.config.hidden_size
+    if draft.config.target_hidden_size != hidden or source.self_attn.q_proj.weight.shape[1] != hidden:
+        raise ValueError(
+            "copy_target_layer needs a drafter as wide as the target (hidden_size == target_hidden_size); "
+            "use initialization='random' for this drafter."
+        )
+    with torch.no_grad():
+        if draft.fc is not None:
+            draft.fc.weight.zero_()
+            draft.fc.weight[:, -hidden:].copy_(torch.eye(hidden))
+        for name in ("q_proj", "k_proj", "v_proj"):
+            mine, theirs = getattr(mid.self_attn, name), getattr(source.self_attn, name)
+            mine.weight[:, hidden:].copy_(theirs.weight)
+            if mine.bias is not None and theirs.bias is not None:
+                mine.bias.copy_(theirs.bias)
+        mid.self_attn.o_proj.load_state_dict(source.self_attn.o_proj.state_dict())
+        mid.hidden_norm.load_state_dict(source.input_layernorm.state_dict())
+        mid.input_layernorm.load_state_dict(source.input_layernorm.state_dict())
+        mid.post_attention_layernorm.load_state_dict(source.post_attention_layernorm.state_dict())
+        mid.mlp.load_state_dict(source.mlp.state_dict())
+        draft.norm.load_state_dict(target.get_decoder().norm.state_dict())
+        draft.lm_head.weight.copy_(target.get_output_embeddings().weight[draft.draft_to_target()])
+
+
+def initialize_drafter(draft: Eagle3DraftModel, target: PreTrainedModel, initialization: str) -> Eagle3DraftModel:
+    """Apply a named starting point (:data:`INITIALIZATIONS`) to a freshly built drafter."""
+    if initialization not in INITIALIZATIONS:
+        raise ValueError(f"initialization must be one of {INITIALIZATIONS}, got {initialization!r}.")
+    if initialization == "target_layer":
+        copy_target_layer(draft, target)
+    return draft

@@ -1,0 +1,156 @@
+"""EAGLE-3 training: the held-out learning curve and the drafter's starting points."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+from transformers import DynamicCache
+
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.training.eagle3 import (
+    Eagle3Config,
+    Eagle3Trainer,
+    HeldOutCurveCallback,
+    HeldOutPoint,
+    HeldOutSet,
+    TargetFeatures,
+    build_draft_vocabulary,
+    chain_accepted,
+    collate,
+    copy_target_layer,
+    initialize_drafter,
+    read_curve,
+)
+
+torch.set_num_threads(1)
+
+
+def _greedy_samples(target, count=6, length=28):
+    """Conversations whose assistant part is the target's own greedy continuation."""
+    samples = []
+    for seed in range(count):
+        ids = target.generate(prompt(4, seed=seed), max_new_tokens=length - 4, do_sample=False)[0].tolist()
+        samples.append({"input_ids": ids, "loss_mask": [0] * 4 + [1] * (len(ids) - 4)})
+    return samples
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_model("llama")
+    samples = _greedy_samples(target)
+    # a small draft vocabulary of the data's most frequent tokens: a random drafter is then often right
+    vocabulary = build_draft_vocabulary(samples, 3, target.config.vocab_size)
+    torch.manual_seed(1)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, initializer_range=0.2).eval()
+    return target, samples, draft
+
+
+def test_chain_accepted_stops_at_the_first_miss():
+    hits = [torch.tensor([[True, True, False, True]]), torch.tensor([[True, False, True, True]]), torch.tensor([[False, True, True, True]])]
+    valid = torch.tensor([[True, True, True, False]])
+    assert chain_accepted(hits, valid).tolist() == [2, 1, 0]
+
+
+@torch.no_grad()
+def _real_chain(draft, target, ids, t, depth):
+    """Tokens a greedy chain drafted at root ``t`` gets accepted, drafting with the drafter's own tokens."""
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    fused, _ = features.run(ids, torch.ones_like(ids))
+    greedy = target(ids).logits[0].argmax(-1)  # the target's choice after each position
+    cache = DynamicCache()
+    out = draft(ids[:, 1 : t + 2], fused[:, : t + 1], past_key_values=cache)
+    accepted, hidden = 0, out.prenorm_hidden_states[:, -1:]
+    token = draft.draft_to_target()[out.logits[0, -1].argmax()]
+    for k in range(depth):
+        if t + 2 + k >= ids.shape[1] or token != greedy[t + 1 + k]:
+            break
+        accepted += 1
+        node = draft(token.view(1, 1), hidden, target_features=False, position_ids=torch.tensor([[t + 1 + k]]), past_key_values=cache)
+        hidden, token = node.prenorm_hidden_states, draft.draft_to_target()[node.logits[0, -1].argmax()]
+    return accepted
+
+
+def test_teacher_forced_chain_is_greedy_chain_drafting(setup):
+    """On the target's own greedy answers, the held-out chain equals drafting and verifying for real."""
+    target, samples, draft = setup
+    held_out = HeldOutSet(target, samples, draft, depth=3)
+    _, accepted = held_out.evaluate(draft)
+    real = []
+    for sample in samples:
+        ids = collate([sample], pad_token_id=0)["input_ids"]
+        in_vocab = draft.t2d[ids[0]]
+        roots = [t for t in range(ids.shape[1] - 2) if sample["loss_mask"][t + 2] and in_vocab[t + 2]]
+        real += [_real_chain(draft, target, ids, t, 3) for t in roots]
+    assert accepted.tolist() == real
+    assert 0 < sum(real) and max(real) >= 2  # the comparison saw hits and chains longer than one
+
+
+def test_held_out_point_matches_its_definitions(setup):
+    target, samples, draft = setup
+    held_out = HeldOutSet(target, samples, draft, depth=2)
+    accuracy, accepted = held_out.evaluate(draft)
+    point = held_out.point(draft, step=7, input_tokens_seen=70)
+    assert point.step == 7 and point.input_tokens_seen == 70 and point.positions == accepted.numel()
+    assert point.first_draft_acceptance == accuracy[0] == pytest.approx(float((accepted >= 1).float().mean()))
+    assert point.chain_tau == pytest.approx(1 + float(accepted.float().mean()))
+    with pytest.raises(ValueError, match="depth"):
+        HeldOutSet(target, samples, draft, depth=0)
+    with pytest.raises(ValueError, match="at least one conversation"):
+        HeldOutSet(target, [], draft)
+
+
+def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    held_out = HeldOutSet(target, samples[:2], draft, depth=2)
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1], chain_tau=1.1, positions=5)
+    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+    args = Eagle3Config(
+        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
+        save_strategy="no", report_to=[], seed=0, disable_tqdm=True,
+    )
+    trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                            data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback])
+    trainer.train()
+    steps = [p.step for p in callback.points]
+    assert steps == [10, 12, 14]  # the earlier stage's point, then every 2 steps; no new point for the same model
+    tokens = [p.input_tokens_seen for p in callback.points]
+    assert tokens[0] == 1000 < tokens[1] < tokens[2]
+    assert [p.step for p in read_curve(tmp_path)] == steps
+    trainer.save_model(str(tmp_path / "final"))
+    assert read_curve(tmp_path / "final") == callback.points
+    assert any("heldout_chain_tau" in entry for entry in trainer.state.log_history)
+    with pytest.raises(ValueError, match="every_steps"):
+        HeldOutCurveCallback(held_out, every_steps=0)
+
+
+@torch.no_grad()
+def test_target_layer_start_is_the_targets_last_layer_on_the_deepest_feature():
+    """With the embedding half of q/k/v at zero, the draft layer computes the target's last layer
+    on the deepest feature, and the head the target's own output over the draft vocabulary."""
+    target = tiny_model("llama")
+    vocabulary = torch.arange(0, 96, 3)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, aux_hidden_state_layer_ids=[1, 2, 3])
+    initialize_drafter(draft, target, "target_layer")
+    hidden = draft.config.hidden_size
+    for name in ("q_proj", "k_proj", "v_proj"):
+        getattr(draft.midlayer.self_attn, name).weight[:, :hidden].zero_()
+    ids = prompt(10, seed=2)
+    states = target(ids, output_hidden_states=True).hidden_states
+    fused = torch.cat([states[i] for i in (1, 2, 3)], dim=-1)
+    out = draft(ids[:, 1:], fused[:, :-1])
+    # hidden_states[3] is the input of the last layer (index 3): the drafter reproduces the target's logits
+    expected = target(ids).logits[:, :-1, vocabulary]
+    torch.testing.assert_close(out.logits, expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="initialization must be one of"):
+        initialize_drafter(draft, target, "zeros")
+
+
+def test_target_layer_start_refuses_a_narrower_drafter():
+    target = tiny_model("llama")
+    draft = Eagle3DraftModel.from_target(target, hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+    with pytest.raises(ValueError, match="as wide as the target"):
+        copy_target_layer(draft, target)
