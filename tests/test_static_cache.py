@@ -26,6 +26,14 @@ def _eagle3(target) -> hfas.Eagle3Drafter:
     return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
 
 
+def _drafter(kind: str, target):
+    if kind == "eagle3":
+        return _eagle3(target)
+    if kind == "dvi":
+        return hfas.DVIDrafter(target, exit_layer=2)
+    return hfas.CausalLMDrafter.from_target_layers(target, 2)
+
+
 def _compile_config() -> CompileConfig:
     config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
     config._compile_all_devices = True
@@ -58,13 +66,13 @@ def test_static_cache_matches_stock_greedy(family):
             assert torch.equal(out, expected), (family, drafter_name, shape, "user cache")
 
 
-@pytest.mark.parametrize("kind", ["eagle3", "causal-lm"])
+@pytest.mark.parametrize("kind", ["eagle3", "causal-lm", "dvi"])
 def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
     """One compiled graph per bucket, kept on the model and the drafter: a second prompt of another
     length compiles nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the
     compile short."""
     model = tiny_model("llama")
-    drafter = _eagle3(model) if kind == "eagle3" else hfas.CausalLMDrafter.from_target_layers(model, 2)
+    drafter = _drafter(kind, model)
     policy = hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=8)
     runs = []
     for length in (6, 17):
@@ -81,16 +89,17 @@ def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
     assert runs[0].compile_time > 0 and runs[1].compile_time == 0
 
 
-@pytest.mark.parametrize("kind", ["causal-lm", "eagle3"])
+@pytest.mark.parametrize("kind", ["causal-lm", "eagle3", "dvi"])
 def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(kind, monkeypatch):
     """The drafters' fixed-shape steps (padded to 4, 8 or 16 rows in a StaticCache) propose the same
     trees as their growing-cache steps: the same accepted lengths cycle by cycle (fp32), not merely
     the same output, which verification would give any drafter. Steps fit the buckets, but the
-    first of each call (the prompt)."""
+    first of each call (the prompt). DVI drafts in the target's cache on the dynamic path and in
+    its own static cache here."""
     from hf_adaptive_spec.core import static_steps
 
     model = tiny_model("llama")
-    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2) if kind == "causal-lm" else _eagle3(model)
+    drafter = _drafter(kind, model)
     policy = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
     shapes = []
     original = static_steps.StaticDraftSteps.run
@@ -210,11 +219,22 @@ def test_sliding_window_static_layers_are_refused():
         )
 
 
-def test_cache_sharing_drafters_are_refused_on_the_static_path():
+def test_dvi_drafts_in_its_own_cache_on_the_static_path_and_learns_there():
+    """DVI's default cache sharing gives way to its own static cache (identical output, online
+    learning still logs records); sharing asked for explicitly is refused with the way out."""
     model = tiny_model("llama")
-    with pytest.raises(ValueError, match="static-cache path does not support yet"):
+    drafter = hfas.DVIDrafter(model, exit_layer=2, online=True)
+    for length in (4, 13):
+        ids = prompt(length, seed=length)
+        out = model.generate(ids, max_new_tokens=20, do_sample=False, assistant_model=drafter,
+                             assistant_policy=hfas.StaticTreePolicy.chain(3), cache_implementation="static",
+                             return_dict_in_generate=True)
+        assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=20, do_sample=False))
+        assert out.speculation.cache == "static"
+    assert len(drafter.updater.buffer) > 0
+    with pytest.raises(ValueError, match="asked to share the target's KV cache.*leave cache sharing at its default"):
         model.generate(
-            prompt(5), max_new_tokens=8, do_sample=False, assistant_model=hfas.DVIDrafter(model, exit_layer=1),
+            prompt(5), max_new_tokens=8, do_sample=False, assistant_model=hfas.DVIDrafter(model, exit_layer=1, share_cache=True),
             assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static",
         )
 

@@ -58,13 +58,18 @@ class SharedCacheVerification(ABC):
     (``DraftContext.target_cache``); the engine then verifies each tree through :meth:`verify`,
     which reuses them, instead of one full target forward. Declared by :attr:`Drafter.cache_sharing`.
 
-    The engine serves such a drafter on the dynamic-cache path only, without the prompt-lookup
+    The engine verifies through it on the dynamic-cache path only, without the prompt-lookup
     branch (the drafter's cache holds no lookup nodes) and without hidden states of the shared
-    layers (they are not computed for every tree node); each is refused with a clear error.
+    layers (they are not computed for every tree node); each is refused with a clear error. On
+    the static-cache path the drafter drafts in a cache of its own instead (after
+    :meth:`Drafter.use_static_shapes`), unless sharing is :attr:`required`.
     """
 
     #: how many of the target's first layers drafting and verification share.
     layers: int
+    #: True when the user asked for sharing explicitly: the static-cache path, which cannot share,
+    #: then refuses the drafter instead of drafting in a cache of the drafter's own.
+    required: bool = False
 
     @abstractmethod
     def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:

@@ -188,14 +188,17 @@ class SharedCacheTarget(DynamicTarget):
 
 
 def check_cache_sharing(drafter: Drafter, wanted: set[int], lookup_tokens: int, static: bool) -> None:
-    """Refuse what a cache-sharing drafter's verification cannot serve, naming the way out."""
+    """Refuse what a cache-sharing drafter's verification cannot serve, naming the way out. On the
+    static path the drafter drafts in its own cache instead, unless it requires sharing."""
     sharing, name = drafter.cache_sharing, type(drafter).__name__
     if static:
-        raise ValueError(
-            f"{name} shares the target's KV cache (its first {sharing.layers} layers), which the static-cache path does "
-            "not support yet: drop cache_implementation='static' / the StaticCache for this drafter, or disable the "
-            "drafter's cache sharing."
-        )
+        if sharing.required:
+            raise ValueError(
+                f"{name} was asked to share the target's KV cache (its first {sharing.layers} layers), which the "
+                "static-cache path cannot do: leave cache sharing at its default (the drafter then drafts in a static "
+                "cache of its own on this path), or drop cache_implementation='static' / the StaticCache."
+            )
+        return
     if lookup_tokens:
         raise ValueError(
             f"{name} verifies through its own cache of the draft nodes, which has no entries for prompt-lookup nodes: "

@@ -12,9 +12,11 @@ from transformers import DynamicCache, PreTrainedModel
 from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
 from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import drop_tail
+from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
+from ..static_shapes import StaticShapesMixin
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
 from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
@@ -23,8 +25,14 @@ from .online import DVIUpdater, UpdateMetrics
 from .shared_cache import DraftedNodes, DVISharedCache
 
 
+def _shallow_step(shallow: nn.Module, input_ids, position_ids, mask, cache) -> tuple[torch.Tensor]:
+    """Shallow states ``[B, hidden]`` of one fixed-shape step (the head runs after, eagerly: it learns online)."""
+    hidden = shallow(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, past_key_values=cache,
+                     use_cache=True).last_hidden_state
+    return (hidden[0],)
 
-class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"):
+
+class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"):
     """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
 
     The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
@@ -52,7 +60,10 @@ class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, c
         online_config: the :class:`DVIOnlineLearnerConfig` (defaults when None).
         share_cache: share the first ``exit_layer`` layers' KV cache with verification. The
             default (None) shares unless one of those layers has sliding-window attention,
-            which cannot keep a draft tree next to its window exactly.
+            which cannot keep a draft tree next to its window exactly. On the static-cache path
+            the drafter drafts in a fixed-size cache of its own at padded shapes instead (compiled
+            with the call's ``compile_config``), unless ``share_cache=True`` was asked for, which
+            that path refuses.
 
     Example:
         >>> drafter = DVIDrafter(model, exit_layer=4, online=True)
@@ -105,7 +116,8 @@ class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, c
         }
         self._lock = threading.RLock()
         self.learner = DVIOnlineLearner(self.head, target.get_output_embeddings(), self._num_layers, self._lock)
-        self._sharing = DVISharedCache(self.shallow, exit_layer, self._take_drafted, self._check_owner)
+        self._sharing = DVISharedCache(self.shallow, exit_layer, self._take_drafted, self._check_owner,
+                                       required=share_cache is True)
         if online:
             self.enable_online(online_config)
         self._reset()
@@ -176,6 +188,7 @@ class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, c
                 "Build it from the model that generates: DVIDrafter(model) or DVIDrafter.from_pretrained(repo, target=model)."
             )
         self._reset()
+        self._reset_static_shapes()
         self._owner = threading.get_ident()
 
     def _check_owner(self) -> None:
@@ -191,26 +204,33 @@ class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, c
             logits = self.head(states)
         return torch.log_softmax(logits.float(), dim=-1)
 
+    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
+        """Draft in a static cache of the drafter's own at padded shapes, unless a shallow layer has a
+        sliding window (drafting then stays on the growing cache, whose masks apply the window)."""
+        config = self.shallow.config
+        if not any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
+            super().use_static_shapes(max_length, compile_options)
+
+    def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
+        shallow = self.shallow
+        return StaticDraftSteps(_shallow_step, shallow.config, shallow.device, shallow.dtype, max_length, compile_options)
+
+    @property
+    def _shares_now(self) -> bool:
+        """Whether this call drafts in the engine's cache (never on the static path)."""
+        return self.share_cache and not self._static_in_use
+
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
         self._check_owner()
         self.learner.step_if_due()
-        device = self.shallow.device
         num_tokens = context.input_ids.shape[1]
-        if self.share_cache:
+        if self._shares_now:
             if context.target_cache is None:
                 raise RuntimeError("DVIDrafter(share_cache=True) needs the engine's cache in DraftContext.target_cache.")
             # the target processed the committed prefix; only the root is new to the shallow layers
             self._cache, self._committed, self._drafted.root_fed = context.target_cache, num_tokens - 1, True
-        positions = torch.arange(self._committed, num_tokens, device=device)
-        hidden = self.shallow(
-            input_ids=context.input_ids[:, self._committed :].to(device),
-            position_ids=positions[None],
-            past_key_values=self._cache,
-            use_cache=True,
-        ).last_hidden_state
-        self._committed = num_tokens
-        root = hidden[0, -1].clone()
+        root = self._feed_committed(context.input_ids)
         self._drafted.states = {0: root}
         log_probs = self.draft_log_probs(root[None])
         if self.is_learning:
@@ -221,32 +241,56 @@ class DVIDrafter(DVICheckpointMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, c
             self._fallback_tree.add_children(0, [int(best)], [float(best_log_prob)])
         return log_probs
 
+    def _feed_committed(self, input_ids: torch.LongTensor) -> torch.Tensor:
+        """Run the shallow layers on the committed tokens they have not seen; the root's state ``[hidden]``."""
+        device, num_tokens = self.shallow.device, input_ids.shape[1]
+        tokens = input_ids[:, self._committed :].to(device)
+        if self._static_in_use:
+            new = num_tokens - self._committed
+            causal = torch.ones(new, new, dtype=torch.bool).tril()
+            positions = torch.arange(self._committed, num_tokens)
+            (hidden,) = self._static.run(None, (self.shallow,), (tokens,), positions, causal, self._committed)
+        else:
+            positions = torch.arange(self._committed, num_tokens, device=device)
+            hidden = self.shallow(input_ids=tokens, position_ids=positions[None], past_key_values=self._cache,
+                                  use_cache=True).last_hidden_state[0]
+        self._committed = num_tokens
+        return hidden[-1].clone()
+
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         self._check_owner()
-        device = self.shallow.device
+        hidden = self._feed_level(tree, nodes)
+        drafted = self._drafted
+        drafted.fed, drafted.tree = drafted.fed + nodes, tree
+        if self.is_learning or self._shares_now:
+            drafted.states.update((node, row.clone()) for node, row in zip(nodes, hidden))
+        return self.draft_log_probs(hidden)
+
+    def _feed_level(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        """Shallow states ``[len(nodes), hidden]`` of one tree level, its K/V after the fed nodes'."""
+        device, fed = self.shallow.device, self._drafted.fed
+        if self._static_in_use:
+            tokens, positions, visible = tree_level_rows(tree, fed, nodes, self._committed - 1, device)
+            return self._static.run(None, (self.shallow,), (tokens,), positions, visible, self._committed)[0]
         mask, query_positions = tree_extension_mask(
-            self.shallow.config, self._cache, tree, self._drafted.fed, nodes, self._committed - 1, self.shallow.dtype, device
+            self.shallow.config, self._cache, tree, fed, nodes, self._committed - 1, self.shallow.dtype, device
         )
-        hidden = self.shallow(
+        return self.shallow(
             input_ids=torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
             attention_mask=mask,
             position_ids=query_positions[None],
             past_key_values=self._cache,
             use_cache=True,
         ).last_hidden_state[0]
-        drafted = self._drafted
-        drafted.fed, drafted.tree = drafted.fed + nodes, tree
-        if self.is_learning or self.share_cache:
-            drafted.states.update((node, row.clone()) for node, row in zip(nodes, hidden))
-        return self.draft_log_probs(hidden)
 
     def end_tree(self) -> None:
         drafted = self._drafted
         self.learner.remember(drafted.tree if drafted.tree is not None else self._fallback_tree, drafted.states)
         self._fallback_tree = None
-        if not self.share_cache:  # shared: verification reuses the fed nodes' K/V and states
-            drop_tail(self._cache, len(drafted.fed))
+        if not self._shares_now:  # shared: verification reuses the fed nodes' K/V and states
+            if not self._static_in_use:  # static slots past the committed prefix are simply overwritten
+                drop_tail(self._cache, len(drafted.fed))
             self._drafted = DraftedNodes()
 
     def observe(self, outcome: DraftOutcome) -> None:

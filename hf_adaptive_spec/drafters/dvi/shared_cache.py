@@ -52,11 +52,12 @@ class DVISharedCache(SharedCacheVerification):
         layers: the number of shared layers.
         drafted: returns the current cycle's :class:`DraftedNodes` (and forgets them).
         check_owner: raises if another thread's ``generate`` holds the drafter.
+        required: the user asked for sharing (``DVIDrafter(share_cache=True)``).
     """
 
     def __init__(self, shallow: torch.nn.Module, layers: int, drafted: Callable[[], DraftedNodes],
-                 check_owner: Callable[[], None]):
-        self.shallow, self.layers = shallow, layers
+                 check_owner: Callable[[], None], required: bool = False):
+        self.shallow, self.layers, self.required = shallow, layers, required
         self._drafted, self._check_owner = drafted, check_owner
 
     @torch.no_grad()
