@@ -60,15 +60,8 @@ def run_benchmark(
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
-    others = [name for name in methods if name != REFERENCE_METHOD]
-    order = [REFERENCE_METHOD] + others
     done = dict(log.completed) if log is not None else {}
-    pending = [
-        (question, name)
-        for index, question in enumerate(questions)
-        for name in [REFERENCE_METHOD] + _rotated(others, index)
-        if (question.question_id, name) not in done
-    ]
+    pending = _pending_runs(questions, list(methods), done)
     reference_answer = _Fp32Reference(fp32_model, methods[REFERENCE_METHOD]) if fp32_model is not None else None
     compiled = any(method.static_cache is not None for method in methods.values())
     counter = TargetPassCounter(None if compiled else model)  # a hook's side effect would split compiled graphs
@@ -89,7 +82,20 @@ def run_benchmark(
                 log.append(record)
     finally:
         counter.close()
+    order = [REFERENCE_METHOD] + [name for name in methods if name != REFERENCE_METHOD]
     return [done[(question.question_id, name)] for question in questions for name in order]
+
+
+def _pending_runs(questions: list[Question], names: list[str], done: dict) -> list[tuple[Question, str]]:
+    """(question, method) pairs still to run: ``stock`` first for each question, then the others in
+    an order rotated by one place per question."""
+    others = [name for name in names if name != REFERENCE_METHOD]
+    return [
+        (question, name)
+        for index, question in enumerate(questions)
+        for name in [REFERENCE_METHOD] + _rotated(others, index)
+        if (question.question_id, name) not in done
+    ]
 
 
 def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[float]]:

@@ -165,6 +165,53 @@ def _untimed(recording: ReplayRecording, lookup_tokens: int, lookup_ngram_size: 
     return ReplayEnvironment(recording, profile, lookup_tokens, lookup_ngram_size)
 
 
+def _radar_environment(source: ReplayEnvironment | ReplayRecording, lookup_tokens: int, lookup_ngram_size: int) -> ReplayEnvironment:
+    if not isinstance(source, ReplayEnvironment):
+        return _untimed(source, lookup_tokens, lookup_ngram_size)
+    if lookup_tokens:
+        raise ValueError(
+            "build_radar_dataset got a ReplayEnvironment and lookup_tokens: the environment brings its own branch. "
+            "Build it with ReplayEnvironment(..., lookup_tokens=N), or pass the recording with lookup_tokens."
+        )
+    return source
+
+
+def _radar_tree_config(environment: ReplayEnvironment, depth: int | None, total_tokens: int | None) -> TreeConfig:
+    recorded = environment.recording.tree_config
+    config = TreeConfig(
+        depth=recorded.depth if depth is None else depth,
+        top_k=recorded.top_k,
+        total_tokens=recorded.total_tokens if total_tokens is None else total_tokens,
+    )
+    if config.depth < 2:
+        raise ValueError(f"RADAR decides between draft calls, so it needs depth >= 2; got depth={config.depth}.")
+    environment.check_config(config)
+    return config
+
+
+def _add_position(rows: dict[str, list[torch.Tensor]], environment: ReplayEnvironment, config: TreeConfig,
+                  prompt: int, position: int) -> None:
+    """Replay one position with 1 .. depth draft calls and the skip; append its rows (none when
+    the generation ends within ``depth`` tokens: generate drafts less there)."""
+    recorder = _BeamScoreRecorder(config)
+    deepest = environment.replay_cycle(prompt, position, recorder)
+    if len(recorder.rows) < config.depth - 1:
+        return
+    shallower = [StaticTreePolicy(k, config.top_k, config.total_tokens) for k in range(1, config.depth)]
+    cycles = [environment.replay_cycle(prompt, position, policy) for policy in shallower] + [deepest]
+    skipping = _SkipAfterFirstCall(config.depth, config.top_k, config.total_tokens)
+    skip = environment.replay_cycle(prompt, position, skipping)
+    accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
+    max_accepted = max(config.depth, environment.lookup_tokens)
+    rows["beam_scores"].append(torch.stack(recorder.rows))
+    rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, max_accepted + 1).float())
+    rows["verified_tokens"].append(torch.tensor([cycle.verified_tokens for cycle in cycles]))
+    rows["prompt_index"].append(torch.tensor(prompt))
+    rows["position"].append(torch.tensor(position))
+    rows["skip_accepted"].append(torch.tensor(skip.accepted_length))
+    rows["skip_verified_tokens"].append(torch.tensor(skip.verified_tokens))
+
+
 def build_radar_dataset(
     source: ReplayEnvironment | ReplayRecording,
     depth: int | None = None,
@@ -191,44 +238,12 @@ def build_radar_dataset(
         lookup_tokens / lookup_ngram_size: the prompt-lookup branch replayed on every cycle, for a
             recording ``source`` (an environment brings its own).
     """
-    if isinstance(source, ReplayEnvironment):
-        if lookup_tokens:
-            raise ValueError(
-                "build_radar_dataset got a ReplayEnvironment and lookup_tokens: the environment brings its own branch. "
-                "Build it with ReplayEnvironment(..., lookup_tokens=N), or pass the recording with lookup_tokens."
-            )
-        environment = source
-    else:
-        environment = _untimed(source, lookup_tokens, lookup_ngram_size)
-    recorded = environment.recording.tree_config
-    config = TreeConfig(
-        depth=recorded.depth if depth is None else depth,
-        top_k=recorded.top_k,
-        total_tokens=recorded.total_tokens if total_tokens is None else total_tokens,
-    )
-    if config.depth < 2:
-        raise ValueError(f"RADAR decides between draft calls, so it needs depth >= 2; got depth={config.depth}.")
-    environment.check_config(config)
-    shallower = [StaticTreePolicy(k, config.top_k, config.total_tokens) for k in range(1, config.depth)]
-    skipping = _SkipAfterFirstCall(config.depth, config.top_k, config.total_tokens)
+    environment = _radar_environment(source, lookup_tokens, lookup_ngram_size)
+    config = _radar_tree_config(environment, depth, total_tokens)
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
-    max_accepted = max(config.depth, environment.lookup_tokens)
     for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
         for position in range(len(environment.recording.prompts[p])):
-            recorder = _BeamScoreRecorder(config)
-            deepest = environment.replay_cycle(p, position, recorder)
-            if len(recorder.rows) < config.depth - 1:
-                continue  # the generation ends within `depth` tokens: generate drafts less here
-            cycles = [environment.replay_cycle(p, position, policy) for policy in shallower] + [deepest]
-            skip = environment.replay_cycle(p, position, skipping)
-            accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
-            rows["beam_scores"].append(torch.stack(recorder.rows))
-            rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, max_accepted + 1).float())
-            rows["verified_tokens"].append(torch.tensor([cycle.verified_tokens for cycle in cycles]))
-            rows["prompt_index"].append(torch.tensor(p))
-            rows["position"].append(torch.tensor(position))
-            rows["skip_accepted"].append(torch.tensor(skip.accepted_length))
-            rows["skip_verified_tokens"].append(torch.tensor(skip.verified_tokens))
+            _add_position(rows, environment, config, p, position)
     if not rows["position"]:
         raise ValueError(
             f"No recorded position leaves room for {config.depth} draft levels: record longer generations."
