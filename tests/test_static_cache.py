@@ -10,7 +10,7 @@ from transformers import CompileConfig, StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.generation.targets import FastPath
+from hf_adaptive_spec.generation.targets import fast_path
 from tiny_models import prompt, tiny_model
 
 POLICIES = {
@@ -132,9 +132,10 @@ def test_uncompiled_static_path_says_so():
 
 def test_trees_never_exceed_the_largest_bucket_by_construction(monkeypatch):
     """The engine lowers the policy's total_tokens to the largest bucket less the lookup chain, so a
-    policy asking for 60 nodes verifies at most 8 here; without that cap the tree would not fit."""
+    policy asking for 60 nodes verifies at most 8 here, and says so (capped_trees, a warning);
+    without that cap the tree would not fit."""
     model = tiny_model("llama")
-    model._hf_adaptive_spec_fast_path = FastPath(model, buckets=(4, 8))
+    assert fast_path(model, buckets=(4, 8)).buckets == (4, 8) and fast_path(model).buckets == (4, 8)
     ids = prompt(12, seed=3)
     expected = model.generate(ids, max_new_tokens=30, do_sample=False)
     out = model.generate(
@@ -144,6 +145,11 @@ def test_trees_never_exceed_the_largest_bucket_by_construction(monkeypatch):
     )
     assert torch.equal(out.sequences, expected)
     assert max(out.speculation.verified_tokens) == 8
+    assert out.speculation.capped_trees == out.speculation.cycles > 0
+    small = model.generate(ids, max_new_tokens=10, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                           assistant_policy=hfas.StaticTreePolicy.chain(3), cache_implementation="static",
+                           return_dict_in_generate=True)
+    assert small.speculation.capped_trees == 0
     from hf_adaptive_spec.generation import speculative_decoding
 
     original = speculative_decoding._Decoder.__init__

@@ -49,10 +49,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         "depth and size (root included) of the verified tree per cycle. fp32 agreement (below float32 only): mean "
         "share of the float32 stock answer produced before the first divergence, and the share of turns identical to "
         "it. Compile: seconds compiling graphs, outside the timed turns. Time columns: share of wall time.",
+        *_cost_curve_notes(summary),
         "",
         *_category_table(summary),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _cost_curve_notes(summary: dict[str, Any]) -> list[str]:
+    """One line per method whose policy was trained on another cost curve than this run's."""
+    notes = [(method, figures.get("policy_cost_curve_mismatch")) for method, figures in summary.items()]
+    lines = [f"**`{method}`: policy on another cost curve.** {note}" for method, note in notes if note]
+    return [""] + lines if lines else []
 
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:

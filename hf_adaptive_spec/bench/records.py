@@ -29,6 +29,8 @@ class TurnRecord:
             produced before the first divergence from it (1.0: identical); None in float32 runs.
         fp32_identical: whether the tokens equal the float32 stock answer; None in float32 runs.
         fp32_reference_ids: the float32 stock answer; kept for ``stock`` only.
+        policy_cost_curve_mismatch: the engine's report of a policy trained on another cost curve
+            than the call's (``SpeculationStats.policy_cost_curve_mismatch``); None otherwise.
     """
 
     turn: int
@@ -48,6 +50,7 @@ class TurnRecord:
     fp32_agreement: float | None = None
     fp32_identical: bool | None = None
     fp32_reference_ids: list[int] | None = None
+    policy_cost_curve_mismatch: str | None = None
 
     @property
     def throughput(self) -> float:

@@ -194,6 +194,7 @@ def _turn_record(
         verify_time=stats.verify_time if stats is not None else None,
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens if is_reference else None,  # the reference, kept for resuming
+        policy_cost_curve_mismatch=getattr(stats, "policy_cost_curve_mismatch", None),
     )
 
 

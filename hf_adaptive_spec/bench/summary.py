@@ -38,6 +38,8 @@ class MethodSummary:
         fp32_identical_share: below float32, the share of turns identical to the float32 answer.
         compile_seconds: compile time: the first warm-up call's seconds over the last one's, plus
             what the engine reported compiling during timed turns (taken out of their wall time).
+        policy_cost_curve_mismatch: the engine's report when the method's policy was trained on
+            another cost curve than the one it ran on (the first turn's that said so); else None.
     """
 
     method: str
@@ -61,6 +63,7 @@ class MethodSummary:
     fp32_agreement: float | None = None
     fp32_identical_share: float | None = None
     compile_seconds: float | None = None
+    policy_cost_curve_mismatch: str | None = None
 
 
 def summarize(
@@ -128,6 +131,7 @@ def _summarize_method(
         mean_verified_tokens=_cycle_mean(turns, "verified_tokens"),
         fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
         fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
+        policy_cost_curve_mismatch=next((t.policy_cost_curve_mismatch for t in turns if t.policy_cost_curve_mismatch), None),
     )
 
 

@@ -1,6 +1,7 @@
 """Primitives shared by the engine and the drafters: the draft tree, tree attention masks,
 KV cache compaction, target hidden-state capture and the target's output head."""
 
+from .cost_curve import CostCurve, cost_curve_mismatch
 from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask, tree_extension_mask
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
@@ -10,6 +11,7 @@ from .tree import DraftTree, full_tree_size
 
 __all__ = [
     "TREE_MASK_ATTENTION",
+    "CostCurve",
     "DraftTree",
     "FeatureCapture",
     "OutputHead",
@@ -17,6 +19,7 @@ __all__ = [
     "check_tree_attention_support",
     "common_prefix_length",
     "compact_cache",
+    "cost_curve_mismatch",
     "decoder_layers",
     "drop_tail",
     "full_tree_size",

@@ -13,11 +13,13 @@ from dataclasses import replace
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
+from transformers.utils import logging
 
 from ..drafters.base import DraftContext, DraftOutcome, Drafter
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
+from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
@@ -28,6 +30,8 @@ from .targets import (
     DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, fast_path, static_target,
 )
 from .tree_builder import DraftTimes, TreeBuilder
+
+logger = logging.get_logger(__name__)
 
 
 def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict) -> None:
@@ -218,12 +222,23 @@ class _Decoder:
         stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
         stats.draft_time -= drafter.compile_time  # compiling is not drafting
         stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
+        self._report_cost_curve(stats)
         self.model.last_speculation = stats
         if not self.config.return_dict_in_generate:
             return out.sequence
         return SpeculativeDecoderOnlyOutput(
             sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=target.cache, speculation=stats
         )
+
+    def _report_cost_curve(self, stats: SpeculationStats) -> None:
+        """Name this call's cost curve; report a policy trained on another one (and warn once)."""
+        path = "compiled" if stats.compiled else "static" if stats.cache == "static" else "eager"
+        running = CostCurve.of(self.model.device, self.model.dtype, path)
+        stats.cost_curve = str(running)
+        trained_on = getattr(self.policy, "trained_on", None)
+        stats.policy_cost_curve_mismatch = cost_curve_mismatch(type(self.policy).__name__, trained_on, running)
+        if stats.policy_cost_curve_mismatch:
+            logger.warning_once(stats.policy_cost_curve_mismatch)
 
     def cycle(self, out: _Output, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """Run one cycle after ``out.sequence``; returns the features of the tokens it committed (plus
@@ -269,12 +284,27 @@ class _Decoder:
             chain = self.lookup.chain(sequence, room, config)
             times.draft += time.perf_counter() - tick
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
-            config = replace(config, total_tokens=max(1, min(config.total_tokens, self.capacity - len(chain))))
+            config = self._fit_largest_bucket(config, len(chain))
         context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)
         tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
         graft_chain(tree, chain)
         return tree, chain, draft_depth, max_depth >= 1
+
+    def _fit_largest_bucket(self, config: TreeConfig, chain_length: int) -> TreeConfig:
+        """Lower ``total_tokens`` so the tree and the lookup chain fit the largest bucket; counted in
+        ``stats.capped_trees`` and warned about once, never silent."""
+        room = max(1, self.capacity - chain_length)
+        if config.total_tokens <= room:
+            return config
+        self.stats.capped_trees += 1
+        logger.warning_once(
+            f"The policy asked for trees of {config.total_tokens} tokens; the static-cache path verifies at most "
+            f"{self.capacity} per cycle (its largest bucket, prompt-lookup chain included), so trees are capped "
+            "(out.speculation.capped_trees counts them). Use a smaller tree, or larger buckets: "
+            "hf_adaptive_spec.generation.targets.fast_path(model, buckets=(8, 12, 16, 32, 64)) before generate."
+        )
+        return replace(config, total_tokens=room)
 
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
                 times: DraftTimes, verify_time: float) -> None:

@@ -30,6 +30,13 @@ class SpeculationStats:
     #: seconds spent compiling graphs during this call (first use of a bucket), included in
     #: ``total_time`` but not in ``verify_time``.
     compile_time: float = 0.0
+    #: cycles whose tree the static-cache path lowered to fit its largest verification bucket.
+    capped_trees: int = 0
+    #: the cost curve this call ran on, ``device/dtype/path`` (see :class:`~hf_adaptive_spec.core.CostCurve`).
+    cost_curve: str = ""
+    #: set when the policy was trained on another cost curve than this call's: what differs and
+    #: what to do. None when they match or the policy is not trained on one (static trees).
+    policy_cost_curve_mismatch: str | None = None
 
     @property
     def cycles(self) -> int:

@@ -298,12 +298,16 @@ class FastPath:
 _FAST_PATH_LOCK = threading.Lock()
 
 
-def fast_path(model: PreTrainedModel) -> FastPath:
-    """The model's :class:`FastPath` (made on first use, then kept on the model instance)."""
+def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None) -> FastPath:
+    """The model's :class:`FastPath` (made on first use, then kept on the model instance).
+
+    ``buckets`` sets the verification sizes (default ``DEFAULT_BUCKETS``); other sizes than the
+    current ones make a new path, whose graphs compile anew. The largest bucket caps each cycle's
+    tree plus prompt-lookup chain."""
     with _FAST_PATH_LOCK:  # two threads' first calls get the same one
         path = getattr(model, "_hf_adaptive_spec_fast_path", None)
-        if path is None:
-            path = FastPath(model)
+        if path is None or (buckets is not None and tuple(buckets) != path.buckets):
+            path = FastPath(model) if buckets is None else FastPath(model, tuple(buckets))
             model._hf_adaptive_spec_fast_path = path
         return path
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..core.cost_curve import CostCurve
+
 
 @dataclass(frozen=True)
 class TreeConfig:
@@ -104,10 +106,14 @@ class DraftPolicy:
 
     Defaults draft to ``config.depth``, verify ``config.total_tokens - 1`` candidates and
     ignore feedback. Set ``feature_layers`` to receive target hidden states (transformers'
-    ``hidden_states`` numbering) in :class:`CycleState`.
+    ``hidden_states`` numbering) in :class:`CycleState`. A policy trained on measured costs sets
+    ``trained_on``: the engine reports a call on another cost curve
+    (``out.speculation.policy_cost_curve_mismatch``).
     """
 
     feature_layers: tuple[int, ...] = ()
+    #: the cost curve the policy was trained on (None: not trained on costs).
+    trained_on: CostCurve | None = None
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         raise NotImplementedError

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache, PreTrainedModel, StaticCache
 
+from ..core.cost_curve import CostCurve
 from ..core.timing import synchronize
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
@@ -49,6 +50,10 @@ class HardwareProfile:
     draft_step_seconds: float | None = None
     policy_call_seconds: float | None = None
     path: str = "eager"
+
+    def cost_curve(self) -> CostCurve:
+        """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
+        return CostCurve.of(self.device, self.dtype, self.path)
 
     def verify_time(self, num_tokens: int) -> float:
         """Interpolated verification time for ``num_tokens`` tokens (clamped to the measured range)."""

@@ -60,3 +60,14 @@ def test_plots_are_valid_pngs(tmp_path: Path, with_stats: bool):
     for path in paths:
         width, height = png_size(path)
         assert width > 100 and height > 100
+
+
+def test_a_policy_on_another_cost_curve_is_shown():
+    records = hand_made_records()
+    for rec in records:
+        if rec.method == "fast":
+            rec.turns[0].policy_cost_curve_mismatch = "LTDPolicy was trained on the cpu/float32/eager cost curve"
+    data = report(records)
+    assert data["summary"]["fast"]["policy_cost_curve_mismatch"].startswith("LTDPolicy was trained")
+    assert data["summary"]["stock"]["policy_cost_curve_mismatch"] is None
+    assert "**`fast`: policy on another cost curve.** LTDPolicy was trained" in render_markdown(data)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...core.cost_curve import CostCurve
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..networks import tanh_mlp
@@ -86,6 +87,9 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
             it with ``generate(..., prompt_lookup_num_tokens=N)``: without the branch it always sees 0.
         depth_actor / depth_critic / size_actor / size_critic: hidden widths (paper: ``[1024]``
             for the depth actor, ``[1024, 256]`` for the others).
+        trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
+            training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
+            saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = LTDPolicy.from_pretrained("org/ltd-smollm2")
@@ -104,8 +108,10 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         depth_critic: Sequence[int] = (1024, 256),
         size_actor: Sequence[int] = (1024, 256),
         size_critic: Sequence[int] = (1024, 256),
+        trained_on: dict[str, str] | None = None,
     ):
         nn.Module.__init__(self)
+        self.trained_on = CostCurve(**trained_on) if trained_on else None
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
         _check_size_choices(self.size_choices, total_tokens)

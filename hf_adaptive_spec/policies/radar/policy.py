@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ...core.cost_curve import CostCurve
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..serialization import PolicyHubMixin
 
@@ -68,6 +69,9 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         dropout: dropout of the MLP during training (RADAR: 0.1).
         min_score: log-probs below it (and ``-inf`` padding) enter the network as ``min_score``.
         allow_skip: offer ``SKIP`` at the first decision (the MLP then has 3 outputs).
+        trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
+            training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
+            saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = RadarPolicy.from_pretrained("org/radar-smollm2")
@@ -84,8 +88,10 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         dropout: float = 0.1,
         min_score: float = -30.0,
         allow_skip: bool = False,
+        trained_on: dict[str, str] | None = None,
     ):
         super().__init__()
+        self.trained_on = CostCurve(**trained_on) if trained_on else None
         if depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config

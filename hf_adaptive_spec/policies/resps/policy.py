@@ -22,6 +22,7 @@ from torch import nn
 from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
+from ...core.cost_curve import CostCurve
 from ...core.tree import full_tree_size
 from ...core.features import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
@@ -108,6 +109,9 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         temperature: 0 takes the argmax at inference; > 0 samples ``softmax(logits / T)`` (the
             reference code samples at 1.5).
         observation_clip: standardised features are clipped to ``[-clip, clip]``.
+        trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
+            training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
+            saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
@@ -125,8 +129,10 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         training_interval: int = 10,
         temperature: float = 0.0,
         observation_clip: float = 10.0,
+        trained_on: dict[str, str] | None = None,
     ):
         super().__init__()
+        self.trained_on = CostCurve(**trained_on) if trained_on else None
         if not actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:

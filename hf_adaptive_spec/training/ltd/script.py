@@ -90,8 +90,10 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     )
     torch.set_num_threads(script_args.num_threads)
     set_seed(training_args.seed)
+    policy = build_policy(script_args, recording)
+    policy.mark_trained_on(profile.cost_curve())
     trainer = LTDTrainer(
-        model=build_policy(script_args, recording),
+        model=policy,
         args=training_args,
         environment=ReplayEnvironment(recording, profile, **lookup),
         eval_environment=eval_environment,

@@ -87,12 +87,14 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
         depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
         mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout, allow_skip=training_args.allow_skip,
     )
+    profile = HardwareProfile.load(script_args.profile_path)
+    policy.mark_trained_on(profile.cost_curve())
     trainer = RadarTrainer(
         model=policy,
         args=training_args,
         train_dataset=train_set,
         eval_dataset=held_out if len(held_out) else None,
-        profile=HardwareProfile.load(script_args.profile_path),
+        profile=profile,
         target_name=script_args.target_name,
         drafter_name=script_args.drafter_name,
         dataset_name=script_args.dataset_name,

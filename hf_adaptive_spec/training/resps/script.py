@@ -96,8 +96,10 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
             f"({environment.num_prompts} recorded)."
         )
     set_seed(training_args.seed)  # the policy's initial weights
+    policy = build_policy(script_args, training_args, environment)
+    policy.mark_trained_on(environment.profile.cost_curve())
     trainer = ReSpSTrainer(
-        policy=build_policy(script_args, training_args, environment),
+        policy=policy,
         args=training_args,
         environment=environment,
         train_dataset=range(num_train),

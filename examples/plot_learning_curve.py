@@ -1,0 +1,72 @@
+"""Plot and tabulate EAGLE-3 held-out learning curves (``heldout_curve.jsonl`` of drafter folders).
+
+    python examples/plot_learning_curve.py --curve "random init=artifacts/eagle3-init-random" \
+        --curve "target-layer init=artifacts/eagle3-init-target-layer" \
+        --reference 0.396 --output results/eagle3_learning_curve
+
+The training script writes the curve (``--heldout_path``) to its output folder and every saved
+drafter folder: first-draft acceptance and greedy chain τ on held-out conversations the target
+answered itself, against the non-padding tokens trained on. Writes ``OUTPUT.png`` (both metrics
+against tokens) and ``OUTPUT.md`` (one table row per point).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve  # noqa: E402
+
+
+def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: str) -> None:
+    figure, (acceptance, tau) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, points in curves.items():
+        tokens = [p.input_tokens_seen / 1e6 for p in points]
+        acceptance.plot(tokens, [p.first_draft_acceptance for p in points], marker="o", label=label)
+        tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=label)
+    if reference is not None:
+        acceptance.axhline(reference, color="grey", linestyle="--", label="shipped drafter")
+    acceptance.set(xlabel="tokens trained (millions)", ylabel="held-out first-draft acceptance")
+    depth = len(next(iter(curves.values()))[0].step_accuracy)
+    tau.set(xlabel="tokens trained (millions)", ylabel=f"held-out greedy chain τ (depth {depth})")
+    for axis in (acceptance, tau):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def table(curves: dict[str, list[HeldOutPoint]]) -> str:
+    lines = ["| run | step | tokens trained | first-draft acceptance | accuracy by depth | chain τ |", "|---|---|---|---|---|---|"]
+    for label, points in curves.items():
+        for p in points:
+            depths = " / ".join(f"{a:.3f}" for a in p.step_accuracy)
+            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {p.first_draft_acceptance:.3f} | {depths} | {p.chain_tau:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl")
+    parser.add_argument("--reference", type=float, default=None, help="a first-draft acceptance to draw as a line")
+    parser.add_argument("--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md")
+    args = parser.parse_args()
+    curves = {}
+    for spec in args.curve:
+        label, _, folder = spec.partition("=")
+        points = read_curve(folder)
+        if not points:
+            parser.error(f"{folder} holds no heldout_curve.jsonl (train with --heldout_path).")
+        curves[label] = points
+    plot(curves, args.reference, args.output + ".png")
+    with open(args.output + ".md", "w", encoding="utf-8") as handle:
+        handle.write(table(curves))
+    print(table(curves))
+
+
+if __name__ == "__main__":
+    main()

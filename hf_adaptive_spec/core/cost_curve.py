@@ -1,0 +1,50 @@
+"""Which cost curve a ``generate`` call runs on, and which one a learned policy was trained on.
+
+A learned policy's choices are only as good as the verification and drafting costs it was
+trained with, and those depend on the device, the dtype and the engine's path (on a CPU, one
+forward over 8 tokens costs 1.7x one token eagerly in float32, and about 1x compiled in
+bfloat16). The engine compares the two and says so when they differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+#: the engine's paths: a growing DynamicCache, a StaticCache run eagerly, a StaticCache compiled.
+PATHS = ("eager", "static", "compiled")
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """A cost curve's identity: device type (``"cpu"``, ``"cuda"``), dtype name and engine path."""
+
+    device: str
+    dtype: str
+    path: str
+
+    def __post_init__(self):
+        if self.path not in PATHS:
+            raise ValueError(f"CostCurve path must be one of {PATHS}, got {self.path!r}.")
+
+    @classmethod
+    def of(cls, device: torch.device | str, dtype: torch.dtype | str, path: str) -> CostCurve:
+        """Normalised: the device's type only (``cuda:1`` -> ``cuda``), the dtype without ``torch.``."""
+        return cls(torch.device(device).type, str(dtype).removeprefix("torch."), path)
+
+    def __str__(self) -> str:
+        return f"{self.device}/{self.dtype}/{self.path}"
+
+
+def cost_curve_mismatch(policy_name: str, trained_on: CostCurve | None, running: CostCurve) -> str | None:
+    """The report for a policy trained on another cost curve than the call's (None when they match or
+    the policy does not say what it was trained on)."""
+    if trained_on is None or trained_on == running:
+        return None
+    flags = f"--dtype {running.dtype}" + (" --compile" if running.path == "compiled" else "")
+    return (
+        f"{policy_name} was trained on the {trained_on} cost curve and this call runs on {running}: its choices "
+        f"assume other verification costs. Measure this one with `hf-adaptive-spec profile {flags}` and retrain the "
+        "policy on it, or use a StaticTreePolicy."
+    )
