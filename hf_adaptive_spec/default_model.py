@@ -101,3 +101,16 @@ def load_default_model(
     model.config._name_or_path = DEFAULT_MODEL_ID
     model.eval()
     return model, tokenizer
+
+
+def load_model(
+    name_or_path: str | None = None, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """``(model, tokenizer)`` in eval mode: :func:`load_default_model` when ``name_or_path`` is None or
+    ``"default"``, else ``from_pretrained(name_or_path)`` (a folder or a Hub id) with the tree masks'
+    attention."""
+    if name_or_path in (None, "default"):
+        return load_default_model(dtype=dtype, attn_implementation=attn_implementation)
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn_implementation)
+    return model.eval(), tokenizer

@@ -24,3 +24,24 @@ def test_measurements_on_a_tiny_model(llama):
         llama, prompt(6), hfas.CausalLMDrafter.from_target_layers(llama, 2), hfas.StaticTreePolicy.chain(3), max_new_tokens=12
     )
     assert draft > 0 and policy >= 0
+
+
+def test_profile_cli_measures_a_model_of_ones_own(tmp_path):
+    """``hf-adaptive-spec profile --model FOLDER``: any causal LM, not only the embedded default."""
+    from tiny_models import make_char_tokenizer, tiny_model
+
+    from hf_adaptive_spec.core import CostCurve
+    from hf_adaptive_spec.profiling import cli
+
+    folder = tmp_path / "model"
+    tiny_model("llama").save_pretrained(folder)
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "profile.json"
+    argv = ["--model", str(folder), "--json", str(out), "--verify-tokens", "1,4", "--repeats", "1",
+            "--context-length", "16", "--drafter-layers", "2"]
+    assert cli.main(argv) == 0
+    profile = HardwareProfile.load(out)
+    assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
+    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager")

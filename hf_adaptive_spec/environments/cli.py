@@ -35,7 +35,7 @@ from ..bench.conversation import turn_prompt_ids
 from ..bench.errors import BenchError
 from ..bench.questions import load_questions
 from ..checkpoints import shipped_checkpoint
-from ..default_model import load_default_model
+from ..default_model import load_model
 from ..drafters.base import Drafter
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.enable import enable
@@ -67,6 +67,8 @@ def make_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Record greedy generations of training prompts for exact policy replay."
     )
     parser.add_argument("--output", required=True, help="recording folder (shards are written inside)")
+    parser.add_argument("--model", default=None, help="target folder or Hub id (default: the embedded SmolLM2-135M-Instruct; "
+                        "then pass its drafter with --eagle3-checkpoint)")
     parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="drafter to record")
     parser.add_argument("--eagle3-checkpoint", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
     parser.add_argument("--prompts", default="sharegpt", choices=["sharegpt", "humaneval"], help="training prompt set")
@@ -103,9 +105,10 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_target() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The default model in float32 (replay is exact for greedy float32 decoding), enabled."""
-    model, tokenizer = load_default_model(dtype=torch.float32)
+def load_target(name_or_path: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The target in float32 (replay is exact for greedy float32 decoding), enabled; the embedded
+    default model when ``name_or_path`` is None."""
+    model, tokenizer = load_model(name_or_path, torch.float32)
     return enable(model), tokenizer
 
 
@@ -270,11 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.per_category is not None and not args.questions:
             raise ValueError("--per-category selects benchmark questions: pass it with --questions.")
         config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
-        model, tokenizer = load_target()
+        model, tokenizer = load_target(args.model)
         drafter = load_drafter(model, args.eagle3_checkpoint)
         feature_layers = parse_feature_layers(args.feature_layers, drafter)
         output = Path(args.output)
         check_manifest(output, {
+            **({"model": args.model} if args.model else {}),
             "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint, "prompts": args.prompts,
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,

@@ -6,7 +6,7 @@ import argparse
 
 import torch
 
-from ..default_model import load_default_model
+from ..default_model import load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
 from ..policies import StaticTreePolicy
@@ -24,6 +24,7 @@ PROMPT = "Explain how a bicycle works, step by step."
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
     parser.add_argument("--json", required=True, help="where to write the profile")
+    parser.add_argument("--model", default=None, help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--num-threads", type=int, default=None)
     parser.add_argument("--context-length", type=int, default=256)
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    model, tokenizer = load_default_model(dtype=getattr(torch, args.dtype))
+    model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
     enable(model)
     sizes = tuple(int(n) for n in args.verify_tokens.split(","))
     path, generate_kwargs, compile_seconds = "eager", {}, 0.0

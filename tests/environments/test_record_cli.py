@@ -41,7 +41,7 @@ def _rows(trees):
 def tiny_cli(monkeypatch):
     """The command with a tiny target, a tiny EAGLE-3 drafter and random prompts."""
     target = tiny_model("llama")
-    monkeypatch.setattr(cli, "load_target", lambda: (target, None))
+    monkeypatch.setattr(cli, "load_target", lambda name=None: (target, None))
     monkeypatch.setattr(cli, "load_drafter", lambda model, checkpoint: _eagle3(model))
     monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: PROMPTS[a.start : a.start + a.num_prompts])
     return target
@@ -146,7 +146,7 @@ def question_cli(monkeypatch, char_tokenizer):
     tokenizer = copy.deepcopy(char_tokenizer)
     tokenizer.chat_template = CHAT_TEMPLATE
     target = tiny_model("llama")
-    monkeypatch.setattr(cli, "load_target", lambda: (target, tokenizer))
+    monkeypatch.setattr(cli, "load_target", lambda name=None: (target, tokenizer))
     monkeypatch.setattr(cli, "load_drafter", lambda model, checkpoint: _eagle3(model))
     return target, tokenizer
 

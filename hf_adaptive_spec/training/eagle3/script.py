@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import TrlParser
 
-from ...default_model import load_default_model
+from ...default_model import load_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
 from .config import Eagle3Config
@@ -62,10 +61,8 @@ class Eagle3ScriptArguments:
 
 
 def load_target(name_or_path: str):
-    if name_or_path == "default":
-        return load_default_model(dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    return AutoModelForCausalLM.from_pretrained(name_or_path, attn_implementation="sdpa").eval(), tokenizer
+    """The frozen target in float32: ``"default"`` is the embedded SmolLM2-135M-Instruct."""
+    return load_model(name_or_path, torch.float32)
 
 
 def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int) -> list:
