@@ -8,10 +8,10 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from ..core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
+from ..core.attention import check_tree_attention_support, tree_extension_mask
 from ..core.features import unwrap_peft
 from ..core.kv_cache import drop_tail
-from ..core.static_steps import StaticDraftSteps, tree_level_rows
+from ..core.static_steps import tree_level_rows
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
 from .static_shapes import StaticShapesMixin
@@ -90,16 +90,10 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         self._fed = []
         self._reset_static_shapes()
 
-    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
-        """Fixed-shape steps, unless the draft model has sliding-window layers: those keep drafting on
-        the growing cache, whose masks apply the window."""
-        config = self.model.config
-        if not any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
-            super().use_static_shapes(max_length, compile_options)
+    _static_step = staticmethod(_causal_step)
 
-    def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
-        model = self.model
-        return StaticDraftSteps(_causal_step, model.config, model.device, model.dtype, max_length, compile_options)
+    def _static_model(self) -> PreTrainedModel:
+        return self.model
 
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:

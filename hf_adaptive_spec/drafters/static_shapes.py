@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from torch import nn
+
+from ..core.attention import is_sliding_layer
 from ..core.static_steps import StaticDraftSteps
 
 
@@ -9,17 +14,33 @@ class StaticShapesMixin:
     """Implements :meth:`~hf_adaptive_spec.drafters.base.Drafter.use_static_shapes` and
     ``compile_time`` for a drafter whose steps run in a :class:`StaticDraftSteps`: built on the first
     static call, kept (with its compiled graphs) while it is large enough and the compile options
-    are the same. The drafter defines :meth:`_static_steps` and calls :meth:`_reset_static_shapes`
-    from ``bind``; ``_static_in_use`` tells its steps which path to take."""
+    are the same. The drafter calls :meth:`_reset_static_shapes` from ``bind``; ``_static_in_use``
+    tells its steps which path to take.
+
+    A drafter whose steps are one forward of a transformers model sets :attr:`_static_step` and
+    returns that model from :meth:`_static_model`; a model with sliding-window layers then keeps
+    drafting on its growing cache, whose masks apply the window. Other drafters override
+    :meth:`_static_steps`.
+    """
 
     _static: StaticDraftSteps | None = None
     _static_in_use = False
+    #: ``step(model, *rows, position_ids, mask, cache)`` returning a tuple of row-first outputs.
+    _static_step: Callable | None = None
+
+    def _static_model(self) -> nn.Module | None:
+        """The model :attr:`_static_step` runs (None: the drafter builds its own runner)."""
+        return None
 
     def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
-        raise NotImplementedError
+        model = self._static_model()
+        return StaticDraftSteps(self._static_step, model.config, model.device, model.dtype, max_length, compile_options)
 
     def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
         """Draft in a fixed-size cache at padded shapes (compiled with ``compile_options``)."""
+        model = self._static_model()
+        if model is not None and any(is_sliding_layer(model.config, i) for i in range(model.config.num_hidden_layers)):
+            return
         if self._static is None or not self._static.fits(max_length, compile_options):
             self._static = self._static_steps(max_length, compile_options)
         self._static_in_use = True

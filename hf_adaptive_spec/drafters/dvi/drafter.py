@@ -12,7 +12,7 @@ from transformers import DynamicCache, PreTrainedModel
 from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
 from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import drop_tail
-from ...core.static_steps import StaticDraftSteps, tree_level_rows
+from ...core.static_steps import tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
@@ -204,16 +204,10 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
             logits = self.head(states)
         return torch.log_softmax(logits.float(), dim=-1)
 
-    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
-        """Draft in a static cache of the drafter's own at padded shapes, unless a shallow layer has a
-        sliding window (drafting then stays on the growing cache, whose masks apply the window)."""
-        config = self.shallow.config
-        if not any(is_sliding_layer(config, i) for i in range(config.num_hidden_layers)):
-            super().use_static_shapes(max_length, compile_options)
+    _static_step = staticmethod(_shallow_step)
 
-    def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
-        shallow = self.shallow
-        return StaticDraftSteps(_shallow_step, shallow.config, shallow.device, shallow.dtype, max_length, compile_options)
+    def _static_model(self) -> nn.Module:
+        return self.shallow
 
     @property
     def _shares_now(self) -> bool:
