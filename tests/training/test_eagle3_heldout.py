@@ -23,22 +23,15 @@ from hf_adaptive_spec.training.eagle3 import (
     read_curve,
 )
 
+from .test_eagle3_training import _samples
+
 torch.set_num_threads(1)
-
-
-def _greedy_samples(target, count=6, length=28):
-    """Conversations whose assistant part is the target's own greedy continuation."""
-    samples = []
-    for seed in range(count):
-        ids = target.generate(prompt(4, seed=seed), max_new_tokens=length - 4, do_sample=False)[0].tolist()
-        samples.append({"input_ids": ids, "loss_mask": [0] * 4 + [1] * (len(ids) - 4)})
-    return samples
 
 
 @pytest.fixture(scope="module")
 def setup():
     target = tiny_model("llama")
-    samples = _greedy_samples(target)
+    samples = _samples(target, count=6, length=28)  # the target's own greedy continuations
     # a small draft vocabulary of the data's most frequent tokens: a random drafter is then often right
     vocabulary = build_draft_vocabulary(samples, 3, target.config.vocab_size)
     torch.manual_seed(1)
