@@ -45,3 +45,12 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path):
     profile = HardwareProfile.load(out)
     assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
     assert profile.cost_curve() == CostCurve("cpu", "float32", "eager")
+
+
+def test_profile_says_which_shipped_policies_fit_its_curve():
+    from hf_adaptive_spec.core import CostCurve
+    from hf_adaptive_spec.profiling.cli import shipped_policy_fit
+
+    assert all("fits this curve" in line for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
+    compiled = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled"))
+    assert len(compiled) == 3 and all("trained on cpu/float32/eager; trained on another curve" in line for line in compiled)

@@ -6,10 +6,12 @@ import argparse
 
 import torch
 
+from ..checkpoints import shipped_checkpoint
+from ..core.cost_curve import CostCurve
 from ..default_model import load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
-from ..policies import StaticTreePolicy
+from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
     HardwareProfile,
@@ -71,4 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"draft step: {1000 * draft_step:.1f} ms   policy call: {1000 * policy_call:.3f} ms   -> {args.json}")
     if args.compile:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(tokens)} verification graphs)")
+    for line in shipped_policy_fit(profile.cost_curve()):
+        print(line)
     return 0
+
+
+def shipped_policy_fit(curve: CostCurve) -> list[str]:
+    """For each shipped learned policy, whether it was trained on this cost curve."""
+    lines = []
+    for name in ("ltd", "resps", "radar"):
+        trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name)).trained_on
+        verdict = "fits this curve" if trained_on == curve else "trained on another curve: retrain it on this profile"
+        lines.append(f"shipped {name} policy: trained on {trained_on}; {verdict}")
+    return lines
