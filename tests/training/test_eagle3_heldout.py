@@ -145,5 +145,8 @@ def test_target_layer_start_is_the_targets_last_layer_on_the_deepest_feature():
 def test_target_layer_start_refuses_a_narrower_drafter():
     target = tiny_model("llama")
     draft = Eagle3DraftModel.from_target(target, hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
-    with pytest.raises(ValueError, match="as wide as the target"):
+    with pytest.raises(ValueError, match="shaped like the target's layers"):
         copy_target_layer(draft, target)
+    wider = Eagle3DraftModel.from_target(target, intermediate_size=256)
+    with pytest.raises(ValueError, match="the same intermediate_size"):
+        copy_target_layer(wider, target)

@@ -21,6 +21,8 @@ class Eagle3Config(TrainingArguments):
         max_length: tokens kept per conversation.
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
+        draft_intermediate_size: MLP width of a new drafter's layer (default: the target's); a
+            capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``.
     """
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
@@ -29,6 +31,9 @@ class Eagle3Config(TrainingArguments):
     max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
     initialization: str = field(
         default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
+    )
+    draft_intermediate_size: int | None = field(
+        default=None, metadata={"help": "MLP width of a new drafter's layer (default: the target's)."}
     )
     include_num_input_tokens_seen: str = field(
         default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}

@@ -26,10 +26,11 @@ def copy_target_layer(draft: Eagle3DraftModel, target: PreTrainedModel, layer: i
     """
     source = decoder_layers(target)[layer]
     mid, hidden = draft.midlayer, draft.config.hidden_size
-    if draft.config.target_hidden_size != hidden or source.self_attn.q_proj.weight.shape[1] != hidden:
+    same_mlp = draft.midlayer.mlp.up_proj.weight.shape == source.mlp.up_proj.weight.shape
+    if draft.config.target_hidden_size != hidden or source.self_attn.q_proj.weight.shape[1] != hidden or not same_mlp:
         raise ValueError(
-            "copy_target_layer needs a drafter as wide as the target (hidden_size == target_hidden_size); "
-            "use initialization='random' for this drafter."
+            "copy_target_layer needs a drafter shaped like the target's layers (hidden_size == target_hidden_size, "
+            "the same intermediate_size); use initialization='random' for this drafter."
         )
     with torch.no_grad():
         if draft.fc is not None:

@@ -90,7 +90,8 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
     else:
         vocabulary = build_draft_vocabulary(samples, training_args.draft_vocab_size, target.config.vocab_size)
-        draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+        width = {"intermediate_size": training_args.draft_intermediate_size} if training_args.draft_intermediate_size else {}
+        draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **width)
         initialize_drafter(draft, target, training_args.initialization)
     trainer = Eagle3Trainer(
         model=draft,
