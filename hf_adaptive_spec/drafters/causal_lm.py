@@ -11,7 +11,6 @@ from transformers import DynamicCache, PreTrainedModel
 from ..core.attention import check_tree_attention_support, tree_extension_mask
 from ..core.features import unwrap_peft
 from ..core.kv_cache import drop_tail
-from ..core.static_steps import tree_level_rows
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
 from .static_shapes import StaticShapesMixin
@@ -108,12 +107,9 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         return torch.log_softmax(logits[:, -1].float(), dim=-1)
 
     def _begin_static(self, context: DraftContext) -> torch.Tensor:
-        new = context.input_ids.shape[1] - self._committed
         tokens = context.input_ids[:, self._committed :].to(self.model.device)
-        positions = torch.arange(self._committed, context.input_ids.shape[1])
-        causal = torch.ones(new, new, dtype=torch.bool).tril()
-        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, causal, self._committed)
-        self._committed += new
+        (log_probs,) = self._static_committed_step(tokens, self._committed)
+        self._committed = context.input_ids.shape[1]
         return log_probs[-1:]
 
     @torch.no_grad()
@@ -123,9 +119,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         return log_probs
 
     def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        tokens, positions, visible = tree_level_rows(tree, self._fed, nodes, self._committed - 1, self.model.device)
-        (log_probs,) = self._static.run(None, (self.model,), (tokens,), positions, visible, self._committed)
-        return log_probs
+        return self._static_level_step(tree, self._fed, nodes, self._committed)[0]
 
     def _expand_dynamic(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         device = self.model.device

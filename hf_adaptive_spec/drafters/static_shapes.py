@@ -7,7 +7,10 @@ from collections.abc import Callable
 from torch import nn
 
 from ..core.attention import is_sliding_layer
-from ..core.static_steps import StaticDraftSteps
+import torch
+
+from ..core.static_steps import StaticDraftSteps, tree_level_rows
+from ..core.tree import DraftTree
 
 
 class StaticShapesMixin:
@@ -44,6 +47,19 @@ class StaticShapesMixin:
         if self._static is None or not self._static.fits(max_length, compile_options):
             self._static = self._static_steps(max_length, compile_options)
         self._static_in_use = True
+
+    def _static_committed_step(self, tokens: torch.LongTensor, committed: int) -> tuple[torch.Tensor, ...]:
+        """:attr:`_static_step` over ``tokens`` ``[1, n]``, the committed tokens after the first
+        ``committed`` (causal among themselves)."""
+        new = tokens.shape[1]
+        causal = torch.ones(new, new, dtype=torch.bool).tril()
+        positions = torch.arange(committed, committed + new)
+        return self._static.run(None, (self._static_model(),), (tokens,), positions, causal, committed)
+
+    def _static_level_step(self, tree: DraftTree, fed: list[int], nodes: list[int], committed: int) -> tuple[torch.Tensor, ...]:
+        """:attr:`_static_step` over one tree level, after the ``fed`` nodes of this cycle."""
+        tokens, positions, visible = tree_level_rows(tree, fed, nodes, committed - 1, self._static_model().device)
+        return self._static.run(None, (self._static_model(),), (tokens,), positions, visible, committed)
 
     def _reset_static_shapes(self) -> None:
         """Back to the growing cache until the next :meth:`use_static_shapes`; the compile time restarts."""

@@ -12,7 +12,6 @@ from transformers import DynamicCache, PreTrainedModel
 from ...core.attention import check_tree_attention_support, is_sliding_layer, tree_extension_mask
 from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import drop_tail
-from ...core.static_steps import tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, DraftOutcome, Drafter
 from ..causal_lm import truncated_causal_lm
@@ -240,10 +239,7 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         device, num_tokens = self.shallow.device, input_ids.shape[1]
         tokens = input_ids[:, self._committed :].to(device)
         if self._static_in_use:
-            new = num_tokens - self._committed
-            causal = torch.ones(new, new, dtype=torch.bool).tril()
-            positions = torch.arange(self._committed, num_tokens)
-            (hidden,) = self._static.run(None, (self.shallow,), (tokens,), positions, causal, self._committed)
+            (hidden,) = self._static_committed_step(tokens, self._committed)
         else:
             positions = torch.arange(self._committed, num_tokens, device=device)
             hidden = self.shallow(input_ids=tokens, position_ids=positions[None], past_key_values=self._cache,
@@ -265,8 +261,7 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         """Shallow states ``[len(nodes), hidden]`` of one tree level, its K/V after the fed nodes'."""
         device, fed = self.shallow.device, self._drafted.fed
         if self._static_in_use:
-            tokens, positions, visible = tree_level_rows(tree, fed, nodes, self._committed - 1, device)
-            return self._static.run(None, (self.shallow,), (tokens,), positions, visible, self._committed)[0]
+            return self._static_level_step(tree, fed, nodes, self._committed)[0]
         mask, query_positions = tree_extension_mask(
             self.shallow.config, self._cache, tree, fed, nodes, self._committed - 1, self.shallow.dtype, device
         )
