@@ -10,6 +10,8 @@ beyond is stale and masked out of every later forward, which overwrites it.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from transformers import Cache, StaticCache
 from transformers.cache_utils import StaticLayer
@@ -95,3 +97,23 @@ def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> 
         layer.keys[:, :, past_length : past_length + kept] = layer.keys[:, :, source]
         layer.values[:, :, past_length : past_length + kept] = layer.values[:, :, source]
     set_cache_length(cache, past_length + kept)
+
+
+def static_cache_tensors(cache: Cache) -> tuple[torch.Tensor, ...]:
+    """Every layer's keys, values and write position (``cumulative_length``), in layer order: the
+    state a forward reads and updates in place, as tensors a compiled package can take as inputs."""
+    return tuple(t for layer in cache.layers for t in (layer.keys, layer.values, layer.cumulative_length))
+
+
+@contextmanager
+def static_cache_holding(cache: Cache, tensors: tuple[torch.Tensor, ...]):
+    """``cache`` with its layers' tensors replaced by ``tensors`` (as :func:`static_cache_tensors`
+    orders them) inside the block, restored after: how a forward is traced with the cache as inputs."""
+    saved = static_cache_tensors(cache)
+    try:
+        for index, layer in enumerate(cache.layers):
+            layer.keys, layer.values, layer.cumulative_length = tensors[3 * index : 3 * index + 3]
+        yield cache
+    finally:
+        for index, layer in enumerate(cache.layers):
+            layer.keys, layer.values, layer.cumulative_length = saved[3 * index : 3 * index + 3]

@@ -220,6 +220,7 @@ class _Decoder:
         stats, target, drafter = self.stats, self.target, self.drafter
         stats.total_time = seconds
         stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
+        stats.packaged = target.packaged
         stats.draft_time -= drafter.compile_time  # compiling is not drafting
         stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
         self._report_cost_curve(stats)

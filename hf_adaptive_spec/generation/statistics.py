@@ -27,7 +27,10 @@ class SpeculationStats:
     cache: str = "dynamic"
     #: whether verification ran a ``torch.compile``'d graph; False means eager, never a silent fallback.
     compiled: bool = False
-    #: seconds spent compiling graphs during this call (first use of a bucket), included in
+    #: whether the compiled verification forwards ran as ahead-of-time packages, built or loaded
+    #: from disk (CPU with weight freezing; see ``generation.targets.FastPath``).
+    packaged: bool = False
+    #: seconds spent compiling graphs (or building and loading packages) during this call (first use of a bucket), included in
     #: ``total_time`` but not in ``verify_time``.
     compile_time: float = 0.0
     #: cycles whose tree the static-cache path lowered to fit its largest verification bucket.

@@ -16,18 +16,29 @@ Two implementations behind one small interface:
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 from abc import ABC, abstractmethod
+from pathlib import Path
 
 import torch
 from transformers import CompileConfig, GenerationConfig, PreTrainedModel, StaticCache
 
 from ..core.attention import tree_attention_mask
-from ..core.compiled import CompiledForward
+from ..core.compiled import CompiledForward, split_inductor_patches
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
-from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, static_tree_mask
+from ..core.packaged import PackageBuildError, PackagedForward, default_package_dir, weights_digest
+from ..core.static_cache import (
+    check_static_cache,
+    compact_static_cache,
+    set_cache_length,
+    static_cache_holding,
+    static_cache_tensors,
+    static_tree_mask,
+)
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter, SharedCacheVerification
 
@@ -73,6 +84,8 @@ class TargetForward(ABC):
 
     #: whether verification runs a compiled graph (reported in ``out.speculation``).
     compiled: bool = False
+    #: whether the compiled verification forwards are ahead-of-time packages (see FastPath).
+    packaged: bool = False
     #: seconds this call spent compiling graphs (first use of a bucket), apart from verification time.
     compile_time: float = 0.0
     #: the cache a cache-sharing drafter drafts in (``DraftContext.target_cache``); None for the others.
@@ -244,6 +257,27 @@ def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, atte
     return out.logits, tuple(out.hidden_states[i] for i in feature_layers)
 
 
+class _ForwardWithCacheInputs(torch.nn.Module):
+    """:func:`_forward_with_features` with the static cache's tensors as inputs and a flat tuple of
+    outputs ``(logits, *features)``: the form ``torch.export`` traces into a package."""
+
+    def __init__(self, model: PreTrainedModel, cache, feature_layers: tuple[int, ...]):
+        super().__init__()
+        self.model, self.cache, self.feature_layers = model, cache, feature_layers
+
+    def forward(self, input_ids, position_ids, attention_mask, *cache_tensors):
+        with static_cache_holding(self.cache, cache_tensors):
+            logits, features = _forward_with_features(
+                self.model, input_ids, position_ids, attention_mask, self.cache, self.feature_layers
+            )
+        return (logits, *features)
+
+
+#: ``FastPath(package_dir=...)``'s default: ahead-of-time packages in
+#: :func:`~hf_adaptive_spec.core.packaged.default_package_dir` where they apply.
+DEFAULT_PACKAGE_DIR = "default"
+
+
 class FastPath:
     """What a model keeps across ``generate`` calls for static-shape verification: its bucket sizes,
     the compiled forward (one graph per bucket and feature set, built on first use) and, when the
@@ -252,16 +286,27 @@ class FastPath:
     The engine's cache is reused while it is large enough and replaced by a larger one (rounded up
     to ``cache_granularity`` slots) when a call needs more; a new size means new graphs, so pass a
     ``StaticCache`` of your own, or use short prompts first, to keep one set.
+
+    On a CPU with inductor's weight freezing (:func:`fast_path_compile_config`), inductor's on-disk
+    caches cannot keep frozen graphs, so each new process would compile every bucket again (about
+    30 s each for SmolLM2). There the verification forward is compiled ahead of time instead, one
+    AOTInductor package per bucket (about 260 MB for SmolLM2 in bfloat16) kept in ``package_dir``
+    (default ``$HF_ADAPTIVE_SPEC_PACKAGES`` or ``~/.cache/hf_adaptive_spec/packages``); later
+    processes load them in about a second (see :mod:`~hf_adaptive_spec.core.packaged`).
+    ``package_dir=None`` compiles in-process every time.
     """
 
     cache_granularity = 512
 
-    def __init__(self, model: PreTrainedModel, buckets: tuple[int, ...] = DEFAULT_BUCKETS):
+    def __init__(self, model: PreTrainedModel, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+                 package_dir: str | os.PathLike | None = DEFAULT_PACKAGE_DIR):
         if not buckets or any(b < 1 for b in buckets) or list(buckets) != sorted(set(buckets)):
             raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
         self.model, self.buckets = model, tuple(buckets)
+        self.package_dir = _resolve_package_dir(package_dir)
         self.own_cache: StaticCache | None = None
         self._compiled: CompiledForward | None = None
+        self._packaged: PackagedForward | None = None
         self._lock = threading.Lock()
 
     @property
@@ -284,30 +329,72 @@ class FastPath:
                 self.own_cache = StaticCache(config=self.model.config, max_cache_len=size)
             return self.own_cache
 
+    def packages(self, compile_options: dict | None) -> bool:
+        """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
+        model, inductor's weight freezing, no CUDA-graph mode, and a ``package_dir``."""
+        if compile_options is None or self.package_dir is None or self.model.device.type != "cpu":
+            return False
+        inductor_options = split_inductor_patches(compile_options)[1]
+        return bool(inductor_options.get("freezing")) and compile_options.get("mode") in (None, "default")
+
     def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
         """``((logits, features), seconds compiling)`` of one padded forward, compiled with
         ``compile_options`` (None: eager)."""
         args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
         if compile_options is None:
             return _forward_with_features(*args), 0.0
+        if self.packages(compile_options):
+            try:
+                return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
+                                              feature_layers)
+            except PackageBuildError as error:  # this model does not export: compile it in-process, with a word
+                warnings.warn(f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2)
+                self.package_dir = None
         if self._compiled is None or compile_options != self._compiled.options:
             self._compiled = CompiledForward(_forward_with_features, compile_options)
         return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
+
+    def _packaged_forward(self, compile_options, input_ids, position_ids, attention_mask, cache, feature_layers):
+        with self._lock:
+            if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
+                identity = {"weights": weights_digest(self.model), "config": self.model.config.to_json_string(),
+                            "compile_options": compile_options}
+                inductor_options = {**(compile_options.get("options") or {})}
+                self._packaged = PackagedForward(self.package_dir, identity, inductor_options)
+        key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers)
+        module = _ForwardWithCacheInputs(self.model, cache, feature_layers)
+        outputs, seconds = self._packaged(key, module, input_ids, position_ids, attention_mask, *static_cache_tensors(cache))
+        return (outputs[0], tuple(outputs[1:])), seconds
 
 
 _FAST_PATH_LOCK = threading.Lock()
 
 
-def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None) -> FastPath:
+_UNCHANGED = object()
+
+
+def _resolve_package_dir(package_dir) -> Path | None:
+    if package_dir is None:
+        return None
+    return default_package_dir() if package_dir == DEFAULT_PACKAGE_DIR else Path(package_dir).expanduser()
+
+
+def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None, package_dir=_UNCHANGED) -> FastPath:
     """The model's :class:`FastPath` (made on first use, then kept on the model instance).
 
     ``buckets`` sets the verification sizes (default ``DEFAULT_BUCKETS``); other sizes than the
     current ones make a new path, whose graphs compile anew. The largest bucket caps each cycle's
-    tree plus prompt-lookup chain."""
+    tree plus prompt-lookup chain. ``package_dir`` says where ahead-of-time packages are kept (see
+    :class:`FastPath`; ``None``: no packages, compile in-process); another one than the current
+    path's makes a new path. Arguments left out keep the current path's settings."""
     with _FAST_PATH_LOCK:  # two threads' first calls get the same one
         path = getattr(model, "_hf_adaptive_spec_fast_path", None)
-        if path is None or (buckets is not None and tuple(buckets) != path.buckets):
-            path = FastPath(model) if buckets is None else FastPath(model, tuple(buckets))
+        wanted_buckets = tuple(buckets) if buckets is not None else path.buckets if path else DEFAULT_BUCKETS
+        if package_dir is _UNCHANGED:
+            package_dir = path.package_dir if path is not None else DEFAULT_PACKAGE_DIR
+        package_dir = _resolve_package_dir(package_dir)
+        if path is None or wanted_buckets != path.buckets or package_dir != path.package_dir:
+            path = FastPath(model, wanted_buckets, package_dir)
             model._hf_adaptive_spec_fast_path = path
         return path
 
@@ -352,6 +439,10 @@ class StaticTarget(TargetForward):
         self.compiled = options is not None
         self.max_cache_len = cache.layers[0].max_cache_len
         self._features: Features = {}
+
+    @property
+    def packaged(self) -> bool:
+        return self.path.packages(self.options)
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         set_cache_length(self.cache, 0)

@@ -117,9 +117,11 @@ def measure_static_verification(
 ) -> tuple[list[int], list[float], float]:
     """The same curve on the static-cache path the engine runs with ``cache_implementation="static"``:
     every ``n`` is its own bucket (so ``n`` is measured, not a padded size), compiled with
-    ``compile_options`` (None: eager). Returns ``(tokens, seconds, compile seconds)``."""
+    ``compile_options`` (None: eager) in-process: ahead-of-time packages run the same graphs (no
+    slower, results/README.md) and would leave one package per size on disk. Returns ``(tokens,
+    seconds, compile seconds)``."""
     sizes = tuple(sorted(set(tokens)))
-    path = FastPath(model, buckets=sizes)
+    path = FastPath(model, buckets=sizes, package_dir=None)
     cache = StaticCache(config=model.config, max_cache_len=context_length + sizes[-1] + 1)
     target = StaticTarget(model, cache, set(), path, compile_options)
     generator = torch.Generator().manual_seed(0)

@@ -1,0 +1,133 @@
+"""Ahead-of-time packages of the verification forward (CPU + inductor weight freezing): built once,
+loaded by later processes instead of compiled, never stale, and never a silent change of path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.packaged import PackagedForward, weights_digest
+from hf_adaptive_spec.generation.targets import fast_path
+from tiny_models import prompt, tiny_model
+
+#: the prompt-lookup chain alone (<= 4 rows), so every call verifies in the smallest bucket: one package.
+PLAIN = hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
+
+
+def _frozen_generate(model, ids, **kwargs):
+    return model.generate(
+        ids, max_new_tokens=24, do_sample=False, assistant_policy=PLAIN, prompt_lookup_num_tokens=3,
+        cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True,
+        **kwargs,
+    )
+
+
+def _packages(folder) -> list:
+    return sorted(p.name for p in folder.glob("*.pt2"))
+
+
+def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
+    """The first call builds one package per bucket (float32 tokens identical to stock); another
+    process with the same model finds it by its digest and compiles nothing."""
+    model = tiny_model("llama")
+    model.save_pretrained(tmp_path / "model")
+    fast_path(model, package_dir=tmp_path / "packages")
+    ids = prompt(9, seed=3)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, expected)
+    assert out.speculation.compiled and out.speculation.packaged and out.speculation.compile_time > 0
+    assert len(_packages(tmp_path / "packages")) == 1 and fast_path(model)._packaged.built == 1
+
+    child = textwrap.dedent(f"""
+        import torch, hf_adaptive_spec as hfas
+        from transformers import AutoModelForCausalLM
+        from hf_adaptive_spec.generation.targets import fast_path
+        model = hfas.enable(AutoModelForCausalLM.from_pretrained({str(tmp_path / "model")!r}).eval())
+        path = fast_path(model, package_dir={str(tmp_path / "packages")!r})
+        out = model.generate(torch.tensor({ids.tolist()}), max_new_tokens=24, do_sample=False,
+            assistant_policy=hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1), prompt_lookup_num_tokens=3,
+            cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True)
+        print(path._packaged.built, path._packaged.loaded, out.speculation.packaged, out.sequences.tolist())
+    """)
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, check=True)
+    built, loaded, packaged, sequences = result.stdout.strip().splitlines()[-1].split(" ", 3)
+    assert (built, loaded, packaged) == ("0", "1", "True"), result.stdout
+    assert sequences == str(expected.tolist())
+
+
+def test_changed_weights_never_load_a_stale_package(tmp_path):
+    """A package bakes in the weights, so its digest covers them: a model changed after packaging
+    builds a package of its own and gives its own tokens."""
+    model = tiny_model("llama", seed=1)
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(7, seed=1)
+    first = _frozen_generate(model, ids).sequences
+    before = weights_digest(model)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)
+    assert weights_digest(model) != before
+    model._hf_adaptive_spec_fast_path = None  # as a new process would start
+    fast_path(model, package_dir=tmp_path)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    assert not torch.equal(expected, first)  # the change matters, so a stale package would show
+    out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, expected)
+    assert fast_path(model)._packaged.built == 1 and len(_packages(tmp_path)) == 2
+
+
+def test_a_damaged_package_is_rebuilt_with_a_warning(tmp_path):
+    model = tiny_model("llama", seed=2)
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(8, seed=2)
+    _frozen_generate(model, ids)
+    (package,) = tmp_path.glob("*.pt2")
+    package.write_bytes(b"not a package")
+    model._hf_adaptive_spec_fast_path = None
+    fast_path(model, package_dir=tmp_path)
+    with pytest.warns(UserWarning, match="does not load .*building it again"):
+        out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+    assert fast_path(model)._packaged.built == 1
+
+
+def test_a_model_that_does_not_export_compiles_in_process_and_says_so(tmp_path, monkeypatch):
+    def failing_export(*args, **kwargs):
+        raise RuntimeError("data-dependent control flow")
+
+    monkeypatch.setattr(torch.export, "export", failing_export)
+    model = tiny_model("llama", seed=3)
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(6, seed=4)
+    with pytest.warns(UserWarning, match=r"ahead-of-time package.*failed.*data-dependent control flow.*package_dir=None.*in-process"):
+        out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+    assert out.speculation.compiled and not out.speculation.packaged and not _packages(tmp_path)
+
+
+def test_which_calls_use_packages(tmp_path):
+    """Only frozen CPU graphs (inductor's caches cannot keep them); CUDA-graph and unfrozen
+    configurations compile in-process, and package_dir=None turns packages off."""
+    model = tiny_model("llama")
+    path = fast_path(model, package_dir=tmp_path)
+    frozen = hfas.fast_path_compile_config("cpu").to_dict()
+    assert path.packages(frozen)
+    assert not path.packages({**frozen, "options": None}) and not path.packages(None)
+    assert not path.packages({**frozen, "mode": "reduce-overhead"})
+    assert not fast_path(model, package_dir=None).packages(frozen)
+    assert fast_path(model).package_dir is None  # left out: kept
+    assert fast_path(model, package_dir=str(tmp_path)).package_dir == tmp_path
+
+
+def test_a_package_key_covers_what_the_forward_depends_on(tmp_path):
+    forward = PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {"freezing": True})
+    same = PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {"freezing": True})
+    assert forward.path_for(((1, 8),)) == same.path_for(((1, 8),))
+    assert forward.path_for(((1, 8),)) != forward.path_for(((1, 12),))
+    assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "b", "config": "{}"}, {"freezing": True}).path_for(((1, 8),))
+    assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {}).path_for(((1, 8),))
