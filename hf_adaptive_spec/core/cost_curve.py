@@ -33,6 +33,18 @@ class CostCurve:
         """Normalised: the device's type only (``cuda:1`` -> ``cuda``), the dtype without ``torch.``."""
         return cls(torch.device(device).type, str(dtype).removeprefix("torch."), path)
 
+    @classmethod
+    def from_config(cls, value: dict | None) -> CostCurve | None:
+        """A policy config's ``trained_on`` entry (None when the policy records none)."""
+        if not value:
+            return None
+        if not isinstance(value, dict) or set(value) != {"device", "dtype", "path"}:
+            raise ValueError(
+                f"A policy's trained_on must be a dict with exactly device, dtype and path (as mark_trained_on "
+                f"writes it), got {value!r}: fix or remove it in the policy's config.json."
+            )
+        return cls(**value)
+
     def __str__(self) -> str:
         return f"{self.device}/{self.dtype}/{self.path}"
 

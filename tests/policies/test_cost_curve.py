@@ -29,6 +29,12 @@ def test_cost_curves_are_normalised_and_compared():
     assert "hf-adaptive-spec profile --dtype bfloat16 --compile" in note
 
 
+def test_a_malformed_trained_on_entry_names_the_fix():
+    assert CostCurve.from_config(None) is None and CostCurve.from_config(EAGER_FP32) == CostCurve(**EAGER_FP32)
+    with pytest.raises(ValueError, match="trained_on must be a dict with exactly device, dtype and path.*config.json"):
+        LTDPolicy(**SMALL, trained_on={"device": "cpu"})
+
+
 def test_the_engine_reports_a_policy_trained_on_another_curve():
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)

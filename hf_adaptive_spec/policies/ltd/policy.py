@@ -111,7 +111,7 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         trained_on: dict[str, str] | None = None,
     ):
         nn.Module.__init__(self)
-        self.trained_on = CostCurve(**trained_on) if trained_on else None
+        self.trained_on = CostCurve.from_config(trained_on)
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
         _check_size_choices(self.size_choices, total_tokens)

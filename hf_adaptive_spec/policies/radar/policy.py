@@ -91,7 +91,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         trained_on: dict[str, str] | None = None,
     ):
         super().__init__()
-        self.trained_on = CostCurve(**trained_on) if trained_on else None
+        self.trained_on = CostCurve.from_config(trained_on)
         if depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config

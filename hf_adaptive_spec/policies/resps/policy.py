@@ -132,7 +132,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         trained_on: dict[str, str] | None = None,
     ):
         super().__init__()
-        self.trained_on = CostCurve(**trained_on) if trained_on else None
+        self.trained_on = CostCurve.from_config(trained_on)
         if not actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:
