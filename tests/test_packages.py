@@ -6,9 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 import torch
+from transformers import StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.packaged import PackagedForward, weights_digest
@@ -20,10 +22,12 @@ PLAIN = hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
 
 
 def _frozen_generate(model, ids, **kwargs):
+    """Greedy, the lookup chain, on the static path compiled with weight freezing (the engine's own
+    cache unless ``past_key_values`` is given)."""
+    cache = {} if "past_key_values" in kwargs else {"cache_implementation": "static"}
     return model.generate(
         ids, max_new_tokens=24, do_sample=False, assistant_policy=PLAIN, prompt_lookup_num_tokens=3,
-        cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True,
-        **kwargs,
+        compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True, **cache, **kwargs,
     )
 
 
@@ -47,6 +51,7 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
     child = textwrap.dedent(f"""
         import torch, hf_adaptive_spec as hfas
         from transformers import AutoModelForCausalLM
+        torch.set_num_threads({torch.get_num_threads()})  # a package is built for its builder's thread count
         from hf_adaptive_spec.generation.targets import fast_path
         model = hfas.enable(AutoModelForCausalLM.from_pretrained({str(tmp_path / "model")!r}).eval())
         path = fast_path(model, package_dir={str(tmp_path / "packages")!r})
@@ -108,6 +113,64 @@ def test_a_model_that_does_not_export_compiles_in_process_and_says_so(tmp_path, 
         out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
     assert out.speculation.compiled and not out.speculation.packaged and not _packages(tmp_path)
+
+
+def test_other_calls_on_the_model_run_while_a_package_builds(tmp_path):
+    """Export swaps the traced module's weights for fake tensors while it traces (tens of seconds for
+    a real model); it traces a twin sharing the weights, so another thread's generate on the same
+    model meanwhile computes with the real ones."""
+    model = tiny_model("llama", seed=4)
+    fast_path(model, package_dir=tmp_path)
+    ids, other = prompt(7, seed=5), prompt(11, seed=6)
+    expected = model.generate(other, max_new_tokens=12, do_sample=False)
+    building, outcomes = threading.Event(), []
+
+    def decode_meanwhile():
+        while not building.is_set():
+            pass
+        while building.is_set():
+            try:
+                outcomes.append(torch.equal(model.generate(other, max_new_tokens=12, do_sample=False), expected))
+            except Exception as error:  # noqa: BLE001 - counted: a crash is a failure too
+                outcomes.append(repr(error))
+
+    thread = threading.Thread(target=decode_meanwhile)
+    thread.start()
+    building.set()
+    try:
+        out = _frozen_generate(model, ids)
+    finally:
+        building.clear()
+        thread.join()
+    assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+    assert len(outcomes) >= 3 and all(outcome is True for outcome in outcomes), outcomes[:5]
+
+
+def test_what_a_package_name_depends_on(tmp_path):
+    """Besides the weights: the attention implementation (not in the config's JSON), the CPU's
+    thread count (a package runs with its builder's) and the cache tensors' layout (a package does
+    not check its inputs). A caller's cache of another length gets a package of its own."""
+    model = tiny_model("llama", seed=5)
+    path = fast_path(model, package_dir=tmp_path)
+    frozen = hfas.fast_path_compile_config("cpu").to_dict()
+    identity = path.package_identity(frozen)
+    model.config._attn_implementation = "eager"
+    assert path.package_identity(frozen) != identity
+    model.config._attn_implementation = "sdpa"
+    forward = PackagedForward(tmp_path, identity, {"freezing": True})
+    threads = torch.get_num_threads()
+    try:
+        named = forward.path_for("key")
+        torch.set_num_threads(threads + 1)
+        assert forward.path_for("key") != named
+    finally:
+        torch.set_num_threads(threads)
+    ids = prompt(9, seed=7)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    for length in (128, 256):
+        out = _frozen_generate(model, ids, past_key_values=StaticCache(config=model.config, max_cache_len=length))
+        assert torch.equal(out.sequences, expected)
+    assert path._packaged.built == 2 and len(_packages(tmp_path)) == 2
 
 
 def test_which_calls_use_packages(tmp_path):

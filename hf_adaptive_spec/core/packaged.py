@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import threading
 import time
 import warnings
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import torch
@@ -38,26 +39,57 @@ def default_package_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "hf_adaptive_spec" / "packages"
 
 
+def _named_tensors(module: torch.nn.Module):
+    """Parameters, buffers and plain tensor attributes of every submodule, by dotted name."""
+    for prefix, submodule in module.named_modules(remove_duplicate=False):
+        owned = {**submodule._parameters, **submodule._buffers}
+        plain = {name: value for name, value in vars(submodule).items() if isinstance(value, torch.Tensor)}
+        for name, tensor in {**plain, **owned}.items():
+            if tensor is not None:
+                yield (f"{prefix}.{name}" if prefix else name), tensor
+
+
 def weights_digest(module: torch.nn.Module) -> str:
-    """A digest of every parameter's and buffer's name, dtype, shape and bytes."""
+    """A digest of every parameter's, buffer's and tensor attribute's name, dtype, shape and bytes."""
     digest = hashlib.blake2b(digest_size=16)
-    tensors = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
-    for name, tensor in tensors:
-        data = tensor.detach().contiguous().cpu()
-        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)};".encode())
+    for name, tensor in _named_tensors(module):
+        data = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{name}:{data.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
     return digest.hexdigest()
 
 
+def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
+    """Another instance of ``model``'s class (built on the meta device from its config) holding the
+    very same parameter, buffer and tensor-attribute objects, without ``model``'s hooks and
+    attributes. ``torch.export`` swaps the traced module's weights for fake tensors while it traces;
+    tracing the twin leaves ``model`` to other threads' calls meanwhile."""
+    with torch.device("meta"):
+        twin = type(model)(model.config)
+    for name, tensor in _named_tensors(model):
+        owner, _, leaf = name.rpartition(".")
+        setattr(twin.get_submodule(owner), leaf, tensor)
+    left = [name for name, tensor in _named_tensors(twin) if tensor.is_meta]
+    if left:
+        raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
+    return twin.eval()
+
+
 def package_digest(**parts) -> str:
-    """A digest of ``parts`` (JSON-serialisable, or turned into strings) and the library versions."""
+    """A digest of ``parts`` (JSON-serialisable, or turned into strings), the library versions and
+    the machine. Inductor's global settings and edits to installed code are not in it: bump
+    :data:`PACKAGE_FORMAT` when what a package computes changes."""
     import transformers
 
     from .. import __version__
 
     versions = {"format": PACKAGE_FORMAT, "torch": torch.__version__, "transformers": transformers.__version__,
                 "hf_adaptive_spec": __version__}
-    text = json.dumps({**parts, **versions}, sort_keys=True, default=str)
+    # a package's kernels are built for this CPU's instruction set and run with the thread count
+    # of the process that built it
+    machine = {"machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+               "threads": torch.get_num_threads()}
+    text = json.dumps({**parts, **versions, **machine}, sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -85,45 +117,48 @@ class PackagedForward:
     def path_for(self, key: Hashable) -> Path:
         return self.directory / f"{package_digest(key=key, **self.identity, inductor=self.inductor_options)}.pt2"
 
-    def __call__(self, key: Hashable, module: torch.nn.Module, *args: torch.Tensor) -> tuple[object, float]:
-        """``(module(*args) by the package of key, seconds spent building or loading it)``.
+    def __call__(self, key: Hashable, make_module: Callable[[], torch.nn.Module], *args: torch.Tensor) -> tuple[object, float]:
+        """``(make_module()(*args) by the package of key, seconds spent building or loading it)``.
 
-        ``module`` and ``args`` are only traced when the package is built; later calls with the
-        same key must pass the same shapes and dtypes (the key says so)."""
+        The module is only made and traced when the package is built; later calls with the same
+        key must pass tensors of the same shapes, strides and dtypes (the key must say so: a
+        package does not check its inputs)."""
         runner = self._runners.get(key)
         if runner is not None:
             return runner(*args), 0.0
         start = time.perf_counter()
         with self._lock:  # one thread builds or loads a key's package; the others wait for it
-            runner = self._runners.get(key) or self._load_or_build(key, module, args)
+            runner = self._runners.get(key) or self._load_or_build(key, make_module, args)
             self._runners[key] = runner
         return runner(*args), time.perf_counter() - start
 
-    def _load_or_build(self, key: Hashable, module: torch.nn.Module, args: tuple):
+    def _load_or_build(self, key: Hashable, make_module: Callable[[], torch.nn.Module], args: tuple):
         path = self.path_for(key)
         runner = self._load(path) if path.exists() else None
         if runner is not None:
             self.loaded += 1
             return runner
-        self._build(path, module, args)
+        self._build(path, make_module, args)
         return self._load(path, required=True)
 
-    def _build(self, path: Path, module: torch.nn.Module, args: tuple) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.partial.pt2")
+    def _build(self, path: Path, make_module: Callable[[], torch.nn.Module], args: tuple) -> None:
+        building = self.directory / "building"  # not a *.pt2 of the folder: never loaded half-written
+        building.mkdir(parents=True, exist_ok=True)
+        partial = building / f"{path.stem}-{os.getpid()}-{threading.get_ident()}.pt2"
         try:
             with torch.no_grad():
-                exported = torch.export.export(module, args, strict=False)
+                exported = torch.export.export(make_module(), args, strict=False)
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(partial),
                                                          inductor_configs=dict(self.inductor_options))  # it adds its own entries
+            os.replace(partial, path)  # atomic: another process sees no package or a whole one
         except Exception as error:  # noqa: BLE001 - re-raised with the way out named
-            partial.unlink(missing_ok=True)
             raise PackageBuildError(
                 f"Building an ahead-of-time package of a speculative-decoding forward failed ({type(error).__name__}: "
                 f"{error}). To compile in-process without packages: "
                 "hf_adaptive_spec.generation.targets.fast_path(model, package_dir=None)."
             ) from error
-        os.replace(partial, path)  # another process never loads a half-written package
+        finally:  # also on KeyboardInterrupt
+            partial.unlink(missing_ok=True)
         self.built += 1
 
     def _load(self, path: Path, required: bool = False):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -30,7 +31,13 @@ from ..core.compiled import CompiledForward, split_inductor_patches
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
-from ..core.packaged import PackageBuildError, PackagedForward, default_package_dir, weights_digest
+from ..core.packaged import (
+    PackageBuildError,
+    PackagedForward,
+    default_package_dir,
+    weight_sharing_twin,
+    weights_digest,
+)
 from ..core.static_cache import (
     check_static_cache,
     compact_static_cache,
@@ -290,7 +297,7 @@ class FastPath:
     On a CPU with inductor's weight freezing (:func:`fast_path_compile_config`), inductor's on-disk
     caches cannot keep frozen graphs, so each new process would compile every bucket again (about
     30 s each for SmolLM2). There the verification forward is compiled ahead of time instead, one
-    AOTInductor package per bucket (about 260 MB for SmolLM2 in bfloat16) kept in ``package_dir``
+    AOTInductor package per bucket and cache length (about 330 MB for SmolLM2 in bfloat16) kept in ``package_dir``
     (default ``$HF_ADAPTIVE_SPEC_PACKAGES`` or ``~/.cache/hf_adaptive_spec/packages``); later
     processes load them in about a second (see :mod:`~hf_adaptive_spec.core.packaged`).
     ``package_dir=None`` compiles in-process every time.
@@ -355,16 +362,33 @@ class FastPath:
         return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
 
     def _packaged_forward(self, compile_options, input_ids, position_ids, attention_mask, cache, feature_layers):
+        start = time.perf_counter()
         with self._lock:
             if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
-                identity = {"weights": weights_digest(self.model), "config": self.model.config.to_json_string(),
-                            "compile_options": compile_options}
                 inductor_options = {**(compile_options.get("options") or {})}
-                self._packaged = PackagedForward(self.package_dir, identity, inductor_options)
-        key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers)
-        module = _ForwardWithCacheInputs(self.model, cache, feature_layers)
-        outputs, seconds = self._packaged(key, module, input_ids, position_ids, attention_mask, *static_cache_tensors(cache))
-        return (outputs[0], tuple(outputs[1:])), seconds
+                self._packaged = PackagedForward(self.package_dir, self.package_identity(compile_options), inductor_options)
+        identifying = time.perf_counter() - start
+        cache_tensors = static_cache_tensors(cache)
+        key = (
+            tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers,
+            tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors),
+        )
+
+        def make_module():
+            return _ForwardWithCacheInputs(weight_sharing_twin(self.model), cache, feature_layers)
+
+        outputs, seconds = self._packaged(key, make_module, input_ids, position_ids, attention_mask, *cache_tensors)
+        return (outputs[0], tuple(outputs[1:])), seconds + identifying
+
+    def package_identity(self, compile_options: dict) -> dict:
+        """What every package of this model depends on besides its shapes: the weights' digest,
+        the config (attention implementation included) and the compile options."""
+        try:
+            weights = weights_digest(self.model)
+        except Exception as error:  # noqa: BLE001 - e.g. weights on the meta device: no package, say why
+            raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
+        return {"weights": weights, "config": self.model.config.to_json_string(),
+                "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}
 
 
 _FAST_PATH_LOCK = threading.Lock()
