@@ -17,6 +17,32 @@ def test_profile_interpolates_and_round_trips(tmp_path):
     assert HardwareProfile.load(tmp_path / "p.json") == profile
 
 
+def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
+    """On the static-cache path a tree of n nodes runs at its bucket's size (a step function), and
+    trees never exceed the largest bucket; a profile without a bucket's own time is refused."""
+    profile = HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 12, 16, 24, 32],
+                              verify_seconds=[0.026, 0.026, 0.032, 0.043, 0.039, 0.046], path="compiled",
+                              buckets=[8, 12, 16, 32])
+    assert profile.verify_time(1) == 0.026 and profile.verify_time(9) == 0.032 and profile.verify_time(13) == 0.043
+    assert profile.verify_time(17) == 0.046 and profile.verify_time(24) == 0.046 and profile.verify_time(64) == 0.046
+    profile.save(tmp_path / "p.json")
+    assert HardwareProfile.load(tmp_path / "p.json") == profile
+    with pytest.raises(ValueError, match=r"must measure each of them; \[12\] not measured"):
+        HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 16], verify_seconds=[1, 1, 1], buckets=[8, 12, 16])
+
+
+def test_draft_levels_count_the_drafter_steps_before_pruning(llama):
+    """The profile's seconds per draft level divide by the levels drafted (what replay charges), not
+    by the pruned tree's depth: a depth-3 tree pruned to 2 tokens still drafted 3 levels."""
+    out = llama.generate(
+        prompt(6), max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+        assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=2), return_dict_in_generate=True,
+    )
+    stats = out.speculation
+    assert stats.draft_depths[0] == 1 and stats.draft_levels[0] == 3
+    assert all(levels >= depth for levels, depth in zip(stats.draft_levels, stats.draft_depths))
+
+
 def test_measurements_on_a_tiny_model(llama):
     tokens, seconds = measure_verification(llama, context_length=16, tokens=(1, 8), repeats=2)
     assert tokens == [1, 8] and all(s > 0 for s in seconds)
@@ -44,7 +70,11 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path):
     assert cli.main(argv) == 0
     profile = HardwareProfile.load(out)
     assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
-    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager")
+    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager") and profile.buckets is None
+    assert cli.main([*argv, "--static"]) == 0  # the static path measures (at least) the engine's buckets
+    profile = HardwareProfile.load(out)
+    assert profile.buckets == [8, 12, 16, 32] and profile.verify_tokens == [1, 4, 8, 12, 16, 32]
+    assert profile.cost_curve() == CostCurve("cpu", "float32", "static")
 
 
 def test_profile_says_which_shipped_policies_fit_its_curve():

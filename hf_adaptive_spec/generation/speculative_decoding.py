@@ -310,7 +310,7 @@ class _Decoder:
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
                 times: DraftTimes, verify_time: float) -> None:
         stats = self.stats
-        stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree))
+        stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree), levels=times.levels)
         stats.draft_time += times.draft
         stats.policy_time += times.policy
         stats.verify_time += verify_time

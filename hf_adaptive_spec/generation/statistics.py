@@ -19,6 +19,9 @@ class SpeculationStats:
     accepted_lengths: list[int] = field(default_factory=list)
     draft_depths: list[int] = field(default_factory=list)
     verified_tokens: list[int] = field(default_factory=list)
+    #: per cycle, the drafter's forward steps (levels drafted before pruning, >= the verified
+    #: tree's depth): what drafting time is spent on.
+    draft_levels: list[int] = field(default_factory=list)
     draft_time: float = 0.0
     verify_time: float = 0.0
     policy_time: float = 0.0
@@ -61,10 +64,11 @@ class SpeculationStats:
     def accepted_length_histogram(self) -> dict[int, int]:
         return dict(sorted(Counter(self.accepted_lengths).items()))
 
-    def record(self, accepted: int, depth: int, verified: int) -> None:
+    def record(self, accepted: int, depth: int, verified: int, levels: int = 0) -> None:
         self.accepted_lengths.append(accepted)
         self.draft_depths.append(depth)
         self.verified_tokens.append(verified)
+        self.draft_levels.append(levels)
 
     def to_dict(self) -> dict:
         """Plain-JSON summary, including the derived means."""

@@ -14,10 +14,12 @@ from ..core.tree import DraftTree
 
 @dataclass
 class DraftTimes:
-    """Wall time spent in the drafter and in the policy while building one tree."""
+    """Wall time spent in the drafter and in the policy while building one tree, and the drafter's
+    forward steps (levels: the first step and each expansion)."""
 
     draft: float = 0.0
     policy: float = 0.0
+    levels: int = 0
 
 
 def _check_int(value: object, name: str, low: int, high: int) -> int:
@@ -63,6 +65,7 @@ class TreeBuilder:
         context_length = context.input_ids.shape[1]
         start = time.perf_counter()
         rows = self.drafter.begin_tree(context)
+        times.levels += 1
         frontier = [0]
         depth = 0
         try:
@@ -86,6 +89,7 @@ class TreeBuilder:
                     break
                 start = time.perf_counter()
                 rows = self.drafter.expand(tree, frontier)
+                times.levels += 1
         finally:
             self.drafter.end_tree()
         return self._prune(tree, config, context_length, times, lookup_length)

@@ -11,6 +11,7 @@ from ..core.cost_curve import CostCurve
 from ..default_model import load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
+from ..generation.targets import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
@@ -42,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
     enable(model)
     sizes = tuple(int(n) for n in args.verify_tokens.split(","))
-    path, generate_kwargs, compile_seconds = "eager", {}, 0.0
+    path, generate_kwargs, compile_seconds, buckets = "eager", {}, 0.0, None
     if args.static or args.compile:
         compile_config = fast_path_compile_config(model.device) if args.compile else None
         options = compile_config.to_dict() if compile_config is not None else None
+        buckets = list(DEFAULT_BUCKETS)  # what the engine pads trees to: each is measured
+        sizes = tuple(sorted(set(sizes) | set(buckets)))
         tokens, seconds, compile_seconds = measure_static_verification(model, args.context_length, sizes, args.repeats, options)
         path = "compiled" if args.compile else "static"
         generate_kwargs = {"cache_implementation": "static", **({"compile_config": compile_config} if args.compile else {})}
@@ -64,12 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     profile = HardwareProfile(
         device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
-        path=path,
+        path=path, buckets=buckets,
     )
     profile.save(args.json)
     base = seconds[0]
     for n, s in zip(tokens, seconds):
         print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
+    if buckets:
+        print(f"buckets: {buckets} (a tree is padded to the smallest that fits it and costs that size's time)")
     print(f"draft step: {1000 * draft_step:.1f} ms   policy call: {1000 * policy_call:.3f} ms   -> {args.json}")
     if args.compile:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(tokens)} verification graphs)")

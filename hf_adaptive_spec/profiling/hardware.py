@@ -39,6 +39,9 @@ class HardwareProfile:
         policy_call_seconds: mean policy time per cycle, measured inside ``generate``.
         path: ``"eager"`` (the DynamicCache engine) or ``"static"`` / ``"compiled"`` (the
             static-cache path, eager or compiled): the curve a policy or replay is trained on.
+        buckets: the static-cache path's verification sizes: a tree of ``n`` nodes is padded to
+            the smallest bucket that fits it (trees never exceed the largest), so it costs the
+            bucket's time, a step function. None on the eager path (``n`` costs ``n``).
     """
 
     device: str
@@ -50,13 +53,23 @@ class HardwareProfile:
     draft_step_seconds: float | None = None
     policy_call_seconds: float | None = None
     path: str = "eager"
+    buckets: list[int] | None = None
+
+    def __post_init__(self):
+        if self.buckets is not None:
+            missing = sorted(set(self.buckets) - set(self.verify_tokens))
+            if missing:
+                raise ValueError(f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured.")
 
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
         return CostCurve.of(self.device, self.dtype, self.path)
 
     def verify_time(self, num_tokens: int) -> float:
-        """Interpolated verification time for ``num_tokens`` tokens (clamped to the measured range)."""
+        """Verification time for ``num_tokens`` tokens: with ``buckets``, the time of the bucket it is
+        padded to; else interpolated (clamped to the measured range)."""
+        if self.buckets:
+            num_tokens = next((b for b in sorted(self.buckets) if num_tokens <= b), max(self.buckets))
         xs, ys = self.verify_tokens, self.verify_seconds
         if num_tokens <= xs[0]:
             return ys[0]
@@ -122,7 +135,9 @@ def measure_static_verification(
     seconds, compile seconds)``."""
     sizes = tuple(sorted(set(tokens)))
     path = FastPath(model, buckets=sizes, package_dir=None)
-    cache = StaticCache(config=model.config, max_cache_len=context_length + sizes[-1] + 1)
+    # a static cache attends over all of its slots: as long as the engine's own would be
+    slots = -(-(context_length + sizes[-1] + 1) // FastPath.cache_granularity) * FastPath.cache_granularity
+    cache = StaticCache(config=model.config, max_cache_len=slots)
     target = StaticTarget(model, cache, set(), path, compile_options)
     generator = torch.Generator().manual_seed(0)
     context = torch.randint(0, model.config.vocab_size, (1, context_length), generator=generator)
@@ -153,11 +168,13 @@ def measure_in_generate(
     **generate_kwargs,
 ) -> tuple[float, float]:
     """``(seconds per draft level, policy seconds per cycle)`` from one speculative ``generate``
-    (``generate_kwargs``: e.g. the compiled static-cache path's)."""
+    (``generate_kwargs``: e.g. the compiled static-cache path's). A level is one drafter forward
+    step, counted before pruning, as replay charges it; drafting time also holds the per-cycle
+    prompt-lookup search and the drafter's ``observe``, spread over the levels."""
     out = model.generate(
         input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
         return_dict_in_generate=True, **generate_kwargs,
     )
     stats = out.speculation
-    levels = max(sum(stats.draft_depths), 1)
+    levels = max(sum(stats.draft_levels), 1)
     return stats.draft_time / levels, stats.policy_time / max(stats.cycles, 1)
