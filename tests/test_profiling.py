@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from tiny_models import prompt
 
 import hf_adaptive_spec as hfas
@@ -33,14 +34,29 @@ def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
 
 def test_draft_levels_count_the_drafter_steps_before_pruning(llama):
     """The profile's seconds per draft level divide by the levels drafted (what replay charges), not
-    by the pruned tree's depth: a depth-3 tree pruned to 2 tokens still drafted 3 levels."""
+    by the pruned tree's depth: a depth-3 tree pruned to 3 candidates often keeps only 2 levels."""
     out = llama.generate(
         prompt(6), max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
-        assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=2), return_dict_in_generate=True,
+        assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=4), return_dict_in_generate=True,
     )
     stats = out.speculation
-    assert stats.draft_depths[0] == 1 and stats.draft_levels[0] == 3
+    assert stats.draft_levels[0] == 3
     assert all(levels >= depth for levels, depth in zip(stats.draft_levels, stats.draft_depths))
+    assert any(levels > depth for levels, depth in zip(stats.draft_levels, stats.draft_depths))
+
+
+def test_no_level_is_drafted_below_what_the_verified_tree_can_hold(llama):
+    """A tree of total_tokens nodes (root included) is at most total_tokens - 1 deep, so deeper
+    levels are never drafted (e.g. the +2/-1 schedule's long chains capped to a static bucket);
+    the tokens stay stock's."""
+    ids = prompt(6)
+    expected = llama.generate(ids, max_new_tokens=16, do_sample=False)
+    out = llama.generate(
+        ids, max_new_tokens=16, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+        assistant_policy=hfas.StaticTreePolicy(depth=6, top_k=1, total_tokens=3), return_dict_in_generate=True,
+    )
+    assert torch.equal(out.sequences, expected)
+    assert max(out.speculation.draft_levels) == 2
 
 
 def test_measurements_on_a_tiny_model(llama):
