@@ -22,14 +22,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve  # noqa: E402
 
 
-def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: str) -> None:
+def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: str, reference_label: str) -> None:
     figure, (acceptance, tau) = plt.subplots(1, 2, figsize=(11, 4))
     for label, points in curves.items():
         tokens = [p.input_tokens_seen / 1e6 for p in points]
         acceptance.plot(tokens, [p.first_draft_acceptance for p in points], marker="o", label=label)
         tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=label)
     if reference is not None:
-        acceptance.axhline(reference, color="grey", linestyle="--", label="shipped drafter")
+        acceptance.axhline(reference, color="grey", linestyle="--", label=reference_label)
     acceptance.set(xlabel="tokens trained (millions)", ylabel="held-out first-draft acceptance")
     depth = len(next(iter(curves.values()))[0].step_accuracy)
     tau.set(xlabel="tokens trained (millions)", ylabel=f"held-out greedy chain τ (depth {depth})")
@@ -53,6 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl")
     parser.add_argument("--reference", type=float, default=None, help="a first-draft acceptance to draw as a line")
+    parser.add_argument("--reference-label", default="shipped drafter", help="the line's legend (e.g. 'target 0.55')")
     parser.add_argument("--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md")
     args = parser.parse_args()
     curves = {}
@@ -62,7 +63,7 @@ def main() -> None:
         if not points:
             parser.error(f"{folder} holds no heldout_curve.jsonl (train with --heldout_path).")
         curves[label] = points
-    plot(curves, args.reference, args.output + ".png")
+    plot(curves, args.reference, args.output + ".png", args.reference_label)
     with open(args.output + ".md", "w", encoding="utf-8") as handle:
         handle.write(table(curves))
     print(table(curves))

@@ -9,7 +9,7 @@ from torch import nn
 from ..core.attention import is_sliding_layer
 import torch
 
-from ..core.static_steps import StaticDraftSteps, tree_level_rows
+from ..core.static_steps import DRAFT_BUCKETS, StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 
 
@@ -44,7 +44,12 @@ class StaticShapesMixin:
         model = self._static_model()
         if model is not None and any(is_sliding_layer(model.config, i) for i in range(model.config.num_hidden_layers)):
             return
-        if self._static is None or not self._static.fits(max_length, compile_options):
+        current = self._static
+        if current is None or not current.fits(max_length, compile_options):
+            if current is not None and current.max_cache_len < max_length + DRAFT_BUCKETS[-1]:
+                # each cache length compiles the step graphs anew, and dynamo fails past a number of
+                # graphs per step function (shared by every drafter using it): grow geometrically
+                max_length = max(max_length, 2 * current.max_cache_len)
             self._static = self._static_steps(max_length, compile_options)
         self._static_in_use = True
 
