@@ -89,6 +89,19 @@ def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
     assert runs[0].compile_time > 0 and runs[1].compile_time == 0
 
 
+def test_padded_draft_rows_are_contiguous_whatever_they_were_sliced_from():
+    """A step's rows sliced from the growing sequence carry its length as a stride; passed on as
+    they are when they fill a bucket exactly, they recompiled the compiled step at every new
+    length (found with the prompt-lookup branch: 30-50 ms of recompiling per cycle, then dynamo's
+    graph limit)."""
+    from hf_adaptive_spec.core.static_steps import _pad_rows
+
+    sequence = torch.arange(830)[None]
+    for n, bucket in ((4, 4), (3, 4), (8, 8)):
+        padded = _pad_rows(sequence[:, -n:], bucket)
+        assert padded.shape == (1, bucket) and padded.stride() == (bucket, 1)
+
+
 @pytest.mark.parametrize("kind", ["eagle3", "causal-lm"])
 def test_a_drafters_static_cache_grows_geometrically(kind):
     """Each cache length compiles a drafter's step graphs anew, and dynamo fails past 64 graphs of

@@ -22,9 +22,11 @@ DRAFT_BUCKETS = (4, 8, 16)
 
 def _pad_rows(rows: torch.Tensor, bucket: int) -> torch.Tensor:
     """``[1, n, ...]`` padded to ``[1, bucket, ...]`` by repeating the last row (padding rows are
-    masked from every real row and their outputs dropped, so their content does not matter)."""
+    masked from every real row and their outputs dropped, so their content does not matter).
+    Always fresh standard strides: a compiled graph guards on strides, and a slice of the growing sequence has
+    the sequence's length as its stride, which recompiled the step at every new length."""
     pad = bucket - rows.shape[1]
-    return torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1) if pad else rows
+    return torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1) if pad else rows.clone(memory_format=torch.contiguous_format)
 
 
 def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_position: int, device: torch.device):
