@@ -21,7 +21,7 @@ import time
 import torch
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.generation.targets import fast_path
+from hf_adaptive_spec.generation.static_path import fast_path
 
 PROMPTS = ["Hi!", "Explain photosynthesis to a child in three sentences.",
            "Summarize the plot of Romeo and Juliet, then list its five main characters with one line each.",

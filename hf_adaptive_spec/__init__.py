@@ -14,7 +14,7 @@ from .drafters import (
     Eagle3Drafter, SharedCacheVerification, truncated_causal_lm,
 )
 from .core import DraftTree
-from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path_compile_config
+from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path, fast_path_compile_config
 from .policies import (
     AutoDraftPolicy,
     ConfidenceThresholdPolicy,
@@ -61,6 +61,7 @@ __all__ = [
     "TreeConfig",
     "VerifySizeInfo",
     "enable",
+    "fast_path",
     "fast_path_compile_config",
     "load_default_model",
     "shipped_checkpoint",

@@ -15,7 +15,8 @@ from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import DraftTree, TopLogitsRescorer, prepare_cache_for_trees
-from hf_adaptive_spec.generation.targets import DynamicTarget, StaticTarget, fast_path
+from hf_adaptive_spec.generation.static_path import fast_path
+from hf_adaptive_spec.generation.targets import DynamicTarget, StaticTarget
 from tiny_models import prompt, tiny_model
 
 

@@ -14,7 +14,7 @@ from transformers import StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.packaged import PackagedForward, weights_digest
-from hf_adaptive_spec.generation.targets import fast_path
+from hf_adaptive_spec.generation.static_path import fast_path
 from tiny_models import prompt, tiny_model
 
 #: the prompt-lookup chain alone (<= 4 rows), so every call verifies in the smallest bucket: one package.
@@ -52,7 +52,7 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
         import torch, hf_adaptive_spec as hfas
         from transformers import AutoModelForCausalLM
         torch.set_num_threads({torch.get_num_threads()})  # a package is built for its builder's thread count
-        from hf_adaptive_spec.generation.targets import fast_path
+        from hf_adaptive_spec.generation.static_path import fast_path
         model = hfas.enable(AutoModelForCausalLM.from_pretrained({str(tmp_path / "model")!r}).eval())
         path = fast_path(model, package_dir={str(tmp_path / "packages")!r})
         out = model.generate(torch.tensor({ids.tolist()}), max_new_tokens=24, do_sample=False,

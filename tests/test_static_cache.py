@@ -10,7 +10,7 @@ from transformers import CompileConfig, StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.generation.targets import fast_path
+from hf_adaptive_spec.generation.static_path import fast_path
 from tiny_models import prompt, tiny_model
 
 POLICIES = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
-from ..generation.targets import DEFAULT_BUCKETS, fast_path_compile_config
+from ..generation.static_path import DEFAULT_BUCKETS, fast_path_compile_config
 from .questions import Question
 
 

@@ -155,7 +155,7 @@ class PackagedForward:
             raise PackageBuildError(
                 f"Building an ahead-of-time package of a speculative-decoding forward failed ({type(error).__name__}: "
                 f"{error}). To compile in-process without packages: "
-                "hf_adaptive_spec.generation.targets.fast_path(model, package_dir=None)."
+                "hf_adaptive_spec.fast_path(model, package_dir=None)."
             ) from error
         finally:  # also on KeyboardInterrupt
             partial.unlink(missing_ok=True)

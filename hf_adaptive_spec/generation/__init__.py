@@ -2,6 +2,6 @@
 
 from .enable import enable
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
-from .targets import fast_path_compile_config
+from .static_path import fast_path, fast_path_compile_config
 
-__all__ = ["SpeculationStats", "SpeculativeDecoderOnlyOutput", "enable", "fast_path_compile_config"]
+__all__ = ["SpeculationStats", "SpeculativeDecoderOnlyOutput", "enable", "fast_path", "fast_path_compile_config"]

@@ -26,8 +26,9 @@ from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .prompt_lookup import graft_chain, lookup_continuation
+from .static_path import fast_path
 from .targets import (
-    DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, fast_path, static_target,
+    DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, static_target,
 )
 from .tree_builder import DraftTimes, TreeBuilder
 
@@ -303,7 +304,7 @@ class _Decoder:
             f"The policy asked for trees of {config.total_tokens} tokens; the static-cache path verifies at most "
             f"{self.capacity} per cycle (its largest bucket, prompt-lookup chain included), so trees are capped "
             "(out.speculation.capped_trees counts them). Use a smaller tree, or larger buckets: "
-            "hf_adaptive_spec.generation.targets.fast_path(model, buckets=(8, 12, 16, 32, 64)) before generate."
+            "hf_adaptive_spec.fast_path(model, buckets=(8, 12, 16, 32, 64)) before generate."
         )
         return replace(config, total_tokens=room)
 

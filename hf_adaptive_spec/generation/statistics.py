@@ -31,7 +31,7 @@ class SpeculationStats:
     #: whether verification ran a ``torch.compile``'d graph; False means eager, never a silent fallback.
     compiled: bool = False
     #: whether the compiled verification forwards ran as ahead-of-time packages, built or loaded
-    #: from disk (CPU with weight freezing; see ``generation.targets.FastPath``).
+    #: from disk (CPU with weight freezing; see ``generation.static_path.FastPath``).
     packaged: bool = False
     #: seconds spent compiling graphs (or building and loading packages) during this call (first use of a bucket), included in
     #: ``total_time`` but not in ``verify_time``.

@@ -11,7 +11,7 @@ from ..core.cost_curve import CostCurve
 from ..default_model import load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
-from ..generation.targets import DEFAULT_BUCKETS
+from ..generation.static_path import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,

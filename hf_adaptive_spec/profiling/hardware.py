@@ -22,7 +22,8 @@ from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.output_head import OutputHead
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter
-from ..generation.targets import FastPath, StaticTarget
+from ..generation.static_path import FastPath
+from ..generation.targets import StaticTarget
 from ..policies.base import DraftPolicy
 
 DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)

@@ -3,7 +3,7 @@ from importlib import resources
 from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.compiled import inductor_settings
-from hf_adaptive_spec.generation.targets import FastPath
+from hf_adaptive_spec.generation.static_path import FastPath
 torch.set_num_threads(2)
 model, tok = hfas.load_default_model(dtype=torch.bfloat16)
 hfas.enable(model)

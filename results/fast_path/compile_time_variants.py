@@ -35,7 +35,7 @@ S.StaticDraftSteps.__init__ = init
 torch.set_num_threads(2)
 model, tok = hfas.load_default_model(dtype=torch.bfloat16)
 hfas.enable(model)
-from hf_adaptive_spec.generation.targets import fast_path
+from hf_adaptive_spec.generation.static_path import fast_path
 fast_path(model, buckets=tuple(int(b) for b in a.buckets.split(",")), package_dir=None)
 drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
 policy = hfas.StaticTreePolicy(2, 4, 8)

@@ -12,7 +12,7 @@ from importlib import resources
 from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.compiled import inductor_settings
-from hf_adaptive_spec.generation.targets import DEFAULT_BUCKETS, FastPath
+from hf_adaptive_spec.generation.static_path import DEFAULT_BUCKETS, FastPath
 torch.set_num_threads(2)
 model, tok = hfas.load_default_model(dtype=torch.bfloat16)
 hfas.enable(model)

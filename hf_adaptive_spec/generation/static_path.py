@@ -1,0 +1,230 @@
+"""What a model keeps across ``generate`` calls for the static-cache path: the verification bucket
+sizes, the compiled verification forward (in-process graphs, or ahead-of-time packages on a CPU with
+weight freezing) and a fixed-size cache of its own; and the compile configuration this package
+measures with. :class:`~hf_adaptive_spec.generation.targets.StaticTarget` runs a call on it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from transformers import CompileConfig, GenerationConfig, PreTrainedModel, StaticCache
+
+from ..core.compiled import CompiledForward, split_inductor_patches
+from ..core.packaged import (
+    PackageBuildError,
+    PackagedForward,
+    default_package_dir,
+    weight_sharing_twin,
+    weights_digest,
+)
+from ..core.static_cache import static_cache_holding, static_cache_tensors
+
+#: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
+#: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
+#: 1.2x; with a tree of 8 and the prompt-lookup chain, (8, 12, 16, 32) ran 10% faster than (8, 16, 32)
+#: (MT-bench, results/README.md). Graphs compile on a bucket's first use.
+DEFAULT_BUCKETS = (8, 12, 16, 32)
+
+
+def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, attention_mask, cache, feature_layers):
+    """The target forward whose outputs are the logits of every row and the selected hidden states."""
+    out = model(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        attention_mask=attention_mask,
+        past_key_values=cache,
+        use_cache=True,
+        output_hidden_states=list(feature_layers) if feature_layers else False,
+    )
+    return out.logits, tuple(out.hidden_states[i] for i in feature_layers)
+
+
+class _ForwardWithCacheInputs(torch.nn.Module):
+    """:func:`_forward_with_features` with the static cache's tensors as inputs and a flat tuple of
+    outputs ``(logits, *features)``: the form ``torch.export`` traces into a package."""
+
+    def __init__(self, model: PreTrainedModel, cache, feature_layers: tuple[int, ...]):
+        super().__init__()
+        self.model, self.cache, self.feature_layers = model, cache, feature_layers
+
+    def forward(self, input_ids, position_ids, attention_mask, *cache_tensors):
+        with static_cache_holding(self.cache, cache_tensors):
+            logits, features = _forward_with_features(
+                self.model, input_ids, position_ids, attention_mask, self.cache, self.feature_layers
+            )
+        return (logits, *features)
+
+
+#: ``FastPath(package_dir=...)``'s default: ahead-of-time packages in
+#: :func:`~hf_adaptive_spec.core.packaged.default_package_dir` where they apply.
+DEFAULT_PACKAGE_DIR = "default"
+
+
+class FastPath:
+    """What a model keeps across ``generate`` calls for static-shape verification: its bucket sizes,
+    the compiled forward (one graph per bucket and feature set, built on first use) and, when the
+    caller passes no cache, a fixed-size :class:`~transformers.StaticCache` of its own.
+
+    The engine's cache is reused while it is large enough and replaced by a larger one (rounded up
+    to ``cache_granularity`` slots) when a call needs more; a new size means new graphs, so pass a
+    ``StaticCache`` of your own, or use short prompts first, to keep one set.
+
+    On a CPU with inductor's weight freezing (:func:`fast_path_compile_config`), inductor's on-disk
+    caches cannot keep frozen graphs, so each new process would compile every bucket again (about
+    30 s each for SmolLM2). There the verification forward is compiled ahead of time instead, one
+    AOTInductor package per bucket and cache length (about 330 MB for SmolLM2 in bfloat16) kept in ``package_dir``
+    (default ``$HF_ADAPTIVE_SPEC_PACKAGES`` or ``~/.cache/hf_adaptive_spec/packages``); later
+    processes load them in about a second (see :mod:`~hf_adaptive_spec.core.packaged`).
+    ``package_dir=None`` compiles in-process every time.
+    """
+
+    cache_granularity = 512
+
+    def __init__(self, model: PreTrainedModel, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+                 package_dir: str | os.PathLike | None = DEFAULT_PACKAGE_DIR):
+        if not buckets or any(b < 1 for b in buckets) or list(buckets) != sorted(set(buckets)):
+            raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
+        self.model, self.buckets = model, tuple(buckets)
+        self.package_dir = _resolve_package_dir(package_dir)
+        self.own_cache: StaticCache | None = None
+        self._compiled: CompiledForward | None = None
+        self._packaged: PackagedForward | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def largest_bucket(self) -> int:
+        return self.buckets[-1]
+
+    def bucket_for(self, num_tokens: int) -> int:
+        for bucket in self.buckets:
+            if num_tokens <= bucket:
+                return bucket
+        raise ValueError(f"A tree of {num_tokens} nodes exceeds the largest verification bucket {self.largest_bucket}.")
+
+    def cache_for(self, needed_length: int) -> StaticCache:
+        """The engine's own static cache, at least ``needed_length`` slots long."""
+        with self._lock:
+            current = self.own_cache
+            fits = current is not None and current.layers and current.layers[0].max_cache_len >= needed_length
+            if not fits:
+                size = -(-needed_length // self.cache_granularity) * self.cache_granularity
+                self.own_cache = StaticCache(config=self.model.config, max_cache_len=size)
+            return self.own_cache
+
+    def packages(self, compile_options: dict | None) -> bool:
+        """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
+        model, inductor's weight freezing, no CUDA-graph mode, and a ``package_dir``."""
+        if compile_options is None or self.package_dir is None or self.model.device.type != "cpu":
+            return False
+        inductor_options = split_inductor_patches(compile_options)[1]
+        return bool(inductor_options.get("freezing")) and compile_options.get("mode") in (None, "default")
+
+    def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
+        """``((logits, features), seconds compiling)`` of one padded forward, compiled with
+        ``compile_options`` (None: eager)."""
+        args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
+        if compile_options is None:
+            return _forward_with_features(*args), 0.0
+        if self.packages(compile_options):
+            try:
+                return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
+                                              feature_layers)
+            except PackageBuildError as error:  # this model does not export: compile it in-process, with a word
+                warnings.warn(f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2)
+                self.package_dir = None
+        if self._compiled is None or compile_options != self._compiled.options:
+            self._compiled = CompiledForward(_forward_with_features, compile_options)
+        return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
+
+    def _packaged_forward(self, compile_options, input_ids, position_ids, attention_mask, cache, feature_layers):
+        start = time.perf_counter()
+        with self._lock:
+            if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
+                inductor_options = {**(compile_options.get("options") or {})}
+                self._packaged = PackagedForward(self.package_dir, self.package_identity(compile_options), inductor_options)
+        identifying = time.perf_counter() - start
+        cache_tensors = static_cache_tensors(cache)
+        key = (
+            tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers,
+            tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors),
+        )
+
+        def make_module():
+            return _ForwardWithCacheInputs(weight_sharing_twin(self.model), cache, feature_layers)
+
+        outputs, seconds = self._packaged(key, make_module, input_ids, position_ids, attention_mask, *cache_tensors)
+        return (outputs[0], tuple(outputs[1:])), seconds + identifying
+
+    def package_identity(self, compile_options: dict) -> dict:
+        """What every package of this model depends on besides its shapes: the weights' digest,
+        the config (attention implementation included) and the compile options."""
+        try:
+            weights = weights_digest(self.model)
+        except Exception as error:  # noqa: BLE001 - e.g. weights on the meta device: no package, say why
+            raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
+        return {"weights": weights, "config": self.model.config.to_json_string(),
+                "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}
+
+
+_FAST_PATH_LOCK = threading.Lock()
+
+
+_UNCHANGED = object()
+
+
+def _resolve_package_dir(package_dir) -> Path | None:
+    if package_dir is None:
+        return None
+    return default_package_dir() if package_dir == DEFAULT_PACKAGE_DIR else Path(package_dir).expanduser()
+
+
+def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None, package_dir=_UNCHANGED) -> FastPath:
+    """The model's :class:`FastPath` (made on first use, then kept on the model instance).
+
+    ``buckets`` sets the verification sizes (default ``DEFAULT_BUCKETS``); other sizes than the
+    current ones make a new path, whose graphs compile anew. The largest bucket caps each cycle's
+    tree plus prompt-lookup chain. ``package_dir`` says where ahead-of-time packages are kept (see
+    :class:`FastPath`; ``None``: no packages, compile in-process); another one than the current
+    path's makes a new path. Arguments left out keep the current path's settings."""
+    with _FAST_PATH_LOCK:  # two threads' first calls get the same one
+        path = getattr(model, "_hf_adaptive_spec_fast_path", None)
+        wanted_buckets = tuple(buckets) if buckets is not None else path.buckets if path else DEFAULT_BUCKETS
+        if package_dir is _UNCHANGED:
+            package_dir = path.package_dir if path is not None else DEFAULT_PACKAGE_DIR
+        package_dir = _resolve_package_dir(package_dir)
+        if path is None or wanted_buckets != path.buckets or package_dir != path.package_dir:
+            path = FastPath(model, wanted_buckets, package_dir)
+            model._hf_adaptive_spec_fast_path = path
+        return path
+
+
+def fast_path_compile_config(device: torch.device | str) -> CompileConfig:
+    """The compile configuration this package measures with, for ``generate(compile_config=...)``
+    (engine and stock alike). Inductor with static shapes: CUDA graphs on a GPU (``reduce-overhead``);
+    on a CPU inductor's weight freezing (prepacked weights), which the CPU gain needs. The engine
+    applies ``options={"freezing": True}`` around its compiled calls (inductor does not honour it as a
+    ``torch.compile`` option); for stock ``generate`` set ``torch._inductor.config.freezing = True``
+    or call it inside ``hf_adaptive_spec.core.compiled.inductor_settings(config.to_dict())``. Frozen
+    graphs treat the weights as constants: do not train the model after compiling it."""
+    if torch.device(device).type == "cpu":
+        config = CompileConfig(fullgraph=False, dynamic=False, mode=None, options={"freezing": True})
+    else:
+        config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
+    config._compile_all_devices = True  # transformers compiles on CUDA/XPU only unless told
+    return config
+
+
+def compile_options(model: PreTrainedModel, model_kwargs: dict, config: GenerationConfig) -> dict | None:
+    """``torch.compile`` kwargs when stock ``generate`` would compile this call (transformers' own
+    criterion: a compileable cache, a GPU or ``compile_config._compile_all_devices``, no
+    ``disable_compile``), else None."""
+    criterion = getattr(model, "_valid_auto_compile_criteria", None)
+    if criterion is None or not criterion(model_kwargs, config):
+        return None
+    compile_config = config.compile_config or model._default_compile_config()
+    return compile_config.to_dict()
