@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import nn
 
 from ..core.attention import is_sliding_layer
-import torch
-
 from ..core.static_steps import DRAFT_BUCKETS, StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 

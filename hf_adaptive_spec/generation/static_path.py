@@ -9,6 +9,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 import torch
@@ -95,6 +96,7 @@ class FastPath:
         self._compiled: CompiledForward | None = None
         self._packaged: PackagedForward | None = None
         self._lock = threading.Lock()
+        self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @property
     def largest_bucket(self) -> int:
@@ -149,10 +151,10 @@ class FastPath:
                 self._packaged = PackagedForward(self.package_dir, self.package_identity(compile_options), inductor_options)
         identifying = time.perf_counter() - start
         cache_tensors = static_cache_tensors(cache)
-        key = (
-            tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers,
-            tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors),
-        )
+        layout = self._cache_layouts.get(cache)  # a cache's tensors keep their layout: read it once, not per cycle
+        if layout is None:
+            layout = self._cache_layouts[cache] = tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors)
+        key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers, layout)
 
         def make_module():
             return _ForwardWithCacheInputs(weight_sharing_twin(self.model), cache, feature_layers)

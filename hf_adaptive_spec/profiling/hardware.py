@@ -58,6 +58,7 @@ class HardwareProfile:
 
     def __post_init__(self):
         if self.buckets is not None:
+            self.buckets = sorted(self.buckets)
             missing = sorted(set(self.buckets) - set(self.verify_tokens))
             if missing:
                 raise ValueError(f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured.")
@@ -70,7 +71,7 @@ class HardwareProfile:
         """Verification time for ``num_tokens`` tokens: with ``buckets``, the time of the bucket it is
         padded to; else interpolated (clamped to the measured range)."""
         if self.buckets:
-            num_tokens = next((b for b in sorted(self.buckets) if num_tokens <= b), max(self.buckets))
+            num_tokens = next((b for b in self.buckets if num_tokens <= b), self.buckets[-1])
         xs, ys = self.verify_tokens, self.verify_seconds
         if num_tokens <= xs[0]:
             return ys[0]
