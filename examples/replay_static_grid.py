@@ -6,7 +6,8 @@
 Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains (its
 ``top_k``, depth and total_tokens up to the recorded ones) is replayed on all recorded
 prompts, with plain one-token steps (depth 0) for reference; the table gives τ and the modelled
-tokens/s, best first. ``--lookup-tokens N`` grafts the prompt-lookup branch on every tree. The
+tokens/s, best first (on a bucketed static-path profile only the largest size of each bucket:
+a smaller tree in the same bucket costs the same and accepts no more). ``--lookup-tokens N`` grafts the prompt-lookup branch on every tree. The
 accepted lengths are exact for greedy decoding; confirm the few best shapes with
 ``hf-adaptive-spec bench``.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-import hf_adaptive_spec as hfas
-from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
+from hf_adaptive_spec.environments import load_recording
+from hf_adaptive_spec.environments.static_grid import rank_over_recordings
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
@@ -30,25 +31,14 @@ def main() -> None:
     args = parser.parse_args()
     profile = HardwareProfile.load(args.profile)
     one_token = 1.0 / (profile.verify_time(1))  # stock decoding's tokens/s in the same time model
-    rows = []
-    for path in args.recording:
-        environment = ReplayEnvironment(
-            load_recording(path), profile, lookup_tokens=args.lookup_tokens, lookup_ngram_size=args.lookup_ngram_size
-        )
-        recorded = environment.recording.tree_config
-        plain = environment.replay(hfas.StaticTreePolicy(depth=0, top_k=recorded.top_k, total_tokens=1))
-        rows.append((plain.tokens_per_second, 0, recorded.top_k, 1, plain.mean_accepted_tokens))  # (+ lookup branch)
-        for depth in range(1, recorded.depth + 1):
-            full_tree = 1 + recorded.top_k * (1 + (depth - 1) * recorded.top_k)
-            for total in range(2, min(recorded.total_tokens, full_tree) + 1):
-                result = environment.replay(hfas.StaticTreePolicy(depth=depth, top_k=recorded.top_k, total_tokens=total))
-                rows.append((result.tokens_per_second, depth, recorded.top_k, total, result.mean_accepted_tokens))
-    rows.sort(reverse=True)
+    recordings = [load_recording(path) for path in args.recording]
+    ranked = rank_over_recordings(recordings, profile, args.lookup_tokens, args.lookup_ngram_size)
     print(f"stock (one-token forward): {one_token:.1f} tokens/s in the profile's time model")
     print("| depth | top_k | total_tokens | τ | modelled tokens/s | vs stock |")
     print("|---|---|---|---|---|---|")
-    for speed, depth, top_k, total, tau in rows[: args.top]:
-        print(f"| {depth} | {top_k} | {total} | {tau:.2f} | {speed:.1f} | {speed / one_token:.2f}× |")
+    for tree in ranked[: args.top]:
+        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.tau:.2f} | {tree.tokens_per_second:.1f} "
+              f"| {tree.tokens_per_second / one_token:.2f}× |")
 
 
 if __name__ == "__main__":

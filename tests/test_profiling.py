@@ -100,3 +100,70 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
     assert all("fits this curve" in line for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
     compiled = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled"))
     assert len(compiled) == 3 and all("trained on cpu/float32/eager; trained on another curve" in line for line in compiled)
+
+
+def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):
+    """``profile --recording`` ranks the recording's static trees on the curve it just measured and
+    writes the winner into the profile; ``hfas.recommended_policy()`` reads it (default path from
+    $HF_ADAPTIVE_SPEC_PROFILE). Shipped learned policies that cannot replay on the recording say why."""
+    from tiny_models import make_char_tokenizer, tiny_model
+
+    from hf_adaptive_spec.environments import record_replay
+    from hf_adaptive_spec.environments.static_grid import rank_static_trees
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    folder, out = tmp_path / "model", tmp_path / "profile.json"
+    model = tiny_model("llama")
+    model.save_pretrained(folder)
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
+    tokenizer.save_pretrained(folder)
+    recording = record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
+                              TreeConfig(depth=3, top_k=3, total_tokens=8), 16)
+    recording.save(tmp_path / "recording")
+    monkeypatch.setenv("HF_ADAPTIVE_SPEC_PROFILE", str(out))
+    assert cli.main(["--model", str(folder), "--verify-tokens", "1,4,8", "--repeats", "1", "--context-length", "16",
+                     "--drafter-layers", "2", "--recording", str(tmp_path / "recording")]) == 0
+    profile = HardwareProfile.load(out)
+    best = rank_static_trees(recording, profile)[0]
+    tree = profile.recommendation["tree"]
+    assert (tree["depth"], tree["top_k"], tree["total_tokens"], tree["tau"]) == (best.depth, best.top_k, best.total_tokens, best.tau)
+    assert profile.recommendation["policy"] is None
+    assert "outside the recording" in profile.recommendation["policies"]["ltd"]["not_replayed"]  # LTD drafts top_k 8
+    policy = hfas.recommended_policy()
+    assert isinstance(policy, hfas.StaticTreePolicy)
+    assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (best.depth, best.top_k, best.total_tokens)
+
+
+def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_when_faster(monkeypatch):
+    from hf_adaptive_spec.environments.static_grid import RankedTree
+    from hf_adaptive_spec.profiling import cli
+
+    ranked = [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)]
+    monkeypatch.setattr(cli, "rank_over_recordings", lambda *args: ranked)
+    profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], draft_step_seconds=0.1)
+    for entries, chosen in [
+        ({"ltd": (True, 11.0), "resps": (True, 12.0), "radar": (False, 20.0)}, "resps"),  # radar: another curve
+        ({"ltd": (True, 9.0), "resps": (True, None), "radar": (False, 20.0)}, None),  # ltd slower than the tree
+    ]:
+        def replay(name, *args, entries=entries):
+            fits, speed = entries[name]
+            return {"fits_curve": fits, "trained_on": "x", **({"tokens_per_second": speed} if speed else {})}
+
+        monkeypatch.setattr(cli, "shipped_policy_replay", replay)
+        recommendation = cli.recommend(profile, [], [], 0)
+        assert recommendation["policy"] == chosen and recommendation["tree"]["total_tokens"] == 12
+        assert recommendation["plain_tokens_per_second"] == 6.0
+
+
+def test_recommended_policy_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="hf-adaptive-spec profile --recording"):
+        hfas.recommended_policy(tmp_path / "none.json")
+    bare = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0])
+    with pytest.raises(ValueError, match="recommends nothing: it was measured without a recording"):
+        hfas.recommended_policy(bare)
+    compiled = HardwareProfile("cpu", "bfloat16", 1, 64, [1, 8], [1.0, 1.0], path="compiled",
+                               recommendation={"policy": "ltd", "tree": {}})
+    with pytest.raises(ValueError, match="trained on cpu/float32/eager and the profile measured cpu/bfloat16/compiled"):
+        hfas.recommended_policy(compiled)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
@@ -12,6 +13,8 @@ from ..default_model import load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS
+from ..environments import ReplayEnvironment, load_recording
+from ..environments.static_grid import rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
@@ -20,13 +23,17 @@ from .hardware import (
     measure_static_verification,
     measure_verification,
 )
+from .recommendation import default_profile_path
+
+#: the shipped learned policies the profile checks against the measured curve.
+SHIPPED_POLICIES = ("ltd", "resps", "radar")
 
 PROMPT = "Explain how a bicycle works, step by step."
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
-    parser.add_argument("--json", required=True, help="where to write the profile")
+    parser.add_argument("--json", default=None, help=f"where to write the profile (default: {default_profile_path()})")
     parser.add_argument("--model", default=None, help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--num-threads", type=int, default=None)
@@ -37,9 +44,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
     parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
+    parser.add_argument("--recording", action="append", default=[],
+                        help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on (repeatable)")
+    parser.add_argument("--lookup-tokens", type=int, default=0, help="rank with the prompt-lookup branch of N tokens")
     args = parser.parse_args(argv)
+    recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
+    profile, compile_seconds = measure_profile(args)
+    if recordings:
+        profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
+    path = Path(args.json) if args.json else default_profile_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile.save(path)
+    base = profile.verify_seconds[0]
+    for n, s in zip(profile.verify_tokens, profile.verify_seconds):
+        print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
+    if profile.buckets:
+        print(f"buckets: {profile.buckets} (a tree is padded to the smallest that fits it and costs that size's time)")
+    print(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
+          f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
+    if args.compile:
+        print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
+    for line in recommendation_lines(profile):
+        print(line)
+    return 0
+
+
+def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
+    """Verification times on the chosen path, then a drafter's step and a policy call inside ``generate``."""
     model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
     enable(model)
     sizes = tuple(int(n) for n in args.verify_tokens.split(","))
@@ -69,24 +102,77 @@ def main(argv: list[str] | None = None) -> int:
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
         path=path, buckets=buckets,
     )
-    profile.save(args.json)
-    base = seconds[0]
-    for n, s in zip(tokens, seconds):
-        print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
-    if buckets:
-        print(f"buckets: {buckets} (a tree is padded to the smallest that fits it and costs that size's time)")
-    print(f"draft step: {1000 * draft_step:.1f} ms   policy call: {1000 * policy_call:.3f} ms   -> {args.json}")
-    if args.compile:
-        print(f"path: compiled ({compile_seconds:.0f} s compiling {len(tokens)} verification graphs)")
-    for line in shipped_policy_fit(profile.cost_curve()):
-        print(line)
-    return 0
+    return profile, compile_seconds
+
+
+def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_tokens: int) -> dict:
+    """The best static tree on ``recordings`` with ``profile``'s costs, and each shipped learned policy's
+    replayed speed; a learned policy is recommended only if trained on this curve and faster than the tree."""
+    ranked = rank_over_recordings(recordings, profile, lookup_tokens)
+    best = ranked[0]
+    policies = {name: shipped_policy_replay(name, profile, recordings, lookup_tokens) for name in SHIPPED_POLICIES}
+    faster = {name: entry["tokens_per_second"] for name, entry in policies.items()
+              if entry["fits_curve"] and entry.get("tokens_per_second", 0.0) > best.tokens_per_second}
+    chosen = max(faster, key=faster.get) if faster else None
+    plain = next(tree for tree in ranked if tree.depth == 0)
+    return {
+        "tree": best.to_dict(),
+        "policy": chosen,
+        "plain_tokens_per_second": plain.tokens_per_second,
+        "policies": policies,
+        "recordings": [str(name) for name in names],
+        "lookup_tokens": lookup_tokens,
+        "runner_up_trees": [tree.to_dict() for tree in ranked[1:4]],
+    }
+
+
+def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:
+    """Whether the shipped ``name`` policy was trained on ``profile``'s curve, and its replayed tokens/s
+    (None, with the reason, when a recording does not hold the trees it asks for)."""
+    policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
+    entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on == profile.cost_curve()}
+    for recording in recordings:
+        try:
+            result = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens).replay(policy)
+        except ValueError as error:
+            entry["not_replayed"] = str(error)
+            continue
+        entry["tokens_per_second"], entry["tau"] = result.tokens_per_second, result.mean_accepted_tokens
+        entry.pop("not_replayed", None)
+        break
+    return entry
+
+
+def recommendation_lines(profile: HardwareProfile) -> list[str]:
+    """What the profile recommends, or for each shipped learned policy whether it fits this curve."""
+    curve = profile.cost_curve()
+    recommendation = profile.recommendation
+    if not recommendation:
+        return shipped_policy_fit(curve) + [
+            "no --recording: pass one to rank the static trees and pick this machine's default policy"
+        ]
+    tree, plain = recommendation["tree"], recommendation["plain_tokens_per_second"]
+    lines = [
+        f"best static tree: depth {tree['depth']}, top_k {tree['top_k']}, total_tokens {tree['total_tokens']} "
+        f"(tau {tree['tau']:.2f}, modelled {tree['tokens_per_second'] / plain:.2f}x plain steps)"
+    ]
+    for name, entry in recommendation["policies"].items():
+        fit = "fits this curve" if entry["fits_curve"] else f"trained on {entry['trained_on']}: retrain it on this profile"
+        speed = (f"replayed {entry['tokens_per_second'] / tree['tokens_per_second']:.2f}x the best static tree"
+                 if entry.get("tokens_per_second") else f"not replayed ({entry.get('not_replayed')})")
+        lines.append(f"shipped {name} policy: {fit}; {speed}")
+    chosen = recommendation["policy"]
+    lookup = recommendation["lookup_tokens"]
+    lines.append(f"recommended: {'the shipped ' + chosen + ' policy' if chosen else 'the static tree above'}"
+                 + (f" with prompt_lookup_num_tokens={lookup}" if lookup else "")
+                 + " (hfas.recommended_policy() reads it from the profile; use the drafter this profile timed)")
+    return lines
 
 
 def shipped_policy_fit(curve: CostCurve) -> list[str]:
     """For each shipped learned policy, whether it was trained on this cost curve."""
     lines = []
-    for name in ("ltd", "resps", "radar"):
+    for name in SHIPPED_POLICIES:
         trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name)).trained_on
         verdict = "fits this curve" if trained_on == curve else "trained on another curve: retrain it on this profile"
         lines.append(f"shipped {name} policy: trained on {trained_on}; {verdict}")

@@ -43,6 +43,10 @@ class HardwareProfile:
         buckets: the static-cache path's verification sizes: a tree of ``n`` nodes is padded to
             the smallest bucket that fits it (trees never exceed the largest), so it costs the
             bucket's time, a step function. None on the eager path (``n`` costs ``n``).
+        recommendation: what ``hf-adaptive-spec profile --recording`` found best on this curve
+            (see :func:`~hf_adaptive_spec.profiling.recommended_policy`): ``{"tree": {depth, top_k,
+            total_tokens, tau, tokens_per_second}, "policy": a shipped learned policy's name or None,
+            ...}``; None when no recording was replayed.
     """
 
     device: str
@@ -55,6 +59,7 @@ class HardwareProfile:
     policy_call_seconds: float | None = None
     path: str = "eager"
     buckets: list[int] | None = None
+    recommendation: dict | None = None
 
     def __post_init__(self):
         if self.buckets is not None:

@@ -1,0 +1,71 @@
+"""The policy a machine's profile recommends: the package's default follows the measured cost curve.
+
+``hf-adaptive-spec profile --recording DIR`` replays the static trees of a recording (and the shipped
+learned policies) with the costs it just measured and writes what won into the profile JSON
+(``recommendation``). :func:`recommended_policy` reads it back, so a script asks the machine it runs
+on, not the machine a policy happened to be trained on::
+
+    policy = hfas.recommended_policy()  # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
+    model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..checkpoints import shipped_checkpoint
+from ..policies import AutoDraftPolicy, StaticTreePolicy
+from ..policies.base import DraftPolicy
+from .hardware import HardwareProfile
+
+PROFILE_ENV = "HF_ADAPTIVE_SPEC_PROFILE"
+
+
+def default_profile_path() -> Path:
+    """Where ``hf-adaptive-spec profile`` writes and :func:`recommended_policy` reads by default:
+    ``$HF_ADAPTIVE_SPEC_PROFILE``, else ``~/.cache/hf_adaptive_spec/profile.json``."""
+    configured = os.environ.get(PROFILE_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "hf_adaptive_spec" / "profile.json"
+
+
+def _profile_with_recommendation(profile: str | Path | HardwareProfile | None) -> HardwareProfile:
+    if isinstance(profile, HardwareProfile):
+        loaded, where = profile, "this profile"
+    else:
+        path = Path(profile) if profile is not None else default_profile_path()
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"No hardware profile at {path}: measure this machine with `hf-adaptive-spec profile --recording DIR` "
+                f"(it writes there by default; set ${PROFILE_ENV} or pass the file), or choose a StaticTreePolicy yourself."
+            )
+        loaded, where = HardwareProfile.load(path), str(path)
+    if not loaded.recommendation:
+        raise ValueError(
+            f"The hardware profile {where} recommends nothing: it was measured without a recording. Run "
+            "`hf-adaptive-spec profile --recording DIR` (a folder from `hf-adaptive-spec record`) to rank the trees."
+        )
+    return loaded
+
+
+def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> DraftPolicy:
+    """The policy ``profile`` recommends for its cost curve: the shipped learned policy it names when
+    that policy was trained on this curve and beat the best static tree in its replay, else that tree.
+
+    Args:
+        profile: a profile JSON (default :func:`default_profile_path`) or a loaded profile.
+    """
+    loaded = _profile_with_recommendation(profile)
+    recommendation = loaded.recommendation
+    name = recommendation.get("policy")
+    if name:
+        policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
+        if policy.trained_on != loaded.cost_curve():
+            raise ValueError(
+                f"The profile recommends the shipped {name} policy, but it was trained on {policy.trained_on} and the "
+                f"profile measured {loaded.cost_curve()}: the package was updated since; run `hf-adaptive-spec "
+                "profile --recording DIR` again."
+            )
+        return policy
+    tree = recommendation["tree"]
+    return StaticTreePolicy(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])

@@ -1,0 +1,59 @@
+"""Ranking the static trees of a recording on a hardware profile: the cost curve decides the tree."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.environments import ReplayEnvironment, record_replay
+from hf_adaptive_spec.environments.static_grid import candidate_sizes, rank_static_trees
+from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+
+
+@pytest.fixture(scope="module")
+def exact_recording():
+    """The target's own copy as the drafter: its first choice is always the target's token."""
+    target = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter(copy.deepcopy(target))
+    return record_replay(target, drafter, [prompt(7, seed=3), prompt(12, seed=4)], RECORDED, 20)
+
+
+def _profile(seconds: list[float], tokens=(1, 2, 16), buckets=None) -> HardwareProfile:
+    return HardwareProfile("cpu", "float32", 1, 64, verify_tokens=list(tokens), verify_seconds=seconds,
+                           draft_step_seconds=0.01, buckets=buckets)
+
+
+def test_a_flat_curve_picks_the_biggest_tree_and_a_steep_one_plain_steps(exact_recording):
+    """Free verification: for any depth the biggest tree accepts the most at the same cost; verification
+    at 100x one token: plain steps."""
+    flat = rank_static_trees(exact_recording, _profile([1.0, 1.0, 1.0]))
+    steep = rank_static_trees(exact_recording, _profile([1.0, 100.0, 100.0]))
+    assert flat[0].total_tokens == RECORDED.total_tokens and flat[0].tau > 2.0
+    assert steep[0].depth == 0 and steep[0].tau == 1.0
+    for ranked in (flat, steep):
+        assert [tree.tokens_per_second for tree in ranked] == sorted((tree.tokens_per_second for tree in ranked), reverse=True)
+
+
+def test_each_ranked_tree_is_what_its_static_policy_replays_to(exact_recording):
+    profile = _profile([1.0, 1.2, 2.0])
+    environment = ReplayEnvironment(exact_recording, profile)
+    for tree in rank_static_trees(exact_recording, profile)[:5]:
+        replayed = environment.replay(tree.policy())
+        assert tree.tau == replayed.mean_accepted_tokens  # exact; the time adds the policy's own, measured
+        assert tree.tokens_per_second == pytest.approx(replayed.tokens_per_second, rel=1e-3)
+
+
+def test_a_bucketed_profile_ranks_one_size_per_bucket(exact_recording):
+    """On the static path a tree costs its bucket's time, and a bigger tree of the same depth accepts
+    at least as much: only each bucket's largest size (and the recording's own limit) is worth ranking."""
+    profile = _profile([1.0, 1.0, 1.1], tokens=(1, 4, 8), buckets=[4, 8])
+    assert candidate_sizes(profile, 9) == [4, 8] and candidate_sizes(profile, 6) == [4, 6]
+    assert candidate_sizes(profile, 3) == [3] and candidate_sizes(_profile([1, 1, 1]), 4) == [2, 3, 4]
+    sizes = {tree.total_tokens for tree in rank_static_trees(exact_recording, profile) if tree.depth}
+    assert sizes == {4, 8}
