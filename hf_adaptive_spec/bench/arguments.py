@@ -93,6 +93,8 @@ class MethodOptions:
             Default 2 / 4 / 8, the best of a grid on the compiled bfloat16 path of a 2-core AMD
             EPYC with the prompt-lookup branch; EAGLE-3's GPU default 7 / 10 / 60 ran at 0.5x
             stock on that CPU (eager).
+        tree_profile: take ``tree``'s and ``eagle3``'s static tree from this hardware profile's
+            recommendation (``hf-adaptive-spec profile --recording``) instead of the three above.
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
         dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
@@ -130,6 +132,11 @@ class MethodOptions:
     tree_top_k: int = field(default=4, metadata={"help": "tree and eagle3: children per expanded node (EAGLE-3: 10)."})
     tree_total_tokens: int = field(
         default=8, metadata={"help": "tree and eagle3: tokens verified per cycle, root included (EAGLE-3: 60)."}
+    )
+    tree_profile: str | None = field(
+        default=None,
+        metadata={"help": "tree and eagle3: the static tree a hardware profile recommends (profile --recording); "
+                  "replaces --tree_depth/--tree_top_k/--tree_total_tokens."},
     )
     dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
     dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})

@@ -10,6 +10,7 @@ import torch
 from transformers import HfArgumentParser, set_seed
 
 from ..default_model import DEFAULT_MODEL_ID
+from ..profiling import recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .fast_path import static_cache_length
@@ -57,6 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _take_tree_from_profile(options: MethodOptions) -> None:
+    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends."""
+    try:
+        tree = recommended_tree(options.tree_profile)
+    except (OSError, ValueError) as error:
+        raise BenchError(f"--tree_profile: {error}") from error
+    options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
+
+
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
@@ -69,6 +79,8 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         sampling_kwargs(options.temperature)
     except ValueError as error:
         raise BenchError(str(error)) from error
+    if options.tree_profile:
+        _take_tree_from_profile(options)
     set_seed(args.seed)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)

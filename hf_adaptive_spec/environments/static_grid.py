@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from ..core.tree import full_tree_size
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording
@@ -34,12 +35,6 @@ class RankedTree:
         return asdict(self)
 
 
-def full_tree_nodes(depth: int, top_k: int) -> int:
-    """Nodes (root included) of the recorded tree a depth-``depth`` static tree can draw from: the
-    root's ``top_k`` children, then ``top_k`` children of each of the ``top_k`` kept per level."""
-    return 1 + top_k * (1 + (depth - 1) * top_k)
-
-
 def candidate_sizes(profile: HardwareProfile, largest: int) -> list[int]:
     """The total_tokens worth replaying: every size up to ``largest``, or on a bucketed profile the
     buckets below it and ``largest`` itself (a smaller tree in the same bucket costs the same)."""
@@ -57,8 +52,8 @@ def rank_static_trees(
     shapes = [(0, recorded.top_k, 1)] + [
         (depth, recorded.top_k, total)
         for depth in range(1, recorded.depth + 1)
-        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_nodes(depth, recorded.top_k)))
-        if total <= full_tree_nodes(depth, recorded.top_k)
+        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)))
+        if total <= full_tree_size(depth, recorded.top_k)
     ]
     ranked = []
     for depth, top_k, total in shapes:

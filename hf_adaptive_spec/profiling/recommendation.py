@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..checkpoints import shipped_checkpoint
 from ..policies import AutoDraftPolicy, StaticTreePolicy
-from ..policies.base import DraftPolicy
+from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
 
 PROFILE_ENV = "HF_ADAPTIVE_SPEC_PROFILE"
@@ -56,8 +56,7 @@ def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> D
         profile: a profile JSON (default :func:`default_profile_path`) or a loaded profile.
     """
     loaded = _profile_with_recommendation(profile)
-    recommendation = loaded.recommendation
-    name = recommendation.get("policy")
+    name = loaded.recommendation.get("policy")
     if name:
         policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
         if policy.trained_on != loaded.cost_curve():
@@ -67,5 +66,11 @@ def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> D
                 "profile --recording DIR` again."
             )
         return policy
-    tree = recommendation["tree"]
-    return StaticTreePolicy(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])
+    tree = recommended_tree(loaded)
+    return StaticTreePolicy(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+
+
+def recommended_tree(profile: str | Path | HardwareProfile | None = None) -> TreeConfig:
+    """The best static tree of ``profile``'s recommendation (whatever policy it recommends)."""
+    tree = _profile_with_recommendation(profile).recommendation["tree"]
+    return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])

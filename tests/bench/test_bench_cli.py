@@ -134,3 +134,20 @@ def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_f
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--reference", "stock-compiled"]
     assert main([*argv, "--no-progress"]) == 2
     assert "--reference 'stock-compiled' is not among the methods run" in capsys.readouterr().err
+
+
+def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                                  capsys):
+    from hf_adaptive_spec.profiling import HardwareProfile
+
+    tree = {"depth": 3, "top_k": 2, "total_tokens": 6, "tau": 2.0, "tokens_per_second": 10.0}
+    profile = tmp_path / "profile.json"
+    HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree, "policy": None}).save(profile)
+    out = tmp_path / "out.json"
+    argv = [*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--methods", "stock,tree", "--drafter-layers", "2"]
+    assert main([*argv, "--tree_profile", str(profile)]) == 0
+    options = json.loads(out.read_text())["settings"]["options"]
+    assert (options["tree_depth"], options["tree_top_k"], options["tree_total_tokens"]) == (3, 2, 6)
+    HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0]).save(profile)
+    assert main([*argv, "--tree_profile", str(profile)]) == 2
+    assert "--tree_profile: The hardware profile" in capsys.readouterr().err
