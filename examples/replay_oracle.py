@@ -16,8 +16,7 @@ import argparse
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
-from hf_adaptive_spec.core.tree import full_tree_size
-from hf_adaptive_spec.environments.static_grid import candidate_sizes
+from hf_adaptive_spec.environments.static_grid import recorded_tree_shapes
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
@@ -31,12 +30,10 @@ def shape_name(depth: int, total_tokens: int) -> str:
 def recorded_shapes(environment: ReplayEnvironment) -> dict[str, hfas.StaticTreePolicy]:
     """A plain step and every ``(depth, total_tokens)`` tree the recording can replay, at its top_k
     (on a bucketed profile one size per bucket: a smaller tree in the same bucket costs the same)."""
-    recorded = environment.recording.tree_config
-    k = recorded.top_k
+    k = environment.recording.tree_config.top_k
     shapes = {PLAIN_STEP: hfas.StaticTreePolicy(depth=0, top_k=k, total_tokens=1)}
-    for depth in range(1, recorded.depth + 1):
-        for total_tokens in candidate_sizes(environment.profile, min(recorded.total_tokens, full_tree_size(depth, k))):
-            shapes[shape_name(depth, total_tokens)] = hfas.StaticTreePolicy(depth, k, total_tokens)
+    for depth, top_k, total_tokens in recorded_tree_shapes(environment.recording, environment.profile):
+        shapes[shape_name(depth, total_tokens)] = hfas.StaticTreePolicy(depth, top_k, total_tokens)
     return shapes
 
 

@@ -43,18 +43,23 @@ def candidate_sizes(profile: HardwareProfile, largest: int) -> list[int]:
     return sorted({b for b in profile.buckets if 2 <= b < largest} | {min(largest, profile.buckets[-1])})
 
 
+def recorded_tree_shapes(recording: ReplayRecording, profile: HardwareProfile) -> list[tuple[int, int, int]]:
+    """``(depth, top_k, total_tokens)`` of every static tree ``recording`` holds that is worth replaying
+    on ``profile`` (plain steps not included)."""
+    recorded = recording.tree_config
+    return [
+        (depth, recorded.top_k, total)
+        for depth in range(1, recorded.depth + 1)
+        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)))
+    ]
+
+
 def rank_static_trees(
     recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
 ) -> list[RankedTree]:
     """Every static tree ``recording`` holds (and plain steps), replayed with ``profile``'s costs, best first."""
     environment = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
-    recorded = recording.tree_config
-    shapes = [(0, recorded.top_k, 1)] + [
-        (depth, recorded.top_k, total)
-        for depth in range(1, recorded.depth + 1)
-        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)))
-        if total <= full_tree_size(depth, recorded.top_k)
-    ]
+    shapes = [(0, recording.tree_config.top_k, 1)] + recorded_tree_shapes(recording, profile)
     ranked = []
     for depth, top_k, total in shapes:
         result = environment.replay(StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=total))

@@ -131,15 +131,15 @@ def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list,
     (None, with the reason, when a recording does not hold the trees it asks for)."""
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on == profile.cost_curve()}
-    for recording in recordings:
+    errors = []
+    for recording in recordings:  # the first recording that holds the trees it asks for
         try:
             result = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens).replay(policy)
         except ValueError as error:
-            entry["not_replayed"] = str(error)
+            errors.append(str(error))
             continue
-        entry["tokens_per_second"], entry["tau"] = result.tokens_per_second, result.mean_accepted_tokens
-        entry.pop("not_replayed", None)
-        break
+        return {**entry, "tokens_per_second": result.tokens_per_second, "tau": result.mean_accepted_tokens}
+    entry["not_replayed"] = errors[-1] if errors else "no recording"
     return entry
 
 
