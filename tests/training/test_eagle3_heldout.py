@@ -21,7 +21,9 @@ from hf_adaptive_spec.training.eagle3 import (
     copy_target_layer,
     initialize_drafter,
     read_curve,
+    widen_mlp,
 )
+from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, build_drafter
 
 from .test_eagle3_training import _samples
 
@@ -150,3 +152,38 @@ def test_target_layer_start_refuses_a_narrower_drafter():
     wider = Eagle3DraftModel.from_target(target, intermediate_size=256)
     with pytest.raises(ValueError, match="the same intermediate_size"):
         copy_target_layer(wider, target)
+
+
+def test_widened_drafter_computes_the_same_and_its_new_channels_learn(setup):
+    target, samples, draft = setup
+    ids = torch.tensor([samples[0]["input_ids"]])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, _ = features(ids, torch.ones_like(ids))
+    narrow = draft.config.intermediate_size
+    wide = widen_mlp(draft, narrow + 16, seed=3)
+    assert wide.config.intermediate_size == narrow + 16 and wide.midlayer.mlp.up_proj.weight.shape[0] == narrow + 16
+    with torch.no_grad():
+        torch.testing.assert_close(wide(ids[:, 1:], feats[:, :-1]).logits, draft(ids[:, 1:], feats[:, :-1]).logits)
+    assert wide.midlayer.mlp.gate_proj.weight[narrow:].abs().min() > 0  # drawn, not zero: they must get a gradient
+    optimizer = torch.optim.SGD(wide.parameters(), lr=0.5)
+    for _ in range(2):
+        optimizer.zero_grad()
+        wide(ids[:, 1:], feats[:, :-1]).logits.logsumexp(-1).sum().backward()
+        optimizer.step()
+    assert wide.midlayer.mlp.down_proj.weight[:, narrow:].abs().sum() > 0
+    assert wide.midlayer.mlp.gate_proj.weight.grad[narrow:].abs().sum() > 0  # reached through the learnt columns
+    assert widen_mlp(draft, narrow) is draft
+    with pytest.raises(ValueError, match="narrower than the checkpoint's MLP"):
+        widen_mlp(draft, narrow - 1)
+
+
+def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup, tmp_path):
+    target, samples, draft = setup
+    draft.save_pretrained(tmp_path / "drafter")
+    script_args = Eagle3ScriptArguments(dataset_path="unused.jsonl", init_from=str(tmp_path / "drafter"))
+    wider = Eagle3Config(output_dir=str(tmp_path / "out"), draft_intermediate_size=draft.config.intermediate_size * 2)
+    built = build_drafter(script_args, wider, target, samples)
+    assert built.config.intermediate_size == draft.config.intermediate_size * 2
+    assert build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples).config.intermediate_size == draft.config.intermediate_size
+    with pytest.raises(ValueError, match="init_from loads a trained one"):
+        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"), target, samples)

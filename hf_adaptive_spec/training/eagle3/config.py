@@ -22,7 +22,9 @@ class Eagle3Config(TrainingArguments):
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
         draft_intermediate_size: MLP width of a new drafter's layer (default: the target's); a
-            capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``.
+            capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``. With
+            ``init_from``, a larger width widens the trained drafter without changing its output
+            (:func:`widen_mlp`); a smaller one is refused.
     """
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
@@ -33,7 +35,7 @@ class Eagle3Config(TrainingArguments):
         default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
     )
     draft_intermediate_size: int | None = field(
-        default=None, metadata={"help": "MLP width of a new drafter's layer (default: the target's)."}
+        default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}
     )
     include_num_input_tokens_seen: str = field(
         default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}

@@ -1,6 +1,9 @@
-"""Starting points of an EAGLE-3 drafter: random (EAGLE-3's) or one of the target's decoder layers."""
+"""Starting points of an EAGLE-3 drafter: random (EAGLE-3's), one of the target's decoder layers, or a
+trained drafter widened without changing what it computes."""
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from transformers import PreTrainedModel
@@ -48,6 +51,42 @@ def copy_target_layer(draft: Eagle3DraftModel, target: PreTrainedModel, layer: i
         mid.mlp.load_state_dict(source.mlp.state_dict())
         draft.norm.load_state_dict(target.get_decoder().norm.state_dict())
         draft.lm_head.weight.copy_(target.get_output_embeddings().weight[draft.draft_to_target()])
+
+
+def widen_mlp(draft: Eagle3DraftModel, intermediate_size: int, seed: int = 0) -> Eagle3DraftModel:
+    """A copy of ``draft`` whose MLP has ``intermediate_size`` channels and computes the same function.
+
+    The trained channels are kept. The new ones get ``gate_proj`` / ``up_proj`` rows drawn as a
+    fresh layer's (normal, ``initializer_range``) and zero ``down_proj`` columns: the output is
+    unchanged, and the first update gives the zero columns a gradient (channels that were all
+    zero would never get one). A capacity step for a drafter whose curve has flattened.
+    """
+    current = draft.config.intermediate_size
+    if intermediate_size < current:
+        raise ValueError(
+            f"draft_intermediate_size={intermediate_size} is narrower than the checkpoint's MLP ({current}); "
+            "widening keeps every trained channel, so it can only grow. Leave draft_intermediate_size unset "
+            "to keep the checkpoint's width."
+        )
+    if intermediate_size == current:
+        return draft
+    config = copy.deepcopy(draft.config)
+    config.intermediate_size = intermediate_size
+    state = draft.state_dict()
+    generator = torch.Generator().manual_seed(seed)
+    extra = intermediate_size - current
+    for name in ("gate_proj", "up_proj"):
+        weight = state[f"midlayer.mlp.{name}.weight"]
+        rows = torch.randn(extra, weight.shape[1], generator=generator) * config.initializer_range
+        state[f"midlayer.mlp.{name}.weight"] = torch.cat([weight, rows.to(weight)])
+        if f"midlayer.mlp.{name}.bias" in state:
+            bias = state[f"midlayer.mlp.{name}.bias"]
+            state[f"midlayer.mlp.{name}.bias"] = torch.cat([bias, bias.new_zeros(extra)])
+    down = state["midlayer.mlp.down_proj.weight"]
+    state["midlayer.mlp.down_proj.weight"] = torch.cat([down, down.new_zeros(down.shape[0], extra)], dim=1)
+    wide = Eagle3DraftModel(config).to(device=down.device, dtype=down.dtype)
+    wide.load_state_dict(state)
+    return wide.train(draft.training)
 
 
 def initialize_drafter(draft: Eagle3DraftModel, target: PreTrainedModel, initialization: str) -> Eagle3DraftModel:

@@ -23,7 +23,7 @@ from ..base import run_training_script
 from .config import Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
-from .initialization import initialize_drafter
+from .initialization import initialize_drafter, widen_mlp
 from .trainer import Eagle3Trainer
 
 
@@ -78,6 +78,23 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
     return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
 
 
+def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
+    """The drafter to train: ``init_from``'s (widened to ``draft_intermediate_size`` if that is larger),
+    or a new one with the configured vocabulary, width and starting point."""
+    width = training_args.draft_intermediate_size
+    if script_args.init_from:
+        if training_args.initialization != "random":
+            raise ValueError(
+                f"initialization={training_args.initialization!r} sets a new drafter's starting point, but init_from "
+                f"loads a trained one ({script_args.init_from}). Drop one of the two."
+            )
+        draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
+        return widen_mlp(draft, width, seed=training_args.seed) if width else draft
+    vocabulary = build_draft_vocabulary(samples, training_args.draft_vocab_size, target.config.vocab_size)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **({"intermediate_size": width} if width else {}))
+    return initialize_drafter(draft, target, training_args.initialization)
+
+
 def make_parser() -> TrlParser:
     return TrlParser((Eagle3ScriptArguments, Eagle3Config))
 
@@ -86,13 +103,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
     """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
-    if script_args.init_from:
-        draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
-    else:
-        vocabulary = build_draft_vocabulary(samples, training_args.draft_vocab_size, target.config.vocab_size)
-        width = {"intermediate_size": training_args.draft_intermediate_size} if training_args.draft_intermediate_size else {}
-        draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **width)
-        initialize_drafter(draft, target, training_args.initialization)
+    draft = build_drafter(script_args, training_args, target, samples)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
