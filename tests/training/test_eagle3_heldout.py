@@ -184,6 +184,9 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     wider = Eagle3Config(output_dir=str(tmp_path / "out"), draft_intermediate_size=draft.config.intermediate_size * 2)
     built = build_drafter(script_args, wider, target, samples)
     assert built.config.intermediate_size == draft.config.intermediate_size * 2
+    built.save_pretrained(tmp_path / "wide")  # vLLM / SGLang read the width from config.json, and so do we
+    reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "wide", target=target)
+    assert reloaded.config.intermediate_size == draft.config.intermediate_size * 2
     assert build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples).config.intermediate_size == draft.config.intermediate_size
     with pytest.raises(ValueError, match="init_from loads a trained one"):
         build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"), target, samples)
