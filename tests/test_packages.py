@@ -46,7 +46,7 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
     out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, expected)
     assert out.speculation.compiled and out.speculation.packaged and out.speculation.compile_time > 0
-    assert len(_packages(tmp_path / "packages")) == 1 and fast_path(model)._packaged.built == 1
+    assert len(_packages(tmp_path / "packages")) == 1 and fast_path(model).packaged_forward.built == 1
 
     child = textwrap.dedent(f"""
         import torch, hf_adaptive_spec as hfas
@@ -58,7 +58,7 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
         out = model.generate(torch.tensor({ids.tolist()}), max_new_tokens=24, do_sample=False,
             assistant_policy=hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1), prompt_lookup_num_tokens=3,
             cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True)
-        print(path._packaged.built, path._packaged.loaded, out.speculation.packaged, out.sequences.tolist())
+        print(path.packaged_forward.built, path.packaged_forward.loaded, out.speculation.packaged, out.sequences.tolist())
     """)
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, check=True)
     built, loaded, packaged, sequences = result.stdout.strip().splitlines()[-1].split(" ", 3)
@@ -83,7 +83,7 @@ def test_changed_weights_never_load_a_stale_package(tmp_path):
     assert not torch.equal(expected, first)  # the change matters, so a stale package would show
     out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, expected)
-    assert fast_path(model)._packaged.built == 1 and len(_packages(tmp_path)) == 2
+    assert fast_path(model).packaged_forward.built == 1 and len(_packages(tmp_path)) == 2
 
 
 def test_a_damaged_package_is_rebuilt_with_a_warning(tmp_path):
@@ -98,7 +98,7 @@ def test_a_damaged_package_is_rebuilt_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="does not load .*building it again"):
         out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
-    assert fast_path(model)._packaged.built == 1
+    assert fast_path(model).packaged_forward.built == 1
 
 
 def test_a_model_that_does_not_export_compiles_in_process_and_says_so(tmp_path, monkeypatch):
@@ -170,7 +170,7 @@ def test_what_a_package_name_depends_on(tmp_path):
     for length in (128, 256):
         out = _frozen_generate(model, ids, past_key_values=StaticCache(config=model.config, max_cache_len=length))
         assert torch.equal(out.sequences, expected)
-    assert path._packaged.built == 2 and len(_packages(tmp_path)) == 2
+    assert path.packaged_forward.built == 2 and len(_packages(tmp_path)) == 2
 
 
 def test_which_calls_use_packages(tmp_path):

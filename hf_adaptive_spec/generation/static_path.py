@@ -99,6 +99,11 @@ class FastPath:
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @property
+    def packaged_forward(self) -> PackagedForward | None:
+        """The ahead-of-time packages in use (with their ``built`` / ``loaded`` counts); None before any."""
+        return self._packaged
+
+    @property
     def largest_bucket(self) -> int:
         return self.buckets[-1]
 

@@ -536,3 +536,18 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
     state = json.loads(next(out.glob("checkpoint-*")).joinpath("trainer_state.json").read_text())
     assert state["max_steps"] == 2 * -(-train_cycles // (2 * 8))  # two epochs, each shared by the two ranks
     assert isinstance(AutoDraftPolicy.from_pretrained(out), RadarPolicy)
+
+
+@pytest.mark.parametrize("allow_skip", [False, True])
+def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
+    """continue_drafting runs the LSTM cell written out; its logits must be forward's, step by step."""
+    torch.manual_seed(5)
+    policy = RadarPolicy(depth=6, top_k=4, total_tokens=9, lstm_hidden=16, mlp_hidden=8, allow_skip=allow_skip)
+    for parameter in policy.parameters():  # away from zero, so that every gate matters
+        torch.nn.init.normal_(parameter, std=0.5)
+    scores = -torch.rand(3, 5, 4).sort(-1).values * 6
+    expected, _ = policy(scores)
+    for row, want in zip(scores, expected):
+        policy.tree_config(None)
+        got = torch.stack([policy._next_logits(step, first_decision=d) for d, step in enumerate(row)])
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ...core.cost_curve import CostCurve
@@ -105,7 +106,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             nn.Dropout(dropout),
             nn.Linear(mlp_hidden, 3 if allow_skip else 2),
         )
-        self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None  # (h, c) [lstm_hidden] within a cycle
         self._skipping = False
         self.eval()
 
@@ -167,10 +168,29 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
         scores = beam_scores(step.step_scores, self.tree.top_k).to(self.lstm.weight_ih_l0.device)
-        logits, self._hidden = self(scores[None, None], self._hidden, first_decision=step.depth - 1)
-        action = int(self.decide(logits)[0, 0])
+        logits = self._next_logits(scores, first_decision=step.depth - 1)
+        action = int(self.decide(logits))
         self._skipping = action == SKIP
         return action == CONTINUE
+
+    def _next_logits(self, scores: torch.Tensor, first_decision: int) -> torch.Tensor:
+        """:meth:`forward` for one step of one cycle, ``[top_k]`` -> ``[A]``, carrying ``(h, c)`` in
+        ``self._hidden``: the LSTM cell written out, since ``nn.LSTM``'s set-up per call costs more
+        than a one-step cell's arithmetic, and the engine calls this after every draft step."""
+        lstm, x = self.lstm, scores.clamp(min=self.min_score)
+        gates = F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0) + lstm.bias_hh_l0
+        if self._hidden is not None:
+            gates = gates + F.linear(self._hidden[0], lstm.weight_hh_l0)
+        in_gate, forget_gate, cell_input, out_gate = gates.chunk(4)
+        cell = in_gate.sigmoid() * cell_input.tanh()
+        if self._hidden is not None:
+            cell = cell + forget_gate.sigmoid() * self._hidden[1]
+        hidden = out_gate.sigmoid() * cell.tanh()
+        self._hidden = (hidden, cell)
+        logits = self.mlp(torch.cat([hidden, x]))
+        if self.allow_skip and first_decision > 0:
+            logits[SKIP] = float("-inf")
+        return logits
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
         """``total_tokens - 1`` candidates, or none after a ``SKIP``."""
