@@ -188,9 +188,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         hidden = out_gate.sigmoid() * cell.tanh()
         self._hidden = (hidden, cell)
         logits = self.mlp(torch.cat([hidden, x]))
-        if self.allow_skip and first_decision > 0:
-            logits[SKIP] = float("-inf")
-        return logits
+        return mask_late_skips(logits[None], first_decision)[0] if self.allow_skip else logits
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
         """``total_tokens - 1`` candidates, or none after a ``SKIP``."""
