@@ -323,3 +323,32 @@ def test_a_huge_top_k_drafts_no_more_than_total_tokens_can_verify(llama):
     drafter = _FrontierLimit(tiny_model("llama", seed=1))
     out = llama.generate(prompt(6), max_new_tokens=12, do_sample=False, assistant_model=drafter, assistant_policy=policy)
     assert torch.equal(out, llama.generate(prompt(6), max_new_tokens=12, do_sample=False))
+
+
+class _DraftedSizes(hfas.StaticTreePolicy):
+    """Records every cycle's drafted tree (root included, before the rerank) and verified tree."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.drafted: list[int] = []
+        self.verified: list[int] = []
+
+    def num_tokens_to_verify(self, info):
+        self.drafted.append(len(info.scores) + 1)
+        return super().num_tokens_to_verify(info)
+
+    def observe(self, feedback):
+        self.verified.append(feedback.verified_tokens)
+
+
+def test_a_huge_top_k_samples_no_more_than_total_tokens_can_verify(llama):
+    """The sampled twin: with sample_drafts=True the builder drew top_k=10**6 children per node (one
+    multinomial of 10**6 draws, a 10**6-node tree, seconds per cycle) and then verified the root alone,
+    since a sibling group larger than total_tokens - 1 never fits. The draw is clamped like the beams."""
+    policy = _DraftedSizes(depth=4, top_k=10**6, total_tokens=8, sample_drafts=True)
+    drafter = _FrontierLimit(tiny_model("llama", seed=1))
+    torch.manual_seed(0)
+    out = llama.generate(prompt(6), max_new_tokens=12, do_sample=True, assistant_model=drafter, assistant_policy=policy)
+    assert out.shape[1] == 6 + 12
+    assert policy.drafted and max(policy.drafted) <= 8, policy.drafted
+    assert max(policy.verified) <= 8 and max(policy.verified) > 1, policy.verified

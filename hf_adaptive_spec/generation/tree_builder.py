@@ -101,7 +101,7 @@ class TreeBuilder:
         mapping = self.drafter.draft_to_target
         if config.sample_drafts:
             probs = rows.exp()
-            draft_ids = torch.multinomial(probs, config.top_k, replacement=True)
+            draft_ids = torch.multinomial(probs, self._beams(config, rows.shape[-1]), replacement=True)
             child_log_probs = rows.gather(-1, draft_ids)
             for parent, row in zip(frontier, probs):
                 target_probs = torch.zeros(self.target_vocab_size, dtype=row.dtype, device=row.device)
@@ -119,7 +119,7 @@ class TreeBuilder:
         ranked = sorted(new_nodes, key=lambda i: -tree.scores[i])[: self._beams(config, vocab_size)]
         if not config.sample_drafts:
             return sorted(ranked)
-        room = (config.total_tokens - len(tree)) // config.top_k  # whole sibling groups that still fit
+        room = (config.total_tokens - len(tree)) // self._beams(config, vocab_size)  # whole sibling groups that fit
         return sorted(ranked[: max(room, 0)])
 
     @staticmethod
@@ -128,7 +128,9 @@ class TreeBuilder:
         vocab**depth nodes). Then only the ``total_tokens - 1`` best: beams ranked past that are never
         verified (the rerank keeps at most that many nodes, and every beam ranked above one outranks it
         and its descendants), so the verified tree is the same. Replays record ``top_k <= vocab``, where
-        nothing changes."""
+        nothing changes. Sampled trees draw this many children per expanded node (a sibling group):
+        the count does not depend on the tokens drawn, so rejection sampling stays exact, and a group of
+        10**6 would neither be cheap to draw nor fit in ``total_tokens``."""
         if config.top_k <= vocab_size:
             return config.top_k
         return max(1, min(vocab_size, config.total_tokens - 1))
