@@ -18,7 +18,9 @@ much of the float32 answer each bfloat16 run reproduces before its first diverge
 rounds multi-token verification differently from one-token decoding, and eager stock differently
 from compiled stock; in float32 every run is token-identical). The first call compiles the
 graphs (about a minute or two here; seconds once inductor's on-disk cache is warm), untimed.
-``--dtype float32`` runs the same comparison in float32, where identity is checked.
+``--dtype float32`` runs the same comparison in float32, where identity is checked. ``--device cuda``
+runs it on a GPU (CUDA graphs instead of weight freezing), ``--eager`` without the static cache and
+compilation (transformers' dynamic cache), and ``--checkpoint`` takes another EAGLE-3 drafter folder.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ PROMPTS = [
 def _timed(model, input_ids, **kwargs) -> tuple[list[int], float, object]:
     start = time.perf_counter()
     out = model.generate(input_ids, do_sample=False, return_dict_in_generate=True, **kwargs)
+    if input_ids.is_cuda:
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     stats = getattr(out, "speculation", None)
     return out.sequences[0, input_ids.shape[1] :].tolist(), seconds - (stats.compile_time if stats else 0.0), stats
@@ -56,16 +60,23 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--tree", nargs=3, type=int, default=TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"))
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--eager", action="store_true", help="dynamic cache, no compilation, for stock and speculation")
+    parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
     args = parser.parse_args()
 
     reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
-    model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0])
-    drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
+    reference.to(args.device)
+    model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
+    drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
     policy = hfas.StaticTreePolicy(*args.tree)
     compile_config = hfas.fast_path_compile_config(model.device)
     cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
+    fast_path = {} if args.eager else {"cache_implementation": "static", "compile_config": compile_config}
 
     def stock_compiled(ids):
+        if args.eager:
+            return _timed(model, ids, max_new_tokens=args.max_new_tokens)
         cache.reset()
         with inductor_settings(compile_config.to_dict()):  # weight freezing, as the engine applies it
             return _timed(model, ids, max_new_tokens=args.max_new_tokens, past_key_values=cache,
@@ -73,12 +84,12 @@ def main() -> None:
 
     def speculative(ids):
         return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy,
-                      prompt_lookup_num_tokens=4, cache_implementation="static", compile_config=compile_config)
+                      prompt_lookup_num_tokens=4, **fast_path)
 
     totals = {"stock": 0.0, "stock-compiled": 0.0, "speculative": 0.0}
     for index, text in enumerate(PROMPTS):
         ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                            return_tensors="pt", return_dict=True)["input_ids"]
+                                            return_tensors="pt", return_dict=True)["input_ids"].to(args.device)
         if index == 0:
             start = time.perf_counter()
             stock_compiled(ids)

@@ -56,6 +56,7 @@ class ScriptArguments:
         answers: ``target`` regenerates every answer; ``original`` keeps ShareGPT's answers.
         exclude_ids_from: JSONL file whose record ids are never selected (a held-out set).
         model: the target that answers (a folder or Hub id); default: the embedded SmolLM2-135M-Instruct.
+        device: where the target generates: ``auto`` (CUDA when available, else CPU), ``cpu`` or ``cuda``.
     """
 
     output: str = field(metadata={"help": "JSONL file the records are appended to."})
@@ -82,6 +83,19 @@ class ScriptArguments:
     model: str | None = field(
         default=None, metadata={"help": "Target folder or Hub id; unset uses the embedded SmolLM2-135M-Instruct."}
     )
+    device: str = field(
+        default="auto",
+        metadata={"help": "Where the target generates: auto (CUDA when available), cpu or cuda.", "choices": ["auto", "cpu", "cuda"]},
+    )
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when available, else the CPU; ``cuda`` without a GPU is refused."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto).")
+    return torch.device(name)
 
 
 def make_parser() -> HfArgumentParser:
@@ -97,6 +111,7 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     questions = eval_question_digests(script_args.eval_data_dir)
     logger.info("%d evaluation questions kept out", len(questions))
     model, tokenizer = load_model(script_args.model, getattr(torch, script_args.dtype))
+    model.to(resolve_device(script_args.device))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
     if script_args.exclude_ids_from:
         excluded = written_ids(Path(script_args.exclude_ids_from))

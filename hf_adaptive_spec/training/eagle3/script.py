@@ -20,6 +20,7 @@ from trl import TrlParser
 from ...default_model import load_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
+from ..time_budget import TimeBudgetCallback
 from .config import Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
@@ -58,6 +59,17 @@ class Eagle3ScriptArguments:
     heldout_conversations: int = field(default=64, metadata={"help": "Held-out conversations measured."})
     heldout_every_steps: int = field(default=25, metadata={"help": "Measure the held-out curve every N optimizer steps."})
     heldout_depth: int = field(default=3, metadata={"help": "Chain depth of the held-out tau."})
+    heldout_max_length: int | None = field(
+        default=None,
+        metadata={"help": "Tokens kept per held-out conversation (default: max_length); keep it fixed across stages."},
+    )
+    max_train_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Stop after this many minutes of training, with the learning-rate schedule run over that time "
+            "(a stage sized for a working block or a lent GPU); max_steps still ends the run if reached first."
+        },
+    )
 
 
 def load_target(name_or_path: str):
@@ -72,7 +84,8 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
     logging.getLogger("hf_adaptive_spec.training").setLevel(logging.INFO)
     logging.basicConfig(format="%(message)s")
     held_out = HeldOutSet.from_jsonl(
-        target, tokenizer, script_args.heldout_path, draft, max_length, script_args.heldout_conversations, script_args.heldout_depth
+        target, tokenizer, script_args.heldout_path, draft, script_args.heldout_max_length or max_length,
+        script_args.heldout_conversations, script_args.heldout_depth,
     )
     previous = read_curve(script_args.init_from) if script_args.init_from else []
     return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
@@ -116,7 +129,10 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
-        callbacks=heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
+        callbacks=[
+            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
+            *([TimeBudgetCallback(script_args.max_train_minutes)] if script_args.max_train_minutes else []),
+        ],
     )
     trainer.train_save_and_push()
     return trainer
