@@ -36,6 +36,7 @@ from hf_adaptive_spec.training_data import (
     regenerate,
     select_subset,
 )
+from hf_adaptive_spec.training_data.regenerate import resolve_device
 
 logger = logging.getLogger("regenerate_sharegpt")
 
@@ -88,14 +89,6 @@ class ScriptArguments:
         metadata={"help": "Where the target generates: auto (CUDA when available), cpu or cuda.", "choices": ["auto", "cpu", "cuda"]},
     )
 
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` is CUDA when available, else the CPU; ``cuda`` without a GPU is refused."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto).")
-    return torch.device(name)
 
 
 def make_parser() -> HfArgumentParser:

@@ -10,7 +10,8 @@ from hf_adaptive_spec.training_data.jsonl_output import read_conversation_record
 from hf_adaptive_spec.training_data.leakage import eval_question_digests, question_digest
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-COMMITTED = sorted(ARTIFACTS.glob("sharegpt_smollm2_regenerated*.jsonl"))
+COMMITTED = sorted(ARTIFACTS.glob("sharegpt_smollm2_regenerated*.jsonl")) + sorted(ARTIFACTS.glob("sharegpt_smollm2_sampled*.jsonl"))
+HELD_OUT = 100  # the last conversations of sharegpt_smollm2_regenerated.jsonl: the drafter's held-out set
 
 
 @pytest.fixture(scope="module")
@@ -35,3 +36,11 @@ def test_no_user_turn_is_an_evaluation_question(path: Path, digests: frozenset[s
     ]
     leaked = [turn[:80] for turn in user_turns if question_digest(turn) in digests]
     assert not leaked, f"{path.name} holds evaluation questions as user turns: {leaked[:3]}"
+
+
+def test_no_other_file_holds_a_held_out_conversation():
+    held_out = {record.id for record in list(read_conversation_records(COMMITTED[0]))[-HELD_OUT:]}
+    assert len(held_out) == HELD_OUT
+    for path in COMMITTED[1:]:
+        leaked = held_out & {record.id for record in read_conversation_records(path)}
+        assert not leaked, f"{path.name} holds held-out conversations: {sorted(leaked)[:3]}"

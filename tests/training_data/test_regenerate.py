@@ -154,3 +154,14 @@ def test_copy_conversations_keeps_original_answers_and_skips_ids_already_written
     assert [r["id"] for r in records] == [c.id for c in conversations]
     assert records[0]["conversation"][0]["content"] == "kept"  # an earlier (regenerated) record is not replaced
     assert [r["conversation"] for r in records[1:]] == [c.messages for c in conversations[1:]]
+
+
+def test_the_device_is_the_gpu_when_there_is_one_and_cuda_without_one_is_refused(monkeypatch) -> None:
+    from hf_adaptive_spec.training_data.regenerate import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match="torch sees no CUDA device: use --device cpu"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
