@@ -4,6 +4,10 @@
 # package pins that the machine lacks (whl/), the prompts (sharegpt_prompts.json.gz), the greedy training
 # set (sharegpt_smollm2_target6.jsonl), the held-out set and stage 8's weights (eagle3-smollm2-stage8-step200/).
 # The prompts: scripts/device_stage9_prompts.py (the held-out conversations left out).
+# The transfers (64 MiB a call): the tracked tree is 170 MB, so results/, artifacts/ and the shipped
+# checkpoints were left out of the sent tree (git rm --cached plus ignore lines, restored after), the GGUF
+# split in two carried folders of 60 and 34 MiB, and hf_adaptive_spec/checkpoints/__init__.py carried
+# by name (the package imports it).
 # Steps, each time-boxed so the whole fits one 10-minute call; what finished comes back in $OUT:
 #   1. re-answer the prompts with the target (bfloat16, batches of 1,024, sampling at 0.8, two turns);
 #   2. train stage 9 (trainers/recipes/eagle3_smollm2_stage9_gpu.yaml) for a fixed time budget;
