@@ -103,6 +103,15 @@ def load_default_model(
     return model, tokenizer
 
 
+def resolve_device(name: str) -> torch.device:
+    """The device a model runs on: ``auto`` is CUDA when available, else the CPU; ``cuda`` without a GPU is refused."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto).")
+    return torch.device(name)
+
+
 def load_model(
     name_or_path: str | None = None, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from hf_adaptive_spec.default_model import load_model
+from hf_adaptive_spec.default_model import load_model, resolve_device
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
     RegenerationConfig,
@@ -36,7 +36,6 @@ from hf_adaptive_spec.training_data import (
     regenerate,
     select_subset,
 )
-from hf_adaptive_spec.training_data.regenerate import resolve_device
 
 logger = logging.getLogger("regenerate_sharegpt")
 
@@ -88,7 +87,6 @@ class ScriptArguments:
         default="auto",
         metadata={"help": "Where the target generates: auto (CUDA when available), cpu or cuda.", "choices": ["auto", "cpu", "cuda"]},
     )
-
 
 
 def make_parser() -> HfArgumentParser:

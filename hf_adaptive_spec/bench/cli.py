@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from ..default_model import DEFAULT_MODEL_ID
+from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..profiling import recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .fast_path import static_cache_length
-from .loading import load_model, resolve_device
+from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import build_methods
 from .plots import write_plots

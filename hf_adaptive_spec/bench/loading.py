@@ -11,13 +11,6 @@ from .errors import BenchError
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; other names as given."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def load_model(
     name_or_path: str | None, dtype: str, device: torch.device
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -71,15 +71,6 @@ class _Dialogue:
     messages: list[Message] = field(default_factory=list)
 
 
-def resolve_device(name: str) -> torch.device:
-    """Where the target generates: ``auto`` is CUDA when available, else the CPU; ``cuda`` without a GPU is refused."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto).")
-    return torch.device(name)
-
-
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int]:
     """Token ids of ``messages`` under the chat template, ending with the assistant generation prompt."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -157,7 +157,7 @@ def test_copy_conversations_keeps_original_answers_and_skips_ids_already_written
 
 
 def test_the_device_is_the_gpu_when_there_is_one_and_cuda_without_one_is_refused(monkeypatch) -> None:
-    from hf_adaptive_spec.training_data.regenerate import resolve_device
+    from hf_adaptive_spec.default_model import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == torch.device("cpu")
