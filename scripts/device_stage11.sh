@@ -33,13 +33,5 @@ train "$BATCH" || { grep -q "out of memory" "$OUT/train.log" && train $((BATCH /
 grep "held-out\|train_runtime" "$OUT/train.log" | tail -4
 
 echo "== export $(date +%T)"
-$PY - <<'PY'
-import torch
-from safetensors.torch import load_file, save_file
-path = "artifacts/eagle3-smollm2-stage11/model.safetensors"
-tensors = load_file(path)
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, path, metadata={"format": "pt"})
-PY
-(cd artifacts/eagle3-smollm2-stage11 && split -b 15m model.safetensors "$OUT/stage11.safetensors.part" \
-    && tar czf "$OUT/stage11_folder.tgz" --exclude=model.safetensors .)
+export_drafter artifacts/eagle3-smollm2-stage11 stage11
 echo "== done $(date +%T), $(( $(date +%s) - START )) s"

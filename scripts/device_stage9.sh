@@ -43,15 +43,7 @@ timeout 290 $PY trainers/eagle3.py --config trainers/recipes/eagle3_smollm2_stag
 tail -5 "$OUT/train.log"
 
 echo "== 3. export $(date +%T)"
-$PY - <<'PY'
-import torch
-from safetensors.torch import load_file, save_file
-path = "artifacts/eagle3-smollm2-stage9/model.safetensors"
-tensors = load_file(path)
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, path, metadata={"format": "pt"})
-PY
-(cd artifacts/eagle3-smollm2-stage9 && split -b 15m model.safetensors "$OUT/stage9.safetensors.part" \
-    && tar czf "$OUT/stage9_folder.tgz" --exclude=model.safetensors .)
+export_drafter artifacts/eagle3-smollm2-stage9 stage9
 
 echo "== 4. engine on CUDA $(date +%T)"
 timeout 45 $PY examples/quickstart.py --device $DEVICE --dtype float32 --eager --checkpoint artifacts/eagle3-smollm2-stage9 ${CHECK_EXTRA:-} > "$OUT/engine.log" 2>&1

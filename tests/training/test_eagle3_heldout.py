@@ -70,25 +70,31 @@ def test_teacher_forced_chain_is_greedy_chain_drafting(setup):
     """On the target's own greedy answers, the held-out chain equals drafting and verifying for real."""
     target, samples, draft = setup
     held_out = HeldOutSet(target, samples, draft, depth=3)
-    _, accepted = held_out.evaluate(draft)
-    real = []
+    accepted = torch.cat(held_out.evaluate(draft).accepted)
+    real, out_of_vocabulary = [], 0
     for sample in samples:
         ids = collate([sample], pad_token_id=0)["input_ids"]
-        in_vocab = draft.t2d[ids[0]]
-        roots = [t for t in range(ids.shape[1] - 2) if sample["loss_mask"][t + 2] and in_vocab[t + 2]]
+        roots = [t for t in range(ids.shape[1] - 2) if sample["loss_mask"][t + 2]]  # every answer token, as drafting meets them
         real += [_real_chain(draft, target, ids, t, 3) for t in roots]
+        out_of_vocabulary += sum(not draft.t2d[ids[0, t + 2]] for t in roots)
     assert accepted.tolist() == real
     assert 0 < sum(real) and max(real) >= 2  # the comparison saw hits and chains longer than one
+    assert out_of_vocabulary > 0  # and tokens the drafter cannot say, which drafting misses
 
 
 def test_held_out_point_matches_its_definitions(setup):
     target, samples, draft = setup
     held_out = HeldOutSet(target, samples, draft, depth=2)
-    accuracy, accepted = held_out.evaluate(draft)
+    counts = held_out.evaluate(draft)
+    accuracy, accepted = counts.accuracy(), torch.cat(counts.accepted)
     point = held_out.point(draft, step=7, input_tokens_seen=70)
     assert point.step == 7 and point.input_tokens_seen == 70 and point.positions == accepted.numel()
     assert point.first_draft_acceptance == accuracy[0] == pytest.approx(float((accepted >= 1).float().mean()))
     assert point.chain_tau == pytest.approx(1 + float(accepted.float().mean()))
+    # a token outside the draft vocabulary is a miss: acceptance is the in-vocabulary rate times the coverage
+    assert 0 < point.draft_vocab_coverage < 1
+    assert point.first_draft_acceptance == pytest.approx(point.in_vocabulary_acceptance * point.draft_vocab_coverage)
+    assert point.first_draft_acceptance < point.in_vocabulary_acceptance
     with pytest.raises(ValueError, match="depth"):
         HeldOutSet(target, samples, draft, depth=0)
     with pytest.raises(ValueError, match="at least one conversation"):
@@ -120,6 +126,13 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     assert any("heldout_chain_tau" in entry for entry in trainer.state.log_history)
     with pytest.raises(ValueError, match="every_steps"):
         HeldOutCurveCallback(held_out, every_steps=0)
+
+
+def test_curves_saved_before_coverage_was_measured_read_as_in_vocabulary_acceptance(tmp_path):
+    old = '{"step": 5, "input_tokens_seen": 50, "first_draft_acceptance": 0.4, "step_accuracy": [0.4], "chain_tau": 1.4, "positions": 9}'
+    (tmp_path / "heldout_curve.jsonl").write_text(old + "\n", encoding="utf-8")
+    (point,) = read_curve(tmp_path)
+    assert point.first_draft_acceptance is None and point.in_vocabulary_acceptance == 0.4
 
 
 @torch.no_grad()

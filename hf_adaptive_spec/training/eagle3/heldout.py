@@ -5,9 +5,13 @@ in *is* greedy chain drafting: while every draft so far equalled the target's ar
 draft step reads exactly the tokens a real chain would. So per position ``t`` the unrolled steps
 give whether a chain rooted there accepts 1, 2, ... tokens, and from that
 
-- **first-draft acceptance**: the share of positions whose first draft is the target's argmax;
+- **first-draft acceptance**: the share of answer positions whose first draft is the target's
+  argmax (a token outside the draft vocabulary is a miss, as it is when drafting);
 - **chain τ(d)**: ``1 + E[accepted tokens]`` of a greedy chain of depth ``d`` (tokens per target
-  forward).
+  forward);
+- **draft-vocabulary coverage**, and the first-draft acceptance on the positions whose token the
+  draft vocabulary holds (the training loss's positions). Curves written before 2026-11-27 hold
+  only this in-vocabulary acceptance, and ``read_curve`` reads their points that way.
 
 The target's features are computed once, when the set is built; each evaluation runs only the
 drafter.
@@ -26,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from .data import collate, load_samples
 from .features import TargetFeatures
-from .ttt import TTTBatch, ttt_unroll
+from .ttt import TTTBatch, TTTStep, ttt_unroll
 
 logger = logging.getLogger(__name__)
 
@@ -40,18 +44,31 @@ class HeldOutPoint:
     Args:
         step: optimizer steps since the drafter was initialised (earlier stages included).
         input_tokens_seen: non-padding tokens trained on since initialisation.
-        first_draft_acceptance: share of held-out positions whose first draft is the target's argmax.
+        first_draft_acceptance: share of held-out answer positions whose first draft is the target's
+            argmax; ``None`` for points of curves written before out-of-vocabulary tokens were counted.
         step_accuracy: the same share for each draft depth (teacher-forced).
         chain_tau: τ of a greedy chain of depth ``len(step_accuracy)``.
         positions: held-out positions measured.
+        in_vocabulary_acceptance: first-draft acceptance on the positions whose token the draft
+            vocabulary holds (what curves before 2026-11-27 called first-draft acceptance).
+        draft_vocab_coverage: share of the answer positions whose token the draft vocabulary holds.
     """
 
     step: int
     input_tokens_seen: int
-    first_draft_acceptance: float
+    first_draft_acceptance: float | None
     step_accuracy: list[float]
     chain_tau: float
     positions: int
+    in_vocabulary_acceptance: float | None = None
+    draft_vocab_coverage: float | None = None
+
+    @classmethod
+    def from_json(cls, record: dict) -> HeldOutPoint:
+        """A saved point; one saved before coverage was measured held in-vocabulary acceptance only."""
+        if "draft_vocab_coverage" not in record:
+            record = {**record, "first_draft_acceptance": None, "in_vocabulary_acceptance": record["first_draft_acceptance"]}
+        return cls(**record)
 
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -105,27 +122,23 @@ class HeldOutSet:
         return cls(target, samples, draft, depth)
 
     @torch.no_grad()
-    def evaluate(self, draft: Eagle3DraftModel) -> tuple[list[float], torch.Tensor]:
-        """``(per-depth accuracy, accepted tokens of the chain rooted at every valid position)``."""
+    def evaluate(self, draft: Eagle3DraftModel) -> HeldOutCounts:
+        """Hits and positions per draft depth, and the tokens of the chain rooted at every answer position."""
         was_training = draft.training
         draft.eval()
-        hits_per_step, masked_per_step, accepted = [0] * self.depth, [0] * self.depth, []
+        counts = HeldOutCounts(self.depth)
         try:
             for input_ids, fused, target_logits, loss_mask in self.samples:
                 device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
                 batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
-                steps = ttt_unroll(draft, batch, self.depth)
-                hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
-                for k, (hit, step) in enumerate(zip(hits, steps)):
-                    hits_per_step[k] += int(hit.sum())
-                    masked_per_step[k] += int(step.mask.sum())
-                accepted.append(chain_accepted(hits, steps[0].mask.bool()).cpu())
+                counts.add(ttt_unroll(draft, batch, self.depth))
         finally:
             draft.train(was_training)
-        return [h / max(m, 1) for h, m in zip(hits_per_step, masked_per_step)], torch.cat(accepted)
+        return counts
 
     def point(self, draft: Eagle3DraftModel, step: int, input_tokens_seen: int) -> HeldOutPoint:
-        accuracy, accepted = self.evaluate(draft)
+        counts = self.evaluate(draft)
+        accuracy, accepted = counts.accuracy(), torch.cat(counts.accepted)
         return HeldOutPoint(
             step=step,
             input_tokens_seen=input_tokens_seen,
@@ -133,7 +146,32 @@ class HeldOutSet:
             step_accuracy=accuracy,
             chain_tau=1.0 + float(accepted.float().mean()) if accepted.numel() else 1.0,
             positions=int(accepted.numel()),
+            in_vocabulary_acceptance=counts.hits[0] / max(counts.in_vocabulary, 1),
+            draft_vocab_coverage=counts.in_vocabulary / max(counts.answers[0], 1),
         )
+
+
+class HeldOutCounts:
+    """Tallies of :meth:`HeldOutSet.evaluate`: a draft is a hit when it is the target's argmax and the
+    draft vocabulary holds that token (the target logits are restricted to it, so without the second
+    condition their argmax would be a token the target did not choose)."""
+
+    def __init__(self, depth: int):
+        self.hits, self.answers = [0] * depth, [0] * depth
+        self.in_vocabulary = 0
+        self.accepted: list[torch.Tensor] = []
+
+    def add(self, steps: list[TTTStep]) -> None:
+        hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
+        for k, (hit, step) in enumerate(zip(hits, steps)):
+            self.hits[k] += int(hit.sum())
+            self.answers[k] += int(step.answer_mask.sum())
+        self.in_vocabulary += int(steps[0].mask.sum())
+        self.accepted.append(chain_accepted(hits, steps[0].answer_mask.bool()).cpu())
+
+    def accuracy(self) -> list[float]:
+        """Per draft depth: hits over every answer position."""
+        return [h / max(n, 1) for h, n in zip(self.hits, self.answers)]
 
 
 def read_curve(folder: str | Path) -> list[HeldOutPoint]:
@@ -141,7 +179,7 @@ def read_curve(folder: str | Path) -> list[HeldOutPoint]:
     path = Path(folder) / CURVE_FILE
     if not path.is_file():
         return []
-    return [HeldOutPoint(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [HeldOutPoint.from_json(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def write_curve(folder: str | Path, points: list[HeldOutPoint]) -> None:
@@ -190,7 +228,8 @@ class HeldOutCurveCallback(TrainerCallback):
         self.points.append(point)
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(
-            "held-out at step %d (%d tokens): first-draft acceptance %.4f, chain tau(%d) %.4f",
-            point.step, point.input_tokens_seen, point.first_draft_acceptance, self.held_out.depth, point.chain_tau,
+            "held-out at step %d (%d tokens): first-draft acceptance %.4f (%.4f of the %.3f in the draft vocabulary), chain tau(%d) %.4f",
+            point.step, point.input_tokens_seen, point.first_draft_acceptance, point.in_vocabulary_acceptance,
+            point.draft_vocab_coverage, self.held_out.depth, point.chain_tau,
         )
         write_curve(args.output_dir, self.points)

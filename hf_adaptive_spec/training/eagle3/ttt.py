@@ -56,12 +56,18 @@ def ttt_attention_mask(length: int, step: int, dtype: torch.dtype, device: torch
 
 @dataclass
 class TTTStep:
-    """One unrolled draft step: logits ``[B, L, draft_vocab]``, the target logits and loss mask
-    aligned with them (``[B, L, draft_vocab]`` and ``[B, L]``)."""
+    """One unrolled draft step: logits ``[B, L, draft_vocab]``, the target logits and masks aligned
+    with them (``[B, L, draft_vocab]`` and ``[B, L]``).
+
+    ``mask`` (the loss's) holds the answer positions whose token the draft vocabulary can say;
+    ``answer_mask`` holds every answer position, so that a measure of acceptance counts a token
+    outside the draft vocabulary as the miss it is when drafting.
+    """
 
     logits: torch.Tensor
     target_logits: torch.Tensor
     mask: torch.Tensor
+    answer_mask: torch.Tensor
 
 
 def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None) -> list[TTTStep]:
@@ -85,8 +91,9 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
             attention_mask=ttt_attention_mask(length, step, hidden.dtype, hidden.device),
             past_key_values=cache,
         )
-        mask = _shift(batch.loss_mask, 2 + step, length) * _shift(in_draft_vocab, 2 + step, length)
-        unrolled.append(TTTStep(out.logits, _shift(batch.target_logits, 1 + step, length), mask.float()))
+        answer = _shift(batch.loss_mask, 2 + step, length).float()
+        mask = answer * _shift(in_draft_vocab, 2 + step, length)
+        unrolled.append(TTTStep(out.logits, _shift(batch.target_logits, 1 + step, length), mask, answer))
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
