@@ -9,6 +9,14 @@ several sets of conversations the target answered itself (e.g. trained-on agains
 Each set is its file's first ``--conversations`` conversations, measured as the trainer's held-out
 curve measures them (:class:`~hf_adaptive_spec.training.eagle3.HeldOutSet`: the training-time test
 with the data's tokens fed in, which is greedy chain drafting on the target's own answers).
+
+``--widen-to`` also measures the drafter with its draft vocabulary widened before any training (as
+``init_from`` with a larger ``draft_vocab_size`` starts a stage): the most frequent tokens of
+``--vocabulary-from`` added, the trained head rows kept (:func:`~hf_adaptive_spec.training.eagle3.widen_vocabulary`):
+
+    python examples/eagle3_heldout_accuracy.py --checkpoint artifacts/eagle3-smollm2-stage11 \
+        --set "held out=artifacts/eagle3_heldout_regenerated.jsonl" --widen-to 12288 16384 \
+        --vocabulary-from artifacts/sharegpt_smollm2_target9.jsonl artifacts/sharegpt_smollm2_sampled11.jsonl
 """
 
 from __future__ import annotations
@@ -19,7 +27,19 @@ import torch
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.training.eagle3 import HeldOutSet
+from hf_adaptive_spec.training.eagle3 import HeldOutSet, build_draft_vocabulary, load_samples, widen_vocabulary
+
+
+def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
+    """Print the held-out point of ``draft`` on each ``LABEL=JSONL`` set, prefixed with ``name``."""
+    for spec in sets:
+        label, _, path = spec.partition("=")
+        held_out = HeldOutSet.from_jsonl(model, tokenizer, path, draft, args.max_length, args.conversations, args.depth)
+        point = held_out.point(draft, step=0, input_tokens_seen=0)
+        depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
+        print(f"{name}{label}: first-draft acceptance {point.first_draft_acceptance:.4f} ({point.in_vocabulary_acceptance:.4f} of "
+              f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
+              f"chain tau({args.depth}) {point.chain_tau:.4f}, {point.positions} positions", flush=True)
 
 
 def main() -> None:
@@ -30,19 +50,20 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--num-threads", type=int, default=None)
+    parser.add_argument("--widen-to", type=int, nargs="*", default=[], help="also measure at these draft vocabulary sizes")
+    parser.add_argument("--vocabulary-from", nargs="*", default=[], help="JSONL conversations whose frequent tokens widen it")
     args = parser.parse_args()
+    if args.widen_to and not args.vocabulary_from:
+        parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
     draft = Eagle3DraftModel.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model).float()
-    for spec in args.set:
-        label, _, path = spec.partition("=")
-        held_out = HeldOutSet.from_jsonl(model, tokenizer, path, draft, args.max_length, args.conversations, args.depth)
-        point = held_out.point(draft, step=0, input_tokens_seen=0)
-        depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
-        print(f"{label}: first-draft acceptance {point.first_draft_acceptance:.4f} ({point.in_vocabulary_acceptance:.4f} of "
-              f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
-              f"chain tau({args.depth}) {point.chain_tau:.4f}, {point.positions} positions", flush=True)
+    measure(model, tokenizer, draft, args.set, args, "")
+    samples = [s for path in args.vocabulary_from for s in load_samples(tokenizer, path, 1024)]
+    for size in args.widen_to:
+        vocabulary = build_draft_vocabulary(samples, size, model.config.vocab_size, keep=draft.draft_to_target())
+        measure(model, tokenizer, widen_vocabulary(draft, model, vocabulary).eval(), args.set, args, f"widened to {size}, ")
 
 
 if __name__ == "__main__":

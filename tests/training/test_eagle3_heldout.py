@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from tiny_models import prompt, tiny_model
@@ -22,6 +24,7 @@ from hf_adaptive_spec.training.eagle3 import (
     initialize_drafter,
     read_curve,
     widen_mlp,
+    widen_vocabulary,
 )
 from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, build_drafter
 
@@ -190,6 +193,45 @@ def test_widened_drafter_computes_the_same_and_its_new_channels_learn(setup):
         widen_mlp(draft, narrow - 1)
 
 
+def test_widen_vocabulary_keeps_the_trained_rows_and_maps_the_targets_rows_for_new_tokens(setup):
+    target, samples, _ = setup
+    hidden, vocab = target.config.hidden_size, target.config.vocab_size
+    torch.manual_seed(2)  # more kept rows than hidden width, as in 8,192 x 576: the map is determined
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=build_draft_vocabulary(samples, hidden + 8, vocab)).eval()
+    narrow = draft.draft_to_target()
+    vocabulary = build_draft_vocabulary(samples, hidden + 20, vocab, keep=narrow)
+    assert torch.isin(narrow, vocabulary).all() and vocabulary.tolist() == sorted(set(vocabulary.tolist()))
+    source = target.get_output_embeddings().weight.detach()
+    mapping = torch.randn(source.shape[1], source.shape[1], generator=torch.Generator().manual_seed(0))
+    trained = copy.deepcopy(draft)
+    with torch.no_grad():  # a head that is exactly a linear map of the target's rows: the new rows must follow it
+        trained.lm_head.weight.copy_(source[narrow] @ mapping)
+    wide = widen_vocabulary(trained, target, vocabulary)
+    assert wide.config.draft_vocab_size == hidden + 20 and wide.draft_to_target().tolist() == vocabulary.tolist()
+    assert wide.t2d.nonzero().flatten().tolist() == vocabulary.tolist()
+    kept = torch.searchsorted(vocabulary, narrow)
+    torch.testing.assert_close(wide.lm_head.weight[kept], trained.lm_head.weight)  # trained rows untouched
+    torch.testing.assert_close(wide.lm_head.weight, source[vocabulary] @ mapping, atol=1e-3, rtol=1e-3)
+    ids = torch.tensor([samples[0]["input_ids"]])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, _ = features(ids, torch.ones_like(ids))
+    with torch.no_grad():  # what the kept rows say is unchanged; the new ones add candidates
+        torch.testing.assert_close(wide(ids[:, 1:], feats[:, :-1]).logits[..., kept], trained(ids[:, 1:], feats[:, :-1]).logits)
+    assert widen_vocabulary(trained, target, narrow) is trained
+    with pytest.raises(ValueError, match="drops tokens of the checkpoint's"):
+        widen_vocabulary(trained, target, vocabulary[1:])
+
+
+def test_build_draft_vocabulary_keeps_the_given_tokens_then_the_most_frequent(setup):
+    target, samples, _ = setup
+    frequent = build_draft_vocabulary(samples, 3, target.config.vocab_size)
+    rare = [t for t in range(target.config.vocab_size) if t not in frequent.tolist()][:2]
+    grown = build_draft_vocabulary(samples, 5, target.config.vocab_size, keep=rare)
+    assert set(rare) <= set(grown.tolist()) and len(set(grown.tolist()) & set(frequent.tolist())) == 3
+    with pytest.raises(ValueError, match="draft_vocab_size must be in 2.."):
+        build_draft_vocabulary(samples, 1, target.config.vocab_size, keep=rare)
+
+
 def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup, tmp_path):
     target, samples, draft = setup
     draft.save_pretrained(tmp_path / "drafter")
@@ -203,3 +245,9 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     assert build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples).config.intermediate_size == draft.config.intermediate_size
     with pytest.raises(ValueError, match="init_from loads a trained one"):
         build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"), target, samples)
+    larger = Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=draft.config.draft_vocab_size + 4)
+    grown = build_drafter(script_args, larger, target, samples)
+    assert grown.config.draft_vocab_size == draft.config.draft_vocab_size + 4
+    assert torch.isin(draft.draft_to_target(), grown.draft_to_target()).all()
+    with pytest.raises(ValueError, match="draft_vocab_size must be in"):
+        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=2), target, samples)

@@ -12,7 +12,7 @@ from .data import (
 )
 from .features import TargetFeatures
 from .heldout import HeldOutCurveCallback, HeldOutPoint, HeldOutSet, chain_accepted, read_curve, write_curve
-from .initialization import INITIALIZATIONS, copy_target_layer, initialize_drafter, widen_mlp
+from .initialization import INITIALIZATIONS, copy_target_layer, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
 
@@ -40,5 +40,6 @@ __all__ = [
     "ttt_loss",
     "ttt_unroll",
     "widen_mlp",
+    "widen_vocabulary",
     "write_curve",
 ]

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 
+DEFAULT_DRAFT_VOCAB_SIZE = 8192
+
+
 @dataclass
 class Eagle3Config(TrainingArguments):
     r"""Arguments of :class:`Eagle3Trainer` on top of ``transformers.TrainingArguments``.
@@ -17,7 +20,9 @@ class Eagle3Config(TrainingArguments):
     Args:
         ttt_steps: draft steps unrolled per position (EAGLE-3's training-time test).
         ploss_decay: weight ``decay**k`` of step ``k``'s loss.
-        draft_vocab_size: size of the reduced draft vocabulary (most frequent assistant tokens).
+        draft_vocab_size: size of the reduced draft vocabulary (the most frequent assistant tokens; default
+            8,192). With ``init_from``, a larger size adds the most frequent tokens the checkpoint lacks and
+            keeps its trained rows (:func:`widen_vocabulary`); a smaller one is refused; unset keeps it.
         max_length: tokens kept per conversation.
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
@@ -29,7 +34,9 @@ class Eagle3Config(TrainingArguments):
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
     ploss_decay: float = field(default=0.8, metadata={"help": "Weight decay**k of draft step k's loss."})
-    draft_vocab_size: int = field(default=8192, metadata={"help": "Size of the reduced draft vocabulary."})
+    draft_vocab_size: int | None = field(
+        default=None, metadata={"help": "Size of the draft vocabulary (default 8192; with init_from: widen to it)."}
+    )
     max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
     initialization: str = field(
         default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -63,20 +64,26 @@ def padding_id(tokenizer: PreTrainedTokenizerBase) -> int:
     return next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
 
 
-def build_draft_vocabulary(samples: Iterable[dict[str, list[int]]], draft_vocab_size: int, vocab_size: int) -> torch.LongTensor:
+def build_draft_vocabulary(
+    samples: Iterable[dict[str, list[int]]], draft_vocab_size: int, vocab_size: int, keep: Iterable[int] = ()
+) -> torch.LongTensor:
     """EAGLE's draft vocabulary: the ``draft_vocab_size`` most frequent assistant tokens, sorted.
 
-    When the data holds fewer distinct tokens, the lowest unused ids fill the rest.
+    ``keep`` (a trained drafter's vocabulary, when it is widened) is taken first and the most frequent
+    other tokens fill the rest. When the data holds fewer distinct tokens, the lowest unused ids do.
     """
-    if not 0 < draft_vocab_size <= vocab_size:
-        raise ValueError(f"draft_vocab_size must be in 1..{vocab_size}, got {draft_vocab_size}.")
+    chosen = {int(t) for t in keep}
+    if not len(chosen) <= draft_vocab_size <= vocab_size or draft_vocab_size < 1:
+        raise ValueError(f"draft_vocab_size must be in {max(1, len(chosen))}..{vocab_size}, got {draft_vocab_size}.")
     counts: Counter[int] = Counter()
     for sample in samples:
         counts.update(t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m)
-    chosen = {token for token, _ in counts.most_common(draft_vocab_size)}
+    frequent = (token for token, _ in counts.most_common())
     filler = (t for t in range(vocab_size) if t not in chosen)
-    while len(chosen) < draft_vocab_size:
-        chosen.add(next(filler))
+    for token in itertools.chain(frequent, filler):
+        if len(chosen) == draft_vocab_size:
+            break
+        chosen.add(token)
     return torch.tensor(sorted(chosen), dtype=torch.long)
 
 

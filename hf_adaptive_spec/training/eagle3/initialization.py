@@ -1,5 +1,6 @@
 """Starting points of an EAGLE-3 drafter: random (EAGLE-3's), one of the target's decoder layers, or a
-trained drafter widened without changing what it computes."""
+trained drafter widened (a wider MLP computing the same function; a larger draft vocabulary keeping every
+trained head row)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,43 @@ def widen_mlp(draft: Eagle3DraftModel, intermediate_size: int, seed: int = 0) ->
     down = state["midlayer.mlp.down_proj.weight"]
     state["midlayer.mlp.down_proj.weight"] = torch.cat([down, down.new_zeros(down.shape[0], extra)], dim=1)
     wide = Eagle3DraftModel(config).to(device=down.device, dtype=down.dtype)
+    wide.load_state_dict(state)
+    return wide.train(draft.training)
+
+
+def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabulary: torch.LongTensor) -> Eagle3DraftModel:
+    """A copy of ``draft`` that drafts over ``vocabulary`` (sorted target ids holding all of its own).
+
+    Every trained head row is kept. A new token's row is the target's output row of that token, mapped
+    into the drafter's head space by the least-squares linear map taking the target's rows of the kept
+    tokens to the drafter's trained rows: new tokens start where the trained geometry puts them. (Zero
+    rows would give thousands of tokens logit 0 in every context, drawing probability from the trained
+    ones; random rows, noise.) Returns ``draft`` itself when the vocabulary is its own.
+    """
+    current = draft.draft_to_target().cpu()
+    vocabulary = torch.as_tensor(vocabulary, dtype=torch.long).cpu()
+    if not torch.isin(current, vocabulary).all():
+        raise ValueError(
+            f"The new draft vocabulary ({len(vocabulary)} tokens) drops tokens of the checkpoint's ({len(current)}); "
+            "widening keeps every trained head row, so it can only grow. Leave draft_vocab_size unset to keep "
+            "the checkpoint's vocabulary."
+        )
+    if len(vocabulary) == len(current):
+        return draft
+    trained = draft.lm_head.weight.detach().float().cpu()
+    source = target.get_output_embeddings().weight.detach().float().cpu()
+    mapping = torch.linalg.lstsq(source[current], trained).solution
+    rows = source[vocabulary] @ mapping
+    kept = torch.searchsorted(vocabulary, current)
+    rows[kept] = trained
+    config = copy.deepcopy(draft.config)
+    config.draft_vocab_size = len(vocabulary)
+    state = draft.state_dict()
+    state["lm_head.weight"] = rows
+    state["d2t"] = vocabulary - torch.arange(len(vocabulary))
+    state["t2d"] = torch.zeros(config.vocab_size, dtype=torch.bool).index_fill_(0, vocabulary, True)
+    weight = draft.lm_head.weight
+    wide = Eagle3DraftModel(config).to(device=weight.device, dtype=weight.dtype)
     wide.load_state_dict(state)
     return wide.train(draft.training)
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 31, stage 12 on a lent GPU, in two calls of one session (the machine stays warm between them):
+#   PHASE=regenerate  new sampled answers: the seed-9 prompt selection resumed after the 4,096 answered in
+#                     stages 9 and 11 (sampled9 + sampled11, carried gzipped), bfloat16, batches of 1,024,
+#                     sampling at 0.8, two turns; time-boxed by REGEN_SECONDS. The new conversations
+#                     (sampled12) stay in $STAGE for the next call and come back gzipped in $OUT.
+#   PHASE=train       stage 11 trained on target9 + sampled11 + sampled12 with a 12,288-token vocabulary
+#                     (trainers/recipes/eagle3_smollm2_stage12_gpu.yaml) for what is left of the call
+#                     (CALL_SECONDS less RESERVE_SECONDS); the drafter comes back as scripts/device_stage11.sh's.
+# Transfers as for scripts/device_stage9.sh: GGUF parts and wheels in $STAGE; the regeneration's prompts
+# (scripts/device_stage9_prompts.py) and resume file in .xfer4/; training set, held-out set and stage 11's
+# folder in .xfer3/.
+# A CPU rehearsal: DEVICE=cpu PY=.venv/bin/python SKIP_WHEELS=1 STAGE=/tmp/stage-cpu OUT=/tmp/out-cpu plus
+#   PHASE=regenerate REGEN_SECONDS=100 BATCH=4, then PHASE=train CALL_SECONDS=200 BATCH=2 TRAIN_EXTRA="--use_cpu
+#   true --bf16 false --tf32 false --heldout_conversations 2 --dataloader_num_workers 0 --max_length 256"
+set -u
+START=$(date +%s)
+source scripts/device_env.sh
+
+regenerate() {
+    gunzip -c .xfer4/sharegpt_prompts.json.gz > "$STAGE/sharegpt_prompts.json"
+    gunzip -c .xfer4/sampled_done.jsonl.gz > "$STAGE/sampled_all.jsonl"  # sampled9 then sampled11
+    local answered
+    answered=$(wc -l < "$STAGE/sampled_all.jsonl")
+    timeout "${REGEN_SECONDS:-230}" $PY trainers/regenerate_sharegpt.py --output "$STAGE/sampled_all.jsonl" \
+        --sharegpt_file "$STAGE/sharegpt_prompts.json" --num_conversations 100000 --seed 9 --device "$DEVICE" \
+        --dtype bfloat16 --batch_size "${BATCH:-1024}" --max_turns 2 --max_prompt_tokens 1024 --max_new_tokens 256 \
+        --temperature 0.8 >> "$OUT/regenerate.log" 2>&1
+    # whole lines after the ones carried in (the time box may cut the last)
+    tail -n +$((answered + 1)) "$STAGE/sampled_all.jsonl" | $PY -c "
+import json, sys
+good = [line for line in sys.stdin if line.endswith('\n') and json.loads(line)]
+sys.stdout.writelines(good)
+print(len(good), 'new sampled conversations', file=sys.stderr)" > "$STAGE/sharegpt_smollm2_sampled12.jsonl"
+    gzip -c "$STAGE/sharegpt_smollm2_sampled12.jsonl" > "$OUT/sharegpt_smollm2_sampled12.jsonl.gz"
+}
+
+train() {  # $1: batch size; trains for the minutes left in the call
+    local minutes
+    minutes=$($PY -c "print(round(($START + ${CALL_SECONDS:-560} - ${RESERVE_SECONDS:-70} - $(date +%s)) / 60, 2))")
+    echo "== train at batch $1 for $minutes minutes $(date +%T)" | tee -a "$OUT/train.log"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py \
+        --config trainers/recipes/eagle3_smollm2_stage12_gpu.yaml --max_train_minutes "$minutes" \
+        --per_device_train_batch_size "$1" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1
+}
+
+if [ "${PHASE:-}" = regenerate ]; then
+    cp "$OUT/versions.log" "$OUT/regenerate.log"
+    regenerate
+elif [ "${PHASE:-}" = train ]; then
+    cp "$OUT/versions.log" "$OUT/train.log"
+    cp -r .xfer3/eagle3-smollm2-stage11 .xfer3/eagle3_heldout_regenerated.jsonl artifacts/
+    (gunzip -c .xfer3/sharegpt_smollm2_target9.jsonl.gz; gunzip -c .xfer3/sharegpt_smollm2_sampled11.jsonl.gz
+     cat "$STAGE/sharegpt_smollm2_sampled12.jsonl") > artifacts/sharegpt_smollm2_target12.jsonl
+    wc -l artifacts/sharegpt_smollm2_target12.jsonl | tee -a "$OUT/train.log"
+    BATCH=${BATCH:-64}
+    train "$BATCH" || { grep -q "out of memory" "$OUT/train.log" && train $((BATCH / 2)); }
+    grep "held-out\|train_runtime" "$OUT/train.log" | tail -4
+    export_drafter artifacts/eagle3-smollm2-stage12 stage12
+else
+    echo "PHASE must be regenerate or train, got '${PHASE:-}'" >&2
+    exit 2
+fi
+echo "== done $(date +%T), $(( $(date +%s) - START )) s"
