@@ -27,3 +27,17 @@ save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in t
 PY
     (cd "$1" && split -b 15m model.safetensors "$OUT/$2.safetensors.part" && tar czf "$OUT/$2_folder.tgz" --exclude=model.safetensors .)
 }
+
+train_in_call() {  # $1: an EAGLE-3 recipe, $2: the batch size. Trains for what is left of the call: CALL_SECONDS
+    # (default 560) from the driver's START, less RESERVE_SECONDS (default 70) for the final held-out point,
+    # saving and export; TRAIN_EXTRA adds arguments. A run that runs out of memory is retried once at half the batch.
+    _train_for_the_rest "$1" "$2" || { grep -q "out of memory" "$OUT/train.log" && _train_for_the_rest "$1" $(($2 / 2)); }
+}
+
+_train_for_the_rest() {
+    local minutes
+    minutes=$($PY -c "print(round(($START + ${CALL_SECONDS:-560} - ${RESERVE_SECONDS:-70} - $(date +%s)) / 60, 2))")
+    echo "== train at batch $2 for $minutes minutes $(date +%T)" | tee -a "$OUT/train.log"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py --config "$1" --max_train_minutes "$minutes" \
+        --per_device_train_batch_size "$2" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1
+}

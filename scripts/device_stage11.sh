@@ -12,8 +12,6 @@
 #   --bf16 false --tf32 false --heldout_conversations 2 --dataloader_num_workers 0" BATCH=2
 set -u
 START=$(date +%s)
-CALL_SECONDS=${CALL_SECONDS:-560}
-RESERVE_SECONDS=${RESERVE_SECONDS:-70}
 BATCH=${BATCH:-64}
 source scripts/device_env.sh
 cp "$OUT/versions.log" "$OUT/train.log"
@@ -21,15 +19,7 @@ XFER=${XFER:-.xfer3}
 cp -r "$XFER"/eagle3-smollm2-stage10 "$XFER"/eagle3_heldout_regenerated.jsonl artifacts/
 gunzip -c "$XFER"/sharegpt_smollm2_target9.jsonl.gz > artifacts/sharegpt_smollm2_target9.jsonl
 
-train() {  # $1: batch size; trains for the minutes left in the call
-    local minutes
-    minutes=$($PY -c "print(round(($START + $CALL_SECONDS - $RESERVE_SECONDS - $(date +%s)) / 60, 2))")
-    echo "== train at batch $1 for $minutes minutes $(date +%T)" | tee -a "$OUT/train.log"
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py \
-        --config trainers/recipes/eagle3_smollm2_stage11_gpu.yaml --max_train_minutes "$minutes" \
-        --per_device_train_batch_size "$1" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1
-}
-train "$BATCH" || { grep -q "out of memory" "$OUT/train.log" && train $((BATCH / 2)); }
+train_in_call trainers/recipes/eagle3_smollm2_stage11_gpu.yaml "$BATCH"
 grep "held-out\|train_runtime" "$OUT/train.log" | tail -4
 
 echo "== export $(date +%T)"

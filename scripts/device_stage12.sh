@@ -35,15 +35,6 @@ print(len(good), 'new sampled conversations', file=sys.stderr)" > "$STAGE/shareg
     gzip -c "$STAGE/sharegpt_smollm2_sampled12.jsonl" > "$OUT/sharegpt_smollm2_sampled12.jsonl.gz"
 }
 
-train() {  # $1: batch size; trains for the minutes left in the call
-    local minutes
-    minutes=$($PY -c "print(round(($START + ${CALL_SECONDS:-560} - ${RESERVE_SECONDS:-70} - $(date +%s)) / 60, 2))")
-    echo "== train at batch $1 for $minutes minutes $(date +%T)" | tee -a "$OUT/train.log"
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py \
-        --config trainers/recipes/eagle3_smollm2_stage12_gpu.yaml --max_train_minutes "$minutes" \
-        --per_device_train_batch_size "$1" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1
-}
-
 if [ "${PHASE:-}" = regenerate ]; then
     cp "$OUT/versions.log" "$OUT/regenerate.log"
     regenerate
@@ -53,8 +44,7 @@ elif [ "${PHASE:-}" = train ]; then
     (gunzip -c .xfer3/sharegpt_smollm2_target9.jsonl.gz; gunzip -c .xfer3/sharegpt_smollm2_sampled11.jsonl.gz
      cat "$STAGE/sharegpt_smollm2_sampled12.jsonl") > artifacts/sharegpt_smollm2_target12.jsonl
     wc -l artifacts/sharegpt_smollm2_target12.jsonl | tee -a "$OUT/train.log"
-    BATCH=${BATCH:-64}
-    train "$BATCH" || { grep -q "out of memory" "$OUT/train.log" && train $((BATCH / 2)); }
+    train_in_call trainers/recipes/eagle3_smollm2_stage12_gpu.yaml "${BATCH:-64}"
     grep "held-out\|train_runtime" "$OUT/train.log" | tail -4
     export_drafter artifacts/eagle3-smollm2-stage12 stage12
 else

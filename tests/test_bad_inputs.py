@@ -200,6 +200,19 @@ def _missing(loader: str, name: str) -> BadInput:
     return BadInput(call, MissingArtifactFileError, f"No such folder: '{name}'")
 
 
+def _missing_like_a_repo_id(loader: str) -> BadInput:
+    """'artifacts/x' reads as a repo id too: offline, the error names the missing folder as well as the Hub's side."""
+    name = "artifacts/hfas-no-such-artifact"
+
+    def call(model, tmp_path):
+        hub = {"cache_dir": tmp_path, "local_files_only": True}
+        if loader == "policy":
+            return hfas.AutoDraftPolicy.from_pretrained(name, **hub)
+        return hfas.Eagle3Drafter.from_pretrained(name, target=model, **hub)
+
+    return BadInput(call, MissingArtifactFileError, f"No local folder '{name}' exists either")
+
+
 def _saved_eagle3(model, folder: Path) -> Path:
     hfas.Eagle3Drafter(Eagle3DraftModel.from_target(model)).save_pretrained(folder)
     return folder
@@ -243,6 +256,7 @@ FOLDERS = {
         for kind, name in (("relative", "./no/such/folder"), ("absolute", "/tmp/hfas-no-such-folder"),
                            ("like-a-repo-id", "a/b/c"))
     },
+    **{f"missing-folder-{loader}-one-slash": _missing_like_a_repo_id(loader) for loader in ("policy", "eagle3")},
     "dvi-adapter-given-as-a-policy": BadInput(
         _dvi_adapter_as_policy, ArtifactTypeError,
         r"\(DVIDrafter\), which is not a DraftPolicy.*Load it with DVIDrafter.from_pretrained\(path, target=model\)",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import HfApi, hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
 from .errors import MissingArtifactFileError
 
@@ -82,10 +82,18 @@ class ArtifactLocation:
             raise MissingArtifactFileError(
                 f"'{filename}' of {self} is not in the local Hugging Face cache, and the Hub was not asked "
                 "(offline mode, local_files_only=True, or no connection). Download it once online, or check "
-                "HF_HUB_CACHE."
+                f"HF_HUB_CACHE.{self._no_folder_either()}"
+            ) from error
+        except RepositoryNotFoundError as error:
+            raise MissingArtifactFileError(
+                f"{self} does not exist on the Hub (or is private and no token was given).{self._no_folder_either()}"
             ) from error
         except EntryNotFoundError as error:
             raise MissingArtifactFileError(f"'{filename}' not found in {self}.") from error
+
+    def _no_folder_either(self) -> str:
+        """For a name read as a repo id: it names no local folder either, which is often what was meant."""
+        return f" No local folder '{self.name}' exists either (relative to {Path.cwd()}); if you meant one, check the path."
 
     def list_files(self) -> list[str]:
         """Files of the folder or repo; for a Hub repo, [] when the Hub cannot be asked."""

@@ -121,6 +121,12 @@ def test_uncached_hub_repo_offline_is_named(tmp_path: Path):
         TinyMLPPolicy.from_pretrained("org/absent", cache_dir=tmp_path, local_files_only=True)
 
 
+def test_a_missing_folder_shaped_like_a_repo_id_is_named_as_both(tmp_path: Path):
+    """'artifacts/x' may be a repo id or a folder: when neither is found, the error says so, not only the Hub's side."""
+    with pytest.raises(MissingArtifactFileError, match=r"Hub repo 'artifacts/absent'.*No local folder 'artifacts/absent' exists either"):
+        TinyMLPPolicy.from_pretrained("artifacts/absent", cache_dir=tmp_path, local_files_only=True)
+
+
 def test_wrong_artifact_type_names_both(saved_mlp):
     with pytest.raises(ArtifactTypeError, match=rf"'{MLP_TYPE}' artifact, not a '{GRU_TYPE}' one.*TinyMLPPolicy"):
         TinyGRUPolicy.from_pretrained(saved_mlp[1])

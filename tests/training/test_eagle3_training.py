@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -18,9 +19,10 @@ from hf_adaptive_spec.training.eagle3 import (
     build_draft_vocabulary,
     collate,
     tokenize_conversation,
+    ttt_loss,
     ttt_unroll,
 )
-from hf_adaptive_spec.training.eagle3.ttt import ttt_attention_mask
+from hf_adaptive_spec.training.eagle3.ttt import soft_cross_entropy_sum, ttt_attention_mask
 
 torch.set_num_threads(1)
 
@@ -91,6 +93,46 @@ def test_training_time_test_equals_inference_drafting(setup):
         # the target side: logits restricted to the draft vocabulary, at the position predicting the same token
         full = target(ids[:, : t + 2]).logits[0, -1]
         torch.testing.assert_close(steps[0].target_logits[0, t], full[draft.draft_to_target()], atol=1e-4, rtol=1e-4)
+
+
+def _kept_bytes(fn):
+    """``fn()`` and the bytes of the distinct storages autograd keeps for the backward pass."""
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        return fn(), sum(storages.values())
+
+
+def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
+    """In bfloat16 the loss keeps the logits and targets per step for the backward pass (2 + 2 bytes
+    a [batch, length, vocabulary] element), not their float32 softmaxes (4 + 4), and its value and
+    gradients are those of the same loss computed without checkpointing."""
+    target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
+    ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, target_logits = features(ids, torch.ones_like(ids))
+    batch, steps = TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), 3
+
+    def plain():
+        total = 0.0
+        for step, unrolled in enumerate(ttt_unroll(draft, batch, steps)):
+            summed = soft_cross_entropy_sum(unrolled.logits, unrolled.target_logits, unrolled.mask)
+            total = total + 0.8**step * summed / unrolled.mask.sum().clamp(min=1.0)
+        return total
+
+    (loss, _, _), kept = _kept_bytes(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8))
+    reference, kept_plain = _kept_bytes(plain)
+    torch.testing.assert_close(loss, reference)
+    parameters = [p for p in draft.parameters() if p.requires_grad]
+    for mine, theirs in zip(torch.autograd.grad(loss, parameters), torch.autograd.grad(reference, parameters)):
+        torch.testing.assert_close(mine, theirs)
+    float32_step = ids.shape[0] * (ids.shape[1] - 1) * draft.config.draft_vocab_size * 4
+    assert kept_plain - kept >= 0.9 * steps * float32_step  # 8 bytes an element kept in place of 4 (exactly 0.98 here)
 
 
 def _samples(target, count=12, length=24):

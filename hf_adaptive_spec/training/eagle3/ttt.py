@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.utils.checkpoint import checkpoint
 from transformers import DynamicCache
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
@@ -98,6 +99,13 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
     return unrolled
 
 
+def soft_cross_entropy_sum(logits: torch.Tensor, target_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``sum(mask * -sum_v softmax(target) * log_softmax(logits))``, computed in float32."""
+    log_q = torch.log_softmax(logits.float(), dim=-1)
+    p = torch.softmax(target_logits.float(), dim=-1)
+    return (-(p * log_q).sum(-1) * mask).sum()
+
+
 def ttt_loss(
     model: Eagle3DraftModel, batch: TTTBatch, steps: int = 7, decay: float = 0.8, t2d: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, list[float], list[float]]:
@@ -105,15 +113,21 @@ def ttt_loss(
 
     Each step's loss is the soft cross-entropy against the target distribution over the draft
     vocabulary, averaged over masked positions. Accuracy is the share of masked positions where
-    the draft argmax equals the target's argmax.
+    the draft argmax equals the target's argmax. The float32 softmaxes are recomputed in the
+    backward pass instead of kept (activation checkpointing): per step, autograd then holds the
+    logits alone instead of three float32 tensors of ``[batch, length, draft vocabulary]``, which
+    is what bounds the batch on a GPU once the draft vocabulary is large.
     """
     total = batch.features.new_zeros((), dtype=torch.float32)
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
-        log_q = torch.log_softmax(unrolled.logits.float(), dim=-1)
-        p = torch.softmax(unrolled.target_logits.float(), dim=-1)
         count = unrolled.mask.sum().clamp(min=1.0)
-        step_loss = (-(p * log_q).sum(-1) * unrolled.mask).sum() / count
+        summed = (
+            checkpoint(soft_cross_entropy_sum, unrolled.logits, unrolled.target_logits, unrolled.mask, use_reentrant=False)
+            if unrolled.logits.requires_grad
+            else soft_cross_entropy_sum(unrolled.logits, unrolled.target_logits, unrolled.mask)
+        )
+        step_loss = summed / count
         total = total + decay**step * step_loss
         hits = (unrolled.logits.argmax(-1) == unrolled.target_logits.argmax(-1)).float()
         step_losses.append(float(step_loss.detach()))
