@@ -125,7 +125,7 @@ def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
             total = total + 0.8**step * summed / unrolled.mask.sum().clamp(min=1.0)
         return total
 
-    (loss, _, _), kept = _kept_bytes(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8))
+    (loss, _, _), kept = _kept_bytes(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True))
     reference, kept_plain = _kept_bytes(plain)
     torch.testing.assert_close(loss, reference)
     parameters = [p for p in draft.parameters() if p.requires_grad]
@@ -169,6 +169,26 @@ def test_trainer_learns_saves_safetensors_and_reloads(setup, tmp_path):
     reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "final", target=target)
     for key, value in draft.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[key], value)
+
+
+def test_trainer_hands_recompute_loss_softmax_to_the_loss(setup, tmp_path, monkeypatch):
+    import hf_adaptive_spec.training.eagle3.trainer as trainer_module
+
+    target, draft = setup
+    seen = []
+
+    def recording_loss(*args):
+        seen.append(args[-1])
+        return ttt_loss(*args)
+
+    monkeypatch.setattr(trainer_module, "ttt_loss", recording_loss)
+    samples = _samples(target, count=2)
+    for flag in (True, False):
+        args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[], recompute_loss_softmax=flag)
+        trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                                data_collator=lambda b: collate(b, pad_token_id=0))
+        trainer.compute_loss(draft, collate(samples, pad_token_id=0)).backward()
+    assert seen == [True, False]
 
 
 def test_conversation_stream_rereads_a_growing_file(tokenizer, tmp_path):

@@ -26,6 +26,9 @@ class Eagle3Config(TrainingArguments):
         max_length: tokens kept per conversation.
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
+        recompute_loss_softmax: recompute the loss's float32 softmaxes in the backward pass instead of
+            keeping them (:func:`ttt_loss`): halves the memory the loss keeps in bfloat16, for a larger batch
+            on a GPU; nothing to gain in float32, where it only costs time.
         draft_intermediate_size: MLP width of a new drafter's layer (default: the target's); a
             capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``. With
             ``init_from``, a larger width widens the trained drafter without changing its output
@@ -40,6 +43,9 @@ class Eagle3Config(TrainingArguments):
     max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
     initialization: str = field(
         default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
+    )
+    recompute_loss_softmax: bool = field(
+        default=False, metadata={"help": "Recompute the loss's float32 softmaxes in backward (less memory in bf16)."}
     )
     draft_intermediate_size: int | None = field(
         default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}

@@ -53,7 +53,9 @@ class Eagle3Trainer(SpecTrainer):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
         batch = TTTBatch(inputs["input_ids"], features, target_logits, inputs["loss_mask"] * inputs["attention_mask"])
         t2d = self.accelerator.unwrap_model(model).t2d
-        loss, step_losses, step_accuracy = ttt_loss(model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d)
+        loss, step_losses, step_accuracy = ttt_loss(
+            model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax
+        )
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self._metrics[f"loss_step{step}"].append(step_loss)
             self._metrics[f"acc_step{step}"].append(accuracy)

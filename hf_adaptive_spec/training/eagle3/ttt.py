@@ -107,26 +107,32 @@ def soft_cross_entropy_sum(logits: torch.Tensor, target_logits: torch.Tensor, ma
 
 
 def ttt_loss(
-    model: Eagle3DraftModel, batch: TTTBatch, steps: int = 7, decay: float = 0.8, t2d: torch.Tensor | None = None
+    model: Eagle3DraftModel,
+    batch: TTTBatch,
+    steps: int = 7,
+    decay: float = 0.8,
+    t2d: torch.Tensor | None = None,
+    recompute_softmax: bool = False,
 ) -> tuple[torch.Tensor, list[float], list[float]]:
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
     Each step's loss is the soft cross-entropy against the target distribution over the draft
     vocabulary, averaged over masked positions. Accuracy is the share of masked positions where
-    the draft argmax equals the target's argmax. The float32 softmaxes are recomputed in the
-    backward pass instead of kept (activation checkpointing): per step, autograd then holds the
-    logits alone instead of three float32 tensors of ``[batch, length, draft vocabulary]``, which
-    is what bounds the batch on a GPU once the draft vocabulary is large.
+    the draft argmax equals the target's argmax.
+
+    ``recompute_softmax`` recomputes the float32 softmaxes in the backward pass instead of keeping
+    them (activation checkpointing): per step autograd then keeps the logits and targets in their
+    own dtype (2 + 2 bytes an element of ``[batch, length, draft vocabulary]`` in bfloat16) instead of
+    two float32 tensors (4 + 4). Worth it on a GPU in bfloat16, where it bounds the batch once the
+    draft vocabulary is large; in float32 it saves nothing and costs the recomputation.
     """
     total = batch.features.new_zeros((), dtype=torch.float32)
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
         count = unrolled.mask.sum().clamp(min=1.0)
-        summed = (
-            checkpoint(soft_cross_entropy_sum, unrolled.logits, unrolled.target_logits, unrolled.mask, use_reentrant=False)
-            if unrolled.logits.requires_grad
-            else soft_cross_entropy_sum(unrolled.logits, unrolled.target_logits, unrolled.mask)
-        )
+        inputs = (unrolled.logits, unrolled.target_logits, unrolled.mask)
+        recompute = recompute_softmax and unrolled.logits.requires_grad
+        summed = checkpoint(soft_cross_entropy_sum, *inputs, use_reentrant=False) if recompute else soft_cross_entropy_sum(*inputs)
         step_loss = summed / count
         total = total + decay**step * step_loss
         hits = (unrolled.logits.argmax(-1) == unrolled.target_logits.argmax(-1)).float()
