@@ -220,6 +220,8 @@ def test_widen_vocabulary_keeps_the_trained_rows_and_maps_the_targets_rows_for_n
     assert widen_vocabulary(trained, target, narrow) is trained
     with pytest.raises(ValueError, match="drops tokens of the checkpoint's"):
         widen_vocabulary(trained, target, vocabulary[1:])
+    with pytest.raises(ValueError, match="distinct target ids in increasing order"):
+        widen_vocabulary(trained, target, vocabulary.flip(0))
 
 
 def test_build_draft_vocabulary_keeps_the_given_tokens_then_the_most_frequent(setup):

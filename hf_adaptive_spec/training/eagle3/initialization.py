@@ -101,6 +101,11 @@ def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabular
     """
     current = draft.draft_to_target().cpu()
     vocabulary = torch.as_tensor(vocabulary, dtype=torch.long).cpu()
+    if vocabulary.ndim != 1 or (vocabulary[1:] <= vocabulary[:-1]).any():
+        raise ValueError(
+            "The draft vocabulary must be a 1-D tensor of distinct target ids in increasing order, as "
+            "build_draft_vocabulary returns it; sort it (and drop repeats) first."
+        )
     if not torch.isin(current, vocabulary).all():
         raise ValueError(
             f"The new draft vocabulary ({len(vocabulary)} tokens) drops tokens of the checkpoint's ({len(current)}); "
