@@ -22,7 +22,8 @@ from hf_adaptive_spec.training.eagle3 import (
     ttt_loss,
     ttt_unroll,
 )
-from hf_adaptive_spec.training.eagle3.ttt import soft_cross_entropy_sum, ttt_attention_mask
+from hf_adaptive_spec.training.eagle3.ttt import ttt_attention_mask
+from hf_adaptive_spec.training.memory import kept_for_backward
 
 torch.set_num_threads(1)
 
@@ -95,19 +96,6 @@ def test_training_time_test_equals_inference_drafting(setup):
         torch.testing.assert_close(steps[0].target_logits[0, t], full[draft.draft_to_target()], atol=1e-4, rtol=1e-4)
 
 
-def _kept_bytes(fn):
-    """``fn()`` and the bytes of the distinct storages autograd keeps for the backward pass."""
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        return fn(), sum(storages.values())
-
-
 def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
     """In bfloat16 the loss keeps the logits and targets per step for the backward pass (2 + 2 bytes
     a [batch, length, vocabulary] element), not their float32 softmaxes (4 + 4), and its value and
@@ -118,15 +106,8 @@ def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
     feats, target_logits = features(ids, torch.ones_like(ids))
     batch, steps = TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), 3
 
-    def plain():
-        total = 0.0
-        for step, unrolled in enumerate(ttt_unroll(draft, batch, steps)):
-            summed = soft_cross_entropy_sum(unrolled.logits, unrolled.target_logits, unrolled.mask)
-            total = total + 0.8**step * summed / unrolled.mask.sum().clamp(min=1.0)
-        return total
-
-    (loss, _, _), kept = _kept_bytes(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True))
-    reference, kept_plain = _kept_bytes(plain)
+    (loss, _, _), kept = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True))
+    (reference, _, _), kept_plain = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8))
     torch.testing.assert_close(loss, reference)
     parameters = [p for p in draft.parameters() if p.requires_grad]
     for mine, theirs in zip(torch.autograd.grad(loss, parameters), torch.autograd.grad(reference, parameters)):

@@ -73,8 +73,9 @@ def build_draft_vocabulary(
     other tokens fill the rest. When the data holds fewer distinct tokens, the lowest unused ids do.
     """
     chosen = {int(t) for t in keep}
-    if not len(chosen) <= draft_vocab_size <= vocab_size or draft_vocab_size < 1:
-        raise ValueError(f"draft_vocab_size must be in {max(1, len(chosen))}..{vocab_size}, got {draft_vocab_size}.")
+    smallest = max(1, len(chosen))
+    if not smallest <= draft_vocab_size <= vocab_size:
+        raise ValueError(f"draft_vocab_size must be in {smallest}..{vocab_size}, got {draft_vocab_size}.")
     counts: Counter[int] = Counter()
     for sample in samples:
         counts.update(t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m)

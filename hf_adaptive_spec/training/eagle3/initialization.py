@@ -122,12 +122,10 @@ def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabular
     rows[kept] = trained
     config = copy.deepcopy(draft.config)
     config.draft_vocab_size = len(vocabulary)
-    state = draft.state_dict()
-    state["lm_head.weight"] = rows
-    state["d2t"] = vocabulary - torch.arange(len(vocabulary))
-    state["t2d"] = torch.zeros(config.vocab_size, dtype=torch.bool).index_fill_(0, vocabulary, True)
     weight = draft.lm_head.weight
     wide = Eagle3DraftModel(config).to(device=weight.device, dtype=weight.dtype)
+    wide.set_vocab_mapping(vocabulary)
+    state = {**draft.state_dict(), "lm_head.weight": rows, "d2t": wide.d2t, "t2d": wide.t2d}
     wide.load_state_dict(state)
     return wide.train(draft.training)
 
