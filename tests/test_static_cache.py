@@ -21,14 +21,14 @@ POLICIES = {
 }
 
 
-def _eagle3(target) -> hfas.Eagle3Drafter:
+def _eagle3(target, num_layers: int = 1) -> hfas.Eagle3Drafter:
     torch.manual_seed(1)
-    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3))
+    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3, num_hidden_layers=num_layers))
 
 
 def _drafter(kind: str, target):
-    if kind == "eagle3":
-        return _eagle3(target)
+    if kind.startswith("eagle3"):
+        return _eagle3(target, num_layers=2 if kind == "eagle3-2-layers" else 1)
     if kind == "dvi":
         return hfas.DVIDrafter(target, exit_layer=2)
     return hfas.CausalLMDrafter.from_target_layers(target, 2)
@@ -66,7 +66,7 @@ def test_static_cache_matches_stock_greedy(family):
             assert torch.equal(out, expected), (family, drafter_name, shape, "user cache")
 
 
-@pytest.mark.parametrize("kind", ["eagle3", "causal-lm", "dvi"])
+@pytest.mark.parametrize("kind", ["eagle3", "eagle3-2-layers", "causal-lm", "dvi"])
 def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
     """One compiled graph per bucket, kept on the model and the drafter: a second prompt of another
     length compiles nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the
@@ -116,7 +116,7 @@ def test_a_drafters_static_cache_grows_geometrically(kind):
     assert len(lengths) <= 5 and all(b >= 2 * a for a, b in zip(lengths, lengths[1:])), lengths
 
 
-@pytest.mark.parametrize("kind", ["causal-lm", "eagle3", "dvi"])
+@pytest.mark.parametrize("kind", ["causal-lm", "eagle3", "eagle3-2-layers", "dvi"])
 def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(kind, monkeypatch):
     """The drafters' fixed-shape steps (padded to 4, 8 or 16 rows in a StaticCache) propose the same
     trees as their growing-cache steps: the same accepted lengths cycle by cycle (fp32), not merely

@@ -137,6 +137,25 @@ def test_specforge_layout_loads_with_identical_logits(tmp_path, target):
     assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(reference, target, IDS))
 
 
+def test_a_deeper_drafter_in_vllm_naming_loads_and_exports_as_vllm_reads_it(tmp_path, target, frequent_tokens):
+    """A two-layer drafter: vLLM names the EAGLE-3 layer layers.0 (it reads midlayer. as layers.0.) and the
+    next one layers.1; such a file loads with identical logits, and our export maps onto those names."""
+    reference = make_draft_model(target, draft_to_target=frequent_tokens, num_hidden_layers=2)
+    state = {key.replace("midlayer.", "layers.0."): value for key, value in reference.state_dict().items()}
+    del state["embed_tokens.weight"]
+    _write(tmp_path / "vllm", {**_official_config(reference), "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 2}, state)
+    loaded = Eagle3DraftModel.from_pretrained(tmp_path / "vllm", target=target)
+    assert loaded.config.num_hidden_layers == 2
+    assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(reference, target, IDS))
+
+    loaded.save_pretrained(tmp_path / "ours")
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["num_hidden_layers"] == 2
+    names = _vllm_parameter_names(list(load_file(tmp_path / "ours" / "model.safetensors")))
+    expected = {"model." + key for key in state if key.startswith("layers.")}
+    assert {name for name in names if name.startswith("model.layers.")} == expected
+    assert any(name.startswith("model.layers.1.") for name in expected)
+
+
 def test_specforge_norm_output_true_is_the_final_norm_this_model_applies(tmp_path, target, official_reference, official_tensors):
     """SpecForge's norm_output (default true) normalises before lm_head: the logits of the reference
     computation lm_head(norm(layer output)), spelled out here from the loaded weights."""
@@ -184,8 +203,9 @@ def test_rope_comes_from_the_drafter_config_not_the_target(tmp_path, target, off
             "rope_parameters": {**LLAMA3_ROPE, "rope_theta": 5e5},
         },
         {"use_aux_hidden_state": False},
+        {"num_hidden_layers": 2},
     ],
-    ids=["default", "reduced+custom-layers+llama3-rope", "single-feature"],
+    ids=["default", "reduced+custom-layers+llama3-rope", "single-feature", "two-layers"],
 )
 def test_save_pretrained_round_trip(tmp_path, target, frequent_tokens, kwargs):
     kwargs = dict(kwargs)
@@ -364,7 +384,9 @@ LOADING_ERRORS = {
     "shape": ({}, (), {"lm_head.weight": torch.zeros(96, 64)}, r"lm_head.weight \(96, 64\) \(expected \(24, 64\)\)"),
     "d2t-not-offsets": ({}, (), {"d2t": torch.arange(DRAFT_VOCAB)}, "d2t and t2d disagree"),
     "architecture": ({"architectures": ["MistralForCausalLM"]}, (), None, "Not an EAGLE-3 checkpoint config"),
-    "two-layers": ({"num_hidden_layers": 2}, (), None, "one decoder layer"),
+    "layers-without-weights": ({"num_hidden_layers": 2}, (), None, r"missing keys \['layers.1.*num_hidden_layers=2"),
+    "layer-named-twice": ({}, (), {"layers.0.mlp.up_proj.weight": torch.zeros(1)}, "both midlayer.* and layers.0.*"),
+    "no-layers": ({"num_hidden_layers": 0}, (), None, "needs at least its EAGLE-3 layer"),
     "variant": ({"norm_before_residual": True}, (), None, "not supported"),
 }
 

@@ -39,6 +39,7 @@ def _drafters(target, frequent_tokens) -> dict[str, Eagle3Drafter]:
             make_draft_model(target, seed=2, draft_to_target=frequent_tokens, aux_hidden_state_layer_ids=CUSTOM_IDS)
         ),
         "single-feature": Eagle3Drafter(make_draft_model(target, seed=3, use_aux_hidden_state=False)),
+        "two-layers": Eagle3Drafter(make_draft_model(target, seed=4, num_hidden_layers=2)),
     }
 
 
@@ -157,9 +158,11 @@ def _draft_two_levels(drafter: Eagle3Drafter, context: DraftContext) -> tuple[hf
     return tree, [root_rows, rows1, rows2]
 
 
-def test_cache_across_cycles_matches_an_unrolled_computation(target):
-    """Cycle 3's rows equal a fresh drafter's given the whole prefix, and an explicit step-by-step run."""
-    model = make_draft_model(target)
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_cache_across_cycles_matches_an_unrolled_computation(target, num_layers):
+    """Cycle 3's rows equal a fresh drafter's given the whole prefix, and an explicit step-by-step run
+    (with two layers, each keeps and trims its own cache)."""
+    model = make_draft_model(target, num_hidden_layers=num_layers)
     ids = prompt(20, seed=11)
     with torch.no_grad():
         hidden_states = target(ids, output_hidden_states=True).hidden_states

@@ -23,7 +23,7 @@ def test_config_defaults():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"target_num_hidden_layers": 4, "num_hidden_layers": 2}, "one decoder layer"),
+        ({"target_num_hidden_layers": 4, "num_hidden_layers": 0}, "needs at least its EAGLE-3 layer"),
         ({"target_num_hidden_layers": 4, "draft_vocab_size": 40000}, "draft_vocab_size"),
         ({}, "Set aux_hidden_state_layer_ids"),
         ({"aux_hidden_state_layer_ids": [1, 2]}, "needs 3 feature layer"),
@@ -44,9 +44,12 @@ def test_fusion_is_an_explicit_flag_not_a_width_test(target):
         model(ids, torch.zeros(1, 6, 192), target_features=False)
 
 
-def test_trainable_forward(target):
-    """A training step over two chained draft steps: frozen target embeddings, gradients for the rest."""
-    model = make_draft_model(target).train()
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_trainable_forward(target, num_layers):
+    """A training step over two chained draft steps: frozen target embeddings, gradients for the rest
+    (a further layer's included)."""
+    model = make_draft_model(target, num_hidden_layers=num_layers).train()
+    assert len(model.layers) == num_layers - 1
     ids = prompt(12)
     with torch.no_grad():
         features = model.gather_target_features(target(ids, output_hidden_states=True).hidden_states)

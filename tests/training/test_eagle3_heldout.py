@@ -21,6 +21,7 @@ from hf_adaptive_spec.training.eagle3 import (
     chain_accepted,
     collate,
     copy_target_layer,
+    deepen,
     initialize_drafter,
     read_curve,
     widen_mlp,
@@ -193,6 +194,40 @@ def test_widened_drafter_computes_the_same_and_its_new_channels_learn(setup):
         widen_mlp(draft, narrow - 1)
 
 
+def test_deepened_drafter_computes_the_same_and_its_new_layer_learns(setup):
+    """A second decoder layer appended to a trained drafter: the same logits at the start (its output
+    projections are zero), a gradient for those projections at once, then for the rest of the layer;
+    widening a two-layer drafter widens both MLPs, again without changing the output."""
+    target, samples, draft = setup
+    ids = torch.tensor([samples[0]["input_ids"]])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, _ = features(ids, torch.ones_like(ids))
+    deep = deepen(draft, 2, seed=3)
+    assert deep.config.num_hidden_layers == 2 and list(deep.layers) == ["1"]
+    with torch.no_grad():
+        torch.testing.assert_close(deep(ids[:, 1:], feats[:, :-1]).logits, draft(ids[:, 1:], feats[:, :-1]).logits)
+        deeper_step = deep(ids[:, 1:], feats[:, :-1]).prenorm_hidden_states
+        torch.testing.assert_close(deeper_step, draft(ids[:, 1:], feats[:, :-1]).prenorm_hidden_states)
+    new = deep.layers["1"]
+    assert new.self_attn.q_proj.weight.abs().sum() > 0 and new.mlp.up_proj.weight.abs().sum() > 0  # drawn, not zero
+    optimizer = torch.optim.SGD(deep.parameters(), lr=0.5)
+    for _ in range(2):
+        optimizer.zero_grad()
+        deep(ids[:, 1:], feats[:, :-1]).logits.logsumexp(-1).sum().backward()
+        optimizer.step()
+    assert new.self_attn.o_proj.weight.abs().sum() > 0 and new.mlp.down_proj.weight.abs().sum() > 0
+    assert new.self_attn.q_proj.weight.grad.abs().sum() > 0 and new.mlp.up_proj.weight.grad.abs().sum() > 0
+    assert deepen(draft, 1) is draft
+    with pytest.raises(ValueError, match="fewer than the checkpoint's 2 layers"):
+        deepen(deep, 1)
+
+    narrow = deep.config.intermediate_size
+    wide = widen_mlp(deep.eval(), narrow + 8, seed=4)
+    assert wide.layers["1"].mlp.up_proj.weight.shape[0] == narrow + 8 == wide.midlayer.mlp.up_proj.weight.shape[0]
+    with torch.no_grad():
+        torch.testing.assert_close(wide(ids[:, 1:], feats[:, :-1]).logits, deep(ids[:, 1:], feats[:, :-1]).logits)
+
+
 def test_widen_vocabulary_keeps_the_trained_rows_and_maps_the_targets_rows_for_new_tokens(setup):
     target, samples, _ = setup
     hidden, vocab = target.config.hidden_size, target.config.vocab_size
@@ -253,3 +288,8 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     assert torch.isin(draft.draft_to_target(), grown.draft_to_target()).all()
     with pytest.raises(ValueError, match="draft_vocab_size must be in"):
         build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=2), target, samples)
+    deeper = build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=2), target, samples)
+    assert deeper.config.num_hidden_layers == 2 and len(deeper.layers) == 1
+    fresh = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl"),
+                          Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=3, draft_vocab_size=3), target, samples)
+    assert fresh.config.num_hidden_layers == 3 and list(fresh.layers) == ["1", "2"]

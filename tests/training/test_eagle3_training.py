@@ -74,9 +74,15 @@ def setup():
 
 
 @torch.no_grad()
-def test_training_time_test_equals_inference_drafting(setup):
-    """Step k at position t must equal drafting k+1 levels deep below root t+1 at inference."""
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_training_time_test_equals_inference_drafting(setup, num_layers):
+    """Step k at position t must equal drafting k+1 levels deep below root t+1 at inference (with two
+    layers, the second attends through the same masks to its own keys)."""
     target, draft = setup
+    if num_layers > 1:
+        torch.manual_seed(4)
+        draft = Eagle3DraftModel.from_target(target, draft_to_target=torch.arange(0, 96, 2), initializer_range=0.2,
+                                             num_hidden_layers=num_layers)
     ids = prompt(12, seed=4)
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
     feats, target_logits = features(ids, torch.ones_like(ids))

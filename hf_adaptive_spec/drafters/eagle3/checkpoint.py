@@ -1,7 +1,8 @@
 """EAGLE-3 checkpoints: read the official EAGLE and the SpecForge layouts, write SpecForge's.
 
 Both layouts are a Llama-style ``config.json`` plus flat weight keys (``fc.weight``, ``midlayer.*``,
-``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``, optional ``embed_tokens.weight``). The
+``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``, optional ``embed_tokens.weight``; a drafter of
+more layers adds ``layers.1.*``..., and ``layers.0.*`` is read as ``midlayer.*``, vLLM's naming). The
 official one says ``architectures: ["LlamaForCausalLM"]`` and has no ``rope_theta`` (RoPE base
 10000); SpecForge's says ``["LlamaForCausalLMEagle3"]`` and may add ``head_dim``, RoPE fields and
 ``eagle_config``. What we write loads unchanged in vLLM and SGLang (see README.md).
@@ -147,6 +148,17 @@ def config_from_checkpoint(
     return config
 
 
+def _midlayer_keys(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``layers.0.*`` (vLLM's name of the EAGLE-3 layer) as ``midlayer.*``; refused when both are present."""
+    renamed = {("midlayer." + key.removeprefix("layers.0.") if key.startswith("layers.0.") else key): value
+               for key, value in weights.items()}
+    if len(renamed) < len(weights):
+        raise ValueError(
+            "The checkpoint holds both midlayer.* and layers.0.* weights: both name the EAGLE-3 layer. Keep one set."
+        )
+    return renamed
+
+
 def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -> None:
     """Strict keys and shapes; the vocabulary checks that need the raw ``d2t``/``t2d``."""
     config, expected = model.config, model.state_dict()
@@ -155,8 +167,9 @@ def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) ->
     if missing or unexpected:
         raise ValueError(
             f"The checkpoint does not match an EAGLE-3 drafter of this config: missing keys {missing}, unexpected "
-            f"keys {unexpected}. Expected the flat EAGLE-3 keys (fc.weight, midlayer.*, norm.weight, lm_head.weight, "
-            "d2t, t2d; no 'model.' prefix)."
+            f"keys {unexpected}. Expected the flat EAGLE-3 keys (fc.weight, midlayer.*, layers.1.*... for each further "
+            f"layer of the config's num_hidden_layers={config.num_hidden_layers}, norm.weight, lm_head.weight, d2t, "
+            "t2d; no 'model.' prefix)."
         )
     if "t2d" in weights and weights["t2d"].numel() != config.vocab_size:
         raise ValueError(
@@ -226,7 +239,7 @@ def load_checkpoint(
     check_tree_attention_support(target.config, role="target model")
     directory = resolve_checkpoint(path_or_hub_id, allow_pickle, **hub_kwargs)
     config = config_from_checkpoint(read_json_object(directory / CONFIG_NAME), target.config, ignore_target_mismatch)
-    weights = read_weights(directory, allow_pickle)
+    weights = _midlayer_keys(read_weights(directory, allow_pickle))
     with no_init_weights():
         model = Eagle3DraftModel(config)
     _check_tensors(model, weights)
@@ -243,7 +256,7 @@ def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
     exported = {
         "architectures": [SPECFORGE_ARCHITECTURE],
         "model_type": "llama",
-        "num_hidden_layers": 1,
+        "num_hidden_layers": config.num_hidden_layers,
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
         "num_attention_heads": config.num_attention_heads,

@@ -19,6 +19,8 @@ class Eagle3DrafterConfig(LlamaConfig):
     whatever the target uses.
 
     Args:
+        num_hidden_layers: decoder layers: 1 is EAGLE-3's; more add plain Llama layers after the EAGLE-3
+            layer, as vLLM's multi-layer EAGLE-3 does.
         draft_vocab_size: rows of ``lm_head`` (defaults to ``vocab_size``, the target vocabulary).
         target_hidden_size: width of the target's hidden states (defaults to ``hidden_size``).
         target_num_hidden_layers: decoder layers of the target the drafter is built for (saved with it;
@@ -63,10 +65,10 @@ class Eagle3DrafterConfig(LlamaConfig):
         return 3 if self.use_aux_hidden_state else 1
 
     def _check_eagle3_fields(self) -> None:
-        if self.num_hidden_layers != 1:
+        if self.num_hidden_layers < 1:
             raise ValueError(
-                f"An EAGLE-3 drafter has one decoder layer; this config has num_hidden_layers={self.num_hidden_layers}. "
-                "Multi-layer EAGLE drafters are not supported."
+                f"An EAGLE-3 drafter needs at least its EAGLE-3 layer; this config has num_hidden_layers="
+                f"{self.num_hidden_layers}. Use 1 (EAGLE-3's) or more (plain Llama layers after it)."
             )
         if not 0 < self.draft_vocab_size <= self.vocab_size:
             raise ValueError(

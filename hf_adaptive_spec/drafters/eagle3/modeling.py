@@ -1,7 +1,9 @@
-"""The EAGLE-3 draft model: fused target features + token embedding -> one Llama layer -> draft vocabulary.
+"""The EAGLE-3 draft model: fused target features + token embedding -> one Llama layer (or more) -> draft vocabulary.
 
 Module names follow the EAGLE-3 checkpoints (``fc``, ``midlayer.*``, ``norm``, ``lm_head``, ``d2t``,
-``t2d``, ``embed_tokens``), so ``state_dict()`` keys are the checkpoint keys.
+``t2d``, ``embed_tokens``; a deeper drafter's further layers ``layers.1.*``, ``layers.2.*``... as in
+vLLM's multi-layer EAGLE-3, which reads ``midlayer.*`` as ``layers.0.*``), so ``state_dict()`` keys are
+the checkpoint keys.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ import torch
 from torch import nn
 from transformers import Cache, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
-from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
+from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
+    LlamaDecoderLayer,
+    LlamaMLP,
+    LlamaRMSNorm,
+    LlamaRotaryEmbedding,
+)
 from transformers.utils import ModelOutput
 
 from .configuration import Eagle3DrafterConfig
@@ -85,7 +93,8 @@ class Eagle3DraftModel(PreTrainedModel):
     """The EAGLE-3 drafter network (trainable; :class:`Eagle3Drafter` runs it inside ``generate``).
 
     Draft position ``t`` takes the target feature of token ``t`` and the embedding of token ``t+1``
-    and predicts token ``t+2``. Token embeddings are the target's, frozen; they must be set from a
+    and predicts token ``t+2``. With ``num_hidden_layers > 1`` plain Llama decoder layers follow the
+    EAGLE-3 layer on its residual stream (``layers``, keyed from ``"1"``; KV cache layers ``1..``). Token embeddings are the target's, frozen; they must be set from a
     target (:meth:`from_target`, :meth:`set_embeddings`) or loaded before the model runs.
 
     Buffers: ``d2t`` (``[draft_vocab]`` int64 offsets, ``target_id = draft_id + d2t[draft_id]``) and
@@ -104,6 +113,7 @@ class Eagle3DraftModel(PreTrainedModel):
         features_width = config.num_features * config.target_hidden_size
         self.fc = nn.Linear(features_width, config.hidden_size, bias=False) if config.use_aux_hidden_state else None
         self.midlayer = Eagle3DecoderLayer(config)
+        self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in range(1, config.num_hidden_layers)})
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(config)
@@ -223,7 +233,7 @@ class Eagle3DraftModel(PreTrainedModel):
             position_ids: ``[batch, seq]``; defaults to the positions after ``past_key_values``.
             attention_mask: a 4D additive mask used as is (e.g. a tree mask), or a 2D padding mask
                 / None for causal attention.
-            past_key_values: KV cache to extend (one layer).
+            past_key_values: KV cache to extend (one layer per decoder layer).
             logits_to_keep: compute logits for the last positions only (0: all).
             compute_logits: False skips the norm and ``lm_head`` (the caller applies them, as the
                 engine plug-in does through :class:`~hf_adaptive_spec.core.OutputHead`).
@@ -248,6 +258,11 @@ class Eagle3DraftModel(PreTrainedModel):
         )
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         hidden_states = self.midlayer(embeddings, hidden_states, position_embeddings, mask, past_key_values)
+        for layer in self.layers.values():
+            hidden_states = layer(
+                hidden_states, attention_mask=mask, position_ids=position_ids, past_key_values=past_key_values,
+                position_embeddings=position_embeddings,
+            )
         if not compute_logits:
             return Eagle3DraftOutput(prenorm_hidden_states=hidden_states)
         kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states

@@ -12,7 +12,7 @@ from .data import (
 )
 from .features import TargetFeatures
 from .heldout import HeldOutCurveCallback, HeldOutPoint, HeldOutSet, chain_accepted, read_curve, write_curve
-from .initialization import INITIALIZATIONS, copy_target_layer, initialize_drafter, widen_mlp, widen_vocabulary
+from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
 
@@ -31,6 +31,7 @@ __all__ = [
     "chain_accepted",
     "collate",
     "copy_target_layer",
+    "deepen",
     "initialize_drafter",
     "load_samples",
     "padding_id",

@@ -33,6 +33,9 @@ class Eagle3Config(TrainingArguments):
             capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``. With
             ``init_from``, a larger width widens the trained drafter without changing its output
             (:func:`widen_mlp`); a smaller one is refused.
+        draft_num_hidden_layers: decoder layers of a new drafter (default 1, EAGLE-3's; more add plain Llama
+            layers after it, as vLLM's multi-layer EAGLE-3). With ``init_from``, more layers than the
+            checkpoint's are appended without changing its output (:func:`deepen`); fewer are refused.
     """
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
@@ -49,6 +52,9 @@ class Eagle3Config(TrainingArguments):
     )
     draft_intermediate_size: int | None = field(
         default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}
+    )
+    draft_num_hidden_layers: int | None = field(
+        default=None, metadata={"help": "Decoder layers of the drafter (default 1; with init_from: deepen to it)."}
     )
     include_num_input_tokens_seen: str = field(
         default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}

@@ -1,6 +1,6 @@
 """Starting points of an EAGLE-3 drafter: random (EAGLE-3's), one of the target's decoder layers, or a
-trained drafter widened (a wider MLP computing the same function; a larger draft vocabulary keeping every
-trained head row)."""
+trained drafter grown without changing what it computes (a wider MLP; more decoder layers; a larger draft
+vocabulary keeping every trained head row)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,25 @@ def copy_target_layer(draft: Eagle3DraftModel, target: PreTrainedModel, layer: i
         draft.lm_head.weight.copy_(target.get_output_embeddings().weight[draft.draft_to_target()])
 
 
+def _mlp_prefixes(draft: Eagle3DraftModel) -> list[str]:
+    """State-dict prefixes of every decoder layer's MLP: the EAGLE-3 layer's, then each further layer's."""
+    return ["midlayer.mlp"] + [f"layers.{name}.mlp" for name in draft.layers]
+
+
+def _grown(draft: Eagle3DraftModel, config, state: dict[str, torch.Tensor], vocabulary=None) -> Eagle3DraftModel:
+    """A drafter of ``config`` holding ``state`` (and drafting over ``vocabulary`` if given), on ``draft``'s
+    device and dtype and in its mode."""
+    weight = draft.lm_head.weight
+    grown = Eagle3DraftModel(config).to(device=weight.device, dtype=weight.dtype)
+    if vocabulary is not None:
+        grown.set_vocab_mapping(vocabulary)
+        state = {**state, "d2t": grown.d2t, "t2d": grown.t2d}
+    grown.load_state_dict(state)
+    return grown.train(draft.training)
+
+
 def widen_mlp(draft: Eagle3DraftModel, intermediate_size: int, seed: int = 0) -> Eagle3DraftModel:
-    """A copy of ``draft`` whose MLP has ``intermediate_size`` channels and computes the same function.
+    """A copy of ``draft`` whose MLPs (every layer's) have ``intermediate_size`` channels and compute the same function.
 
     The trained channels are kept. The new ones get ``gate_proj`` / ``up_proj`` rows drawn as a
     fresh layer's (normal, ``initializer_range``) and zero ``down_proj`` columns: the output is
@@ -76,18 +93,48 @@ def widen_mlp(draft: Eagle3DraftModel, intermediate_size: int, seed: int = 0) ->
     state = draft.state_dict()
     generator = torch.Generator().manual_seed(seed)
     extra = intermediate_size - current
-    for name in ("gate_proj", "up_proj"):
-        weight = state[f"midlayer.mlp.{name}.weight"]
-        rows = torch.randn(extra, weight.shape[1], generator=generator) * config.initializer_range
-        state[f"midlayer.mlp.{name}.weight"] = torch.cat([weight, rows.to(weight)])
-        if f"midlayer.mlp.{name}.bias" in state:
-            bias = state[f"midlayer.mlp.{name}.bias"]
-            state[f"midlayer.mlp.{name}.bias"] = torch.cat([bias, bias.new_zeros(extra)])
-    down = state["midlayer.mlp.down_proj.weight"]
-    state["midlayer.mlp.down_proj.weight"] = torch.cat([down, down.new_zeros(down.shape[0], extra)], dim=1)
-    wide = Eagle3DraftModel(config).to(device=down.device, dtype=down.dtype)
-    wide.load_state_dict(state)
-    return wide.train(draft.training)
+    for mlp in _mlp_prefixes(draft):
+        for name in ("gate_proj", "up_proj"):
+            weight = state[f"{mlp}.{name}.weight"]
+            rows = torch.randn(extra, weight.shape[1], generator=generator) * config.initializer_range
+            state[f"{mlp}.{name}.weight"] = torch.cat([weight, rows.to(weight)])
+            if f"{mlp}.{name}.bias" in state:
+                bias = state[f"{mlp}.{name}.bias"]
+                state[f"{mlp}.{name}.bias"] = torch.cat([bias, bias.new_zeros(extra)])
+        down = state[f"{mlp}.down_proj.weight"]
+        state[f"{mlp}.down_proj.weight"] = torch.cat([down, down.new_zeros(down.shape[0], extra)], dim=1)
+    return _grown(draft, config, state)
+
+
+def deepen(draft: Eagle3DraftModel, num_layers: int, seed: int = 0) -> Eagle3DraftModel:
+    """A copy of ``draft`` with ``num_layers`` decoder layers that computes the same function.
+
+    The trained layers are kept. Each new Llama layer, appended after them, gets weights drawn as a
+    fresh layer's (normal, ``initializer_range``; norms at one) except its two output projections
+    (attention ``o_proj``, MLP ``down_proj``), which start at zero: the layer adds nothing to the
+    residual stream, and the first update gives those projections a gradient from the drawn ones.
+    A capacity step whose cost is one more layer per draft level.
+    """
+    current = draft.config.num_hidden_layers
+    if num_layers < current:
+        raise ValueError(
+            f"draft_num_hidden_layers={num_layers} is fewer than the checkpoint's {current} layers; deepening keeps "
+            "every trained layer, so it can only grow. Leave draft_num_hidden_layers unset to keep them."
+        )
+    if num_layers == current:
+        return draft
+    config = copy.deepcopy(draft.config)
+    config.num_hidden_layers = num_layers
+    torch.manual_seed(seed)
+    fresh = Eagle3DraftModel(config).state_dict()
+    state = draft.state_dict()
+    for index in range(current, num_layers):
+        prefix = f"layers.{index}."
+        for key, value in fresh.items():
+            if key.startswith(prefix):
+                zero = key.endswith(("o_proj.weight", "down_proj.weight", "o_proj.bias", "down_proj.bias"))
+                state[key] = torch.zeros_like(value) if zero else value
+    return _grown(draft, config, state)
 
 
 def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabulary: torch.LongTensor) -> Eagle3DraftModel:
@@ -122,12 +169,7 @@ def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabular
     rows[kept] = trained
     config = copy.deepcopy(draft.config)
     config.draft_vocab_size = len(vocabulary)
-    weight = draft.lm_head.weight
-    wide = Eagle3DraftModel(config).to(device=weight.device, dtype=weight.dtype)
-    wide.set_vocab_mapping(vocabulary)
-    state = {**draft.state_dict(), "lm_head.weight": rows, "d2t": wide.d2t, "t2d": wide.t2d}
-    wide.load_state_dict(state)
-    return wide.train(draft.training)
+    return _grown(draft, config, {**draft.state_dict(), "lm_head.weight": rows}, vocabulary)
 
 
 def initialize_drafter(draft: Eagle3DraftModel, target: PreTrainedModel, initialization: str) -> Eagle3DraftModel:

@@ -24,7 +24,7 @@ from ..time_budget import TimeBudgetCallback
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
-from .initialization import initialize_drafter, widen_mlp, widen_vocabulary
+from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 
 
@@ -92,9 +92,11 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
 
 
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
-    """The drafter to train: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``
-    where those are larger), or a new one with the configured vocabulary, width and starting point."""
+    """The drafter to train: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``,
+    deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the configured
+    vocabulary, width, depth and starting point."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
+    depth = training_args.draft_num_hidden_layers
     if script_args.init_from:
         if training_args.initialization != "random":
             raise ValueError(
@@ -103,12 +105,14 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
             )
         draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
         draft = widen_mlp(draft, width, seed=training_args.seed) if width else draft
+        draft = deepen(draft, depth, seed=training_args.seed) if depth else draft
         if not vocab_size:
             return draft
         kept = draft.draft_to_target()
         return widen_vocabulary(draft, target, build_draft_vocabulary(samples, vocab_size, target.config.vocab_size, keep=kept))
     vocabulary = build_draft_vocabulary(samples, vocab_size or DEFAULT_DRAFT_VOCAB_SIZE, target.config.vocab_size)
-    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **({"intermediate_size": width} if width else {}))
+    shape = {"intermediate_size": width, "num_hidden_layers": depth}
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **{k: v for k, v in shape.items() if v})
     return initialize_drafter(draft, target, training_args.initialization)
 
 
