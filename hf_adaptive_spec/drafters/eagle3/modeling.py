@@ -94,8 +94,9 @@ class Eagle3DraftModel(PreTrainedModel):
 
     Draft position ``t`` takes the target feature of token ``t`` and the embedding of token ``t+1``
     and predicts token ``t+2``. With ``num_hidden_layers > 1`` plain Llama decoder layers follow the
-    EAGLE-3 layer on its residual stream (``layers``, keyed from ``"1"``; KV cache layers ``1..``). Token embeddings are the target's, frozen; they must be set from a
-    target (:meth:`from_target`, :meth:`set_embeddings`) or loaded before the model runs.
+    EAGLE-3 layer on its residual stream (``layers``, keyed from ``"1"``; KV cache layers ``1..``).
+    Token embeddings are the target's, frozen; they must be set from a target (:meth:`from_target`,
+    :meth:`set_embeddings`) or loaded before the model runs.
 
     Buffers: ``d2t`` (``[draft_vocab]`` int64 offsets, ``target_id = draft_id + d2t[draft_id]``) and
     ``t2d`` (``[vocab]`` bool, True for target tokens in the draft vocabulary).
@@ -113,7 +114,8 @@ class Eagle3DraftModel(PreTrainedModel):
         features_width = config.num_features * config.target_hidden_size
         self.fc = nn.Linear(features_width, config.hidden_size, bias=False) if config.use_aux_hidden_state else None
         self.midlayer = Eagle3DecoderLayer(config)
-        self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in range(1, config.num_hidden_layers)})
+        further = range(1, config.num_hidden_layers)
+        self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in further})
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(config)

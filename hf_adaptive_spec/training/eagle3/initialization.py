@@ -125,8 +125,9 @@ def deepen(draft: Eagle3DraftModel, num_layers: int, seed: int = 0) -> Eagle3Dra
         return draft
     config = copy.deepcopy(draft.config)
     config.num_hidden_layers = num_layers
-    torch.manual_seed(seed)
-    fresh = Eagle3DraftModel(config).state_dict()
+    with torch.random.fork_rng(devices=[]):  # drawn from ``seed`` without moving the caller's generator
+        torch.manual_seed(seed)
+        fresh = Eagle3DraftModel(config).state_dict()
     state = draft.state_dict()
     for index in range(current, num_layers):
         prefix = f"layers.{index}."
