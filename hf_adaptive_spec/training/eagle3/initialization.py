@@ -26,7 +26,8 @@ def copy_target_layer(draft: Eagle3DraftModel, target: PreTrainedModel, layer: i
       vocabulary.
 
     The layer then predicts from the target's state at ``t`` as the target's own top does; training
-    moves it to the token after next, which is what the drafter predicts.
+    moves it to the token after next, which is what the drafter predicts. A drafter of more layers
+    keeps its further layers' random initialisation.
     """
     source = decoder_layers(target)[layer]
     mid, hidden = draft.midlayer, draft.config.hidden_size
