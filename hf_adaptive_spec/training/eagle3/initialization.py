@@ -128,15 +128,18 @@ def deepen(draft: Eagle3DraftModel, num_layers: int, seed: int = 0) -> Eagle3Dra
     config.num_hidden_layers = num_layers
     with torch.random.fork_rng(devices=[]):  # drawn from ``seed`` without moving the caller's generator
         torch.manual_seed(seed)
-        fresh = Eagle3DraftModel(config).state_dict()
-    state = draft.state_dict()
-    for index in range(current, num_layers):
-        prefix = f"layers.{index}."
-        for key, value in fresh.items():
-            if key.startswith(prefix):
-                zero = key.endswith(("o_proj.weight", "down_proj.weight", "o_proj.bias", "down_proj.bias"))
-                state[key] = torch.zeros_like(value) if zero else value
-    return _grown(draft, config, state)
+        deep = Eagle3DraftModel(config)
+    weight = draft.lm_head.weight
+    deep = deep.to(device=weight.device, dtype=weight.dtype)
+    deep.load_state_dict(draft.state_dict(), strict=False)  # every trained tensor; the new layers keep their draw
+    with torch.no_grad():
+        for index in range(current, num_layers):
+            layer = deep.layers[str(index)]
+            for projection in (layer.self_attn.o_proj, layer.mlp.down_proj):
+                projection.weight.zero_()
+                if projection.bias is not None:
+                    projection.bias.zero_()
+    return deep.train(draft.training)
 
 
 def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabulary: torch.LongTensor) -> Eagle3DraftModel:
