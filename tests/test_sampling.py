@@ -124,6 +124,37 @@ def _broken_rule(tree, scores_at):
         node = accepted
 
 
+@pytest.fixture(scope="module")
+def eagle3_target():
+    """A 4-layer target of the same vocabulary (EAGLE-3 reads three distinct layers), with its exact distribution."""
+    torch.manual_seed(3)
+    config = LlamaConfig(
+        vocab_size=SMALL_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
+        num_key_value_heads=1, initializer_range=0.15, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+    )
+    model = hfas.enable(LlamaForCausalLM(config).eval())
+    prompt_ids = torch.tensor([[1, 4, 2]])
+    processors = LogitsProcessorList([TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)])
+    return model, prompt_ids, _exact_distribution(model, prompt_ids, processors)
+
+
+def test_eagle3_drafter_of_two_layers_and_a_reduced_vocabulary_samples_exactly(eagle3_target):
+    """An EAGLE-3 drafter whose draft vocabulary leaves out target tokens 1 and 5, in a sampled tree: its
+    proposal probabilities reach the acceptance rule through the draft-to-target mapping (scattering
+    them unmapped fails this test, chi2 4119 against 89), and its second decoder layer drafts from a
+    cache of its own. (A top-k tree's drafts are deterministic, so no proposal probabilities.)"""
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel, Eagle3Drafter
+
+    model, prompt_ids, probs = eagle3_target
+    torch.manual_seed(7)
+    draft_model = Eagle3DraftModel.from_target(
+        model, draft_to_target=torch.tensor([0, 2, 3, 4]), num_hidden_layers=2, initializer_range=0.3
+    )
+    counts = _sample(model, prompt_ids, Eagle3Drafter(draft_model.eval()), TREES["sampled tree"])
+    stat, critical = chi_square(counts, probs)
+    assert stat < critical, f"chi2={stat:.1f} >= {critical:.1f}"
+
+
 def test_broken_acceptance_rule_fails_the_same_test(small_model, exact, monkeypatch):
     from hf_adaptive_spec.generation import speculative_decoding
 
