@@ -12,6 +12,11 @@ picking maximises tokens per second). A plain step chosen this way still pays th
 it looked at. A learned policy with the same inputs should land near this line, not near the
 oracle's.
 
+`--after-level L` lets the choice come after drafting L levels (RADAR's and the dynamic tree's vantage):
+the features are each level's best path probabilities up to L, and a shape shallower than L (the plain
+step included) still pays the L draft levels it looked at; the static tree it is compared with pays
+only its own.
+
 `--with-history` adds what the last cycles tell (an optimistic version: whether the first level's
 drafts were accepted at each of the 4 previous positions, their rate over the last 16, and the
 deepest tree's accepted length at the previous position; a live policy knows these only at the
@@ -39,13 +44,17 @@ from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
-def first_level_features(environment: ReplayEnvironment, prompt: int, top_k: int) -> np.ndarray:
-    """``[positions, 2 top_k + 1]``: each recorded tree's depth-1 probabilities (best first), their logs, 1."""
+def draft_level_features(environment: ReplayEnvironment, prompt: int, top_k: int, levels: int = 1) -> np.ndarray:
+    """``[positions, 2 top_k levels + 1]``: each recorded tree's best ``top_k`` path probabilities at depths
+    1..``levels`` (best first), their logs, 1."""
     rows = []
     for tree in environment.recording.prompts[prompt]:
-        probs = sorted((np.exp(s) for s, d in zip(tree.scores, tree.depths) if d == 1), reverse=True)[:top_k]
-        probs += [0.0] * (top_k - len(probs))
-        rows.append(probs + list(np.log(np.array(probs) + 1e-6)) + [1.0])
+        row = []
+        for level in range(1, levels + 1):
+            probs = sorted((np.exp(s) for s, d in zip(tree.scores, tree.depths) if d == level), reverse=True)[:top_k]
+            probs += [0.0] * (top_k - len(probs))
+            row += probs + list(np.log(np.array(probs) + 1e-6))
+        rows.append(row + [1.0])
     return np.array(rows)
 
 
@@ -134,6 +143,7 @@ def main() -> None:
     parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
+    parser.add_argument("--after-level", type=int, default=1, help="choose after drafting this many levels")
     parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     parser.add_argument(
@@ -155,7 +165,7 @@ def main() -> None:
         positions = environment.num_positions(prompt)
         starts.append(sum(lengths))
         lengths.append(positions)
-        prompt_features = first_level_features(environment, prompt, k)
+        prompt_features = draft_level_features(environment, prompt, k, args.after_level)
         if args.with_history:
             deepest = [outcomes[p, names[-1]][0] - 1 for p in range(positions)]
             prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
@@ -168,20 +178,21 @@ def main() -> None:
         seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
         prompt_of += [prompt] * positions
     features, tokens, seconds = np.concatenate(features), np.array(tokens, float), np.array(seconds)
-    seconds[:, names.index(PLAIN_STEP)] += profile.draft_step_seconds  # the plain step is chosen after drafting a level
+    static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
+    for index, name in enumerate(names):  # a shallower shape is chosen after drafting the levels looked at
+        seconds[:, index] += max(0, args.after_level - shapes[name].config.depth) * profile.draft_step_seconds
     state = np.concatenate(states) if states else None
     predicted = cross_validated_predictions(
         features, tokens, np.array(prompt_of), args.folds, args.ridge, state, args.target_state_components
     )
 
-    static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
     choices = {
         "plain step or the static tree": [PLAIN_STEP, static_name],
         "plain step or any depth-1 tree": [PLAIN_STEP] + [n for n in names if n.startswith("depth 1,")],
         "plain step or any recorded shape": names,
     }
     print(f"{environment.num_prompts} prompts; static tree {args.static}: {static:.2f} tokens/s (modelled)")
-    print("| choice after seeing the first level's drafts | tokens/s | vs static tree | cycles per choice |")
+    print(f"| choice after seeing {args.after_level} level(s) of drafts | tokens/s | vs static tree | cycles per choice |")
     print("|---|---|---|---|")
     for label, allowed in choices.items():
         index = np.array([names.index(n) for n in allowed])
