@@ -26,14 +26,19 @@ TREES = {
 }
 
 
-@pytest.fixture(scope="module")
-def small_model():
-    torch.manual_seed(1)
+def _small_target(seed: int, num_hidden_layers: int):
+    torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=SMALL_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, initializer_range=0.15, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+        vocab_size=SMALL_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2, num_key_value_heads=1, initializer_range=0.15, eos_token_id=None, bos_token_id=None,
+        pad_token_id=None,
     )
     return hfas.enable(LlamaForCausalLM(config).eval())
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    return _small_target(seed=1, num_hidden_layers=2)
 
 
 def _exact_distribution(model, prompt_ids, processors) -> dict[tuple[int, ...], float]:
@@ -127,12 +132,7 @@ def _broken_rule(tree, scores_at):
 @pytest.fixture(scope="module")
 def eagle3_target():
     """A 4-layer target of the same vocabulary (EAGLE-3 reads three distinct layers), with its exact distribution."""
-    torch.manual_seed(3)
-    config = LlamaConfig(
-        vocab_size=SMALL_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
-        num_key_value_heads=1, initializer_range=0.15, eos_token_id=None, bos_token_id=None, pad_token_id=None,
-    )
-    model = hfas.enable(LlamaForCausalLM(config).eval())
+    model = _small_target(seed=3, num_hidden_layers=4)
     prompt_ids = torch.tensor([[1, 4, 2]])
     processors = LogitsProcessorList([TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)])
     return model, prompt_ids, _exact_distribution(model, prompt_ids, processors)
