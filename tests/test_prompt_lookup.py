@@ -66,6 +66,43 @@ def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
         assert max(stats.draft_depths) <= (0 if name == "plain steps" else 2)  # the drafter's depth, not the chain's
 
 
+class _AlwaysProposes(hfas.CausalLMDrafter):
+    """Drafts ``token`` at every node, whatever its model says."""
+
+    def __init__(self, model, token: int):
+        super().__init__(model)
+        self.token = token
+
+    def begin_tree(self, context):
+        return self._only_token(super().begin_tree(context))
+
+    def expand(self, tree, nodes):
+        return self._only_token(super().expand(tree, nodes))
+
+    def _only_token(self, rows: torch.Tensor) -> torch.Tensor:
+        only = torch.full_like(rows, float("-inf"))
+        only[:, self.token] = 0.0
+        return only
+
+
+def test_policies_hear_what_the_drafter_got_right_apart_from_the_lookup_branch(llama):
+    """A drafter that is never right, beside a lookup branch that is: the cycles accept the chain's tokens,
+    and ``CycleFeedback.drafter_accepted_length`` says the drafter's own share was none."""
+    from hf_adaptive_spec.environments.online import _FeedbackRecorder
+
+    ids = _repetitive_prompt(12, seed=2)  # the generation repeats 4 tokens of itself early on
+    expected = llama.generate(ids, max_new_tokens=24, do_sample=False)
+    never_said = min(set(range(llama.config.vocab_size)) - set(expected[0].tolist()))
+    recorder = _FeedbackRecorder(hfas.StaticTreePolicy.chain(2))
+    out = llama.generate(
+        ids, max_new_tokens=24, do_sample=False, assistant_model=_AlwaysProposes(llama, never_said),
+        assistant_policy=recorder, prompt_lookup_num_tokens=4,
+    )
+    assert torch.equal(out, expected)
+    assert any(f.accepted_length > 0 for f in recorder.feedback)  # the lookup chain was accepted
+    assert [f.drafter_accepted_length for f in recorder.feedback] == [0] * len(recorder.feedback)
+
+
 def test_lookup_branch_respects_max_new_tokens(llama):
     ids = _repetitive_prompt(10, seed=0)
     for new_tokens in (1, 2, 5):

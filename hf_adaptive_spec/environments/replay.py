@@ -98,6 +98,7 @@ class ReplayedCycle:
     draft_time: float
     verify_time: float
     policy_time: float
+    drafter_accepted_length: int
 
     @property
     def seconds(self) -> float:
@@ -234,6 +235,7 @@ class ReplayEnvironment(ReplayLoop):
         builder = TreeBuilder(drafter, policy, self.recording.vocab_size)
         tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth, accepted = tree.max_depth, accepted_length(tree, drafter)
+        drafter_accepted = accepted
         if chain:
             graft_chain(tree, chain)
             # greedy acceptance walks the union of the tree's paths and the chain: the longer match wins
@@ -247,6 +249,7 @@ class ReplayEnvironment(ReplayLoop):
             draft_time=drafter.levels * self.profile.draft_step_seconds,
             verify_time=self.profile.verify_time(len(tree)),
             policy_time=times.policy,
+            drafter_accepted_length=drafter_accepted,
         )
 
     @property

@@ -165,6 +165,12 @@ def speculative_decoding(
         return decoder.run(out, model_kwargs)
 
 
+def _drafter_accepted_length(path: list[int], drafter_nodes: int) -> int:
+    """Accepted tokens before ``path`` (root first) enters a node the lookup branch grafted (numbered from
+    ``drafter_nodes`` on): what the drafter itself got right."""
+    return next((i for i, node in enumerate(path[1:]) if node >= drafter_nodes), len(path) - 1)
+
+
 class _LookupBranch:
     """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``)."""
 
@@ -248,7 +254,7 @@ class _Decoder:
         sequence = out.sequence
         past_length = sequence.shape[1] - 1
         times = DraftTimes()
-        tree, chain, draft_depth, drafted = self._draft(sequence, new_features, times)
+        tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
         result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
@@ -262,7 +268,8 @@ class _Decoder:
             self._give_feedback(DraftOutcome(tree, result.path[:emitted], tokens[:emitted], features), times)
         else:  # the drafter did not run and has yet to read new_features
             kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
-        self._record(sequence.shape[1], tree, result, draft_depth, times, verify_time)
+        drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)
+        self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time)
         return kept
 
     def _give_feedback(self, outcome: DraftOutcome, times: DraftTimes) -> None:
@@ -290,8 +297,9 @@ class _Decoder:
         context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)
         tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
-        graft_chain(tree, chain)
-        return tree, chain, draft_depth, max_depth >= 1
+        drafter_nodes = len(tree)
+        graft_chain(tree, chain)  # its new nodes are numbered after the drafter's
+        return tree, drafter_nodes, draft_depth, max_depth >= 1
 
     def _fit_largest_bucket(self, config: TreeConfig, chain_length: int) -> TreeConfig:
         """Lower ``total_tokens`` so the tree and the lookup chain fit the largest bucket; counted in
@@ -309,7 +317,7 @@ class _Decoder:
         return replace(config, total_tokens=room)
 
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
-                times: DraftTimes, verify_time: float) -> None:
+                drafter_accepted: int, times: DraftTimes, verify_time: float) -> None:
         stats = self.stats
         stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree), levels=times.levels)
         stats.draft_time += times.draft
@@ -325,6 +333,7 @@ class _Decoder:
                 draft_time=times.draft,
                 verify_time=verify_time,
                 policy_time=times.policy,
+                drafter_accepted_length=drafter_accepted,
             )
         )
         stats.policy_time += time.perf_counter() - tick

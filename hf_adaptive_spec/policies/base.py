@@ -99,6 +99,9 @@ class CycleFeedback:
     draft_time: float
     verify_time: float
     policy_time: float
+    #: of ``accepted_length``, the tokens the drafter proposed (the accepted path's prefix of its nodes):
+    #: fewer only where the prompt-lookup branch's chain carried the path past them
+    drafter_accepted_length: int
 
 
 class DraftPolicy:

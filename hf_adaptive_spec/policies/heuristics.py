@@ -93,8 +93,9 @@ class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_a
         return info.config.total_tokens - 1
 
     def observe(self, feedback: CycleFeedback) -> None:
-        """Samples of this cycle: the accepted tokens, then the first rejected one (if any)."""
-        drafted, accepted = self._cycle_probs, min(feedback.accepted_length, len(self._cycle_probs))
+        """Samples of this cycle: the accepted draft tokens, then the first rejected one (if any); tokens
+        the prompt-lookup branch carried the path through are not the chain's, so they do not count."""
+        drafted, accepted = self._cycle_probs, min(feedback.drafter_accepted_length, len(self._cycle_probs))
         self.probs += drafted[: accepted + 1]
         self.accepted += [True] * accepted + [False] * (accepted < len(drafted))
         self._cycle_probs = []
@@ -126,7 +127,8 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
     def observe(self, feedback: CycleFeedback) -> None:
         if feedback.draft_depth < 1:
             return
-        grown = self.depth + 2 if feedback.accepted_length >= feedback.draft_depth else self.depth - 1
+        # the drafter's chain, as transformers counts its assistant's matches (not the lookup branch's)
+        grown = self.depth + 2 if feedback.drafter_accepted_length >= feedback.draft_depth else self.depth - 1
         self.depth = max(1, min(self.max_depth, grown))
 
     def __repr__(self) -> str:

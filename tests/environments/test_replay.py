@@ -10,6 +10,7 @@ import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import full_tree_size
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, ReplayTree, record_replay
+from hf_adaptive_spec.environments.online import _FeedbackRecorder
 from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
 
@@ -69,13 +70,16 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
     tree_only = ReplayEnvironment(recording, _profile())
     for name, policy in POLICIES.items():
         for index, ids in enumerate(prompts):
+            recorder = _FeedbackRecorder(policy)
             live = target.generate(
                 ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
-                assistant_model=_drafters(target)[drafter_name], assistant_policy=policy,
+                assistant_model=_drafters(target)[drafter_name], assistant_policy=recorder,
                 prompt_lookup_num_tokens=lookup_tokens or None,
             ).speculation
             replayed = environment.replay_prompt(index, policy)
             assert [c.accepted_length for c in replayed] == live.accepted_lengths, name
+            drafter_accepted = [f.drafter_accepted_length for f in recorder.feedback]
+            assert [c.drafter_accepted_length for c in replayed] == drafter_accepted, name
             assert [c.draft_depth for c in replayed] == live.draft_depths, name
             assert [c.verified_tokens for c in replayed] == live.verified_tokens, name
         if lookup_tokens:  # the branch's nodes were verified, and accept at least what the tree alone does
@@ -101,6 +105,7 @@ def test_replayed_lookup_branch_accepts_what_the_context_repeats():
     cycles = ReplayEnvironment(recording, _profile(), lookup_tokens=3).replay_prompt(0, policy)
     # "2 3" looks up "4 5 1" (all accepted); then "1 2" looks up "3 4 5", cut to the one token left
     assert [(c.accepted_length, c.verified_tokens) for c in cycles] == [(3, 5), (1, 3)]
+    assert [c.drafter_accepted_length for c in cycles] == [0, 0]  # the lookup chain's, not the drafter's 9
 
 
 def test_replaying_a_lookup_branch_needs_the_prompt_ids():

@@ -14,9 +14,11 @@ from hf_adaptive_spec.policies import CycleFeedback, DraftStepInfo, TreeConfig, 
 from hf_adaptive_spec.policies.heuristics import chain_probabilities, roc_threshold
 
 
-def _feedback(depth: int, accepted: int) -> CycleFeedback:
+def _feedback(depth: int, accepted: int, drafter_accepted: int | None = None) -> CycleFeedback:
+    """A cycle's outcome; ``drafter_accepted`` below ``accepted`` where the lookup branch carried the path."""
     return CycleFeedback(context_length=10, draft_depth=depth, verified_tokens=depth + 1, accepted_length=accepted,
-                         draft_time=0.0, verify_time=0.0, policy_time=0.0)
+                         draft_time=0.0, verify_time=0.0, policy_time=0.0,
+                         drafter_accepted_length=accepted if drafter_accepted is None else drafter_accepted)
 
 
 def _step(depth: int, cumulative: float, config: TreeConfig) -> DraftStepInfo:
@@ -64,6 +66,19 @@ def test_the_threshold_adapts_to_the_outcomes():
     frozen.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), config))
     frozen.observe(_feedback(depth=4, accepted=3))
     assert frozen.threshold == 0.4
+
+
+def test_heuristics_learn_from_the_drafter_chain_not_the_lookup_branch():
+    """With prompt lookup a cycle may accept more tokens than the drafter's chain got right (the path
+    went through the lookup chain): transformers' rules count only the assistant's own matches."""
+    confidence = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4, adaptive=False)
+    cumulative = torch.tensor([sum(math.log(x) for x in [0.9, 0.8, 0.7, 0.6][: d + 1]) for d in range(4)])
+    confidence.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), TreeConfig(4, 1, 5)))
+    confidence.observe(_feedback(depth=4, accepted=4, drafter_accepted=1))
+    assert confidence.accepted == [True, False]  # the chain's second token was rejected
+    length = hfas.HeuristicLengthPolicy(initial_depth=3, max_depth=8)
+    length.observe(_feedback(depth=3, accepted=4, drafter_accepted=2))
+    assert length.depth == 2  # the chain was not accepted whole: shrink
 
 
 def test_heuristic_length_grows_by_two_and_shrinks_by_one():
