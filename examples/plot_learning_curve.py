@@ -3,6 +3,10 @@
     python examples/plot_learning_curve.py --curve "random init=artifacts/eagle3-init-random" \
         --curve "target-layer init=artifacts/eagle3-init-target-layer" \
         --reference 0.396 --output results/eagle3_learning_curve
+    python examples/plot_learning_curve.py --from-step 3283 \
+        --curve "one layer (stage 13)=results/eagle3_curve/stage13_cpu_heldout_curve.jsonl" \
+        --curve "two layers (stage 13, deepened)=results/eagle3_curve/stage13_two_layers_cpu_heldout_curve.jsonl" \
+        --reference 0.55 --reference-label "target 0.55" --output results/eagle3_curve/stage13_two_layers_cpu
 
 The training script writes the curve (``--heldout_path``) to its output folder and every saved
 drafter folder: first-draft acceptance and greedy chain τ on held-out conversations the target
@@ -43,9 +47,10 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
     tau.set(xlabel="tokens trained (millions)", ylabel=f"held-out greedy chain τ (depth {depth})")
     for axis in (acceptance, tau):
         axis.grid(alpha=0.3)
-        axis.legend()
+        # below the axes: inside, "best" can sit over the reference line the curves are read against
+        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
@@ -63,17 +68,21 @@ def table(curves: dict[str, list[HeldOutPoint]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl")
+    parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl, or LABEL=a curve file")
     parser.add_argument("--reference", type=float, default=None, help="a first-draft acceptance to draw as a line")
     parser.add_argument("--reference-label", default="shipped drafter", help="the line's legend (e.g. 'target 0.55')")
+    parser.add_argument(
+        "--from-step", type=int, default=0,
+        help="draw only points at or after this lineage step (a stage's curve file holds its whole lineage from step 0)",
+    )
     parser.add_argument("--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md")
     args = parser.parse_args()
     curves = {}
     for spec in args.curve:
         label, _, folder = spec.partition("=")
-        points = read_curve(folder)
+        points = [p for p in read_curve(folder) if p.step >= args.from_step]
         if not points:
-            parser.error(f"{folder} holds no heldout_curve.jsonl (train with --heldout_path).")
+            parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} (train with --heldout_path).")
         curves[label] = points
     plot(curves, args.reference, args.output + ".png", args.reference_label)
     with open(args.output + ".md", "w", encoding="utf-8") as handle:

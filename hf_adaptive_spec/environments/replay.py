@@ -234,8 +234,8 @@ class ReplayEnvironment(ReplayLoop):
             chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
         builder = TreeBuilder(drafter, policy, self.recording.vocab_size)
         tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
-        draft_depth, accepted = tree.max_depth, accepted_length(tree, drafter)
-        drafter_accepted = accepted
+        draft_depth = tree.max_depth
+        accepted = drafter_accepted = accepted_length(tree, drafter)
         if chain:
             graft_chain(tree, chain)
             # greedy acceptance walks the union of the tree's paths and the chain: the longer match wins

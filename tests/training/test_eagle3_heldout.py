@@ -127,6 +127,7 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     assert [p.step for p in read_curve(tmp_path)] == steps
     trainer.save_model(str(tmp_path / "final"))
     assert read_curve(tmp_path / "final") == callback.points
+    assert read_curve(tmp_path / "final" / "heldout_curve.jsonl") == callback.points  # a curve file reads as its folder
     assert any("heldout_chain_tau" in entry for entry in trainer.state.log_history)
     with pytest.raises(ValueError, match="every_steps"):
         HeldOutCurveCallback(held_out, every_steps=0)

@@ -175,8 +175,10 @@ class HeldOutCounts:
 
 
 def read_curve(folder: str | Path) -> list[HeldOutPoint]:
-    """The learning curve saved in a drafter folder (empty when it has none)."""
-    path = Path(folder) / CURVE_FILE
+    """The learning curve saved in a drafter folder, or a curve file itself (empty when there is none)."""
+    path = Path(folder)
+    if path.is_dir():
+        path = path / CURVE_FILE
     if not path.is_file():
         return []
     return [HeldOutPoint.from_json(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
