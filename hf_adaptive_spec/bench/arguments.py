@@ -30,6 +30,7 @@ class BenchArguments:
         markdown: Markdown report path.
         plots: folder for the PNG plots.
         resume: skip the (question, method) pairs already in the progress file.
+        report_only: run nothing; report an interrupted run from its progress file (finished questions only).
         progress: show a progress bar.
         reference: the method ``summary[m].speedup`` is relative to (``speedup_vs_stock`` is always
             there too); e.g. ``stock-compiled`` to measure against transformers' own fast path.
@@ -54,6 +55,13 @@ class BenchArguments:
     markdown: Path | None = field(default=None, metadata={"help": "Markdown report path."})
     plots: Path | None = field(default=None, metadata={"help": "Folder for the PNG plots."})
     resume: bool = field(default=False, metadata={"help": "Skip (question, method) pairs already done (needs --json)."})
+    report_only: bool = field(
+        default=False,
+        metadata={
+            "help": "Run nothing: write the report (--json, --markdown, --plots) of an interrupted run from its progress "
+            "file, over the selected questions that every method finished (marked partial)."
+        },
+    )
     progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})
     reference: str = field(
         default="stock", metadata={"help": "Method the summary's speedup is relative to (speedup_vs_stock is kept)."}

@@ -18,8 +18,8 @@ from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import build_methods
 from .plots import write_plots
-from .progress import ProgressLog, progress_path_for
-from .questions import load_questions
+from .progress import ProgressLog, progress_path_for, read_progress
+from .questions import Question, load_questions
 from .report import build_report, write_json
 from .runner import run_benchmark
 
@@ -88,6 +88,8 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     methods = build_methods(args.method_names)
     if args.reference not in methods:
         raise BenchError(f"--reference {args.reference!r} is not among the methods run ({', '.join(methods)})")
+    if args.report_only:
+        return _report_from_progress(args, questions, list(methods))
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
     if options.max_cache_len is None and (options.compile or "stock-compiled" in methods):
         options.max_cache_len = static_cache_length(tokenizer, questions, options.max_new_tokens)
@@ -116,6 +118,11 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "are taken out of its wall time and counted in compile_seconds",
     }
     report = build_report(records, settings, model.device, args.reference, warmup_seconds)
+    _write_outputs(report, args)
+    return report
+
+
+def _write_outputs(report: dict[str, Any], args: BenchArguments) -> None:
     if args.json:
         write_json(report, args.json)
     if args.markdown:
@@ -123,6 +130,41 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.plots:
         write_plots(report, args.plots)
     print(render_markdown(report))
+
+
+def _report_from_progress(args: BenchArguments, questions: list[Question], methods: list[str]) -> dict[str, Any]:
+    """The report of an interrupted run: the selected questions every method finished, from its progress file."""
+    if args.json is None:
+        raise BenchError("--report_only reads the progress file next to --json; pass the interrupted run's --json")
+    path = progress_path_for(args.json)
+    if not path.is_file():
+        raise BenchError(f"--report_only: no progress file at {path}; run the benchmark with this --json first")
+    stored, done = read_progress(path)
+    if stored.get("questions") != str(args.questions.resolve()):
+        raise BenchError(
+            f"--report_only: {path} was measured on {stored.get('questions')}, not {args.questions.resolve()}; "
+            "pass the run's --questions"
+        )
+    finished = [q for q in questions if all((q.question_id, name) in done for name in methods)]
+    if not finished:
+        raise BenchError(
+            f"--report_only: no selected question has every method ({', '.join(methods)}) finished in {path}"
+        )
+    records = [done[(question.question_id, name)] for question in finished for name in methods]
+    settings = {
+        **stored,
+        "methods": methods,
+        "reference": args.reference,
+        "categories": args.category_names,
+        "limit": args.limit,
+        "partial": f"{len(finished)} of {len(questions)} selected questions, every method finished (from {path.name})",
+    }
+    device = torch.device(stored.get("device", "cpu"))
+    named_here = device.type != "cuda" or torch.cuda.is_available()
+    report = build_report(records, settings, device if named_here else torch.device("cpu"), args.reference)
+    if not named_here:
+        report["environment"]["device"] = f"{device} (not on the machine writing this report; name not recorded)"
+    _write_outputs(report, args)
     return report
 
 

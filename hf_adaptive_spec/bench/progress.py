@@ -44,11 +44,7 @@ class ProgressLog:
         self.completed[record.key] = record
 
     def _load(self, settings: dict[str, Any]) -> None:
-        lines = self.path.read_text().splitlines()
-        try:
-            stored = json.loads(lines[0])["settings"]
-        except (IndexError, json.JSONDecodeError, KeyError, TypeError):
-            raise BenchError(f"{self.path} is not a progress file; delete it or run without --resume") from None
+        stored, self.completed = read_progress(self.path, repair=True)
         # Round-trip through JSON so that tuples and lists compare equal.
         current = json.loads(json.dumps(settings))
         changed = sorted(key for key in stored.keys() | current.keys() if stored.get(key) != current.get(key))
@@ -56,12 +52,36 @@ class ProgressLog:
             raise BenchError(
                 f"{self.path} was written with other settings ({', '.join(changed)}); delete it or run without --resume"
             )
-        for number, line in enumerate(lines[1:], 2):
-            try:
-                record = QuestionRecord.from_dict(json.loads(line))
-            except json.JSONDecodeError:
-                if number == len(lines):  # a line cut short by an interrupted write: drop it
-                    self.path.write_text("".join(line + "\n" for line in lines[:-1]))
-                    break
-                raise BenchError(f"{self.path}:{number}: corrupt record") from None
-            self.completed[record.key] = record
+
+
+def read_progress(
+    path: Path, repair: bool = False
+) -> tuple[dict[str, Any], dict[tuple[int | str, str], QuestionRecord]]:
+    """The settings a progress file was written with and its finished records by (question id, method).
+
+    A last line cut short by an interrupted write is left out (and removed from the file with ``repair``).
+
+    Raises:
+        BenchError: when ``path`` is not a progress file or a record before the last line is corrupt.
+    """
+    path = Path(path)
+    lines = path.read_text().splitlines()
+    try:
+        settings = json.loads(lines[0])["settings"]
+    except (IndexError, json.JSONDecodeError, KeyError, TypeError):
+        raise BenchError(
+            f"{path} is not a bench progress file (its first line should hold the run's settings); "
+            "delete it, or point --json at the report whose progress file it is"
+        ) from None
+    completed: dict[tuple[int | str, str], QuestionRecord] = {}
+    for number, line in enumerate(lines[1:], 2):
+        try:
+            record = QuestionRecord.from_dict(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):  # a line cut short by an interrupted write
+                if repair:
+                    path.write_text("".join(line + "\n" for line in lines[:-1]))
+                break
+            raise BenchError(f"{path}:{number}: corrupt record") from None
+        completed[record.key] = record
+    return settings, completed

@@ -50,6 +50,36 @@ def test_resume_keeps_finished_measurements(bench_model_dir: Path, questions_fil
     assert records[:2] == first  # same wall times: not run again
 
 
+def test_report_only_reports_the_questions_every_method_finished(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    out = tmp_path / "out.json"
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "2")) == 0
+    progress = tmp_path / "out.progress.jsonl"
+    lines = progress.read_text().splitlines()
+    progress.write_text("\n".join(lines[:-1]) + "\n")  # interrupted: question 2 lacks its last method
+    out.unlink()
+    argv = [arg for arg in bench_argv(tmp_path / "absent-model", questions_file, out) if arg != "--no-progress"]
+    assert main([*argv, "--limit", "2", "--report_only", "--markdown", str(tmp_path / "out.md")]) == 0
+    report = json.loads(out.read_text())
+    assert [(r["question_id"], r["method"]) for r in report["records"]] == [(1, "stock"), (1, "hf-prompt-lookup")]
+    assert report["records"] == [json.loads(line) for line in lines[1:3]]  # as measured, nothing run again
+    assert all(figures["questions"] == 1 for figures in report["summary"].values())
+    assert report["settings"]["partial"].startswith("1 of 2 selected questions")
+    assert "**Partial report** of an interrupted run: 1 of 2" in (tmp_path / "out.md").read_text()
+    assert progress.read_text().splitlines() == lines[:-1]  # the progress file is left as it was
+
+    (tmp_path / "other.jsonl").write_text(questions_file.read_text())  # the same questions, another file
+    assert main([*argv, "--limit", "2", "--questions", str(tmp_path / "other.jsonl"), "--report_only"]) == 2
+    assert "pass the run's --questions" in capsys.readouterr().err
+    assert main([*argv, "--limit", "2", "--methods", "stock,hf-early-exit", "--report_only"]) == 2
+    assert "no selected question has every method (stock, hf-early-exit) finished" in capsys.readouterr().err
+    assert main([*argv[:-2], "--report_only"]) == 2
+    assert "--report_only reads the progress file next to --json" in capsys.readouterr().err
+    assert main([*argv[:-1], str(tmp_path / "never.json"), "--report_only"]) == 2
+    assert "no progress file at" in capsys.readouterr().err
+
+
 def test_unknown_method_fails_before_loading_the_model(tmp_path: Path, capsys):
     assert main(["--model", str(tmp_path / "absent"), "--methods", "stock,eagle9"]) == 2
     error = capsys.readouterr().err
