@@ -302,3 +302,23 @@ def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch):
             prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
             cache_implementation="static", compile_config=_compile_config(),
         )
+
+
+def test_hitting_the_graph_limit_says_why_and_what_to_do(monkeypatch):
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    from hf_adaptive_spec.core import compiled
+
+    def over_the_limit(fn, **kwargs):
+        def run(*args):
+            raise FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
+
+        return run
+
+    monkeypatch.setattr(compiled.torch, "compile", over_the_limit)
+    model = tiny_model("llama")
+    with pytest.raises(RuntimeError, match=r"compiled 64 graphs of one .*Each drafter object compiles its own.*Reuse one drafter"):
+        model.generate(
+            prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+            cache_implementation="static", compile_config=_compile_config(),
+        )

@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable
 import torch
 import torch._dynamo.config as dynamo_config
 import torch._inductor.config as inductor_config
+from torch._dynamo.exc import FailOnRecompileLimitHit
 
 #: one function compiles one graph per bucket, feature set and cache; dynamo's default limit (8 per
 #: function) would silently fall back to eager past it, so the limit is raised and hitting it raises.
@@ -57,11 +58,25 @@ class CompiledForward:
         except Exception as error:  # noqa: BLE001 - re-raised with the way out named
             if key in self._warm:
                 raise
-            raise RuntimeError(
-                f"Compiling a speculative-decoding forward failed ({type(error).__name__}: {error}). Run uncompiled "
-                "with generate(..., disable_compile=True), or without compile_config."
-            ) from error
+            raise RuntimeError(compile_failure_message(error)) from error
         if key in self._warm:
             return result, 0.0
         self._warm.add(key)
         return result, time.perf_counter() - start
+
+
+def compile_failure_message(error: Exception) -> str:
+    """What went wrong while compiling a forward, and the way out."""
+    if isinstance(error, FailOnRecompileLimitHit):
+        return (
+            f"torch.compile has compiled {GRAPH_LIMITS['recompile_limit']} graphs of one speculative-decoding forward "
+            "in this process. Each drafter object compiles its own (with freezing=True its weights are graph "
+            "constants), one per bucket, step kind and cache length, so loading a drafter again for each call or "
+            "method adds graphs. Reuse one drafter object across generate calls, raise "
+            "hf_adaptive_spec.core.compiled.GRAPH_LIMITS['recompile_limit'], or run uncompiled "
+            "(generate(..., disable_compile=True))."
+        )
+    return (
+        f"Compiling a speculative-decoding forward failed ({type(error).__name__}: {error}). Run uncompiled "
+        "with generate(..., disable_compile=True), or without compile_config."
+    )

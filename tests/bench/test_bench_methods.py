@@ -224,6 +224,26 @@ def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     assert type(method.generate_kwargs["assistant_policy"]) is expected_type
 
 
+def test_eagle3_methods_of_a_run_share_one_drafter_per_checkpoint(bench_model, tmp_path):
+    """Each drafter object compiles its own graphs under freezing; one per method hit dynamo's graph limit."""
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "candidate")
+    options = MethodOptions(
+        max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"), candidate_checkpoint=str(tmp_path / "candidate")
+    )
+    drafters = {}
+    for name in ("eagle3", "eagle3-heuristic", "eagle3-default-tree", "eagle3-candidate"):
+        method = METHODS[name]()
+        method.prepare(model, tokenizer, options)
+        drafters[name] = method.generate_kwargs["assistant_model"]
+    assert drafters["eagle3"] is drafters["eagle3-heuristic"] is drafters["eagle3-default-tree"]
+    assert drafters["eagle3-candidate"] is not drafters["eagle3"]
+
+
 def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monkeypatch, tmp_path):
     from hf_adaptive_spec import checkpoints
     from hf_adaptive_spec.bench.errors import MethodUnavailableError

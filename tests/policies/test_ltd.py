@@ -157,6 +157,19 @@ def test_observation_layout():
     assert obs[8:].abs().sum() < 1e-6  # the rest of level 2, and the empty levels 3 and 4
 
 
+def test_observations_keep_each_levels_most_likely_candidates():
+    probabilities = [0.05, 0.3, 0.01, 0.2, 0.4, 0.02, 0.06, 0.07, 0.08, 0.09, 0.5]  # 11 at level 2: 9 fit
+    scores = torch.log(torch.tensor([0.9, 0.0] + probabilities + [0.7]))  # a -inf score reads as probability 0
+    depths = torch.tensor([1, 1] + [2] * len(probabilities) + [5])  # a level past the tree's depth is not seen
+    info = VerifySizeInfo(context_length=0, scores=scores, depths=depths, config=TREE)
+    obs = size_observation(info, TREE, 1000.0)
+    kept = sorted(probabilities, reverse=True)[:9]
+    torch.testing.assert_close(obs[2:14], torch.tensor([0.9, 0.0, 0.0] + kept))
+    assert obs[0] == 5 / 4 and obs[14:].abs().sum() == 0
+    step = DraftStepInfo(depth=2, context_length=0, step_scores=scores[2:13], config=TREE)
+    torch.testing.assert_close(depth_observation(step, TREE, 1000.0)[2:], torch.tensor(kept))
+
+
 def test_size_mask_keeps_one_choice_per_verified_size():
     info = VerifySizeInfo(context_length=10, scores=torch.zeros(3), depths=torch.ones(3, dtype=torch.long), config=TREE)
     mask = size_action_mask(info, TREE, torch.tensor([1, 2, 4, 8]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -13,6 +14,20 @@ from ...policies import StaticTreePolicy
 from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
 from .tree import Tree
+
+
+#: one drafter object per (target, checkpoint) for every method of a run: with freezing, each drafter object compiles
+#: its own step graphs, and one per method ended a 13-method compiled Spec-Bench run at dynamo's graph limit
+_DRAFTERS: weakref.WeakKeyDictionary[PreTrainedModel, dict[str, Eagle3Drafter]] = weakref.WeakKeyDictionary()
+
+
+def shared_drafter(checkpoint: str, model: PreTrainedModel) -> Eagle3Drafter:
+    """The EAGLE-3 drafter of ``checkpoint`` for ``model``, loaded once per run and shared by the methods
+    (``generate`` calls are sequential, and each binds the drafter afresh)."""
+    loaded = _DRAFTERS.setdefault(model, {})
+    if checkpoint not in loaded:
+        loaded[checkpoint] = Eagle3Drafter.from_pretrained(checkpoint, target=model)
+    return loaded[checkpoint]
 
 
 class Eagle3(Tree):
@@ -32,7 +47,7 @@ class Eagle3(Tree):
     ) -> dict[str, Any]:
         checkpoint = self.checkpoint(options)
         enable(model)
-        drafter = Eagle3Drafter.from_pretrained(checkpoint, target=model)
+        drafter = shared_drafter(checkpoint, model)
         policy = StaticTreePolicy(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
 

@@ -8,16 +8,18 @@ probabilities ``exp(score)`` in ``[0, 1]`` (the paper's ``P``), so zero padding 
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 
 from ..base import DraftStepInfo, TreeConfig, VerifySizeInfo
 
 
-def path_probabilities(scores: torch.Tensor, size: int) -> torch.Tensor:
-    """``exp(scores)`` sorted in descending order, truncated or zero-padded to ``[size]`` (float32)."""
-    probabilities = scores.double().exp().float().sort(descending=True).values[:size]
-    return F.pad(probabilities, (0, size - probabilities.numel()))
+def _sorted_probabilities(scores: list[float], size: int) -> list[float]:
+    """``exp(scores)`` sorted in descending order, truncated or zero-padded to ``size``."""
+    # on the host: a policy hook sees a few dozen scores, and each torch op would cost more than its arithmetic
+    probabilities = sorted((math.exp(score) for score in scores), reverse=True)[:size]
+    return probabilities + [0.0] * (size - len(probabilities))
 
 
 def level_sizes(tree: TreeConfig) -> list[int]:
@@ -44,7 +46,7 @@ def depth_observation(
     """
     scalars = [step.depth / tree.depth, step.context_length / context_scale]
     scalars += [step.lookup_length / tree.depth] if lookup_feature else []
-    return torch.cat([torch.tensor(scalars), path_probabilities(step.step_scores, tree.top_k**2)])
+    return torch.tensor(scalars + _sorted_probabilities(step.step_scores.tolist(), tree.top_k**2))
 
 
 def size_observation(
@@ -56,13 +58,16 @@ def size_observation(
     tree.depth`` with ``lookup_feature``), then, level by level, the path probabilities of that
     level's candidates (sorted, zero-padded to the level's size).
     """
-    drafted = int(info.depths.max()) if info.depths.numel() else 0
+    depths, sizes = info.depths.tolist(), level_sizes(tree)
+    drafted = max(depths, default=0)
     scalars = [drafted / tree.depth, info.context_length / context_scale]
     scalars += [info.lookup_length / tree.depth] if lookup_feature else []
-    levels = [
-        path_probabilities(info.scores[info.depths == level], size) for level, size in enumerate(level_sizes(tree), 1)
-    ]
-    return torch.cat([torch.tensor(scalars), *levels])
+    by_level: list[list[float]] = [[] for _ in sizes]
+    for score, level in zip(info.scores.tolist(), depths):
+        if 1 <= level <= len(sizes):
+            by_level[level - 1].append(score)
+    levels = [p for scores, size in zip(by_level, sizes) for p in _sorted_probabilities(scores, size)]
+    return torch.tensor(scalars + levels)
 
 
 def size_action_mask(info: VerifySizeInfo, tree: TreeConfig, choices: torch.Tensor) -> torch.Tensor:
