@@ -27,6 +27,9 @@ class _FeedbackRecorder(DraftPolicy):
         self.feature_layers = policy.feature_layers
         self.feedback: list[CycleFeedback] = []
 
+    def begin_generation(self) -> None:
+        self.policy.begin_generation()
+
     def tree_config(self, state: CycleState) -> TreeConfig:
         return self.policy.tree_config(state)
 

@@ -209,6 +209,9 @@ class _Decoder:
         cycles until a stopping criterion ends ``out``."""
         started = time.perf_counter()
         self.drafter.bind(self.model)
+        tick = time.perf_counter()
+        self.policy.begin_generation()
+        self.stats.policy_time += time.perf_counter() - tick
         if isinstance(self.target, StaticTarget):
             self.drafter.use_static_shapes(self.config.max_length, self.target.options)
         with self.target:

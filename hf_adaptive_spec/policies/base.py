@@ -118,6 +118,11 @@ class DraftPolicy:
     #: the cost curve the policy was trained on (None: not trained on costs).
     trained_on: CostCurve | None = None
 
+    def begin_generation(self) -> None:
+        """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what
+        a policy learns within one call only (transformers makes its candidate generator per call)."""
+        return None
+
     def tree_config(self, state: CycleState) -> TreeConfig:
         raise NotImplementedError
 

@@ -3,8 +3,9 @@ has to beat. Both draft a chain, as transformers' assistant does.
 
 - :class:`ConfidenceThresholdPolicy`: ``assistant_confidence_threshold``. Drafting stops after a token
   whose draft probability is below the threshold (the token is still verified); the threshold
-  then follows the accepted and rejected draft tokens, as transformers adapts it when scikit-learn
-  is installed: the point of their ROC curve that minimises ``FPR + 3 * FNR``.
+  then follows the accepted and rejected draft tokens of the call, as transformers adapts it when
+  scikit-learn is installed: the point of their ROC curve that minimises ``FPR + 3 * FNR``. The
+  samples start afresh with each ``generate`` call and the threshold carries over, as in transformers.
 - :class:`HeuristicLengthPolicy`: ``num_assistant_tokens_schedule="heuristic"``. The chain grows by
   2 after a cycle that accepted every drafted token and shrinks by 1 (to at least 1) otherwise.
 
@@ -78,6 +79,11 @@ class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_a
         self.accepted: list[bool] = []
         self._cycle_probs: list[float] = []
         self._best_score = 0.0
+
+    def begin_generation(self) -> None:
+        """A call's samples start empty; the threshold carries over (as transformers' candidate generator
+        is made per call and writes the threshold back to the assistant's generation config)."""
+        self.probs, self.accepted, self._cycle_probs = [], [], []
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         self._best_score = 0.0

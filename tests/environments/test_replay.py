@@ -89,6 +89,25 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
             assert with_branch.mean_accepted_tokens >= without.mean_accepted_tokens, name
 
 
+def test_each_replayed_prompt_begins_a_generation_as_each_generate_call_does():
+    class CountsGenerations(hfas.StaticTreePolicy):
+        generations = 0
+
+        def begin_generation(self) -> None:
+            self.generations += 1
+
+    target = tiny_model("llama")
+    prompts = [prompt(7, seed=11), prompt(15, seed=12)]
+    recording = record_replay(target, _drafters(target)["early-exit"], prompts, RECORDED, MAX_NEW)
+    policy = CountsGenerations(depth=2, top_k=3, total_tokens=5)
+    ReplayEnvironment(recording, _profile()).replay(policy)
+    assert policy.generations == 2
+    recorder = _FeedbackRecorder(policy)
+    target.generate(prompts[0], max_new_tokens=4, do_sample=False, assistant_model=_drafters(target)["early-exit"],
+                    assistant_policy=recorder)
+    assert policy.generations == 3  # through the online environment's recorder too
+
+
 def test_replayed_lookup_branch_accepts_what_the_context_repeats():
     # the generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9
     prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]

@@ -68,6 +68,25 @@ def test_the_threshold_adapts_to_the_outcomes():
     assert frozen.threshold == 0.4
 
 
+def test_confidence_samples_start_afresh_with_each_generate_call_and_the_threshold_carries_over():
+    """transformers makes its candidate generator, and so its ROC samples, per call; the threshold it
+    adapted is written back for the next call. Kept across calls, the samples would grow for the life of
+    the policy, and so would the sort each cycle does over them."""
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    used = hfas.ConfidenceThresholdPolicy(depth=6, adaptive=False)  # a fixed threshold: calls do not interact
+    for seed in range(3):
+        fresh = hfas.ConfidenceThresholdPolicy(depth=6, adaptive=False)
+        for policy in (used, fresh):
+            model.generate(prompt(7, seed=seed), max_new_tokens=30, do_sample=False, assistant_model=drafter,
+                           assistant_policy=policy)
+        assert (used.probs, used.accepted) == (fresh.probs, fresh.accepted) and fresh.probs, seed
+    adapted = hfas.ConfidenceThresholdPolicy(depth=6, threshold=0.4)
+    adapted.probs, adapted.accepted, adapted.threshold = [0.9, 0.2], [True, False], 0.7
+    adapted.begin_generation()
+    assert adapted.probs == adapted.accepted == [] and adapted.threshold == 0.7
+
+
 def test_heuristics_learn_from_the_drafter_chain_not_the_lookup_branch():
     """With prompt lookup a cycle may accept more tokens than the drafter's chain got right (the path
     went through the lookup chain): transformers' rules count only the assistant's own matches."""
