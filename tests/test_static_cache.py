@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._dynamo.exc import FailOnRecompileLimitHit
 from transformers import CompileConfig, StaticCache
 
 import hf_adaptive_spec as hfas
@@ -286,38 +287,28 @@ def test_weight_freezing_is_applied_around_calls_not_through_torch_compile_optio
     assert gpu["mode"] == "reduce-overhead" and split_inductor_patches(gpu)[1] == {}
 
 
-def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch):
+@pytest.mark.parametrize(
+    "error, message",
+    [
+        (RuntimeError("inductor could not lower aten.foo"),
+         r"Compiling .* failed \(RuntimeError: inductor could not lower aten.foo\).*disable_compile=True"),
+        (FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit"),
+         r"compiled 64 graphs of one .*Each drafter object compiles its own.*Reuse one drafter"),
+    ],
+    ids=["lowering", "graph-limit"],
+)
+def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch, error, message):
     from hf_adaptive_spec.core import compiled
 
     def failing_compile(fn, **kwargs):
         def run(*args):
-            raise RuntimeError("inductor could not lower aten.foo")
+            raise error
 
         return run
 
     monkeypatch.setattr(compiled.torch, "compile", failing_compile)
     model = tiny_model("llama")
-    with pytest.raises(RuntimeError, match=r"Compiling .* failed \(RuntimeError: inductor could not lower aten.foo\).*disable_compile=True"):
-        model.generate(
-            prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
-            cache_implementation="static", compile_config=_compile_config(),
-        )
-
-
-def test_hitting_the_graph_limit_says_why_and_what_to_do(monkeypatch):
-    from torch._dynamo.exc import FailOnRecompileLimitHit
-
-    from hf_adaptive_spec.core import compiled
-
-    def over_the_limit(fn, **kwargs):
-        def run(*args):
-            raise FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
-
-        return run
-
-    monkeypatch.setattr(compiled.torch, "compile", over_the_limit)
-    model = tiny_model("llama")
-    with pytest.raises(RuntimeError, match=r"compiled 64 graphs of one .*Each drafter object compiles its own.*Reuse one drafter"):
+    with pytest.raises(RuntimeError, match=message):
         model.generate(
             prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
             cache_implementation="static", compile_config=_compile_config(),
