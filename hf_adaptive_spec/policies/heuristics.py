@@ -75,15 +75,15 @@ class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_a
             raise ValueError(f"threshold is a probability in [0, 1], got {threshold!r}.")
         self.config = TreeConfig(depth=depth, top_k=1, total_tokens=depth + 1)
         self.threshold, self.adaptive = threshold, adaptive
-        self.probs: list[float] = []
-        self.accepted: list[bool] = []
-        self._cycle_probs: list[float] = []
+        self.begin_generation()
         self._best_score = 0.0
 
     def begin_generation(self) -> None:
         """A call's samples start empty; the threshold carries over (as transformers' candidate generator
         is made per call and writes the threshold back to the assistant's generation config)."""
-        self.probs, self.accepted, self._cycle_probs = [], [], []
+        self.probs: list[float] = []
+        self.accepted: list[bool] = []
+        self._cycle_probs: list[float] = []
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         self._best_score = 0.0
