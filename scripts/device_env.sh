@@ -41,3 +41,24 @@ _train_for_the_rest() {
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py --config "$1" --max_train_minutes "$minutes" \
         --per_device_train_batch_size "$2" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1
 }
+
+regenerate() {  # $1: the new file's name (e.g. sharegpt_smollm2_sampled12). Resumes the seed-9 selection of
+    # ShareGPT's prompts (.xfer4/sharegpt_prompts.json.gz) after the conversations already answered
+    # (.xfer4/sampled_done.jsonl.gz), sampling at 0.8, two user turns, bfloat16, batches of BATCH (1,024), for
+    # REGEN_SECONDS (230); the new whole conversations land in $STAGE/$1.jsonl and, gzipped, in $OUT.
+    gunzip -c .xfer4/sharegpt_prompts.json.gz > "$STAGE/sharegpt_prompts.json"
+    gunzip -c .xfer4/sampled_done.jsonl.gz > "$STAGE/sampled_all.jsonl"
+    local answered
+    answered=$(wc -l < "$STAGE/sampled_all.jsonl")
+    timeout "${REGEN_SECONDS:-230}" $PY trainers/regenerate_sharegpt.py --output "$STAGE/sampled_all.jsonl" \
+        --sharegpt_file "$STAGE/sharegpt_prompts.json" --num_conversations 100000 --seed 9 --device "$DEVICE" \
+        --dtype bfloat16 --batch_size "${BATCH:-1024}" --max_turns 2 --max_prompt_tokens 1024 --max_new_tokens 256 \
+        --temperature 0.8 >> "$OUT/regenerate.log" 2>&1
+    # whole lines after the ones carried in (the time box may cut the last)
+    tail -n +$((answered + 1)) "$STAGE/sampled_all.jsonl" | $PY -c "
+import json, sys
+good = [line for line in sys.stdin if line.endswith('\n') and json.loads(line)]
+sys.stdout.writelines(good)
+print(len(good), 'new sampled conversations', file=sys.stderr)" > "$STAGE/$1.jsonl"
+    gzip -c "$STAGE/$1.jsonl" > "$OUT/$1.jsonl.gz"
+}

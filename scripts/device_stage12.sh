@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 31, stage 12 on a lent GPU, in two calls of one session (the machine stays warm between them):
-#   PHASE=regenerate  new sampled answers: the seed-9 prompt selection resumed after the 4,096 answered in
+#   PHASE=regenerate  new sampled answers (device_env.sh's regenerate): the seed-9 prompt selection resumed after the 4,096 answered in
 #                     stages 9 and 11 (sampled9 + sampled11, carried gzipped), bfloat16, batches of 1,024,
 #                     sampling at 0.8, two turns; time-boxed by REGEN_SECONDS. The new conversations
 #                     (sampled12) stay in $STAGE for the next call and come back gzipped in $OUT.
@@ -17,27 +17,9 @@ set -u
 START=$(date +%s)
 source scripts/device_env.sh
 
-regenerate() {
-    gunzip -c .xfer4/sharegpt_prompts.json.gz > "$STAGE/sharegpt_prompts.json"
-    gunzip -c .xfer4/sampled_done.jsonl.gz > "$STAGE/sampled_all.jsonl"  # sampled9 then sampled11
-    local answered
-    answered=$(wc -l < "$STAGE/sampled_all.jsonl")
-    timeout "${REGEN_SECONDS:-230}" $PY trainers/regenerate_sharegpt.py --output "$STAGE/sampled_all.jsonl" \
-        --sharegpt_file "$STAGE/sharegpt_prompts.json" --num_conversations 100000 --seed 9 --device "$DEVICE" \
-        --dtype bfloat16 --batch_size "${BATCH:-1024}" --max_turns 2 --max_prompt_tokens 1024 --max_new_tokens 256 \
-        --temperature 0.8 >> "$OUT/regenerate.log" 2>&1
-    # whole lines after the ones carried in (the time box may cut the last)
-    tail -n +$((answered + 1)) "$STAGE/sampled_all.jsonl" | $PY -c "
-import json, sys
-good = [line for line in sys.stdin if line.endswith('\n') and json.loads(line)]
-sys.stdout.writelines(good)
-print(len(good), 'new sampled conversations', file=sys.stderr)" > "$STAGE/sharegpt_smollm2_sampled12.jsonl"
-    gzip -c "$STAGE/sharegpt_smollm2_sampled12.jsonl" > "$OUT/sharegpt_smollm2_sampled12.jsonl.gz"
-}
-
 if [ "${PHASE:-}" = regenerate ]; then
     cp "$OUT/versions.log" "$OUT/regenerate.log"
-    regenerate
+    regenerate sharegpt_smollm2_sampled12
 elif [ "${PHASE:-}" = train ]; then
     cp "$OUT/versions.log" "$OUT/train.log"
     cp -r .xfer3/eagle3-smollm2-stage11 .xfer3/eagle3_heldout_regenerated.jsonl artifacts/
