@@ -9,7 +9,9 @@
 #   VARIANTS="stage13-ttt5:|stage13-ttt7:--ttt_steps 7"
 # Transfers as for scripts/device_stage9.sh (GGUF parts and wheels in $STAGE by earlier calls); this call
 # carries .xfer3/ with the starting drafter's folder (INIT, default eagle3-smollm2-stage12), the held-out set
-# and the training set gzipped (sharegpt_smollm2_target12.jsonl.gz: target9 + sampled11 + sampled12).
+# and the training set gzipped (DATA, default sharegpt_smollm2_target12: target9 + sampled11 + sampled12;
+# from stage 14 on: RECIPE=trainers/recipes/eagle3_smollm2_stage14_gpu.yaml INIT=eagle3-smollm2-stage14
+# DATA=sharegpt_smollm2_target14, the recipe's data).
 # What comes back in $OUT per variant: its weights in bfloat16 split under the 16 MiB file limit, its folder
 # (card, curve, config); and the log.
 # A CPU rehearsal: DEVICE=cpu PY=.venv/bin/python SKIP_WHEELS=1 STAGE=/tmp/stage-cpu OUT=/tmp/out-cpu
@@ -24,7 +26,8 @@ source scripts/device_env.sh
 cp "$OUT/versions.log" "$OUT/train.log"
 XFER=${XFER:-.xfer3}
 cp -r "$XFER/$INIT" "$XFER"/eagle3_heldout_regenerated.jsonl artifacts/
-gunzip -c "$XFER"/sharegpt_smollm2_target12.jsonl.gz > artifacts/sharegpt_smollm2_target12.jsonl
+DATA=${DATA:-sharegpt_smollm2_target12}
+gunzip -c "$XFER/$DATA.jsonl.gz" > "artifacts/$DATA.jsonl"
 IFS='|' read -ra VARIANT_LIST <<< "${VARIANTS:?set VARIANTS=\"name:extra args|name:extra args\"}"
 
 # Equal shares fixed now, so that every variant trains for the same minutes (the budget counts the training
