@@ -102,7 +102,7 @@ def test_text_streamer_and_stop_strings(smollm2, capsys):
 def test_shipped_eagle3_drafter_is_lossless(smollm2):
     model, tokenizer = smollm2
     drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
-    assert drafter.model.config.draft_vocab_size == 8192 and drafter.feature_layers == (2, 15, 27)
+    assert drafter.model.config.draft_vocab_size == 12288 and drafter.feature_layers == (2, 15, 27)
     for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
         for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3], max_new_tokens=64):
             assert stats.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
