@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 31, stage 14 on a lent GPU, in two calls of one session (the machine stays warm between them), as
+# Issue 31, stage 14 on a lent GPU, in two calls of one session after the GGUF's first part was carried in by
+# a call of its own (the machine stays warm between calls; 838 s of device time in all on 2026-11-27), as
 # scripts/device_stage12.sh did stage 12: more conversations, the lever stages 12-13 left (the one-layer
 # drafter flat at 0.544 on target12's 16,084 conversations, through a lower rate on the CPU as well).
 #   PHASE=regenerate  the rest of the seed-9 selection of ShareGPT's prompts (about 2,980 unanswered after
