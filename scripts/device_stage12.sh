@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 31, stage 12 on a lent GPU, in two calls of one session (the machine stays warm between them):
 #   PHASE=regenerate  new sampled answers (device_env.sh's regenerate): the seed-9 prompt selection resumed
-#                     after the 4,096 answered in stages 9 and 11 (sampled9 + sampled11, carried gzipped), bfloat16, batches of 1,024,
-#                     sampling at 0.8, two turns; time-boxed by REGEN_SECONDS. The new conversations
+#                     after the 4,096 answered in stages 9 and 11 (sampled9 + sampled11, carried gzipped),
+#                     bfloat16, batches of 1,024, sampling at 0.8, two turns; time-boxed by REGEN_SECONDS. The new conversations
 #                     (sampled12) stay in $STAGE for the next call and come back gzipped in $OUT.
 #   PHASE=train       stage 11 trained on target9 + sampled11 + sampled12 with a 12,288-token vocabulary
 #                     (trainers/recipes/eagle3_smollm2_stage12_gpu.yaml) for what is left of the call
