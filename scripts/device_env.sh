@@ -62,3 +62,18 @@ sys.stdout.writelines(good)
 print(len(good), 'new sampled conversations', file=sys.stderr)" > "$STAGE/$1.jsonl"
     gzip -c "$STAGE/$1.jsonl" > "$OUT/$1.jsonl.gz"
 }
+
+run_phase() {  # $1: the new data's name, $2: the driver's training function. PHASE=regenerate answers new
+    # prompts into $1 (regenerate above), PHASE=train runs $2; the logs start with the versions.
+    if [ "${PHASE:-}" = regenerate ]; then
+        cp "$OUT/versions.log" "$OUT/regenerate.log"
+        regenerate "$1"
+    elif [ "${PHASE:-}" = train ]; then
+        cp "$OUT/versions.log" "$OUT/train.log"
+        "$2"
+    else
+        echo "PHASE must be regenerate or train, got '${PHASE:-}'" >&2
+        exit 2
+    fi
+    echo "== done $(date +%T), $(( $(date +%s) - START )) s"
+}

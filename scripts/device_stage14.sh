@@ -20,11 +20,7 @@ set -u
 START=$(date +%s)
 source scripts/device_env.sh
 
-if [ "${PHASE:-}" = regenerate ]; then
-    cp "$OUT/versions.log" "$OUT/regenerate.log"
-    regenerate sharegpt_smollm2_sampled14
-elif [ "${PHASE:-}" = train ]; then
-    cp "$OUT/versions.log" "$OUT/train.log"
+train_stage14() {
     cp -r .xfer3/eagle3-smollm2-stage12 .xfer3/eagle3_heldout_regenerated.jsonl artifacts/
     (gunzip -c .xfer3/sharegpt_smollm2_target12.jsonl.gz; cat "$STAGE/sharegpt_smollm2_sampled14.jsonl") \
         > artifacts/sharegpt_smollm2_target14.jsonl
@@ -32,8 +28,6 @@ elif [ "${PHASE:-}" = train ]; then
     train_in_call trainers/recipes/eagle3_smollm2_stage14_gpu.yaml "${BATCH:-64}"
     grep "held-out\|train_runtime" "$OUT/train.log" | tail -4
     export_drafter artifacts/eagle3-smollm2-stage14 stage14
-else
-    echo "PHASE must be regenerate or train, got '${PHASE:-}'" >&2
-    exit 2
-fi
-echo "== done $(date +%T), $(( $(date +%s) - START )) s"
+}
+
+run_phase sharegpt_smollm2_sampled14 train_stage14
