@@ -94,12 +94,17 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path):
 
 
 def test_profile_says_which_shipped_policies_fit_its_curve():
+    from hf_adaptive_spec import checkpoints
     from hf_adaptive_spec.core import CostCurve
     from hf_adaptive_spec.profiling.cli import shipped_policy_fit
 
     assert all("fits this curve" in line for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
-    compiled = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled"))
-    assert len(compiled) == 3 and all("trained on cpu/float32/eager; trained on another curve" in line for line in compiled)
+    curve = CostCurve("cpu", "bfloat16", "compiled")
+    for name, line in zip(("ltd", "resps", "radar"), shipped_policy_fit(curve)):
+        retrained = (name, str(curve)) in checkpoints.SHIPPED_FOR_CURVE  # a variant shipped for this curve
+        assert line.startswith(f"shipped {name} policy: ")
+        assert line.endswith("trained on cpu/bfloat16/compiled; fits this curve" if retrained else
+                             "trained on cpu/float32/eager; trained on another curve: retrain it on this profile")
 
 
 def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):
@@ -163,7 +168,7 @@ def test_recommended_policy_names_what_is_missing(tmp_path):
     bare = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0])
     with pytest.raises(ValueError, match="recommends nothing: it was measured without a recording"):
         hfas.recommended_policy(bare)
-    compiled = HardwareProfile("cpu", "bfloat16", 1, 64, [1, 8], [1.0, 1.0], path="compiled",
-                               recommendation={"policy": "ltd", "tree": {}})
-    with pytest.raises(ValueError, match="trained on cpu/float32/eager and the profile measured cpu/bfloat16/compiled"):
+    compiled = HardwareProfile("cuda", "bfloat16", 1, 64, [1, 8], [1.0, 1.0], path="compiled",
+                               recommendation={"policy": "ltd", "tree": {}})  # a curve no ltd variant is shipped for
+    with pytest.raises(ValueError, match="trained on cpu/float32/eager and the profile measured cuda/bfloat16/compiled"):
         hfas.recommended_policy(compiled)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.cost_curve import CostCurve
+
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct). The three policies are
 #: the outputs of their recipes (trainers/recipes/ltd_smollm2_skip.yaml, radar_smollm2_skip.yaml,
-#: resps_smollm2_plain.yaml with the bench-fitted profile; each card gives its command), copied here.
+#: resps_smollm2_plain.yaml with the bench-fitted profile; each card gives its command), copied here:
+#: trained on this CPU's eager float32 curve.
 SHIPPED = {
     "eagle3": "eagle3-smollm2-135m-instruct",
     "ltd": "ltd-smollm2-135m-instruct",
@@ -15,12 +18,23 @@ SHIPPED = {
     "dvi": "dvi-smollm2-135m-instruct",
 }
 
+#: (name, cost curve) -> folder of a learned policy retrained for another cost curve than the default
+#: one's; ``shipped_checkpoint(name, cost_curve=...)`` prefers it on that curve.
+SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {}
 
-def shipped_checkpoint(name: str) -> Path:
-    """Folder of the shipped ``name`` checkpoint; raises naming what is missing."""
+
+def shipped_checkpoint(name: str, cost_curve: CostCurve | str | None = None) -> Path:
+    """Folder of the shipped ``name`` checkpoint; raises naming what is missing.
+
+    Args:
+        name: ``"eagle3"``, ``"dvi"`` or a learned policy (``"ltd"``, ``"resps"``, ``"radar"``).
+        cost_curve: the curve the checkpoint will run on (a :class:`CostCurve` or its ``"cpu/bfloat16/compiled"``
+            form): the variant of ``name`` trained on it when one is shipped, else the default one.
+    """
     if name not in SHIPPED:
         raise ValueError(f"No shipped checkpoint named {name!r}; shipped: {', '.join(SHIPPED)}.")
-    folder = Path(__file__).parent / SHIPPED[name]
+    folder_name = SHIPPED_FOR_CURVE.get((name, str(cost_curve)), SHIPPED[name]) if cost_curve else SHIPPED[name]
+    folder = Path(__file__).parent / folder_name
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
             f"The shipped {name} checkpoint is missing at {folder}: reinstall hf-adaptive-spec, or pass a checkpoint path."

@@ -129,7 +129,7 @@ def recommend(profile: HardwareProfile, recordings: list, names: list[str], look
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:
     """Whether the shipped ``name`` policy was trained on ``profile``'s curve, and its replayed tokens/s
     (None, with the reason, when a recording does not hold the trees it asks for)."""
-    policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
+    policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on == profile.cost_curve()}
     errors = []
     for recording in recordings:  # the first recording that holds the trees it asks for
@@ -173,7 +173,7 @@ def shipped_policy_fit(curve: CostCurve) -> list[str]:
     """For each shipped learned policy, whether it was trained on this cost curve."""
     lines = []
     for name in SHIPPED_POLICIES:
-        trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name)).trained_on
+        trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve)).trained_on
         verdict = "fits this curve" if trained_on == curve else "trained on another curve: retrain it on this profile"
         lines.append(f"shipped {name} policy: trained on {trained_on}; {verdict}")
     return lines

@@ -58,7 +58,7 @@ def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> D
     loaded = _profile_with_recommendation(profile)
     name = loaded.recommendation.get("policy")
     if name:
-        policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name))
+        policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, loaded.cost_curve()))
         if policy.trained_on != loaded.cost_curve():
             raise ValueError(
                 f"The profile recommends the shipped {name} policy, but it was trained on {policy.trained_on} and the "

@@ -257,6 +257,24 @@ def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monke
         METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
 
 
+def test_learned_policy_methods_take_the_variant_shipped_for_the_runs_curve(bench_model, monkeypatch, tmp_path):
+    from hf_adaptive_spec import checkpoints
+    from hf_adaptive_spec.core import CostCurve
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+    from hf_adaptive_spec.policies import RadarPolicy
+
+    model, tokenizer = bench_model
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
+    variant = RadarPolicy(depth=2, top_k=2, total_tokens=4)
+    variant.mark_trained_on(CostCurve("cpu", "float32", "eager"))  # the curve of a bench run without --compile
+    variant.save_pretrained(tmp_path / "radar-eager")
+    monkeypatch.setitem(checkpoints.SHIPPED_FOR_CURVE, ("radar", "cpu/float32/eager"), str(tmp_path / "radar-eager"))
+    method = METHODS["eagle3-radar"]()
+    method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter")))
+    policy = method.generate_kwargs["assistant_policy"]
+    assert isinstance(policy, RadarPolicy) and policy.tree.total_tokens == 4  # the variant, not the shipped default
+
+
 def test_temperature_samples_with_top_k_and_top_p_off(bench_model):
     model, tokenizer = bench_model
     greedy, sampled = METHODS["stock"](), METHODS["stock"]()

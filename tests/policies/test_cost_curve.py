@@ -70,3 +70,32 @@ def test_trained_on_is_saved_and_set_from_the_training_profile(tmp_path):
 def test_shipped_policies_say_they_were_trained_on_the_eager_float32_curve(method):
     config = json.loads((hfas.shipped_checkpoint(method) / "config.json").read_text())
     assert config["trained_on"] == EAGER_FP32
+
+
+def test_each_policy_shipped_for_a_curve_was_trained_on_it():
+    from hf_adaptive_spec import checkpoints
+
+    for (name, curve), folder in checkpoints.SHIPPED_FOR_CURVE.items():
+        config = json.loads((hfas.shipped_checkpoint(name, curve) / "config.json").read_text())
+        assert str(CostCurve.from_config(config["trained_on"])) == curve, folder
+
+
+def test_a_policy_shipped_for_a_curve_is_the_one_that_curve_gets(tmp_path, monkeypatch):
+    """``shipped_checkpoint(name, curve)`` picks the variant retrained for ``curve`` (the profile's replay and
+    recommendation and the bench's learned-policy methods ask for it); other curves keep the default one."""
+    from hf_adaptive_spec import checkpoints
+    from hf_adaptive_spec.profiling.cli import shipped_policy_fit
+
+    compiled = CostCurve("cpu", "bfloat16", "compiled")
+    policy = LTDPolicy(**SMALL)
+    policy.mark_trained_on(compiled)
+    policy.save_pretrained(tmp_path / "ltd-compiled")
+    monkeypatch.setattr(checkpoints, "SHIPPED_FOR_CURVE", {("ltd", str(compiled)): str(tmp_path / "ltd-compiled")})
+    default = hfas.shipped_checkpoint("ltd")
+    assert hfas.shipped_checkpoint("ltd", compiled) == tmp_path / "ltd-compiled"
+    assert hfas.shipped_checkpoint("ltd", "cpu/bfloat16/compiled") == tmp_path / "ltd-compiled"
+    assert hfas.shipped_checkpoint("ltd", CostCurve(**EAGER_FP32)) == default
+    assert hfas.shipped_checkpoint("radar", compiled) == hfas.shipped_checkpoint("radar")  # no variant for it here
+    fit = dict(line.split(" policy: ", 1) for line in shipped_policy_fit(compiled))
+    assert fit["shipped ltd"] == "trained on cpu/bfloat16/compiled; fits this curve"
+    assert "trained on another curve" in fit["shipped radar"]

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ...checkpoints import shipped_checkpoint
+from ...core.cost_curve import CostCurve
 from ...policies import AutoDraftPolicy, ConfidenceThresholdPolicy, DraftPolicy, HeuristicLengthPolicy, StaticTreePolicy
 from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
@@ -58,7 +59,8 @@ class Eagle3HeuristicLength(Eagle3Heuristic):
 
 
 class Eagle3LearnedPolicy(Eagle3):
-    """``eagle3`` with a learned policy: ``--<policy>-policy`` (folder or Hub id) or the shipped one."""
+    """``eagle3`` with a learned policy: ``--<policy>-policy`` (folder or Hub id) or the shipped one
+    (the variant trained on the run's cost curve when one is shipped)."""
 
     policy: ClassVar[str]
 
@@ -67,7 +69,8 @@ class Eagle3LearnedPolicy(Eagle3):
     ) -> dict[str, Any]:
         kwargs = super().method_kwargs(model, tokenizer, options)
         try:
-            source = getattr(options, f"{self.policy}_policy") or shipped_checkpoint(self.policy)
+            curve = CostCurve.of(model.device, model.dtype, "compiled" if options.compile else "eager")
+            source = getattr(options, f"{self.policy}_policy") or shipped_checkpoint(self.policy, curve)
         except (FileNotFoundError, ValueError) as error:
             raise MethodUnavailableError(f"{self.name}: {error} Pass --{self.policy}-policy PATH.") from error
         return {**kwargs, "assistant_policy": AutoDraftPolicy.from_pretrained(str(source))}
