@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tiny_models import prompt, tiny_model
@@ -540,7 +541,8 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
 
 @pytest.mark.parametrize("allow_skip", [False, True])
 def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
-    """continue_drafting runs the LSTM cell written out; its logits must be forward's, step by step."""
+    """continue_drafting runs the LSTM cell written out (numpy, on the host); its logits must be forward's,
+    step by step, and follow the weights when they change in place (an optimiser step)."""
     torch.manual_seed(5)
     policy = RadarPolicy(depth=6, top_k=4, total_tokens=9, lstm_hidden=16, mlp_hidden=8, allow_skip=allow_skip)
     for parameter in policy.parameters():  # away from zero, so that every gate matters
@@ -549,5 +551,10 @@ def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
     expected, _ = policy(scores)
     for row, want in zip(scores, expected):
         policy.tree_config(None)
-        got = torch.stack([policy._next_logits(step, first_decision=d) for d, step in enumerate(row)])
+        got = torch.as_tensor(np.stack([policy._next_logits(step, first_decision=d) for d, step in enumerate(row)]))
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        policy.mlp[3].bias += 1.0
+    policy.tree_config(None)
+    shifted = policy._next_logits(scores[0, 0], first_decision=0)
+    torch.testing.assert_close(torch.as_tensor(shifted), expected[0, 0] + 1.0, atol=1e-5, rtol=1e-5)
