@@ -204,9 +204,7 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
         logits = self._next_logits(step.step_scores, first_decision=step.depth - 1)
-        action = STOP if logits[STOP] > logits[CONTINUE] else CONTINUE
-        if self.allow_skip and logits[SKIP] > logits[:SKIP].max():
-            action = SKIP
+        action = int(self.decide(torch.from_numpy(logits)))
         self._skipping = action == SKIP
         return action == CONTINUE
 
