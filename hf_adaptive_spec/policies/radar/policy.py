@@ -204,18 +204,17 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
         logits = self._next_logits(step.step_scores, first_decision=step.depth - 1)
-        action = int(self.decide(torch.from_numpy(logits)))
+        action = int(self.decide(logits))
         self._skipping = action == SKIP
         return action == CONTINUE
 
-    def _next_logits(self, step_scores: torch.Tensor, first_decision: int) -> np.ndarray:
+    def _next_logits(self, step_scores: torch.Tensor, first_decision: int) -> torch.Tensor:
         """:meth:`forward` for one step of one cycle, ``[n]`` step scores -> ``[A]`` logits, carrying ``(h, c)``
         in ``self._hidden``: the LSTM cell written out in numpy on the host (:class:`HostCell`)."""
         x = np.maximum(beam_scores(step_scores.detach().cpu(), self.tree.top_k).numpy(), self.min_score)
-        logits, self._hidden = self._host_cell().step(x, self._hidden)
-        if self.allow_skip and first_decision > 0:
-            logits[SKIP] = -np.inf
-        return logits
+        output, self._hidden = self._host_cell().step(x, self._hidden)
+        logits = torch.from_numpy(output)
+        return mask_late_skips(logits[None], first_decision)[0] if self.allow_skip else logits
 
     def _host_cell(self) -> HostCell:
         """The host copy of the weights, rebuilt when any of them changed (an optimiser step, a load)."""

@@ -7,22 +7,36 @@ the shipped drafter, the stage-14 RADAR, two rounds):
 
 from __future__ import annotations
 
-import statistics, time, collections, sys
+import collections
+import sys
+import time
+
 import torch
+
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.fast_path import fast_path_compile_config, shared_static_cache
 from hf_adaptive_spec.default_model import load_default_model
+
 torch.set_num_threads(2)
 model, tokenizer = load_default_model(torch.bfloat16)
 hfas.enable(model)
 drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
 policy = hfas.AutoDraftPolicy.from_pretrained(sys.argv[1])
 spent = collections.defaultdict(float)
+
+
 def wrap(name):
     original = getattr(policy, name)
-    def timed(*a, **k):
-        tick = time.perf_counter(); r = original(*a, **k); spent[name] += time.perf_counter() - tick; return r
+
+    def timed(*args, **kwargs):
+        tick = time.perf_counter()
+        result = original(*args, **kwargs)
+        spent[name] += time.perf_counter() - tick
+        return result
+
     setattr(policy, name, timed)
+
+
 for name in ("tree_config", "continue_drafting", "num_tokens_to_verify", "observe", "begin_generation"):
     wrap(name)
 cache = shared_static_cache(model, 1024)
