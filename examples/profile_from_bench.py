@@ -7,9 +7,13 @@
 real cycles. This fits, by least squares over the turns of the speculative methods, the engine's
 verification time per cycle for each verified size the run used (acceptance and cache update
 included), and takes the drafting time per draft level from the methods that draft one level per
-cycle. A size the run never verified keeps the ``--like`` profile's measured time, scaled by the
-fitted-to-measured ratio of the nearest fitted size: interpolating between fitted sizes would be
+cycle (or, where none does, from all of them). A size the run never verified keeps the ``--like`` profile's measured
+time, scaled by the fitted-to-measured ratio of the nearest fitted size: interpolating between fitted sizes would be
 wrong where verification cost is not monotone in size (on the EPYC, 2–4 tokens cost more than 6).
+
+On the static-cache path (a ``--like`` profile with buckets, from a ``--compile`` bench) a verified size costs its
+bucket: the fit is per bucket and becomes the profile's ``bucket_seconds``, each in the bench's cache
+(``--max_cache_len``); a bucket the run never verified keeps the ``--like`` profile's time.
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ import numpy as np
 
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
+#: fewer turns drafting one level per cycle than this (e.g. a heuristic's odd turn) do not set the draft step
+MIN_ONE_LEVEL_TURNS = 20
 
-def fit_verify_seconds(turns: list[dict], min_cycles: int) -> tuple[list[int], list[float]]:
-    """Per verified size seen in at least ``min_cycles`` cycles, the seconds per cycle that best explain
-    the total verify time of every turn that verified only such sizes."""
-    seen = Counter(size for turn in turns for size in turn["verified_tokens"])
+
+def fit_verify_seconds(turns: list[dict], min_cycles: int, size_of=lambda size: size) -> tuple[list[int], list[float]]:
+    """Per verified size (``size_of`` it: e.g. its bucket) seen in at least ``min_cycles`` cycles, the seconds per
+    cycle that best explain the total verify time of every turn that verified only such sizes."""
+    seen = Counter(size_of(size) for turn in turns for size in turn["verified_tokens"])
     sizes = sorted(size for size, count in seen.items() if count >= min_cycles)
-    turns = [turn for turn in turns if set(turn["verified_tokens"]) <= set(sizes)]
-    counts = np.array([[Counter(turn["verified_tokens"])[size] for size in sizes] for turn in turns], dtype=float)
+    turns = [turn for turn in turns if {size_of(size) for size in turn["verified_tokens"]} <= set(sizes)]
+    counts = np.array([[Counter(map(size_of, turn["verified_tokens"]))[size] for size in sizes] for turn in turns], dtype=float)
     seconds = np.linalg.lstsq(counts, np.array([turn["verify_time"] for turn in turns]), rcond=None)[0]
     return sizes, [float(s) for s in seconds]
 
@@ -57,20 +64,45 @@ def main() -> None:
     args = parser.parse_args()
     records = json.loads(Path(args.bench).read_text(encoding="utf-8"))["records"]
     turns = [turn for record in records for turn in record["turns"] if turn["verified_tokens"]]
-    sizes, seconds = fit_verify_seconds(turns, args.min_cycles)
-    one_level = [turn for turn in turns if set(turn["draft_depths"]) == {1}]  # every cycle drafted one level
-    if not one_level:
-        raise ValueError("No turn drafted exactly one level per cycle: run a depth-1 static tree in the bench.")
-    draft = sum(turn["draft_time"] for turn in one_level) / sum(len(turn["draft_depths"]) for turn in one_level)
     measured = HardwareProfile.load(args.like)
-    print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
-    sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
-    profile = replace(  # context_length 0: fitted over the run's contexts, not measured at one
-        measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, draft_step_seconds=draft
-    )
+    draft, drafted_by = draft_step_seconds(turns)
+    if measured.buckets:
+        settings = json.loads(Path(args.bench).read_text(encoding="utf-8"))["settings"]
+        profile = bucketed_profile(measured, turns, args.min_cycles, draft, settings)
+    else:
+        sizes, seconds = fit_verify_seconds(turns, args.min_cycles)
+        print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+        sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
+        profile = replace(  # context_length 0: fitted over the run's contexts, not measured at one
+            measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, draft_step_seconds=draft
+        )
+        print("with the other measured sizes scaled: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     profile.save(args.output)
-    print("with the other measured sizes scaled: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
-    print(f"draft step: {1000 * draft:.2f} ms ({len(one_level)} one-level turns) -> {args.output}")
+    print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
+
+
+def draft_step_seconds(turns: list[dict]) -> tuple[float, str]:
+    """Drafting seconds per draft level: from the turns that drafted one level per cycle (if enough did), else from all turns
+    (per level of the verified trees, which a bench keeps: a pruned level's drafting is spread over the others)."""
+    one_level = [turn for turn in turns if set(turn["draft_depths"]) == {1}]  # every cycle drafted one level
+    chosen = one_level if len(one_level) >= MIN_ONE_LEVEL_TURNS else turns
+    levels = sum(sum(turn["draft_depths"]) for turn in chosen)  # a bench keeps the verified trees' depths
+    seconds = sum(turn["draft_time"] for turn in chosen) / max(levels, 1)
+    return seconds, f"{len(chosen)} one-level turns" if chosen is one_level else f"all {len(turns)} turns, per verified level"
+
+
+def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: int, draft: float, settings: dict):
+    """``measured`` with each bucket's fitted cycle time as its ``bucket_seconds`` (unfitted buckets keep theirs)."""
+    def bucket_of(size: int) -> int:
+        return next((bucket for bucket in measured.buckets if size <= bucket), measured.buckets[-1])
+
+    sizes, seconds = fit_verify_seconds(turns, min_cycles, bucket_of)
+    print(f"{len(turns)} speculative turns; " + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    fitted = dict(zip(sizes, seconds))
+    bucket_seconds = [fitted.get(bucket, measured.verify_time(bucket)) for bucket in measured.buckets]
+    slots = settings.get("options", {}).get("max_cache_len")
+    return replace(measured, context_length=0, bucket_seconds=bucket_seconds, draft_step_seconds=draft, cache_slots=slots,
+                   recommendation=None)
 
 
 if __name__ == "__main__":

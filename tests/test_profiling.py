@@ -32,6 +32,32 @@ def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
         HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 16], verify_seconds=[1, 1, 1], buckets=[8, 12, 16])
 
 
+def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
+    """With ``bucket_seconds`` (each bucket as ``generate`` runs it) a tree costs its bucket's measured cycle,
+    not the bare forward; a time per bucket is required, in the buckets' order."""
+    forwards = dict(verify_tokens=[1, 8, 12, 16, 32], verify_seconds=[0.026, 0.026, 0.032, 0.040, 0.060])
+    profile = HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, path="compiled", buckets=[8, 12, 16, 32],
+                              bucket_seconds=[0.031, 0.035, 0.045, 0.068])
+    assert [profile.verify_time(n) for n in (1, 8, 9, 13, 16, 17, 64)] == [0.031, 0.031, 0.035, 0.045, 0.045, 0.068, 0.068]
+    profile.save(tmp_path / "p.json")
+    assert HardwareProfile.load(tmp_path / "p.json") == profile
+    with pytest.raises(ValueError, match=r"3 times for buckets \[8, 12, 16, 32\]: give one time per bucket"):
+        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[8, 12, 16, 32], bucket_seconds=[0.03, 0.03, 0.04])
+    with pytest.raises(ValueError, match="follow the buckets' order: give the buckets sorted"):
+        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[12, 8, 16, 32], bucket_seconds=[1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("bucket", [8, 12, 16, 32])
+def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, bucket):
+    from hf_adaptive_spec.profiling.hardware import bucket_filling_tree
+
+    out = llama.generate(
+        prompt(6), max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+        assistant_policy=bucket_filling_tree(bucket), return_dict_in_generate=True,
+    )
+    assert out.speculation.verified_tokens[0] == bucket
+
+
 def test_draft_levels_count_the_drafter_steps_before_pruning(llama):
     """The profile's seconds per draft level divide by the levels drafted (what replay charges), not
     by the pruned tree's depth: a depth-3 tree pruned to 3 candidates often keeps only 2 levels."""
@@ -90,6 +116,14 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path):
     assert cli.main([*argv, "--static"]) == 0  # the static path measures (at least) the engine's buckets
     profile = HardwareProfile.load(out)
     assert profile.buckets == [8, 12, 16, 32] and profile.verify_tokens == [1, 4, 8, 12, 16, 32]
+    assert len(profile.bucket_seconds) == 4 and all(seconds > 0 for seconds in profile.bucket_seconds)
+    assert profile.cache_slots == 512  # the engine's own cache for 16 tokens of context
+    assert cli.main([*argv, "--static", "--cache-slots", "200"]) == 0
+    assert HardwareProfile.load(out).cache_slots == 200
+    with pytest.raises(SystemExit):  # the eager path has no cache length to time in
+        cli.main([*argv, "--cache-slots", "160"])
+    with pytest.raises(ValueError, match="cannot hold 16 context tokens and a verification of 32: pass cache_slots >= 49"):
+        cli.main([*argv, "--static", "--cache-slots", "40"])
     assert profile.cost_curve() == CostCurve("cpu", "float32", "static")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
-from ..generation.static_path import DEFAULT_BUCKETS, fast_path_compile_config
+from ..generation.static_path import DEFAULT_BUCKETS, FastPath, fast_path_compile_config
 from .questions import Question
 
 
@@ -16,6 +16,13 @@ def shared_static_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCac
     if max_cache_len not in caches:
         caches[max_cache_len] = StaticCache(config=model.config, max_cache_len=max_cache_len)
     return caches[max_cache_len]
+
+
+def sized_cache_length(prompt_length: int, max_new_tokens: int) -> int:
+    """The slots one engine call needs (prompt, new tokens, the largest verification bucket), rounded up as the
+    engine rounds its own cache: a static cache attends over every slot, so a shorter one is a cheaper cycle."""
+    needed = prompt_length + max_new_tokens + 1 + DEFAULT_BUCKETS[-1]
+    return -(-needed // FastPath.cache_granularity) * FastPath.cache_granularity
 
 
 def static_cache_length(
@@ -33,4 +40,4 @@ def static_cache_length(
     needed = longest + 1 + DEFAULT_BUCKETS[-1]
     return -(-needed // granularity) * granularity
 
-__all__ = ["fast_path_compile_config", "shared_static_cache", "static_cache_length"]
+__all__ = ["fast_path_compile_config", "shared_static_cache", "sized_cache_length", "static_cache_length"]

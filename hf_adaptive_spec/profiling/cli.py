@@ -19,9 +19,11 @@ from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
     HardwareProfile,
+    measure_buckets_in_generate,
     measure_in_generate,
     measure_static_verification,
     measure_verification,
+    static_cache_slots,
 )
 from .recommendation import default_profile_path
 
@@ -29,6 +31,8 @@ from .recommendation import default_profile_path
 SHIPPED_POLICIES = ("ltd", "resps", "radar")
 
 PROMPT = "Explain how a bicycle works, step by step."
+#: tokens each run of a bucket's tree generates inside ``generate`` (the last cycle or two of a run verify less)
+BUCKET_RUN_TOKENS = 128
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,11 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
     parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
+    parser.add_argument("--cache-slots", type=int, default=None,
+                        help="static path: the StaticCache length to time in (attention covers every slot: use the one "
+                             "you generate with; default: the engine's own for --context-length)")
     parser.add_argument("--recording", action="append", default=[],
                         help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on (repeatable)")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="rank with the prompt-lookup branch of N tokens")
     args = parser.parse_args(argv)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
+    if args.cache_slots and not (args.static or args.compile):
+        parser.error("--cache-slots times the static-cache path: add --static or --compile.")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)
@@ -61,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     for n, s in zip(profile.verify_tokens, profile.verify_seconds):
         print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
     if profile.buckets:
-        print(f"buckets: {profile.buckets} (a tree is padded to the smallest that fits it and costs that size's time)")
+        print(f"buckets: {profile.buckets} in a cache of {profile.cache_slots} slots (a tree is padded to the smallest "
+              "bucket that fits it and costs that bucket's time)")
+        for bucket, seconds in zip(profile.buckets, profile.bucket_seconds or []):
+            print(f"bucket {bucket:>3} inside generate: {1000 * seconds:7.1f} ms per cycle (what the replay charges)")
     print(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
           f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
     if args.compile:
@@ -76,13 +88,16 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
     enable(model)
     sizes = tuple(int(n) for n in args.verify_tokens.split(","))
-    path, generate_kwargs, compile_seconds, buckets = "eager", {}, 0.0, None
+    path, generate_kwargs, compile_seconds, buckets, slots = "eager", {}, 0.0, None, None
     if args.static or args.compile:
         compile_config = fast_path_compile_config(model.device) if args.compile else None
         options = compile_config.to_dict() if compile_config is not None else None
         buckets = list(DEFAULT_BUCKETS)  # what the engine pads trees to: each is measured
         sizes = tuple(sorted(set(sizes) | set(buckets)))
-        tokens, seconds, compile_seconds = measure_static_verification(model, args.context_length, sizes, args.repeats, options)
+        slots = args.cache_slots or static_cache_slots(args.context_length, max(*sizes, BUCKET_RUN_TOKENS + buckets[-1]))
+        tokens, seconds, compile_seconds = measure_static_verification(
+            model, args.context_length, sizes, args.repeats, options, cache_slots=slots
+        )
         path = "compiled" if args.compile else "static"
         generate_kwargs = {"cache_implementation": "static", **({"compile_config": compile_config} if args.compile else {})}
     else:
@@ -97,12 +112,31 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=12)
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
     draft_step, policy_call = measure_in_generate(model, ids, drafter, policy, **generate_kwargs)
+    bucket_seconds = None
+    if buckets:  # what a cycle pays for each bucket, after as much context and in as long a cache as the forwards'
+        generate_kwargs.pop("cache_implementation")
+        long_ids = long_prompt(tokenizer, args.context_length)
+        bucket_seconds = measure_buckets_in_generate(
+            model, long_ids, drafter, buckets, slots, runs=max(3, args.repeats // 3), max_new_tokens=BUCKET_RUN_TOKENS,
+            **generate_kwargs,
+        )
     profile = HardwareProfile(
         device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
-        path=path, buckets=buckets,
+        path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots,
     )
     return profile, compile_seconds
+
+
+def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
+    """``[1, about context_length]``: the chat-templated profile prompt, its request repeated to about
+    ``context_length`` tokens, once at least (what a bucket costs depends a little on the context before it)."""
+    def ids(repeats: int) -> torch.LongTensor:
+        messages = [{"role": "user", "content": " ".join([PROMPT] * repeats)}]
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+
+    per_repeat = max(ids(2).shape[1] - ids(1).shape[1], 1)
+    return ids(max(1, 1 + (context_length - ids(1).shape[1]) // per_repeat))
 
 
 def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_tokens: int) -> dict:

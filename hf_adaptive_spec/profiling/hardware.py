@@ -20,11 +20,12 @@ from ..core.timing import synchronize
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.output_head import OutputHead
-from ..core.tree import DraftTree
+from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import Drafter
 from ..generation.static_path import FastPath
 from ..generation.targets import StaticTarget
 from ..policies.base import DraftPolicy
+from ..policies.static import StaticTreePolicy
 
 DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
@@ -43,6 +44,15 @@ class HardwareProfile:
         buckets: the static-cache path's verification sizes: a tree of ``n`` nodes is padded to
             the smallest bucket that fits it (trees never exceed the largest), so it costs the
             bucket's time, a step function. None on the eager path (``n`` costs ``n``).
+        bucket_seconds: each bucket's verification time measured inside ``generate`` (a padded tree,
+            its mask, acceptance and the cache update: what a cycle pays), in ``buckets`` order.
+            When set, it is a tree's cost on the static path; ``verify_seconds`` stays the bare
+            forwards. The bare forwards under-charge the larger buckets (results/README.md), so
+            policies trained on them verify too much. None in profiles made before it was measured.
+        cache_slots: the static path's StaticCache length the times were measured in. Attention runs
+            over every slot of a static cache, so a longer cache costs more per cycle (on a 2-core CPU
+            the 16-token bucket costs about 34 ms in 1,024 slots and 44 ms in 1,408): profile with the
+            cache length you generate with. None on the eager path.
         recommendation: what ``hf-adaptive-spec profile --recording`` found best on this curve
             (see :func:`~hf_adaptive_spec.profiling.recommended_policy`): ``{"tree": {depth, top_k,
             total_tokens, tau, tokens_per_second}, "policy": a shipped learned policy's name or None,
@@ -60,13 +70,22 @@ class HardwareProfile:
     path: str = "eager"
     buckets: list[int] | None = None
     recommendation: dict | None = None
+    bucket_seconds: list[float] | None = None
+    cache_slots: int | None = None
 
     def __post_init__(self):
         if self.buckets is not None:
+            if self.buckets != sorted(self.buckets) and self.bucket_seconds is not None:
+                raise ValueError(f"bucket_seconds follow the buckets' order: give the buckets sorted, not {self.buckets}.")
             self.buckets = sorted(self.buckets)
             missing = sorted(set(self.buckets) - set(self.verify_tokens))
             if missing:
                 raise ValueError(f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured.")
+        if self.bucket_seconds is not None and len(self.bucket_seconds) != len(self.buckets or []):
+            raise ValueError(
+                f"bucket_seconds has {len(self.bucket_seconds)} times for buckets {self.buckets}: give one time per "
+                "bucket (measure_buckets_in_generate), or None."
+            )
 
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
@@ -74,9 +93,13 @@ class HardwareProfile:
 
     def verify_time(self, num_tokens: int) -> float:
         """Verification time for ``num_tokens`` tokens: with ``buckets``, the time of the bucket it is
-        padded to; else interpolated (clamped to the measured range)."""
+        padded to (as ``generate`` runs it when ``bucket_seconds`` is set); else interpolated (clamped
+        to the measured range)."""
         if self.buckets:
-            num_tokens = next((b for b in self.buckets if num_tokens <= b), self.buckets[-1])
+            bucket = next((b for b in self.buckets if num_tokens <= b), self.buckets[-1])
+            if self.bucket_seconds is not None:
+                return self.bucket_seconds[self.buckets.index(bucket)]
+            num_tokens = bucket
         xs, ys = self.verify_tokens, self.verify_seconds
         if num_tokens <= xs[0]:
             return ys[0]
@@ -91,6 +114,12 @@ class HardwareProfile:
     @classmethod
     def load(cls, path: str | Path) -> HardwareProfile:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def static_cache_slots(context_length: int, new_tokens: int) -> int:
+    """The slots of the engine's own StaticCache for ``context_length`` cached and ``new_tokens`` more tokens:
+    a static cache attends over all of its slots, so a measurement's cache must be as long."""
+    return -(-(context_length + new_tokens + 1) // FastPath.cache_granularity) * FastPath.cache_granularity
 
 
 @torch.no_grad()
@@ -134,16 +163,22 @@ def measure_static_verification(
     tokens: tuple[int, ...] = DEFAULT_VERIFY_TOKENS,
     repeats: int = 5,
     compile_options: dict | None = None,
+    cache_slots: int | None = None,
 ) -> tuple[list[int], list[float], float]:
     """The same curve on the static-cache path the engine runs with ``cache_implementation="static"``:
     every ``n`` is its own bucket (so ``n`` is measured, not a padded size), compiled with
     ``compile_options`` (None: eager) in-process: ahead-of-time packages run the same graphs (no
-    slower, results/README.md) and would leave one package per size on disk. Returns ``(tokens,
-    seconds, compile seconds)``."""
+    slower, results/README.md) and would leave one package per size on disk; in a StaticCache of
+    ``cache_slots`` (default: the engine's own for this context). Returns ``(tokens, seconds,
+    compile seconds)``."""
     sizes = tuple(sorted(set(tokens)))
     path = FastPath(model, buckets=sizes, package_dir=None)
-    # a static cache attends over all of its slots: as long as the engine's own would be
-    slots = -(-(context_length + sizes[-1] + 1) // FastPath.cache_granularity) * FastPath.cache_granularity
+    slots = cache_slots or static_cache_slots(context_length, sizes[-1])
+    if slots < context_length + sizes[-1] + 1:
+        raise ValueError(
+            f"A cache of {slots} slots cannot hold {context_length} context tokens and a verification of {sizes[-1]}: "
+            f"pass cache_slots >= {context_length + sizes[-1] + 1} or a shorter context_length."
+        )
     cache = StaticCache(config=model.config, max_cache_len=slots)
     target = StaticTarget(model, cache, set(), path, compile_options)
     generator = torch.Generator().manual_seed(0)
@@ -185,3 +220,49 @@ def measure_in_generate(
     stats = out.speculation
     levels = max(sum(stats.draft_levels), 1)
     return stats.draft_time / levels, stats.policy_time / max(stats.cycles, 1)
+
+
+def bucket_filling_tree(bucket: int, top_k: int = 4) -> StaticTreePolicy:
+    """A static tree whose every cycle verifies ``bucket`` tokens (root included): the shallowest
+    EAGLE-2 expansion with beam ``top_k`` that drafts at least that many nodes."""
+    depth = 1
+    while full_tree_size(depth, top_k) < bucket:
+        depth += 1
+    return StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=bucket)
+
+
+def measure_buckets_in_generate(
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    drafter: Drafter,
+    buckets: list[int],
+    cache_length: int,
+    runs: int = 3,
+    max_new_tokens: int = 64,
+    **generate_kwargs,
+) -> list[float]:
+    """Seconds per verification of each static-path bucket as ``generate`` runs it: the median over
+    ``runs`` generations (after one that compiles) of the verify time per cycle of a tree that fills
+    the bucket, in a ``StaticCache`` of ``cache_length`` slots (attention runs over all of them).
+    ``generate_kwargs``: e.g. the compiled path's ``compile_config``. Cycles cut short by
+    ``max_new_tokens`` verify less; with 64 tokens they are a cycle or two of each run."""
+    needed = input_ids.shape[1] + max_new_tokens + max(buckets)
+    if needed > cache_length:
+        raise ValueError(
+            f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {max_new_tokens} new tokens and "
+            f"a {max(buckets)}-token verification: pass cache_length >= {needed} or a shorter prompt."
+        )
+    cache = StaticCache(config=model.config, max_cache_len=cache_length)
+    seconds = []
+    for bucket in buckets:
+        policy = bucket_filling_tree(bucket)
+        per_run = []
+        for _ in range(runs + 1):  # the first run warms up (and compiles the bucket's graphs)
+            cache.reset()
+            out = model.generate(
+                input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
+                assistant_policy=policy, past_key_values=cache, return_dict_in_generate=True, **generate_kwargs,
+            )
+            per_run.append(out.speculation.verify_time / max(out.speculation.cycles, 1))
+        seconds.append(statistics.median(per_run[1:]))
+    return seconds

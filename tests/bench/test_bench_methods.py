@@ -311,3 +311,34 @@ def test_negative_temperature_is_refused():
 
     with pytest.raises(ValueError, match="--temperature must be 0 \\(greedy\\) or positive"):
         sampling_kwargs(-0.5)
+
+
+def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
+    """``<method>+sized`` on the compiled path: the call's StaticCache fits its prompt, new tokens and largest bucket
+    (rounded up to the engine's 512 slots), never longer than the run's; ``+lookup`` passes it to the method it wraps."""
+    from hf_adaptive_spec.bench.fast_path import sized_cache_length
+
+    model, tokenizer = bench_model
+    assert [sized_cache_length(n, 128) for n in (1, 351, 352, 900)] == [512, 512, 1024, 1536]
+    options = dataclasses.replace(OPTIONS, compile=True, max_cache_len=1024)
+    methods = build_methods(["plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"])
+    assert list(methods) == ["stock", "plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"]
+    for name, method in methods.items():
+        method.prepare(model, tokenizer, options)
+    ids, long_ids = prompt(tokenizer), torch.zeros((1, 900), dtype=torch.long)
+    shared = methods["plain-steps"].call_kwargs(ids)["past_key_values"]
+    sized = methods["plain-steps+sized"].call_kwargs(ids)["past_key_values"]
+    assert shared.layers[0].max_cache_len == 1024 and sized.layers[0].max_cache_len == 512
+    assert methods["plain-steps+sized"].call_kwargs(long_ids)["past_key_values"] is shared  # capped at the run's cache
+    wrapped = methods["plain-steps+lookup+sized"].base
+    assert wrapped.call_kwargs(ids)["past_key_values"] is sized and "prompt_lookup_num_tokens" in wrapped.call_kwargs(ids)
+
+
+def test_sized_suffix_needs_the_compiled_path(bench_model):
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+
+    model, tokenizer = bench_model
+    with pytest.raises(MethodUnavailableError, match=r"plain-steps\+sized: \+sized sizes the StaticCache .* run it with --compile"):
+        build_methods(["plain-steps+sized"])["plain-steps+sized"].prepare(model, tokenizer, OPTIONS)
+    with pytest.raises(UnknownMethodError, match=r"'ppow\+sized'.*then \+sized for a StaticCache sized per call"):
+        build_methods(["ppow+sized"])

@@ -9,7 +9,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from ..arguments import MethodOptions, sampling_kwargs
-from ..fast_path import fast_path_compile_config, shared_static_cache
+from ..errors import MethodUnavailableError
+from ..fast_path import fast_path_compile_config, shared_static_cache, sized_cache_length
 
 
 class SpeculationStatsLike(Protocol):
@@ -37,6 +38,11 @@ class BenchMethod(ABC):
     runs_engine: ClassVar[bool] = False
     #: the StaticCache each call starts from (reset first), on the fast path; None: generate's own cache.
     static_cache: StaticCache | None = None
+    #: ``<method>+sized``: each call decodes in a StaticCache sized for it (:func:`sized_cache_length`)
+    #: instead of the run's one cache of ``--max_cache_len`` slots.
+    sized_cache: bool = False
+    #: the run's ``--max_cache_len`` on the fast path (a sized cache is never longer).
+    max_cache_len: int | None = None
 
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         """Build everything the method needs (drafters, policies, kwargs) once per run.
@@ -54,6 +60,11 @@ class BenchMethod(ABC):
         }
         if options.compile and self.runs_engine:
             self.use_fast_path(options)
+        elif self.sized_cache:
+            raise MethodUnavailableError(
+                f"{self.name}: +sized sizes the StaticCache of this project's engine on the compiled fast path: run it with "
+                "--compile, on a tree method."
+            )
 
     def use_fast_path(self, options: MethodOptions) -> None:
         """Decode on the bench's shared StaticCache with its compile configuration."""
@@ -61,13 +72,19 @@ class BenchMethod(ABC):
             raise ValueError("the compiled fast path needs MethodOptions.max_cache_len (the bench sets it)")
         self.generate_kwargs["compile_config"] = fast_path_compile_config(self.model.device)
         self.static_cache = shared_static_cache(self.model, options.max_cache_len)
+        self.max_cache_len = options.max_cache_len
 
-    def call_kwargs(self) -> dict[str, Any]:
-        """``generate`` kwargs of one call: on the fast path, the shared cache, reset."""
+    def call_kwargs(self, input_ids: torch.LongTensor) -> dict[str, Any]:
+        """``generate`` kwargs of the call on ``input_ids``: on the fast path, the shared cache (``+sized``: one
+        sized for the call, never longer than the shared one), reset."""
         if self.static_cache is None:
             return self.generate_kwargs
-        self.static_cache.reset()
-        return {**self.generate_kwargs, "past_key_values": self.static_cache}
+        cache = self.static_cache
+        if self.sized_cache:
+            length = sized_cache_length(input_ids.shape[1], self.generate_kwargs["max_new_tokens"])
+            cache = shared_static_cache(self.model, min(length, self.max_cache_len))
+        cache.reset()
+        return {**self.generate_kwargs, "past_key_values": cache}
 
     @abstractmethod
     def method_kwargs(
@@ -84,7 +101,7 @@ class BenchMethod(ABC):
         Returns:
             The generated tokens (prompt excluded) and the speculation statistics, if any.
         """
-        sequences = self.model.generate(input_ids=input_ids, **self.call_kwargs())
+        sequences = self.model.generate(input_ids=input_ids, **self.call_kwargs(input_ids))
         return new_token_ids(sequences, input_ids), None
 
 

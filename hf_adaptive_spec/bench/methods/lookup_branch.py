@@ -42,7 +42,8 @@ class WithLookupBranch(BenchMethod):
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         super().prepare(model, tokenizer, options)
         self.base.model, self.base.generate_kwargs = self.model, self.generate_kwargs
-        self.base.static_cache = self.static_cache
+        self.base.static_cache, self.base.sized_cache = self.static_cache, self.sized_cache
+        self.base.max_cache_len = self.max_cache_len
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         return self.base.generate(input_ids)

@@ -32,7 +32,7 @@ class Tree(BenchMethod):
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
-        out = self.model.generate(input_ids=input_ids, **self.call_kwargs())
+        out = self.model.generate(input_ids=input_ids, **self.call_kwargs(input_ids))
         return new_token_ids(out.sequences, input_ids), out.speculation
 
 

@@ -1,11 +1,17 @@
-"""Replay the three stage-14 policies with `hf-adaptive-spec profile`'s ranking (cli.recommend), as if shipped for
-the compiled bfloat16 curve (run from the repository root; log: replay_recommend.log):
+"""Replay a stage's three retrained policies with `hf-adaptive-spec profile`'s ranking (cli.recommend), as if
+shipped for the compiled bfloat16 curve, on a given profile (run from the repository root):
 
-    python results/policies_compiled/stage14/replay_recommend.py
+    python results/policies_compiled/stage14/replay_recommend.py                     # log: replay_recommend.log
+    python results/policies_compiled/stage14/replay_recommend.py --stage 11 \
+        --profile artifacts/replay/profile_bf16_compiled_stage11_benchfit.json      # log: replay_fidelity.log
+
+`--stage 11` replays the stage-11 policies on the stage-11 recording (artifacts/{name}-smollm2-stage11,
+artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import torch
@@ -14,16 +20,21 @@ from hf_adaptive_spec import checkpoints
 from hf_adaptive_spec.environments import load_recording
 from hf_adaptive_spec.profiling import HardwareProfile, cli
 
-RECORDING = "artifacts/replay/heldout-d6k4-stage14"
 CURVE = "cpu/bfloat16/compiled"
 
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--stage", type=int, default=14)
+parser.add_argument("--profile", default="artifacts/replay/profile_bf16_compiled_stage14.json")
+args = parser.parse_args()
 torch.set_num_threads(2)
+recording = f"artifacts/replay/heldout-d6k4-stage{args.stage}"
 for name in cli.SHIPPED_POLICIES:
-    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-stage14").resolve())
-profile = HardwareProfile.load("artifacts/replay/profile_bf16_compiled_stage14.json")
-recordings = [load_recording(RECORDING)]
+    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-stage{args.stage}").resolve())
+profile = HardwareProfile.load(args.profile)
+recordings = [load_recording(recording)]
+print(f"stage {args.stage} policies on {recording}, profile {args.profile}")
 for lookup in (0, 4):
-    result = cli.recommend(profile, recordings, [RECORDING], lookup)
+    result = cli.recommend(profile, recordings, [recording], lookup)
     tree = result["tree"]["tokens_per_second"]
     print("lookup", lookup, "tree", result["tree"], "chosen", result["policy"])
     for name, entry in result["policies"].items():
