@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_adaptive_spec.bench.methods import SIZED_SUFFIX
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 #: fewer turns drafting one level per cycle than this (e.g. a heuristic's odd turn) do not set the draft step
@@ -62,13 +63,12 @@ def main() -> None:
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
     parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
     args = parser.parse_args()
-    records = json.loads(Path(args.bench).read_text(encoding="utf-8"))["records"]
-    turns = [turn for record in records for turn in record["turns"] if turn["verified_tokens"]]
+    bench = json.loads(Path(args.bench).read_text(encoding="utf-8"))
     measured = HardwareProfile.load(args.like)
+    turns = fitted_turns(bench, bucketed=bool(measured.buckets))
     draft, drafted_by = draft_step_seconds(turns)
     if measured.buckets:
-        settings = json.loads(Path(args.bench).read_text(encoding="utf-8"))["settings"]
-        profile = bucketed_profile(measured, turns, args.min_cycles, draft, settings)
+        profile = bucketed_profile(measured, turns, args.min_cycles, draft, bench["settings"]["options"]["max_cache_len"])
     else:
         sizes, seconds = fit_verify_seconds(turns, args.min_cycles)
         print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
@@ -81,6 +81,15 @@ def main() -> None:
     print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
 
 
+def fitted_turns(bench: dict, bucketed: bool) -> list[dict]:
+    """The speculative turns to fit; for a bucketed (static-path) profile, those of a ``--compile`` run decoded in its
+    one cache of ``--max_cache_len`` slots (``+sized`` methods decode in shorter ones)."""
+    if bucketed and not bench["settings"]["options"].get("compile"):
+        raise ValueError("A profile with buckets times the static path: fit it from a bench run with --compile.")
+    return [turn for record in bench["records"] if not (bucketed and record["method"].endswith(SIZED_SUFFIX))
+            for turn in record["turns"] if turn["verified_tokens"]]
+
+
 def draft_step_seconds(turns: list[dict]) -> tuple[float, str]:
     """Drafting seconds per draft level: from the turns that drafted one level per cycle (if enough did), else from all turns
     (per level of the verified trees, which a bench keeps: a pruned level's drafting is spread over the others)."""
@@ -88,21 +97,29 @@ def draft_step_seconds(turns: list[dict]) -> tuple[float, str]:
     chosen = one_level if len(one_level) >= MIN_ONE_LEVEL_TURNS else turns
     levels = sum(sum(turn["draft_depths"]) for turn in chosen)  # a bench keeps the verified trees' depths
     seconds = sum(turn["draft_time"] for turn in chosen) / max(levels, 1)
-    return seconds, f"{len(chosen)} one-level turns" if chosen is one_level else f"all {len(turns)} turns, per verified level"
+    if chosen is one_level:
+        return seconds, f"{len(chosen)} one-level turns"
+    return seconds, (f"all {len(turns)} turns, per verified level: fewer than {MIN_ONE_LEVEL_TURNS} turns drafted one "
+                     "level per cycle, so this is high where trees were pruned below the levels drafted")
 
 
-def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: int, draft: float, settings: dict):
-    """``measured`` with each bucket's fitted cycle time as its ``bucket_seconds`` (unfitted buckets keep theirs)."""
-    def bucket_of(size: int) -> int:
-        return next((bucket for bucket in measured.buckets if size <= bucket), measured.buckets[-1])
-
-    sizes, seconds = fit_verify_seconds(turns, min_cycles, bucket_of)
+def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: int, draft: float, cache_slots: int):
+    """``measured`` with each bucket's fitted cycle time as its ``bucket_seconds``; a bucket the run verified too
+    rarely keeps ``measured``'s time scaled like the nearest fitted bucket (it was timed in another cache)."""
+    sizes, seconds = fit_verify_seconds(turns, min_cycles, measured.bucket_for)
     print(f"{len(turns)} speculative turns; " + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    if not sizes:
+        raise ValueError(f"No bucket was verified in {min_cycles} cycles: lower --min-cycles or bench longer.")
     fitted = dict(zip(sizes, seconds))
-    bucket_seconds = [fitted.get(bucket, measured.verify_time(bucket)) for bucket in measured.buckets]
-    slots = settings.get("options", {}).get("max_cache_len")
-    return replace(measured, context_length=0, bucket_seconds=bucket_seconds, draft_step_seconds=draft, cache_slots=slots,
-                   recommendation=None)
+    bucket_seconds = []
+    for bucket in measured.buckets:
+        nearest = min(fitted, key=lambda size: (abs(size - bucket), size))
+        bucket_seconds.append(fitted.get(bucket, measured.verify_time(bucket) * fitted[nearest] / measured.verify_time(nearest)))
+    unfitted = [bucket for bucket in measured.buckets if bucket not in fitted]
+    if unfitted:
+        print(f"buckets {unfitted} verified in fewer than {min_cycles} cycles: --like's times scaled like the nearest fitted")
+    return replace(measured, context_length=0, bucket_seconds=bucket_seconds, draft_step_seconds=draft,
+                   cache_slots=cache_slots, recommendation=None)
 
 
 if __name__ == "__main__":

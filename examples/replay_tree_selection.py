@@ -9,13 +9,16 @@ whether a better choice of nodes within the same drafted tree would raise τ at 
 - ``draft probabilities``: the engine's rule;
 - ``calibrated``: each node's chance of being accepted given its parent was, from a logistic model per
   depth of its own draft probability and its rank among its siblings, fitted on the other prompts
-  (k-fold by prompt); nodes chosen by the product along the path. A per-depth monotone rescoring keeps
-  each level's ranking, so the expansion the recording holds is the one the rule would draft;
+  (k-fold by prompt); nodes chosen by the product along the path, among the nodes the recording holds
+  (the engine's expansion: a rule that ranked a level differently would also expand other nodes, which
+  this does not see);
 - ``in hindsight``: the accepted path itself (as deep as the budget allows): no choice of nodes within
   the drafted tree does better.
 
 Cycles start where the previous one ended (accepted tokens + 1), as in ``generate``; τ counts the bonus
-token. Greedy recordings only.
+token. It also prints, per depth, the drafter's mean probability for a node and how often a node is
+accepted when its parent was (calibration). Recordings are greedy (``hf-adaptive-spec record`` refuses
+sampled drafts).
 """
 
 from __future__ import annotations
@@ -99,7 +102,9 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=4)
     args = parser.parse_args()
     recording = load_recording(args.recording)
-    depth = args.depth or recording.tree_config.depth
+    depth = args.depth if args.depth is not None else recording.tree_config.depth
+    if depth < 1:
+        parser.error(f"--depth {depth}: give a depth >= 1 (a tree to choose nodes in).")
     prompts = []
     for index, trees in enumerate(recording.prompts):
         sequence = recording.sequence(index)
@@ -128,6 +133,20 @@ def main() -> None:
     print("| nodes chosen by | tau | cycles |\n|---|---|---|")
     for name, (tokens, count) in totals.items():
         print(f"| {name} | {tokens / count:.3f} | {count} |")
+    print_calibration([cycle for cycles in prompts for cycle in cycles])
+
+
+def print_calibration(cycles: list[tuple[ReplayTree, np.ndarray, np.ndarray]]) -> None:
+    """Per depth, the mean draft probability of a node whose parent was accepted, and how often it was."""
+    print("| depth | mean draft probability | accepted, parent accepted | nodes |\n|---|---|---|---|")
+    for depth in range(1, max(max(tree.depths) for tree, _, _ in cycles) + 1):
+        probs, hits = [], []
+        for tree, accepted, _ in cycles:
+            for node in range(1, len(tree.tokens)):
+                if tree.depths[node] == depth and accepted[tree.parents[node]]:
+                    probs.append(np.exp(tree.scores[node] - tree.scores[tree.parents[node]]))
+                    hits.append(accepted[node])
+        print(f"| {depth} | {np.mean(probs):.3f} | {np.mean(hits):.3f} | {len(probs)} |")
 
 
 if __name__ == "__main__":

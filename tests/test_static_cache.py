@@ -313,3 +313,13 @@ def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch, error, m
             prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
             cache_implementation="static", compile_config=_compile_config(),
         )
+
+
+def test_the_engines_own_cache_is_sized_for_each_call():
+    """A short call after a long one decodes in a short cache (a static cache attends over every slot), one cache
+    kept per size, sizes doubling from 512 so that a process makes few (each has its own graphs)."""
+    path = fast_path(tiny_model("llama"))
+    assert [path.rounded_cache_length(n) for n in (1, 512, 513, 1025, 3000)] == [512, 512, 1024, 2048, 4096]
+    short, long_ = path.cache_for(100), path.cache_for(700)
+    assert short.layers[0].max_cache_len == 512 and long_.layers[0].max_cache_len == 1024
+    assert path.cache_for(200) is short and path.cache_for(1024) is long_

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
-from ..generation.static_path import DEFAULT_BUCKETS, FastPath, fast_path_compile_config
+from ..generation.static_path import DEFAULT_BUCKETS, fast_path, fast_path_compile_config
 from .questions import Question
 
 
@@ -18,11 +18,12 @@ def shared_static_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCac
     return caches[max_cache_len]
 
 
-def sized_cache_length(prompt_length: int, max_new_tokens: int) -> int:
-    """The slots one engine call needs (prompt, new tokens, the largest verification bucket), rounded up as the
-    engine rounds its own cache: a static cache attends over every slot, so a shorter one is a cheaper cycle."""
-    needed = prompt_length + max_new_tokens + 1 + DEFAULT_BUCKETS[-1]
-    return -(-needed // FastPath.cache_granularity) * FastPath.cache_granularity
+def sized_cache_length(model: PreTrainedModel, prompt_length: int, max_new_tokens: int) -> int:
+    """The cache the engine makes for one call of its own (prompt, new tokens, its largest verification bucket,
+    rounded up as :meth:`FastPath.rounded_cache_length` rounds): a static cache attends over every slot, so a shorter
+    one is a cheaper cycle."""
+    path = fast_path(model)
+    return path.rounded_cache_length(path.needed_slots(prompt_length + max_new_tokens, path.largest_bucket))
 
 
 def static_cache_length(

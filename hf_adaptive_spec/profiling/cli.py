@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lookup-tokens", type=int, default=0, help="rank with the prompt-lookup branch of N tokens")
     args = parser.parse_args(argv)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
-    if args.cache_slots and not (args.static or args.compile):
-        parser.error("--cache-slots times the static-cache path: add --static or --compile.")
+    if args.cache_slots is not None:
+        check_cache_slots(parser, args)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)
@@ -94,7 +94,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         options = compile_config.to_dict() if compile_config is not None else None
         buckets = list(DEFAULT_BUCKETS)  # what the engine pads trees to: each is measured
         sizes = tuple(sorted(set(sizes) | set(buckets)))
-        slots = args.cache_slots or static_cache_slots(args.context_length, max(*sizes, BUCKET_RUN_TOKENS + buckets[-1]))
+        slots = args.cache_slots or static_cache_slots(args.context_length, tokens_after_context(sizes))
         tokens, seconds, compile_seconds = measure_static_verification(
             model, args.context_length, sizes, args.repeats, options, cache_slots=slots
         )
@@ -126,6 +126,25 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots,
     )
     return profile, compile_seconds
+
+
+def tokens_after_context(verify_sizes: tuple[int, ...]) -> int:
+    """What the profile's static-path measurements write after ``--context-length`` tokens: the largest bare
+    verification, or a bucket run's new tokens and its last tree padded to the largest bucket."""
+    return max(*verify_sizes, BUCKET_RUN_TOKENS + DEFAULT_BUCKETS[-1])
+
+
+def check_cache_slots(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--cache-slots`` names a static cache long enough for every measurement, before minutes of timing."""
+    if not (args.static or args.compile):
+        parser.error("--cache-slots times the static-cache path: add --static or --compile.")
+    sizes = [int(n) for n in args.verify_tokens.split(",")]
+    needed = args.context_length + tokens_after_context((*sizes, *DEFAULT_BUCKETS)) + 1
+    if args.cache_slots < needed:
+        parser.error(
+            f"--cache-slots {args.cache_slots} cannot hold --context-length {args.context_length} and what the profile "
+            f"writes after it: pass --cache-slots >= {needed} or a shorter --context-length."
+        )
 
 
 def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:

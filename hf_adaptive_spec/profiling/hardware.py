@@ -22,7 +22,7 @@ from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.output_head import OutputHead
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import Drafter
-from ..generation.static_path import FastPath
+from ..generation.static_path import FastPath, fast_path
 from ..generation.targets import StaticTarget
 from ..policies.base import DraftPolicy
 from ..policies.static import StaticTreePolicy
@@ -47,12 +47,12 @@ class HardwareProfile:
         bucket_seconds: each bucket's verification time measured inside ``generate`` (a padded tree,
             its mask, acceptance and the cache update: what a cycle pays), in ``buckets`` order.
             When set, it is a tree's cost on the static path; ``verify_seconds`` stays the bare
-            forwards. The bare forwards under-charge the larger buckets (results/README.md), so
-            policies trained on them verify too much. None in profiles made before it was measured.
+            forwards. None in profiles made before it was measured.
         cache_slots: the static path's StaticCache length the times were measured in. Attention runs
             over every slot of a static cache, so a longer cache costs more per cycle (on a 2-core CPU
-            the 16-token bucket costs about 34 ms in 1,024 slots and 44 ms in 1,408): profile with the
-            cache length you generate with. None on the eager path.
+            an 8-token verification costs about 22 ms in 512 slots and 31 ms in 1,408): a profile timed
+            in a shorter cache than you generate with under-charges every bucket, the larger ones most,
+            and policies trained on it verify too much (results/README.md). None on the eager path.
         recommendation: what ``hf-adaptive-spec profile --recording`` found best on this curve
             (see :func:`~hf_adaptive_spec.profiling.recommended_policy`): ``{"tree": {depth, top_k,
             total_tokens, tau, tokens_per_second}, "policy": a shipped learned policy's name or None,
@@ -91,12 +91,19 @@ class HardwareProfile:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
         return CostCurve.of(self.device, self.dtype, self.path)
 
+    def bucket_for(self, num_tokens: int) -> int:
+        """The bucket a tree of ``num_tokens`` nodes is padded to (the largest for larger trees, which the
+        engine lowers to fit it)."""
+        if not self.buckets:
+            raise ValueError("This profile has no buckets: it times the eager path, where n tokens cost n.")
+        return next((bucket for bucket in self.buckets if num_tokens <= bucket), self.buckets[-1])
+
     def verify_time(self, num_tokens: int) -> float:
         """Verification time for ``num_tokens`` tokens: with ``buckets``, the time of the bucket it is
         padded to (as ``generate`` runs it when ``bucket_seconds`` is set); else interpolated (clamped
         to the measured range)."""
         if self.buckets:
-            bucket = next((b for b in self.buckets if num_tokens <= b), self.buckets[-1])
+            bucket = self.bucket_for(num_tokens)
             if self.bucket_seconds is not None:
                 return self.bucket_seconds[self.buckets.index(bucket)]
             num_tokens = bucket
@@ -116,10 +123,10 @@ class HardwareProfile:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def static_cache_slots(context_length: int, new_tokens: int) -> int:
-    """The slots of the engine's own StaticCache for ``context_length`` cached and ``new_tokens`` more tokens:
-    a static cache attends over all of its slots, so a measurement's cache must be as long."""
-    return -(-(context_length + new_tokens + 1) // FastPath.cache_granularity) * FastPath.cache_granularity
+def static_cache_slots(context_length: int, tokens_after_context: int) -> int:
+    """The slots of the engine's own StaticCache for ``context_length`` cached tokens and ``tokens_after_context``
+    more: a static cache attends over all of its slots, so a measurement's cache must be as long."""
+    return FastPath.rounded_cache_length(context_length + tokens_after_context + 1)
 
 
 @torch.no_grad()
@@ -225,6 +232,8 @@ def measure_in_generate(
 def bucket_filling_tree(bucket: int, top_k: int = 4) -> StaticTreePolicy:
     """A static tree whose every cycle verifies ``bucket`` tokens (root included): the shallowest
     EAGLE-2 expansion with beam ``top_k`` that drafts at least that many nodes."""
+    if bucket < 2 or top_k < 1:
+        raise ValueError(f"A tree filling bucket {bucket} with beam {top_k}: give a bucket >= 2 and top_k >= 1.")
     depth = 1
     while full_tree_size(depth, top_k) < bucket:
         depth += 1
@@ -246,11 +255,17 @@ def measure_buckets_in_generate(
     the bucket, in a ``StaticCache`` of ``cache_length`` slots (attention runs over all of them).
     ``generate_kwargs``: e.g. the compiled path's ``compile_config``. Cycles cut short by
     ``max_new_tokens`` verify less; with 64 tokens they are a cycle or two of each run."""
-    needed = input_ids.shape[1] + max_new_tokens + max(buckets)
+    engine_buckets = fast_path(model).buckets
+    if not set(buckets) <= set(engine_buckets):
+        raise ValueError(
+            f"Buckets {sorted(set(buckets) - set(engine_buckets))} are not the engine's ({list(engine_buckets)}): a tree is "
+            "padded to the engine's next bucket, so time those (fast_path(model, buckets=...) sets them)."
+        )
+    needed = FastPath.needed_slots(input_ids.shape[1] + max_new_tokens, max(engine_buckets))
     if needed > cache_length:
         raise ValueError(
             f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {max_new_tokens} new tokens and "
-            f"a {max(buckets)}-token verification: pass cache_length >= {needed} or a shorter prompt."
+            f"a {max(engine_buckets)}-token verification: pass cache_length >= {needed} or a shorter prompt."
         )
     cache = StaticCache(config=model.config, max_cache_len=cache_length)
     seconds = []

@@ -315,17 +315,18 @@ def test_negative_temperature_is_refused():
 
 def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
     """``<method>+sized`` on the compiled path: the call's StaticCache fits its prompt, new tokens and largest bucket
-    (rounded up to the engine's 512 slots), never longer than the run's; ``+lookup`` passes it to the method it wraps."""
+    (as the engine sizes its own: 512 slots doubled), never longer than the run's; ``+lookup`` passes it to the method it
+    wraps."""
     from hf_adaptive_spec.bench.fast_path import sized_cache_length
 
     model, tokenizer = bench_model
-    assert [sized_cache_length(n, 128) for n in (1, 351, 352, 900)] == [512, 512, 1024, 1536]
+    assert [sized_cache_length(model, n, 128) for n in (1, 352, 353, 864, 865)] == [512, 512, 1024, 1024, 2048]
     options = dataclasses.replace(OPTIONS, compile=True, max_cache_len=1024)
     methods = build_methods(["plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"])
     assert list(methods) == ["stock", "plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"]
     for name, method in methods.items():
         method.prepare(model, tokenizer, options)
-    ids, long_ids = prompt(tokenizer), torch.zeros((1, 900), dtype=torch.long)
+    ids, long_ids = prompt(tokenizer), torch.zeros((1, 1000), dtype=torch.long)  # needs 2,048 slots
     shared = methods["plain-steps"].call_kwargs(ids)["past_key_values"]
     sized = methods["plain-steps+sized"].call_kwargs(ids)["past_key_values"]
     assert shared.layers[0].max_cache_len == 1024 and sized.layers[0].max_cache_len == 512

@@ -60,6 +60,7 @@ def _instantiate(name: str) -> BenchMethod:
 __all__ = [
     "METHODS",
     "REFERENCE_METHOD",
+    "SIZED_SUFFIX",
     "BenchMethod",
     "MethodUnavailableError",
     "SpeculationStatsLike",

@@ -81,7 +81,7 @@ class BenchMethod(ABC):
             return self.generate_kwargs
         cache = self.static_cache
         if self.sized_cache:
-            length = sized_cache_length(input_ids.shape[1], self.generate_kwargs["max_new_tokens"])
+            length = sized_cache_length(self.model, input_ids.shape[1], self.generate_kwargs["max_new_tokens"])
             cache = shared_static_cache(self.model, min(length, self.max_cache_len))
         cache.reset()
         return {**self.generate_kwargs, "past_key_values": cache}
