@@ -67,9 +67,10 @@ def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str |
 
 def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     """``"engine"`` when the call asks for ``cache_implementation="static"`` without passing a cache:
-    the engine then verifies in the model's own fixed-size StaticCache, reused across calls (a cache
-    sized per call, as ``generate`` would build, changes shape with every prompt length). The request
-    is taken out of the call so that ``generate`` builds no cache of its own."""
+    the engine then verifies in one of the model's own StaticCaches, the one of the size class that fits
+    the call, kept across calls (a cache sized exactly per call, as ``generate`` would build, changes
+    shape with every prompt length). The request is taken out of the call so that ``generate`` builds
+    no cache of its own."""
     if "cache_implementation" in kwargs:
         requested = kwargs.pop("cache_implementation")
     else:

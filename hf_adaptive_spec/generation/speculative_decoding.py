@@ -105,7 +105,7 @@ class _TreeScores:
 
 def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
     """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
-    ``static_cache="engine"`` the model's own fixed-size StaticCache."""
+    ``static_cache="engine"`` the model's own StaticCache of the size that fits the call (``FastPath.cache_for``)."""
     if static_cache == "engine":
         path = fast_path(model)
         return path.cache_for(path.needed_slots(config.max_length, path.largest_bucket))
