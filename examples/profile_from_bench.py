@@ -110,12 +110,9 @@ def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: i
     print(f"{len(turns)} speculative turns; " + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     if not sizes:
         raise ValueError(f"No bucket was verified in {min_cycles} cycles: lower --min-cycles or bench longer.")
-    fitted = dict(zip(sizes, seconds))
-    bucket_seconds = []
-    for bucket in measured.buckets:
-        nearest = min(fitted, key=lambda size: (abs(size - bucket), size))
-        bucket_seconds.append(fitted.get(bucket, measured.verify_time(bucket) * fitted[nearest] / measured.verify_time(nearest)))
-    unfitted = [bucket for bucket in measured.buckets if bucket not in fitted]
+    filled = dict(zip(*fill_unfitted_sizes(measured, sizes, seconds)))
+    bucket_seconds = [filled[bucket] for bucket in measured.buckets]
+    unfitted = [bucket for bucket in measured.buckets if bucket not in sizes]
     if unfitted:
         print(f"buckets {unfitted} verified in fewer than {min_cycles} cycles: --like's times scaled like the nearest fitted")
     return replace(measured, context_length=0, bucket_seconds=bucket_seconds, draft_step_seconds=draft,
