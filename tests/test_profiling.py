@@ -201,7 +201,7 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (best.depth, best.top_k, best.total_tokens)
 
 
-def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_when_faster(monkeypatch):
+def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):
     from hf_adaptive_spec.environments.static_grid import RankedTree
     from hf_adaptive_spec.profiling import cli
 
@@ -211,6 +211,8 @@ def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_when_faster(m
     for entries, chosen in [
         ({"ltd": (True, 11.0), "resps": (True, 12.0), "radar": (False, 20.0)}, "resps"),  # radar: another curve
         ({"ltd": (True, 9.0), "resps": (True, None), "radar": (False, 20.0)}, None),  # ltd slower than the tree
+        ({"ltd": (True, 10.2), "resps": (True, 10.25), "radar": (False, 20.0)}, None),  # leads inside the margin
+        ({"ltd": (True, 10.2), "resps": (True, 10.35), "radar": (False, 20.0)}, "resps"),  # just beyond it
     ]:
         def replay(name, *args, entries=entries):
             fits, speed = entries[name]
@@ -220,6 +222,11 @@ def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_when_faster(m
         recommendation = cli.recommend(profile, [], [], 0)
         assert recommendation["policy"] == chosen and recommendation["tree"]["total_tokens"] == 12
         assert recommendation["plain_tokens_per_second"] == 6.0
+    profile.recommendation = recommendation
+    lines = cli.recommendation_lines(profile)
+    assert "shipped ltd policy: fits this curve; replayed 1.020x the best static tree, within the replay's 3% margin: not a lead" in lines
+    assert "shipped resps policy: fits this curve; replayed 1.035x the best static tree" in lines
+    assert lines[-1].startswith("recommended: the shipped resps policy")
 
 
 def test_recommended_policy_names_what_is_missing(tmp_path):
