@@ -91,7 +91,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
-    if options.max_cache_len is None and (options.compile or "stock-compiled" in methods):
+    if options.max_cache_len is None and (options.compile or any(method.always_fast_path for method in methods.values())):
         options.max_cache_len = static_cache_length(tokenizer, questions, options.max_new_tokens)
     for name, method in methods.items():
         try:
@@ -101,7 +101,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     fp32_model = load_model(args.model, "float32", model.device)[0] if args.dtype != "float32" else None
-    warmup_seconds: dict[str, list[float]] = {}
+    warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
         fp32_model, warmup_seconds,

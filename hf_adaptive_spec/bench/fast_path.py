@@ -26,6 +26,24 @@ def sized_cache_length(model: PreTrainedModel, prompt_length: int, max_new_token
     return path.rounded_cache_length(path.needed_slots(prompt_length + max_new_tokens, path.largest_bucket))
 
 
+def sized_cache_lengths(model: PreTrainedModel, max_new_tokens: int, max_cache_len: int) -> list[int]:
+    """Every cache length a ``+sized`` call of ``max_new_tokens`` can decode in: the engine's sizes from the
+    shortest prompt's up, capped at ``max_cache_len``."""
+    path, lengths = fast_path(model), []
+    length = sized_cache_length(model, 1, max_new_tokens)
+    while length < max_cache_len:
+        lengths.append(length)
+        length = path.rounded_cache_length(length + 1)
+    return lengths + [max_cache_len]
+
+
+def longest_prompt(model: PreTrainedModel, cache_length: int, max_new_tokens: int) -> int:
+    """The longest prompt whose call of ``max_new_tokens`` (and last tree, padded to the largest bucket) fits
+    ``cache_length`` slots."""
+    path = fast_path(model)
+    return cache_length - path.needed_slots(max_new_tokens, path.largest_bucket)
+
+
 def static_cache_length(
     tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int, granularity: int = 128
 ) -> int:
@@ -41,4 +59,11 @@ def static_cache_length(
     needed = longest + 1 + DEFAULT_BUCKETS[-1]
     return -(-needed // granularity) * granularity
 
-__all__ = ["fast_path_compile_config", "shared_static_cache", "sized_cache_length", "static_cache_length"]
+__all__ = [
+    "fast_path_compile_config",
+    "longest_prompt",
+    "shared_static_cache",
+    "sized_cache_length",
+    "sized_cache_lengths",
+    "static_cache_length",
+]

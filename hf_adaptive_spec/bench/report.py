@@ -24,7 +24,7 @@ def build_report(
     settings: dict[str, Any],
     device: torch.device,
     reference: str = "stock",
-    warmup_seconds: dict[str, list[float]] | None = None,
+    warmup_seconds: dict[str, list[list[float]]] | None = None,
 ) -> dict[str, Any]:
     """Report dict: ``summary[method]`` holds the figures over all questions plus ``categories[category]``;
     speedups are relative to ``reference`` (and to ``stock`` in ``speedup_vs_stock``)."""

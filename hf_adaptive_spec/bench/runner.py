@@ -31,7 +31,7 @@ def run_benchmark(
     seed: int = 0,
     check_identity: bool = True,
     fp32_model: PreTrainedModel | None = None,
-    warmup_seconds: dict[str, list[float]] | None = None,
+    warmup_seconds: dict[str, list[list[float]]] | None = None,
 ) -> list[QuestionRecord]:
     """Run every prepared method on every question; return one record per (question, method).
 
@@ -56,7 +56,7 @@ def run_benchmark(
             (sampling) the records' ``identical`` is None.
         fp32_model: the float32 copy of a lower-precision ``model``: each turn's stock prompt is
             also answered by it (untimed), and every method's agreement with that answer recorded.
-        warmup_seconds: receives each method's warm-up call durations.
+        warmup_seconds: receives each method's warm-up call durations, one list per cache length.
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
@@ -98,15 +98,10 @@ def _pending_runs(questions: list[Question], names: list[str], done: dict) -> li
     ]
 
 
-def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[float]]:
-    """Untimed calls per method; returns each call's seconds (a compiled method's first holds its compile)."""
-    seconds: dict[str, list[float]] = {}
-    for name, method in methods.items():
-        for _ in range(calls):
-            start = time.perf_counter()
-            method.generate(prompt)
-            seconds.setdefault(name, []).append(time.perf_counter() - start)
-    return seconds
+def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[list[float]]]:
+    """Untimed calls per method and cache length (``+sized`` decodes in several); returns each call's seconds
+    (a compiled method's first in each length holds its compile)."""
+    return {name: method.warm_up(prompt, calls) for name, method in methods.items()}
 
 
 class _Fp32Reference:

@@ -67,7 +67,7 @@ class MethodSummary:
 
 
 def summarize(
-    records: list[QuestionRecord], reference: str = REFERENCE_METHOD, warmup_seconds: dict[str, list[float]] | None = None
+    records: list[QuestionRecord], reference: str = REFERENCE_METHOD, warmup_seconds: dict[str, list[list[float]]] | None = None
 ) -> dict[str, MethodSummary]:
     """Summaries keyed by method, in first-seen order; speedups are None without the reference's records."""
     by_method: dict[str, list[QuestionRecord]] = {}
@@ -96,9 +96,12 @@ def _speedup(records: list[QuestionRecord], baseline: dict[int | str, QuestionRe
     return throughput / base_throughput if base_throughput > 0 else None
 
 
-def _compile_seconds(records: list[QuestionRecord], warmup: list[float] | None) -> float | None:
+def _compile_seconds(records: list[QuestionRecord], warmup: list[list[float]] | None) -> float | None:
+    """Compile time in the run's turns (reported by the engine) plus, per cache length warmed up, the first warm-up
+    call's time over the last's."""
     in_run = [turn.compile_time for record in records for turn in record.turns if turn.compile_time is not None]
-    before = max(warmup[0] - warmup[-1], 0.0) if warmup and len(warmup) > 1 else None
+    timed = [calls for calls in warmup or [] if len(calls) > 1]
+    before = sum(max(calls[0] - calls[-1], 0.0) for calls in timed) if timed else None
     if before is None and not in_run:
         return None
     return (before or 0.0) + sum(in_run)

@@ -335,11 +335,61 @@ def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
     assert wrapped.call_kwargs(ids)["past_key_values"] is sized and "prompt_lookup_num_tokens" in wrapped.call_kwargs(ids)
 
 
+def test_stock_compiled_sized_decodes_in_the_cache_the_engine_would_size(bench_model):
+    """``stock-compiled+sized``: transformers' own fast path in the very cache ``<method>+sized`` decodes the same
+    call in, so that the peer gains what a right-sized cache gives (with or without ``--compile``)."""
+    model, tokenizer = bench_model
+    methods = build_methods(["stock-compiled+sized", "plain-steps+sized"])
+    for method in methods.values():
+        method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, compile=True, max_cache_len=1024))
+    ids = prompt(tokenizer)
+    stock_cache = methods["stock-compiled+sized"].call_kwargs(ids)["past_key_values"]
+    assert stock_cache is methods["plain-steps+sized"].call_kwargs(ids)["past_key_values"]
+    assert stock_cache.layers[0].max_cache_len == 512
+    uncompiled = build_methods(["stock-compiled+sized"])["stock-compiled+sized"]
+    uncompiled.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=1024))
+    assert uncompiled.call_kwargs(ids)["past_key_values"] is stock_cache
+
+
+def cache_length(method, input_ids: torch.LongTensor) -> int | None:
+    """Slots of the StaticCache ``method`` decodes ``input_ids`` in (None: generate's own cache)."""
+    cache = method.call_kwargs(input_ids).get("past_key_values")
+    return None if cache is None else cache.layers[0].max_cache_len
+
+
+def test_warm_up_of_a_sized_method_compiles_every_cache_length_a_call_can_take(bench_model):
+    """A ``+sized`` method's warm-up decodes in each size up to the run's cache (the prompt cut to fit), so no
+    graph compiles inside a timed turn (stock reports no compile time to take out); then calls size themselves."""
+    from hf_adaptive_spec.bench.fast_path import longest_prompt, sized_cache_lengths
+
+    model, tokenizer = bench_model
+    assert sized_cache_lengths(model, 128, 1408) == [512, 1024, 1408]
+    assert sized_cache_lengths(model, 128, 1024) == [512, 1024] and sized_cache_lengths(model, 500, 2048) == [1024, 2048]
+    assert longest_prompt(model, 512, 128) == 352  # sized_cache_length(model, 352, 128) is 512, 353 needs 1024
+    options = dataclasses.replace(OPTIONS, compile=True, max_cache_len=1408, max_new_tokens=128)
+    methods = build_methods(["stock-compiled+sized", "plain-steps+lookup+sized", "plain-steps"])
+    seen = []
+    for name, method in methods.items():
+        method.prepare(model, tokenizer, options)
+        decoder = getattr(method, "base", method)  # +lookup decodes through the method it wraps
+        decoder.generate = lambda ids, decoder=decoder, name=name: seen.append((name, cache_length(decoder, ids), ids.shape[1]))
+    long_prompt = torch.ones((1, 900), dtype=torch.long)
+    for name, method in methods.items():
+        assert [len(calls) for calls in method.warm_up(long_prompt, calls=2)] == [2] * len(method.warm_up_lengths())
+    sized = [(512, 352), (512, 352), (1024, 864), (1024, 864), (1408, 900), (1408, 900)]
+    assert seen[:2] == [("stock", None, 900)] * 2  # stock decodes in generate's own cache
+    assert seen[2:] == [("stock-compiled+sized", *call) for call in sized] + [("plain-steps+lookup+sized", *call) for call in sized] + [
+        ("plain-steps", 1408, 900)] * 2
+    seen.clear()
+    methods["stock-compiled+sized"].generate(torch.ones((1, 20), dtype=torch.long))
+    assert seen == [("stock-compiled+sized", 512, 20)]  # after the warm-up, each call its own size again
+
+
 def test_sized_suffix_needs_the_compiled_path(bench_model):
     from hf_adaptive_spec.bench.errors import MethodUnavailableError
 
     model, tokenizer = bench_model
-    with pytest.raises(MethodUnavailableError, match=r"plain-steps\+sized: \+sized sizes the StaticCache .* run it with --compile"):
+    with pytest.raises(MethodUnavailableError, match=r"plain-steps\+sized: \+sized sizes the StaticCache .* run it with --compile, on a tree method or stock-compiled"):
         build_methods(["plain-steps+sized"])["plain-steps+sized"].prepare(model, tokenizer, OPTIONS)
     with pytest.raises(UnknownMethodError, match=r"'ppow\+sized'.*then \+sized for a StaticCache sized per call"):
         build_methods(["ppow+sized"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
 
@@ -10,7 +11,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from ..arguments import MethodOptions, sampling_kwargs
 from ..errors import MethodUnavailableError
-from ..fast_path import fast_path_compile_config, shared_static_cache, sized_cache_length
+from ..fast_path import (
+    fast_path_compile_config,
+    longest_prompt,
+    shared_static_cache,
+    sized_cache_length,
+    sized_cache_lengths,
+)
 
 
 class SpeculationStatsLike(Protocol):
@@ -36,6 +43,8 @@ class BenchMethod(ABC):
 
     #: this project's engine (kwargs with ``assistant_policy``): ``--compile`` moves it to the fast path.
     runs_engine: ClassVar[bool] = False
+    #: decodes on the fast path with or without ``--compile`` (``stock-compiled``).
+    always_fast_path: ClassVar[bool] = False
     #: the StaticCache each call starts from (reset first), on the fast path; None: generate's own cache.
     static_cache: StaticCache | None = None
     #: ``<method>+sized``: each call decodes in a StaticCache sized for it (:func:`sized_cache_length`)
@@ -43,6 +52,8 @@ class BenchMethod(ABC):
     sized_cache: bool = False
     #: the run's ``--max_cache_len`` on the fast path (a sized cache is never longer).
     max_cache_len: int | None = None
+    #: the cache length a warm-up call of a ``+sized`` method decodes in (None: the call's own size).
+    warm_up_length: int | None = None
 
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         """Build everything the method needs (drafters, policies, kwargs) once per run.
@@ -58,12 +69,12 @@ class BenchMethod(ABC):
             "pad_token_id": pad_token_id,
             **self.method_kwargs(model, tokenizer, options),
         }
-        if options.compile and self.runs_engine:
+        if self.always_fast_path or (options.compile and self.runs_engine):
             self.use_fast_path(options)
         elif self.sized_cache:
             raise MethodUnavailableError(
-                f"{self.name}: +sized sizes the StaticCache of this project's engine on the compiled fast path: run it with "
-                "--compile, on a tree method."
+                f"{self.name}: +sized sizes the StaticCache of the compiled fast path: run it with --compile, on a tree "
+                "method or stock-compiled."
             )
 
     def use_fast_path(self, options: MethodOptions) -> None:
@@ -81,10 +92,43 @@ class BenchMethod(ABC):
             return self.generate_kwargs
         cache = self.static_cache
         if self.sized_cache:
-            length = sized_cache_length(self.model, input_ids.shape[1], self.generate_kwargs["max_new_tokens"])
+            length = self.warm_up_length or sized_cache_length(self.model, input_ids.shape[1], self.max_new_tokens)
             cache = shared_static_cache(self.model, min(length, self.max_cache_len))
         cache.reset()
         return {**self.generate_kwargs, "past_key_values": cache}
+
+    def warm_up(self, prompt: torch.LongTensor, calls: int) -> list[list[float]]:
+        """``calls`` untimed calls on ``prompt``, in every cache length the method can decode in (``+sized``: each
+        size up to the run's cache, the prompt cut to fit), so that no graph compiles during a timed turn; the
+        calls' seconds, one list per cache length."""
+        seconds = []
+        for length in self.warm_up_lengths():
+            self.decode_warm_up_in(length)
+            try:
+                ids = prompt if length is None else prompt[:, : max(1, longest_prompt(self.model, length, self.max_new_tokens))]
+                seconds.append([])
+                for _ in range(calls):
+                    start = time.perf_counter()
+                    self.generate(ids)
+                    seconds[-1].append(time.perf_counter() - start)
+            finally:
+                self.decode_warm_up_in(None)
+        return seconds
+
+    def warm_up_lengths(self) -> list[int | None]:
+        """The cache lengths a ``+sized`` call can take (:func:`sized_cache_lengths`); ``[None]``, the method's one
+        cache, otherwise."""
+        if not self.sized_cache:
+            return [None]
+        return sized_cache_lengths(self.model, self.max_new_tokens, self.max_cache_len)
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.generate_kwargs["max_new_tokens"]
+
+    def decode_warm_up_in(self, length: int | None) -> None:
+        """Make the next calls decode in a cache of ``length`` slots (None: the size each call needs)."""
+        self.warm_up_length = length
 
     @abstractmethod
     def method_kwargs(

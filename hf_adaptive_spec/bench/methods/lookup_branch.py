@@ -45,5 +45,9 @@ class WithLookupBranch(BenchMethod):
         self.base.static_cache, self.base.sized_cache = self.static_cache, self.sized_cache
         self.base.max_cache_len = self.max_cache_len
 
+    def decode_warm_up_in(self, length: int | None) -> None:
+        super().decode_warm_up_in(length)
+        self.base.decode_warm_up_in(length)
+
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         return self.base.generate(input_ids)

@@ -26,13 +26,11 @@ class Stock(BenchMethod):
 class StockCompiled(Stock):
     """transformers' own fast path for stock ``generate``: a fixed StaticCache (reset per call) and a
     ``compile_config``, so that the decode step runs a compiled graph and the prefill stays eager;
-    the same compile configuration and cache length as the engine's ``--compile`` methods."""
+    the same compile configuration and cache length as the engine's ``--compile`` methods
+    (``stock-compiled+sized``: the cache each call of ``<method>+sized`` decodes in)."""
 
     name = "stock-compiled"
-
-    def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
-        super().prepare(model, tokenizer, options)
-        self.use_fast_path(options)
+    always_fast_path = True
 
     def generate(self, input_ids: torch.LongTensor) -> tuple[list[int], SpeculationStatsLike | None]:
         # inductor reads weight freezing when it compiles, inside generate: set it around the call

@@ -6,7 +6,8 @@ shipped for the compiled bfloat16 curve, on a given profile (run from the reposi
         --profile artifacts/replay/profile_bf16_compiled_stage11_benchfit.json      # log: replay_fidelity.log
 
 `--stage 11` replays the stage-11 policies on the stage-11 recording (artifacts/{name}-smollm2-stage11,
-artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live.
+artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live. `--suffix=-slots512`
+replays artifacts/{name}-smollm2-stage14-slots512, the policies retrained on the 512-slot profile.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ CURVE = "cpu/bfloat16/compiled"
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--stage", type=int, default=14)
 parser.add_argument("--profile", default="artifacts/replay/profile_bf16_compiled_stage14.json")
+parser.add_argument("--suffix", default="", help="after artifacts/{name}-smollm2-stage{stage}")
 args = parser.parse_args()
 torch.set_num_threads(2)
 recording = f"artifacts/replay/heldout-d6k4-stage{args.stage}"
 for name in cli.SHIPPED_POLICIES:
-    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-stage{args.stage}").resolve())
+    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-stage{args.stage}{args.suffix}").resolve())
 profile = HardwareProfile.load(args.profile)
 recordings = [load_recording(recording)]
-print(f"stage {args.stage} policies on {recording}, profile {args.profile}")
+print(f"stage {args.stage}{args.suffix} policies on {recording}, profile {args.profile}")
 for lookup in (0, 4):
     result = cli.recommend(profile, recordings, [recording], lookup)
     tree = result["tree"]["tokens_per_second"]
