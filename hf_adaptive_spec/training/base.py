@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,7 +72,27 @@ def lookup_branch_note(lookup_tokens: int) -> str:
 
 
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
-    """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``."""
+    """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``.
+    The model card's command is the recipe's with this run's command-line overrides appended."""
     script_args, training_args = parser.parse_args_and_config(args=argv)
+    script_args.reproduce_command = with_overrides(
+        getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
+    )
     main(script_args, training_args)
     return 0
+
+
+def with_overrides(reproduce_command: str | None, argv: list[str]) -> str | None:
+    """``reproduce_command`` (the recipe's) followed by the arguments of ``argv`` other than ``--config FILE``: the
+    command that trained this run, not only its recipe. A ``--reproduce_command`` given on the line is kept as is."""
+    if reproduce_command is None or any(arg.split("=")[0] == "--reproduce_command" for arg in argv):
+        return reproduce_command
+    overrides, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--config":
+            skip = True
+        elif not arg.startswith("--config="):
+            overrides.append(arg)
+    return " ".join([reproduce_command, shlex.join(overrides)]) if overrides else reproduce_command
