@@ -133,7 +133,8 @@ def _write_outputs(report: dict[str, Any], args: BenchArguments) -> None:
 
 
 def _report_from_progress(args: BenchArguments, questions: list[Question], methods: list[str]) -> dict[str, Any]:
-    """The report of an interrupted run: the selected questions every method finished, from its progress file."""
+    """The report of an interrupted run, or a finished one rebuilt: the selected questions every method finished,
+    from its progress file."""
     if args.json is None:
         raise BenchError("--report_only reads the progress file next to --json; pass the interrupted run's --json")
     path = progress_path_for(args.json)
@@ -157,8 +158,11 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
         "reference": args.reference,
         "categories": args.category_names,
         "limit": args.limit,
-        "partial": f"{len(finished)} of {len(questions)} selected questions, every method finished (from {path.name})",
     }
+    if len(finished) < len(questions):
+        settings["partial"] = f"{len(finished)} of {len(questions)} selected questions, every method finished (from {path.name})"
+    else:  # a finished run's report rebuilt, e.g. against another --reference
+        settings["rebuilt_from"] = path.name
     device = torch.device(stored.get("device", "cpu"))
     named_here = device.type != "cuda" or torch.cuda.is_available()
     report = build_report(records, settings, device if named_here else torch.device("cpu"), args.reference)

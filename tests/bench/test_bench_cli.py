@@ -68,6 +68,10 @@ def test_report_only_reports_the_questions_every_method_finished(
     assert report["settings"]["partial"].startswith("1 of 2 selected questions")
     assert "**Partial report** of an interrupted run: 1 of 2" in (tmp_path / "out.md").read_text()
     assert progress.read_text().splitlines() == lines[:-1]  # the progress file is left as it was
+    progress.write_text("\n".join(lines) + "\n")  # finished: a rebuilt report is not called partial
+    assert main([*argv, "--limit", "2", "--report_only", "--markdown", str(tmp_path / "out.md")]) == 0
+    assert "partial" not in json.loads(out.read_text())["settings"]
+    assert "Report rebuilt from the finished run's `out.progress.jsonl`" in (tmp_path / "out.md").read_text()
 
     (tmp_path / "other.jsonl").write_text(questions_file.read_text())  # the same questions, another file
     assert main([*argv, "--limit", "2", "--questions", str(tmp_path / "other.jsonl"), "--report_only"]) == 2
