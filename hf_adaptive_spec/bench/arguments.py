@@ -31,6 +31,8 @@ class BenchArguments:
         plots: folder for the PNG plots.
         resume: skip the (question, method) pairs already in the progress file.
         report_only: run nothing; report an interrupted run from its progress file (finished questions only).
+        report_json: where ``report_only`` writes its JSON (default ``json``, which it refuses to overwrite when that
+            holds the finished run's own report).
         progress: show a progress bar.
         reference: the method ``summary[m].speedup`` is relative to (``speedup_vs_stock`` is always
             there too); e.g. ``stock-compiled`` to measure against transformers' own fast path.
@@ -60,6 +62,13 @@ class BenchArguments:
         metadata={
             "help": "Run nothing: write the report (--json, --markdown, --plots) of an interrupted run from its progress "
             "file, over the selected questions that every method finished (marked partial)."
+        },
+    )
+    report_json: Path | None = field(
+        default=None,
+        metadata={
+            "help": "With --report_only: write the JSON here instead of over --json (needed when --json holds the "
+            "finished run's own report, which keeps the warm-up's compile seconds the progress file lacks)."
         },
     )
     progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -122,9 +124,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     return report
 
 
-def _write_outputs(report: dict[str, Any], args: BenchArguments) -> None:
-    if args.json:
-        write_json(report, args.json)
+def _write_outputs(report: dict[str, Any], args: BenchArguments, json_path: Path | None = None) -> None:
+    json_path = json_path or args.json
+    if json_path:
+        write_json(report, json_path)
     if args.markdown:
         write_markdown(report, args.markdown)
     if args.plots:
@@ -168,8 +171,23 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
     report = build_report(records, settings, device if named_here else torch.device("cpu"), args.reference)
     if not named_here:
         report["environment"]["device"] = f"{device} (not on the machine writing this report; name not recorded)"
-    _write_outputs(report, args)
+    _write_outputs(report, args, json_path=_rebuilt_report_path(args))
     return report
+
+
+def _rebuilt_report_path(args: BenchArguments) -> Path:
+    """Where ``--report_only`` writes its JSON: ``--report_json``, else ``--json`` unless that is a finished run's own
+    report (rebuilding it would drop the warm-up's compile seconds, which the progress file does not keep)."""
+    if args.report_json is not None:
+        return args.report_json
+    if args.json.is_file():
+        settings = json.loads(args.json.read_text()).get("settings", {})
+        if not settings.get("partial") and not settings.get("rebuilt_from"):
+            raise BenchError(
+                f"--report_only would overwrite {args.json}, the finished run's own report (its warm-up compile seconds "
+                "are not in the progress file): pass --report_json PATH for the rebuilt report"
+            )
+    return args.json
 
 
 def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:

@@ -72,6 +72,13 @@ def test_report_only_reports_the_questions_every_method_finished(
     assert main([*argv, "--limit", "2", "--report_only", "--markdown", str(tmp_path / "out.md")]) == 0
     assert "partial" not in json.loads(out.read_text())["settings"]
     assert "Report rebuilt from the finished run's `out.progress.jsonl`" in (tmp_path / "out.md").read_text()
+    own = json.loads(out.read_text())
+    del own["settings"]["rebuilt_from"]  # as the finished run wrote it: rebuilding must not overwrite it
+    out.write_text(json.dumps(own))
+    assert main([*argv, "--limit", "2", "--report_only"]) == 2
+    assert "would overwrite" in capsys.readouterr().err and json.loads(out.read_text()) == own
+    assert main([*argv, "--limit", "2", "--report_only", "--report_json", str(tmp_path / "rebuilt.json")]) == 0
+    assert json.loads((tmp_path / "rebuilt.json").read_text())["settings"]["rebuilt_from"] == "out.progress.jsonl"
 
     (tmp_path / "other.jsonl").write_text(questions_file.read_text())  # the same questions, another file
     assert main([*argv, "--limit", "2", "--questions", str(tmp_path / "other.jsonl"), "--report_only"]) == 2

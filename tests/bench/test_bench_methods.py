@@ -381,8 +381,21 @@ def test_warm_up_of_a_sized_method_compiles_every_cache_length_a_call_can_take(b
     assert seen[2:] == [("stock-compiled+sized", *call) for call in sized] + [("plain-steps+lookup+sized", *call) for call in sized] + [
         ("plain-steps", 1408, 900)] * 2
     seen.clear()
-    methods["stock-compiled+sized"].generate(torch.ones((1, 20), dtype=torch.long))
+    short_prompt = torch.ones((1, 20), dtype=torch.long)  # the bench warms up on its first question, often short
+    for name in ("stock-compiled+sized", "plain-steps+lookup+sized"):
+        methods[name].warm_up(short_prompt, calls=1)
+    assert seen == [(name, length, 20) for name in ("stock-compiled+sized", "plain-steps+lookup+sized") for length in (512, 1024, 1408)]
+    seen.clear()
+    methods["stock-compiled+sized"].generate(short_prompt)
     assert seen == [("stock-compiled+sized", 512, 20)]  # after the warm-up, each call its own size again
+
+
+def test_a_fast_path_cache_too_short_for_the_new_tokens_is_refused_with_the_minimum(bench_model):
+    model, tokenizer = bench_model
+    method = build_methods(["stock-compiled"])["stock-compiled"]
+    with pytest.raises(ValueError, match=r"--max_cache_len 160 cannot hold a prompt, --max-new-tokens 128 .* >= 161"):
+        method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=160, max_new_tokens=128))
+    method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=161, max_new_tokens=128))  # one prompt token fits
 
 
 def test_sized_suffix_needs_the_compiled_path(bench_model):

@@ -81,6 +81,13 @@ class BenchMethod(ABC):
         """Decode on the bench's shared StaticCache with its compile configuration."""
         if options.max_cache_len is None:
             raise ValueError("the compiled fast path needs MethodOptions.max_cache_len (the bench sets it)")
+        if longest_prompt(self.model, options.max_cache_len, options.max_new_tokens) < 1:
+            needed = options.max_cache_len - longest_prompt(self.model, options.max_cache_len, options.max_new_tokens) + 1
+            raise ValueError(
+                f"--max_cache_len {options.max_cache_len} cannot hold a prompt, --max-new-tokens "
+                f"{options.max_new_tokens} and the largest verification bucket: pass --max_cache_len >= {needed} "
+                "(or leave it unset to fit the questions)"
+            )
         self.generate_kwargs["compile_config"] = fast_path_compile_config(self.model.device)
         self.static_cache = shared_static_cache(self.model, options.max_cache_len)
         self.max_cache_len = options.max_cache_len
