@@ -23,7 +23,7 @@ def sized_cache_length(model: PreTrainedModel, prompt_length: int, max_new_token
     rounded up as :meth:`FastPath.rounded_cache_length` rounds): a static cache attends over every slot, so a shorter
     one is a cheaper cycle."""
     path = fast_path(model)
-    return path.rounded_cache_length(path.needed_slots(prompt_length + max_new_tokens, path.largest_bucket))
+    return path.rounded_cache_length(path.needed_slots(prompt_length + max_new_tokens))
 
 
 def sized_cache_lengths(model: PreTrainedModel, max_new_tokens: int, max_cache_len: int) -> list[int]:
@@ -40,8 +40,7 @@ def sized_cache_lengths(model: PreTrainedModel, max_new_tokens: int, max_cache_l
 def longest_prompt(model: PreTrainedModel, cache_length: int, max_new_tokens: int) -> int:
     """The longest prompt whose call of ``max_new_tokens`` (and last tree, padded to the largest bucket) fits
     ``cache_length`` slots."""
-    path = fast_path(model)
-    return cache_length - path.needed_slots(max_new_tokens, path.largest_bucket)
+    return cache_length - fast_path(model).needed_slots(max_new_tokens)
 
 
 def static_cache_length(

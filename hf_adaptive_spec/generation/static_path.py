@@ -127,11 +127,10 @@ class FastPath:
             length *= 2
         return length
 
-    @staticmethod
-    def needed_slots(max_length: int, largest_bucket: int) -> int:
+    def needed_slots(self, max_length: int) -> int:
         """Slots a call of ``max_length`` tokens (prompt and new) needs: its last tree, padded to the largest
         bucket, is written after them."""
-        return max_length + largest_bucket
+        return max_length + self.largest_bucket
 
     def cache_for(self, needed_length: int) -> StaticCache:
         """The engine's own static cache for a call that needs ``needed_length`` slots: the one of

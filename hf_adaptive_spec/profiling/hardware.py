@@ -255,17 +255,18 @@ def measure_buckets_in_generate(
     the bucket, in a ``StaticCache`` of ``cache_length`` slots (attention runs over all of them).
     ``generate_kwargs``: e.g. the compiled path's ``compile_config``. Cycles cut short by
     ``max_new_tokens`` verify less; with 64 tokens they are a cycle or two of each run."""
-    engine_buckets = fast_path(model).buckets
+    path = fast_path(model)
+    engine_buckets = path.buckets
     if not set(buckets) <= set(engine_buckets):
         raise ValueError(
             f"Buckets {sorted(set(buckets) - set(engine_buckets))} are not the engine's ({list(engine_buckets)}): a tree is "
             "padded to the engine's next bucket, so time those (fast_path(model, buckets=...) sets them)."
         )
-    needed = FastPath.needed_slots(input_ids.shape[1] + max_new_tokens, max(engine_buckets))
+    needed = path.needed_slots(input_ids.shape[1] + max_new_tokens)
     if needed > cache_length:
         raise ValueError(
             f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {max_new_tokens} new tokens and "
-            f"a {max(engine_buckets)}-token verification: pass cache_length >= {needed} or a shorter prompt."
+            f"a {path.largest_bucket}-token verification: pass cache_length >= {needed} or a shorter prompt."
         )
     cache = StaticCache(config=model.config, max_cache_len=cache_length)
     seconds = []

@@ -81,8 +81,9 @@ class BenchMethod(ABC):
         """Decode on the bench's shared StaticCache with its compile configuration."""
         if options.max_cache_len is None:
             raise ValueError("the compiled fast path needs MethodOptions.max_cache_len (the bench sets it)")
-        if longest_prompt(self.model, options.max_cache_len, options.max_new_tokens) < 1:
-            needed = options.max_cache_len - longest_prompt(self.model, options.max_cache_len, options.max_new_tokens) + 1
+        room = longest_prompt(self.model, options.max_cache_len, options.max_new_tokens)
+        if room < 1:
+            needed = options.max_cache_len - room + 1
             raise ValueError(
                 f"--max_cache_len {options.max_cache_len} cannot hold a prompt, --max-new-tokens "
                 f"{options.max_new_tokens} and the largest verification bucket: pass --max_cache_len >= {needed} "
