@@ -7,6 +7,9 @@
 #   VARIANTS="name:extra args|name:extra args"   e.g.
 #   VARIANTS="stage13-one-layer:|stage13-two-layers:--draft_num_hidden_layers 2"
 #   VARIANTS="stage13-ttt5:|stage13-ttt7:--ttt_steps 7"
+# Stage 15 (2026-11-28): RECIPE=trainers/recipes/eagle3_smollm2_stage14_gpu.yaml INIT=eagle3-smollm2-stage14
+#   DATA=sharegpt_smollm2_target14 CALL_SECONDS=565 VARIANTS="stage15-ttt5:|stage15-ttt7:--ttt_steps 7"
+#   (results/README.md, "Stage 15"); the 5-step arm is artifacts/eagle3-smollm2-stage15.
 # Transfers as for scripts/device_stage9.sh (GGUF parts and wheels in $STAGE by earlier calls); this call
 # carries .xfer3/ with the starting drafter's folder (INIT, default eagle3-smollm2-stage12), the held-out set
 # and the training set gzipped (DATA, default sharegpt_smollm2_target12: target9 + sampled11 + sampled12;
@@ -31,9 +34,12 @@ gunzip -c "$XFER/$DATA.jsonl.gz" > "artifacts/$DATA.jsonl"
 IFS='|' read -ra VARIANT_LIST <<< "${VARIANTS:?set VARIANTS=\"name:extra args|name:extra args\"}"
 
 # Equal shares fixed now, so that every variant trains for the same minutes (the budget counts the training
-# loop; loading, the final held-out point and the export come out of RESERVE_SECONDS, default 70).
+# loop; loading, the held-out points before and after and the export come out of RESERVE_SECONDS, default 130:
+# on 2026-11-28 a variant's 208 s of training took 328 s in all, so stage 14's 70 s reserve ran the call past its
+# limit and lost the second variant).
+export RESERVE_SECONDS=${RESERVE_SECONDS:-130}
 share=$(( (CALL_START + CALL_SECONDS - $(date +%s)) / ${#VARIANT_LIST[@]} ))
-if [ "$share" -le "$(( ${RESERVE_SECONDS:-70} + 60 ))" ]; then
+if [ "$share" -le "$(( RESERVE_SECONDS + 60 ))" ]; then
     echo "A share of $share s leaves under a minute of training per variant: raise CALL_SECONDS or pass fewer VARIANTS." >&2
     exit 2
 fi
