@@ -117,6 +117,26 @@ def test_a_drafters_static_cache_grows_geometrically(kind):
     assert len(lengths) <= 5 and all(b >= 2 * a for a, b in zip(lengths, lengths[1:])), lengths
 
 
+def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():
+    """Found by a Spec-Bench run racing trees: a drafter's static cache built for a short call (512 slots) was kept
+    for a call of 490 tokens, which left no room for one cycle's tree nodes (48 at depth 6, top-k 8), and drafting
+    failed at slot 505. A kept cache must hold the call, a cycle's tree room and a padded step."""
+    model = tiny_model("llama")
+    drafter = _drafter("eagle3", model)
+    drafter.use_static_shapes(200, None)
+    first = drafter._static
+    drafter.use_static_shapes(240, None)
+    assert drafter._static is first and first.max_cache_len == 512 == 240 + first.tree_room + 16
+    policy = hfas.StaticTreePolicy(depth=6, top_k=8, total_tokens=16)
+    for length, new_tokens in ((5, 8), (466, 24)):
+        ids = prompt(length, seed=length)
+        out = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                             cache_implementation="static", return_dict_in_generate=True)
+        assert out.speculation.cache == "static"
+        assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=new_tokens, do_sample=False))
+    assert drafter._static.max_cache_len >= 466 + 24 + drafter._static.tree_room + 16
+
+
 @pytest.mark.parametrize("kind", ["causal-lm", "eagle3", "eagle3-2-layers", "dvi"])
 def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(kind, monkeypatch):
     """The drafters' fixed-shape steps (padded to 4, 8 or 16 rows in a StaticCache) propose the same

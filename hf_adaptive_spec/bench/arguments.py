@@ -42,7 +42,11 @@ class BenchArguments:
 
     questions: Path = field(default=DEFAULT_QUESTIONS, metadata={"help": "Spec-Bench / MT-bench JSONL question file."})
     methods: str = field(
-        default=DEFAULT_METHODS, metadata={"help": "Comma-separated methods; `stock` is always run as the reference."}
+        default=DEFAULT_METHODS,
+        metadata={
+            "help": "Comma-separated methods; `stock` is always run as the reference. `<method>@D/K/N` runs tree, eagle3 "
+            "or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized."
+        },
     )
     limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})
     per_category: int | None = field(default=None, metadata={"help": "Keep the first N questions of each category."})

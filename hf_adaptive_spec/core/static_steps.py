@@ -52,16 +52,20 @@ class StaticDraftSteps:
 
     def __init__(self, step: Callable, config: PretrainedConfig, device: torch.device, dtype: torch.dtype,
                  max_length: int, compile_options: dict | None, tree_room: int = 256):
-        self.step, self.device, self.dtype = step, device, dtype
-        self.max_cache_len = -(-(max_length + tree_room + DRAFT_BUCKETS[-1]) // 256) * 256
+        self.step, self.device, self.dtype, self.tree_room = step, device, dtype, tree_room
+        self.max_cache_len = -(-self.slots_needed(max_length) // 256) * 256
         self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
         self.compile_time = 0.0
 
+    def slots_needed(self, max_length: int) -> int:
+        """Slots a call of ``max_length`` can write: its sequence, one cycle's tree nodes after it and a padded step."""
+        return max_length + self.tree_room + DRAFT_BUCKETS[-1]
+
     def fits(self, max_length: int, compile_options: dict | None) -> bool:
         """Whether this runner serves a call of ``max_length`` with ``compile_options`` (else build a new one)."""
         options = self.compiled.options if self.compiled is not None else None
-        return self.max_cache_len >= max_length + DRAFT_BUCKETS[-1] and options == compile_options
+        return self.max_cache_len >= self.slots_needed(max_length) and options == compile_options
 
     def run(self, kind: Hashable, constants: tuple, rows: tuple[torch.Tensor, ...], positions: torch.Tensor,
             visible: torch.Tensor, past_length: int) -> tuple[torch.Tensor, ...]:

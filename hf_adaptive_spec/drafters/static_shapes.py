@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..core.attention import is_sliding_layer
-from ..core.static_steps import DRAFT_BUCKETS, StaticDraftSteps, tree_level_rows
+from ..core.static_steps import StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 
 
@@ -45,7 +45,7 @@ class StaticShapesMixin:
             return
         current = self._static
         if current is None or not current.fits(max_length, compile_options):
-            if current is not None and current.max_cache_len < max_length + DRAFT_BUCKETS[-1]:
+            if current is not None and current.max_cache_len < current.slots_needed(max_length):
                 # each cache length compiles the step graphs anew, and dynamo fails past a number of
                 # graphs per step function (shared by every drafter using it): grow geometrically
                 max_length = max(max_length, 2 * current.max_cache_len)

@@ -135,6 +135,48 @@ def test_lookup_suffix_needs_a_tree_method(bench_model):
         build_methods(["ppow+lookup"])
 
 
+def test_tree_shape_suffix_gives_a_method_its_own_tree(bench_model):
+    """``<method>@D/K/N`` overrides ``--tree-*`` for that method alone, with ``+lookup`` and ``+sized`` after it."""
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    methods = build_methods(["tree", "tree@3/2/5", "tree@1/3/3+lookup"])
+    assert list(methods) == ["stock", "tree", "tree@3/2/5", "tree@1/3/3+lookup"]
+    options = dataclasses.replace(OPTIONS, tree_depth=2, tree_top_k=4, tree_total_tokens=8)
+    configs = {}
+    for name in ("tree", "tree@3/2/5", "tree@1/3/3+lookup"):
+        methods[name].prepare(model, tokenizer, options)
+        config = methods[name].generate_kwargs["assistant_policy"].config
+        configs[name] = (config.depth, config.top_k, config.total_tokens)
+    assert configs == {"tree": (2, 4, 8), "tree@3/2/5": (3, 2, 5), "tree@1/3/3+lookup": (1, 3, 3)}
+    assert "prompt_lookup_num_tokens" in methods["tree@1/3/3+lookup"].generate_kwargs
+    tokens, stats = methods["tree@3/2/5"].generate(prompt(tokenizer))
+    assert tokens == expected and max(stats.draft_depths) <= 3 and max(stats.verified_tokens) <= 5
+    sized = build_methods(["eagle3@3/8/8+lookup+sized"])["eagle3@3/8/8+lookup+sized"]
+    assert sized.sized_cache and sized.tree_shape == (3, 8, 8) and sized.name == "eagle3@3/8/8+lookup+sized"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("plain-steps@1/1/2", r"sets the static tree of tree, eagle3, eagle3-candidate; plain-steps does not draft one"),
+        ("eagle3-radar@2/4/8+lookup", r"eagle3-radar does not draft one"),
+        ("eagle3@3/8", r"write the tree as eagle3@DEPTH/TOP_K/TOKENS, e\.g\. eagle3@3/8/8"),
+        ("eagle3@3/8/x", r"DEPTH/TOP_K/TOKENS"),
+        ("ppow@1/1/1", r"unknown method\(s\) 'ppow@1/1/1'.*@D/K/N"),
+    ],
+)
+def test_tree_shape_suffix_refuses_what_it_cannot_mean(name: str, message: str):
+    with pytest.raises(UnknownMethodError, match=message):
+        build_methods([name])
+
+
+def test_an_impossible_tree_shape_names_the_method(bench_model):
+    """A shape the tree cannot take is refused when the method is prepared, as ``--tree-*`` would be."""
+    model, tokenizer = bench_model
+    with pytest.raises(ValueError, match="total_tokens"):
+        build_methods(["tree@2/4/0"])["tree@2/4/0"].prepare(model, tokenizer, OPTIONS)
+
+
 def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 

@@ -1,8 +1,10 @@
 """The method registry: one small :class:`BenchMethod` subclass per ``--methods`` name.
 
 To add a method, write a module with a ``BenchMethod`` subclass and list the class in
-``METHOD_CLASSES``. ``<method>+lookup`` runs a tree method with the prompt-lookup branch;
-``<method>+sized`` (last) runs it on the compiled path in a StaticCache sized for each call.
+``METHOD_CLASSES``. ``<method>@D/K/N`` runs a static-tree method (``tree``, ``eagle3``, ``eagle3-candidate``)
+on its own tree (depth D, top-k K, N tokens verified) instead of ``--tree-*``, so one interleaved run compares
+trees; ``<method>+lookup`` then runs a tree method with the prompt-lookup branch; ``<method>+sized`` (last) runs
+it on the compiled path in a StaticCache sized for each call: ``eagle3@3/8/8+lookup+sized``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 #: ``<method>+sized``: the engine decodes each call in a StaticCache sized for it (see ``BenchMethod.sized_cache``).
 SIZED_SUFFIX = "+sized"
+#: ``<method>@D/K/N``: a static-tree method on its own tree (see ``BenchMethod.tree_shape``).
+TREE_SHAPE_SEPARATOR = "@"
 REFERENCE_METHOD = Stock.name
 
 
@@ -35,32 +39,62 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     Raises:
         UnknownMethodError: for a name that is not registered, listing the known ones.
     """
-    unknown = [name for name in names if name.removesuffix(SIZED_SUFFIX).removesuffix(LOOKUP_SUFFIX) not in METHODS]
+    unknown = [name for name in names if _registered_name(name) not in METHODS]
     if unknown:
         raise UnknownMethodError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)} "
-            f"(append {LOOKUP_SUFFIX} to a tree method for the prompt-lookup branch, then {SIZED_SUFFIX} for a "
-            "StaticCache sized per call)"
+            f"(append {TREE_SHAPE_SEPARATOR}D/K/N to a static-tree method for its own tree, {LOOKUP_SUFFIX} to a tree "
+            f"method for the prompt-lookup branch, then {SIZED_SUFFIX} for a StaticCache sized per call)"
         )
     ordered = [REFERENCE_METHOD] + [name for name in dict.fromkeys(names) if name != REFERENCE_METHOD]
     return {name: _instantiate(name) for name in ordered}
 
 
+def _registered_name(name: str) -> str:
+    """The registry name in ``<method>[@D/K/N][+lookup][+sized]``."""
+    return name.removesuffix(SIZED_SUFFIX).removesuffix(LOOKUP_SUFFIX).partition(TREE_SHAPE_SEPARATOR)[0]
+
+
 def _instantiate(name: str) -> BenchMethod:
     base_name = name.removesuffix(SIZED_SUFFIX)
+    shaped_name = base_name.removesuffix(LOOKUP_SUFFIX)
+    method = METHODS[_registered_name(name)]()
+    shape = _tree_shape(shaped_name, method) if TREE_SHAPE_SEPARATOR in shaped_name else None
     if base_name.endswith(LOOKUP_SUFFIX):
-        method = WithLookupBranch(METHODS[base_name.removesuffix(LOOKUP_SUFFIX)]())
-    else:
-        method = METHODS[base_name]()
+        method = WithLookupBranch(method)
+    method.name, method.tree_shape = base_name, shape
     if name != base_name:
         method.name, method.sized_cache = name, True
     return method
+
+
+def _tree_shape(shaped_name: str, method: BenchMethod) -> tuple[int, int, int]:
+    """(depth, top_k, total_tokens) of ``<method>@D/K/N``.
+
+    Raises:
+        UnknownMethodError: when the method drafts no static tree of ``--tree-*`` or the shape is not D/K/N.
+    """
+    registered, _, shape = shaped_name.partition(TREE_SHAPE_SEPARATOR)
+    if not method.static_tree:
+        static = ", ".join(name for name, cls in METHODS.items() if cls.static_tree)
+        raise UnknownMethodError(
+            f"{shaped_name!r}: {TREE_SHAPE_SEPARATOR}D/K/N sets the static tree of {static}; {registered} does not draft one."
+        )
+    parts = shape.split("/")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise UnknownMethodError(
+            f"{shaped_name!r}: write the tree as {registered}{TREE_SHAPE_SEPARATOR}DEPTH/TOP_K/TOKENS, e.g. "
+            f"{registered}{TREE_SHAPE_SEPARATOR}3/8/8 (tokens verified per cycle, root included)."
+        )
+    depth, top_k, total_tokens = (int(part) for part in parts)
+    return depth, top_k, total_tokens
 
 
 __all__ = [
     "METHODS",
     "REFERENCE_METHOD",
     "SIZED_SUFFIX",
+    "TREE_SHAPE_SEPARATOR",
     "BenchMethod",
     "MethodUnavailableError",
     "SpeculationStatsLike",

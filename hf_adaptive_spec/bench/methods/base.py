@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
@@ -45,6 +46,10 @@ class BenchMethod(ABC):
     runs_engine: ClassVar[bool] = False
     #: decodes on the fast path with or without ``--compile`` (``stock-compiled``).
     always_fast_path: ClassVar[bool] = False
+    #: drafts the static tree of ``--tree-*`` (``tree``, ``eagle3``), so ``<method>@D/K/N`` can give it another one.
+    static_tree: ClassVar[bool] = False
+    #: ``<method>@D/K/N``: this method's own (depth, top_k, total_tokens), over the run's ``--tree-*``.
+    tree_shape: tuple[int, int, int] | None = None
     #: the StaticCache each call starts from (reset first), on the fast path; None: generate's own cache.
     static_cache: StaticCache | None = None
     #: ``<method>+sized``: each call decodes in a StaticCache sized for it (:func:`sized_cache_length`)
@@ -62,6 +67,9 @@ class BenchMethod(ABC):
             MethodUnavailableError: when an artifact the method needs is missing.
         """
         self.model = model
+        if self.tree_shape is not None:
+            depth, top_k, total_tokens = self.tree_shape
+            options = dataclasses.replace(options, tree_depth=depth, tree_top_k=top_k, tree_total_tokens=total_tokens)
         pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.generate_kwargs: dict[str, Any] = {
             "max_new_tokens": options.max_new_tokens,

@@ -19,6 +19,7 @@ class DVI(Tree):
     learning across questions."""
 
     name = "dvi"
+    static_tree = False  # a chain of --dvi-depth
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions

@@ -24,6 +24,7 @@ class Eagle3DefaultTree(Eagle3):
     """``eagle3`` with EAGLE-3's default tree (depth 7, top_k 10, total_tokens 60), whatever ``--tree-*`` says."""
 
     name = "eagle3-default-tree"
+    static_tree = False
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -37,6 +38,7 @@ class Eagle3Heuristic(Eagle3):
     transformers' assistant does across calls)."""
 
     policy_class: ClassVar[type[DraftPolicy]]
+    static_tree = False
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -63,6 +65,7 @@ class Eagle3LearnedPolicy(Eagle3):
     (the variant trained on the run's cost curve when one is shipped)."""
 
     policy: ClassVar[str]
+    static_tree = False
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions

@@ -22,7 +22,7 @@ class WithLookupBranch(BenchMethod):
     def __init__(self, base: BenchMethod):
         self.base = base
         self.name = base.name + LOOKUP_SUFFIX
-        self.runs_engine = base.runs_engine
+        self.runs_engine, self.static_tree = base.runs_engine, base.static_tree
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions

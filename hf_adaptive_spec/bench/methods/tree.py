@@ -20,6 +20,7 @@ class Tree(BenchMethod):
 
     name = "tree"
     runs_engine = True
+    static_tree = True
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -42,6 +43,7 @@ class PlainSteps(Tree):
     CPU its faster lm_head layout), so a speculative method's gain over it is what speculation adds."""
 
     name = "plain-steps"
+    static_tree = False
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
