@@ -22,4 +22,4 @@ $PY trainers/radar.py --config trainers/recipes/radar_smollm2_compiled.yaml --re
     --output_dir artifacts/radar-smollm2-$NAME > $O/radar_train.log 2>&1
 $PY trainers/resps.py --config trainers/recipes/resps_smollm2_compiled.yaml --recordings $REC \
     --hardware_profile $P --output_dir artifacts/resps-smollm2-$NAME > $O/resps_train.log 2>&1
-$PY results/policies_compiled/stage14/replay_recommend.py --stage $STAGE --profile $P --suffix=$SUFFIX > $O/replay_recommend.log 2>&1
+$PY results/policies_compiled/replay_recommend.py --stage $STAGE --profile $P --suffix=$SUFFIX > $O/replay_recommend.log 2>&1

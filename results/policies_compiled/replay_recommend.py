@@ -1,8 +1,8 @@
 """Replay a stage's three retrained policies with `hf-adaptive-spec profile`'s ranking (cli.recommend), as if
 shipped for the compiled bfloat16 curve, on a given profile (run from the repository root):
 
-    python results/policies_compiled/stage14/replay_recommend.py                     # log: replay_recommend.log
-    python results/policies_compiled/stage14/replay_recommend.py --stage 11 \
+    python results/policies_compiled/replay_recommend.py                     # log: replay_recommend.log
+    python results/policies_compiled/replay_recommend.py --stage 11 \
         --profile artifacts/replay/profile_bf16_compiled_stage11_benchfit.json      # log: replay_fidelity.log
 
 `--stage 11` replays the stage-11 policies on the stage-11 recording (artifacts/{name}-smollm2-stage11,
