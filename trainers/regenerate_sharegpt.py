@@ -12,7 +12,14 @@ python trainers/regenerate_sharegpt.py \
 Rerunning the same command resumes: conversations already in ``--output`` are skipped.
 ``--answers original`` writes ShareGPT's own answers instead (no generation: EAGLE-1's recipe,
 the trainer still takes the target's soft labels), and ``--exclude-ids-from`` keeps the
-conversations of another JSONL file (a held-out set) out of the selection.
+conversations of another JSONL file (a held-out set) out of the selection. ``--task translation`` or
+``--task summarization`` answers requests built from ShareGPT's texts instead of its conversations
+(:mod:`hf_adaptive_spec.training_data.task_prompts`):
+
+```bash
+python trainers/regenerate_sharegpt.py --task translation --num-conversations 400 --dtype bfloat16 \
+    --exclude-ids-from artifacts/eagle3_heldout_regenerated.jsonl --output artifacts/sharegpt_smollm2_translation.jsonl
+```
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from hf_adaptive_spec.training_data import (
     iter_sharegpt,
     regenerate,
     select_subset,
+    task_prompts,
 )
 
 logger = logging.getLogger("regenerate_sharegpt")
@@ -57,6 +65,8 @@ class ScriptArguments:
         exclude_ids_from: JSONL file whose record ids are never selected (a held-out set).
         model: the target that answers (a folder or Hub id); default: the embedded SmolLM2-135M-Instruct.
         device: where the target generates: ``auto`` (CUDA when available, else CPU), ``cpu`` or ``cuda``.
+        task: ``chat`` answers ShareGPT's conversations; ``translation`` or ``summarization`` answers requests
+            built from their texts (one per German sentence, one per long English prose turn).
     """
 
     output: str = field(metadata={"help": "JSONL file the records are appended to."})
@@ -87,6 +97,13 @@ class ScriptArguments:
         default="auto",
         metadata={"help": "Where the target generates: auto (CUDA when available), cpu or cuda.", "choices": ["auto", "cpu", "cuda"]},
     )
+    task: str = field(
+        default="chat",
+        metadata={
+            "help": "chat: ShareGPT's conversations; translation/summarization: requests built from their texts.",
+            "choices": ["chat", "translation", "summarization"],
+        },
+    )
 
 
 def make_parser() -> HfArgumentParser:
@@ -107,6 +124,8 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     if script_args.exclude_ids_from:
         excluded = written_ids(Path(script_args.exclude_ids_from))
         sharegpt = (conversation for conversation in sharegpt if conversation.id not in excluded)
+    if script_args.task != "chat":
+        sharegpt = task_prompts(script_args.task, sharegpt)
     conversations = select_subset(
         drop_leaked(sharegpt, questions),
         script_args.num_conversations,

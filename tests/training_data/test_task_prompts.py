@@ -1,0 +1,111 @@
+import pytest
+
+from hf_adaptive_spec.training_data import task_prompts
+from hf_adaptive_spec.training_data.sharegpt import Conversation, Message
+from hf_adaptive_spec.training_data.task_prompts import (
+    german_sentences,
+    looks_english_prose,
+    looks_german,
+    summarization_prompts,
+    translation_prompts,
+)
+
+GERMAN = (
+    "Die Kugelblitze sind ein bisher noch unzureichend verstandenes Naturphänomen. "
+    "Es gibt verschiedene Theorien zur Erklärung, aber keine von ihnen ist allgemein anerkannt. Ja."
+)
+ENGLISH = (
+    "The committee met on Tuesday to discuss the budget for the next year, and it was agreed that the "
+    "funds for the library would be raised by a small amount. "
+) * 8
+
+
+def _conversation(conversation_id: str, *contents: str) -> Conversation:
+    roles = ["user", "assistant"]
+    return Conversation(
+        id=conversation_id,
+        messages=[Message(role=roles[index % 2], content=content) for index, content in enumerate(contents)],
+    )
+
+
+def test_language_checks_tell_german_from_english_and_code():
+    assert looks_german(GERMAN)
+    assert not looks_german(ENGLISH)
+    assert looks_english_prose(ENGLISH)
+    assert not looks_english_prose(GERMAN)
+    assert not looks_english_prose("```python\n" + ENGLISH + "\n```")
+    assert not looks_english_prose("x = [1, 2, 3]; y = {a: b} " * 20)
+
+
+def test_german_sentences_split_and_drop_short_ones():
+    sentences = list(german_sentences(GERMAN))
+    assert sentences == [
+        "Die Kugelblitze sind ein bisher noch unzureichend verstandenes Naturphänomen.",
+        "Es gibt verschiedene Theorien zur Erklärung, aber keine von ihnen ist allgemein anerkannt.",
+    ]
+
+
+def test_translation_prompts_use_only_german_turns():
+    built = list(translation_prompts([_conversation("a", ENGLISH, GERMAN), _conversation("b", ENGLISH)]))
+    assert [conversation.id for conversation in built] == ["a:translate:0", "a:translate:1"]
+    assert built[0].messages == [
+        Message(
+            role="user",
+            content="Translate German to English: Die Kugelblitze sind ein bisher noch unzureichend verstandenes Naturphänomen.",
+        )
+    ]
+
+
+def test_summarization_prompts_take_the_first_long_prose_turn_once():
+    short = "The cat sat on the mat and it was happy."
+    built = list(summarization_prompts([_conversation("a", short, ENGLISH, ENGLISH + " More."), _conversation("b", short)]))
+    assert [conversation.id for conversation in built] == ["a:summarize"]
+    assert built[0].messages[0]["content"] == "Summarize: " + ENGLISH.strip()
+    assert len(built[0].messages) == 1
+
+
+def test_summarization_length_bounds_are_words():
+    assert not list(summarization_prompts([_conversation("a", ENGLISH)], min_words=1000))
+    assert not list(summarization_prompts([_conversation("a", ENGLISH)], max_words=50))
+
+
+def test_unknown_task_names_the_choices():
+    with pytest.raises(ValueError, match="summarization"):
+        task_prompts("paraphrase", [])
+
+
+def test_one_german_looking_word_does_not_make_a_german_sentence():
+    assert not list(german_sentences("excellent , thanks im downloading now"))
+
+
+def test_regeneration_script_answers_task_requests_and_keeps_evaluation_texts_out(tmp_path, tiny_model, tiny_tokenizer):
+    import json
+    import sys
+
+    sys.path.insert(0, "trainers")
+    try:
+        import regenerate_sharegpt
+    finally:
+        sys.path.remove("trainers")
+    tiny_model.save_pretrained(tmp_path / "target")
+    tiny_tokenizer.save_pretrained(tmp_path / "target")
+    leaked, kept = GERMAN.split(". ")[:2]
+    records = [{"id": "x", "conversations": [{"from": "human", "value": f"{leaked}. {kept}"}, {"from": "gpt", "value": "ok"}]}]
+    (tmp_path / "sharegpt.json").write_text(json.dumps(records), encoding="utf-8")
+    (tmp_path / "eval" / "spec_bench").mkdir(parents=True)
+    question = {"question_id": 1, "category": "translation", "turns": [f"Translate German to English: {leaked}."]}
+    (tmp_path / "eval" / "spec_bench" / "question.jsonl").write_text(json.dumps(question) + "\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    regenerate_sharegpt.main(
+        *regenerate_sharegpt.make_parser().parse_args_into_dataclasses(
+            [
+                "--output", str(output), "--task", "translation", "--model", str(tmp_path / "target"),
+                "--sharegpt-file", str(tmp_path / "sharegpt.json"), "--eval-data-dir", str(tmp_path / "eval"),
+                "--max-new-tokens", "2", "--device", "cpu",
+            ]
+        )
+    )
+    written = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [record["id"] for record in written] == ["x:translate:1"]
+    assert written[0]["conversation"][0]["content"] == f"Translate German to English: {kept}"
+    assert written[0]["conversation"][1]["role"] == "assistant"
