@@ -54,8 +54,8 @@ class ScriptArguments:
 
     Args:
         output: JSONL file the records are appended to.
-        num_conversations: conversations drawn from ShareGPT, among those that are not evaluation
-            prompts and whose first prompt fits ``--max-prompt-tokens``.
+        num_conversations: conversations (with ``--task``, requests built from them) drawn from ShareGPT,
+            among those that are not evaluation prompts and whose first prompt fits ``--max-prompt-tokens``.
         seed: seed of the subset choice and of sampling.
         num_threads: torch CPU threads; None keeps torch's default.
         dtype: weight dtype of the target while generating.
@@ -70,7 +70,9 @@ class ScriptArguments:
     """
 
     output: str = field(metadata={"help": "JSONL file the records are appended to."})
-    num_conversations: int = field(default=3000, metadata={"help": "Conversations drawn from ShareGPT."})
+    num_conversations: int = field(
+        default=3000, metadata={"help": "Conversations (with --task, requests built from them) drawn from ShareGPT."}
+    )
     seed: int = field(default=0, metadata={"help": "Seed of the subset choice and of sampling."})
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; unset keeps torch's default."})
     dtype: str = field(

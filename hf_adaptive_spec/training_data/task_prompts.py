@@ -63,7 +63,8 @@ def german_sentences(text: str, min_words: int = 6, max_words: int = 60) -> Iter
         for sentence in _SENTENCE_END.split(line.strip().lstrip("-*#> ").strip()):
             words = _words(sentence)
             german = sum(word in GERMAN_WORDS for word in words)
-            if min_words <= len(sentence.split()) <= max_words and german >= 2 and looks_german(sentence, min_share=0.08):
+            long_enough = min_words <= len(sentence.split()) <= max_words
+            if long_enough and german >= 2 and looks_german(sentence, min_share=0.08):
                 yield sentence
 
 
@@ -89,7 +90,8 @@ def translation_prompts(conversations: Iterable[Conversation]) -> Iterator[Conve
 def summarization_prompts(
     conversations: Iterable[Conversation], min_words: int = 150, max_words: int = 800
 ) -> Iterator[Conversation]:
-    """``Summarize: <text>`` for the first turn of each conversation that is English prose of ``min_words`` to ``max_words`` words.
+    """``Summarize: <text>`` for the first turn of each conversation that is English prose of ``min_words`` to
+    ``max_words`` words.
 
     Ids are ``<conversation id>:summarize``.
     """

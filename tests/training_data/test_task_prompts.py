@@ -51,14 +51,16 @@ def test_translation_prompts_use_only_german_turns():
     assert built[0].messages == [
         Message(
             role="user",
-            content="Translate German to English: Die Kugelblitze sind ein bisher noch unzureichend verstandenes Naturphänomen.",
+            content="Translate German to English: "
+            "Die Kugelblitze sind ein bisher noch unzureichend verstandenes Naturphänomen.",
         )
     ]
 
 
 def test_summarization_prompts_take_the_first_long_prose_turn_once():
     short = "The cat sat on the mat and it was happy."
-    built = list(summarization_prompts([_conversation("a", short, ENGLISH, ENGLISH + " More."), _conversation("b", short)]))
+    conversations = [_conversation("a", short, ENGLISH, ENGLISH + " More."), _conversation("b", short)]
+    built = list(summarization_prompts(conversations))
     assert [conversation.id for conversation in built] == ["a:summarize"]
     assert built[0].messages[0]["content"] == "Summarize: " + ENGLISH.strip()
     assert len(built[0].messages) == 1
@@ -90,7 +92,8 @@ def test_regeneration_script_answers_task_requests_and_keeps_evaluation_texts_ou
     tiny_model.save_pretrained(tmp_path / "target")
     tiny_tokenizer.save_pretrained(tmp_path / "target")
     leaked, kept = GERMAN.split(". ")[:2]
-    records = [{"id": "x", "conversations": [{"from": "human", "value": f"{leaked}. {kept}"}, {"from": "gpt", "value": "ok"}]}]
+    turns = [{"from": "human", "value": f"{leaked}. {kept}"}, {"from": "gpt", "value": "ok"}]
+    records = [{"id": "x", "conversations": turns}]
     (tmp_path / "sharegpt.json").write_text(json.dumps(records), encoding="utf-8")
     (tmp_path / "eval" / "spec_bench").mkdir(parents=True)
     question = {"question_id": 1, "category": "translation", "turns": [f"Translate German to English: {leaked}."]}
