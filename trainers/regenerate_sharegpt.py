@@ -34,6 +34,7 @@ from transformers import HfArgumentParser, set_seed
 from hf_adaptive_spec.default_model import load_model, resolve_device
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
+    TASK_PROMPTS,
     RegenerationConfig,
     copy_conversations,
     drop_leaked,
@@ -103,7 +104,7 @@ class ScriptArguments:
         default="chat",
         metadata={
             "help": "chat: ShareGPT's conversations; translation/summarization: requests built from their texts.",
-            "choices": ["chat", "translation", "summarization"],
+            "choices": ["chat", *TASK_PROMPTS],
         },
     )
 

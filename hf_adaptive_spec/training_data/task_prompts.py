@@ -41,11 +41,13 @@ def _share(words: list[str], vocabulary: frozenset[str]) -> float:
     return sum(word in vocabulary for word in words) / len(words) if words else 0.0
 
 
-def looks_german(text: str, min_share: float = 0.12) -> bool:
-    """Whether ``text`` reads as German: enough German function words, at least twice its share of English ones."""
+def looks_german(text: str, min_share: float = 0.12, min_count: int = 1) -> bool:
+    """Whether ``text`` reads as German: at least ``min_count`` German function words, ``min_share`` of its
+    words, and at least twice its share of English ones."""
     words = _words(text)
-    german = _share(words, GERMAN_WORDS)
-    return german >= min_share and german > 2 * _share(words, ENGLISH_WORDS)
+    german = sum(word in GERMAN_WORDS for word in words)
+    share = german / len(words) if words else 0.0
+    return german >= min_count and share >= min_share and share > 2 * _share(words, ENGLISH_WORDS)
 
 
 def looks_english_prose(text: str, min_share: float = 0.15) -> bool:
@@ -61,10 +63,8 @@ def german_sentences(text: str, min_words: int = 6, max_words: int = 60) -> Iter
     with at least two German function words (one, such as "im", also occurs in English chat)."""
     for line in text.splitlines():
         for sentence in _SENTENCE_END.split(line.strip().lstrip("-*#> ").strip()):
-            words = _words(sentence)
-            german = sum(word in GERMAN_WORDS for word in words)
             long_enough = min_words <= len(sentence.split()) <= max_words
-            if long_enough and german >= 2 and looks_german(sentence, min_share=0.08):
+            if long_enough and looks_german(sentence, min_share=0.08, min_count=2):
                 yield sentence
 
 
