@@ -39,7 +39,8 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
         depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
         print(f"{name}{label}: first-draft acceptance {point.first_draft_acceptance:.4f} ({point.in_vocabulary_acceptance:.4f} of "
               f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
-              f"chain tau({args.depth}) {point.chain_tau:.4f}, {point.positions} positions", flush=True)
+              f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), {point.positions} positions",
+              flush=True)
 
 
 def main() -> None:

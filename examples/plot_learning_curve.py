@@ -39,7 +39,10 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
         counted = [(t, p.first_draft_acceptance) for t, p in zip(tokens, points) if p.first_draft_acceptance is not None]
         if counted:
             acceptance.plot(*zip(*counted), marker="s", linestyle="--", label=f"{label}, every token")
-        tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=label)
+        tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=f"{label}, every position")
+        walked = [(t, p.decoding_tau) for t, p in zip(tokens, points) if p.decoding_tau is not None]
+        if walked:
+            tau.plot(*zip(*walked), marker="s", linestyle="--", label=f"{label}, walked as decoding walks")
     if reference is not None:
         acceptance.axhline(reference, color="grey", linestyle="--", label=reference_label)
     acceptance.set(xlabel="tokens trained (millions)", ylabel="held-out first-draft acceptance")
@@ -55,14 +58,17 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     lines = [
-        "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ |",
-        "|---|---|---|---|---|---|---|",
+        "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ "
+        "| decoding τ |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, points in curves.items():
         for p in points:
             depths = " / ".join(f"{a:.3f}" for a in p.step_accuracy)
             every = "–" if p.first_draft_acceptance is None else f"{p.first_draft_acceptance:.3f}"
-            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} | {p.chain_tau:.3f} |")
+            walked = "–" if p.decoding_tau is None else f"{p.decoding_tau:.3f}"
+            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} "
+                         f"| {p.chain_tau:.3f} | {walked} |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,8 @@ import torch
 from tiny_models import prompt, tiny_model
 from transformers import DynamicCache
 
-from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 from hf_adaptive_spec.training.eagle3 import (
     Eagle3Config,
     Eagle3Trainer,
@@ -21,6 +22,7 @@ from hf_adaptive_spec.training.eagle3 import (
     chain_accepted,
     collate,
     copy_target_layer,
+    decoding_walk,
     deepen,
     initialize_drafter,
     read_curve,
@@ -49,6 +51,32 @@ def test_chain_accepted_stops_at_the_first_miss():
     hits = [torch.tensor([[True, True, False, True]]), torch.tensor([[True, False, True, True]]), torch.tensor([[False, True, True, True]])]
     valid = torch.tensor([[True, True, True, False]])
     assert chain_accepted(hits, valid).tolist() == [2, 1, 0]
+
+
+def test_decoding_walk_roots_each_cycle_where_the_last_stopped_and_skips_the_prefill_token():
+    # two answers in one row (positions 1-6 and 9-11) and one in another
+    chains = torch.tensor([[9, 9, 2, 0, 0, 1, 3, 9, 9, 9, 1, 0], [0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]])
+    valid = torch.zeros_like(chains, dtype=torch.bool)
+    valid[0, 1:7] = valid[0, 9:12] = valid[1, 0:4] = True
+    # row 0: roots 2 (+3), 5 (+2), 7 stops the first answer; root 10 (+2) ends the second; row 1: root 1 (+3)
+    assert decoding_walk(chains, valid) == [2, 1, 1, 2]
+
+
+def test_decoding_tau_is_the_tau_generate_gets_on_the_same_answers(setup):
+    """A chain policy in generate accepts, cycle by cycle, what the held-out walk says it will."""
+    target, samples, draft = setup
+    depth, live, walked = 3, [], []
+    for sample in samples:
+        ids = torch.tensor([sample["input_ids"][:4]])
+        out = target.generate(ids, max_new_tokens=len(sample["input_ids"]) - 4, do_sample=False, return_dict_in_generate=True,
+                              assistant_model=Eagle3Drafter(draft), assistant_policy=hfas.StaticTreePolicy.chain(depth))
+        assert out.sequences[0].tolist() == sample["input_ids"]
+        live += out.speculation.accepted_lengths
+        walked += HeldOutSet(target, [sample], draft, depth=depth).evaluate(draft).cycles
+    assert walked == live and max(live) >= 2  # multi-token cycles happened
+    point = HeldOutSet(target, samples, draft, depth=depth).point(draft, step=0, input_tokens_seen=0)
+    assert point.decoding_tau == pytest.approx(1 + sum(live) / len(live))
+    assert point.decoding_tau != pytest.approx(point.chain_tau)  # the two measures differ on these answers
 
 
 @torch.no_grad()

@@ -8,7 +8,11 @@ give whether a chain rooted there accepts 1, 2, ... tokens, and from that
 - **first-draft acceptance**: the share of answer positions whose first draft is the target's
   argmax (a token outside the draft vocabulary is a miss, as it is when drafting);
 - **chain τ(d)**: ``1 + E[accepted tokens]`` of a greedy chain of depth ``d`` (tokens per target
-  forward);
+  forward), averaged over every answer position;
+- **decoding τ(d)**: the same chains walked as decoding walks them: the first cycle of each answer
+  starts after the prefill's token, each next one where the last stopped (its accepted tokens and the
+  target's own). Decoding meets the positions after a miss, which are harder than the average, so
+  this is the τ a chain of depth ``d`` gets in ``generate`` on these answers; chain τ overstates it;
 - **draft-vocabulary coverage**, and the first-draft acceptance on the positions whose token the
   draft vocabulary holds (the training loss's positions). Curves written before 2026-11-27 hold
   only this in-vocabulary acceptance, and ``read_curve`` reads their points that way.
@@ -47,8 +51,10 @@ class HeldOutPoint:
         first_draft_acceptance: share of held-out answer positions whose first draft is the target's
             argmax; ``None`` for points of curves written before out-of-vocabulary tokens were counted.
         step_accuracy: the same share for each draft depth (teacher-forced).
-        chain_tau: τ of a greedy chain of depth ``len(step_accuracy)``.
+        chain_tau: τ of a greedy chain of depth ``len(step_accuracy)``, over every answer position.
         positions: held-out positions measured.
+        decoding_tau: τ of the same chains walked cycle by cycle as ``generate`` decodes the answers;
+            ``None`` for points measured before 2026-11-29.
         in_vocabulary_acceptance: first-draft acceptance on the positions whose token the draft
             vocabulary holds (what curves before 2026-11-27 called first-draft acceptance).
         draft_vocab_coverage: share of the answer positions whose token the draft vocabulary holds.
@@ -62,6 +68,7 @@ class HeldOutPoint:
     positions: int
     in_vocabulary_acceptance: float | None = None
     draft_vocab_coverage: float | None = None
+    decoding_tau: float | None = None
 
     @classmethod
     def from_json(cls, record: dict) -> HeldOutPoint:
@@ -73,11 +80,44 @@ class HeldOutPoint:
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
     """Tokens a greedy chain rooted at each valid position accepts: depth ``k + 1`` needs steps ``0..k`` all right."""
+    return _chains(hits, valid)[valid]
+
+
+def _chains(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
     alive, accepted = valid.clone(), torch.zeros(valid.shape, dtype=torch.long, device=valid.device)
     for hit in hits:
         alive &= hit
         accepted += alive
-    return accepted[valid]
+    return accepted
+
+
+def decoding_walk(chains: torch.Tensor, valid: torch.Tensor) -> list[int]:
+    """The accepted tokens of each cycle when ``generate`` decodes every answer with these chains.
+
+    ``chains[b, t]`` is what a chain rooted at position ``t`` accepts (:func:`chain_accepted`'s per
+    position) and ``valid`` marks the answer positions; each answer is a run of them. Its first
+    position's token comes from the prefill, so the first cycle is rooted at the second; a cycle
+    rooted at ``t`` commits its accepted tokens and the target's next one, so the next cycle is
+    rooted at ``t + accepted + 1``.
+    """
+    cycles: list[int] = []
+    for row, mask in zip(chains.tolist(), valid.tolist()):
+        start = None
+        for t, is_answer in enumerate([*mask, False]):
+            if is_answer and start is None:
+                start = t
+            elif not is_answer and start is not None:
+                cycles += _walk(row, start + 1, t)
+                start = None
+    return cycles
+
+
+def _walk(chains: list[int], root: int, end: int) -> list[int]:
+    accepted = []
+    while root < end:
+        accepted.append(chains[root])
+        root += chains[root] + 1
+    return accepted
 
 
 class HeldOutSet:
@@ -148,6 +188,7 @@ class HeldOutSet:
             positions=int(accepted.numel()),
             in_vocabulary_acceptance=counts.hits[0] / max(counts.in_vocabulary, 1),
             draft_vocab_coverage=counts.in_vocabulary / max(counts.answers[0], 1),
+            decoding_tau=1.0 + sum(counts.cycles) / len(counts.cycles) if counts.cycles else 1.0,
         )
 
 
@@ -160,6 +201,7 @@ class HeldOutCounts:
         self.hits, self.answers = [0] * depth, [0] * depth
         self.in_vocabulary = 0
         self.accepted: list[torch.Tensor] = []
+        self.cycles: list[int] = []
 
     def add(self, steps: list[TTTStep]) -> None:
         hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
@@ -167,7 +209,10 @@ class HeldOutCounts:
             self.hits[k] += int(hit.sum())
             self.answers[k] += int(step.answer_mask.sum())
         self.in_vocabulary += int(steps[0].mask.sum())
-        self.accepted.append(chain_accepted(hits, steps[0].answer_mask.bool()).cpu())
+        valid = steps[0].answer_mask.bool()
+        chains = _chains(hits, valid)
+        self.accepted.append(chains[valid].cpu())
+        self.cycles += decoding_walk(chains, valid)
 
     def accuracy(self) -> list[float]:
         """Per draft depth: hits over every answer position."""
@@ -230,8 +275,9 @@ class HeldOutCurveCallback(TrainerCallback):
         self.points.append(point)
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(
-            "held-out at step %d (%d tokens): first-draft acceptance %.4f (%.4f of the %.3f in the draft vocabulary), chain tau(%d) %.4f",
+            "held-out at step %d (%d tokens): first-draft acceptance %.4f (%.4f of the %.3f in the draft vocabulary), "
+            "chain tau(%d) %.4f, decoding tau %.4f",
             point.step, point.input_tokens_seen, point.first_draft_acceptance, point.in_vocabulary_acceptance,
-            point.draft_vocab_coverage, self.held_out.depth, point.chain_tau,
+            point.draft_vocab_coverage, self.held_out.depth, point.chain_tau, point.decoding_tau,
         )
         write_curve(args.output_dir, self.points)
