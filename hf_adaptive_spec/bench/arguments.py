@@ -124,7 +124,8 @@ class MethodOptions:
         compile: run every method of this project's engine on the compiled fast path (a fixed
             StaticCache and ``torch.compile``, as ``stock-compiled`` runs stock generate).
         max_cache_len: slots of the StaticCache of ``stock-compiled`` and ``--compile`` (one cache
-            shared by all of them); default: enough for the longest question.
+            shared by all of them); default: enough for the longest question. A value too short for some
+            question's first turn is refused before the run, with the questions and the length they need.
     """
 
     _argument_group_name = "methods"
@@ -175,7 +176,8 @@ class MethodOptions:
         default=False, metadata={"help": "Run this project's engine methods on the compiled static-cache path."}
     )
     max_cache_len: int | None = field(
-        default=None, metadata={"help": "StaticCache length of stock-compiled and --compile (default: fits the questions)."}
+        default=None, metadata={"help": "StaticCache length of stock-compiled and --compile (default: fits the questions; one too "
+                          "short for a question's first turn is refused before the run)."}
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from ..generation.static_path import DEFAULT_BUCKETS, fast_path, fast_path_compile_config
+from .conversation import turn_prompt_ids
 from .questions import Question
 
 
@@ -46,10 +47,11 @@ def longest_prompt(model: PreTrainedModel, cache_length: int, max_new_tokens: in
 def static_cache_length(
     tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int, granularity: int = 128
 ) -> int:
-    """Slots that fit every question's last turn: its turns' text, a chat-template allowance, an
-    answer of ``max_new_tokens`` per earlier turn, the new tokens and the largest verification
-    bucket, rounded up to ``granularity``."""
-    template_allowance = 16
+    """Slots that fit every question's last turn: its turns' text, a chat-template allowance per turn (what the
+    template adds to an empty first turn, its system prompt included, and at least 16), an answer of
+    ``max_new_tokens`` per earlier turn, the new tokens and the largest verification bucket, rounded up to
+    ``granularity``."""
+    template_allowance = max(16, turn_prompt_ids(tokenizer, [""], []).shape[1])
     longest = 0
     for question in questions:
         text_tokens = sum(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for turn in question.turns)
@@ -58,7 +60,22 @@ def static_cache_length(
     needed = longest + 1 + DEFAULT_BUCKETS[-1]
     return -(-needed // granularity) * granularity
 
+def first_turns_too_long(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int,
+    max_cache_len: int,
+) -> dict[int | str, int]:
+    """The slots each question needs whose first turn cannot be decoded in ``max_cache_len`` (its chat-template
+    prompt, ``max_new_tokens`` and the last tree padded to the largest bucket), by question id. A first turn's
+    prompt is known before the run; later turns' grow with the answers, which only the run knows."""
+    needs = {
+        question.question_id: fast_path(model).needed_slots(turn_prompt_ids(tokenizer, question.turns, []).shape[1] + max_new_tokens)
+        for question in questions
+    }
+    return {question_id: slots for question_id, slots in needs.items() if slots > max_cache_len}
+
+
 __all__ = [
+    "first_turns_too_long",
     "fast_path_compile_config",
     "longest_prompt",
     "shared_static_cache",

@@ -105,6 +105,33 @@ def test_usage_errors(tmp_path: Path, capsys):
     assert exit_info.value.code == 2
 
 
+def test_a_cache_too_short_for_a_first_turn_is_refused_before_the_run(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+    from hf_adaptive_spec.bench.fast_path import first_turns_too_long
+    from hf_adaptive_spec.bench.questions import load_questions
+    from hf_adaptive_spec.generation.static_path import fast_path
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(bench_model_dir), AutoTokenizer.from_pretrained(bench_model_dir)
+    questions = load_questions(questions_file, None, None, None)
+    needs = {q.question_id: turn_prompt_ids(tokenizer, q.turns, []).shape[1] + 6 + fast_path(model).largest_bucket for q in questions}
+    longest = max(needs.values())
+    assert first_turns_too_long(model, tokenizer, questions, 6, longest) == {}
+    assert first_turns_too_long(model, tokenizer, questions, 6, longest - 1) == {
+        question_id: slots for question_id, slots in needs.items() if slots == longest
+    }
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--compile", "--max_cache_len", str(longest - 1))
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"--max_cache_len {longest - 1} cannot hold the first turn of" in error
+    assert f"pass --max_cache_len >= {longest}, or leave it unset" in error
+    assert not out.exists() and not (tmp_path / "out.progress.jsonl").exists()  # refused before any method ran
+
+
 def test_top_level_cli_dispatches_to_bench(capsys):
     assert top_level.main(["bench", "--methods", "nope"]) == 2
     assert "unknown method(s) 'nope'" in capsys.readouterr().err
