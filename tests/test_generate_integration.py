@@ -123,6 +123,19 @@ def test_statistics_on_output_and_after_a_plain_call(llama):
     assert 1 + sum(llama.last_speculation.accepted_lengths) + llama.last_speculation.cycles == 9
 
 
+def test_statistics_count_only_the_tokens_returned_when_generation_stops_inside_a_cycle(llama):
+    """The drafter is the target (every draft accepted, 5 tokens a cycle); an end-of-sequence token met inside a
+    cycle's accepted drafts drops the rest, and τ counts what generate returned."""
+    ids = prompt(5, seed=16)
+    plain = llama.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1] :].tolist()
+    stop = next(i for i in range(2, 20) if plain[i] not in plain[:i] and i % 5 != 0)  # not a cycle's last token
+    out = llama.generate(ids, max_new_tokens=20, do_sample=False, eos_token_id=plain[stop], pad_token_id=0,
+                         return_dict_in_generate=True, **_spec(llama))
+    assert out.sequences[0, ids.shape[1] :].tolist() == plain[: stop + 1]
+    stats = out.speculation
+    assert 1 + sum(stats.accepted_lengths) + stats.cycles == stop + 1
+
+
 def test_calls_without_policy_take_the_stock_path(llama, monkeypatch):
     from hf_adaptive_spec.generation import speculative_decoding
 

@@ -103,7 +103,7 @@ class ScriptArguments:
     task: str = field(
         default="chat",
         metadata={
-            "help": "chat: ShareGPT's conversations; translation/summarization: requests built from their texts.",
+            "help": f"chat: ShareGPT's conversations; {'/'.join(TASK_PROMPTS)}: requests built from their texts.",
             "choices": ["chat", *TASK_PROMPTS],
         },
     )

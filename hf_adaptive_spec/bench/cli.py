@@ -15,7 +15,7 @@ from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..profiling import recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
-from .fast_path import first_turns_too_long, static_cache_length
+from .fast_path import first_turn_slots, static_cache_length
 from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import build_methods
@@ -93,7 +93,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
-    if options.compile or any(method.always_fast_path for method in methods.values()):
+    if any(method.on_fast_path(options) for method in methods.values()):
         _size_static_cache(model, tokenizer, questions, options)
     for name, method in methods.items():
         try:
@@ -127,9 +127,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
 def _size_static_cache(model, tokenizer, questions: list[Question], options: MethodOptions) -> None:
     """Set ``--max_cache_len`` to fit the questions when it is unset; when it is set, refuse before the run
     a value some question's first turn cannot be decoded in (rather than stop at that question)."""
+    needs = first_turn_slots(model, tokenizer, questions, options.max_new_tokens)
     if options.max_cache_len is None:
-        options.max_cache_len = static_cache_length(tokenizer, questions, options.max_new_tokens)
-    too_long = first_turns_too_long(model, tokenizer, questions, options.max_new_tokens, options.max_cache_len)
+        options.max_cache_len = max(static_cache_length(tokenizer, questions, options.max_new_tokens), *needs.values())
+    too_long = {question_id: slots for question_id, slots in needs.items() if slots > options.max_cache_len}
     if too_long:
         listed = ", ".join(f"{question_id} ({slots})" for question_id, slots in list(too_long.items())[:5])
         more = f" and {len(too_long) - 5} more" if len(too_long) > 5 else ""

@@ -60,23 +60,23 @@ def static_cache_length(
     needed = longest + 1 + DEFAULT_BUCKETS[-1]
     return -(-needed // granularity) * granularity
 
-def first_turns_too_long(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int,
-    max_cache_len: int,
+
+def first_turn_slots(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, questions: list[Question], max_new_tokens: int
 ) -> dict[int | str, int]:
-    """The slots each question needs whose first turn cannot be decoded in ``max_cache_len`` (its chat-template
-    prompt, ``max_new_tokens`` and the last tree padded to the largest bucket), by question id. A first turn's
-    prompt is known before the run; later turns' grow with the answers, which only the run knows."""
-    needs = {
-        question.question_id: fast_path(model).needed_slots(turn_prompt_ids(tokenizer, question.turns, []).shape[1] + max_new_tokens)
+    """The slots each question's first turn needs on the fast path (its chat-template prompt, ``max_new_tokens``
+    and the last tree padded to the largest bucket), by question id. A first turn's prompt is known before the
+    run; later turns' grow with the answers, which only the run knows."""
+    path = fast_path(model)
+    return {
+        question.question_id: path.needed_slots(turn_prompt_ids(tokenizer, question.turns, []).shape[1] + max_new_tokens)
         for question in questions
     }
-    return {question_id: slots for question_id, slots in needs.items() if slots > max_cache_len}
 
 
 __all__ = [
-    "first_turns_too_long",
     "fast_path_compile_config",
+    "first_turn_slots",
     "longest_prompt",
     "shared_static_cache",
     "sized_cache_length",

@@ -272,7 +272,7 @@ class _Decoder:
         else:  # the drafter did not run and has yet to read new_features
             kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
         drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)
-        self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time)
+        self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
 
     def _give_feedback(self, outcome: DraftOutcome, times: DraftTimes) -> None:
@@ -320,9 +320,11 @@ class _Decoder:
         return replace(config, total_tokens=room)
 
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
-                drafter_accepted: int, times: DraftTimes, verify_time: float) -> None:
+                drafter_accepted: int, times: DraftTimes, verify_time: float, emitted: int) -> None:
+        """Statistics count the tokens the cycle emitted (a stopping criterion met inside the accepted path drops
+        the rest, and τ counts what generate returns); the policy observes what verification accepted."""
         stats = self.stats
-        stats.record(accepted=len(result.path) - 1, depth=draft_depth, verified=len(tree), levels=times.levels)
+        stats.record(accepted=emitted - 1, depth=draft_depth, verified=len(tree), levels=times.levels)
         stats.draft_time += times.draft
         stats.policy_time += times.policy
         stats.verify_time += verify_time

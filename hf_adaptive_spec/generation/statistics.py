@@ -13,7 +13,10 @@ class SpeculationStats:
     """What one speculative ``generate`` call did.
 
     ``accepted_lengths[i]`` counts the drafted tokens accepted in cycle ``i`` (the target's
-    bonus token excluded); every cycle is one target forward. Times are wall seconds.
+    bonus token excluded); every cycle is one target forward. When a stopping criterion (an
+    end-of-sequence token) ends generation inside a cycle's accepted tokens, that cycle counts
+    the tokens it emitted less one, so τ is tokens returned per target forward. Times are wall
+    seconds.
     """
 
     accepted_lengths: list[int] = field(default_factory=list)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hf_adaptive_spec import cli as top_level
-from hf_adaptive_spec.bench.cli import main
+from hf_adaptive_spec.bench.arguments import MethodOptions
+from hf_adaptive_spec.bench.cli import _size_static_cache, main
 
 
 def bench_argv(model_dir: Path, questions: Path, out: Path, *extra: str) -> list[str]:
@@ -111,20 +112,23 @@ def test_a_cache_too_short_for_a_first_turn_is_refused_before_the_run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hf_adaptive_spec.bench.conversation import turn_prompt_ids
-    from hf_adaptive_spec.bench.fast_path import first_turns_too_long
+    from hf_adaptive_spec.bench.fast_path import first_turn_slots
     from hf_adaptive_spec.bench.questions import load_questions
     from hf_adaptive_spec.generation.static_path import fast_path
 
     model, tokenizer = AutoModelForCausalLM.from_pretrained(bench_model_dir), AutoTokenizer.from_pretrained(bench_model_dir)
     questions = load_questions(questions_file, None, None, None)
     needs = {q.question_id: turn_prompt_ids(tokenizer, q.turns, []).shape[1] + 6 + fast_path(model).largest_bucket for q in questions}
+    assert first_turn_slots(model, tokenizer, questions, 6) == needs
     longest = max(needs.values())
-    assert first_turns_too_long(model, tokenizer, questions, 6, longest) == {}
-    assert first_turns_too_long(model, tokenizer, questions, 6, longest - 1) == {
-        question_id: slots for question_id, slots in needs.items() if slots == longest
-    }
+    options = MethodOptions(max_new_tokens=6, compile=True, max_cache_len=longest)
+    _size_static_cache(model, tokenizer, questions, options)  # exactly enough is enough
+    unset = MethodOptions(max_new_tokens=6, compile=True)
+    _size_static_cache(model, tokenizer, questions, unset)
+    assert unset.max_cache_len >= longest  # the default fits every first turn
     out = tmp_path / "out.json"
     argv = bench_argv(bench_model_dir, questions_file, out, "--compile", "--max_cache_len", str(longest - 1))
+    argv[argv.index("--methods") + 1] = "stock,stock-compiled"  # stock-compiled decodes in the run's cache
     assert main(argv) == 2
     error = capsys.readouterr().err
     assert f"--max_cache_len {longest - 1} cannot hold the first turn of" in error

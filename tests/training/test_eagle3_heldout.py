@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 import pytest
 import torch
@@ -62,19 +63,41 @@ def test_decoding_walk_roots_each_cycle_where_the_last_stopped_and_skips_the_pre
     assert decoding_walk(chains, valid) == [2, 1, 1, 2]
 
 
-def test_decoding_tau_is_the_tau_generate_gets_on_the_same_answers(setup):
-    """A chain policy in generate accepts, cycle by cycle, what the held-out walk says it will."""
+def test_decoding_walk_stops_at_the_answers_last_token_and_at_its_end_marker():
+    chains = torch.tensor([[0, 5, 0, 0, 0, 0, 0, 0], [0, 2, 0, 0, 3, 0, 0, 0]])
+    valid = torch.tensor([[True] * 4 + [False] * 4, [True] * 8])
+    # row 0: the chain at root 1 would accept 5, but 2 answer tokens and the target's own are all that is left;
+    # row 1: roots 1 (+3) and 4, whose chain of 3 ends at the answer's last token
+    assert decoding_walk(chains, valid) == [2, 2, 3]
+    ended = torch.zeros_like(valid)
+    ended[1, 5] = True  # row 1's token 6 ends its answer: root 4's cycle emits it as the target's token
+    assert decoding_walk(chains, valid, ended) == [2, 2, 0]
+
+
+@pytest.mark.parametrize("end_marker", [False, True])
+def test_decoding_tau_is_the_tau_generate_gets_on_the_same_answers(setup, end_marker):
+    """A chain policy in generate accepts, cycle by cycle, what the held-out walk says it will, to the length cap
+    and (``end_marker``: a frequent answer token made the end-of-sequence token) to the end of the answer."""
     target, samples, draft = setup
-    depth, live, walked = 3, [], []
-    for sample in samples:
-        ids = torch.tensor([sample["input_ids"][:4]])
-        out = target.generate(ids, max_new_tokens=len(sample["input_ids"]) - 4, do_sample=False, return_dict_in_generate=True,
-                              assistant_model=Eagle3Drafter(draft), assistant_policy=hfas.StaticTreePolicy.chain(depth))
-        assert out.sequences[0].tolist() == sample["input_ids"]
-        live += out.speculation.accepted_lengths
-        walked += HeldOutSet(target, [sample], draft, depth=depth).evaluate(draft).cycles
-    assert walked == live and max(live) >= 2  # multi-token cycles happened
-    point = HeldOutSet(target, samples, draft, depth=depth).point(draft, step=0, input_tokens_seen=0)
+    depth, live, walked, stopped_early = 3, [], [], 0
+    eos = target.generation_config.eos_token_id
+    if end_marker:
+        target.generation_config.eos_token_id = Counter(t for s in samples for t in s["input_ids"][10:]).most_common(1)[0][0]
+    try:
+        for sample in samples:
+            ids = torch.tensor([sample["input_ids"][:4]])
+            out = target.generate(ids, max_new_tokens=len(sample["input_ids"]) - 4, do_sample=False, return_dict_in_generate=True,
+                                  assistant_model=Eagle3Drafter(draft), assistant_policy=hfas.StaticTreePolicy.chain(depth))
+            generated = out.sequences[0].tolist()
+            assert sample["input_ids"][: len(generated)] == generated
+            stopped_early += len(generated) < len(sample["input_ids"])
+            live += out.speculation.accepted_lengths
+            walked += HeldOutSet(target, [sample], draft, depth=depth).evaluate(draft).cycles
+        point = HeldOutSet(target, samples, draft, depth=depth).point(draft, step=0, input_tokens_seen=0)
+    finally:
+        target.generation_config.eos_token_id = eos
+    assert walked == live and max(live) >= (1 if end_marker else 2)  # cycles that accepted drafts happened
+    assert (stopped_early > 0) == end_marker
     assert point.decoding_tau == pytest.approx(1 + sum(live) / len(live))
     assert point.decoding_tau != pytest.approx(point.chain_tau)  # the two measures differ on these answers
 

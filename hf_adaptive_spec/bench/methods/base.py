@@ -77,13 +77,18 @@ class BenchMethod(ABC):
             "pad_token_id": pad_token_id,
             **self.method_kwargs(model, tokenizer, options),
         }
-        if self.always_fast_path or (options.compile and self.runs_engine):
+        if self.on_fast_path(options):
             self.use_fast_path(options)
         elif self.sized_cache:
             raise MethodUnavailableError(
                 f"{self.name}: +sized sizes the StaticCache of the compiled fast path: run it with --compile, on a tree "
                 "method or stock-compiled."
             )
+
+    def on_fast_path(self, options: MethodOptions) -> bool:
+        """Whether this method decodes on the bench's shared StaticCache (``stock-compiled``, or the engine with
+        ``--compile``)."""
+        return self.always_fast_path or (options.compile and self.runs_engine)
 
     def use_fast_path(self, options: MethodOptions) -> None:
         """Decode on the bench's shared StaticCache with its compile configuration."""

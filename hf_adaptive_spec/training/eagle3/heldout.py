@@ -80,10 +80,11 @@ class HeldOutPoint:
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
     """Tokens a greedy chain rooted at each valid position accepts: depth ``k + 1`` needs steps ``0..k`` all right."""
-    return _chains(hits, valid)[valid]
+    return chain_lengths(hits, valid)[valid]
 
 
-def _chains(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
+def chain_lengths(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
+    """:func:`chain_accepted` at every position, ``[B, L]`` (0 where ``valid`` is not set)."""
     alive, accepted = valid.clone(), torch.zeros(valid.shape, dtype=torch.long, device=valid.device)
     for hit in hits:
         alive &= hit
@@ -91,23 +92,27 @@ def _chains(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
     return accepted
 
 
-def decoding_walk(chains: torch.Tensor, valid: torch.Tensor) -> list[int]:
+def decoding_walk(chains: torch.Tensor, valid: torch.Tensor, ended: torch.Tensor | None = None) -> list[int]:
     """The accepted tokens of each cycle when ``generate`` decodes every answer with these chains.
 
-    ``chains[b, t]`` is what a chain rooted at position ``t`` accepts (:func:`chain_accepted`'s per
-    position) and ``valid`` marks the answer positions; each answer is a run of them. Its first
-    position's token comes from the prefill, so the first cycle is rooted at the second; a cycle
-    rooted at ``t`` commits its accepted tokens and the target's next one, so the next cycle is
-    rooted at ``t + accepted + 1``.
+    ``chains`` is :func:`chain_lengths`'s ``[B, L]``: what a chain rooted at draft position ``t`` accepts
+    (its first draft is token ``t + 2``); ``valid`` marks the answer positions, each answer a run of them;
+    ``ended[b, t]`` says token ``t + 1`` is an end-of-sequence token, after which ``generate`` drafts no more.
+    The answer's first token comes from the prefill, so its first cycle is rooted at its second position;
+    a cycle rooted at ``t`` commits its accepted tokens and the target's next one, so the next is rooted at
+    ``t + accepted + 1``; the last cycle accepts no token past the answer's last (``generate``'s length cap
+    and its end-of-sequence stop).
     """
     cycles: list[int] = []
-    for row, mask in zip(chains.tolist(), valid.tolist()):
+    ended_rows = ended.tolist() if ended is not None else [[False] * chains.shape[1]] * chains.shape[0]
+    for row, mask, stops in zip(chains.tolist(), valid.tolist(), ended_rows):
         start = None
         for t, is_answer in enumerate([*mask, False]):
             if is_answer and start is None:
                 start = t
             elif not is_answer and start is not None:
-                cycles += _walk(row, start + 1, t)
+                end = next((u for u in range(start, t) if stops[u]), t)
+                cycles += _walk(row, start + 1, end)
                 start = None
     return cycles
 
@@ -115,8 +120,8 @@ def decoding_walk(chains: torch.Tensor, valid: torch.Tensor) -> list[int]:
 def _walk(chains: list[int], root: int, end: int) -> list[int]:
     accepted = []
     while root < end:
-        accepted.append(chains[root])
-        root += chains[root] + 1
+        accepted.append(min(chains[root], end - root - 1))
+        root += accepted[-1] + 1
     return accepted
 
 
@@ -138,6 +143,8 @@ class HeldOutSet:
             raise ValueError("A held-out set needs at least one conversation with an assistant turn.")
         self.depth = depth
         features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+        eos = target.generation_config.eos_token_id
+        self.end_ids = torch.tensor([] if eos is None else [eos] if isinstance(eos, int) else list(eos), dtype=torch.long)
         self.samples = []
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
@@ -171,7 +178,8 @@ class HeldOutSet:
             for input_ids, fused, target_logits, loss_mask in self.samples:
                 device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
                 batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
-                counts.add(ttt_unroll(draft, batch, self.depth))
+                ended = torch.isin(batch.input_ids[:, 1:], self.end_ids.to(device))  # token t + 1 ends the answer
+                counts.add(ttt_unroll(draft, batch, self.depth), ended)
         finally:
             draft.train(was_training)
         return counts
@@ -203,16 +211,17 @@ class HeldOutCounts:
         self.accepted: list[torch.Tensor] = []
         self.cycles: list[int] = []
 
-    def add(self, steps: list[TTTStep]) -> None:
+    def add(self, steps: list[TTTStep], ended: torch.Tensor | None = None) -> None:
+        """Tally one batch's unrolled steps; ``ended`` as :func:`decoding_walk` takes it."""
         hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
         for k, (hit, step) in enumerate(zip(hits, steps)):
             self.hits[k] += int(hit.sum())
             self.answers[k] += int(step.answer_mask.sum())
         self.in_vocabulary += int(steps[0].mask.sum())
         valid = steps[0].answer_mask.bool()
-        chains = _chains(hits, valid)
+        chains = chain_lengths(hits, valid)
         self.accepted.append(chains[valid].cpu())
-        self.cycles += decoding_walk(chains, valid)
+        self.cycles += decoding_walk(chains, valid, ended)
 
     def accuracy(self) -> list[float]:
         """Per draft depth: hits over every answer position."""
