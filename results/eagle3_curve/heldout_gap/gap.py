@@ -56,8 +56,9 @@ for q in questions:
     held = HeldOutSet(model, [sample], drafter.model, depth=a.depth).evaluate(drafter.model)
     chains = held.accepted[0].tolist()  # per answer position, in order
     rows.append({"question_id": q["question_id"], "category": q["category"], "answer_tokens": len(answer),
-                 "live_accepted": list(out.speculation.accepted_lengths), "chains": chains,
+                 "live_accepted": list(out.speculation.accepted_lengths), "chains": chains, "walked": held.cycles,
                  "first_draft_hits": held.hits[0], "positions": held.answers[0]})
     print(q["question_id"], q["category"], len(answer), "live", round(out.speculation.mean_accepted_tokens, 3),
+          "walked", round(1 + sum(held.cycles) / max(len(held.cycles), 1), 3),
           "heldout", round(1 + sum(chains) / max(len(chains), 1), 3), round(time.time() - start, 1), flush=True)
 json.dump({"settings": vars(a), "rows": rows}, open(a.json, "w"))

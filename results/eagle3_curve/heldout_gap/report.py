@@ -4,17 +4,6 @@ python results/eagle3_curve/heldout_gap/report.py results/eagle3_curve/heldout_g
 """
 import collections, json, sys
 
-import torch
-
-from hf_adaptive_spec.training.eagle3 import decoding_walk
-
-
-def walk(chains: list[int]) -> tuple[int, int]:
-    """(tokens, cycles) of the held-out walk over one answer (``HeldOutPoint.decoding_tau``'s walk)."""
-    cycles = decoding_walk(torch.tensor([chains]), torch.ones(1, len(chains), dtype=torch.bool))
-    return sum(cycles) + len(cycles), len(cycles)
-
-
 rows = json.load(open(sys.argv[1]))["rows"]
 by = collections.defaultdict(lambda: collections.Counter())
 for r in rows:
@@ -26,9 +15,8 @@ for r in rows:
         c["held_tokens"] += sum(r["chains"]) + len(r["chains"])
         c["held_positions"] += len(r["chains"])
         c["held_first"] += r["first_draft_hits"]
-        tokens, cycles = walk(r["chains"])
-        c["walk_tokens"] += tokens
-        c["walk_cycles"] += cycles
+        c["walk_tokens"] += sum(r["walked"]) + len(r["walked"])  # HeldOutCounts.cycles: the decoding walk
+        c["walk_cycles"] += len(r["walked"])
         c["questions"] += 1
 print("| category | questions | live τ | walk τ | held-out measure τ | live first-draft acceptance | held-out first-draft acceptance |")
 print("|---|---|---|---|---|---|---|")
@@ -36,3 +24,5 @@ for key, c in sorted(by.items(), key=lambda kv: (kv[0] == "all", kv[0])):
     print(f"| {key} | {c['questions']} | {c['live_tokens'] / c['live_cycles']:.3f} | {c['walk_tokens'] / c['walk_cycles']:.3f} | "
           f"{c['held_tokens'] / c['held_positions']:.3f} | {c['live_first'] / c['live_cycles']:.3f} | "
           f"{c['held_first'] / c['held_positions']:.3f} |")
+same = sum(r["walked"] == r["live_accepted"] for r in rows)
+print(f"\nturns where the walk equals generate's accepted lengths cycle by cycle: {same} of {len(rows)}")
