@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from tiny_models import FAMILIES, prompt, tiny_model
-from hf_adaptive_spec.core import FeatureCapture, compact_cache, prepare_cache_for_trees, tree_attention_mask
+from hf_adaptive_spec.core import (
+    FeatureCapture,
+    compact_cache,
+    end_of_sequence_ids,
+    prepare_cache_for_trees,
+    tree_attention_mask,
+)
 
 
 def _tree() -> hfas.DraftTree:
@@ -67,3 +75,13 @@ def test_feature_capture_equals_output_hidden_states(llama):
             llama(ids)
     for index in (0, 2, 4):
         torch.testing.assert_close(capture.latest[index], reference[index])
+
+
+@pytest.mark.parametrize(
+    ("config_eos", "tokenizer_eos", "expected"),
+    [(2, 9, (2,)), ([2, 5], 9, (2, 5)), (None, 9, (9,)), (None, None, ())],
+)
+def test_end_of_sequence_ids_are_the_generation_configs_then_the_tokenizers(config_eos, tokenizer_eos, expected):
+    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=config_eos))
+    assert end_of_sequence_ids(model, SimpleNamespace(eos_token_id=tokenizer_eos)) == expected
+    assert end_of_sequence_ids(model) == (() if config_eos is None else expected)

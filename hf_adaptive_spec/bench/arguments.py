@@ -36,6 +36,9 @@ class BenchArguments:
         progress: show a progress bar.
         reference: the method ``summary[m].speedup`` is relative to (``speedup_vs_stock`` is always
             there too); e.g. ``stock-compiled`` to measure against transformers' own fast path.
+        fp32_agreement: below float32, also answer each turn's prompt with a float32 copy of the model
+            (untimed) and report every method's agreement with that answer; ``--no_fp32_agreement`` skips it
+            (it costs one eager float32 stock generation per turn, the longest part of a run at long lengths).
     """
 
     _argument_group_name = "benchmark"
@@ -78,6 +81,13 @@ class BenchArguments:
     progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})
     reference: str = field(
         default="stock", metadata={"help": "Method the summary's speedup is relative to (speedup_vs_stock is kept)."}
+    )
+    fp32_agreement: bool = field(
+        default=True,
+        metadata={
+            "help": "Below float32, report each method's agreement with a float32 stock answer (untimed; "
+            "--no_fp32_agreement skips it: it costs an eager float32 generation per turn)."
+        },
     )
 
     @property

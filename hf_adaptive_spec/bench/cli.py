@@ -102,7 +102,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
-    fp32_model = load_model(args.model, "float32", model.device)[0] if args.dtype != "float32" else None
+    fp32_model = load_model(args.model, "float32", model.device)[0] if _measures_fp32_agreement(args) else None
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
@@ -207,8 +207,15 @@ def _rebuilt_report_path(args: BenchArguments) -> Path:
     return args.json
 
 
+def _measures_fp32_agreement(args: BenchArguments) -> bool:
+    return args.dtype != "float32" and args.fp32_agreement
+
+
 def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:
-    """What the measurements depend on: a resumed run must match the progress file on these."""
+    """What the measurements depend on: a resumed run must match the progress file on these. A run without
+    the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
+    progress files written before the option was added measured it, so no key means measured."""
+    skipped = {"fp32_agreement": False} if args.dtype != "float32" and not args.fp32_agreement else {}
     return {
         "model": args.model or DEFAULT_MODEL_ID,
         "dtype": args.dtype,
@@ -216,4 +223,5 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
         "num_threads": torch.get_num_threads(),
         "questions": str(args.questions.resolve()),
         "options": asdict(options),
+        **skipped,
     }

@@ -6,7 +6,7 @@ from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_a
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead, TopLogitsRescorer
-from .sequences import common_prefix_length
+from .sequences import common_prefix_length, end_of_sequence_ids
 from .tree import DraftTree, full_tree_size
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "TopLogitsRescorer",
     "check_tree_attention_support",
     "common_prefix_length",
+    "end_of_sequence_ids",
     "compact_cache",
     "cost_curve_mismatch",
     "decoder_layers",

@@ -35,6 +35,7 @@ from ..bench.conversation import turn_prompt_ids
 from ..bench.errors import BenchError
 from ..bench.questions import load_questions
 from ..checkpoints import shipped_checkpoint
+from ..core.sequences import end_of_sequence_ids
 from ..default_model import load_model
 from ..drafters.base import Drafter
 from ..drafters.eagle3 import Eagle3Drafter
@@ -180,12 +181,6 @@ def check_manifest(directory: Path, settings: dict) -> None:
     path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
-def eos_token_ids(model: PreTrainedModel) -> tuple[int, ...]:
-    """The EOS ids that end ``model.generate`` (its generation config's)."""
-    eos = model.generation_config.eos_token_id
-    return () if eos is None else (eos,) if isinstance(eos, int) else tuple(eos)
-
-
 def record_shards(
     model: PreTrainedModel,
     drafter: Drafter,
@@ -211,7 +206,7 @@ def record_shards(
                 f"Prompts {lo}-{hi} overlap the finished shard {clash.name}: choose --start and --shard-size so that "
                 "new shards start where earlier ones end."
             )
-    eos = eos_token_ids(model)
+    eos = end_of_sequence_ids(model)
     positions, seconds = 0, 0.0
     for lo, hi in planned:
         name = f"shard-{lo:06d}-{hi:06d}"

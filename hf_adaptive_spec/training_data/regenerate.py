@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..core.sequences import end_of_sequence_ids
 from .jsonl_output import append_records, drop_partial_last_line, written_ids
 from .sharegpt import Conversation, Message
 
@@ -93,13 +94,6 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
-def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    eos = model.generation_config.eos_token_id
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    return [eos] if isinstance(eos, int) else list(eos)
-
-
 @torch.inference_mode()
 def generate_replies(
     model: PreTrainedModel,
@@ -112,7 +106,7 @@ def generate_replies(
     Returns the decoded replies (special tokens removed) and the number of generated
     tokens, counting each reply up to and including its end-of-sequence token.
     """
-    eos_ids = _eos_token_ids(model, tokenizer)
+    eos_ids = list(end_of_sequence_ids(model, tokenizer))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     input_ids, attention_mask = left_pad(prompts, pad_id)
     sampling = {"do_sample": False}

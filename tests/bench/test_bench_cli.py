@@ -202,6 +202,20 @@ def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Pa
     assert all(len(t["fp32_reference_ids"]) > 0 for t in stock_turns)
 
 
+def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "1", "--dtype", "bfloat16")
+    assert main([*argv, "--no_fp32_agreement"]) == 0
+    report = json.loads(out.read_text())
+    assert report["settings"]["fp32_agreement"] is False
+    assert all(figures["fp32_agreement"] is None for figures in report["summary"].values())
+    assert all(not t["fp32_reference_ids"] for r in report["records"] for t in r["turns"])
+    assert main([*argv, "--resume"]) == 2  # stock's records hold no float32 answers to agree with
+    assert "was written with other settings (fp32_agreement)" in capsys.readouterr().err
+
+
 def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_file: Path, capsys):
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--reference", "stock-compiled"]
     assert main([*argv, "--no-progress"]) == 2

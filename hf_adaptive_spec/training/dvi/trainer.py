@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from ...core.sequences import end_of_sequence_ids
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult
@@ -92,9 +93,8 @@ class DVITrainer(SpecTrainer):
                     "DVIConfig(rollout='replay') replays greedy chains: use the default policy or "
                     "StaticTreePolicy.chain(depth), or rollout='generate' for other policies."
                 )
-            eos = target_model.generation_config.eos_token_id
             self.replay = GreedyChainReplay(
-                target_model, drafter, self.policy.config.depth, args.max_new_tokens, [eos] if isinstance(eos, int) else eos or []
+                target_model, drafter, self.policy.config.depth, args.max_new_tokens, end_of_sequence_ids(target_model)
             )
         super().__init__(
             model=drafter.head,

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+from ...core.sequences import end_of_sequence_ids
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from .data import collate, load_samples
 from .features import TargetFeatures
@@ -143,8 +144,7 @@ class HeldOutSet:
             raise ValueError("A held-out set needs at least one conversation with an assistant turn.")
         self.depth = depth
         features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
-        eos = target.generation_config.eos_token_id
-        self.end_ids = torch.tensor([] if eos is None else [eos] if isinstance(eos, int) else list(eos), dtype=torch.long)
+        self.end_ids = torch.tensor(end_of_sequence_ids(target), dtype=torch.long)
         self.samples = []
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
