@@ -39,6 +39,7 @@ class BenchArguments:
         fp32_agreement: below float32, also answer each turn's prompt with a float32 copy of the model
             (untimed) and report every method's agreement with that answer; ``--no_fp32_agreement`` skips it
             (it costs one eager float32 stock generation per turn, the longest part of a run at long lengths).
+        keep_outputs: keep every method's generated tokens in the report and progress file, not only ``stock``'s.
     """
 
     _argument_group_name = "benchmark"
@@ -88,6 +89,9 @@ class BenchArguments:
             "help": "Below float32, report each method's agreement with a float32 stock answer (untimed; "
             "--no_fp32_agreement skips it: it costs an eager float32 generation per turn)."
         },
+    )
+    keep_outputs: bool = field(
+        default=False, metadata={"help": "Keep every method's generated tokens in the report, not only stock's."}
     )
 
     @property

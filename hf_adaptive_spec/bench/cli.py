@@ -106,7 +106,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
-        fp32_model, warmup_seconds,
+        fp32_model, warmup_seconds, args.keep_outputs,
     )
     settings = {
         **measured,

@@ -22,7 +22,8 @@ class TurnRecord:
         draft_depths / verified_tokens: per cycle, the verified tree's depth and size (root
             included), for methods reporting speculation stats.
         draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
-        output_ids: the generated tokens; kept for ``stock`` only (the reference when resuming).
+        output_ids: the generated tokens; kept for ``stock`` (the reference when resuming), and for every
+            method with ``--keep_outputs``.
         compile_time: seconds the call spent compiling graphs (reported by the engine), taken out
             of ``wall_time``.
         fp32_agreement: in runs below float32, the fraction of the float32 stock answer's tokens

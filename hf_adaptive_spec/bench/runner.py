@@ -32,6 +32,7 @@ def run_benchmark(
     check_identity: bool = True,
     fp32_model: PreTrainedModel | None = None,
     warmup_seconds: dict[str, list[list[float]]] | None = None,
+    keep_outputs: bool = False,
 ) -> list[QuestionRecord]:
     """Run every prepared method on every question; return one record per (question, method).
 
@@ -57,6 +58,8 @@ def run_benchmark(
         fp32_model: the float32 copy of a lower-precision ``model``: each turn's stock prompt is
             also answered by it (untimed), and every method's agreement with that answer recorded.
         warmup_seconds: receives each method's warm-up call durations, one list per cache length.
+        keep_outputs: keep every method's generated tokens in its records (``stock``'s are always kept:
+            a resumed run builds later turns from them).
     """
     if REFERENCE_METHOD not in methods:
         raise ValueError(f"methods must include {REFERENCE_METHOD!r}, the reference of the identity check")
@@ -77,6 +80,9 @@ def run_benchmark(
                 name, methods[name], tokenizer, question, reference, counter, model.device, seed, check_identity,
                 reference_answer,
             )
+            if not (keep_outputs or name == REFERENCE_METHOD):
+                for turn in record.turns:
+                    turn.output_ids = None
             done[record.key] = record
             if log is not None:
                 log.append(record)
@@ -148,7 +154,7 @@ def _run_question(
         if is_reference:
             answers.append(tokens)
         expected = answers[index] if check_identity else None
-        turn = _turn_record(index, tokens, expected, seconds, counter.count, stats, is_reference)
+        turn = _turn_record(index, tokens, expected, seconds, counter.count, stats)
         if fp32_reference is not None:
             fp32_answer = fp32_reference(input_ids) if is_reference else reference.turns[index].fp32_reference_ids
             _set_fp32_agreement(turn, tokens, fp32_answer, is_reference)
@@ -170,7 +176,6 @@ def _turn_record(
     seconds: float,
     target_passes: int | None,
     stats: SpeculationStatsLike | None,
-    is_reference: bool,
 ) -> TurnRecord:
     mismatch = None if expected is None else _first_mismatch(tokens, expected)
     compile_time = getattr(stats, "compile_time", None)
@@ -188,7 +193,7 @@ def _turn_record(
         draft_time=stats.draft_time if stats is not None else None,
         verify_time=stats.verify_time if stats is not None else None,
         policy_time=stats.policy_time if stats is not None else None,
-        output_ids=tokens if is_reference else None,  # the reference, kept for resuming
+        output_ids=tokens,
         policy_cost_curve_mismatch=getattr(stats, "policy_cost_curve_mismatch", None),
     )
 

@@ -216,6 +216,18 @@ def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
     assert "was written with other settings (fp32_agreement)" in capsys.readouterr().err
 
 
+def test_keep_outputs_keeps_every_methods_tokens(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+    def outputs(*extra: str) -> dict[str, list]:
+        out = tmp_path / f"out{len(extra)}.json"
+        assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "1", *extra)) == 0
+        return {r["method"]: [t["output_ids"] for t in r["turns"]] for r in json.loads(out.read_text())["records"]}
+
+    kept = outputs("--keep_outputs")
+    assert kept["hf-prompt-lookup"] == kept["stock"] and all(kept["stock"])  # greedy: the same tokens
+    default = outputs()
+    assert default["stock"] == kept["stock"] and default["hf-prompt-lookup"] == [None] * len(kept["stock"])
+
+
 def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_file: Path, capsys):
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--reference", "stock-compiled"]
     assert main([*argv, "--no-progress"]) == 2
