@@ -68,6 +68,13 @@ def main() -> None:
             accepted = table[copy]
             print(f"| {copy} | {len(accepted)} | {len(accepted) / total:.1%} | {sum(accepted) / len(accepted):.2f} | "
                   f"{sum(a >= copy for a in accepted) / len(accepted):.1%} |")
+        print("\nDraft step k right, given steps 1..k-1 right (chains reaching k / chains reaching k - 1):")
+        print("| copy length (of 6) | " + " | ".join(f"step {k}" for k in range(1, DEPTH + 1)) + " |")
+        print("|---|" + "---|" * DEPTH)
+        for copy in sorted(table):
+            reached = [sum(a >= k for a in table[copy]) for k in range(DEPTH + 1)]
+            print(f"| {copy} | " + " | ".join(
+                f"{reached[k] / reached[k - 1]:.3f}" if reached[k - 1] else "–" for k in range(1, DEPTH + 1)) + " |")
 
 
 if __name__ == "__main__":
