@@ -213,7 +213,7 @@ def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
     assert all(figures["fp32_agreement"] is None for figures in report["summary"].values())
     assert all(not t["fp32_reference_ids"] for r in report["records"] for t in r["turns"])
     assert main([*argv, "--resume"]) == 2  # stock's records hold no float32 answers to agree with
-    assert "was written with other settings (fp32_agreement)" in capsys.readouterr().err
+    assert "was written with other settings (fp32_agreement: False -> None)" in capsys.readouterr().err
 
 
 def test_keep_outputs_keeps_every_methods_tokens(bench_model_dir: Path, questions_file: Path, tmp_path: Path):

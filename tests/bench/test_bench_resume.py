@@ -67,8 +67,10 @@ def test_without_resume_the_file_starts_afresh(tmp_path: Path):
 def test_resume_with_other_settings_is_refused(tmp_path: Path):
     path = tmp_path / "run.progress.jsonl"
     ProgressLog(path, SETTINGS, resume=False)
-    with pytest.raises(BenchError, match="options"):
+    with pytest.raises(BenchError, match=r"other settings \(options\.max_new_tokens: 8 -> 16\); pass the same values"):
         ProgressLog(path, {**SETTINGS, "options": {"max_new_tokens": 16}}, resume=True)
+    with pytest.raises(BenchError, match=r"\(dtype: None -> 'bfloat16'; model: 'tiny' -> 'other'\)"):
+        ProgressLog(path, {**SETTINGS, "model": "other", "dtype": "bfloat16"}, resume=True)
 
 
 def test_a_line_cut_short_is_dropped_and_the_file_repaired(tmp_path: Path):

@@ -77,7 +77,13 @@ def main() -> None:
     total = sum(len(v) for v in table.values())
     where = f", starting before answer position {args.before}" if args.before else ""
     print(f"{args.run}: {total} cycles of {args.method}{where}\n")
-    print("| copy length (of 6) | cycles | share | drafts accepted, mean | accepted ≥ copy length |")
+    print_copy_table(table, "cycles", "drafts accepted, mean")
+
+
+def print_copy_table(table: dict[int, list[int]], unit: str, accepted_header: str) -> None:
+    """One row per copy length: how many, their share, the mean accepted, and how often it reached the copy length."""
+    total = sum(len(v) for v in table.values())
+    print(f"| copy length (of 6) | {unit} | share | {accepted_header} | accepted ≥ copy length |")
     print("|---|---|---|---|---|")
     for copy in sorted(table):
         accepted = table[copy]

@@ -17,7 +17,7 @@ import collections
 import torch
 
 import hf_adaptive_spec as hfas
-from copying import DEPTH, common_prefix, continuation_after_match
+from copying import DEPTH, common_prefix, continuation_after_match, print_copy_table
 from hf_adaptive_spec.training.eagle3 import HeldOutSet, load_samples
 
 
@@ -62,12 +62,7 @@ def main() -> None:
         total = sum(len(v) for v in table.values())
         every = [a for v in table.values() for a in v]
         print(f"\n{checkpoint}: {total} positions, chain τ({DEPTH}) {1 + sum(every) / total:.3f}")
-        print("| copy length (of 6) | positions | share | chain accepted, mean | accepted ≥ copy length |")
-        print("|---|---|---|---|---|")
-        for copy in sorted(table):
-            accepted = table[copy]
-            print(f"| {copy} | {len(accepted)} | {len(accepted) / total:.1%} | {sum(accepted) / len(accepted):.2f} | "
-                  f"{sum(a >= copy for a in accepted) / len(accepted):.1%} |")
+        print_copy_table(table, "positions", "chain accepted, mean")
         print("\nDraft step k right, given steps 1..k-1 right (chains reaching k / chains reaching k - 1):")
         print("| copy length (of 6) | " + " | ".join(f"step {k}" for k in range(1, DEPTH + 1)) + " |")
         print("|---|" + "---|" * DEPTH)
