@@ -37,9 +37,11 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
         held_out = HeldOutSet.from_jsonl(model, tokenizer, path, draft, args.max_length, args.conversations, args.depth)
         point = held_out.point(draft, step=0, input_tokens_seen=0)
         depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
+        copying = " / ".join(f"{a:.4f}" for a in point.copy_step_accuracy)
         print(f"{name}{label}: first-draft acceptance {point.first_draft_acceptance:.4f} ({point.in_vocabulary_acceptance:.4f} of "
               f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
-              f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), {point.positions} positions",
+              f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), {point.positions} positions; "
+              f"on the {point.copy_share:.3f} a prompt lookup would copy, by depth {copying}",
               flush=True)
 
 

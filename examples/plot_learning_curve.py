@@ -59,16 +59,17 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     lines = [
         "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ "
-        "| decoding τ |",
-        "|---|---|---|---|---|---|---|---|",
+        "| decoding τ | copyable tokens: share, accuracy by depth |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, points in curves.items():
         for p in points:
             depths = " / ".join(f"{a:.3f}" for a in p.step_accuracy)
             every = "–" if p.first_draft_acceptance is None else f"{p.first_draft_acceptance:.3f}"
             walked = "–" if p.decoding_tau is None else f"{p.decoding_tau:.3f}"
+            copying = "–" if p.copy_share is None else f"{p.copy_share:.3f}: " + " / ".join(f"{a:.3f}" for a in p.copy_step_accuracy)
             lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} "
-                         f"| {p.chain_tau:.3f} | {walked} |")
+                         f"| {p.chain_tau:.3f} | {walked} | {copying} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ import torch
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.tree import DraftTree
-from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation
+from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation, lookup_hits
 from tiny_models import FAMILIES, prompt, tiny_model
 
 
@@ -23,6 +23,26 @@ def test_lookup_takes_the_latest_match_of_the_longest_ngram():
     assert _lookup([3, 4, 3], num_tokens=5) == [4, 3]  # a match may run into the suffix itself
     assert _lookup([1, 2, 3, 4]) == []  # no earlier occurrence
     assert _lookup([7]) == []
+
+
+@pytest.mark.parametrize("max_ngram_size", [1, 2, 3])
+def test_lookup_hits_are_lookup_continuations_first_token_at_every_position(max_ngram_size):
+    generator = torch.Generator().manual_seed(max_ngram_size)
+    rows = torch.randint(0, 4, (3, 40), generator=generator)  # a small vocabulary repeats n-grams often
+    hits = lookup_hits(rows, max_ngram_size)
+    for row, row_hits in zip(rows, hits):
+        expected = [lookup_continuation(row[:j], max_ngram_size, 1) == [int(row[j])] for j in range(rows.shape[1])]
+        assert row_hits.tolist() == expected
+    assert 0 < int(hits.sum()) < hits.numel()
+
+
+def test_lookup_hits_follow_the_longest_ngram_not_the_latest_token():
+    # [5, 2] occurred before 9, [2] last before 8: the longest match proposes 9
+    assert lookup_hits(torch.tensor([[5, 2, 9, 1, 2, 8, 3, 5, 2, 9]]), 2)[0, -1]
+    assert not lookup_hits(torch.tensor([[5, 2, 9, 1, 2, 8, 3, 5, 2, 8]]), 2)[0, -1]
+    assert lookup_hits(torch.tensor([[5, 2, 9, 1, 2, 8, 3, 5, 2, 8]]), 1)[0, -1]
+    with pytest.raises(ValueError, match="max_ngram_size must be at least 1"):
+        lookup_hits(torch.tensor([[1, 2]]), 0)
 
 
 def test_graft_reuses_drafted_prefix_and_adds_the_rest():

@@ -28,6 +28,32 @@ def lookup_continuation(sequence: torch.LongTensor, max_ngram_size: int, num_tok
     return []
 
 
+def lookup_hits(input_ids: torch.LongTensor, max_ngram_size: int) -> torch.BoolTensor:
+    """``[B, S]``: whether :func:`lookup_continuation` of the tokens before position ``j`` proposes token ``j``
+    first, for every position of every row at once (the tokens a prompt lookup would have copied).
+
+    ``hits[:, j]`` is ``lookup_continuation(input_ids[b, :j], max_ngram_size, 1) == [input_ids[b, j]]``. The
+    occurrence of an n-gram whose next token is ``e`` matches the last ``n`` tokens before ``j`` when
+    ``input_ids[e - m] == input_ids[j - m]`` for ``m = 1..n`` (``e < j``); the longest ``n`` with a match
+    wins, then its latest ``e``. Right padding leaves the positions before it unchanged.
+    """
+    if max_ngram_size < 1:
+        raise ValueError(f"max_ngram_size must be at least 1, got {max_ngram_size}.")
+    length = input_ids.shape[1]
+    equal = input_ids[:, :, None] == input_ids[:, None, :]  # [B, j, e]
+    index = torch.arange(length, device=input_ids.device, dtype=torch.int32)
+    earlier = index[None, :] < index[:, None]  # e < j
+    proposal = torch.full_like(input_ids, -1)
+    matches = earlier.expand_as(equal).clone()
+    for size in range(1, max_ngram_size + 1):
+        shifted = torch.zeros_like(equal)
+        shifted[:, size:, size:] = equal[:, : length - size, : length - size]  # equal[j - size, e - size]
+        matches &= shifted
+        latest = (matches * index).amax(dim=2).long()  # the latest e that matches; e >= size, so 0 is none
+        proposal = torch.where(latest > 0, input_ids.gather(1, latest), proposal)
+    return proposal == input_ids
+
+
 def graft_chain(tree: DraftTree, chain: list[int]) -> int:
     """Add ``chain`` below the root, reusing nodes that already spell its prefix; returns the
     number of new nodes. New nodes carry their parent's score (they are not model drafts)."""

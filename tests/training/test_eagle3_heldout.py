@@ -19,6 +19,7 @@ from hf_adaptive_spec.training.eagle3 import (
     HeldOutPoint,
     HeldOutSet,
     TargetFeatures,
+    TTTBatch,
     build_draft_vocabulary,
     chain_accepted,
     collate,
@@ -27,9 +28,11 @@ from hf_adaptive_spec.training.eagle3 import (
     deepen,
     initialize_drafter,
     read_curve,
+    ttt_unroll,
     widen_mlp,
     widen_vocabulary,
 )
+from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
 from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, build_drafter
 
 from .test_eagle3_training import _samples
@@ -154,6 +157,31 @@ def test_held_out_point_matches_its_definitions(setup):
         HeldOutSet(target, samples, draft, depth=0)
     with pytest.raises(ValueError, match="at least one conversation"):
         HeldOutSet(target, [], draft)
+
+
+@torch.no_grad()
+def test_held_out_copy_acceptance_is_acceptance_on_the_tokens_a_prompt_lookup_proposes(setup):
+    target, samples, draft = setup
+    r = prompt(18, seed=11)[0].tolist()
+    copying = r[:10] + r[:4] + r[10:14] + r[2:7] + r[14:18] + r[11:13]  # answers that copy islands of the prompt
+    samples = samples + [{"input_ids": copying, "loss_mask": [0] * 10 + [1] * (len(copying) - 10)}]
+    held_out = HeldOutSet(target, samples, draft, depth=2)
+    point = held_out.point(draft, step=0, input_tokens_seen=0)
+    answers, copied, hits = 0, [0, 0], [0, 0]
+    for sample, (input_ids, fused, target_logits, loss_mask) in zip(samples, held_out.samples):
+        steps = ttt_unroll(draft, TTTBatch(input_ids, fused, target_logits, loss_mask), 2)
+        ids = input_ids[0]
+        for k, step in enumerate(steps):
+            hit = (step.logits.argmax(-1) == step.target_logits.argmax(-1)) & step.mask.bool()
+            for t in range(ids.shape[0] - 2 - k):  # step k at root t drafts token t + 2 + k
+                j = t + 2 + k
+                if sample["loss_mask"][j] and lookup_continuation(ids[:j], 2, 1) == [int(ids[j])]:
+                    hits[k] += int(hit[0, t])
+                    copied[k] += 1
+        answers += sum(sample["loss_mask"][2:])
+    assert point.copy_share == pytest.approx(copied[0] / answers)
+    assert point.copy_step_accuracy == pytest.approx([hits[0] / copied[0], hits[1] / copied[1]])
+    assert 0 < point.copy_share < 1 and sum(hits) > 0  # the answers repeat themselves, and the drafter is right on some
 
 
 def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):

@@ -178,6 +178,53 @@ def test_trainer_hands_recompute_loss_softmax_to_the_loss(setup, tmp_path, monke
     assert seen == [True, False]
 
 
+def _soft_cross_entropy(step):
+    return -(torch.softmax(step.target_logits.float(), -1) * torch.log_softmax(step.logits.float(), -1)).sum(-1)
+
+
+@torch.no_grad()
+def test_ttt_loss_weighs_each_tokens_loss_and_counts_accuracy_unweighted(setup):
+    """Each step's loss is the weighted mean of its positions' losses; accuracy counts every position once."""
+    target, draft = setup
+    ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, target_logits = features(ids, torch.ones_like(ids))
+    weight = 1.0 + 3.0 * (torch.arange(ids.numel()).view_as(ids) % 3 == 0).float()
+    plain = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
+    weighted = TTTBatch(ids, feats, target_logits, torch.ones_like(ids), loss_weight=weight)
+    loss, step_losses, accuracy = ttt_loss(draft, weighted, steps=3, decay=0.5)
+    _, plain_losses, plain_accuracy = ttt_loss(draft, plain, steps=3, decay=0.5)
+    expected = []
+    for k, step in enumerate(ttt_unroll(draft, plain, steps=3)):
+        aligned = torch.cat([weight[:, 2 + k :], torch.zeros(2, k + 1)], dim=1)[:, : step.mask.shape[1]] * step.mask
+        expected.append(float((_soft_cross_entropy(step) * aligned).sum() / aligned.sum()))
+    assert step_losses == pytest.approx(expected, rel=1e-5)
+    assert float(loss) == pytest.approx(sum(0.5**k * e for k, e in enumerate(expected)), rel=1e-5)
+    assert step_losses != pytest.approx(plain_losses, rel=1e-3)  # the weights changed the loss
+    assert accuracy == plain_accuracy
+    unit = TTTBatch(ids, feats, target_logits, torch.ones_like(ids), loss_weight=torch.ones(ids.shape))
+    assert ttt_loss(draft, unit, steps=3, decay=0.5)[1] == pytest.approx(plain_losses, rel=1e-6)
+
+
+def test_copy_loss_weight_weighs_the_tokens_a_prompt_lookup_would_copy(setup, tmp_path):
+    target, draft = setup
+    samples = [{"input_ids": [5, 6, 7, 8, 5, 6, 7, 9, 5, 6], "loss_mask": [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]}]
+    args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[], copy_loss_weight=2.0)
+    trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                            data_collator=lambda b: collate(b, pad_token_id=0))
+    weight = trainer._loss_weight(collate(samples, pad_token_id=0)["input_ids"])
+    # 6 and 7 after the second 5 (the 1-gram [5], then the 2-gram [5, 6]); after 9, 5 only the 1-gram [5] matches
+    assert weight.tolist() == [[1, 1, 1, 1, 1, 3, 3, 1, 1, 3]]
+    args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[])
+    plain = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                          data_collator=lambda b: collate(b, pad_token_id=0))
+    assert plain._loss_weight(collate(samples, pad_token_id=0)["input_ids"]) is None
+    with pytest.raises(ValueError, match="copy_loss_weight must be 0 or more"):
+        Eagle3Config(output_dir=str(tmp_path), copy_loss_weight=-1.0)
+    with pytest.raises(ValueError, match="copy_ngram_size must be at least 1"):
+        Eagle3Config(output_dir=str(tmp_path), copy_ngram_size=0)
+
+
 def test_conversation_stream_rereads_a_growing_file(tokenizer, tmp_path):
     from hf_adaptive_spec.training.eagle3 import ConversationStream
 

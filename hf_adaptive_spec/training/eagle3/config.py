@@ -36,6 +36,12 @@ class Eagle3Config(TrainingArguments):
         draft_num_hidden_layers: decoder layers of a new drafter (default 1, EAGLE-3's; more add plain Llama
             layers after it, as vLLM's multi-layer EAGLE-3). With ``init_from``, more layers than the
             checkpoint's are appended without changing its output (:func:`deepen`); fewer are refused.
+        copy_loss_weight: extra weight of the answer tokens a prompt lookup would have proposed
+            (:func:`lookup_hits` of the tokens before them, n-grams up to ``copy_ngram_size``): their loss
+            counts ``1 + copy_loss_weight`` times; 0 (the default) weighs every token alike. The held-out
+            curve reports acceptance on those tokens whatever the weight.
+        copy_ngram_size: the longest n-gram that lookup matches (transformers' ``max_matching_ngram_size``
+            default, 2).
     """
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
@@ -56,6 +62,10 @@ class Eagle3Config(TrainingArguments):
     draft_num_hidden_layers: int | None = field(
         default=None, metadata={"help": "Decoder layers of the drafter (default 1; with init_from: deepen to it)."}
     )
+    copy_loss_weight: float = field(
+        default=0.0, metadata={"help": "Extra loss weight of answer tokens a prompt lookup would propose (0: none)."}
+    )
+    copy_ngram_size: int = field(default=2, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
     include_num_input_tokens_seen: str = field(
         default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}
     )
@@ -68,3 +78,10 @@ class Eagle3Config(TrainingArguments):
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep loss_mask for the loss."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on CPU (set False on an accelerator)."})
     save_safetensors: bool = field(default=True, metadata={"help": "Checkpoints are safetensors only."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.copy_loss_weight < 0:
+            raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
+        if self.copy_ngram_size < 1:
+            raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")

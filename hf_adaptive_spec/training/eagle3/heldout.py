@@ -15,7 +15,10 @@ give whether a chain rooted there accepts 1, 2, ... tokens, and from that
   this is the τ a chain of depth ``d`` gets in ``generate`` on these answers; chain τ overstates it;
 - **draft-vocabulary coverage**, and the first-draft acceptance on the positions whose token the
   draft vocabulary holds (the training loss's positions). Curves written before 2026-11-27 hold
-  only this in-vocabulary acceptance, and ``read_curve`` reads their points that way.
+  only this in-vocabulary acceptance, and ``read_curve`` reads their points that way;
+- **copying**: the share of answer tokens a prompt lookup would have proposed (:func:`lookup_hits`,
+  n-grams up to 2, the one-token match included) and the acceptance at each draft depth on those tokens
+  alone: where the lookup branch would have been right, how much of it the drafter already covers.
 
 The target's features are computed once, when the set is built; each evaluation runs only the
 drafter.
@@ -33,9 +36,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 
 from ...core.sequences import end_of_sequence_ids
 from ...drafters.eagle3.modeling import Eagle3DraftModel
+from ...generation.prompt_lookup import lookup_hits
 from .data import collate, load_samples
 from .features import TargetFeatures
-from .ttt import TTTBatch, TTTStep, ttt_unroll
+from .ttt import TTTBatch, TTTStep, shift_positions, ttt_unroll
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,9 @@ class HeldOutPoint:
         in_vocabulary_acceptance: first-draft acceptance on the positions whose token the draft
             vocabulary holds (what curves before 2026-11-27 called first-draft acceptance).
         draft_vocab_coverage: share of the answer positions whose token the draft vocabulary holds.
+        copy_share: share of the answer positions whose token a prompt lookup would have proposed;
+            ``None`` for points measured before 2026-11-30.
+        copy_step_accuracy: ``step_accuracy`` on those positions alone.
     """
 
     step: int
@@ -70,6 +77,8 @@ class HeldOutPoint:
     in_vocabulary_acceptance: float | None = None
     draft_vocab_coverage: float | None = None
     decoding_tau: float | None = None
+    copy_share: float | None = None
+    copy_step_accuracy: list[float] | None = None
 
     @classmethod
     def from_json(cls, record: dict) -> HeldOutPoint:
@@ -145,6 +154,7 @@ class HeldOutSet:
         self.depth = depth
         features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
         self.end_ids = torch.tensor(end_of_sequence_ids(target), dtype=torch.long)
+        self.copy_ngram_size = 2  # transformers' max_matching_ngram_size default
         self.samples = []
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
@@ -179,7 +189,8 @@ class HeldOutSet:
                 device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
                 batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
                 ended = torch.isin(batch.input_ids[:, 1:], self.end_ids.to(device))  # token t + 1 ends the answer
-                counts.add(ttt_unroll(draft, batch, self.depth), ended)
+                copied = lookup_hits(batch.input_ids, self.copy_ngram_size)
+                counts.add(ttt_unroll(draft, batch, self.depth), ended, copied)
         finally:
             draft.train(was_training)
         return counts
@@ -197,6 +208,8 @@ class HeldOutSet:
             in_vocabulary_acceptance=counts.hits[0] / max(counts.in_vocabulary, 1),
             draft_vocab_coverage=counts.in_vocabulary / max(counts.answers[0], 1),
             decoding_tau=1.0 + sum(counts.cycles) / len(counts.cycles) if counts.cycles else 1.0,
+            copy_share=counts.copy_answers[0] / max(counts.answers[0], 1),
+            copy_step_accuracy=[h / max(n, 1) for h, n in zip(counts.copy_hits, counts.copy_answers)],
         )
 
 
@@ -207,16 +220,22 @@ class HeldOutCounts:
 
     def __init__(self, depth: int):
         self.hits, self.answers = [0] * depth, [0] * depth
+        self.copy_hits, self.copy_answers = [0] * depth, [0] * depth
         self.in_vocabulary = 0
         self.accepted: list[torch.Tensor] = []
         self.cycles: list[int] = []
 
-    def add(self, steps: list[TTTStep], ended: torch.Tensor | None = None) -> None:
-        """Tally one batch's unrolled steps; ``ended`` as :func:`decoding_walk` takes it."""
+    def add(self, steps: list[TTTStep], ended: torch.Tensor | None = None, copied: torch.Tensor | None = None) -> None:
+        """Tally one batch's unrolled steps; ``ended`` as :func:`decoding_walk` takes it; ``copied[b, j]`` says
+        a prompt lookup would have proposed token ``j`` (:func:`lookup_hits`)."""
         hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
         for k, (hit, step) in enumerate(zip(hits, steps)):
             self.hits[k] += int(hit.sum())
             self.answers[k] += int(step.answer_mask.sum())
+            if copied is not None:  # step k drafts token t + 2 + k
+                copy = shift_positions(copied, 2 + k, hit.shape[1], fill=False) & step.answer_mask.bool()
+                self.copy_hits[k] += int((hit & copy).sum())
+                self.copy_answers[k] += int(copy.sum())
         self.in_vocabulary += int(steps[0].mask.sum())
         valid = steps[0].answer_mask.bool()
         chains = chain_lengths(hits, valid)
@@ -285,8 +304,9 @@ class HeldOutCurveCallback(TrainerCallback):
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(
             "held-out at step %d (%d tokens): first-draft acceptance %.4f (%.4f of the %.3f in the draft vocabulary), "
-            "chain tau(%d) %.4f, decoding tau %.4f",
+            "chain tau(%d) %.4f, decoding tau %.4f; on the %.3f a prompt lookup would copy %.4f",
             point.step, point.input_tokens_seen, point.first_draft_acceptance, point.in_vocabulary_acceptance,
             point.draft_vocab_coverage, self.held_out.depth, point.chain_tau, point.decoding_tau,
+            point.copy_share, point.copy_step_accuracy[0],
         )
         write_curve(args.output_dir, self.points)

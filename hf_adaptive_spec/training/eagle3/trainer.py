@@ -9,6 +9,7 @@ from huggingface_hub import ModelCard
 from transformers import PreTrainedModel
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
+from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
@@ -51,7 +52,8 @@ class Eagle3Trainer(SpecTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
-        batch = TTTBatch(inputs["input_ids"], features, target_logits, inputs["loss_mask"] * inputs["attention_mask"])
+        loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
+        batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
         t2d = self.accelerator.unwrap_model(model).t2d
         loss, step_losses, step_accuracy = ttt_loss(
             model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax
@@ -61,6 +63,12 @@ class Eagle3Trainer(SpecTrainer):
             self._metrics[f"acc_step{step}"].append(accuracy)
         return (loss, {"loss": loss}) if return_outputs else loss
 
+    def _loss_weight(self, input_ids: torch.LongTensor) -> torch.Tensor | None:
+        """``1 + copy_loss_weight`` on the tokens a prompt lookup would have proposed, 1 elsewhere (None: no weighting)."""
+        if not self.args.copy_loss_weight:
+            return None
+        copied = lookup_hits(input_ids, self.args.copy_ngram_size)
+        return 1.0 + self.args.copy_loss_weight * copied.float()
 
     def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
         output_dir = output_dir or self.args.output_dir

@@ -29,15 +29,18 @@ class TTTBatch:
         target_logits: ``[B, S, draft_vocab]`` target logits at each position (predicting the
             next token), restricted to the draft vocabulary.
         loss_mask: ``[B, S]`` 1 where the token is an assistant token worth predicting.
+        loss_weight: ``[B, S]`` how much each token's loss counts (``None``: every token alike), e.g.
+            more for the tokens a prompt lookup would have copied (``Eagle3Config.copy_loss_weight``).
     """
 
     input_ids: torch.LongTensor
     features: torch.Tensor
     target_logits: torch.Tensor
     loss_mask: torch.Tensor
+    loss_weight: torch.Tensor | None = None
 
 
-def _shift(x: torch.Tensor, offset: int, length: int, fill: float | int = 0) -> torch.Tensor:
+def shift_positions(x: torch.Tensor, offset: int, length: int, fill: float | int = 0) -> torch.Tensor:
     """``x[:, offset : offset + length]``, padded with ``fill`` past the end."""
     part = x[:, offset : offset + length]
     missing = length - part.shape[1]
@@ -62,13 +65,15 @@ class TTTStep:
 
     ``mask`` (the loss's) holds the answer positions whose token the draft vocabulary can say;
     ``answer_mask`` holds every answer position, so that a measure of acceptance counts a token
-    outside the draft vocabulary as the miss it is when drafting.
+    outside the draft vocabulary as the miss it is when drafting; ``loss_weight`` is ``mask`` times
+    the batch's ``loss_weight`` (``mask`` itself when the batch has none).
     """
 
     logits: torch.Tensor
     target_logits: torch.Tensor
     mask: torch.Tensor
     answer_mask: torch.Tensor
+    loss_weight: torch.Tensor
 
 
 def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None) -> list[TTTStep]:
@@ -85,16 +90,17 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
     unrolled = []
     for step in range(steps):
         out = model(
-            input_ids=_shift(input_ids, 1 + step, length),
+            input_ids=shift_positions(input_ids, 1 + step, length),
             hidden_states=hidden,
             target_features=from_target,
             position_ids=positions + step,
             attention_mask=ttt_attention_mask(length, step, hidden.dtype, hidden.device),
             past_key_values=cache,
         )
-        answer = _shift(batch.loss_mask, 2 + step, length).float()
-        mask = answer * _shift(in_draft_vocab, 2 + step, length)
-        unrolled.append(TTTStep(out.logits, _shift(batch.target_logits, 1 + step, length), mask, answer))
+        answer = shift_positions(batch.loss_mask, 2 + step, length).float()
+        mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
+        weight = mask if batch.loss_weight is None else mask * shift_positions(batch.loss_weight, 2 + step, length)
+        unrolled.append(TTTStep(out.logits, shift_positions(batch.target_logits, 1 + step, length), mask, answer, weight))
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
@@ -117,8 +123,9 @@ def ttt_loss(
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
     Each step's loss is the soft cross-entropy against the target distribution over the draft
-    vocabulary, averaged over masked positions. Accuracy is the share of masked positions where
-    the draft argmax equals the target's argmax.
+    vocabulary, averaged over masked positions (weighted by the batch's ``loss_weight`` when it has
+    one). Accuracy is the share of masked positions where the draft argmax equals the target's argmax,
+    every position counting once.
 
     ``recompute_softmax`` recomputes the float32 softmaxes in the backward pass instead of keeping
     them (activation checkpointing): per step autograd then keeps the logits and targets in their
@@ -129,13 +136,12 @@ def ttt_loss(
     total = batch.features.new_zeros((), dtype=torch.float32)
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
-        count = unrolled.mask.sum().clamp(min=1.0)
-        inputs = (unrolled.logits, unrolled.target_logits, unrolled.mask)
+        inputs = (unrolled.logits, unrolled.target_logits, unrolled.loss_weight)
         recompute = recompute_softmax and unrolled.logits.requires_grad
         summed = checkpoint(soft_cross_entropy_sum, *inputs, use_reentrant=False) if recompute else soft_cross_entropy_sum(*inputs)
-        step_loss = summed / count
+        step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
         total = total + decay**step * step_loss
         hits = (unrolled.logits.argmax(-1) == unrolled.target_logits.argmax(-1)).float()
         step_losses.append(float(step_loss.detach()))
-        step_accuracy.append(float((hits * unrolled.mask).sum() / count))
+        step_accuracy.append(float((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0)))
     return total, step_losses, step_accuracy
