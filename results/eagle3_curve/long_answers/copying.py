@@ -15,24 +15,19 @@ import collections
 import json
 from pathlib import Path
 
+import torch
 from transformers import AutoTokenizer
 
 from hf_adaptive_spec.bench.conversation import turn_prompt_ids
 from hf_adaptive_spec.default_model import default_model_cache_dir
+from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
 
 DEPTH = 6
 
 
 def continuation_after_match(context: list[int], length: int) -> list[int]:
-    """The tokens after the most recent earlier occurrence of the context's last 2 (else 1) tokens."""
-    for n in (2, 1):
-        if len(context) <= n:
-            continue
-        suffix = context[-n:]
-        for start in range(len(context) - n - 1, -1, -1):
-            if context[start : start + n] == suffix:
-                return context[start + n : start + n + length]
-    return []
+    """The tokens after the most recent earlier occurrence of the context's last 2 (else 1) tokens: the engine's rule."""
+    return lookup_continuation(torch.tensor(context, dtype=torch.long), 2, length)
 
 
 def common_prefix(first: list[int], second: list[int]) -> int:
