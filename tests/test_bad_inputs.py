@@ -60,6 +60,19 @@ def _flash_attention_target(model, tmp_path):
     return _generate(flash, assistant_model=hfas.CausalLMDrafter(tiny_model("llama", seed=1)))
 
 
+class _ImageTakingLlama(LlamaForCausalLM):
+    """Takes ``pixel_values`` as a multimodal target does, so that generate hands them to the decoding loop."""
+
+    def forward(self, *args, pixel_values=None, **kwargs):
+        return super().forward(*args, **kwargs)
+
+
+def _image_input(model, tmp_path):
+    """A model input the engine would not feed the target: refused, never dropped."""
+    target = hfas.enable(_ImageTakingLlama(model.config).eval())
+    return _generate(target, pixel_values=torch.zeros(1, 3, 4, 4))
+
+
 def _not_enabled(model, tmp_path):
     plain = LlamaForCausalLM(model.config).eval()
     return plain.generate(prompt(5), max_new_tokens=3, assistant_policy=hfas.StaticTreePolicy.chain(2))
@@ -187,6 +200,35 @@ GENERATE = {
     ),
     "feature-index-out-of-range": BadInput(
         lambda m, t: FeatureCapture(m, [5]), ValueError, "out of range for a 4-layer model"
+    ),
+    "pad-token-inside-an-unpadded-prompt": BadInput(
+        lambda m, t: _generate(m, ids=torch.tensor([[5, 7, 3, 7, 9]]), pad_token_id=7), ValueError,
+        r"padded inputs .*attention_mask=torch.ones_like\(input_ids\)",
+    ),
+    "shifted-position-ids": BadInput(
+        lambda m, t: _generate(m, position_ids=torch.arange(5)[None] + 3), ValueError,
+        "position_ids lay the prompt out otherwise",
+    ),
+    "packed-position-ids": BadInput(
+        lambda m, t: _generate(m, position_ids=torch.tensor([[0, 1, 2, 0, 1]])), ValueError,
+        "position_ids lay the prompt out otherwise",
+    ),
+    "a-model-input-the-engine-would-drop": BadInput(
+        _image_input, ValueError, r"would not pass on \['pixel_values'\]: it supports text-only",
+    ),
+    "contrastive-search": BadInput(
+        lambda m, t: _generate(m, penalty_alpha=0.6, top_k=4), ValueError, "asks for contrastive_search"
+    ),
+    "dola": BadInput(lambda m, t: _generate(m, dola_layers="high"), ValueError, "asks for dola_generation"),
+    "forced-words": BadInput(
+        lambda m, t: _generate(m, force_words_ids=[[3]]), ValueError, "asks for constrained_beam_search"
+    ),
+    "token-healing": BadInput(
+        lambda m, t: _generate(m, token_healing=True), ValueError, r"heal the prompt first.*model.heal_tokens"
+    ),
+    "bare-eagle3-network-as-assistant-model": BadInput(
+        lambda m, t: _generate(m, assistant_model=Eagle3DraftModel.from_target(m)), ValueError,
+        r"Eagle3DraftModel, a network that cannot generate on its own.*Eagle3Drafter\(model\)",
     ),
 }
 

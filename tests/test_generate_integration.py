@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StaticCache,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 
 import hf_adaptive_spec as hfas
@@ -209,3 +217,42 @@ def test_the_drafter_observes_every_cycle_as_the_output_received_it(llama):
         final_norm = outcome.target_features[4][0]
         greedy = llama.get_output_embeddings()(final_norm).argmax(-1).tolist()
         assert greedy == outcome.committed_tokens  # the states the target chose each token from
+
+
+@pytest.mark.parametrize("family, cache", [
+    ("llama", "dynamic"), ("mistral-sliding", "dynamic"), ("llama", "engine static"), ("llama", "caller's static"),
+])
+def test_the_returned_cache_continues_like_stocks_when_generation_stops_inside_a_cycle(family, cache):
+    """The drafter is the target (whole cycles accepted) and an end-of-sequence token falls inside a cycle: the
+    cache returned holds the sequence minus its last token, as stock's does, so stock generate continues from it.
+    The engine's own static cache is reused by its next call: what the first call returned must not change."""
+    model = tiny_model(family)
+    ids = prompt(5, seed=16)
+    plain = model.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1] :].tolist()
+    stop = next(i for i in range(2, 20) if plain[i] not in plain[:i] and i % 5 != 0)  # not a cycle's last token
+    kwargs = dict(max_new_tokens=20, do_sample=False, eos_token_id=plain[stop], pad_token_id=0, return_dict_in_generate=True)
+    caches = {"engine static": dict(cache_implementation="static"),
+              "caller's static": dict(past_key_values=StaticCache(config=model.config, max_cache_len=64))}
+    out = model.generate(ids, **kwargs, **caches.get(cache, {}), **_spec(model))
+    assert out.sequences[0, ids.shape[1] :].tolist() == plain[: stop + 1]
+    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1
+    if cache == "engine static":  # a second call of the same size decodes in the engine's cache again
+        model.generate(prompt(7, seed=3), **kwargs, cache_implementation="static", **_spec(model))
+    follow = torch.cat([out.sequences, prompt(4, seed=9)], dim=1)
+    fresh = model.generate(follow, max_new_tokens=10, do_sample=False)
+    continued = model.generate(follow, past_key_values=out.past_key_values, max_new_tokens=10, do_sample=False)
+    assert torch.equal(continued, fresh)
+
+
+def test_guidance_scale_with_a_drafter_that_reads_the_targets_features(llama):
+    """Classifier-free guidance runs the model itself inside the logits processing, between verification and
+    commit; the features the EAGLE-3 drafter reads next are still the verification forward's."""
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    ids = prompt(6, seed=3)
+    expected = llama.generate(ids, max_new_tokens=30, do_sample=False, guidance_scale=1.5)
+    torch.manual_seed(1)
+    drafter = hfas.Eagle3Drafter(Eagle3DraftModel.from_target(llama, initializer_range=0.3))
+    out = llama.generate(ids, max_new_tokens=30, do_sample=False, guidance_scale=1.5, assistant_model=drafter,
+                         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8))
+    assert torch.equal(out, expected)

@@ -201,6 +201,28 @@ def test_models_with_logit_softcapping_keep_full_logits():
     assert torch.equal(out, expected)
 
 
+OTHER_NORM_LAYOUTS = {  # the final norm is not the decoder's `norm`
+    "opt": dict(ffn_dim=128, word_embed_proj_dim=64, init_std=0.3),  # decoder.final_layer_norm
+    "gpt_neox": dict(intermediate_size=128, initializer_range=0.3),  # final_layer_norm
+    "phi": dict(intermediate_size=128, initializer_range=0.3),  # final_layernorm
+}
+
+
+@pytest.mark.parametrize("architecture", list(OTHER_NORM_LAYOUTS))
+def test_targets_whose_final_norm_has_another_name(architecture):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(architecture, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, vocab_size=96,
+                                  **OTHER_NORM_LAYOUTS[architecture])
+    model = hfas.enable(AutoModelForCausalLM.from_config(config).eval())
+    ids = prompt(6, seed=3)
+    expected = model.generate(ids, max_new_tokens=20, do_sample=False)
+    out = model.generate(ids, max_new_tokens=20, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8))
+    assert torch.equal(out, expected)
+
+
 @pytest.mark.parametrize("drafter_name", ["self", "early-exit"])
 def test_plain_decoding_steps_between_trees(llama, drafter_name):
     """Depth-0 cycles draft nothing and verify the root alone; the drafter catches up after them."""

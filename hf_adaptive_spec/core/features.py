@@ -24,6 +24,24 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     return layers
 
 
+#: where decoders keep their final norm: Llama-like ``norm``, Phi ``final_layernorm``, OPT and GPT-NeoX ``final_layer_norm``
+_FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm")
+
+
+def final_norm(model: PreTrainedModel) -> nn.Module:
+    """The norm a causal LM applies after its last decoder layer (its output is hidden state ``L``)."""
+    decoder = model.get_decoder()
+    for name in _FINAL_NORM_NAMES:
+        module = getattr(decoder, name, None)
+        if isinstance(module, nn.Module):
+            return module
+    raise ValueError(
+        f"Cannot find the final norm of {type(model).__name__} (expected one of {list(_FINAL_NORM_NAMES)} on its "
+        "decoder), whose output the engine reads: use a target of a supported layout (Llama, Mistral, Qwen, Gemma, "
+        "Phi, OPT, GPT-NeoX)."
+    )
+
+
 class FeatureCapture:
     """Records hidden states in transformers' ``hidden_states`` numbering while active.
 
@@ -53,8 +71,7 @@ class FeatureCapture:
             if index < len(layers):
                 self._handles.append(layers[index].register_forward_pre_hook(self._pre_hook(index), with_kwargs=True))
             else:
-                norm = self._model.get_decoder().norm
-                self._handles.append(norm.register_forward_hook(self._post_hook(index)))
+                self._handles.append(final_norm(self._model).register_forward_hook(self._post_hook(index)))
         return self
 
     def __exit__(self, *exc) -> None:

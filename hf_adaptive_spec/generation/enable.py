@@ -45,6 +45,12 @@ def _as_drafter(assistant_model: object) -> Drafter:
         return _NoDrafter()
     if isinstance(assistant_model, Drafter):
         return assistant_model
+    if isinstance(assistant_model, PreTrainedModel) and not assistant_model.can_generate():
+        raise ValueError(
+            f"assistant_model is a {type(assistant_model).__name__}, a network that cannot generate on its own: pass "
+            "the drafter that drives it (an Eagle3DraftModel goes in Eagle3Drafter(model), or load one with "
+            "Eagle3Drafter.from_pretrained(path, target=model)), or a causal LM sharing the target's tokenizer."
+        )
     if isinstance(assistant_model, PreTrainedModel):
         return CausalLMDrafter(assistant_model)
     raise ValueError(
@@ -53,16 +59,30 @@ def _as_drafter(assistant_model: object) -> Drafter:
     )
 
 
+def _call_option(model: PreTrainedModel, kwargs: dict, name: str, pop: bool = False):
+    """A generation option as ``generate`` resolves it: the call's keyword, else the ``generation_config``
+    passed, else the model's (``pop``: the keyword is taken out of the call)."""
+    if name in kwargs:
+        return kwargs.pop(name) if pop else kwargs[name]
+    config: GenerationConfig | None = kwargs.get("generation_config")
+    return getattr(config, name, None) or getattr(model.generation_config, name, None)
+
+
 def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str | None:
     """Take stop_strings out of the call (generate cannot see the tokenizer for custom loops)."""
-    if "stop_strings" in kwargs:
-        stop_strings = kwargs.pop("stop_strings")
-    else:
-        config: GenerationConfig | None = kwargs.get("generation_config")
-        stop_strings = getattr(config, "stop_strings", None) or model.generation_config.stop_strings
-    if stop_strings:
-        kwargs["stop_strings"] = None  # overrides any config value; our criterion replaces it
+    stop_strings = _call_option(model, kwargs, "stop_strings", pop=True)
+    kwargs["stop_strings"] = None  # overrides any config value (an explicit None too); our criterion replaces it
     return stop_strings
+
+
+def _check_no_token_healing(model: PreTrainedModel, kwargs: dict) -> None:
+    """``generate`` heals the prompt before any decoding loop, with a tokenizer it does not keep for a custom one."""
+    if _call_option(model, kwargs, "token_healing"):
+        raise ValueError(
+            "assistant_policy cannot be combined with token_healing (generate does not hand a custom decoding loop "
+            "the tokenizer it needs): heal the prompt first, input_ids = model.heal_tokens(input_ids, tokenizer), "
+            "then generate with token_healing=False."
+        )
 
 
 def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
@@ -71,11 +91,7 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     the call, kept across calls (a cache sized exactly per call, as ``generate`` would build, changes
     shape with every prompt length). The request is taken out of the call so that ``generate`` builds
     no cache of its own."""
-    if "cache_implementation" in kwargs:
-        requested = kwargs.pop("cache_implementation")
-    else:
-        config: GenerationConfig | None = kwargs.get("generation_config")
-        requested = getattr(config, "cache_implementation", None) or model.generation_config.cache_implementation
+    requested = _call_option(model, kwargs, "cache_implementation", pop=True)
     if requested in (None, "dynamic"):
         return None
     if requested != "static":
@@ -108,6 +124,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
         raise ValueError(f"assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), got {type(assistant_policy).__name__}.")
     if kwargs.get("custom_generate") is not None:
         raise ValueError("assistant_policy cannot be combined with custom_generate.")
+    _check_no_token_healing(self, kwargs)
     drafter = _as_drafter(kwargs.pop("assistant_model", None))
     tokenizer = kwargs.pop("tokenizer", None)
     stopping_criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])

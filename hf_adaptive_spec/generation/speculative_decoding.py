@@ -7,11 +7,13 @@ cache and sent the prompt to the streamer.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import replace
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
+from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging
 
@@ -47,12 +49,52 @@ def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: Ge
         raise ValueError("assistant_policy supports decoder-only models only.")
     if config.output_attentions or config.output_hidden_states:
         raise ValueError("assistant_policy does not return attentions or hidden states; drop output_attentions/output_hidden_states.")
-    if model_kwargs.get("inputs_embeds") is not None:
+    _check_decoding_mode(config)
+    _check_model_inputs(input_ids, model_kwargs)
+    check_tree_attention_support(model.config, role="target model")
+
+
+def _check_decoding_mode(config: GenerationConfig) -> None:
+    """Greedy decoding or sampling, the two the engine reproduces. ``generate`` leaves the others to its own
+    decoding loops (or refuses them), and a ``custom_generate`` callable would otherwise ignore them."""
+    base = copy.copy(config)
+    base.prompt_lookup_num_tokens = None  # the engine's own lookup branch, not transformers' assisted mode
+    mode = base.get_generation_mode()
+    if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE):
+        raise ValueError(
+            f"assistant_policy decodes greedily or by sampling, but this call asks for {mode.value} (penalty_alpha, "
+            "dola_layers, constraints or force_words_ids): drop those options, or drop assistant_policy."
+        )
+
+
+#: model inputs ``generate`` prepares for every decoder-only call; the engine feeds the target itself.
+_PREPARED_INPUTS = frozenset({"attention_mask", "past_key_values", "use_cache", "position_ids", "logits_to_keep", "cache_position"})
+
+
+def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
+    """The engine runs the target on token ids at positions 0, 1, 2, ...: inputs it would not pass on (images,
+    embeddings, token types) or positions of another layout are refused, never dropped."""
+    extra = sorted(name for name, value in model_kwargs.items() if value is not None and name not in _PREPARED_INPUTS)
+    if "inputs_embeds" in extra:
         raise ValueError("assistant_policy needs input_ids, not inputs_embeds.")
+    if extra:
+        raise ValueError(
+            f"assistant_policy runs the target on input_ids alone and would not pass on {extra}: it supports text-only "
+            "decoder inputs. Drop those inputs, or drop assistant_policy to use stock generate."
+        )
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
-        raise ValueError("assistant_policy does not support padded inputs: pass the prompt without padding.")
-    check_tree_attention_support(model.config, role="target model")
+        raise ValueError(
+            "assistant_policy does not support padded inputs (the attention_mask has zeros; generate infers them "
+            "where the prompt holds pad_token_id): pass the prompt without padding, or, if it has none but contains "
+            "the pad token, attention_mask=torch.ones_like(input_ids)."
+        )
+    positions = model_kwargs.get("position_ids")
+    if positions is not None and not torch.equal(positions.cpu(), torch.arange(input_ids.shape[1])[None]):
+        raise ValueError(
+            "assistant_policy decodes at positions 0, 1, 2, ... of the prompt and what follows, but position_ids "
+            "lay the prompt out otherwise (shifted or packed): drop position_ids, or drop assistant_policy."
+        )
 
 
 class _Output:
@@ -238,7 +280,7 @@ class _Decoder:
         if not self.config.return_dict_in_generate:
             return out.sequence
         return SpeculativeDecoderOnlyOutput(
-            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=target.cache, speculation=stats
+            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=target.cache_for_caller(), speculation=stats
         )
 
     def _report_cost_curve(self, stats: SpeculationStats) -> None:
@@ -261,11 +303,13 @@ class _Decoder:
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
         result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
-        keep = torch.tensor(result.path, device=self.model.device)
-        kept = self.target.commit(tree, past_length, keep)
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
         emitted = out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+        tick = time.perf_counter()
+        # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
+        kept = self.target.commit(tree, past_length, torch.tensor(result.path[:emitted], device=self.model.device))
+        verify_time += time.perf_counter() - tick
         if drafted:
             features = {i: kept[i][:, :emitted] for i in self.drafter.feature_layers}
             self._give_feedback(DraftOutcome(tree, result.path[:emitted], tokens[:emitted], features), times)

@@ -16,6 +16,7 @@ Two implementations behind one small interface:
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 
 import torch
@@ -91,6 +92,10 @@ class TargetForward(ABC):
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         """Keep the tree nodes ``keep`` (root first) in the cache; return their features."""
 
+    def cache_for_caller(self):
+        """The cache ``out.past_key_values`` returns: the one this call decoded in."""
+        return self.cache
+
 
 def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
     """Whether the model's logits are exactly ``lm_head(final-norm output)`` (no softcapping,
@@ -120,6 +125,7 @@ class DynamicTarget(TargetForward):
         self.head: OutputHead | None = None  # set when the logits are lm_head(final norm)
         self.lazy_head: OutputHead | None = None
         self.rescorer: TopLogitsRescorer | None = None
+        self._tree_features: Features = {}
 
     def __enter__(self) -> DynamicTarget:
         self.capture.__enter__()
@@ -142,15 +148,21 @@ class DynamicTarget(TargetForward):
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
         tree_logits = verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
+        self._keep_tree_features()
         if self.rescorer is not None:
             tree_logits.rescorer = self.rescorer
             if tree_logits.hidden is None:
                 tree_logits.hidden = self.capture.latest[self.final_index][0]
         return tree_logits
 
+    def _keep_tree_features(self) -> None:
+        """The verification forward's features, kept for :meth:`commit`: a logits processor that runs the model
+        itself (``guidance_scale``'s) overwrites the capture in between."""
+        self._tree_features = {i: self.capture.latest[i] for i in self.wanted}
+
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         compact_cache(self.cache, len(tree), keep)
-        return {i: self.capture.latest[i][:, keep] for i in self.wanted}
+        return {i: feature[:, keep] for i, feature in self._tree_features.items()}
 
 
 class SharedCacheTarget(DynamicTarget):
@@ -178,6 +190,7 @@ class SharedCacheTarget(DynamicTarget):
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
         hidden = self.sharing.verify(self.model, self.cache, tree, past_length)
+        self._keep_tree_features()
         logits = None if self.lazy_head is not None else self.head(hidden)
         return TreeLogits(logits=logits, hidden=hidden, head=self.lazy_head, rescorer=self.rescorer)
 
@@ -229,8 +242,11 @@ def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int
 class StaticTarget(TargetForward):
     """Verification of padded trees in a fixed-size static cache (see the module docstring)."""
 
-    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None):
+    def __init__(
+        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own: bool = False
+    ):
         self.model, self.cache, self.path, self.options = model, cache, path, options
+        self.own = own  # the model's own cache (FastPath.cache_for), which later calls reuse
         self.wanted = tuple(sorted(wanted))
         self.rescorer = _rescorer(model)
         self.final_index = len(decoder_layers(model))
@@ -289,6 +305,11 @@ class StaticTarget(TargetForward):
         compact_static_cache(self.cache, past_length, keep)
         return {i: feature[:, keep] for i, feature in self._features.items()}
 
+    def cache_for_caller(self):
+        """The caller's cache, or a copy of the engine's own: the next call of the same size decodes in
+        that one again (stock ``generate`` returns a cache of each call's own)."""
+        return copy.deepcopy(self.cache) if self.own else self.cache
+
 
 def static_target(
     model: PreTrainedModel, cache, own: bool, wanted: set[int], model_kwargs: dict, config: GenerationConfig,
@@ -302,4 +323,4 @@ def static_target(
             "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."
         )
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
-    return StaticTarget(model, cache, wanted, path, options)
+    return StaticTarget(model, cache, wanted, path, options, own=own)
