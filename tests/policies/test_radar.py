@@ -127,7 +127,7 @@ class LoggingRadarPolicy(RadarPolicy):
     def continue_drafting(self, step):
         decision = super().continue_drafting(step)
         self.cycles[-1][0].append(beam_scores(step.step_scores, self.tree.top_k))
-        self.cycles[-1][1].append(CONTINUE if decision else SKIP if self._skipping else STOP)
+        self.cycles[-1][1].append(CONTINUE if decision else SKIP if self._cycle.skipping else STOP)
         return decision
 
 
@@ -542,19 +542,38 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
 @pytest.mark.parametrize("allow_skip", [False, True])
 def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
     """continue_drafting runs the LSTM cell written out (numpy, on the host); its logits must be forward's,
-    step by step, and follow the weights when they change in place (an optimiser step)."""
+    step by step, and follow the weights when they change in place (an optimiser step) from the next generation on."""
     torch.manual_seed(5)
     policy = RadarPolicy(depth=6, top_k=4, total_tokens=9, lstm_hidden=16, mlp_hidden=8, allow_skip=allow_skip)
     for parameter in policy.parameters():  # away from zero, so that every gate matters
         torch.nn.init.normal_(parameter, std=0.5)
     scores = -torch.rand(3, 5, 4).sort(-1).values * 6
     expected, _ = policy(scores)
+    policy.begin_generation()
     for row, want in zip(scores, expected):
         policy.tree_config(None)
         got = torch.as_tensor(np.stack([policy._next_logits(step, first_decision=d) for d, step in enumerate(row)]))
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
         policy.mlp[3].bias += 1.0
+    policy.begin_generation()
     policy.tree_config(None)
     shifted = policy._next_logits(scores[0, 0], first_decision=0)
     torch.testing.assert_close(torch.as_tensor(shifted), expected[0, 0] + 1.0, atol=1e-5, rtol=1e-5)
+
+
+def test_beam_scores_are_the_best_step_scores_best_first_padded_with_minus_infinity():
+    """The host sort equals torch's top-k on every size around top_k, with ties, -inf entries and bfloat16 input."""
+    generator = torch.Generator().manual_seed(3)
+    for n in range(1, 12):
+        scores = -torch.rand(n, generator=generator) * 5
+        scores[n // 2] = scores[0]  # a tie
+        if n > 3:
+            scores[1] = float("-inf")
+        for top_k in (1, 4, 8):
+            for tensor in (scores, scores.bfloat16()):
+                expected = tensor.float().topk(min(top_k, n)).values
+                expected = torch.cat([expected, torch.full((top_k - expected.numel(),), float("-inf"))])
+                got = beam_scores(tensor, top_k)
+                assert got.dtype == torch.float32 and got.shape == (top_k,)
+                torch.testing.assert_close(got, expected, rtol=0, atol=0)
