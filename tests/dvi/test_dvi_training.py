@@ -125,3 +125,19 @@ def test_recipe_parses_with_the_papers_budget():
         args=["--config", str(RECIPES / "dvi_smollm2_smoke.yaml"), "--max_steps", "3"]
     )
     assert smoke.max_steps == 3 and smoke.max_new_tokens == 32
+
+
+def test_a_continued_adapter_sets_the_exit_layer_and_lora_shape_and_says_so(tmp_path, caplog):
+    """init_from: the adapter's exit layer and LoRA shape train, the config records them, a warning names each
+    value asked for and not used."""
+    from peft import LoraConfig
+
+    from hf_adaptive_spec.training.dvi.script import adopt_adapter_settings
+
+    drafter = DVIDrafter(tiny_model("llama"), exit_layer=1,
+                         lora_config=LoraConfig(r=4, lora_alpha=8, target_modules=["draft_head"]))
+    args = _args(tmp_path, exit_layer=3, lora_r=2)
+    with caplog.at_level("WARNING"):
+        adopt_adapter_settings(args, drafter)
+    assert (args.exit_layer, args.lora_r, args.lora_alpha) == (1, 4, 8)
+    assert "exit_layer=1, lora_r=4, lora_alpha=8 (the config's exit_layer=3, lora_r=2" in caplog.text

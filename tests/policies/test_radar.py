@@ -513,8 +513,13 @@ def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settin
     assert RadarDataset.load(tmp_path / "dataset").lookup_tokens == 4
     assert trainer.latency.verify_seconds.numel() == TREE.total_tokens + 4 + 1  # room for a grafted chain
     assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
-    with pytest.raises(ValueError, match="built with the prompt-lookup branch"):
+    with pytest.raises(ValueError, match=r"other settings than asked: the prompt-lookup branch .*lookup_tokens': 0"):
         main(RadarScriptArguments(**script_paths), config)
+    main(RadarScriptArguments(**script_paths, lookup_tokens=4, depth=TREE.depth), config)  # the dataset's own settings
+    other = {"depth": 2, "total_tokens": 4, "recording_path": str(tmp_path / "another-recording")}
+    for name, value in other.items():  # each would build another dataset: refused, never silently ignored
+        with pytest.raises(ValueError, match=rf"{name} {value} \(the dataset's: "):
+            main(RadarScriptArguments(**{**script_paths, name: value}, lookup_tokens=4), config)
 
 
 def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):

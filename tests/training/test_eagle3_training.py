@@ -236,6 +236,9 @@ def test_conversation_stream_rereads_a_growing_file(tokenizer, tmp_path):
     with open(path, "a") as handle:
         handle.write(json.dumps(record) + "\n")
     assert len(list(stream)) == 2
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    assert len(list(ConversationStream(path, tokenizer, max_length=64, limit=2))) == 2  # num_conversations
 
 
 def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):

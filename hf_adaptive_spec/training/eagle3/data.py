@@ -105,16 +105,20 @@ class ConversationStream(IterableDataset):
     growing (regeneration running beside training) feeds every new record into later passes.
 
     Each pass shuffles the records (seed + pass number) and sorts chunks of ``chunk_size``
-    samples by length, so consecutive samples (one batch) need little padding.
+    samples by length, so consecutive samples (one batch) need little padding. ``limit``: only the
+    file's first ``limit`` records (the script's ``num_conversations``).
     """
 
-    def __init__(self, path: str | Path, tokenizer: PreTrainedTokenizerBase, max_length: int, seed: int = 0, chunk_size: int = 64):
+    def __init__(
+        self, path: str | Path, tokenizer: PreTrainedTokenizerBase, max_length: int, seed: int = 0, chunk_size: int = 64,
+        limit: int | None = None,
+    ):
         self.path, self.tokenizer, self.max_length = path, tokenizer, max_length
-        self.seed, self.chunk_size = seed, chunk_size
+        self.seed, self.chunk_size, self.limit = seed, chunk_size, limit
         self.passes = 0
 
     def __iter__(self) -> Iterator[dict[str, list[int]]]:
-        conversations = list(read_conversations(self.path))
+        conversations = list(itertools.islice(read_conversations(self.path), self.limit))
         random.Random(self.seed + self.passes).shuffle(conversations)
         self.passes += 1
         for start in range(0, len(conversations), self.chunk_size):

@@ -130,7 +130,8 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         args=training_args,
         target_model=target,
         train_dataset=(
-            ConversationStream(script_args.dataset_path, tokenizer, training_args.max_length, training_args.seed)
+            ConversationStream(script_args.dataset_path, tokenizer, training_args.max_length, training_args.seed,
+                               limit=script_args.num_conversations)
             if script_args.stream
             else Dataset.from_list(samples)
         ),

@@ -104,8 +104,9 @@ class RadarDataset(Dataset):
         held_out = torch.isin(self.prompt_index, prompts[order[:num_held_out]])
         return self.select(torch.nonzero(~held_out).flatten()), self.select(torch.nonzero(held_out).flatten())
 
-    def save(self, directory: str | Path) -> None:
-        """``radar_dataset.safetensors`` (the tensors) and ``radar_dataset.json`` (tree and lookup branch); no pickle."""
+    def save(self, directory: str | Path, built_from: str | None = None) -> None:
+        """``radar_dataset.safetensors`` (the tensors) and ``radar_dataset.json`` (tree and lookup branch, and the
+        recording it was ``built_from`` when given); no pickle."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {name: getattr(self, name).contiguous() for name in _TENSORS}
@@ -113,7 +114,14 @@ class RadarDataset(Dataset):
         c = self.tree_config
         tree = {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens}
         meta = {"format": DATASET_FORMAT, "tree_config": tree, **self.lookup_kwargs()}
+        if built_from is not None:
+            meta["built_from"] = str(built_from)
         (directory / "radar_dataset.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    @staticmethod
+    def built_from(directory: str | Path) -> str | None:
+        """The recording the dataset in ``directory`` was built from (None when it was not saved with one)."""
+        return json.loads((Path(directory) / "radar_dataset.json").read_text(encoding="utf-8")).get("built_from")
 
     @classmethod
     def load(cls, directory: str | Path) -> RadarDataset:

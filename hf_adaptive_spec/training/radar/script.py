@@ -56,11 +56,7 @@ def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
     """The dataset at ``dataset_path``, or one built from ``recording_path`` and saved there."""
     if (Path(script_args.dataset_path) / "radar_dataset.json").is_file():
         dataset = RadarDataset.load(script_args.dataset_path)
-        if dataset.lookup_kwargs() != script_args.lookup_kwargs():
-            raise ValueError(
-                f"{script_args.dataset_path} was built with the prompt-lookup branch {dataset.lookup_kwargs()}, not "
-                f"{script_args.lookup_kwargs()}: pass those settings, or a new dataset_path to build it again."
-            )
+        _check_cached_dataset(script_args, dataset)
         return dataset
     if script_args.recording_path is None:
         raise ValueError(
@@ -70,8 +66,27 @@ def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
     dataset = build_radar_dataset(
         recording, script_args.depth, script_args.total_tokens, **script_args.lookup_kwargs()
     )
-    dataset.save(script_args.dataset_path)
+    dataset.save(script_args.dataset_path, built_from=script_args.recording_path)
     return dataset
+
+
+def _check_cached_dataset(script_args: RadarScriptArguments, dataset: RadarDataset) -> None:
+    """A dataset already at ``dataset_path`` is used as it is: settings that would build another one are refused."""
+    tree = dataset.tree_config
+    built_from = RadarDataset.built_from(script_args.dataset_path)
+    asked = {
+        "the prompt-lookup branch": (script_args.lookup_kwargs(), dataset.lookup_kwargs()),
+        "depth": (script_args.depth, tree.depth),
+        "total_tokens": (script_args.total_tokens, tree.total_tokens),
+        "recording_path": (script_args.recording_path, built_from),
+    }
+    differ = [f"{name} {given} (the dataset's: {held})" for name, (given, held) in asked.items()
+              if given is not None and held is not None and given != held]  # held None: saved before it was kept
+    if differ:
+        raise ValueError(
+            f"{script_args.dataset_path} already holds a RADAR dataset, built with other settings than asked: "
+            f"{'; '.join(differ)}. Drop those settings to train on it, or pass a new dataset_path to build another."
+        )
 
 
 def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> RadarTrainer:
