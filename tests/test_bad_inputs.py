@@ -73,6 +73,18 @@ def _image_input(model, tmp_path):
     return _generate(target, pixel_values=torch.zeros(1, 3, 4, 4))
 
 
+def _load_saved_drafter(kind: str, **kwargs):
+    """Save a drafter of ``kind`` for the tiny target, then load it with ``kwargs``."""
+    def call(model, tmp_path):
+        if kind == "eagle3":
+            hfas.Eagle3Drafter(Eagle3DraftModel.from_target(model)).save_pretrained(tmp_path / kind)
+            return hfas.Eagle3Drafter.from_pretrained(tmp_path / kind, target=model, **kwargs)
+        hfas.DVIDrafter(model, exit_layer=2).save_pretrained(tmp_path / kind)
+        return hfas.DVIDrafter.from_pretrained(tmp_path / kind, target=model, **kwargs)
+
+    return call
+
+
 def _not_enabled(model, tmp_path):
     plain = LlamaForCausalLM(model.config).eval()
     return plain.generate(prompt(5), max_new_tokens=3, assistant_policy=hfas.StaticTreePolicy.chain(2))
@@ -226,6 +238,16 @@ GENERATE = {
     "token-healing": BadInput(
         lambda m, t: _generate(m, token_healing=True), ValueError, r"heal the prompt first.*model.heal_tokens"
     ),
+    "eagle3-drafter-loaded-with-a-misspelt-keyword": BadInput(
+        _load_saved_drafter("eagle3", alow_pickle=True), TypeError,
+        r"Eagle3Drafter.from_pretrained does not take \['alow_pickle'\]",
+    ),
+    "eagle3-drafter-loaded-with-a-dtype": BadInput(
+        _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError, r"does not take \['torch_dtype'\].*model.to",
+    ),
+    "dvi-drafter-loaded-with-another-exit-layer": BadInput(
+        _load_saved_drafter("dvi", exit_layer=1), TypeError, r"DVIDrafter.from_pretrained does not take \['exit_layer'\]",
+    ),
     "bare-eagle3-network-as-assistant-model": BadInput(
         lambda m, t: _generate(m, assistant_model=Eagle3DraftModel.from_target(m)), ValueError,
         r"Eagle3DraftModel, a network that cannot generate on its own.*Eagle3Drafter\(model\)",
@@ -343,6 +365,12 @@ BENCH = {
     ),
     "bench-max-new-tokens-zero": BadInput(
         _bench("--max-new-tokens", "0"), BenchRefused, "--max-new-tokens must be at least 1, got 0"
+    ),
+    "bench-num-threads-zero": BadInput(
+        _bench("--num-threads", "0"), BenchRefused, "--num-threads must be at least 1, got 0"
+    ),
+    "bench-lookup-tokens-zero": BadInput(
+        _bench("--lookup-tokens", "0"), BenchRefused, "--lookup-tokens must be at least 1, got 0"
     ),
     "bench-turns-a-string": BadInput(
         _bench(turns="not a list"), BenchRefused, "q.jsonl:1: 'turns' must be a non-empty list of strings, got a str"

@@ -74,7 +74,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
     for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
-                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup)):
+                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup),
+                        ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
+                        ("--lookup-ngram-size", options.lookup_ngram_size),
+                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens)):
         if value is not None and value < 1:
             raise BenchError(f"{flag} must be at least 1, got {value}")
     try:
@@ -214,8 +217,10 @@ def _measures_fp32_agreement(args: BenchArguments) -> bool:
 def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:
     """What the measurements depend on: a resumed run must match the progress file on these. A run without
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
-    progress files written before the option was added measured it, so no key means measured."""
+    progress files written before the option was added measured it, so no key means measured. A seed other than 0
+    is kept likewise."""
     skipped = {"fp32_agreement": False} if args.dtype != "float32" and not args.fp32_agreement else {}
+    seeded = {"seed": args.seed} if args.seed else {}  # each turn's sampling seed; files before the key: seed 0
     return {
         "model": args.model or DEFAULT_MODEL_ID,
         "dtype": args.dtype,
@@ -224,4 +229,5 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
         "questions": str(args.questions.resolve()),
         "options": asdict(options),
         **skipped,
+        **seeded,
     }

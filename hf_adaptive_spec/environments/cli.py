@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     """Record; ``argv`` are the arguments after ``record``. Returns 0, or 2 on a setup error (one line on stderr)."""
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.num_threads is not None and args.num_threads < 1:
+        make_parser().error(f"--num-threads must be at least 1, got {args.num_threads}")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     try:
@@ -280,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             "feature_layers": list(feature_layers),
             **({"prompts_file": args.prompts_file} if args.prompts_file else {}),
             **({"questions": args.questions, "per_category": args.per_category} if args.questions else {}),
+            **({"sharegpt_file": args.sharegpt_file} if args.sharegpt_file else {}),  # which prompts the shards hold
+            **({"eval_data_dir": args.eval_data_dir} if args.eval_data_dir else {}),  # which prompts were dropped
         })
         prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
         if not prompts:

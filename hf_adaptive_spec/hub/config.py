@@ -24,6 +24,17 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return config
 
 
+def check_no_config_overrides(loader: str, saved: dict[str, Any], given: dict[str, Any]) -> None:
+    """Refuse keywords a loader would drop: ``given`` is what ``from_pretrained`` received as config fields (the
+    saved ``config.json`` merged with the caller's keywords); any that is not the saved value came from the caller."""
+    overridden = sorted(key for key, value in given.items() if key not in saved or saved[key] != value)
+    if overridden:
+        raise TypeError(
+            f"{loader} does not take {overridden}: the checkpoint's config.json sets the drafter (a typo of one of "
+            "its keywords lands here too). Convert the dtype or device after loading, e.g. drafter.model.to(...)."
+        )
+
+
 #: files that mark folders of other kinds, and how those load
 _DVI_ADAPTER = "a DVI adapter: load it with DVIDrafter.from_pretrained(path, target=model)"
 _PEFT_ADAPTER = "a peft adapter: load it with peft's PeftModel.from_pretrained(model, path)"

@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
+    if args.num_threads is not None and args.num_threads < 1:
+        parser.error(f"--num-threads must be at least 1, got {args.num_threads}")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)

@@ -49,6 +49,8 @@ def test_resume_keeps_finished_measurements(bench_model_dir: Path, questions_fil
     records = json.loads(out.read_text())["records"]
     assert len(records) == 6
     assert records[:2] == first  # same wall times: not run again
+    # another sampling seed would mix two runs' samples in one report: refused
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--resume", "--seed", "7")) == 2
 
 
 def test_report_only_reports_the_questions_every_method_finished(

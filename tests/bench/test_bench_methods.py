@@ -56,6 +56,16 @@ def test_builtin_methods_match_stock(bench_model, name: str):
     assert method.generate(prompt(tokenizer)) == (expected, None)
 
 
+@pytest.mark.parametrize("layers", [0, -1, "all"])
+def test_early_exit_outside_the_targets_layers_is_refused(bench_model, layers):
+    """transformers drafts nothing with 0 or with every layer: the run would be plain decoding under another name."""
+    model, tokenizer = bench_model
+    num_layers = model.config.num_hidden_layers
+    options = dataclasses.replace(OPTIONS, early_exit_layers=num_layers if layers == "all" else layers)
+    with pytest.raises(ValueError, match=rf"must be in 1\.\.{num_layers - 1} for this {num_layers}-layer model"):
+        METHODS["hf-early-exit"]().prepare(model, tokenizer, options)
+
+
 def test_early_exit_sets_the_draft_length_on_the_model_config(bench_model):
     model, tokenizer = bench_model
     METHODS["hf-early-exit"]().prepare(model, tokenizer, OPTIONS)

@@ -203,9 +203,10 @@ def test_rope_comes_from_the_drafter_config_not_the_target(tmp_path, target, off
             "rope_parameters": {**LLAMA3_ROPE, "rope_theta": 5e5},
         },
         {"use_aux_hidden_state": False},
+        {"use_aux_hidden_state": False, "aux_hidden_state_layer_ids": [2]},
         {"num_hidden_layers": 2},
     ],
-    ids=["default", "reduced+custom-layers+llama3-rope", "single-feature", "two-layers"],
+    ids=["default", "reduced+custom-layers+llama3-rope", "single-feature", "single-feature-of-layer-2", "two-layers"],
 )
 def test_save_pretrained_round_trip(tmp_path, target, frequent_tokens, kwargs):
     kwargs = dict(kwargs)

@@ -78,6 +78,9 @@ def test_record_refuses_to_mix_settings(tiny_cli, tmp_path, capsys):
     assert cli.main(["--output", output, "--num-prompts", "1", *TREE]) == 0
     assert cli.main(["--output", output, "--num-prompts", "1", "--seed", "1", *TREE]) == 2
     assert "seed differ" in capsys.readouterr().err
+    for option in ("--sharegpt-file", "--eval-data-dir"):  # other prompts, or other prompts dropped
+        assert cli.main(["--output", output, "--start", "1", "--num-prompts", "1", option, str(tmp_path), *TREE]) == 2
+        assert f"{option[2:].replace('-', '_')} differ" in capsys.readouterr().err
 
 
 def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path):

@@ -19,5 +19,11 @@ class HfEarlyExit(BenchMethod):
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
+        num_layers = model.config.get_text_config().num_hidden_layers
+        if not 1 <= options.early_exit_layers < num_layers:
+            raise ValueError(
+                f"hf-early-exit drafts with the target's first --early-exit-layers layers, which must be in 1..{num_layers - 1} "
+                f"for this {num_layers}-layer model (got {options.early_exit_layers}; transformers would draft nothing)."
+            )
         apply_assistant_knobs(model.generation_config, options)
         return {"assistant_early_exit": options.early_exit_layers}

@@ -12,7 +12,7 @@ from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dic
 from torch import nn
 
 from ...hub.cards import render_card
-from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
+from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
@@ -101,6 +101,7 @@ class DVICheckpointMixin(HubArtifactMixin):
         if not isinstance(target, nn.Module):
             raise TypeError("DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
         dvi_config = read_dvi_config(location)
+        check_no_config_overrides("DVIDrafter.from_pretrained", dvi_config, config_fields)
         lora_config = LoraConfig.from_pretrained(str(location.resolve(ADAPTER_CONFIG_NAME).parent))
         drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
         saved_shape = dvi_config.get("target_shape", dvi_config.get("target", drafter._target_shape))

@@ -279,10 +279,15 @@ def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
     if config.target_num_hidden_layers is not None:
         exported["target_num_hidden_layers"] = config.target_num_hidden_layers  # ours: refuse other depths
     exported["eagle_config"] = {"use_aux_hidden_state": config.use_aux_hidden_state}
-    if config.use_aux_hidden_state:  # both engines' fields, always: else each applies its own per-model default
-        ids = list(config.aux_hidden_state_layer_ids)
-        exported["eagle_aux_hidden_state_layer_ids"] = ids  # vLLM: input of layer i, used as is
-        exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
+    # both engines' fields, always: else each applies its own per-model default (and a reload, ours)
+    ids = list(config.aux_hidden_state_layer_ids)
+    exported["eagle_aux_hidden_state_layer_ids"] = ids  # vLLM: input of layer i, used as is
+    exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
+    if not config.use_aux_hidden_state and ids != [config.target_num_hidden_layers]:
+        logger.warning(
+            f"This drafter reads target hidden state {ids} without aux hidden states; the ids are saved and this package "
+            "reloads them, but serving engines may feed a drafter without aux hidden states their own default feature."
+        )
     return exported
 
 

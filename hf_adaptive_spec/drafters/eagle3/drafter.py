@@ -14,7 +14,7 @@ from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
-from ...hub.config import CONFIG_NAME, read_json_object
+from ...hub.config import CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ..static_shapes import StaticShapesMixin
@@ -79,6 +79,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         drafter saved for a target of another depth needs ``ignore_target_mismatch=True``."""
         if not isinstance(target, PreTrainedModel):
             raise TypeError("Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
+        check_no_config_overrides("Eagle3Drafter.from_pretrained", read_json_object(location.resolve(CONFIG_NAME)),
+                                  config_fields)
         hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir, force_download=location.force_download,
                           local_files_only=location.local_files_only, token=location.token)
         model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, **hub_kwargs)
