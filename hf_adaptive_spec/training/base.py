@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -10,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 
@@ -30,6 +32,12 @@ class SpecTrainer(Trainer):
         self._metrics.clear()
         super().log(logs, start_time)
 
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`)."""
+        if resume_from_checkpoint:
+            check_resume_settings(self.args, resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
     def train_save_and_push(self) -> None:
         """What every training script ends with: train (resuming if asked), save, push if asked."""
         self.train(resume_from_checkpoint=self.args.resume_from_checkpoint)
@@ -41,6 +49,35 @@ class SpecTrainer(Trainer):
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
             handle.write(self.args.to_json_string())
+
+
+#: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
+#: them (the schedule's length, logging, saving and evaluation may change). A new learning rate would not even apply:
+#: the restored scheduler wins.
+_RUN_DEFINING = frozenset({
+    "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay", "adam_beta1",
+    "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "seed",
+})
+
+
+def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> None:
+    """Refuse to resume ``checkpoint`` with settings that define the run other than its ``training_config.json``'s,
+    naming each as ``name: stored -> new``."""
+    path = os.path.join(str(checkpoint), "training_config.json")
+    if not os.path.isfile(path):
+        return  # resume_from_checkpoint=True (the latest one, found by Trainer) or a checkpoint saved without it
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    current = json.loads(args.to_json_string())
+    own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
+    changed = [f"{name}: {stored[name]!r} -> {current[name]!r}" for name in sorted((own | _RUN_DEFINING) & stored.keys())
+               if stored[name] != current.get(name)]
+    if changed:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
+            "checkpoint's values, or start a new run (init_from, where the trainer has it) instead of resuming."
+        )
 
 
 @dataclass(kw_only=True)

@@ -502,6 +502,11 @@ def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(script_paths, tm
     resumed = main(script_args, config(max_steps=8, resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-6")))
     assert resumed.state.global_step == 8
     assert [e["step"] for e in resumed.state.log_history if "eval_tokens_per_second" in e] == [2, 4, 6, 8]
+    # settings that define the run: refused on resume, each named (a new learning rate would not even apply)
+    for changed, message in (({"learning_rate": 0.1}, "learning_rate: 0.01 -> 0.1"), ({"gamma": 0.5}, "gamma: ")):
+        with pytest.raises(ValueError, match=f"was trained with other settings \\({message}"):
+            main(script_args, config(max_steps=10, resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-8"),
+                                     **changed))
 
 
 def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settings(script_paths, tmp_path):
