@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from tiny_models import prompt
@@ -239,3 +241,19 @@ def test_recommended_policy_names_what_is_missing(tmp_path):
                                recommendation={"policy": "ltd", "tree": {}})  # a curve no ltd variant is shipped for
     with pytest.raises(ValueError, match="trained on cpu/float32/eager and the profile measured cuda/bfloat16/compiled"):
         hfas.recommended_policy(compiled)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--verify-tokens", "0,2"], "--verify-tokens must be positive integers"),
+    (["--verify-tokens", "1,x"], "--verify-tokens must be positive integers"),
+    (["--context-length", "0"], "--context-length must be at least 1, got 0"),
+    (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+    (["--num-threads", "0"], "--num-threads must be at least 1, got 0"),
+    (["--lookup-tokens", "4"], "--lookup-tokens ranks recordings .* with --recording"),
+])
+def test_sizes_that_would_fail_or_be_ignored_are_refused_before_any_timing(args, message, capsys):
+    from hf_adaptive_spec.profiling import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--model", "/nonexistent-model-folder", *args])
+    assert re.search(message, capsys.readouterr().err)

@@ -40,6 +40,22 @@ PROMPT = "Explain how a bicycle works, step by step."
 BUCKET_RUN_TOKENS = 128
 
 
+def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any timing, sizes that would fail inside torch minutes later or be ignored."""
+    for flag, value in (("--context-length", args.context_length), ("--repeats", args.repeats),
+                        ("--num-threads", args.num_threads)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
+    try:
+        sizes = [int(n) for n in args.verify_tokens.split(",")]
+    except ValueError:
+        sizes = [0]
+    if min(sizes) < 1:
+        parser.error(f"--verify-tokens must be positive integers separated by commas, got {args.verify_tokens!r}")
+    if args.lookup_tokens < 0 or (args.lookup_tokens and not args.recording):
+        parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass N >= 1 with --recording")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
     parser.add_argument("--json", default=None, help=f"where to write the profile (default: {default_profile_path()})")
@@ -63,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
-    if args.num_threads is not None and args.num_threads < 1:
-        parser.error(f"--num-threads must be at least 1, got {args.num_threads}")
+    check_sizes(parser, args)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)
