@@ -372,6 +372,12 @@ BENCH = {
     "bench-lookup-tokens-zero": BadInput(
         _bench("--lookup-tokens", "0"), BenchRefused, "--lookup-tokens must be at least 1, got 0"
     ),
+    "bench-dvi-depth-zero": BadInput(  # a chain of 0: plain decoding under the dvi label
+        _bench("--dvi-depth", "0"), BenchRefused, "--dvi-depth must be at least 1, got 0"
+    ),
+    "bench-num-assistant-tokens-zero": BadInput(
+        _bench("--num-assistant-tokens", "0"), BenchRefused, "--num-assistant-tokens must be at least 1, got 0"
+    ),
     "bench-turns-a-string": BadInput(
         _bench(turns="not a list"), BenchRefused, "q.jsonl:1: 'turns' must be a non-empty list of strings, got a str"
     ),

@@ -77,7 +77,8 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
                         ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup),
                         ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
                         ("--lookup-ngram-size", options.lookup_ngram_size),
-                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens)):
+                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
+                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens)):
         if value is not None and value < 1:
             raise BenchError(f"{flag} must be at least 1, got {value}")
     try:
