@@ -27,7 +27,7 @@ from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
-from .prompt_lookup import graft_chain, lookup_continuation
+from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, graft_chain, lookup_continuation
 from .static_path import fast_path
 from .targets import (
     DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, static_target,
@@ -226,7 +226,7 @@ class _LookupBranch:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer (or None), got {value!r}.")
         num_tokens = config.prompt_lookup_num_tokens or 0
-        return cls(num_tokens, config.max_matching_ngram_size or 2)  # transformers' default n-gram size
+        return cls(num_tokens, config.max_matching_ngram_size or DEFAULT_MAX_NGRAM_SIZE)
 
     def chain(self, sequence: torch.LongTensor, room: int, config: TreeConfig) -> list[int]:
         if room <= 0 or config.sample_drafts:  # sampled sibling groups must stay whole

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
+
 
 DEFAULT_DRAFT_VOCAB_SIZE = 8192
 
@@ -65,7 +67,7 @@ class Eagle3Config(TrainingArguments):
     copy_loss_weight: float = field(
         default=0.0, metadata={"help": "Extra loss weight of answer tokens a prompt lookup would propose (0: none)."}
     )
-    copy_ngram_size: int = field(default=2, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
+    copy_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
     include_num_input_tokens_seen: str = field(
         default="non_padding", metadata={"help": "Count the tokens trained on (the held-out curve's x axis)."}
     )

@@ -36,7 +36,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 
 from ...core.sequences import end_of_sequence_ids
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ...generation.prompt_lookup import lookup_hits
+from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, lookup_hits
 from .data import collate, load_samples
 from .features import TargetFeatures
 from .ttt import TTTBatch, TTTStep, shift_positions, ttt_unroll
@@ -154,7 +154,6 @@ class HeldOutSet:
         self.depth = depth
         features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
         self.end_ids = torch.tensor(end_of_sequence_ids(target), dtype=torch.long)
-        self.copy_ngram_size = 2  # transformers' max_matching_ngram_size default
         self.samples = []
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
@@ -189,7 +188,7 @@ class HeldOutSet:
                 device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
                 batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
                 ended = torch.isin(batch.input_ids[:, 1:], self.end_ids.to(device))  # token t + 1 ends the answer
-                copied = lookup_hits(batch.input_ids, self.copy_ngram_size)
+                copied = lookup_hits(batch.input_ids, DEFAULT_MAX_NGRAM_SIZE)
                 counts.add(ttt_unroll(draft, batch, self.depth), ended, copied)
         finally:
             draft.train(was_training)
