@@ -45,6 +45,10 @@ class CostCurve:
             )
         return cls(**value)
 
+    def to_config(self) -> dict[str, str]:
+        """The ``trained_on`` entry of a policy's config (what :meth:`from_config` reads)."""
+        return {"device": self.device, "dtype": self.dtype, "path": self.path}
+
     def __str__(self) -> str:
         return f"{self.device}/{self.dtype}/{self.path}"
 

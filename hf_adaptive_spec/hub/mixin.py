@@ -13,7 +13,7 @@ from .cards import CARD_KINDS, render_card
 from .config import ARTIFACT_TYPE_KEY
 from .location import ArtifactLocation
 from .registry import check_artifact_type, register_artifact
-from .weights import load_weights, save_weights
+from .weights import load_weights, save_weights, saved_floating_dtype
 
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
 
@@ -29,13 +29,15 @@ class HubArtifactMixin(ModelHubMixin):
     Formats of their own plug in through three hooks, as EAGLE-3 drafters (SpecForge's layout,
     which vLLM and SGLang load) and DVI adapters (peft's) do: ``_save_pretrained(folder)``
     writes the files (a ``config.json`` it writes is kept as written), ``_check_location``
-    refuses a folder of another kind, and ``_load(location, **kwargs)`` builds the object. Saving,
+    refuses a folder of another kind, and ``_load(location, **kwargs)`` builds the object. An artifact
+    whose settings may change after construction returns them from ``_current_settings()``, and
+    ``config.json`` keeps their values at saving time. Saving,
     pushing (one commit, card included) and resolving folders, Hub ids and the offline cache
     stay here.
 
     Loading is strict: the ``artifact_type`` must match the class, every tensor must match
     (no missing or unexpected keys), and pickle weights are refused. Modules come back in
-    ``eval()`` mode on the CPU.
+    ``eval()`` mode on the CPU, in the dtype their weights were saved in.
 
     Declare a subclass with class keywords; it is registered for :class:`AutoArtifact`::
 
@@ -68,11 +70,22 @@ class HubArtifactMixin(ModelHubMixin):
             register_artifact(artifact_type, cls)
 
     def save_pretrained(self, save_directory: str | Path, *, config: Any = None, **kwargs: Any) -> str | None:
-        """Write ``config.json`` (with ``artifact_type``), weights and ``README.md`` to ``save_directory``."""
+        """Write ``config.json`` (with ``artifact_type``), weights and ``README.md`` to ``save_directory``.
+
+        ``config.json`` holds the ``__init__`` arguments the object was built with and, over them, the
+        settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
         base = self._hub_mixin_config if config is None else config
         fields = asdict(base) if is_dataclass(base) else dict(base or {})
+        if config is None:
+            fields.update(self._current_settings())
         fields[ARTIFACT_TYPE_KEY] = self.artifact_type
         return super().save_pretrained(save_directory, config=fields, **kwargs)
+
+    def _current_settings(self) -> dict[str, Any]:
+        """``__init__`` arguments as the object holds them now, for those a user may change after
+        construction (an attribute set, a tree replaced): ``save_pretrained`` writes them over the values
+        the object was built with. Override it where an artifact keeps such settings; default none."""
+        return {}
 
     def _save_pretrained(self, save_directory: Path) -> None:
         if isinstance(self, nn.Module):
@@ -167,6 +180,9 @@ class HubArtifactMixin(ModelHubMixin):
         init_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
         artifact = cls(**init_kwargs)
         if isinstance(artifact, nn.Module):
+            dtype = saved_floating_dtype(location)
+            if dtype is not None:
+                artifact.to(dtype)  # as transformers' dtype="auto": a bfloat16 policy comes back in bfloat16
             load_weights(artifact, location)
             artifact.eval()
         return artifact

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import safetensors.torch
 import torch
+import safetensors
 from safetensors import SafetensorError
 from torch import nn
 
@@ -57,6 +58,23 @@ def read_safetensors(path, device: str = "cpu") -> dict[str, torch.Tensor]:
         return safetensors.torch.load_file(str(path), device=device)
     except SafetensorError as error:
         raise corrupt_weights_error(path, error) from error
+
+
+#: safetensors' names of the floating dtypes
+SAFETENSORS_FLOAT_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def saved_floating_dtype(location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> torch.dtype | None:
+    """The dtype of the floating tensors in ``filename`` when they all share one (None otherwise),
+    read from the file's header without loading a tensor."""
+    path = resolve_safetensors(location, filename)
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as file:
+            names = {file.get_slice(key).get_dtype() for key in file.keys()}
+    except SafetensorError as error:
+        raise corrupt_weights_error(path, error) from error
+    floating = {SAFETENSORS_FLOAT_DTYPES[name] for name in names if name in SAFETENSORS_FLOAT_DTYPES}
+    return floating.pop() if len(floating) == 1 else None
 
 
 def load_weights(module: nn.Module, location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> None:

@@ -9,6 +9,10 @@ has to beat. Both draft a chain, as transformers' assistant does.
 - :class:`HeuristicLengthPolicy`: ``num_assistant_tokens_schedule="heuristic"``. The chain grows by
   2 after a cycle that accepted every drafted token and shrinks by 1 (to at least 1) otherwise.
 
+Both carry what they adapted from one ``generate`` call to the next, and ``save_pretrained`` writes it
+(the threshold, the chain length as ``initial_depth``): a reloaded policy goes on where this one is, as
+transformers writes both back to its assistant's generation config.
+
 Defaults are transformers' (``GenerationConfig``: 20 assistant tokens, threshold 0.4).
 """
 
@@ -109,6 +113,9 @@ class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_a
             threshold = roc_threshold(self.probs, self.accepted)
             self.threshold = self.threshold if threshold is None else threshold
 
+    def _current_settings(self) -> dict:
+        return {"depth": self.config.depth, "threshold": self.threshold, "adaptive": self.adaptive}
+
     def __repr__(self) -> str:
         return f"ConfidenceThresholdPolicy(depth={self.config.depth}, threshold={self.threshold:.3f}, adaptive={self.adaptive})"
 
@@ -136,6 +143,9 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         # the drafter's chain, as transformers counts its assistant's matches (not the lookup branch's)
         grown = self.depth + 2 if feedback.drafter_accepted_length >= feedback.draft_depth else self.depth - 1
         self.depth = max(1, min(self.max_depth, grown))
+
+    def _current_settings(self) -> dict:
+        return {"initial_depth": self.depth, "max_depth": self.max_depth}
 
     def __repr__(self) -> str:
         return f"HeuristicLengthPolicy(depth={self.depth}, initial_depth={self.initial_depth}, max_depth={self.max_depth})"

@@ -12,11 +12,9 @@ A policy class opts in with one line; config-only policies (``StaticTreePolicy``
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from ..core.cost_curve import CostCurve
 from ..hub import AutoArtifact, HubArtifactMixin
-from .base import DraftPolicy
+from .base import DraftPolicy, TreeConfig
 
 
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
@@ -26,7 +24,17 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
         """Record the cost curve this policy is (re)trained on: the engine compares it with each
         call's, and ``save_pretrained`` writes it to ``config.json`` as ``trained_on``."""
         self.trained_on = curve
-        self._hub_mixin_config["trained_on"] = asdict(curve)
+
+
+def tree_settings(tree: TreeConfig) -> dict[str, int]:
+    """A policy's ``depth``, ``top_k`` and ``total_tokens`` arguments, read from the tree it holds."""
+    return {"depth": tree.depth, "top_k": tree.top_k, "total_tokens": tree.total_tokens}
+
+
+def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | None]:
+    """A learned policy's ``trained_on`` argument, read from the curve it holds now."""
+    curve = policy.trained_on
+    return {"trained_on": None if curve is None else curve.to_config()}
 
 
 class AutoDraftPolicy(AutoArtifact):

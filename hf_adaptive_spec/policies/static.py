@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import CycleState, DraftPolicy, TreeConfig
-from .serialization import PolicyHubMixin
+from .serialization import PolicyHubMixin, tree_settings
 
 
 class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.static"):
@@ -27,6 +27,9 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         return self.config
+
+    def _current_settings(self) -> dict:
+        return {**tree_settings(self.config), "sample_drafts": self.config.sample_drafts}
 
     def __repr__(self) -> str:
         c = self.config

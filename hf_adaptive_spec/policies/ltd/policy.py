@@ -13,7 +13,7 @@ from ...core.cost_curve import CostCurve
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..networks import tanh_mlp
-from ..serialization import PolicyHubMixin
+from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 from .features import (
     depth_observation,
     depth_observation_size,
@@ -127,6 +127,9 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         self.decisions: list[Decision] = []
         self.eval()
 
+    def _current_settings(self) -> dict:
+        return {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
+
     def forward(self, observations: torch.Tensor, head: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``head``'s ``(logits [N, actions], values [N])`` for ``observations`` ``[N, obs]`` (PPO's loss)."""
         return self._head(head)(observations)
@@ -160,7 +163,7 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
     @torch.no_grad()
     def _decide(self, name: str, observation: torch.Tensor, mask: torch.Tensor | None = None) -> int:
         head = self._head(name)
-        observation = observation.to(self.choices.device)
+        observation = observation.to(self.choices.device, next(head.parameters()).dtype)  # a bfloat16 policy too
         if not head.training:
             logits = head.actor(observation[None])[0]
             return int(logits.argmax() if mask is None else logits.masked_fill(~mask, -math.inf).argmax())

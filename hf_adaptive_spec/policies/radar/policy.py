@@ -8,7 +8,7 @@ from torch import nn
 
 from ...core.cost_curve import CostCurve
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
-from ..serialization import PolicyHubMixin
+from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
 #: action indices of the policy's logits (RADAR's order: ``probs[..., 0]`` is P(stop)). ``SKIP``
 #: (only with ``allow_skip``, only at the first decision): stop and verify nothing, a plain step.
@@ -168,6 +168,9 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._host: HostCell | None = None  # the weights on the host for the engine's calls
         self._host_versions: tuple = ()
         self.eval()
+
+    def _current_settings(self) -> dict:
+        return {**trained_on_setting(self), **tree_settings(self.tree), "min_score": self.min_score}
 
     def forward(
         self,

@@ -27,7 +27,7 @@ from ...core.tree import full_tree_size
 from ...core.features import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from ..networks import tanh_mlp
-from ..serialization import PolicyHubMixin
+from ..serialization import PolicyHubMixin, trained_on_setting
 
 Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
 
@@ -161,6 +161,13 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def for_target(cls, config: PretrainedConfig, **kwargs) -> ReSpSPolicy:
         """A policy for a target with this transformers config (its hidden size and layer count)."""
         return cls(hidden_size=config.hidden_size, num_target_layers=config.num_hidden_layers, **kwargs)
+
+    def _current_settings(self) -> dict:
+        return {
+            **trained_on_setting(self), "decision_interval": self.decision_interval,
+            "training_interval": self.training_interval, "temperature": self.temperature,
+            "observation_clip": self.observation_clip,
+        }
 
     def required_recordings(self) -> dict[int, TreeConfig]:
         """Per ``top_k`` of the grid, the smallest replay recording that holds all its actions."""

@@ -1,0 +1,103 @@
+"""``save_pretrained`` writes a policy as it is now: settings changed after construction, what the
+heuristics adapted, the curve it was trained on, and the dtype of its weights all come back."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import prompt
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.cost_curve import CostCurve
+from hf_adaptive_spec.policies import (
+    AutoDraftPolicy,
+    ConfidenceThresholdPolicy,
+    HeuristicLengthPolicy,
+    LTDPolicy,
+    RadarPolicy,
+    ReSpSPolicy,
+    StaticTreePolicy,
+)
+from hf_adaptive_spec.policies.base import TreeConfig
+
+COMPILED = CostCurve("cpu", "bfloat16", "compiled")
+
+
+def reloaded(policy, folder):
+    policy.save_pretrained(folder)
+    return AutoDraftPolicy.from_pretrained(folder)
+
+
+def test_a_replaced_static_tree_is_saved(tmp_path):
+    policy = StaticTreePolicy(depth=4, top_k=2, total_tokens=8)
+    policy.config = TreeConfig(depth=3, top_k=1, total_tokens=4, sample_drafts=True)
+    assert reloaded(policy, tmp_path).config == policy.config
+
+
+def test_what_the_heuristics_adapted_is_saved(tmp_path):
+    threshold = ConfidenceThresholdPolicy(depth=6, threshold=0.4)
+    threshold.threshold, threshold.adaptive = 0.27, False  # as observe() adapts it, then a user's switch
+    again = reloaded(threshold, tmp_path / "threshold")
+    assert (again.threshold, again.adaptive, again.config.depth) == (0.27, False, 6)
+
+    length = HeuristicLengthPolicy(initial_depth=5, max_depth=12)
+    length.depth = 9  # after cycles that accepted every drafted token
+    again = reloaded(length, tmp_path / "length")
+    assert (again.depth, again.max_depth) == (9, 12)
+
+
+def test_resps_settings_set_after_construction_are_saved(tmp_path):
+    policy = ReSpSPolicy(hidden_size=8, num_target_layers=4, feature_layers=(1, 2), actions=[(4, 2, 2), (6, 3, 2)])
+    policy.temperature, policy.decision_interval, policy.training_interval = 1.5, 7, 3
+    policy.observation_clip, policy.trained_on = 4.0, COMPILED
+    again = reloaded(policy, tmp_path)
+    settings = ("temperature", "decision_interval", "training_interval", "observation_clip", "trained_on")
+    assert [getattr(again, name) for name in settings] == [1.5, 7, 3, 4.0, COMPILED]
+
+
+def test_ltd_and_radar_trees_and_scales_set_after_construction_are_saved(tmp_path):
+    ltd = LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+    ltd.context_scale, ltd.trained_on = 250.0, COMPILED
+    again = reloaded(ltd, tmp_path / "ltd")
+    assert (again.context_scale, again.trained_on, again.tree) == (250.0, COMPILED, ltd.tree)
+
+    radar = RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8)
+    radar.tree, radar.min_score = TreeConfig(depth=6, top_k=2, total_tokens=12), -12.0
+    again = reloaded(radar, tmp_path / "radar")
+    assert (again.tree, again.min_score) == (radar.tree, -12.0)
+
+
+def test_a_changed_setting_that_no_longer_fits_the_weights_fails_on_loading_not_silently(tmp_path):
+    policy = RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8)
+    policy.tree = TreeConfig(depth=4, top_k=3, total_tokens=8)  # top_k is the network's input size
+    policy.save_pretrained(tmp_path)
+    with pytest.raises(Exception, match="does not fit|does not match"):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_policy_comes_back_in_its_dtype_with_its_weights(tmp_path, dtype):
+    policy = RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8).to(dtype)
+    again = reloaded(policy, tmp_path)
+    assert {p.dtype for p in again.parameters()} == {dtype}
+    for (name, mine), theirs in zip(policy.state_dict().items(), again.state_dict().values()):
+        assert torch.equal(mine, theirs), name
+
+
+def test_a_float32_policy_stays_float32(tmp_path):
+    policy = ReSpSPolicy(hidden_size=8, num_target_layers=4, feature_layers=(1, 2), actions=[(4, 2, 2)])
+    assert {p.dtype for p in reloaded(policy, tmp_path).parameters()} == {torch.float32}
+
+
+@pytest.mark.parametrize("make", [
+    lambda target: LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,)),
+    lambda target: RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8),
+    lambda target: ReSpSPolicy.for_target(target.config, net_arch=(8,)),
+], ids=["ltd", "radar", "resps"])
+def test_a_bfloat16_policy_decides_inside_generate(llama, make):
+    ids = prompt(9, seed=5)
+    expected = llama.generate(ids, max_new_tokens=12, do_sample=False)
+    policy = make(llama).to(torch.bfloat16)
+    drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
+    out = llama.generate(ids, max_new_tokens=12, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+    assert out.tolist() == expected.tolist()
