@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 
 import pytest
 import torch
 from tiny_models import prompt
+from transformers import AutoModelForCausalLM
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.profiling import HardwareProfile, measure_in_generate, measure_verification
+from hf_adaptive_spec.checkpoints import shipped_checkpoint
+from hf_adaptive_spec.profiling import HardwareProfile, measure_in_generate, measure_verification, recommended_tree
 
 
 def test_profile_interpolates_and_round_trips(tmp_path):
@@ -201,6 +205,42 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     policy = hfas.recommended_policy()
     assert isinstance(policy, hfas.StaticTreePolicy)
     assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (best.depth, best.top_k, best.total_tokens)
+    assert (profile.model, profile.drafter) == (str(folder.resolve()), "early exit: 2 layers")  # what it timed
+    assert hfas.recommended_policy(model=AutoModelForCausalLM.from_pretrained(folder)).config == policy.config
+    with pytest.raises(ValueError, match="timed the target .*model, not HuggingFaceTB/SmolLM2-135M-Instruct"):
+        hfas.recommended_policy(model="HuggingFaceTB/SmolLM2-135M-Instruct")
+    with pytest.raises(ValueError, match="timed the drafter early exit: 2 layers, not hf_adaptive_spec:eagle3-smollm2"):
+        recommended_tree(drafter=shipped_checkpoint("eagle3"))
+
+
+def _recorded_folder(folder, **manifest):
+    """A ``record`` output folder holding only its manifest (what the profile compares)."""
+    folder.mkdir()
+    (folder / "record_args.json").write_text(json.dumps({"drafter": "eagle3", **manifest}), encoding="utf-8")
+    return str(folder)
+
+
+def test_profile_times_the_target_and_drafter_its_recordings_were_made_with(tmp_path, capsys):
+    from hf_adaptive_spec.profiling.cli import time_the_recorded_pair
+
+    parser = argparse.ArgumentParser()
+    shipped, own = _recorded_folder(tmp_path / "shipped", eagle3_checkpoint=None), tmp_path / "own"
+    own_drafter = tmp_path / "drafter"
+    own_drafter.mkdir()
+    args = argparse.Namespace(recording=[shipped], model=None, eagle3=None)
+    time_the_recorded_pair(parser, args)
+    assert args.eagle3 == str(shipped_checkpoint("eagle3"))  # not an early exit's draft step
+    time_the_recorded_pair(parser, argparse.Namespace(recording=[shipped], model=None, eagle3=args.eagle3))
+    refused = [
+        (argparse.Namespace(recording=[shipped], model=None, eagle3=str(own_drafter)), "drafted by hf_adaptive_spec:eagle3"),
+        (argparse.Namespace(recording=[shipped], model="org/other", eagle3=None), "not org/other"),
+        (argparse.Namespace(recording=[shipped, _recorded_folder(own, eagle3_checkpoint=str(own_drafter))], model=None,
+                            eagle3=None), "different targets or drafters"),
+    ]
+    for args, message in refused:
+        with pytest.raises(SystemExit):
+            time_the_recorded_pair(parser, args)
+        assert message in capsys.readouterr().err
 
 
 def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from transformers import HfArgumentParser, set_seed
 
+from ..checkpoints import shipped_checkpoint
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..profiling import recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
@@ -60,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _take_tree_from_profile(options: MethodOptions) -> None:
-    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends."""
+def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> None:
+    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends (refused when the
+    profile timed another target or EAGLE-3 drafter than this run's)."""
     try:
-        tree = recommended_tree(options.tree_profile)
+        tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
+                                drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
     except (OSError, ValueError) as error:
         raise BenchError(f"--tree_profile: {error}") from error
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
@@ -86,7 +89,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     except ValueError as error:
         raise BenchError(str(error)) from error
     if options.tree_profile:
-        _take_tree_from_profile(options)
+        _take_tree_from_profile(args, options)
     set_seed(args.seed)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)

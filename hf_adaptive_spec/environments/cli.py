@@ -43,6 +43,7 @@ from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
+from ..profiling.identity import eagle3_name, model_name
 from ..training_data import (
     Conversation,
     drop_leaked,
@@ -241,7 +242,8 @@ def write_profile(
     profile = HardwareProfile(
         device=str(model.device), dtype=str(model.dtype).removeprefix("torch."), num_threads=torch.get_num_threads(),
         context_length=args.profile_context_length, verify_tokens=tokens, verify_seconds=verify_seconds,
-        draft_step_seconds=draft_step, policy_call_seconds=policy_call,
+        draft_step_seconds=draft_step, policy_call_seconds=policy_call, model=model_name(model),
+        drafter=eagle3_name(args.eagle3_checkpoint),
     )
     profile.save(args.profile)
     logger.info("profile: verify 1 token %.1f ms, %d tokens %.1f ms; draft step %.1f ms -> %s",

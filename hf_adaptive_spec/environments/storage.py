@@ -39,13 +39,18 @@ def load_recording(path: str | Path) -> ReplayRecording:
     return ReplayRecording.concatenate([ReplayRecording.load(folder) for _, _, folder in shards])
 
 
-def load_training_recording(path: str | Path) -> ReplayRecording:
-    """:func:`load_recording`, refusing a recording of benchmark questions (``record --questions``) or its shards."""
+def recording_manifest(path: str | Path) -> dict | None:
+    """The ``record`` settings of a folder of shards or of one of its shards (what model, drafter and
+    prompts); None for a recording saved without them (``ReplayRecording.save``)."""
     path = Path(path)
     manifests = [path / MANIFEST] + ([path.parent / MANIFEST] if (path / "recording.json").is_file() else [])
-    questions = next(
-        (json.loads(m.read_text(encoding="utf-8")).get("questions") for m in manifests if m.is_file()), None
-    )
+    found = next((manifest for manifest in manifests if manifest.is_file()), None)
+    return None if found is None else json.loads(found.read_text(encoding="utf-8"))
+
+
+def load_training_recording(path: str | Path) -> ReplayRecording:
+    """:func:`load_recording`, refusing a recording of benchmark questions (``record --questions``) or its shards."""
+    questions = (recording_manifest(path) or {}).get("questions")
     if questions:
         raise ValueError(
             f"{path} records the benchmark questions of {questions}: policies must not train on evaluation prompts. "

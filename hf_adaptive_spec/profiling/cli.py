@@ -9,11 +9,12 @@ import torch
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
-from ..default_model import load_model
+from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS
 from ..environments import ReplayEnvironment, load_recording
+from ..environments.storage import recording_manifest
 from ..environments.static_grid import rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
@@ -25,6 +26,7 @@ from .hardware import (
     measure_verification,
     static_cache_slots,
 )
+from .identity import eagle3_name, model_name
 from .recommendation import default_profile_path
 
 #: the shipped learned policies the profile checks against the measured curve.
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context-length", type=int, default=256)
     parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--eagle3", default=None, help="EAGLE-3 drafter checkpoint to time (default: an early exit)")
+    parser.add_argument("--eagle3", default=None, help="EAGLE-3 drafter checkpoint to time (default: the --recording's drafter, "
+                        "else an early exit)")
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
     parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
     check_sizes(parser, args)
+    if args.recording:
+        time_the_recorded_pair(parser, args)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)
@@ -103,6 +108,29 @@ def main(argv: list[str] | None = None) -> int:
     for line in recommendation_lines(profile):
         print(line)
     return 0
+
+
+def time_the_recorded_pair(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Time the target and drafter the recordings were made with: ``--eagle3`` defaults to theirs, and another
+    target or drafter is refused (the ranking would weigh one drafter's acceptance with another's costs).
+    Recordings saved without ``record``'s manifest name neither, and are taken as made with what is timed."""
+    manifests = [manifest for manifest in map(recording_manifest, args.recording) if manifest is not None]
+    if not manifests:
+        return
+    models = {model_name(manifest.get("model") or DEFAULT_MODEL_ID) for manifest in manifests}
+    drafters = {eagle3_name(manifest.get("eagle3_checkpoint")) for manifest in manifests}
+    if len(models) > 1 or len(drafters) > 1:
+        parser.error(f"the recordings were made with different targets or drafters ({sorted(models | drafters)}): "
+                     "rank one pair's recordings per profile")
+    (recorded_model,), (recorded_drafter,) = models, drafters
+    if model_name(args.model or DEFAULT_MODEL_ID) != recorded_model:
+        parser.error(f"the recordings are of the target {recorded_model}, not {args.model or DEFAULT_MODEL_ID}: "
+                     "pass --model with the recorded target")
+    if args.eagle3 is None:
+        args.eagle3 = next(m.get("eagle3_checkpoint") for m in manifests) or str(shipped_checkpoint("eagle3"))
+    elif eagle3_name(args.eagle3) != recorded_drafter:
+        parser.error(f"the recordings were drafted by {recorded_drafter}, not --eagle3 {args.eagle3}: time the "
+                     "recorded drafter (leave --eagle3 out) or record with this one")
 
 
 def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
@@ -145,7 +173,8 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     profile = HardwareProfile(
         device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
-        path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots,
+        path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
+        drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
     )
     return profile, compile_seconds
 
@@ -242,7 +271,7 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
     lookup = recommendation["lookup_tokens"]
     lines.append(f"recommended: {'the shipped ' + chosen + ' policy' if chosen else 'the static tree above'}"
                  + (f" with prompt_lookup_num_tokens={lookup}" if lookup else "")
-                 + " (hfas.recommended_policy() reads it from the profile; use the drafter this profile timed)")
+                 + f" (hfas.recommended_policy(model=model) reads it from the profile; use the drafter it timed, {profile.drafter})")
     return lines
 
 

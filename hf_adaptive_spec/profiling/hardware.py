@@ -57,6 +57,10 @@ class HardwareProfile:
             (see :func:`~hf_adaptive_spec.profiling.recommended_policy`): ``{"tree": {depth, top_k,
             total_tokens, tau, tokens_per_second}, "policy": a shipped learned policy's name or None,
             ...}``; None when no recording was replayed.
+        model / drafter: the target and the drafter timed, named as :mod:`~hf_adaptive_spec.profiling.identity`
+            writes them (the target's ``name_or_path``; the EAGLE-3 checkpoint, or ``early exit: N layers``):
+            :func:`~hf_adaptive_spec.profiling.recommended_policy` refuses the profile for others. None in
+            profiles made before they were recorded.
     """
 
     device: str
@@ -72,6 +76,8 @@ class HardwareProfile:
     recommendation: dict | None = None
     bucket_seconds: list[float] | None = None
     cache_slots: int | None = None
+    model: str | None = None
+    drafter: str | None = None
 
     def __post_init__(self):
         if self.buckets is not None:

@@ -5,8 +5,11 @@ learned policies) with the costs it just measured and writes what won into the p
 (``recommendation``). :func:`recommended_policy` reads it back, so a script asks the machine it runs
 on, not the machine a policy happened to be trained on::
 
-    policy = hfas.recommended_policy()  # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
+    policy = hfas.recommended_policy(model=model)  # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
     model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
+
+A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint),
+a profile of others is refused.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from transformers import PreTrainedModel
+
 from ..checkpoints import shipped_checkpoint
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
+from .identity import check_profiled
 
 PROFILE_ENV = "HF_ADAPTIVE_SPEC_PROFILE"
 
@@ -29,7 +35,9 @@ def default_profile_path() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "hf_adaptive_spec" / "profile.json"
 
 
-def _profile_with_recommendation(profile: str | Path | HardwareProfile | None) -> HardwareProfile:
+def _profile_with_recommendation(
+    profile: str | Path | HardwareProfile | None, model: PreTrainedModel | str | None, drafter: str | None
+) -> HardwareProfile:
     if isinstance(profile, HardwareProfile):
         loaded, where = profile, "this profile"
     else:
@@ -45,17 +53,25 @@ def _profile_with_recommendation(profile: str | Path | HardwareProfile | None) -
             f"The hardware profile {where} recommends nothing: it was measured without a recording. Run "
             "`hf-adaptive-spec profile --recording DIR` (a folder from `hf-adaptive-spec record`) to rank the trees."
         )
+    check_profiled(loaded, where, model, drafter)
     return loaded
 
 
-def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> DraftPolicy:
+def recommended_policy(
+    profile: str | Path | HardwareProfile | None = None,
+    *,
+    model: PreTrainedModel | str | None = None,
+    drafter: str | Path | None = None,
+) -> DraftPolicy:
     """The policy ``profile`` recommends for its cost curve: the shipped learned policy it names when
     that policy was trained on this curve and beat the best static tree in its replay, else that tree.
 
     Args:
         profile: a profile JSON (default :func:`default_profile_path`) or a loaded profile.
+        model: the target you generate with (or its name): a profile that timed another is refused.
+        drafter: the EAGLE-3 checkpoint you draft with: a profile that timed another is refused.
     """
-    loaded = _profile_with_recommendation(profile)
+    loaded = _profile_with_recommendation(profile, model, drafter)
     name = loaded.recommendation.get("policy")
     if name:
         policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, loaded.cost_curve()))
@@ -70,7 +86,13 @@ def recommended_policy(profile: str | Path | HardwareProfile | None = None) -> D
     return StaticTreePolicy(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
 
 
-def recommended_tree(profile: str | Path | HardwareProfile | None = None) -> TreeConfig:
-    """The best static tree of ``profile``'s recommendation (whatever policy it recommends)."""
-    tree = _profile_with_recommendation(profile).recommendation["tree"]
+def recommended_tree(
+    profile: str | Path | HardwareProfile | None = None,
+    *,
+    model: PreTrainedModel | str | None = None,
+    drafter: str | Path | None = None,
+) -> TreeConfig:
+    """The best static tree of ``profile``'s recommendation (whatever policy it recommends); ``model`` and
+    ``drafter`` as in :func:`recommended_policy`."""
+    tree = _profile_with_recommendation(profile, model, drafter).recommendation["tree"]
     return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])

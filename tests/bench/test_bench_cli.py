@@ -251,3 +251,7 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
     HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0]).save(profile)
     assert main([*argv, "--tree_profile", str(profile)]) == 2
     assert "--tree_profile: The hardware profile" in capsys.readouterr().err
+    for timed in ({"model": "org/another-model"}, {"model": str(bench_model_dir.resolve()), "drafter": "early exit: 8 layers"}):
+        HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree}, **timed).save(profile)
+        assert main([*argv, "--tree_profile", str(profile)]) == 2  # another target's or drafter's tree
+        assert "--tree_profile: The hardware profile" in capsys.readouterr().err

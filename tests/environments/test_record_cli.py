@@ -65,6 +65,7 @@ def test_record_writes_shards_that_load_as_one_recording(tiny_cli, tmp_path):
                 torch.testing.assert_close(tree.features[layer], reference.features[layer].float())
     measured = HardwareProfile.load(profile)
     assert measured.draft_step_seconds > 0 and 5 in measured.verify_tokens
+    assert measured.drafter == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"  # no --eagle3-checkpoint: the shipped one
 
     shards = {p.name: p.stat().st_mtime_ns for p in output.glob("shard-*")}
     assert cli.main(argv) == 0  # resumed: nothing to do
