@@ -23,7 +23,7 @@ from .methods import build_methods
 from .plots import write_plots
 from .progress import ProgressLog, progress_path_for, read_progress
 from .questions import Question, load_questions
-from .report import build_report, write_json
+from .report import build_report, measured_on, write_json
 from .runner import run_benchmark
 
 PROG = "hf-adaptive-spec bench"
@@ -99,8 +99,11 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         raise BenchError(f"--reference {args.reference!r} is not among the methods run ({', '.join(methods)})")
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
+    _check_fast_path_options(args, options, methods)
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
     if any(method.on_fast_path(options) for method in methods.values()):
+        if options.max_cache_len is None and args.resume:
+            options.max_cache_len = _stored_cache_length(args)
         _size_static_cache(model, tokenizer, questions, options)
     for name, method in methods.items():
         try:
@@ -109,7 +112,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
-    fp32_model = load_model(args.model, "float32", model.device)[0] if _measures_fp32_agreement(args) else None
+    fp32_model = load_model(args.model, "float32", model.device)[0] if _measures_fp32_agreement(args, options) else None
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
@@ -121,7 +124,6 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "reference": args.reference,
         "categories": args.category_names,
         "limit": args.limit,
-        "warmup": args.warmup,
         "seed": args.seed,
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
@@ -129,6 +131,28 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     report = build_report(records, settings, model.device, args.reference, warmup_seconds)
     _write_outputs(report, args)
     return report
+
+
+def _check_fast_path_options(args: BenchArguments, options: MethodOptions, methods: dict) -> None:
+    """Refuse fast-path options no selected method would use (the report would claim them), and an unwarmed
+    compiled method (its first timed call would compile: stock-compiled's compile is not taken out)."""
+    fast = [name for name, method in methods.items() if method.on_fast_path(options)]
+    if options.compile and not any(method.runs_engine for method in methods.values()):
+        raise BenchError("--compile moves this package's methods to the compiled fast path, and none is selected: "
+                         "drop it (stock-compiled compiles on its own) or add a tree or eagle3 method")
+    if options.max_cache_len is not None and not fast:
+        raise BenchError("--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there: "
+                         "add --compile or stock-compiled, or drop it")
+    if fast and args.warmup == 0:
+        raise BenchError(f"--warmup 0 would time the compile of {', '.join(fast)} in its first turn: pass --warmup 2 "
+                         "(a compiled method's compile time is its first warm-up call's over its last)")
+
+
+def _stored_cache_length(args: BenchArguments) -> int | None:
+    """A resumed run's cache length, when --max_cache_len is not given: the progress file's (it was sized to the
+    first session's questions; a resumed session may select others)."""
+    path = progress_path_for(args.json)
+    return read_progress(path)[0].get("options", {}).get("max_cache_len") if path.is_file() else None
 
 
 def _size_static_cache(model, tokenizer, questions: list[Question], options: MethodOptions) -> None:
@@ -214,8 +238,9 @@ def _rebuilt_report_path(args: BenchArguments) -> Path:
     return args.json
 
 
-def _measures_fp32_agreement(args: BenchArguments) -> bool:
-    return args.dtype != "float32" and args.fp32_agreement
+def _measures_fp32_agreement(args: BenchArguments, options: MethodOptions) -> bool:
+    """Below float32 and greedy: a sampled float32 answer is one draw, which no method's draw is meant to match."""
+    return args.dtype != "float32" and args.fp32_agreement and options.temperature == 0
 
 
 def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:
@@ -223,13 +248,15 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
     progress files written before the option was added measured it, so no key means measured. A seed other than 0
     is kept likewise."""
-    skipped = {"fp32_agreement": False} if args.dtype != "float32" and not args.fp32_agreement else {}
+    skipped = {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
     seeded = {"seed": args.seed} if args.seed else {}  # each turn's sampling seed; files before the key: seed 0
     return {
         "model": args.model or DEFAULT_MODEL_ID,
         "dtype": args.dtype,
         "device": str(device),
         "num_threads": torch.get_num_threads(),
+        "machine": measured_on(device),
+        "warmup": args.warmup,
         "questions": str(args.questions.resolve()),
         "options": asdict(options),
         **skipped,

@@ -48,10 +48,12 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"Speedup: tokens/s over `{settings.get('reference', 'stock')}`'s in the same run; vs stock: over `stock`'s. "
-        "τ: tokens per target forward († counted from target forward passes, prefill included). Depth, Verified: mean "
-        "depth and size (root included) of the verified tree per cycle. fp32 agreement (below float32, unless --no_fp32_agreement): mean "
+        "τ: tokens per target forward († counted from target forward passes, prefill included). Depth: mean levels the "
+        "drafter drafted per cycle (a prompt-lookup chain not counted); Verified: mean size of the verified tree per cycle "
+        "(root and lookup chain included). fp32 agreement (greedy below float32, unless --no_fp32_agreement): mean "
         "share of the float32 stock answer produced before the first divergence, and the share of turns identical to "
-        "it. Compile: seconds compiling graphs, outside the timed turns. Time columns: share of wall time.",
+        "it. Compile: seconds compiling graphs (compiled methods; – when a single warm-up call leaves it unmeasured), "
+        "outside the timed turns. Time columns: share of wall time.",
         *_cost_curve_notes(summary),
         "",
         *_category_table(summary),

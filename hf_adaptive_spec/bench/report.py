@@ -44,12 +44,19 @@ def build_report(
     }
 
 
-def environment(device: torch.device) -> dict[str, Any]:
-    """Where the numbers were measured."""
+def measured_on(device: torch.device) -> dict[str, str]:
+    """The processor and the libraries the timings depend on (a resumed run must match them)."""
     return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+    }
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Where the numbers were measured."""
+    return {
+        **measured_on(device),
         "python": platform.python_version(),
         "num_threads": torch.get_num_threads(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -105,9 +105,14 @@ def _pending_runs(questions: list[Question], names: list[str], done: dict) -> li
 
 
 def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[list[float]]]:
-    """Untimed calls per method and cache length (``+sized`` decodes in several); returns each call's seconds
-    (a compiled method's first in each length holds its compile)."""
-    return {name: method.warm_up(prompt, calls) for name, method in methods.items()}
+    """Untimed calls per method and cache length (``+sized`` decodes in several); returns each compiled method's
+    calls' seconds (its first call in each length holds its compile; an eager method's holds none)."""
+    seconds = {}
+    for name, method in methods.items():
+        calls_seconds = method.warm_up(prompt, calls)
+        if method.static_cache is not None:
+            seconds[name] = calls_seconds
+    return seconds
 
 
 class _Fp32Reference:

@@ -29,15 +29,16 @@ class MethodSummary:
         mismatched_turns: turns whose tokens differ from ``stock``'s.
         time_split: seconds in ``draft``, ``verify``, ``policy`` and ``other``, when the method reports them.
         accepted_length_histogram: ``[cycles accepting 0 drafts, 1 draft, ...]``, when reported.
-        mean_draft_depth / mean_verified_tokens: per cycle, the verified tree's depth and size
-            (root included), when reported.
+        mean_draft_depth / mean_verified_tokens: per cycle, the levels the drafter drafted (a prompt-lookup
+            chain not counted) and the verified tree's size (root and lookup chain included), when reported.
         speedup_vs_stock: ``throughput`` over ``stock``'s, whatever the reference.
         reference: the method ``speedup`` is relative to.
-        fp32_agreement: below float32, the mean over turns of the fraction of the float32 stock
-            answer produced before the first divergence; None in float32 runs.
+        fp32_agreement: below float32 and greedy, the mean over turns of the fraction of the float32 stock
+            answer produced before the first divergence; None in float32 runs and when sampling.
         fp32_identical_share: below float32, the share of turns identical to the float32 answer.
-        compile_seconds: compile time: the first warm-up call's seconds over the last one's, plus
-            what the engine reported compiling during timed turns (taken out of their wall time).
+        compile_seconds: compile time of a compiled method: the first warm-up call's seconds over the last
+            one's, plus what the engine reported compiling during timed turns (taken out of their wall time);
+            None for eager methods and when one warm-up call leaves it unmeasured.
         policy_cost_curve_mismatch: the engine's report when the method's policy was trained on
             another cost curve than the one it ran on (the first turn's that said so); else None.
     """
@@ -97,14 +98,14 @@ def _speedup(records: list[QuestionRecord], baseline: dict[int | str, QuestionRe
 
 
 def _compile_seconds(records: list[QuestionRecord], warmup: list[list[float]] | None) -> float | None:
-    """Compile time in the run's turns (reported by the engine) plus, per cache length warmed up, the first warm-up
-    call's time over the last's."""
-    in_run = [turn.compile_time for record in records for turn in record.turns if turn.compile_time is not None]
-    timed = [calls for calls in warmup or [] if len(calls) > 1]
-    before = sum(max(calls[0] - calls[-1], 0.0) for calls in timed) if timed else None
-    if before is None and not in_run:
+    """Compile time of a compiled method: per cache length warmed up, the first warm-up call's time over the
+    last's, plus what the engine reported compiling during timed turns. None for a method that compiled
+    nothing, and when a single warm-up call per length leaves the compile unmeasured."""
+    in_run = sum(turn.compile_time or 0.0 for record in records for turn in record.turns)
+    if warmup and any(len(calls) < 2 for calls in warmup):
         return None
-    return (before or 0.0) + sum(in_run)
+    before = sum(max(calls[0] - calls[-1], 0.0) for calls in warmup or [])
+    return before + in_run if warmup or in_run else None
 
 
 def _summarize_method(

@@ -129,7 +129,7 @@ def test_a_cache_too_short_for_a_first_turn_is_refused_before_the_run(
     _size_static_cache(model, tokenizer, questions, unset)
     assert unset.max_cache_len >= longest  # the default fits every first turn
     out = tmp_path / "out.json"
-    argv = bench_argv(bench_model_dir, questions_file, out, "--compile", "--max_cache_len", str(longest - 1))
+    argv = bench_argv(bench_model_dir, questions_file, out, "--max_cache_len", str(longest - 1))
     argv[argv.index("--methods") + 1] = "stock,stock-compiled"  # stock-compiled decodes in the run's cache
     assert main(argv) == 2
     error = capsys.readouterr().err
@@ -198,6 +198,7 @@ def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Pa
         assert 0.0 <= figures["fp32_agreement"] <= 1.0 and 0.0 <= figures["fp32_identical_share"] <= 1.0
         assert figures["reference"] == "stock-compiled"
     assert summary["stock-compiled"]["compile_seconds"] > 0 and summary["plain-steps+lookup"]["compile_seconds"] > 0
+    assert summary["stock"]["compile_seconds"] is None  # eager: its first warm-up call's extra time is no compile
     engine_turns = [t for r in report["records"] if r["method"] == "plain-steps+lookup" for t in r["turns"]]
     assert all(t["compile_time"] is not None for t in engine_turns)
     stock_turns = [t for r in report["records"] if r["method"] == "stock" for t in r["turns"]]
@@ -255,3 +256,46 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
         HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree}, **timed).save(profile)
         assert main([*argv, "--tree_profile", str(profile)]) == 2  # another target's or drafter's tree
         assert "--tree_profile: The hardware profile" in capsys.readouterr().err
+
+
+def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+    """A sampled float32 answer is one draw of the distribution: no method's draw is meant to equal it."""
+    out = tmp_path / "out.json"
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "1", "--dtype", "bfloat16",
+                           "--temperature", "1.0")) == 0  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["settings"]["fp32_agreement"] is False
+    assert all(figures["fp32_agreement"] is None for figures in report["summary"].values())
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--compile",), "--compile moves this package's methods to the compiled fast path, and none is selected"),
+    (("--max_cache_len", "256"), "--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there"),
+    (("--methods", "stock,stock-compiled", "--warmup", "0"), "--warmup 0 would time the compile of stock-compiled"),
+])
+def test_fast_path_options_nothing_would_use_are_refused(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                         capsys, extra, message):
+    assert main(bench_argv(bench_model_dir, questions_file, tmp_path / "out.json", *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_resume_keeps_the_warm_up_and_machine_of_the_run(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                           capsys):
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "1")
+    assert main(argv) == 0
+    settings = json.loads(out.read_text())["settings"]
+    assert settings["warmup"] == 1 and set(settings["machine"]) == {"device", "torch", "transformers"}
+    assert main([*argv, "--resume", "--warmup", "3"]) == 2
+    assert "other settings (warmup: 1 -> 3)" in capsys.readouterr().err
+
+
+def test_a_resumed_fast_path_run_keeps_its_cache_length_when_none_is_given(tmp_path: Path):
+    from hf_adaptive_spec.bench.arguments import BenchArguments
+    from hf_adaptive_spec.bench.cli import _stored_cache_length
+    from hf_adaptive_spec.bench.progress import ProgressLog
+
+    args = BenchArguments(questions=tmp_path / "q.jsonl", json=tmp_path / "out.json", resume=True)
+    assert _stored_cache_length(args) is None  # nothing to resume: sized to the questions
+    ProgressLog(tmp_path / "out.progress.jsonl", {"options": {"max_cache_len": 300}}, resume=False)
+    assert _stored_cache_length(args) == 300

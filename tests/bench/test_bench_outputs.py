@@ -71,3 +71,14 @@ def test_a_policy_on_another_cost_curve_is_shown():
     assert data["summary"]["fast"]["policy_cost_curve_mismatch"].startswith("LTDPolicy was trained")
     assert data["summary"]["stock"]["policy_cost_curve_mismatch"] is None
     assert "**`fast`: policy on another cost curve.** LTDPolicy was trained" in render_markdown(data)
+
+
+def test_the_speedup_plot_is_over_the_runs_reference():
+    from matplotlib.figure import Figure
+
+    from hf_adaptive_spec.bench.plots import _speedup_by_category
+
+    axes = Figure().add_subplot()
+    _speedup_by_category(axes, build_report(hand_made_records(), SETTINGS, torch.device("cpu"), reference="fast")["summary"])
+    assert axes.get_ylabel() == "speedup over fast"
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["stock"]  # the reference is the 1.0 line

@@ -85,10 +85,12 @@ def test_fp32_agreement_is_a_mean_over_turns_and_compile_time_is_counted_apart()
         record(1, "fast", turn(10, 0.5, fp32_agreement=0.25, fp32_identical=False, compile_time=3.0)),
         record(2, "fast", turn(10, 0.5, fp32_agreement=1.0, fp32_identical=True, compile_time=0.0)),
     ]
-    warmup = {"fast": [[12.0, 2.0], [5.0, 2.5]], "stock": [[1.0, 1.0]]}  # fast: two cache lengths warmed up
+    warmup = {"fast": [[12.0, 2.0], [5.0, 2.5]]}  # fast: two cache lengths warmed up; eager methods: none kept
     summary = summarize(records, warmup_seconds=warmup)
     assert summary["stock"].fp32_agreement == pytest.approx(0.75) and summary["stock"].fp32_identical_share == 0.5
     assert summary["fast"].fp32_agreement == pytest.approx(0.625)
     assert summary["fast"].compile_seconds == pytest.approx(10.0 + 2.5 + 3.0)
-    assert summary["stock"].compile_seconds == pytest.approx(0.0)
+    assert summary["stock"].compile_seconds is None  # an eager method compiles nothing: no column value
+    one_call = summarize(records, warmup_seconds={"fast": [[12.0], [5.0]]})["fast"]
+    assert one_call.compile_seconds is None  # a single warm-up call holds the compile and nothing to subtract
     assert summarize(hand_made_records())["fast"].fp32_agreement is None  # float32 runs: not measured
