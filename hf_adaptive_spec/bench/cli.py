@@ -112,6 +112,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
+    restarted = _restarted_learning(methods, options, log, len(questions))
     fp32_model = load_model(args.model, "float32", model.device)[0] if _measures_fp32_agreement(args, options) else None
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
@@ -125,6 +126,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "categories": args.category_names,
         "limit": args.limit,
         "seed": args.seed,
+        **({"restarted_learning": restarted} if restarted else {}),
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
     }
@@ -146,6 +148,14 @@ def _check_fast_path_options(args: BenchArguments, options: MethodOptions, metho
     if fast and args.warmup == 0:
         raise BenchError(f"--warmup 0 would time the compile of {', '.join(fast)} in its first turn: pass --warmup 2 "
                          "(a compiled method's compile time is its first warm-up call's over its last)")
+
+
+def _restarted_learning(methods: dict, options: MethodOptions, log: ProgressLog | None, questions: int) -> dict[str, int]:
+    """Methods that learn across calls and resume part-way (their state starts afresh in this session), with the
+    questions they had finished."""
+    finished = {name: sum(1 for _, method in (log.completed if log else {}) if method == name) for name in methods}
+    return {name: finished[name] for name, method in methods.items()
+            if method.learns_across_calls(options) and 0 < finished[name] < questions}
 
 
 def _stored_cache_length(args: BenchArguments) -> int | None:

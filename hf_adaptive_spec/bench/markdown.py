@@ -55,6 +55,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "it. Compile: seconds compiling graphs (compiled methods; – when a single warm-up call leaves it unmeasured), "
         "outside the timed turns. Time columns: share of wall time.",
         *_cost_curve_notes(summary),
+        *_restarted_learning_note(settings),
         "",
         *_category_table(summary),
     ]
@@ -66,6 +67,13 @@ def _cost_curve_notes(summary: dict[str, Any]) -> list[str]:
     notes = [(method, figures.get("policy_cost_curve_mismatch")) for method, figures in summary.items()]
     lines = [f"**`{method}`: policy on another cost curve.** {note}" for method, note in notes if note]
     return [""] + lines if lines else []
+
+
+def _restarted_learning_note(settings: dict[str, Any]) -> list[str]:
+    """The methods a resumed run restarted learning in (an uninterrupted run carries it from call to call)."""
+    restarted = settings.get("restarted_learning") or {}
+    listed = ", ".join(f"`{method}` after {done} questions" for method, done in restarted.items())
+    return ["", f"**Resumed run:** what these methods learn across calls started afresh in the last session: {listed}."] if listed else []
 
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:

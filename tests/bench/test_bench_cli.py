@@ -299,3 +299,20 @@ def test_a_resumed_fast_path_run_keeps_its_cache_length_when_none_is_given(tmp_p
     assert _stored_cache_length(args) is None  # nothing to resume: sized to the questions
     ProgressLog(tmp_path / "out.progress.jsonl", {"options": {"max_cache_len": 300}}, resume=False)
     assert _stored_cache_length(args) == 300
+
+
+def test_a_resumed_run_names_the_methods_whose_learning_restarted(bench_model_dir: Path, questions_file: Path,
+                                                                  tmp_path: Path):
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--markdown", str(md), "--drafter-layers", "2")
+    argv[argv.index("--methods") + 1] = "stock,hf-assistant"
+    adaptive = ["--num_assistant_tokens_schedule", "heuristic"]  # transformers keeps the adapted length across calls
+    assert main([*argv, *adaptive, "--limit", "1"]) == 0
+    assert "restarted_learning" not in json.loads(out.read_text())["settings"]
+    assert main([*argv, *adaptive, "--limit", "2", "--resume"]) == 0
+    assert json.loads(out.read_text())["settings"]["restarted_learning"] == {"hf-assistant": 1}
+    assert "started afresh in the last session: `hf-assistant` after 1 questions" in md.read_text()
+    constant = tmp_path / "constant.json"
+    argv[argv.index("--json") + 1] = str(constant)
+    assert main([*argv, "--limit", "1"]) == 0 and main([*argv, "--limit", "2", "--resume"]) == 0
+    assert "restarted_learning" not in json.loads(constant.read_text())["settings"]  # a constant length learns nothing

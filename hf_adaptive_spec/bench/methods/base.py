@@ -59,6 +59,13 @@ class BenchMethod(ABC):
     max_cache_len: int | None = None
     #: the cache length a warm-up call of a ``+sized`` method decodes in (None: the call's own size).
     warm_up_length: int | None = None
+    #: what it learns while decoding carries over from one call to the next (DVI's online head, transformers'
+    #: adaptive heuristics), so a resumed run restarts it: the report names such methods.
+    carries_state: ClassVar[bool] = False
+
+    def learns_across_calls(self, options: MethodOptions) -> bool:
+        """Whether this method, with ``options``, carries what it learned from one call to the next."""
+        return self.carries_state
 
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         """Build everything the method needs (drafters, policies, kwargs) once per run.

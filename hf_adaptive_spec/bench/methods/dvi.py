@@ -19,6 +19,7 @@ class DVI(Tree):
     learning across questions."""
 
     name = "dvi"
+    carries_state = True
     static_tree = False  # a chain of --dvi-depth
 
     def method_kwargs(

@@ -16,6 +16,9 @@ class HfEarlyExit(BenchMethod):
 
     name = "hf-early-exit"
 
+    def learns_across_calls(self, options: MethodOptions) -> bool:
+        return options.num_assistant_tokens_schedule == "heuristic"  # transformers keeps the length it adapted
+
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class Eagle3Heuristic(Eagle3):
 
     policy_class: ClassVar[type[DraftPolicy]]
     static_tree = False
+    carries_state = True
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
