@@ -80,6 +80,47 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> No
         )
 
 
+#: the script arguments of a run, written to its ``output_dir`` (what a resumed run is compared with).
+SCRIPT_ARGS_NAME = "script_args.json"
+#: script arguments a resumed run may change: names in the model card, threads, the time budget and what is only
+#: evaluated. The others (recordings, profiles, datasets, shapes, ``init_from``, the lookup branch) define the run.
+_MAY_CHANGE_ON_RESUME = frozenset({
+    "base_model", "drafter", "dataset_name", "reproduce_command", "target_name", "drafter_name", "target_model_name",
+    "num_threads", "max_train_minutes", "eval_recording_dir", "heldout_path", "heldout_conversations",
+    "heldout_every_steps", "heldout_depth", "heldout_max_length",
+})
+
+
+def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None:
+    """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
+    it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as ``name: stored -> new``."""
+    checkpoint = args.resume_from_checkpoint
+    if not checkpoint:
+        return
+    run_folder = os.path.dirname(os.path.normpath(checkpoint)) if os.path.isdir(str(checkpoint)) else args.output_dir
+    path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
+    if not os.path.isfile(path):
+        return  # a run started before its script arguments were written
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    current = json.loads(json.dumps(dataclasses.asdict(script_args)))
+    changed = [f"{name}: {stored.get(name)!r} -> {current.get(name)!r}"
+               for name in sorted((stored.keys() | current.keys()) - _MAY_CHANGE_ON_RESUME)
+               if stored.get(name) != current.get(name)]
+    if changed:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} was trained with other script arguments ({'; '.join(changed)}, from "
+            f"{path}): pass the run's values, or start a new run instead of resuming."
+        )
+
+
+def write_script_args(script_args: Any, output_dir: str) -> None:
+    """Write the run's script arguments to ``output_dir`` (JSON), for a resumed run to be compared with."""
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, SCRIPT_ARGS_NAME), "w", encoding="utf-8") as handle:
+        json.dump(dataclasses.asdict(script_args), handle, indent=2)
+
+
 @dataclass(kw_only=True)
 class LookupBranchArguments:
     """Script arguments of the prompt-lookup branch replayed on every tree (shared by the policy scripts)."""
@@ -110,11 +151,14 @@ def lookup_branch_note(lookup_tokens: int) -> str:
 
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
     """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``.
-    The model card's command is the recipe's with this run's command-line overrides appended."""
+    The model card's command is the recipe's with this run's command-line overrides appended; the script arguments are
+    written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`)."""
     script_args, training_args = parser.parse_args_and_config(args=argv)
     script_args.reproduce_command = with_overrides(
         getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
     )
+    check_resumed_script_args(script_args, training_args)
+    write_script_args(script_args, training_args.output_dir)
     main(script_args, training_args)
     return 0
 

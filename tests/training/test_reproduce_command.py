@@ -25,3 +25,24 @@ def test_a_trainer_script_records_its_overrides_for_the_card(tmp_path):
     run_training_script(make_parser(), lambda script_args, training_args: seen.update(vars(script_args)),
                         ["--config", str(recipe), "--recording_dir", "rec", "--profile_path", "p.json"])
     assert seen["reproduce_command"] == f"{RECIPE_COMMAND} --recording_dir rec --profile_path p.json"
+
+
+def test_a_resumed_script_keeps_the_script_arguments_that_define_its_run(tmp_path):
+    """A resumed LTD run on another recording would train on other data under the same checkpoint."""
+    import json
+
+    import pytest
+
+    from hf_adaptive_spec.training.ltd.script import make_parser
+
+    out, ran = tmp_path / "out", []
+    base = ["--output_dir", str(out), "--profile_path", "p.json", "--dataset_name", "first"]
+    run_training_script(make_parser(), lambda *_: ran.append(1), [*base, "--recording_dir", "rec"])
+    assert json.loads((out / "script_args.json").read_text())["recording_dir"] == "rec"
+    (out / "checkpoint-5").mkdir()
+    resumed = [*base, "--resume_from_checkpoint", str(out / "checkpoint-5")]
+    with pytest.raises(ValueError, match=r"other script arguments \(recording_dir: 'rec' -> 'other'; top_k: None -> 4"):
+        run_training_script(make_parser(), lambda *_: ran.append(2), [*resumed, "--recording_dir", "other", "--top_k", "4"])
+    cards_and_threads = ["--recording_dir", "rec", "--dataset_name", "renamed", "--num_threads", "2"]
+    run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, *cards_and_threads])  # may change
+    assert ran == [1, 3]
