@@ -76,18 +76,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
-    for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
-                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup),
-                        ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
-                        ("--lookup-ngram-size", options.lookup_ngram_size),
-                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
-                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens)):
-        if value is not None and value < 1:
-            raise BenchError(f"{flag} must be at least 1, got {value}")
-    try:
-        sampling_kwargs(options.temperature)
-    except ValueError as error:
-        raise BenchError(str(error)) from error
+    _check_sizes(args, options)
     if options.tree_profile:
         _take_tree_from_profile(args, options)
     set_seed(args.seed)
@@ -133,6 +122,23 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     report = build_report(records, settings, model.device, args.reference, warmup_seconds)
     _write_outputs(report, args)
     return report
+
+
+def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:
+    """Refuse, before loading anything, sizes below 1 (a zero would run plain decoding under a method's name or fail
+    inside torch) and a temperature generate cannot take."""
+    for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
+                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup),
+                        ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
+                        ("--lookup-ngram-size", options.lookup_ngram_size),
+                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
+                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens)):
+        if value is not None and value < 1:
+            raise BenchError(f"{flag} must be at least 1, got {value}")
+    try:
+        sampling_kwargs(options.temperature)
+    except ValueError as error:
+        raise BenchError(str(error)) from error
 
 
 def _check_fast_path_options(args: BenchArguments, options: MethodOptions, methods: dict) -> None:
