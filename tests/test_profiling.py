@@ -19,9 +19,13 @@ from hf_adaptive_spec.profiling import HardwareProfile, measure_in_generate, mea
 def test_profile_interpolates_and_round_trips(tmp_path):
     profile = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 8], verify_seconds=[0.01, 0.02, 0.04])
     assert profile.verify_time(1) == 0.01 and profile.verify_time(6) == pytest.approx(0.03)
-    assert profile.verify_time(0) == 0.01 and profile.verify_time(100) == 0.04
+    assert profile.verify_time(0) == 0.01 and profile.verify_time(12) == pytest.approx(0.06)  # the last segment goes on
     profile.save(tmp_path / "p.json")
     assert HardwareProfile.load(tmp_path / "p.json") == profile
+    given_unsorted = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[8, 1, 4], verify_seconds=[0.04, 0.01, 0.02])
+    assert given_unsorted == profile and given_unsorted.verify_time(6) == pytest.approx(0.03)  # `--verify-tokens 8,1,4`
+    with pytest.raises(ValueError, match="measures a size twice"):
+        HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 4], verify_seconds=[0.01, 0.02, 0.03])
 
 
 def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
@@ -297,3 +301,30 @@ def test_sizes_that_would_fail_or_be_ignored_are_refused_before_any_timing(args,
     with pytest.raises(SystemExit):
         cli.main(["--model", "/nonexistent-model-folder", *args])
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(monkeypatch):
+    """Re-SpS's actions may span several top_k: no single recording holds them, the recordings together do."""
+    from tiny_models import tiny_model
+
+    from hf_adaptive_spec.environments import MultiReplayEnvironment, record_replay
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    target = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    prompts = [prompt(7, seed=11), prompt(15, seed=12)]
+    recordings = [record_replay(target, drafter, prompts, TreeConfig(depth=3, top_k=k, total_tokens=8), 16) for k in (2, 3)]
+    profile = HardwareProfile("cpu", "float32", 1, 64, [1, 4, 16], [1.0, 1.5, 3.0], draft_step_seconds=0.1)
+
+    class SwitchesTopK(hfas.DraftPolicy):
+        trained_on = profile.cost_curve()
+
+        def tree_config(self, state):
+            return TreeConfig(depth=3, top_k=2 if state.context_length % 2 else 3, total_tokens=8)
+
+    monkeypatch.setattr(cli, "shipped_checkpoint", lambda name, curve=None: name)
+    monkeypatch.setattr(cli.AutoDraftPolicy, "from_pretrained", staticmethod(lambda name: SwitchesTopK()))
+    entry = cli.shipped_policy_replay("resps", profile, recordings, 0)
+    expected = MultiReplayEnvironment(recordings, profile).replay(SwitchesTopK())
+    assert "not_replayed" not in entry and entry["tau"] == expected.mean_accepted_tokens

@@ -24,7 +24,7 @@ from ..policies.base import CycleState, DraftStepInfo, TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording
-from .replay import ReplayedCycle, ReplayEnvironment
+from .replay import ReplayedCycle, ReplayEnvironment, committed_tokens
 from .stepped_cycle import Question, SteppedCycle
 
 Reward = Callable[[Sequence[ReplayedCycle]], float]
@@ -43,8 +43,7 @@ def tokens_per_second(cycles: Sequence[ReplayedCycle]) -> float:
 
     The policy's own time is left out: it is measured wall time, so it would make rewards noisy.
     """
-    tokens = sum(cycle.accepted_length + 1 for cycle in cycles)
-    return tokens / sum(cycle.draft_time + cycle.verify_time for cycle in cycles)
+    return committed_tokens(cycles) / sum(cycle.draft_time + cycle.verify_time for cycle in cycles)
 
 
 class ScoreObservation:
@@ -302,6 +301,13 @@ class TreeConfigEnv(gym.Env):
             first = recording.prompts[self.prompts[0]][0]
             hidden = next(iter(first.features.values())).numel() if first.features else 0
             observe = FeatureObservation(recording.feature_layers, hidden, _max_context_length(recording, self.prompts))
+        missing = sorted(set(getattr(observe, "feature_layers", ())) - set(recording.feature_layers))
+        if missing:
+            raise ValueError(
+                f"The observer reads target hidden states {missing} that the recording does not keep (it has "
+                f"{list(recording.feature_layers)}): they would read as zeros. Record with "
+                "record_replay(..., feature_layers=...) holding them."
+            )
         self.observe = observe
         self.reward = reward
         self.observation_space = observe.observation_space

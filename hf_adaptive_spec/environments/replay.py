@@ -24,7 +24,7 @@ from ..core.sequences import common_prefix_length
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..generation.prompt_lookup import graft_chain, lookup_continuation
-from ..generation.tree_builder import DraftTimes, TreeBuilder
+from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording, ReplayTree
@@ -88,7 +88,9 @@ class ReplayedCycle:
     """One replayed cycle: the engine's ``CycleFeedback`` fields, with modelled draft and verify time.
 
     ``draft_depth`` is the depth of the verified (pruned) tree, as in ``SpeculationStats``; the
-    draft time counts every level drafted.
+    draft time counts every level drafted. ``accepted_length`` is what verification accepted (what the
+    policy observes, as in ``generate``); :attr:`committed_tokens` what the cycle added to the generation,
+    which ends at its end-of-sequence token as ``generate`` stops there.
     """
 
     context_length: int
@@ -99,13 +101,27 @@ class ReplayedCycle:
     verify_time: float
     policy_time: float
     drafter_accepted_length: int
+    #: tokens left in the recorded generation at this cycle's start (None: not bounded, e.g. a live cycle)
+    remaining_tokens: int | None = None
 
     @property
     def seconds(self) -> float:
         return self.draft_time + self.verify_time + self.policy_time
 
+    @property
+    def committed_tokens(self) -> int:
+        """Tokens the cycle added (accepted drafts and the bonus token), none past the generation's end: what
+        ``SpeculationStats`` counts and ``generate`` returns."""
+        produced = self.accepted_length + 1
+        return produced if self.remaining_tokens is None else min(produced, self.remaining_tokens)
+
     def feedback(self) -> CycleFeedback:
         return CycleFeedback(**{name: getattr(self, name) for name in CycleFeedback.__dataclass_fields__})
+
+
+def committed_tokens(cycles: Iterable[ReplayedCycle]) -> int:
+    """Tokens ``cycles`` added to their generations (see :attr:`ReplayedCycle.committed_tokens`)."""
+    return sum(cycle.committed_tokens for cycle in cycles)
 
 
 @dataclass
@@ -120,14 +136,14 @@ class ReplayResult:
 
     @property
     def mean_accepted_tokens(self) -> float:
-        """τ: tokens per cycle, the bonus token included."""
+        """τ: tokens per cycle, the bonus token included (as ``SpeculationStats``: none past end of sequence)."""
         cycles = self.all_cycles
-        return sum(c.accepted_length + 1 for c in cycles) / max(len(cycles), 1)
+        return committed_tokens(cycles) / max(len(cycles), 1)
 
     @property
     def tokens_per_second(self) -> float:
         cycles = self.all_cycles
-        return sum(c.accepted_length + 1 for c in cycles) / max(sum(c.seconds for c in cycles), 1e-12)
+        return committed_tokens(cycles) / max(sum(c.seconds for c in cycles), 1e-12)
 
 
 def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
@@ -233,6 +249,8 @@ class ReplayEnvironment(ReplayLoop):
         if self.lookup_tokens and room > 0:
             context_tokens = self.sequences[prompt][: recorded.context_length]
             chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+        if self.profile.buckets:  # the static-cache path caps trees as generate does (its largest bucket)
+            config = fit_largest_bucket(config, self.profile.buckets[-1], len(chain))
         builder = TreeBuilder(drafter, policy, self.recording.vocab_size)
         tree = builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth
@@ -251,6 +269,7 @@ class ReplayEnvironment(ReplayLoop):
             verify_time=self.profile.verify_time(len(tree)),
             policy_time=times.policy,
             drafter_accepted_length=drafter_accepted,
+            remaining_tokens=len(trees) - position,
         )
 
     @property

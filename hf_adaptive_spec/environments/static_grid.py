@@ -45,12 +45,14 @@ def candidate_sizes(profile: HardwareProfile, largest: int) -> list[int]:
 
 def recorded_tree_shapes(recording: ReplayRecording, profile: HardwareProfile) -> list[tuple[int, int, int]]:
     """``(depth, top_k, total_tokens)`` of every static tree ``recording`` holds that is worth replaying
-    on ``profile`` (plain steps not included)."""
+    on ``profile`` (plain steps not included), each tree once: a tree of ``total_tokens`` nodes is at most
+    ``total_tokens - 1`` deep, so a deeper ``depth`` would list the same tree again under another name."""
     recorded = recording.tree_config
     return [
         (depth, recorded.top_k, total)
         for depth in range(1, recorded.depth + 1)
         for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)))
+        if depth <= total - 1
     ]
 
 
@@ -64,7 +66,12 @@ def rank_static_trees(
     for depth, top_k, total in shapes:
         result = environment.replay(StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=total))
         ranked.append(RankedTree(depth, top_k, total, result.mean_accepted_tokens, result.tokens_per_second))
-    return sorted(ranked, key=lambda tree: tree.tokens_per_second, reverse=True)
+    return best_first(ranked)
+
+
+def best_first(ranked: list[RankedTree]) -> list[RankedTree]:
+    """Fastest first; among equally fast trees the smallest and shallowest (the cheaper tree to draft)."""
+    return sorted(ranked, key=lambda tree: (-tree.tokens_per_second, tree.total_tokens, tree.depth))
 
 
 def rank_over_recordings(
@@ -76,4 +83,4 @@ def rank_over_recordings(
         for recording in recordings
         for tree in rank_static_trees(recording, profile, lookup_tokens, lookup_ngram_size)
     ]
-    return sorted(ranked, key=lambda tree: tree.tokens_per_second, reverse=True)
+    return best_first(ranked)

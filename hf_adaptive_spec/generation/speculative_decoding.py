@@ -32,7 +32,7 @@ from .static_path import fast_path
 from .targets import (
     DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, static_target,
 )
-from .tree_builder import DraftTimes, TreeBuilder
+from .tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 
 logger = logging.get_logger(__name__)
 
@@ -351,8 +351,8 @@ class _Decoder:
     def _fit_largest_bucket(self, config: TreeConfig, chain_length: int) -> TreeConfig:
         """Lower ``total_tokens`` so the tree and the lookup chain fit the largest bucket; counted in
         ``stats.capped_trees`` and warned about once, never silent."""
-        room = max(1, self.capacity - chain_length)
-        if config.total_tokens <= room:
+        fitted = fit_largest_bucket(config, self.capacity, chain_length)
+        if fitted is config:
             return config
         self.stats.capped_trees += 1
         logger.warning_once(
@@ -361,7 +361,7 @@ class _Decoder:
             "(out.speculation.capped_trees counts them). Use a smaller tree, or larger buckets: "
             "hf_adaptive_spec.fast_path(model, buckets=(8, 12, 16, 32, 64)) before generate."
         )
-        return replace(config, total_tokens=room)
+        return fitted
 
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
                 drafter_accepted: int, times: DraftTimes, verify_time: float, emitted: int) -> None:

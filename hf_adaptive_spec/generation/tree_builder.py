@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,6 +26,13 @@ def _check_int(value: object, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ValueError(f"The policy's {name} returned {value!r}; expected an int in [{low}, {high}].")
     return value
+
+
+def fit_largest_bucket(config: TreeConfig, largest_bucket: int, chain_length: int) -> TreeConfig:
+    """``config`` with ``total_tokens`` lowered so the tree and a prompt-lookup chain of ``chain_length`` fit the
+    static-cache path's largest verification bucket (``config`` itself when they already do)."""
+    room = max(1, largest_bucket - chain_length)
+    return config if config.total_tokens <= room else replace(config, total_tokens=room)
 
 
 def best_nodes(tree: DraftTree, budget: int) -> list[int]:

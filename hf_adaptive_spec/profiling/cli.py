@@ -13,7 +13,7 @@ from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS
-from ..environments import ReplayEnvironment, load_recording
+from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
 from ..environments.storage import recording_manifest
 from ..environments.static_grid import rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
@@ -234,13 +234,18 @@ def recommend(profile: HardwareProfile, recordings: list, names: list[str], look
 
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:
     """Whether the shipped ``name`` policy was trained on ``profile``'s curve, and its replayed tokens/s
-    (None, with the reason, when a recording does not hold the trees it asks for)."""
+    (None, with the reason, when no recording holds the trees it asks for). It replays on the first recording
+    that holds them, else on the recordings together when they are one per ``top_k`` (a policy that changes
+    ``top_k``, as Re-SpS may)."""
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on == profile.cost_curve()}
+    environments = [lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings]
+    if len(recordings) > 1 and len({r.tree_config.top_k for r in recordings}) == len(recordings):
+        environments.append(lambda: MultiReplayEnvironment(recordings, profile, lookup_tokens=lookup_tokens))
     errors = []
-    for recording in recordings:  # the first recording that holds the trees it asks for
+    for environment in environments:
         try:
-            result = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens).replay(policy)
+            result = environment().replay(policy)
         except ValueError as error:
             errors.append(str(error))
             continue

@@ -80,6 +80,12 @@ class HardwareProfile:
     drafter: str | None = None
 
     def __post_init__(self):
+        if len(self.verify_tokens) != len(self.verify_seconds):
+            raise ValueError(f"verify_tokens {self.verify_tokens} and verify_seconds need one time per size.")
+        if len(set(self.verify_tokens)) != len(self.verify_tokens):
+            raise ValueError(f"verify_tokens {self.verify_tokens} measures a size twice: give each size once.")
+        pairs = sorted(zip(self.verify_tokens, self.verify_seconds))  # the interpolation reads them in order
+        self.verify_tokens, self.verify_seconds = [n for n, _ in pairs], [s for _, s in pairs]
         if self.buckets is not None:
             if self.buckets != sorted(self.buckets) and self.bucket_seconds is not None:
                 raise ValueError(f"bucket_seconds follow the buckets' order: give the buckets sorted, not {self.buckets}.")
@@ -106,8 +112,9 @@ class HardwareProfile:
 
     def verify_time(self, num_tokens: int) -> float:
         """Verification time for ``num_tokens`` tokens: with ``buckets``, the time of the bucket it is
-        padded to (as ``generate`` runs it when ``bucket_seconds`` is set); else interpolated (clamped
-        to the measured range)."""
+        padded to (as ``generate`` runs it when ``bucket_seconds`` is set); else interpolated between the
+        measured sizes, and past the largest one along its last segment (a larger tree costs more, not the
+        largest measured one's time); below the smallest, the smallest's time."""
         if self.buckets:
             bucket = self.bucket_for(num_tokens)
             if self.bucket_seconds is not None:
@@ -116,10 +123,11 @@ class HardwareProfile:
         xs, ys = self.verify_tokens, self.verify_seconds
         if num_tokens <= xs[0]:
             return ys[0]
-        for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
-            if num_tokens <= x1:
-                return y0 + (y1 - y0) * (num_tokens - x0) / (x1 - x0)
-        return ys[-1]
+        if len(xs) == 1:
+            return ys[0]
+        segment = next((i for i in range(1, len(xs)) if num_tokens <= xs[i]), len(xs) - 1)
+        (x0, y0), (x1, y1) = (xs[segment - 1], ys[segment - 1]), (xs[segment], ys[segment])
+        return y0 + (y1 - y0) * (num_tokens - x0) / (x1 - x0)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")

@@ -89,6 +89,54 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
             assert with_branch.mean_accepted_tokens >= without.mean_accepted_tokens, name
 
 
+def test_replay_counts_no_token_past_the_end_of_sequence_as_generate_does():
+    """An end-of-sequence token inside an accepted path ends the generation: stats and τ count up to it, the
+    policy observes what verification accepted (as live)."""
+    import copy
+
+    target, ids = tiny_model("llama"), prompt(7, seed=11)
+    perfect = copy.deepcopy(target)  # accepts whole chains, so the token lands inside an accepted path
+    policy = hfas.StaticTreePolicy(depth=6, top_k=3, total_tokens=16)
+    generated = target.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1]:].tolist()
+    eos = generated[2]
+    assert eos not in generated[:2]
+    recording = record_replay(target, hfas.CausalLMDrafter(perfect), [ids], TreeConfig(6, 3, 16), 20, eos_token_ids=(eos,))
+    recorder = _FeedbackRecorder(policy)
+    live = target.generate(ids, max_new_tokens=20, do_sample=False, return_dict_in_generate=True, eos_token_id=eos,
+                           assistant_model=hfas.CausalLMDrafter(perfect), assistant_policy=recorder)
+    replayed = ReplayEnvironment(recording, _profile()).replay(policy)
+    cycles = replayed.all_cycles
+    assert [c.committed_tokens - 1 for c in cycles] == live.speculation.accepted_lengths == [1]
+    assert [c.accepted_length for c in cycles] == [f.accepted_length for f in recorder.feedback]
+    assert cycles[0].accepted_length > 1  # verification accepted past the end-of-sequence token
+    assert replayed.mean_accepted_tokens == live.speculation.mean_accepted_tokens == 2.0
+    assert 1 + sum(c.committed_tokens for c in cycles) == live.sequences.shape[1] - ids.shape[1]
+
+
+@pytest.mark.parametrize("lookup_tokens, total_tokens", [(0, 12), (4, 8)])
+def test_replay_on_a_static_path_profile_caps_trees_to_its_largest_bucket_as_generate_does(lookup_tokens, total_tokens):
+    from hf_adaptive_spec.generation.static_path import fast_path
+
+    target = tiny_model("llama")
+    fast_path(target, buckets=(4, 8))
+    prompts = [torch.tensor([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6]]), prompt(12, seed=3)]  # the first repeats itself
+    drafter = lambda: hfas.CausalLMDrafter.from_target_layers(target, 2)  # noqa: E731
+    recording = record_replay(target, drafter(), prompts, TreeConfig(depth=4, top_k=3, total_tokens=12), MAX_NEW)
+    profile = HardwareProfile(device="cpu", dtype="float32", num_threads=1, context_length=64, path="static",
+                              buckets=[4, 8], verify_tokens=[1, 4, 8, 16], verify_seconds=[1.0, 1.5, 3.0, 6.0],
+                              draft_step_seconds=0.1)
+    environment = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens)
+    policy = hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=total_tokens)
+    for index, ids in enumerate(prompts):
+        live = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+                               cache_implementation="static", prompt_lookup_num_tokens=lookup_tokens or None,
+                               assistant_model=drafter(), assistant_policy=policy).speculation
+        assert live.capped_trees > 0
+        replayed = environment.replay_prompt(index, policy)
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+
+
 def test_each_replayed_prompt_begins_a_generation_as_each_generate_call_does():
     class CountsGenerations(hfas.StaticTreePolicy):
         generations = 0

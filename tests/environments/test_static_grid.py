@@ -57,3 +57,11 @@ def test_a_bucketed_profile_ranks_one_size_per_bucket(exact_recording):
     assert candidate_sizes(profile, 3) == [3] and candidate_sizes(_profile([1, 1, 1]), 4) == [2, 3, 4]
     sizes = {tree.total_tokens for tree in rank_static_trees(exact_recording, profile) if tree.depth}
     assert sizes == {4, 8}
+
+
+def test_each_tree_is_ranked_once_under_its_own_depth(exact_recording):
+    """A tree of total_tokens nodes is at most total_tokens - 1 deep: depth 4 with 2 tokens is depth 1's tree."""
+    ranked = rank_static_trees(exact_recording, _profile([1.0, 1.2, 2.0]))
+    assert all(tree.depth <= tree.total_tokens - 1 for tree in ranked)
+    shapes = [(tree.depth, tree.total_tokens) for tree in ranked]
+    assert len(shapes) == len(set(shapes)) and (1, 2) in shapes and (4, 2) not in shapes

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
+from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
 from ...policies.static import StaticTreePolicy
@@ -95,8 +96,9 @@ class LTDTrainer(SpecTrainer):
         return DataLoader([{"update": i} for i in range(self.args.updates_per_rollout)], batch_size=1)
 
     def cycle_reward(self, cycle: ReplayedCycle) -> float:
-        """LTD's reward: ``reward_scale × (accepted + 1) / (draft_time + verify_time)``."""
-        return self.args.reward_scale * (cycle.accepted_length + 1) / (cycle.draft_time + cycle.verify_time)
+        """LTD's reward: ``reward_scale × (accepted + 1) / (draft_time + verify_time)``, the tokens counted up to
+        the generation's end (:attr:`ReplayedCycle.committed_tokens`)."""
+        return self.args.reward_scale * cycle.committed_tokens / (cycle.draft_time + cycle.verify_time)
 
     def training_step(
         self, model: nn.Module, inputs: Any, num_items_in_batch: torch.Tensor | int | None = None
@@ -124,7 +126,7 @@ class LTDTrainer(SpecTrainer):
         index, phase = phase_at(self.phases, self.state.global_step)
         rollout = self.rollouts.collect(self.policy, phase, self.args.n_steps, self.cycle_reward)
         cycles = rollout.cycles
-        tokens = sum(c.accepted_length + 1 for c in cycles)
+        tokens = committed_tokens(cycles)
         self._metrics["phase"].append(float(index))
         self._metrics["reward"].append(sum(map(self.cycle_reward, cycles)) / len(cycles))
         self._metrics["tau"].append(tokens / len(cycles))

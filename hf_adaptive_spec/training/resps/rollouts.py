@@ -119,7 +119,7 @@ class ReplayRollouts:
             cycle = self.environment.replay_cycle(prompt, stream.position, policy)
             cycle.policy_time = stream.decision_seconds if policy.decided else 0.0
             policy.observe(cycle.feedback())
-            tokens, cycles = tokens + cycle.accepted_length + 1, cycles + 1
+            tokens, cycles = tokens + cycle.committed_tokens, cycles + 1
             stream.position += cycle.accepted_length + 1
             if stream.position >= self.environment.lengths[prompt]:
                 policy.end_episode()
