@@ -183,6 +183,63 @@ def test_a_drafter_saved_for_another_depth_loads_on_purpose(tmp_path, target):
     reused.bind(target)
 
 
+def test_a_single_feature_drafter_saved_for_another_depth_reads_the_new_targets_final_output(tmp_path, target):
+    shallow = tiny_model("llama", num_hidden_layers=4)
+    Eagle3Drafter(make_draft_model(shallow, use_aux_hidden_state=False)).save_pretrained(tmp_path)
+    reused = Eagle3Drafter.from_pretrained(tmp_path, target=target, ignore_target_mismatch=True)
+    assert reused.feature_layers == (6,)  # saved as the 4-layer target's output: the 6-layer target's now, not layer 4
+
+
+def test_a_full_vocabulary_checkpoint_without_lm_head_shares_the_targets(tmp_path, target):
+    """vLLM's rule (and SGLang's load_lm_head_from_target): no lm_head.weight means the target's head."""
+    model = make_draft_model(target)
+    with torch.no_grad():
+        model.lm_head.weight.copy_(target.get_output_embeddings().weight)
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    save_file({key: value for key, value in tensors.items() if key != "lm_head.weight"}, tmp_path / "model.safetensors")
+    loaded = Eagle3DraftModel.from_pretrained(tmp_path, target=target)
+    assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(model, target, IDS))
+
+
+def test_loading_takes_no_config_keywords(tmp_path, target):
+    make_draft_model(target).save_pretrained(tmp_path)
+    with pytest.raises(TypeError, match="torch_dtype"):
+        Eagle3DraftModel.from_pretrained(tmp_path, target=target, torch_dtype=torch.bfloat16)
+
+
+def test_embeddings_stored_at_lower_precision_are_the_targets(tmp_path, target, caplog):
+    """SpecForge stores embed_tokens in bfloat16: the same values as a float32 target's are no difference."""
+    model = make_draft_model(target)
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    rounded = target.get_input_embeddings().weight.detach().to(torch.bfloat16)
+    assert not torch.equal(rounded.float(), target.get_input_embeddings().weight)  # float32 values bfloat16 cannot hold
+    save_file({**tensors, "embed_tokens.weight": rounded}, tmp_path / "model.safetensors")
+    with caplog.at_level("WARNING"):
+        Eagle3DraftModel.from_pretrained(tmp_path, target=target)
+    assert "differs from the target's" not in caplog.text
+    save_file({**tensors, "embed_tokens.weight": rounded + 1}, tmp_path / "model.safetensors")
+    with caplog.at_level("WARNING"):
+        Eagle3DraftModel.from_pretrained(tmp_path, target=target)
+    assert "differs from the target's" in caplog.text
+
+
+@pytest.mark.parametrize("rope, reads", [
+    ({"rope_type": "default", "rope_theta": 1e4}, False),
+    ({"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}, True),
+    ({"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0], "long_factor": [1.0]}, True),
+    ({"rope_type": "yarn", "rope_theta": 1e4}, True),
+    ({"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}, False),
+])
+def test_max_positions_stay_as_saved_where_the_rope_derives_from_them(rope, reads):
+    """Raising max_position_embeddings to the target's would change LongRoPE's, YaRN-without-factor's and
+    dynamic NTK's frequencies (transformers derives their factor or original length from it)."""
+    from hf_adaptive_spec.drafters.eagle3.checkpoint import _rope_reads_max_positions
+
+    assert _rope_reads_max_positions(rope) is reads
+
+
 def test_rope_comes_from_the_drafter_config_not_the_target(tmp_path, target, official_reference, official_tensors):
     config = target.config.to_dict() | {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
     torch.manual_seed(0)
@@ -389,6 +446,13 @@ LOADING_ERRORS = {
     "layer-named-twice": ({}, (), {"layers.0.mlp.up_proj.weight": torch.zeros(1)}, "both midlayer.* and layers.0.*"),
     "no-layers": ({"num_hidden_layers": 0}, (), None, "needs at least its EAGLE-3 layer"),
     "variant": ({"norm_before_residual": True}, (), None, "not supported"),
+    "reduced-vocab-without-head": (
+        {}, ("lm_head.weight",), None, "no lm_head.weight, so it shares the target's output head .* add the trained",
+    ),
+    "speculators-layout": (
+        {"speculators_model_type": "eagle3", "architectures": ["Eagle3Speculator"]}, (), None,
+        "vLLM speculators' layout .* Convert it to the SpecForge layout",
+    ),
 }
 
 

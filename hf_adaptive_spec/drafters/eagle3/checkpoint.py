@@ -111,9 +111,17 @@ def _target_layers(raw: dict, ids: list[int] | None, num_layers: int, ignore_tar
     saved = raw.get("target_num_hidden_layers")
     if not ignore_target_mismatch or saved in (None, num_layers):
         return saved if saved is not None else num_layers, ids
-    if ids is not None and ids == default_aux_layer_ids(saved):
-        ids = None  # saved as the old target's default: take the new target's
+    single_feature = not (raw.get("eagle_config") or {}).get("use_aux_hidden_state", True)
+    if ids is not None and ids == ([saved] if single_feature else default_aux_layer_ids(saved)):
+        ids = None  # saved as the old target's default (the final output for one feature): take the new target's
     return num_layers, ids
+
+
+def _rope_reads_max_positions(rope: dict) -> bool:
+    """Whether this RoPE's frequencies depend on ``max_position_embeddings`` (then it must stay as saved): dynamic
+    NTK reads it as the original length; LongRoPE, and YaRN without a ``factor``, derive their factor from it."""
+    kind = rope.get("rope_type", "default")
+    return kind in ("dynamic", "longrope") or (kind == "yarn" and rope.get("factor") is None)
 
 
 def config_from_checkpoint(
@@ -124,6 +132,13 @@ def config_from_checkpoint(
     A config that records its target's depth (``target_num_hidden_layers``, which this package writes) is
     refused on a target of another depth unless ``ignore_target_mismatch=True``."""
     architectures = raw.get("architectures") or []
+    if raw.get("speculators_model_type"):
+        raise ValueError(
+            f"This is a checkpoint in vLLM speculators' layout (speculators_model_type={raw['speculators_model_type']!r}, "
+            f"architectures={architectures}), which this package does not read: its layer sits under "
+            "transformer_layer_config and layers.0.*. Convert it to the SpecForge layout (config.json with "
+            f"architectures [{SPECFORGE_ARCHITECTURE!r}] and the flat keys), or load the original EAGLE-3 checkpoint."
+        )
     if architectures not in ([OFFICIAL_ARCHITECTURE], [SPECFORGE_ARCHITECTURE]):
         raise ValueError(
             f"Not an EAGLE-3 checkpoint config: architectures={architectures}, expected [{OFFICIAL_ARCHITECTURE!r}] "
@@ -141,7 +156,7 @@ def config_from_checkpoint(
         use_aux_hidden_state=(raw.get("eagle_config") or {}).get("use_aux_hidden_state", True),
     )
     config = Eagle3DrafterConfig(**fields)
-    if config.rope_parameters["rope_type"] != "dynamic":  # dynamic NTK reads it as its original length
+    if not _rope_reads_max_positions(config.rope_parameters):
         # reference configs say 2048, which serving engines take as the context limit (sglang#6783)
         config.max_position_embeddings = max(config.max_position_embeddings, text.max_position_embeddings)
     config.check_target(target_config)
@@ -162,7 +177,7 @@ def _midlayer_keys(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -> None:
     """Strict keys and shapes; the vocabulary checks that need the raw ``d2t``/``t2d``."""
     config, expected = model.config, model.state_dict()
-    missing = [key for key in expected if key not in weights and key not in OPTIONAL_KEYS]
+    missing = [key for key in expected if key not in weights and key not in (*OPTIONAL_KEYS, "lm_head.weight")]
     unexpected = [key for key in weights if key not in expected]
     if missing or unexpected:
         raise ValueError(
@@ -199,6 +214,28 @@ def _set_vocab_maps(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -
         raise ValueError("The checkpoint's d2t and t2d disagree; d2t must hold offsets (target_id - draft_id).")
 
 
+def _equal_at_lower_precision(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal once both are in the less precise of their dtypes (a bfloat16 copy of float32 weights is the same)."""
+    dtype = a.dtype if a.element_size() <= b.element_size() else b.dtype
+    return torch.equal(a.to(dtype), b.to(dtype))
+
+
+def _lm_head(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], target: PreTrainedModel) -> torch.Tensor:
+    """The checkpoint's ``lm_head.weight``, or the target's output head when the checkpoint leaves it out (vLLM
+    shares it then; SGLang with ``load_lm_head_from_target``), which needs the full vocabulary at the target's width."""
+    if "lm_head.weight" in weights:
+        return weights["lm_head.weight"]
+    config = model.config
+    if config.draft_vocab_size != config.vocab_size or config.hidden_size != config.target_hidden_size:
+        raise ValueError(
+            "The checkpoint has no lm_head.weight, so it shares the target's output head (vLLM's rule, SGLang's "
+            f"load_lm_head_from_target), but its draft vocabulary ({config.draft_vocab_size} tokens, width "
+            f"{config.hidden_size}) is not the target's ({config.vocab_size}, width {config.target_hidden_size}): add "
+            "the trained lm_head.weight to the checkpoint."
+        )
+    return target.get_output_embeddings().weight
+
+
 def _embeddings(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], target: PreTrainedModel) -> torch.Tensor:
     """The target's embeddings at the same width (SGLang's rule); the checkpoint's own otherwise."""
     config = model.config
@@ -211,7 +248,7 @@ def _embeddings(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], targe
             )
         return own
     target_embeddings = target.get_input_embeddings().weight
-    if own is not None and not torch.equal(own.to(target_embeddings), target_embeddings):
+    if own is not None and not _equal_at_lower_precision(own, target_embeddings):
         logger.warning("Ignoring the checkpoint's embed_tokens.weight: it differs from the target's, which is used.")
     return target_embeddings
 
@@ -244,7 +281,8 @@ def load_checkpoint(
         model = Eagle3DraftModel(config)
     _check_tensors(model, weights)
     _set_vocab_maps(model, weights)
-    state = {**weights, "d2t": model.d2t, "t2d": model.t2d, "embed_tokens.weight": _embeddings(model, weights, target)}
+    state = {**weights, "d2t": model.d2t, "t2d": model.t2d, "embed_tokens.weight": _embeddings(model, weights, target),
+             "lm_head.weight": _lm_head(model, weights, target)}
     model.load_state_dict(state, strict=True)
     return model.to(device=target.device, dtype=target.dtype).eval()
 

@@ -272,12 +272,26 @@ class Eagle3DraftModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(
-        cls, pretrained_model_name_or_path: str | os.PathLike, *, target: PreTrainedModel, **kwargs
+        cls,
+        pretrained_model_name_or_path: str | os.PathLike,
+        *,
+        target: PreTrainedModel,
+        allow_pickle: bool = False,
+        ignore_target_mismatch: bool = False,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        force_download: bool = False,
+        local_files_only: bool = False,
+        token: str | bool | None = None,
     ) -> Eagle3DraftModel:
-        """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``)."""
+        """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``); the
+        checkpoint sets the drafter (no config keywords: convert dtype or device after loading)."""
         from .checkpoint import load_checkpoint
 
-        return load_checkpoint(pretrained_model_name_or_path, target, **kwargs)
+        return load_checkpoint(
+            pretrained_model_name_or_path, target, allow_pickle, ignore_target_mismatch, revision=revision,
+            cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only, token=token,
+        )
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed_tokens
