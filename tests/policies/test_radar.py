@@ -587,3 +587,19 @@ def test_beam_scores_are_the_best_step_scores_best_first_padded_with_minus_infin
                 got = beam_scores(tensor, top_k)
                 assert got.dtype == torch.float32 and got.shape == (top_k,)
                 torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_the_dataset_counts_no_accepted_token_past_the_end_of_sequence():
+    """Near an end-of-sequence token, deeper drafts accept past it in verification but add nothing to the answer."""
+    import copy
+
+    target, ids = tiny_model("llama"), prompt(7, seed=11)
+    generated = target.generate(ids, max_new_tokens=30, do_sample=False)[0, ids.shape[1]:].tolist()
+    end = next(i for i in range(6, len(generated)) if generated[i] not in generated[:i])
+    perfect = hfas.CausalLMDrafter(copy.deepcopy(target))  # accepts every drafted token
+    recording = record_replay(target, perfect, [ids], TreeConfig(4, 2, 8), 30, eos_token_ids=(generated[end],))
+    dataset = build_radar_dataset(recording)
+    accepted = dataset.accept_probs.argmax(-1)  # [N, D]
+    remaining = len(recording.prompts[0]) - dataset.position  # tokens left in the answer at each row
+    assert (accepted <= (remaining - 1)[:, None]).all()
+    assert (accepted[-1] < accepted[0]).any()  # the last rows are cut by the end, the first are not

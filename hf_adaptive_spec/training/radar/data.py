@@ -17,7 +17,8 @@ from ...policies.radar.policy import beam_scores
 from ...policies.static import StaticTreePolicy
 from ...profiling.hardware import HardwareProfile
 
-DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v2"
+#: v3: accepted lengths end at the generation's end-of-sequence token (v2 counted past it); older datasets are rebuilt
+DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v3"
 _TENSORS = (
     "beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position", "skip_accepted", "skip_verified_tokens"
 )
@@ -34,7 +35,8 @@ class RadarDataset(Dataset):
             ``1 .. D - 1`` (:func:`~hf_adaptive_spec.policies.radar.beam_scores`; no decision follows call ``D``).
         accept_probs: ``[N, D, A + 1]`` float, ``accept_probs[n, k - 1, a]`` = P(``a`` drafted tokens
             accepted, bonus token excluded | ``k`` draft calls), ``A`` = :attr:`max_accepted` (``D``, or
-            the lookup chain's length when longer). Greedy replay makes each row one-hot; the format
+            the lookup chain's length when longer), none counted past the generation's end (as ``generate``
+            stops at its end-of-sequence token). Greedy replay makes each row one-hot; the format
             holds any distribution (RADAR's sampled data, temperature > 0).
         verified_tokens: ``[N, D]`` long, tokens verified (root included) after ``k`` draft calls.
         prompt_index / position: ``[N]`` long, where the cycle starts in the recording.
@@ -209,14 +211,14 @@ def _add_position(rows: dict[str, list[torch.Tensor]], environment: ReplayEnviro
     cycles = [environment.replay_cycle(prompt, position, policy) for policy in shallower] + [deepest]
     skipping = _SkipAfterFirstCall(config.depth, config.top_k, config.total_tokens)
     skip = environment.replay_cycle(prompt, position, skipping)
-    accepted = torch.tensor([cycle.accepted_length for cycle in cycles])
+    accepted = torch.tensor([cycle.committed_tokens - 1 for cycle in cycles])  # none past the generation's end
     max_accepted = max(config.depth, environment.lookup_tokens)
     rows["beam_scores"].append(torch.stack(recorder.rows))
     rows["accept_probs"].append(torch.nn.functional.one_hot(accepted, max_accepted + 1).float())
     rows["verified_tokens"].append(torch.tensor([cycle.verified_tokens for cycle in cycles]))
     rows["prompt_index"].append(torch.tensor(prompt))
     rows["position"].append(torch.tensor(position))
-    rows["skip_accepted"].append(torch.tensor(skip.accepted_length))
+    rows["skip_accepted"].append(torch.tensor(skip.committed_tokens - 1))
     rows["skip_verified_tokens"].append(torch.tensor(skip.verified_tokens))
 
 
