@@ -67,8 +67,9 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
 
 
 def test_changed_weights_never_load_a_stale_package(tmp_path):
-    """A package bakes in the weights, so its digest covers them: a model changed after packaging
-    builds a package of its own and gives its own tokens."""
+    """A package bakes in the weights, so its digest covers them: a model changed in place after packaging (a
+    training step, load_state_dict) builds a package of its own in the same process and gives its own tokens,
+    and the package of its old weights stays theirs (never overwritten by the new ones)."""
     model = tiny_model("llama", seed=1)
     fast_path(model, package_dir=tmp_path)
     ids = prompt(7, seed=1)
@@ -77,13 +78,34 @@ def test_changed_weights_never_load_a_stale_package(tmp_path):
     with torch.no_grad():
         model.lm_head.weight.mul_(-1.0)
     assert weights_digest(model) != before
-    model._hf_adaptive_spec_fast_path = None  # as a new process would start
-    fast_path(model, package_dir=tmp_path)
     expected = model.generate(ids, max_new_tokens=24, do_sample=False)
     assert not torch.equal(expected, first)  # the change matters, so a stale package would show
     out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, expected)
     assert fast_path(model).packaged_forward.built == 1 and len(_packages(tmp_path)) == 2
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)  # back to the first weights: their package, loaded
+    assert torch.equal(_frozen_generate(model, ids).sequences, first)
+    assert fast_path(model).packaged_forward.loaded == 1 and len(_packages(tmp_path)) == 2
+
+
+def test_in_process_graphs_follow_changed_weights_and_each_callers_cache():
+    """Without packages, a frozen graph holds the weights and the static cache it was compiled with as constants,
+    and dynamo guards on neither: weights changed in place and a second caller cache need graphs of their own."""
+    model, other = tiny_model("llama", seed=3), tiny_model("llama", seed=4)
+    fast_path(model, package_dir=None)
+    ids = prompt(7, seed=3)
+    assert torch.equal(_frozen_generate(model, ids).sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+    with torch.no_grad():
+        for mine, theirs in zip(model.parameters(), other.parameters()):
+            mine.copy_(theirs)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    assert torch.equal(_frozen_generate(model, ids).sequences, expected)
+    caches = [StaticCache(config=model.config, max_cache_len=512) for _ in range(2)]  # one length, both alive
+    for cache in (*caches, caches[0]):
+        if cache.get_seq_length():
+            cache.reset()
+        assert torch.equal(_frozen_generate(model, ids, past_key_values=cache).sequences, expected)
 
 
 def test_a_damaged_package_is_rebuilt_with_a_warning(tmp_path):

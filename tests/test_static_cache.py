@@ -244,6 +244,9 @@ def test_compaction_moves_the_accepted_path_after_the_prefix():
         (dict(past_key_values="prefilled"), r"pre-filled StaticCache: call cache.reset\(\)"),
         (dict(cache_implementation="offloaded"), "supports cache_implementation='static' or 'dynamic'"),
         (dict(cache_implementation="static", past_key_values="fresh"), "either cache_implementation='static' or a past_key_values"),
+        (dict(past_key_values="fewer-layers"), "The static cache has 2 layers and the model 4: build it from this model"),
+        (dict(past_key_values="laid-out-in-bfloat16"), r"laid out by an earlier call for batch 1 in torch.bfloat16"),
+        (dict(past_key_values="laid-out-for-batch-2"), r"laid out by an earlier call for batch 2 in torch.float32"),
     ],
 )
 def test_static_cache_bad_inputs(kwargs, message):
@@ -252,6 +255,9 @@ def test_static_cache_bad_inputs(kwargs, message):
         "short": lambda: StaticCache(config=model.config, max_cache_len=32),
         "fresh": lambda: StaticCache(config=model.config, max_cache_len=256),
         "prefilled": lambda: _prefilled(model),
+        "fewer-layers": lambda: StaticCache(config=tiny_model("llama", num_hidden_layers=2).config, max_cache_len=256),
+        "laid-out-in-bfloat16": lambda: _laid_out(model, dtype=torch.bfloat16),
+        "laid-out-for-batch-2": lambda: _laid_out(model, batch_size=2),
     }
     kwargs = {k: caches[v]() if k == "past_key_values" else v for k, v in kwargs.items()}
     with pytest.raises(ValueError, match=message):
@@ -263,6 +269,24 @@ def _prefilled(model) -> StaticCache:
     with torch.no_grad():
         model(prompt(3), past_key_values=cache, use_cache=True)
     return cache
+
+
+def _laid_out(model, dtype=torch.float32, batch_size=1) -> StaticCache:
+    """A cache an earlier call used (in ``dtype``, for ``batch_size`` rows), then reset: its layers keep that layout."""
+    cache = StaticCache(config=model.config, max_cache_len=256)
+    with torch.no_grad():
+        model.to(dtype)(prompt(3).repeat(batch_size, 1), past_key_values=cache, use_cache=True)
+    model.to(torch.float32)
+    cache.reset()
+    return cache
+
+
+def test_the_engines_own_cache_follows_the_models_dtype():
+    model, ids = tiny_model("llama"), prompt(6)
+    kwargs = dict(max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"], cache_implementation="static")
+    model.generate(ids, **kwargs)
+    model.to(torch.bfloat16)  # its float32 cache of this size must not serve the next call
+    assert model.generate(ids, **kwargs).shape == (1, ids.shape[1] + 8)
 
 
 def test_sliding_window_static_layers_are_refused():

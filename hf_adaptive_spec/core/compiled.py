@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Callable, Hashable
 
 import torch
@@ -35,6 +36,15 @@ def inductor_settings(compile_kwargs: dict | None):
     return inductor_config.patch(split_inductor_patches(compile_kwargs or {})[1])
 
 
+def own_code_copy(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own. Dynamo keeps compiled graphs per code object and guards neither
+    on parameter values nor on a static cache's tensors, which inductor's freezing bakes into a graph as
+    constants: graphs compiled from a copy are that copy's alone, never another compile's stale ones."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 class CompiledForward:
     """``fn`` compiled with ``torch.compile(**options)``, called with a shape key per call.
 
@@ -46,7 +56,7 @@ class CompiledForward:
     def __init__(self, fn: Callable, options: dict):
         self.options = options
         compile_kwargs, self._inductor_patches = split_inductor_patches(options)
-        self._compiled = torch.compile(fn, **compile_kwargs)
+        self._compiled = torch.compile(own_code_copy(fn), **compile_kwargs)
         self._warm: set[Hashable] = set()
 
     def __call__(self, key: Hashable, *args) -> tuple[object, float]:

@@ -17,8 +17,9 @@ from transformers import Cache, StaticCache
 from transformers.cache_utils import StaticLayer
 
 
-def check_static_cache(cache: Cache, needed_length: int) -> None:
-    """Refuse a static cache the tree layout cannot use, or one too short for this call.
+def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module | None = None) -> None:
+    """Refuse a static cache the tree layout cannot use, one too short for this call, or (given ``model``) one
+    of fewer layers than the model or already laid out for another dtype, device or batch size.
 
     Args:
         needed_length: slots the call may touch (prompt + new tokens + the largest verification
@@ -32,12 +33,33 @@ def check_static_cache(cache: Cache, needed_length: int) -> None:
                 "and cannot hold a tree after the prefix. Use a DynamicCache (drop cache_implementation='static') for "
                 "this model."
             )
+    if model is not None:
+        _check_cache_fits_model(cache, model)
     capacity = cache.layers[0].max_cache_len if cache.layers else 0
     if capacity < needed_length:
         raise ValueError(
             f"The static cache has max_cache_len={capacity}, but this call needs {needed_length} slots (prompt + "
             "max_new_tokens + the largest verification bucket). Pass a StaticCache with max_cache_len >= "
             f"{needed_length}, or lower max_new_tokens."
+        )
+
+
+def _check_cache_fits_model(cache: Cache, model: torch.nn.Module) -> None:
+    layers = model.config.get_text_config().num_hidden_layers
+    if len(cache.layers) < layers:
+        raise ValueError(
+            f"The static cache has {len(cache.layers)} layers and the model {layers}: build it from this model's "
+            "config, StaticCache(config=model.config, max_cache_len=N)."
+        )
+    laid_out = next((layer for layer in cache.layers if getattr(layer, "is_initialized", False)), None)
+    if laid_out is None:
+        return
+    mine = (laid_out.dtype, laid_out.device, laid_out.batch_size)
+    if mine != (model.dtype, model.device, 1):
+        raise ValueError(
+            f"The static cache was laid out by an earlier call for batch {mine[2]} in {mine[0]} on {mine[1]}; this call "
+            f"decodes batch 1 in {model.dtype} on {model.device}. A StaticCache keeps its first call's dtype, device and "
+            "batch size (reset() keeps them too): pass a new StaticCache."
         )
 
 

@@ -44,12 +44,15 @@ class DraftOutcome:
         target_features: the target hidden states the drafter asked for (``Drafter.feature_layers``)
             at the root and each accepted node, each ``[1, len(accepted_path), hidden]``: the states
             from which the target chose ``committed_tokens``.
+        drafter_nodes: the nodes of ``tree`` the drafter proposed are those numbered below it; the
+            prompt-lookup chain's are numbered after them (None: every node is the drafter's).
     """
 
     tree: DraftTree
     accepted_path: list[int]
     committed_tokens: list[int]
     target_features: dict[int, torch.Tensor] = field(default_factory=dict)
+    drafter_nodes: int | None = None
 
 
 class SharedCacheVerification(ABC):

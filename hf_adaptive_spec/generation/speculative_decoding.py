@@ -312,7 +312,8 @@ class _Decoder:
         verify_time += time.perf_counter() - tick
         if drafted:
             features = {i: kept[i][:, :emitted] for i in self.drafter.feature_layers}
-            self._give_feedback(DraftOutcome(tree, result.path[:emitted], tokens[:emitted], features), times)
+            outcome = DraftOutcome(tree, result.path[:emitted], tokens[:emitted], features, drafter_nodes)
+            self._give_feedback(outcome, times)
         else:  # the drafter did not run and has yet to read new_features
             kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
         drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)

@@ -97,9 +97,11 @@ class FastPath:
             raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
         self.model, self.buckets = model, tuple(buckets)
         self.package_dir = _resolve_package_dir(package_dir)
-        self.own_caches: dict[int, StaticCache] = {}
-        self._compiled: CompiledForward | None = None
+        self.own_caches: dict[tuple, StaticCache] = {}
+        #: in-process graphs: per cache object when inductor freezes (the graph holds that cache's tensors)
+        self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._packaged: PackagedForward | None = None
+        self._weights_seen: tuple | None = None
         self._lock = threading.Lock()
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -134,12 +136,24 @@ class FastPath:
 
     def cache_for(self, needed_length: int) -> StaticCache:
         """The engine's own static cache for a call that needs ``needed_length`` slots: the one of
-        :meth:`rounded_cache_length` slots, made on first use and kept."""
-        size = self.rounded_cache_length(needed_length)
+        :meth:`rounded_cache_length` slots for the model's dtype and device, made on first use and kept."""
+        key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
-            if size not in self.own_caches:
-                self.own_caches[size] = StaticCache(config=self.model.config, max_cache_len=size)
-            return self.own_caches[size]
+            if key not in self.own_caches:
+                self.own_caches[key] = StaticCache(config=self.model.config, max_cache_len=key[0])
+            return self.own_caches[key]
+
+    def begin_call(self) -> None:
+        """Before each ``generate`` call: when the model's weights changed since the last call (a training step,
+        ``load_state_dict``, a tensor replaced), drop the graphs and packages compiled from the old ones. Frozen
+        graphs hold the weights as constants and a package's name is the digest of the weights it was built from,
+        so both would otherwise go on computing with, or be saved under, the old weights."""
+        seen = weights_version(self.model)
+        with self._lock:
+            if self._weights_seen is not None and seen != self._weights_seen:
+                self._compiled = weakref.WeakKeyDictionary()
+                self._packaged = None
+            self._weights_seen = seen
 
     def packages(self, compile_options: dict | None) -> bool:
         """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
@@ -162,9 +176,18 @@ class FastPath:
             except PackageBuildError as error:  # this model does not export: compile it in-process, with a word
                 warnings.warn(f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2)
                 self.package_dir = None
-        if self._compiled is None or compile_options != self._compiled.options:
-            self._compiled = CompiledForward(_forward_with_features, compile_options)
-        return self._compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
+        compiled = self._in_process_forward(compile_options, cache)
+        return compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
+
+    def _in_process_forward(self, compile_options: dict, cache) -> CompiledForward:
+        """The in-process compiled forward for ``cache``: with inductor's freezing one per cache object (a frozen
+        graph holds the cache's tensors as constants, and dynamo does not guard on them), else one for all."""
+        owner = cache if split_inductor_patches(compile_options)[1].get("freezing") else self
+        with self._lock:
+            compiled = self._compiled.get(owner)
+            if compiled is None or compiled.options != compile_options:
+                compiled = self._compiled[owner] = CompiledForward(_forward_with_features, compile_options)
+        return compiled
 
     def _packaged_forward(self, compile_options, input_ids, position_ids, attention_mask, cache, feature_layers):
         start = time.perf_counter()
@@ -194,6 +217,13 @@ class FastPath:
             raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
         return {"weights": weights, "config": self.model.config.to_json_string(),
                 "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}
+
+
+def weights_version(model: torch.nn.Module) -> tuple:
+    """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
+    optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged."""
+    named = (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False))
+    return tuple((name, tensor.data_ptr(), tensor._version) for name, tensor in named)
 
 
 _FAST_PATH_LOCK = threading.Lock()

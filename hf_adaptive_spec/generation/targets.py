@@ -317,7 +317,8 @@ def static_target(
 ) -> StaticTarget:
     """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call."""
     path = fast_path(model)
-    check_static_cache(cache, path.needed_slots(needed_length))
+    path.begin_call()
+    check_static_cache(cache, path.needed_slots(needed_length), model)
     if not own and cache.get_seq_length() > 0:
         raise ValueError(
             "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."

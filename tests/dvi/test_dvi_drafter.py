@@ -243,3 +243,46 @@ def test_outcome_records_never_look_past_the_first_reject():
     assert [(r.token, r.reward, r.depth) for r in records] == [(11, 1.0, 1), (12, 0.0, 2)]
     assert records[1].draft_state.equal(states[a]) and records[1].target_state.equal(targets[1])
     assert outcome_records(tree, states, [], targets) == []
+
+
+def _logged_records(drafter: DVIDrafter, target, policy, prompts_ids, **generate_kwargs) -> list[tuple]:
+    """(token logged, reward, tokens the drafter proposed below that record's node) for every record a run logs."""
+    logged = []
+    observe = drafter.observe
+
+    def spy(outcome):
+        before = len(drafter.updater.buffer)
+        draft = drafter.learner._draft
+        observe(outcome)
+        tree = draft.tree if draft.tree is not None else outcome.tree
+        limit = draft.drafted_nodes if draft.tree is not None else (outcome.drafter_nodes or len(tree))
+        node = 0
+        for record in list(drafter.updater.buffer)[before:]:
+            proposed = [tree.tokens[c] for c in tree.children(node) if c < limit]
+            logged.append((record.token, record.reward, proposed))
+            node = next((c for c in tree.children(node) if c < limit and tree.tokens[c] == record.token), node)
+
+    drafter.observe = spy
+    for ids in prompts_ids:
+        target.generate(ids, max_new_tokens=30, assistant_model=drafter, assistant_policy=policy, **generate_kwargs)
+    return logged
+
+
+@pytest.mark.parametrize("case", ["prompt-lookup chain grafted", "sampled depth-1 tree"])
+def test_online_records_name_only_tokens_the_drafter_proposed(target, case):
+    """A lookup chain grafted onto the drafter's tree, and children sampled at depth 1 (no expand follows), are
+    what verification saw; a record must name a token the drafter itself proposed there, and its reward."""
+    from hf_adaptive_spec.drafters.dvi import DVIOnlineLearnerConfig
+
+    config = DVIOnlineLearnerConfig(update_every=0, buffer_size=10_000)
+    drafter = DVIDrafter(target, exit_layer=EXIT_LAYER, online=True, online_config=config, share_cache=False)
+    torch.manual_seed(1)
+    if case == "prompt-lookup chain grafted":  # prompts that repeat what the target will say, so the chain matches
+        repeated = [torch.cat([target.generate(p, max_new_tokens=30, do_sample=False), p], dim=1) for p in prompts(4)]
+        logged = _logged_records(drafter, target, hfas.StaticTreePolicy.chain(2), repeated, do_sample=False,
+                                 prompt_lookup_num_tokens=4)
+    else:
+        sampled = hfas.StaticTreePolicy(depth=1, top_k=1, total_tokens=2, sample_drafts=True)
+        logged = _logged_records(drafter, target, sampled, prompts(3), do_sample=True)
+    assert len(logged) > 20
+    assert all(token in proposed for token, _, proposed in logged)

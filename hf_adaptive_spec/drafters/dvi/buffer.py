@@ -34,7 +34,8 @@ class DVIRecord:
 
 
 def outcome_records(
-    tree: DraftTree, draft_states: dict[int, torch.Tensor], committed: list[int], target_states: torch.Tensor
+    tree: DraftTree, draft_states: dict[int, torch.Tensor], committed: list[int], target_states: torch.Tensor,
+    drafted_nodes: int | None = None,
 ) -> list[DVIRecord]:
     """Records of one cycle: the drafted positions along the committed tokens, up to the first reject.
 
@@ -51,11 +52,13 @@ def outcome_records(
         committed: token ids committed after the root, in order.
         target_states: ``[len(committed), hidden]`` target final-norm outputs at the root and
             at each committed token but the last (the positions predicting ``committed``).
+        drafted_nodes: the drafter's nodes are those numbered below it (a prompt-lookup chain grafted
+            onto the tree is numbered after them, and is not the drafter's); None: all of them.
     """
     records: list[DVIRecord] = []
-    node = 0
+    node, drafted_nodes = 0, len(tree) if drafted_nodes is None else drafted_nodes
     for depth, token in enumerate(committed, start=1):
-        children = tree.children(node)
+        children = [child for child in tree.children(node) if child < drafted_nodes]
         if not children or node not in draft_states:
             break
         match = next((child for child in children if tree.tokens[child] == token), None)

@@ -176,7 +176,6 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         self._cache = DynamicCache()
         self._committed = 0
         self._drafted = DraftedNodes()
-        self._fallback_tree: DraftTree | None = None
         self._owner: int | None = None
 
     def bind(self, target: PreTrainedModel) -> None:
@@ -226,12 +225,6 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         root = self._feed_committed(context.input_ids)
         self._drafted.states = {0: root}
         log_probs = self.draft_log_probs(root[None])
-        if self.is_learning:
-            # the drafted tree when no expand() follows (the drafter never sees the tree then): the
-            # root's best child, exact for chains; trees of depth 1 lose their other children's records
-            best_log_prob, best = log_probs[0].max(-1)
-            self._fallback_tree = DraftTree.with_root(int(context.input_ids[0, -1]))
-            self._fallback_tree.add_children(0, [int(best)], [float(best_log_prob)])
         return log_probs
 
     def _feed_committed(self, input_ids: torch.LongTensor) -> torch.Tensor:
@@ -275,8 +268,7 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
 
     def end_tree(self) -> None:
         drafted = self._drafted
-        self.learner.remember(drafted.tree if drafted.tree is not None else self._fallback_tree, drafted.states)
-        self._fallback_tree = None
+        self.learner.remember(drafted.tree, drafted.states)  # None when no expand() followed: depth 1
         if not self._shares_now:  # shared: verification reuses the fed nodes' K/V and states
             if not self._static_in_use:  # static slots past the committed prefix are simply overwritten
                 drop_tail(self._cache, len(drafted.fed))

@@ -18,10 +18,13 @@ from .online import DVIUpdater
 
 @dataclass
 class _Draft:
-    """What the drafter proposed in one cycle, kept until the engine reports the outcome."""
+    """What the drafter proposed in one cycle, kept until the engine reports the outcome: the tree it expanded
+    (None when it expanded none: the outcome's tree then shows what it drafted below the root) and how many of
+    its nodes it drafted (the engine grafts a prompt-lookup chain onto the same tree afterwards)."""
 
-    tree: DraftTree
+    tree: DraftTree | None
     states: dict[int, torch.Tensor]  # h_k of every expanded node
+    drafted_nodes: int
 
 
 class DVIOnlineLearner:
@@ -65,8 +68,10 @@ class DVIOnlineLearner:
             self.updater.step()
 
     def remember(self, tree: DraftTree | None, states: dict[int, torch.Tensor]) -> None:
-        """Keep this cycle's draft (its tree and expanded states) for :meth:`observe`."""
-        self._draft = _Draft(tree, dict(states)) if self.is_learning and states and tree is not None else None
+        """Keep this cycle's draft (the tree it expanded, None when it expanded no node, and the expanded
+        states) for :meth:`observe`."""
+        drafted = len(tree) if tree is not None else 0
+        self._draft = _Draft(tree, dict(states), drafted) if self.is_learning and states else None
 
     def observe(self, outcome: DraftOutcome) -> None:
         """Turn the remembered draft and the committed tokens into buffer records."""
@@ -81,7 +86,12 @@ class DVIOnlineLearner:
                 f"{None if features is None else tuple(features.shape)}."
             )
         target_states = features[0].detach().to(self.head_device).clone()
-        self.updater.add(outcome_records(draft.tree, draft.states, outcome.committed_tokens, target_states))
+        if draft.tree is not None:
+            tree, drafted = draft.tree, draft.drafted_nodes
+        else:  # only the root's children were drafted (sampled or not), as verification saw them
+            tree = outcome.tree
+            drafted = len(tree) if outcome.drafter_nodes is None else outcome.drafter_nodes
+        self.updater.add(outcome_records(tree, draft.states, outcome.committed_tokens, target_states, drafted))
 
     @property
     def head_device(self) -> torch.device:
