@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import tiny_model
+from tiny_models import prompt, tiny_model
 
-from hf_adaptive_spec.drafters.dvi import DVIDrafter
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
 from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
 from hf_adaptive_spec.training.dvi.replay import GreedyChainReplay
 
@@ -115,3 +116,21 @@ def test_replay_stops_where_a_completion_without_end_of_sequence_stops():
     stats = _replay(target, drafter).run(prompt[0].tolist(), completion)
     emitted = 1 + sum(stats.accepted_lengths) + stats.cycles  # prefill token + every cycle's tokens and bonus
     assert emitted - len(completion) in (0, 1)  # the last cycle's bonus token may lie past the completion
+
+
+def test_the_exact_replay_stops_at_an_end_of_sequence_token_inside_a_chain_as_generate_does():
+    """Data that goes on past an end-of-sequence id (a model with several): the replay logs and counts what live
+    generate does, which stops there."""
+    target, ids, chain = tiny_model("llama"), prompt(6, seed=0), hfas.StaticTreePolicy.chain(4)
+    full = target.generate(ids, max_new_tokens=40, do_sample=False)[0, 6:].tolist()
+    config = DVIOnlineLearnerConfig(update_every=0, buffer_size=10_000)
+    ends = [full[k] for k in range(3, 30) if full[k] not in full[:k]][:5]
+    assert ends
+    for end in ends:
+        live = DVIDrafter(target, exit_layer=EXIT_LAYER, online=True, online_config=config)
+        target.generate(ids, max_new_tokens=40, do_sample=False, eos_token_id=end, pad_token_id=0,
+                        assistant_model=live, assistant_policy=chain)
+        replayed = DVIDrafter(target, exit_layer=EXIT_LAYER, online=True, online_config=config)
+        stats = GreedyChainReplay(target, replayed, 4, 40, [end]).run(ids[0].tolist(), full)
+        assert stats.accepted_lengths == target.last_speculation.accepted_lengths, end
+        assert [r.token for r in replayed.updater.buffer] == [r.token for r in live.updater.buffer], end

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from tiny_models import prompt, tiny_model
 
@@ -132,12 +133,18 @@ def test_a_continued_adapter_sets_the_exit_layer_and_lora_shape_and_says_so(tmp_
     value asked for and not used."""
     from peft import LoraConfig
 
-    from hf_adaptive_spec.training.dvi.script import adopt_adapter_settings
-
-    drafter = DVIDrafter(tiny_model("llama"), exit_layer=1,
-                         lora_config=LoraConfig(r=4, lora_alpha=8, target_modules=["draft_head"]))
+    target = tiny_model("llama")
+    drafter = DVIDrafter(target, exit_layer=1, lora_config=LoraConfig(r=4, lora_alpha=8, target_modules=["draft_head"]))
     args = _args(tmp_path, exit_layer=3, lora_r=2)
-    with caplog.at_level("WARNING"):
-        adopt_adapter_settings(args, drafter)
+    with caplog.at_level("WARNING"):  # the trainer adopts a drafter's settings, whoever made it (not only the script)
+        DVITrainer(target_model=target, args=args, train_dataset=[], drafter=drafter)
     assert (args.exit_layer, args.lora_r, args.lora_alpha) == (1, 4, 8)
     assert "exit_layer=1, lora_r=4, lora_alpha=8 (the config's exit_layer=3, lora_r=2" in caplog.text
+
+
+def test_optimizer_settings_the_online_updater_would_not_use_are_refused_or_used(tmp_path):
+    with pytest.raises(ValueError, match="optim='sgd' would not be used: the LoRA head steps with the online updater"):
+        _args(tmp_path, optim="sgd")
+    trainer = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, adam_epsilon=0.5), train_dataset=[])
+    assert trainer.drafter.updater.optimizer.param_groups[0]["eps"] == 0.5
+

@@ -286,6 +286,12 @@ def test_relative_cost_from_a_hardware_profile(peaky_target, supervised, tmp_pat
     assert trainer.relative_cost == pytest.approx(0.15)
     with pytest.raises(ValueError, match="at least 2"):
         PPOWConfig(output_dir=str(tmp_path), num_generations=1)
+    for setting, message in (({"temperature": 0.0}, "temperature must be > 0"),  # log_softmax(logits / 0): NaN
+                             ({"proximity_tolerance": 0.0}, "proximity_tolerance must be > 0"),  # 0 / 0 reward
+                             ({"epsilon": -0.2}, "epsilon must be > 0"),
+                             ({"acceptance": "rejection"}, "must be 'sampling' or 'greedy'")):
+        with pytest.raises(ValueError, match=message):
+            PPOWConfig(output_dir=str(tmp_path), **setting)
 
 
 @pytest.mark.slow
@@ -312,3 +318,21 @@ def test_ppow_script_post_trains_the_shipped_smollm2_drafter(tmp_path):
     model, _ = hfas.load_default_model()
     shipped = json.loads((hfas.shipped_checkpoint("eagle3") / "config.json").read_text())
     assert Eagle3DraftModel.from_pretrained(str(out), target=model).config.draft_vocab_size == shipped["draft_vocab_size"]
+
+
+def test_evaluation_samples_its_own_rollout_and_leaves_the_training_buffer(peaky_target, supervised, tmp_path):
+    """With num_iterations > 1 the training rollout is reused across optimizer steps; evaluation must neither
+    score it nor advance the reuse count."""
+    draft, samples = supervised
+    args = PPOWConfig(output_dir=str(tmp_path), window_size=3, num_generations=2, num_prefixes=2, num_iterations=2,
+                      acceptance="greedy", report_to=[])
+    trainer = PPOWTrainer(model=copy.deepcopy(draft), args=args, target_model=peaky_target, train_dataset=samples,
+                          data_collator=lambda b: collate(b, pad_token_id=0))
+    train_batch, eval_batch = collate(samples[:2], pad_token_id=0), collate(samples[2:4], pad_token_id=0)
+    model = trainer.model.train()
+    buffered = trainer._rollout_for(model, train_batch)
+    model.eval()
+    evaluated = trainer._rollout_for(model, eval_batch)
+    assert torch.equal(evaluated.input_ids, eval_batch["input_ids"]) and trainer._micro_step == 1
+    model.train()
+    assert trainer._rollout_for(model, train_batch) is buffered  # the second of its num_iterations steps

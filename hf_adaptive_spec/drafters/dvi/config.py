@@ -45,6 +45,7 @@ class DVIOnlineLearnerConfig:
         weight_decay: AdamW weight decay.
         adam_beta1: AdamW beta1.
         adam_beta2: AdamW beta2.
+        adam_epsilon: AdamW epsilon.
         max_grad_norm: gradient clipping norm (0 disables clipping).
         kl_temperature: ``tau`` of the target distribution ``softmax(target_logits / tau)``.
         kl_weight: KL weight during warm-up (``lambda_0``).
@@ -68,6 +69,7 @@ class DVIOnlineLearnerConfig:
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
     adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1."})
     adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2."})
+    adam_epsilon: float = field(default=1e-8, metadata={"help": "AdamW epsilon."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 disables it (ours)."})
     kl_temperature: float = field(default=1.0, metadata={"help": "tau in softmax(target_logits / tau)."})
     kl_weight: float = field(default=1.0, metadata={"help": "KL weight during warm-up, lambda_0 (ours)."})

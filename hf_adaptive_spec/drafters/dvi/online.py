@@ -101,6 +101,7 @@ class DVIUpdater:
             self.parameters,
             lr=config.learning_rate,
             betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_epsilon,
             weight_decay=config.weight_decay,
         )
         self.buffer = RolloutBuffer(config.buffer_size)

@@ -90,6 +90,11 @@ class DVIConfig(TrainingArguments):
         super().__post_init__()
         if self.rollout not in ("generate", "replay"):
             raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
+        if getattr(self.optim, "value", self.optim) not in ("adamw_torch", "adamw_torch_fused"):
+            raise ValueError(
+                f"DVIConfig.optim={getattr(self.optim, 'value', self.optim)!r} would not be used: the LoRA head steps with the online updater's AdamW "
+                "inside generate (DVIUpdater), set by learning_rate, weight_decay, adam_beta1/2 and adam_epsilon."
+            )
 
     def online_config(self) -> DVIOnlineLearnerConfig:
         """The :class:`DVIOnlineLearnerConfig` these arguments describe."""
@@ -101,6 +106,7 @@ class DVIConfig(TrainingArguments):
             weight_decay=self.weight_decay,
             adam_beta1=self.adam_beta1,
             adam_beta2=self.adam_beta2,
+            adam_epsilon=self.adam_epsilon,
             max_grad_norm=self.max_grad_norm,
             kl_temperature=self.kl_temperature,
             kl_weight=self.kl_weight,

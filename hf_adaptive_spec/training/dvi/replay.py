@@ -110,9 +110,11 @@ class GreedyChainReplay:
             while accepted < depth and root + accepted + 1 < len(ids) and drafts[root + accepted] == ids[root + accepted + 1]:
                 accepted += 1
             committed = ids[root + 1 : root + accepted + 2]
+            # generate stops at an end-of-sequence token inside the accepted path: nothing after it is committed
+            committed = committed[: next((i + 1 for i, t in enumerate(committed) if t in self.eos_token_ids), None)]
             if depth >= 1 and updater is not None:  # the outcome, as the engine reports it after verification
                 updater.add(outcome_records(tree, states, committed, final[root : root + len(committed)]))
-            stats.record(accepted=accepted, depth=depth, verified=depth + 1)
+            stats.record(accepted=len(committed) - 1, depth=depth, verified=depth + 1)  # as SpeculationStats counts
             length += len(committed)
             finished = bool(self.eos_token_ids.intersection(committed)) or length >= max_length
         return stats

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers.utils import logging
 from trl import TrlParser
 
 from ...drafters.dvi.drafter import DVIDrafter
@@ -29,7 +28,6 @@ from .config import DVIConfig
 from .data import load_completions
 from .trainer import DVITrainer
 
-logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -81,27 +79,9 @@ def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, l
     return [{"input_ids": prompt_ids(tokenizer, conversation.messages[:1])} for conversation in conversations]
 
 
-def adopt_adapter_settings(training_args: DVIConfig, drafter: DVIDrafter) -> None:
-    """The adapter ``init_from`` names sets the exit layer and the LoRA shape; the config takes its values (so that
-    ``training_config.json`` records what trained) and a warning names each value asked for and not used."""
-    adapter = {"exit_layer": drafter.exit_layer, "lora_r": drafter.lora_config.r,
-               "lora_alpha": drafter.lora_config.lora_alpha, "lora_dropout": drafter.lora_config.lora_dropout}
-    replaced = {name: getattr(training_args, name) for name, value in adapter.items() if getattr(training_args, name) != value}
-    if replaced:
-        logger.warning(
-            "init_from's adapter sets " + ", ".join(f"{name}={adapter[name]}" for name in replaced)
-            + " (the config's " + ", ".join(f"{name}={value}" for name, value in replaced.items())
-            + " are not used): a continued adapter keeps its shape."
-        )
-    for name, value in adapter.items():
-        setattr(training_args, name, value)
-
-
 def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     drafter = DVIDrafter.from_pretrained(script_args.init_from, target=target) if script_args.init_from else None
-    if drafter is not None:
-        adopt_adapter_settings(training_args, drafter)
     replay = training_args.rollout == "replay"
     trainer = DVITrainer(
         target_model=target,

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
 from ...drafters.dvi.drafter import DVIDrafter
@@ -19,6 +20,8 @@ from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
 from .config import DVIConfig
 from .replay import GreedyChainReplay
+
+logger = logging.get_logger(__name__)
 
 #: the updater's schedule position and baseline, written next to the adapter so a resumed run continues them.
 ONLINE_STATE_NAME = "dvi_online_state.json"
@@ -31,6 +34,22 @@ def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]
     if all("completion_ids" in feature for feature in features):
         batch["completion_ids"] = [list(feature["completion_ids"]) for feature in features]
     return batch
+
+
+def adopt_adapter_settings(training_args: DVIConfig, drafter: DVIDrafter) -> None:
+    """A given drafter (the adapter ``init_from`` names) sets the exit layer and the LoRA shape; the config takes its values (so that
+    ``training_config.json`` records what trained) and a warning names each value asked for and not used."""
+    adapter = {"exit_layer": drafter.exit_layer, "lora_r": drafter.lora_config.r,
+               "lora_alpha": drafter.lora_config.lora_alpha, "lora_dropout": drafter.lora_config.lora_dropout}
+    replaced = {name: getattr(training_args, name) for name, value in adapter.items() if getattr(training_args, name) != value}
+    if replaced:
+        logger.warning(
+            "init_from's adapter sets " + ", ".join(f"{name}={adapter[name]}" for name in replaced)
+            + " (the config's " + ", ".join(f"{name}={value}" for name, value in replaced.items())
+            + " are not used): a continued adapter keeps its shape."
+        )
+    for name, value in adapter.items():
+        setattr(training_args, name, value)
 
 
 class DVITrainer(SpecTrainer):
@@ -77,6 +96,8 @@ class DVITrainer(SpecTrainer):
         **kwargs,
     ):
         target_model = enable(target_model.to(args.device).eval())
+        if drafter is not None:
+            adopt_adapter_settings(args, drafter)
         drafter = drafter or DVIDrafter(target_model, args.exit_layer, lora_config=args.lora_config())
         updater = drafter.enable_online(args.online_config())
         self.target_model = target_model

@@ -76,3 +76,9 @@ class PPOWConfig(TrainingArguments):
             raise ValueError("window_size, num_prefixes and num_iterations must be positive.")
         if not self.hard_window_schedule or not all(0.0 <= share <= 1.0 for share in self.hard_window_schedule):
             raise ValueError(f"hard_window_schedule must hold shares in [0, 1], got {self.hard_window_schedule}.")
+        # each would turn the loss or the reward into NaN (a division by 0) or a silently other objective
+        for name in ("temperature", "epsilon", "proximity_tolerance"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"PPOWConfig.{name} must be > 0, got {getattr(self, name)!r}.")
+        if self.acceptance not in ("sampling", "greedy"):
+            raise ValueError(f"PPOWConfig.acceptance must be 'sampling' or 'greedy', got {self.acceptance!r}.")

@@ -124,7 +124,10 @@ class PPOWTrainer(Eagle3Trainer):
         )
 
     def _rollout_for(self, model, inputs: dict[str, torch.Tensor]) -> WindowRollout:
-        """A fresh rollout every ``num_iterations`` optimizer steps (one per accumulation slot), else the buffered one."""
+        """A fresh rollout every ``num_iterations`` optimizer steps (one per accumulation slot), else the buffered one;
+        in evaluation always a fresh one of the evaluation batch, leaving the training buffer and count alone."""
+        if not model.training:
+            return self.sample_rollout(model, inputs)
         accumulation = self.args.gradient_accumulation_steps
         slot = self._micro_step % accumulation
         if (self._micro_step // accumulation) % self.args.num_iterations == 0 or slot not in self._rollouts:
