@@ -367,3 +367,13 @@ def test_the_engines_own_cache_is_sized_for_each_call():
     short, long_ = path.cache_for(100), path.cache_for(700)
     assert short.layers[0].max_cache_len == 512 and long_.layers[0].max_cache_len == 1024
     assert path.cache_for(200) is short and path.cache_for(1024) is long_
+
+
+def test_a_model_made_under_inference_mode_decodes_on_the_static_path():
+    """Its weights keep no version count, which the fast path reads to notice changed weights."""
+    with torch.inference_mode():
+        model = tiny_model("llama")
+    ids = prompt(6)
+    out = model.generate(ids, max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+                         cache_implementation="static")
+    assert torch.equal(out, model.generate(ids, max_new_tokens=8, do_sample=False))

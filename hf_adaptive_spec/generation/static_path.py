@@ -221,9 +221,10 @@ class FastPath:
 
 def weights_version(model: torch.nn.Module) -> tuple:
     """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
-    optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged."""
+    optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged. Tensors
+    made under ``torch.inference_mode`` keep no such count, and can only change by being replaced."""
     named = (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False))
-    return tuple((name, tensor.data_ptr(), tensor._version) for name, tensor in named)
+    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version) for name, tensor in named)
 
 
 _FAST_PATH_LOCK = threading.Lock()
