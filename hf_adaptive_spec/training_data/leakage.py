@@ -1,9 +1,12 @@
 """Keep evaluation prompts out of the training data.
 
-Conversations are compared by a digest of their whitespace-normalised first user turn. The digests
-of the shared evaluation questions ship with the package (``eval_questions.sha256``), so the filter
-works where the shared data folder is absent; regenerate them after the question files change with
-``write_eval_question_digests(Path("../shared/data"))``.
+A conversation is dropped when any of its user turns, or any paragraph of one (ShareGPT's consecutive
+user turns are joined by a blank line; a question may be pasted into a longer request), is an evaluation
+question up to Unicode form, case, punctuation and whitespace: texts are compared by a digest of
+:func:`normalize_question`. The digests of the shared evaluation questions ship with the package
+(``eval_questions.sha256``), so the filter works where the shared data folder is absent; regenerate them
+after the question files change, or the normalisation, with ``write_eval_question_digests(Path("../shared/data"))``.
+Not caught: a question reworded, or embedded inside a paragraph of other text.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -54,6 +58,13 @@ def normalize_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def normalize_question(text: str) -> str:
+    """``text`` as the filter compares it: Unicode NFKC, case-folded, punctuation removed, whitespace collapsed
+    (a question copied with curly quotes, in lower case or without its question mark is the same question)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return normalize_whitespace("".join(" " if unicodedata.category(c).startswith("P") else c for c in folded))
+
+
 def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
     """Whitespace-normalised question turns of JSONL evaluation files.
 
@@ -75,8 +86,8 @@ def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
 
 
 def question_digest(text: str) -> str:
-    """The first 16 hex digits of the SHA-256 of the whitespace-normalised text."""
-    return hashlib.sha256(normalize_whitespace(text).encode("utf-8")).hexdigest()[:16]
+    """The first 16 hex digits of the SHA-256 of :func:`normalize_question`'s text."""
+    return hashlib.sha256(normalize_question(text).encode("utf-8")).hexdigest()[:16]
 
 
 def eval_question_digests(data_dir: str | Path | None = None) -> frozenset[str]:
@@ -96,12 +107,24 @@ def write_eval_question_digests(data_dir: Path, path: Path = PACKAGED_DIGESTS) -
     return len(digests)
 
 
+def leaks(conversation: Conversation, digests: frozenset[str]) -> bool:
+    """Whether a user turn of ``conversation``, or a paragraph of one, is an evaluation question."""
+    for message in conversation.messages:
+        if message["role"] != "user":
+            continue
+        texts = [message["content"], *(block for block in message["content"].split("\n\n") if block.strip())]
+        if any(question_digest(text) in digests for text in texts):
+            return True
+    return False
+
+
 def drop_leaked(conversations: Iterable[Conversation], digests: frozenset[str]) -> Iterator[Conversation]:
-    """Yield the conversations whose first user turn is not an evaluation question (see :func:`eval_question_digests`)."""
+    """Yield the conversations none of whose user turns is an evaluation question (:func:`leaks`,
+    :func:`eval_question_digests`)."""
     dropped = 0
     for conversation in conversations:
-        if question_digest(conversation.messages[0]["content"]) in digests:
+        if leaks(conversation, digests):
             dropped += 1
         else:
             yield conversation
-    logger.info("%d conversations dropped: their first user turn is an evaluation question", dropped)
+    logger.info("%d conversations dropped: a user turn of each is an evaluation question", dropped)

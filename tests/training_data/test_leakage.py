@@ -66,19 +66,27 @@ def test_load_eval_questions_reads_every_turn_and_gsm8k_questions_normalised(dat
     }
 
 
-def test_drop_leaked_matches_the_first_user_turn_up_to_whitespace(data_dir: Path) -> None:
+def test_drop_leaked_matches_every_user_turn_and_paragraph_up_to_form_case_punctuation_and_whitespace(
+    data_dir: Path,
+) -> None:
     questions = eval_question_digests(data_dir)
     conversations = [
         _conversation("leak_mt", "  Write a poem about\tcats. "),
         _conversation("leak_gsm8k", "What is 2 +\n2?"),
-        _conversation("later_turn", "Hello", "Name three colors."),
-        _conversation("near_miss", "Write a poem about cats!"),
+        _conversation("later_turn", "Hello", "Name three colors."),  # a second turn is answered too
+        _conversation("punctuation", "Write a poem about cats!"),
+        _conversation("case_and_form", "ＷＲＩＴＥ a poem ABOUT cats"),  # full-width letters, upper case, no period
+        _conversation("merged_turns", "What is 2 + 2?\n\nthanks"),  # ShareGPT's blank gpt turn dropped, humans joined
+        _conversation("pasted", "Please answer this for me.\n\nName three colors."),
+        _conversation("fresh", "Write a poem about dogs."),
+        _conversation("embedded", "Please answer: Name three colors. Thanks."),  # within a paragraph: not caught
     ]
-    assert [c.id for c in drop_leaked(conversations, questions)] == ["later_turn", "near_miss"]
+    assert [c.id for c in drop_leaked(conversations, questions)] == ["fresh", "embedded"]
 
 
-def test_question_digest_ignores_whitespace_only() -> None:
+def test_question_digest_ignores_whitespace_case_punctuation_and_unicode_form() -> None:
     assert question_digest(" What is\t2 +\n2? ") == question_digest("What is 2 + 2?")
+    assert question_digest("it\u2019s “fine”") == question_digest("It's \"fine\"")
     assert question_digest("What is 2 + 3?") != question_digest("What is 2 + 2?")
     assert len(question_digest("x")) == 16
 
