@@ -145,8 +145,10 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
         return
     stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config)
     logger.info(
-        "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s)",
+        "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s); %d answers cut at "
+        "max_new_tokens (marked truncated)",
         stats.written, stats.already_written, stats.too_long, stats.new_tokens, stats.seconds, stats.tokens_per_second,
+        stats.truncated,
     )
 
 

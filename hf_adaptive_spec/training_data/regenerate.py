@@ -56,6 +56,8 @@ class RegenerationStats:
     too_long: int = 0
     new_tokens: int = 0
     seconds: float = 0.0
+    #: answers cut at ``max_new_tokens`` (written with ``"truncated": true``: they have no end)
+    truncated: int = 0
 
     @property
     def tokens_per_second(self) -> float:
@@ -100,11 +102,12 @@ def generate_replies(
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[list[int]],
     config: RegenerationConfig,
-) -> tuple[list[str], int]:
+) -> tuple[list[str], int, list[bool]]:
     """Generate one reply per prompt in a single left-padded batch.
 
-    Returns the decoded replies (special tokens removed) and the number of generated
-    tokens, counting each reply up to and including its end-of-sequence token.
+    Returns the decoded replies (special tokens removed), the number of generated tokens (each
+    reply counted up to and including its end-of-sequence token) and, per reply, whether
+    ``max_new_tokens`` cut it before any end-of-sequence token.
     """
     eos_ids = list(end_of_sequence_ids(model, tokenizer))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
@@ -120,12 +123,13 @@ def generate_replies(
         eos_token_id=eos_ids,
         **sampling,
     )
-    replies, new_tokens = [], 0
+    replies, new_tokens, truncated = [], 0, []
     for row in output[:, input_ids.shape[1] :].tolist():
         end = next((index for index, token in enumerate(row) if token in eos_ids), None)
         new_tokens += len(row) if end is None else end + 1
         replies.append(tokenizer.decode(row[:end], skip_special_tokens=True))
-    return replies, new_tokens
+        truncated.append(end is None)
+    return replies, new_tokens, truncated
 
 
 def _regenerate_batch(
@@ -133,9 +137,10 @@ def _regenerate_batch(
     tokenizer: PreTrainedTokenizerBase,
     dialogues: list[_Dialogue],
     config: RegenerationConfig,
-) -> int:
-    """Answer the dialogues' user turns one turn at a time; returns the generated token count."""
-    new_tokens = 0
+) -> tuple[int, int]:
+    """Answer the dialogues' user turns one turn at a time; returns the generated token count and the number of
+    answers ``max_new_tokens`` cut (marked ``"truncated": true``: training must not teach them an end)."""
+    new_tokens = cut = 0
     active = dialogues
     for turn in range(config.max_turns):
         answering, histories, prompts = [], [], []
@@ -151,12 +156,13 @@ def _regenerate_batch(
             prompts.append(ids)
         if not answering:
             break
-        replies, count = generate_replies(model, tokenizer, prompts, config)
-        new_tokens += count
-        for dialogue, history, reply in zip(answering, histories, replies):
-            dialogue.messages = [*history, Message(role="assistant", content=reply)]
+        replies, count, truncated = generate_replies(model, tokenizer, prompts, config)
+        new_tokens, cut = new_tokens + count, cut + sum(truncated)
+        for dialogue, history, reply, is_cut in zip(answering, histories, replies, truncated):
+            answer = Message(role="assistant", content=reply, **({"truncated": True} if is_cut else {}))
+            dialogue.messages = [*history, answer]
         active = answering
-    return new_tokens
+    return new_tokens, cut
 
 
 def regenerate(
@@ -197,7 +203,8 @@ def regenerate(
     start = time.perf_counter()
     for index, batch in enumerate(batches, start=1):
         batch_start = time.perf_counter()
-        batch_tokens = _regenerate_batch(model, tokenizer, batch, config)
+        batch_tokens, cut = _regenerate_batch(model, tokenizer, batch, config)
+        stats.truncated += cut
         append_records(output_path, [{"id": dialogue.id, "conversation": dialogue.messages} for dialogue in batch])
         batch_seconds = time.perf_counter() - batch_start
         stats.written += len(batch)

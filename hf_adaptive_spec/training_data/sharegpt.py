@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import util as importlib_util
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from .json_stream import iter_json_array
 
@@ -28,10 +28,12 @@ ASSISTANT_ROLES = frozenset({"gpt", "chatgpt", "bard", "bing", "assistant"})
 
 
 class Message(TypedDict):
-    """One chat turn, in the format of ``tokenizer.apply_chat_template``."""
+    """One chat turn, in the format of ``tokenizer.apply_chat_template``; ``truncated``: an assistant answer
+    that ``max_new_tokens`` cut (it has no end, so training leaves its end marker out)."""
 
     role: Literal["user", "assistant"]
     content: str
+    truncated: NotRequired[bool]
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,14 @@ def test_tokenize_masks_exactly_the_assistant_tokens(tokenizer):
     assert tokenize_conversation(tokenizer, messages[:1], max_length=100) is None
 
 
+def test_an_answer_cut_at_max_new_tokens_is_trained_without_its_end_marker(tokenizer):
+    """The target never ended it there: its end marker would teach the drafter to stop where the target goes on."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "truncated": True}]
+    sample = tokenize_conversation(tokenizer, messages, max_length=100)
+    masked = tokenizer.decode([t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m])
+    assert tokenizer.decode(sample["input_ids"]) == "u,hi.a,yo." and masked == "yo"
+
+
 def test_draft_vocabulary_is_the_most_frequent_assistant_tokens():
     samples = [{"input_ids": [5, 5, 7, 9, 9, 9], "loss_mask": [0, 1, 1, 1, 1, 1]}, {"input_ids": [3, 3], "loss_mask": [0, 0]}]
     assert build_draft_vocabulary(samples, 1, vocab_size=12).tolist() == [9]

@@ -32,3 +32,18 @@ def test_records_hold_the_prompt_and_the_answer_through_end_of_turn(tmp_path, ti
         load_completions(tiny_tokenizer, path, num_prompts=3, max_prompt_tokens=12)
     with pytest.raises(ValueError, match="completions_path"):
         load_completions(tiny_tokenizer, None, num_prompts=1, max_prompt_tokens=12)
+
+
+def test_a_cut_answer_has_no_end_and_an_evaluation_question_is_skipped(tmp_path, tiny_tokenizer):
+    from hf_adaptive_spec.training_data.leakage import question_digest
+
+    path = tmp_path / "answers.jsonl"
+    _write(path, [("what is two plus one", "one"), ("hello world", "how are you")])
+    with open(path, "a", encoding="utf-8") as handle:  # an answer max_new_tokens cut: the target went on
+        turns = [{"role": "user", "content": "tell me more"}, {"role": "assistant", "content": "the cat", "truncated": True}]
+        handle.write(json.dumps({"id": "cut", "conversation": turns}) + "\n")
+    records = load_completions(tiny_tokenizer, path, num_prompts=2, max_prompt_tokens=12,
+                               digests=frozenset({question_digest("What is two plus one?")}))
+    assert tiny_tokenizer.decode(records[0]["completion_ids"][:-1]) == "how are you"  # the evaluation question: skipped
+    assert tiny_tokenizer.eos_token_id not in records[1]["completion_ids"]
+    assert tiny_tokenizer.decode(records[1]["completion_ids"]).strip() == "the cat"

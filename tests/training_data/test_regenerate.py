@@ -52,7 +52,7 @@ def test_batched_replies_equal_one_prompt_at_a_time(
     config = RegenerationConfig(max_new_tokens=12)
     prompts = [prompt_ids(tiny_tokenizer, [{"role": "user", "content": turn}]) for turn in USER_TURNS]
     assert len({len(prompt) for prompt in prompts}) > 1  # padding is exercised
-    batched, _ = generate_replies(tiny_model, tiny_tokenizer, prompts, config)
+    batched, _, _ = generate_replies(tiny_model, tiny_tokenizer, prompts, config)
     alone = [generate_replies(tiny_model, tiny_tokenizer, [prompt], config)[0][0] for prompt in prompts]
     assert batched == alone
     assert all(reply.strip() for reply in batched)
@@ -165,3 +165,15 @@ def test_the_device_is_the_gpu_when_there_is_one_and_cuda_without_one_is_refused
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda")
+
+
+def test_answers_cut_at_max_new_tokens_are_marked_truncated(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    output = tmp_path / "regenerated.jsonl"
+    config = RegenerationConfig(max_new_tokens=3, max_turns=1)
+    stats = regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)
+    answers = [json.loads(line)["conversation"][1] for line in _lines(output)]
+    _, _, cut = generate_replies(tiny_model, tiny_tokenizer, [prompt_ids(tiny_tokenizer, [{"role": "user", "content": "hello world"}])], config)
+    assert cut == [True]  # three tokens of a random model: no end-of-sequence token among them
+    assert stats.truncated == sum(bool(answer.get("truncated")) for answer in answers) == 3

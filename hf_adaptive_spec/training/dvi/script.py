@@ -88,7 +88,8 @@ def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
         args=training_args,
         train_dataset=(
             load_completions(
-                tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens
+                tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens,
+                eval_question_digests(script_args.eval_data_dir),
             )
             if replay
             else load_prompts(tokenizer, script_args)

@@ -27,7 +27,8 @@ def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[l
 def tokenize_conversation(
     tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], max_length: int
 ) -> dict[str, list[int]] | None:
-    """Chat-template tokens and a mask that is 1 on assistant tokens (their end marker included).
+    """Chat-template tokens and a mask that is 1 on assistant tokens (their end marker included, except for an
+    answer marked ``truncated``: ``max_new_tokens`` cut it, so the target never ended it there).
 
     The template is applied to growing prefixes of the conversation, so the mask is exact for
     any template whose renderings of a conversation's prefixes are prefixes of each other
@@ -41,7 +42,8 @@ def tokenize_conversation(
             raise ValueError("The chat template does not render conversation prefixes as token prefixes.")
         if message["role"] == "assistant":
             header = tokenizer.apply_chat_template(messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False)
-            loss_mask += [0] * (len(header) - len(input_ids)) + [1] * (len(rendered) - len(header))
+            trained = len(_without_end_marker(tokenizer, messages[:end], rendered)) if message.get("truncated") else len(rendered)
+            loss_mask += [0] * (len(header) - len(input_ids)) + [1] * (trained - len(header)) + [0] * (len(rendered) - trained)
         else:
             loss_mask += [0] * (len(rendered) - len(input_ids))
         input_ids = list(rendered)
@@ -49,6 +51,14 @@ def tokenize_conversation(
     if sum(loss_mask[2:]) == 0:
         return None
     return {"input_ids": input_ids, "loss_mask": loss_mask}
+
+
+def _without_end_marker(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], rendered: list[int]) -> list[int]:
+    """The rendering of ``messages`` with its last (assistant) message left open: ``rendered`` without the end marker."""
+    open_ended = tokenizer.apply_chat_template(messages, tokenize=True, continue_final_message=True, return_dict=False)
+    if list(rendered[: len(open_ended)]) != list(open_ended):
+        raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
+    return list(open_ended)
 
 
 def load_samples(
