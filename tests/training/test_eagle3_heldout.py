@@ -159,6 +159,21 @@ def test_held_out_point_matches_its_definitions(setup):
         HeldOutSet(target, [], draft)
 
 
+def test_tokens_after_an_answers_end_marker_are_not_measured(setup):
+    """A chat template puts a newline after <|im_end|>; generate stops at the marker and never drafts it."""
+    target, samples, draft = setup
+    eos, end = target.generation_config.eos_token_id, 7
+    target.generation_config.eos_token_id = end
+    try:
+        answer = [token for token in samples[0]["input_ids"] if token != end]
+        ended = {"input_ids": answer + [end], "loss_mask": [0] * 4 + [1] * (len(answer) - 3)}
+        with_newline = {"input_ids": ended["input_ids"] + [5], "loss_mask": ended["loss_mask"] + [1]}
+        points = [HeldOutSet(target, [s], draft, depth=2).point(draft, 0, 0) for s in (ended, with_newline)]
+    finally:
+        target.generation_config.eos_token_id = eos
+    assert points[0].positions == points[1].positions
+
+
 @torch.no_grad()
 def test_held_out_copy_acceptance_is_acceptance_on_the_tokens_a_prompt_lookup_proposes(setup):
     target, samples, draft = setup
@@ -210,6 +225,24 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     assert any("heldout_chain_tau" in entry for entry in trainer.state.log_history)
     with pytest.raises(ValueError, match="every_steps"):
         HeldOutCurveCallback(held_out, every_steps=0)
+
+
+def test_a_resumed_run_keeps_the_curve_up_to_its_checkpoint(setup, tmp_path):
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+
+    def run(resume):
+        torch.manual_seed(0)
+        draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+        callback = HeldOutCurveCallback(HeldOutSet(target, samples[:2], draft, depth=2), every_steps=1)
+        args = Eagle3Config(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, ttt_steps=2,
+                            save_strategy="steps", save_steps=2, report_to=[], seed=0, disable_tqdm=True)
+        Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                      data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train(resume_from_checkpoint=resume)
+        return [p.step for p in read_curve(tmp_path)]
+
+    assert run(None) == [0, 1, 2, 3, 4]
+    assert run(str(tmp_path / "checkpoint-2")) == [0, 1, 2, 3, 4]  # not [2, 3, 4]: the points before it stay
 
 
 def test_curves_saved_before_coverage_was_measured_read_as_in_vocabulary_acceptance(tmp_path):
@@ -373,3 +406,12 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     fresh = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl"),
                           Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=3, draft_vocab_size=3), target, samples)
     assert fresh.config.num_hidden_layers == 3 and list(fresh.layers) == ["1", "2"]
+
+
+def test_streaming_with_dataloader_workers_is_refused(tmp_path):
+    """Each worker would read the whole file: every conversation trained once per worker."""
+    from hf_adaptive_spec.training.eagle3.script import main
+
+    args = Eagle3Config(output_dir=str(tmp_path), dataloader_num_workers=2, report_to=[])
+    with pytest.raises(ValueError, match="dataloader_num_workers=2 each worker would yield every conversation"):
+        main(Eagle3ScriptArguments(dataset_path="conversations.jsonl", stream=True), args)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
 
 from ...core.sequences import end_of_sequence_ids
 from ...drafters.eagle3.modeling import Eagle3DraftModel
@@ -158,7 +159,22 @@ class HeldOutSet:
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
             fused, final_hidden = features.run(batch["input_ids"], batch["attention_mask"])
-            self.samples.append((batch["input_ids"], fused, features.draft_vocab_logits(final_hidden), batch["loss_mask"]))
+            mask = self._answers_to_their_end(batch["input_ids"], batch["loss_mask"])
+            self.samples.append((batch["input_ids"], fused, features.draft_vocab_logits(final_hidden), mask))
+
+    def _answers_to_their_end(self, input_ids: torch.LongTensor, loss_mask: torch.Tensor) -> torch.Tensor:
+        """``loss_mask`` without the tokens that follow an end-of-sequence token in the same answer (a chat
+        template's newline after ``<|im_end|>``): ``generate`` stops at the marker and never drafts or emits them."""
+        mask, ends = loss_mask.clone(), torch.isin(input_ids, self.end_ids)
+        for row in range(mask.shape[0]):
+            ended = False
+            for t in range(mask.shape[1]):
+                if not mask[row, t]:
+                    ended = False  # the next answer starts afresh
+                elif ended:
+                    mask[row, t] = 0
+                ended = ended or bool(mask[row, t] and ends[row, t])
+        return mask
 
     @classmethod
     def from_jsonl(
@@ -283,8 +299,19 @@ class HeldOutCurveCallback(TrainerCallback):
         self._measured_step: int | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if not self.points or state.global_step > 0:
+        if state.global_step > 0:  # resumed: the checkpoint's curve holds every point up to it
+            self.points = self._points_up_to_checkpoint(args, state)
+        last = self.points[-1] if self.points else None
+        if last is None or last.step < self.step_offset + state.global_step:
             self._measure(args, state, model)
+
+    def _points_up_to_checkpoint(self, args, state) -> list[HeldOutPoint]:
+        """The resumed checkpoint's curve up to its step (the points before it are not measured again); the
+        curve this callback started with when the checkpoint holds none."""
+        checkpoint = args.resume_from_checkpoint
+        folder = checkpoint if isinstance(checkpoint, str) and Path(checkpoint).is_dir() else get_last_checkpoint(args.output_dir)
+        saved = read_curve(folder) if folder else []
+        return [p for p in saved if p.step <= self.step_offset + state.global_step] if saved else self.points
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every_steps == 0:

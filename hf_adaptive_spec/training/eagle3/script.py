@@ -122,6 +122,11 @@ def make_parser() -> TrlParser:
 
 def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
     """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
+    if script_args.stream and training_args.dataloader_num_workers:
+        raise ValueError(
+            "stream reads the conversation file in one process: with dataloader_num_workers="
+            f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
+        )
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
