@@ -24,7 +24,9 @@ python trainers/regenerate_sharegpt.py --task translation --num-conversations 40
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +47,7 @@ from hf_adaptive_spec.training_data import (
     select_subset,
     task_prompts,
 )
+from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")
 
@@ -114,8 +117,49 @@ def make_parser() -> HfArgumentParser:
     return HfArgumentParser((ScriptArguments, RegenerationConfig))
 
 
+def source_id(conversation_id: str) -> str:
+    """The ShareGPT conversation a record comes from: a task request's id is ``<conversation id>:<task>...``."""
+    return conversation_id.split(":", 1)[0]
+
+
+def without_held_out(conversations: Iterable[Conversation], held_out: Path) -> Iterator[Conversation]:
+    """``conversations`` without any made from a conversation ``held_out`` holds a record of (a chat answer or a
+    task request): a held-out conversation keeps every request made from it."""
+    excluded = {source_id(i) for i in written_ids(held_out)}
+    return (conversation for conversation in conversations if source_id(conversation.id) not in excluded)
+
+
+#: settings that make an output file's answers what they are; a run appending to the file must keep them
+_DEFINING = ("answers", "task", "model", "dtype", "seed", "sharegpt_file", "eval_data_dir")
+_GENERATION = ("max_new_tokens", "temperature", "max_turns", "max_prompt_tokens")
+
+
+def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfig) -> None:
+    """Refuse settings ``--answers original`` would ignore, and appending to an output written with other settings
+    (``<output>.settings.json``, written with the first records) with each ``name: stored -> new``."""
+    settings = {name: getattr(script_args, name) for name in _DEFINING}
+    if script_args.answers == "original":
+        ignored = [name for name in _GENERATION[:3] if getattr(config, name) != getattr(RegenerationConfig(), name)]
+        if ignored:
+            raise ValueError(f"--answers original copies ShareGPT's answers, every turn: {', '.join(ignored)} would be ignored.")
+    else:
+        settings |= {name: getattr(config, name) for name in _GENERATION}
+    path = Path(str(script_args.output) + ".settings.json")
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = [f"{k}: {stored.get(k)!r} -> {settings.get(k)!r}" for k in sorted(stored.keys() | settings.keys())
+                   if stored.get(k) != settings.get(k)]
+        if changed:
+            raise ValueError(f"{script_args.output} was written with other settings ({'; '.join(changed)}): pass the same "
+                             "ones to add to it, or write to another --output.")
+    elif not Path(script_args.output).is_file():  # a file written before its settings were kept is left unchecked
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+
 def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     """Select the conversations, drop evaluation prompts, and regenerate their answers."""
+    check_resumed_output(script_args, config)
     if script_args.num_threads is not None:
         torch.set_num_threads(script_args.num_threads)
     set_seed(script_args.seed)
@@ -124,11 +168,10 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     model, tokenizer = load_model(script_args.model, getattr(torch, script_args.dtype))
     model.to(resolve_device(script_args.device))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)
-    if script_args.exclude_ids_from:
-        excluded = written_ids(Path(script_args.exclude_ids_from))
-        sharegpt = (conversation for conversation in sharegpt if conversation.id not in excluded)
     if script_args.task != "chat":
         sharegpt = task_prompts(script_args.task, sharegpt)
+    if script_args.exclude_ids_from:  # after the task prompts: a held-out file of task requests names their ids
+        sharegpt = without_held_out(sharegpt, Path(script_args.exclude_ids_from))
     conversations = select_subset(
         drop_leaked(sharegpt, questions),
         script_args.num_conversations,

@@ -112,3 +112,43 @@ def test_regeneration_script_answers_task_requests_and_keeps_evaluation_texts_ou
     assert [record["id"] for record in written] == ["x:translate:1"]
     assert written[0]["conversation"][0]["content"] == f"Translate German to English: {kept}"
     assert written[0]["conversation"][1]["role"] == "assistant"
+
+
+def test_a_held_out_conversation_keeps_every_task_request_made_from_it(tmp_path):
+    """--exclude-ids-from with a held-out file of task requests (ids '<conversation>:<task>...'): it compared the
+    requests' ids with the conversations' before the requests were made, so it excluded nothing."""
+    import json
+    import sys
+
+    from hf_adaptive_spec.training_data.sharegpt import Conversation
+
+    sys.path.insert(0, "trainers")
+    try:
+        import regenerate_sharegpt
+    finally:
+        sys.path.remove("trainers")
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text(json.dumps({"id": "S1:translate:0", "conversation": []}) + "\n", encoding="utf-8")
+    requests = [Conversation(id, []) for id in ("S1:translate:0", "S1:translate:1", "S2:summarize", "S3")]
+    kept = [c.id for c in regenerate_sharegpt.without_held_out(requests, held_out)]
+    assert kept == ["S2:summarize", "S3"]
+
+
+def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_path):
+    import sys
+
+    sys.path.insert(0, "trainers")
+    try:
+        import regenerate_sharegpt
+    finally:
+        sys.path.remove("trainers")
+    parse = regenerate_sharegpt.make_parser().parse_args_into_dataclasses
+    output = str(tmp_path / "out.jsonl")
+    regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))
+    (tmp_path / "out.jsonl").write_text("", encoding="utf-8")
+    regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))  # the same: fine
+    with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; temperature: 0.0 -> 1.0\)"):
+        regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "12", "--temperature", "1"]))
+    with pytest.raises(ValueError, match="--answers original copies ShareGPT's answers, every turn: max_new_tokens"):
+        regenerate_sharegpt.check_resumed_output(*parse(["--output", str(tmp_path / "o.jsonl"), "--answers", "original",
+                                                         "--max-new-tokens", "12"]))
