@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import HfApi, hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+)
 
 from .errors import MissingArtifactFileError
 
@@ -44,6 +51,10 @@ class ArtifactLocation:
     force_download: bool = False
     token: str | bool | None = None
     local_files_only: bool = False
+
+    def __post_init__(self):
+        if self.name.startswith("~"):  # a home folder, never a repo id
+            object.__setattr__(self, "name", os.path.expanduser(self.name))
 
     @property
     def is_local(self) -> bool:
@@ -83,6 +94,11 @@ class ArtifactLocation:
                 f"'{filename}' of {self} is not in the local Hugging Face cache, and the Hub was not asked "
                 "(offline mode, local_files_only=True, or no connection). Download it once online, or check "
                 f"HF_HUB_CACHE.{self._no_folder_either()}"
+            ) from error
+        except GatedRepoError as error:  # a kind of RepositoryNotFoundError: named first
+            raise MissingArtifactFileError(
+                f"{self} is gated: request access on its Hub page, and pass a token (or log in) of an account "
+                "that has it."
             ) from error
         except RepositoryNotFoundError as error:
             raise MissingArtifactFileError(

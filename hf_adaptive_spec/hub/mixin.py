@@ -9,13 +9,38 @@ from typing import Any, ClassVar, TypeVar
 from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
-from .cards import CARD_KINDS, render_card
+from .cards import CARD_KINDS, LIBRARY_NAME, render_card
 from .config import ARTIFACT_TYPE_KEY
 from .location import ArtifactLocation
-from .registry import check_artifact_type, register_artifact
+from .registry import check_artifact_type, register_artifact, registered_class
 from .weights import load_weights, save_weights, saved_floating_dtype
 
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
+
+
+def check_own_artifact_type(cls: type) -> None:
+    """Refuse a subclass that inherited its parent's ``artifact_type``: its folders would load as the parent
+    (``AutoDraftPolicy``), and it would load the parent's folders, its own behaviour dropped either way."""
+    owner = registered_class(cls.artifact_type)
+    if owner is not None and owner is not cls and _qualified(owner) != _qualified(cls):
+        raise TypeError(
+            f"{cls.__name__} inherits {owner.__name__}'s artifact_type '{cls.artifact_type}', so its folders would load "
+            f"as {owner.__name__}: declare its own, class {cls.__name__}({owner.__name__}, "
+            f"artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
+        )
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def drop_generated_card(folder: Path) -> None:
+    """Remove ``folder``'s ``README.md`` when this package wrote it, so that saving again writes the card of what
+    is saved now (``ModelHubMixin`` keeps an existing card, which would keep the old numbers); a card written by
+    hand (without the package's ``library_name``) is kept."""
+    card = folder / "README.md"
+    if card.is_file() and f"library_name: {LIBRARY_NAME}" in card.read_text(encoding="utf-8", errors="ignore"):
+        card.unlink()
 
 
 class HubArtifactMixin(ModelHubMixin):
@@ -37,7 +62,7 @@ class HubArtifactMixin(ModelHubMixin):
 
     Loading is strict: the ``artifact_type`` must match the class, every tensor must match
     (no missing or unexpected keys), and pickle weights are refused. Modules come back in
-    ``eval()`` mode on the CPU, in the dtype their weights were saved in.
+    ``eval()`` mode on the CPU, in the dtype their weights were saved in (when their floating tensors share one).
 
     Declare a subclass with class keywords; it is registered for :class:`AutoArtifact`::
 
@@ -74,11 +99,13 @@ class HubArtifactMixin(ModelHubMixin):
 
         ``config.json`` holds the ``__init__`` arguments the object was built with and, over them, the
         settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
+        check_own_artifact_type(type(self))
         base = self._hub_mixin_config if config is None else config
         fields = asdict(base) if is_dataclass(base) else dict(base or {})
         if config is None:
             fields.update(self._current_settings())
         fields[ARTIFACT_TYPE_KEY] = self.artifact_type
+        drop_generated_card(Path(save_directory))
         return super().save_pretrained(save_directory, config=fields, **kwargs)
 
     def _current_settings(self) -> dict[str, Any]:
@@ -131,7 +158,9 @@ class HubArtifactMixin(ModelHubMixin):
             token=token,
             local_files_only=local_files_only,
         )
+        check_own_artifact_type(cls)
         cls._check_location(location)
+        pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id
         return super().from_pretrained(
             pretrained_model_name_or_path,
             force_download=force_download,

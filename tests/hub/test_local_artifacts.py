@@ -163,3 +163,45 @@ def test_an_artifact_type_needs_a_card_kind():
 def test_an_unknown_card_kind_is_refused_at_class_definition():
     with pytest.raises(ValueError, match="card_kind 'drafter' is not one of policy, eagle3_drafter, dvi_adapter"):
         type("BadCard", (HubArtifactMixin,), {}, card_kind="drafter")
+
+
+class _ShallowTree(StaticTreePolicy):
+    """A subclass that forgot its own artifact_type."""
+
+
+def test_a_subclass_needs_its_own_artifact_type(tmp_path: Path):
+    with pytest.raises(TypeError, match="_ShallowTree inherits StaticTreePolicy's artifact_type .* declare its own"):
+        _ShallowTree(depth=2, top_k=1, total_tokens=3).save_pretrained(tmp_path / "sub")
+    StaticTreePolicy(depth=2, top_k=1, total_tokens=3).save_pretrained(tmp_path / "parent")
+    with pytest.raises(TypeError, match="declare its own"):  # nor may it load its parent's folder as its own
+        _ShallowTree.from_pretrained(tmp_path / "parent")
+
+
+def test_saving_again_writes_the_card_of_what_is_saved_now_and_keeps_a_hand_written_one(tmp_path: Path):
+    StaticTreePolicy(depth=6).save_pretrained(tmp_path, model_card_kwargs={"base_model": "org/old-target"})
+    StaticTreePolicy(depth=3).save_pretrained(tmp_path, model_card_kwargs={"base_model": "org/new-target"})
+    assert "org/new-target" in (tmp_path / "README.md").read_text() and "org/old-target" not in (tmp_path / "README.md").read_text()
+    (tmp_path / "README.md").write_text("# My own notes\n")
+    StaticTreePolicy(depth=3).save_pretrained(tmp_path)
+    assert (tmp_path / "README.md").read_text() == "# My own notes\n"
+
+
+def test_a_home_folder_loads_as_a_folder(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    StaticTreePolicy(depth=3, top_k=2, total_tokens=5).save_pretrained(tmp_path / "policy")
+    assert AutoDraftPolicy.from_pretrained("~/policy").config.depth == 3
+
+
+def test_a_gated_repo_is_named_as_gated(monkeypatch):
+    from types import SimpleNamespace
+
+    from huggingface_hub.errors import GatedRepoError
+
+    from hf_adaptive_spec.hub import location
+
+    def gated(**kwargs):
+        raise GatedRepoError("gated", response=SimpleNamespace(headers={}, status_code=403, request=None, text=""))
+
+    monkeypatch.setattr(location, "hf_hub_download", gated)
+    with pytest.raises(MissingArtifactFileError, match="is gated: request access on its Hub page"):
+        location.ArtifactLocation("org/gated-policy").resolve("config.json")
