@@ -31,7 +31,11 @@ PY
 train_in_call() {  # $1: an EAGLE-3 recipe, $2: the batch size. Trains for what is left of the call: CALL_SECONDS
     # (default 560) from the driver's START, less RESERVE_SECONDS (default 70) for the final held-out point,
     # saving and export; TRAIN_EXTRA adds arguments. A run that runs out of memory is retried once at half the batch.
-    _train_for_the_rest "$1" "$2" || { grep -q "out of memory" "$OUT/train.log" && _train_for_the_rest "$1" $(($2 / 2)); }
+    local before=0  # the log is shared by every variant of the call: read only this run's lines
+    [ -f "$OUT/train.log" ] && before=$(wc -l < "$OUT/train.log")
+    _train_for_the_rest "$1" "$2" || {
+        tail -n +$((before + 1)) "$OUT/train.log" | grep -q "out of memory" && _train_for_the_rest "$1" $(($2 / 2))
+    }
 }
 
 _train_for_the_rest() {

@@ -377,3 +377,30 @@ def test_a_model_made_under_inference_mode_decodes_on_the_static_path():
     out = model.generate(ids, max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
                          cache_implementation="static")
     assert torch.equal(out, model.generate(ids, max_new_tokens=8, do_sample=False))
+
+
+def test_a_drafters_static_cache_is_allocated_before_any_compiled_step():
+    """A first step inside a compiled graph would allocate the cache there, unmarked as static addresses (on CUDA, in
+    the CUDA-graph pool the next replay overwrites)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hf_adaptive_spec.core.static_steps import StaticDraftSteps
+    from hf_adaptive_spec.drafters.causal_lm import _causal_step
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).eval()
+    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, {"backend": "eager", "dynamic": False})
+    with torch.no_grad():
+        steps.run(None, (model,), (torch.randint(0, 64, (1, 3)),), torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril(), 0)
+    layer = steps.cache.layers[0]
+    assert hasattr(layer.keys, "_dynamo_static_input_type") and hasattr(layer.cumulative_length, "_dynamo_static_input_type")
+
+
+def test_returned_logits_and_scores_own_their_storage():
+    """Verification rows can be views of a compiled graph's output, which its next replay overwrites on a GPU."""
+    model, ids = tiny_model("llama"), prompt(6)
+    out = model.generate(ids, max_new_tokens=6, do_sample=False, assistant_policy=hfas.StaticTreePolicy(2, 2, 4),
+                         assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), cache_implementation="static",
+                         return_dict_in_generate=True, output_logits=True, output_scores=True)
+    assert all(row._base is None for row in (*out.logits, *out.scores))

@@ -55,6 +55,11 @@ class StaticDraftSteps:
         self.step, self.device, self.dtype, self.tree_room = step, device, dtype, tree_room
         self.max_cache_len = -(-self.slots_needed(max_length) // 256) * 256
         self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
+        # allocated now, eagerly: a first step inside a compiled graph would allocate the tensors there, unmarked as
+        # static addresses (on CUDA, in the CUDA-graph pool that the next replay overwrites)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.cache.early_initialization(1, heads, head_dim, dtype, device)
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
         self.compile_time = 0.0
 

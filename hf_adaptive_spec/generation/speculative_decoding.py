@@ -117,10 +117,11 @@ class _Output:
         kept = 0
         for score_row, raw_row in zip(score_rows, raw_rows):
             kept += 1
+            # copies: a row may be a view of a compiled graph's output, which its next replay overwrites (CUDA graphs)
             if self.scores is not None:
-                self.scores += (score_row[None],)
+                self.scores += (score_row[None].clone(),)
             if self.raw_logits is not None:
-                self.raw_logits += (raw_row[None],)
+                self.raw_logits += (raw_row[None].clone(),)
             if bool(self.stopping_criteria(extended[:, : base + kept], self.scores).any()):
                 self.finished = True
                 break

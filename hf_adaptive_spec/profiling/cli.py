@@ -149,7 +149,9 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
             model, args.context_length, sizes, args.repeats, options, cache_slots=slots
         )
         path = "compiled" if args.compile else "static"
-        generate_kwargs = {"cache_implementation": "static", **({"compile_config": compile_config} if args.compile else {})}
+        # --static times the eager static path: on a GPU generate would compile a static cache on its own
+        generate_kwargs = {"cache_implementation": "static",
+                           **({"compile_config": compile_config} if args.compile else {"disable_compile": True})}
     else:
         tokens, seconds = measure_verification(model, args.context_length, sizes, args.repeats)
     drafter = (
