@@ -243,7 +243,12 @@ GENERATE = {
         r"Eagle3Drafter.from_pretrained does not take \['alow_pickle'\]",
     ),
     "eagle3-drafter-loaded-with-a-dtype": BadInput(
-        _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError, r"does not take \['torch_dtype'\].*model.to",
+        _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError,
+        r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'ignore_target_mismatch', 'target'\].*after loading",
+    ),
+    "eagle3-drafter-loaded-with-its-own-saved-dtype": BadInput(  # equal to config.json's, and still not obeyed
+        _load_saved_drafter("eagle3", torch_dtype="float32", ignore_target_mismatch=False), TypeError,
+        r"does not take \['torch_dtype'\]",
     ),
     "dvi-drafter-loaded-with-another-exit-layer": BadInput(
         _load_saved_drafter("dvi", exit_layer=1), TypeError, r"DVIDrafter.from_pretrained does not take \['exit_layer'\]",

@@ -81,6 +81,9 @@ class HubArtifactMixin(ModelHubMixin):
 
     artifact_type: ClassVar[str]
     card_kind: ClassVar[str]
+    #: the keywords ``from_pretrained`` takes besides the Hub options, for a format whose checkpoint sets the object
+    #: (a drafter: ``target=`` ...); None: any ``__init__`` argument, over ``config.json``'s value
+    load_keywords: ClassVar[frozenset[str] | None] = None
 
     def __init_subclass__(cls, *, artifact_type: str | None = None, card_kind: str | None = None, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -159,6 +162,12 @@ class HubArtifactMixin(ModelHubMixin):
             local_files_only=local_files_only,
         )
         check_own_artifact_type(cls)
+        unknown = sorted(set(model_kwargs) - cls.load_keywords) if cls.load_keywords is not None else []
+        if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
+            raise TypeError(
+                f"{cls.__name__}.from_pretrained does not take {unknown}: it takes {sorted(cls.load_keywords)} and the "
+                "checkpoint sets the rest. Convert the dtype or device after loading."
+            )
         cls._check_location(location)
         pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id
         return super().from_pretrained(

@@ -86,6 +86,8 @@ class DVICheckpointMixin(HubArtifactMixin):
         location.resolve(ADAPTER_CONFIG_NAME)
         read_dvi_config(location)
 
+    load_keywords = frozenset({"target", "online", "online_config", "share_cache"})
+
     @classmethod
     def _load(
         cls,

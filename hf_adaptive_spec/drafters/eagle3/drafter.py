@@ -65,6 +65,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         ``tests/eagle3/test_eagle3_checkpoint.py``). Official checkpoints carry no ``artifact_type``."""
         read_json_object(location.resolve(CONFIG_NAME))
 
+    load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch"})
+
     @classmethod
     def _load(
         cls,
