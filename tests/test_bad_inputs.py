@@ -294,6 +294,19 @@ def _truncated_eagle3_weights(model, tmp_path):
     return hfas.Eagle3Drafter.from_pretrained(folder, target=model)
 
 
+def _drafter_from_a_folder_of_another_kind(drafter: str, kind: str):
+    """A drafter loaded from the target's own folder, or from a policy's."""
+    def call(model, tmp_path):
+        if kind == "model":
+            model.save_pretrained(tmp_path)
+        else:
+            hfas.StaticTreePolicy.chain(2).save_pretrained(tmp_path)
+        loader = hfas.Eagle3Drafter if drafter == "eagle3" else hfas.DVIDrafter
+        return loader.from_pretrained(tmp_path, target=model)
+
+    return call
+
+
 def _eagle3_config(text: str):
     def call(model, tmp_path):
         (_saved_eagle3(model, tmp_path) / "config.json").write_text(text)
@@ -335,6 +348,18 @@ FOLDERS = {
     ),
     "eagle3-drafter-given-as-a-policy": BadInput(
         _eagle3_as_policy, ArtifactTypeError, r"not an hf-adaptive-spec artifact; it looks like an EAGLE-3 drafter"
+    ),
+    "eagle3-from-a-causal-lm-folder": BadInput(
+        _drafter_from_a_folder_of_another_kind("eagle3", "model"), ArtifactError,
+        r"holds a causal language model \(model.layers.\* weights, no fc.weight\), not an EAGLE-3 drafter",
+    ),
+    "eagle3-from-a-policy-folder": BadInput(
+        _drafter_from_a_folder_of_another_kind("eagle3", "policy"), ArtifactError,
+        r"holds a 'hf_adaptive_spec.policy.static' artifact, not an EAGLE-3 drafter. Load it with",
+    ),
+    "dvi-from-a-policy-folder": BadInput(
+        _drafter_from_a_folder_of_another_kind("dvi", "policy"), ArtifactError,
+        r"declares 'hf_adaptive_spec.policy.static', not a DVI adapter .* Load it with",
     ),
     "truncated-safetensors": BadInput(
         _truncated_eagle3_weights, ArtifactError, r"model.safetensors' is not a readable safetensors file"

@@ -15,6 +15,7 @@ from ...hub.cards import render_card
 from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
+from ...hub.registry import load_hint, registered_class
 from ...hub.mixin import HubArtifactMixin
 from ...hub.weights import read_safetensors, resolve_safetensors
 from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
@@ -38,10 +39,11 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
         config = read_json_object(location.resolve(CONFIG_NAME))
     except MissingArtifactFileError:
         config = read_json_object(location.resolve(DVI_CONFIG_NAME))
-    if config.get(ARTIFACT_TYPE_KEY) != DVI_ARTIFACT_TYPE:
-        raise ArtifactTypeError(
-            f"{location} declares {config.get(ARTIFACT_TYPE_KEY)!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r})."
-        )
+    declared = config.get(ARTIFACT_TYPE_KEY)
+    if declared != DVI_ARTIFACT_TYPE:
+        holder = registered_class(declared) if declared else None
+        hint = f" Load it with {load_hint(holder)}." if holder else ""
+        raise ArtifactTypeError(f"{location} declares {declared!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r}).{hint}")
     return config
 
 
@@ -82,9 +84,9 @@ class DVICheckpointMixin(HubArtifactMixin):
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
-        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before anything else
+        read_dvi_config(location)  # a folder of another kind is named first (it has no adapter files)
+        resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before unpickling anything
         location.resolve(ADAPTER_CONFIG_NAME)
-        read_dvi_config(location)
 
     load_keywords = frozenset({"target", "online", "online_config", "share_cache"})
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import snapshot_download
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
@@ -56,6 +57,19 @@ def resolve_checkpoint(path_or_hub_id: str | os.PathLike, allow_pickle: bool = F
     check_folder_or_repo_id(str(path_or_hub_id))
     patterns = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
     return Path(snapshot_download(str(path_or_hub_id), allow_patterns=patterns, **hub_kwargs))
+
+
+def holds_causal_lm_weights(folder: Path) -> bool:
+    """Whether ``folder``'s safetensors hold a causal LM's layers (``model.layers.*``) and no EAGLE-3 ``fc.weight``,
+    read from the files' headers only."""
+    names: set[str] = set()
+    for file in folder.glob("*.safetensors"):
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                names.update(handle.keys())
+        except SafetensorError:  # unreadable: the loader names the file
+            return False
+    return "fc.weight" not in names and any(name.startswith("model.layers.") for name in names)
 
 
 def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:

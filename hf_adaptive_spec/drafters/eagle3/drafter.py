@@ -14,11 +14,13 @@ from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
 from ..base import DraftContext, Drafter
-from ...hub.config import CONFIG_NAME, check_no_config_overrides, read_json_object
+from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
+from ...hub.errors import ArtifactTypeError
+from ...hub.registry import load_hint, registered_class
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ..static_shapes import StaticShapesMixin
-from .checkpoint import EAGLE3_ARTIFACT_TYPE, load_checkpoint, save_checkpoint
+from .checkpoint import EAGLE3_ARTIFACT_TYPE, holds_causal_lm_weights, load_checkpoint, save_checkpoint
 from .modeling import Eagle3DraftModel
 from .static import static_draft_steps
 
@@ -61,9 +63,19 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
-        """Only that ``config.json`` parses: the loader names every other problem (its catalogue:
-        ``tests/eagle3/test_eagle3_checkpoint.py``). Official checkpoints carry no ``artifact_type``."""
-        read_json_object(location.resolve(CONFIG_NAME))
+        """That ``config.json`` parses and the folder is no other kind of artifact (one of this package's, named by its
+        ``artifact_type``, or a local causal LM, named by its weights); the loader names every other problem (its
+        catalogue: ``tests/eagle3/test_eagle3_checkpoint.py``). Official checkpoints carry no ``artifact_type``."""
+        declared = read_json_object(location.resolve(CONFIG_NAME)).get(ARTIFACT_TYPE_KEY)
+        if declared is not None and declared != EAGLE3_ARTIFACT_TYPE:
+            holder = registered_class(declared)
+            hint = f" Load it with {load_hint(holder)}." if holder else ""
+            raise ArtifactTypeError(f"{location} holds a '{declared}' artifact, not an EAGLE-3 drafter.{hint}")
+        if location.is_local and holds_causal_lm_weights(Path(location.name)):
+            raise ArtifactTypeError(
+                f"{location} holds a causal language model (model.layers.* weights, no fc.weight), not an EAGLE-3 "
+                "drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: CausalLMDrafter(model))."
+            )
 
     load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch"})
 
