@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
@@ -73,6 +74,8 @@ def render_card(
 
     Save it with ``card.save(folder / "README.md")`` or upload it with ``card.push_to_hub(repo_id)``.
     """
+    if base_model is not None and Path(base_model).expanduser().exists():
+        base_model = None  # a local folder is no Hub model id, and the Hub refuses a card that names one
     card_data = ModelCardData(
         library_name=LIBRARY_NAME,
         base_model=base_model,
@@ -80,7 +83,7 @@ def render_card(
         tags=sorted({"speculative-decoding", method, *tags}),
         datasets=list(datasets) or None,
         pipeline_tag=pipeline_tag,
-        **_KIND_METADATA.get(kind, {}),
+        **(_KIND_METADATA.get(kind, {}) if base_model else {}),  # a relation needs the model it relates to
     )
     return ModelCard.from_template(
         card_data,

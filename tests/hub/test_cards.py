@@ -66,3 +66,10 @@ def test_save_pretrained_writes_the_rendered_card(tmp_path: Path):
     assert card.data.tags == ["speculative-decoding", "threshold"]
     assert "| MT-Bench | 1x H100, bf16 | 3.46 | 2.50x |" in card.text
     assert COMMAND in card.text
+
+
+def test_a_local_folder_is_never_named_as_the_base_model(tmp_path: Path):
+    """The Hub refuses a card whose base_model is not a model id, and an adapter relation needs its base model."""
+    card = render_card("dvi_adapter", method="dvi", base_model=str(tmp_path))
+    assert card.data.base_model is None and getattr(card.data, "base_model_relation", None) is None
+    assert render_card("dvi_adapter", method="dvi", base_model="org/target").data.base_model == "org/target"
