@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -15,18 +16,21 @@ from .location import ArtifactLocation
 from .registry import check_artifact_type, register_artifact, registered_class
 from .weights import load_weights, save_weights, saved_floating_dtype
 
+logger = logging.getLogger(__name__)
+
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
 
 
-def check_own_artifact_type(cls: type) -> None:
-    """Refuse a subclass that inherited its parent's ``artifact_type``: its folders would load as the parent
-    (``AutoDraftPolicy``), and it would load the parent's folders, its own behaviour dropped either way."""
+def warn_if_saved_as_parent(cls: type) -> None:
+    """Say so when a subclass that inherited its parent's ``artifact_type`` is saved: ``AutoDraftPolicy`` will load the
+    folder as the parent (as transformers' auto classes load a subclass's folder as its parent). Right for a subclass
+    that only observes (a recorder); a subclass that decides otherwise declares its own ``artifact_type``."""
     owner = registered_class(cls.artifact_type)
     if owner is not None and owner is not cls and _qualified(owner) != _qualified(cls):
-        raise TypeError(
-            f"{cls.__name__} inherits {owner.__name__}'s artifact_type '{cls.artifact_type}', so its folders would load "
-            f"as {owner.__name__}: declare its own, class {cls.__name__}({owner.__name__}, "
-            f"artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
+        logger.warning(
+            f"{cls.__name__} is saved as {owner.__name__} (it inherits artifact_type '{cls.artifact_type}'): the auto "
+            f"classes will load the folder as {owner.__name__}. If {cls.__name__} decides otherwise, declare its own: "
+            f"class {cls.__name__}({owner.__name__}, artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
         )
 
 
@@ -102,7 +106,7 @@ class HubArtifactMixin(ModelHubMixin):
 
         ``config.json`` holds the ``__init__`` arguments the object was built with and, over them, the
         settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
-        check_own_artifact_type(type(self))
+        warn_if_saved_as_parent(type(self))
         base = self._hub_mixin_config if config is None else config
         fields = asdict(base) if is_dataclass(base) else dict(base or {})
         if config is None:
@@ -161,7 +165,6 @@ class HubArtifactMixin(ModelHubMixin):
             token=token,
             local_files_only=local_files_only,
         )
-        check_own_artifact_type(cls)
         unknown = sorted(set(model_kwargs) - cls.load_keywords) if cls.load_keywords is not None else []
         if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
             raise TypeError(
