@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, set_seed
 
+from hf_adaptive_spec.core.settings import changed_settings
 from hf_adaptive_spec.default_model import load_model, resolve_device
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
@@ -146,9 +147,7 @@ def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfi
         settings |= {name: getattr(config, name) for name in _GENERATION}
     path = Path(str(script_args.output) + ".settings.json")
     if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        changed = [f"{k}: {stored.get(k)!r} -> {settings.get(k)!r}" for k in sorted(stored.keys() | settings.keys())
-                   if stored.get(k) != settings.get(k)]
+        changed = changed_settings(json.loads(path.read_text(encoding="utf-8")), settings)
         if changed:
             raise ValueError(f"{script_args.output} was written with other settings ({'; '.join(changed)}): pass the same "
                              "ones to add to it, or write to another --output.")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..core.settings import changed_settings
 from .errors import BenchError
 from .records import QuestionRecord
 
@@ -47,24 +48,12 @@ class ProgressLog:
         stored, self.completed = read_progress(self.path, repair=True)
         # Round-trip through JSON so that tuples and lists compare equal.
         current = json.loads(json.dumps(settings))
-        changed = _changed_settings(stored, current)
+        changed = changed_settings(stored, current)
         if changed:
             raise BenchError(
                 f"{self.path} was written with other settings ({'; '.join(changed)}); pass the same values, delete "
                 "it, or run without --resume"
             )
-
-
-def _changed_settings(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
-    """Each setting that differs, as ``name: stored -> current`` (nested settings by their dotted name)."""
-    changed = []
-    for key in sorted(stored.keys() | current.keys()):
-        before, after = stored.get(key), current.get(key)
-        if isinstance(before, dict) and isinstance(after, dict):
-            changed += _changed_settings(before, after, f"{prefix}{key}.")
-        elif before != after:
-            changed.append(f"{prefix}{key}: {before!r} -> {after!r}")
-    return changed
 
 
 def read_progress(

@@ -39,7 +39,7 @@ def default_package_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "hf_adaptive_spec" / "packages"
 
 
-def _named_tensors(module: torch.nn.Module):
+def named_tensors(module: torch.nn.Module):
     """Parameters, buffers and plain tensor attributes of every submodule, by dotted name."""
     for prefix, submodule in module.named_modules(remove_duplicate=False):
         owned = {**submodule._parameters, **submodule._buffers}
@@ -52,7 +52,7 @@ def _named_tensors(module: torch.nn.Module):
 def weights_digest(module: torch.nn.Module) -> str:
     """A digest of every parameter's, buffer's and tensor attribute's name, dtype, shape and bytes."""
     digest = hashlib.blake2b(digest_size=16)
-    for name, tensor in _named_tensors(module):
+    for name, tensor in named_tensors(module):
         data = tensor.detach().cpu().contiguous().reshape(-1)
         digest.update(f"{name}:{data.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
@@ -66,10 +66,10 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     tracing the twin leaves ``model`` to other threads' calls meanwhile."""
     with torch.device("meta"):
         twin = type(model)(model.config)
-    for name, tensor in _named_tensors(model):
+    for name, tensor in named_tensors(model):
         owner, _, leaf = name.rpartition(".")
         setattr(twin.get_submodule(owner), leaf, tensor)
-    left = [name for name, tensor in _named_tensors(twin) if tensor.is_meta]
+    left = [name for name, tensor in named_tensors(twin) if tensor.is_meta]
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
     return twin.eval()

@@ -20,6 +20,7 @@ from ..core.packaged import (
     PackageBuildError,
     PackagedForward,
     default_package_dir,
+    named_tensors,
     weight_sharing_twin,
     weights_digest,
 )
@@ -182,6 +183,9 @@ class FastPath:
     def _in_process_forward(self, compile_options: dict, cache) -> CompiledForward:
         """The in-process compiled forward for ``cache``: with inductor's freezing one per cache object (a frozen
         graph holds the cache's tensors as constants, and dynamo does not guard on them), else one for all."""
+        compiled = self._compiled.get(cache) or self._compiled.get(self)  # every cycle: a lookup, nothing more
+        if compiled is not None and compiled.options == compile_options:
+            return compiled
         owner = cache if split_inductor_patches(compile_options)[1].get("freezing") else self
         with self._lock:
             compiled = self._compiled.get(owner)
@@ -223,8 +227,8 @@ def weights_version(model: torch.nn.Module) -> tuple:
     """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
     optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged. Tensors
     made under ``torch.inference_mode`` keep no such count, and can only change by being replaced."""
-    named = (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False))
-    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version) for name, tensor in named)
+    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
+                 for name, tensor in named_tensors(model))  # the tensors a package's digest covers
 
 
 _FAST_PATH_LOCK = threading.Lock()

@@ -15,6 +15,8 @@ from typing import Any
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
+from ..core.settings import changed_settings
+
 
 class SpecTrainer(Trainer):
     """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
@@ -71,8 +73,8 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> No
         stored = json.load(handle)
     current = json.loads(args.to_json_string())
     own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
-    changed = [f"{name}: {stored[name]!r} -> {current[name]!r}" for name in sorted((own | _RUN_DEFINING) & stored.keys())
-               if stored[name] != current.get(name)]
+    compared = (own | _RUN_DEFINING) & stored.keys()
+    changed = changed_settings({k: stored[k] for k in compared}, {k: current.get(k) for k in compared})
     if changed:
         raise ValueError(
             f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
@@ -104,9 +106,8 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None
     with open(path, encoding="utf-8") as handle:
         stored = json.load(handle)
     current = json.loads(json.dumps(dataclasses.asdict(script_args)))
-    changed = [f"{name}: {stored.get(name)!r} -> {current.get(name)!r}"
-               for name in sorted((stored.keys() | current.keys()) - _MAY_CHANGE_ON_RESUME)
-               if stored.get(name) != current.get(name)]
+    changed = changed_settings({k: v for k, v in stored.items() if k not in _MAY_CHANGE_ON_RESUME},
+                               {k: v for k, v in current.items() if k not in _MAY_CHANGE_ON_RESUME})
     if changed:
         raise ValueError(
             f"resume_from_checkpoint={checkpoint} was trained with other script arguments ({'; '.join(changed)}, from "

@@ -1,0 +1,18 @@
+"""Comparing the settings a run was started with against a resumed run's: one rule for every resume check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def changed_settings(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """Each setting that differs, as ``name: stored -> current`` (nested settings by their dotted name; a setting
+    one side lacks reads as None)."""
+    changed = []
+    for key in sorted(stored.keys() | current.keys()):
+        before, after = stored.get(key), current.get(key)
+        if isinstance(before, dict) and isinstance(after, dict):
+            changed += changed_settings(before, after, f"{prefix}{key}.")
+        elif before != after:
+            changed.append(f"{prefix}{key}: {before!r} -> {after!r}")
+    return changed
