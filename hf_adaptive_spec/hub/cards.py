@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any
 from huggingface_hub import ModelCard, ModelCardData
 
 LIBRARY_NAME = "hf-adaptive-spec"
+#: a Hub repository id (``name`` or ``owner/name``): what the card metadata's ``datasets`` may hold
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
 _KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
 
@@ -68,7 +71,9 @@ def render_card(
 
     The YAML header gets ``library_name="hf-adaptive-spec"``, ``base_model`` (the target
     model), ``tags`` (``speculative-decoding``, ``method`` and ``tags``), ``datasets`` and
-    ``pipeline_tag``. The body gets the results table and the command reproducing the
+    ``pipeline_tag``; of ``datasets`` only Hub ids go to the header (the Hub links them and
+    reads nothing else there), and every entry, ids and descriptions, to the body's training
+    data line. The body gets the results table and the command reproducing the
     checkpoint. Extra ``template_vars`` (``repo_id``, ``drafter``, ``paper_url``,
     ``description`` …) fill the template's optional fields.
 
@@ -81,7 +86,7 @@ def render_card(
         base_model=base_model,
         license=license,
         tags=sorted({"speculative-decoding", method, *tags}),
-        datasets=list(datasets) or None,
+        datasets=[name for name in datasets if _HUB_ID.match(name)] or None,
         pipeline_tag=pipeline_tag,
         **(_KIND_METADATA.get(kind, {}) if base_model else {}),  # a relation needs the model it relates to
     )
@@ -91,5 +96,6 @@ def render_card(
         method=method,
         results_table=results_table(results),
         reproduce_command=reproduce_command,
+        training_data=", ".join(datasets),
         **template_vars,
     )
