@@ -385,6 +385,7 @@ class _Decoder:
                 verify_time=verify_time,
                 policy_time=times.policy,
                 drafter_accepted_length=drafter_accepted,
+                committed_tokens=emitted,
             )
         )
         stats.policy_time += time.perf_counter() - tick

@@ -102,6 +102,15 @@ class CycleFeedback:
     #: of ``accepted_length``, the tokens the drafter proposed (the accepted path's prefix of its nodes):
     #: fewer only where the prompt-lookup branch's chain carried the path past them
     drafter_accepted_length: int
+    #: tokens the cycle added to the generation (accepted drafts and the bonus token, none past an
+    #: end-of-sequence token or the length cap: what ``generate`` returns); None: ``accepted_length + 1``
+    committed_tokens: int | None = None
+
+    @property
+    def tokens_added(self) -> int:
+        """What the cycle added to the generation (``committed_tokens``, else ``accepted_length + 1``): the
+        tokens a throughput reward counts."""
+        return self.accepted_length + 1 if self.committed_tokens is None else self.committed_tokens
 
 
 class DraftPolicy:

@@ -180,6 +180,34 @@ def test_action_persists_for_the_interval(setup):
     assert all(d.reward == pytest.approx(d.tokens / d.seconds) for d in decisions)
 
 
+def test_interval_reward_counts_the_tokens_generate_returns(setup):
+    """A cycle whose accepted path holds an end-of-sequence token adds only the tokens up to it; the old count
+    (accepted drafts + 1 per cycle) is checked to be larger somewhere, so the test fails with it."""
+    target, prompts, recordings = setup
+    policy = _policy(target, decision_interval=1000, temperature=1.0).train()
+    policy.training_interval = 1000
+    observed = []
+    observe = policy.observe
+    policy.observe = lambda feedback: (observed.append(feedback.accepted_length + 1), observe(feedback))[1]
+    ids = prompts[0]
+    stock = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)[0, ids.shape[1]:].tolist()
+    overcounted = 0
+    for eos in dict.fromkeys(stock[2:]):  # each token of the answer in turn ends it
+        observed.clear()
+        out = target.generate(ids, max_new_tokens=MAX_NEW, eos_token_id=eos, pad_token_id=eos,
+                              assistant_model=_eagle3(target), assistant_policy=policy)
+        policy.end_episode()
+        (decision,) = policy.pop_decisions()
+        assert decision.tokens == out.shape[1] - ids.shape[1] - 1  # all but the prefill's token
+        overcounted += sum(observed) > decision.tokens
+    assert overcounted  # some end-of-sequence token fell inside an accepted path
+    environment = _environment(recordings)
+    environment.replay_prompt(0, policy)
+    policy.end_episode()
+    (replayed,) = policy.pop_decisions()
+    assert replayed.tokens == MAX_NEW - 1  # the recording's tokens, none past its end
+
+
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_greedy_output_equals_stock_generate(setup, mode):
     target, prompts, _ = setup

@@ -248,7 +248,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         if self._open is None:
             return
         self._open.cycles += 1
-        self._open.tokens += feedback.accepted_length + 1
+        self._open.tokens += feedback.tokens_added  # none past the generation's end
         self._open.seconds += feedback.draft_time + feedback.verify_time + feedback.policy_time
         if self._cycles_left == 0:
             self._close(done=False)
