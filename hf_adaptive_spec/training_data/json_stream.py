@@ -11,6 +11,8 @@ from typing import Any, TextIO
 logger = logging.getLogger(__name__)
 
 _NON_WHITESPACE = re.compile(r"\S")
+#: the longest token prefix a cut can leave after the position a decoding error names ("fals", "-1.5e+", "\\u00a")
+_CUT_TOKEN_CHARS = 8
 
 
 class _ArrayReader:
@@ -51,6 +53,11 @@ class _ArrayReader:
         """Step over the character returned by ``peek``."""
         self._pos += 1
 
+    def _cut_by_the_end(self, error: json.JSONDecodeError) -> bool:
+        """Whether a decoding error at the end of the stream is the file's cut: a string left open (no quote
+        follows anywhere) or an error within the last few characters (a cut literal, number or escape)."""
+        return error.msg.startswith("Unterminated string") or error.pos >= len(self._buffer.rstrip()) - _CUT_TOKEN_CHARS
+
     def decode(self) -> tuple[bool, Any]:
         """Decode the next value: ``(True, value)``, or ``(False, None)`` if the stream ends first."""
         if self.peek() is None:
@@ -58,10 +65,16 @@ class _ArrayReader:
         while True:
             try:
                 value, end = self._decoder.raw_decode(self._buffer, self._pos)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as error:
                 if self._read_more():
                     continue
-                return False, None
+                if self._cut_by_the_end(error):
+                    return False, None
+                raise ValueError(
+                    f"malformed JSON array: an element cannot be decoded ({error.msg}) with "
+                    f"{len(self._buffer.rstrip()) - error.pos} more characters of the file after the error: a truncated "
+                    "file ends inside its last element, so this one is malformed. Repair or remove it."
+                ) from error
             if end == len(self._buffer):
                 # A value touching the end of the window may continue in the next chunk, and a
                 # number touching the end of the stream may have been cut ("12" from "123").
@@ -78,7 +91,8 @@ def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
 
     The first element that cannot be decoded before the stream ends (a truncated file) ends
     the iteration; the elements before it are yielded. Raises ``ValueError`` when the text
-    is not an array or an element is followed by something other than ``,`` or ``]``.
+    is not an array, an element is followed by something other than ``,`` or ``]``, or an
+    element that is not the file's last cannot be decoded (malformed, not cut).
     """
     reader = _ArrayReader(stream, chunk_size)
     if reader.peek() != "[":
