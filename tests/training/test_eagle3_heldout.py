@@ -415,3 +415,38 @@ def test_streaming_with_dataloader_workers_is_refused(tmp_path):
     args = Eagle3Config(output_dir=str(tmp_path), dataloader_num_workers=2, report_to=[])
     with pytest.raises(ValueError, match="dataloader_num_workers=2 each worker would yield every conversation"):
         main(Eagle3ScriptArguments(dataset_path="conversations.jsonl", stream=True), args)
+
+
+def test_a_held_out_set_refuses_a_drafter_it_was_not_built_for(setup):
+    target, samples, draft = setup
+    held_out = HeldOutSet(target, samples[:2], draft, depth=2)
+    held_out.evaluate(copy.deepcopy(draft))  # the same layers and vocabulary: fine
+    other_vocabulary = build_draft_vocabulary(samples, 5, target.config.vocab_size)
+    other = Eagle3DraftModel.from_target(target, draft_to_target=other_vocabulary)
+    with pytest.raises(ValueError, match="another draft vocabulary"):
+        held_out.evaluate(other)
+    deeper = tiny_model("llama", num_hidden_layers=6)
+    reading = {layers: Eagle3DraftModel.from_target(deeper, draft_to_target=draft.draft_to_target(),
+                                                    aux_hidden_state_layer_ids=list(layers)) for layers in [(1, 3, 5), (2, 3, 4)]}
+    with pytest.raises(ValueError, match=r"features of layers \[1, 3, 5\], but the drafter reads layers \[2, 3, 4\]"):
+        HeldOutSet(deeper, samples[:2], reading[1, 3, 5], depth=2).evaluate(reading[2, 3, 4])
+
+
+def test_a_bfloat16_target_is_recorded_and_starts_its_own_first_point(setup, tmp_path):
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    bf16_target = copy.deepcopy(target).to(torch.bfloat16)
+    held_out = HeldOutSet(bf16_target, samples[:2], draft, depth=2)
+    assert held_out.samples[0][1].dtype == torch.bfloat16  # the features a bfloat16 target gives
+    float32_point = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
+                                 chain_tau=1.1, positions=5)  # saved before the dtype was recorded: float32
+    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[float32_point])
+    args = Eagle3Config(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                        save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
+    Eagle3Trainer(model=draft, args=args, target_model=bf16_target, train_dataset=samples,
+                  data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train()
+    assert [(p.step, p.measured_in) for p in callback.points] == [(10, "float32"), (10, "bfloat16"), (12, "bfloat16")]
+    assert next(draft.parameters()).dtype == torch.float32  # the drafter trained on them keeps float32 weights
+    assert [p.target_dtype for p in read_curve(tmp_path)] == [None, "bfloat16", "bfloat16"]

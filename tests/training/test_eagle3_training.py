@@ -279,3 +279,33 @@ def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):
     assert ranks[0][0] == ranks[1][0] == "2"  # a real two-process world, not two single-process runs
     assert ranks[0] == ranks[1]
     assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("target_dtype", ["float32", "bfloat16"])
+def test_the_script_runs_the_target_in_target_dtype_and_trains_float32_weights(tokenizer, tmp_path, monkeypatch, target_dtype):
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    asked = []
+
+    def load_model(name, dtype):
+        asked.append(dtype)
+        return tiny_model("llama").to(dtype), tokenizer
+
+    monkeypatch.setattr(script, "load_model", load_model)
+    conversations = [{"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"answer {i}"}]}
+                     for i in range(4)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                               draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True)
+    trainer = script.main(script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"), target_dtype=target_dtype), args)
+    assert asked == [getattr(torch, target_dtype)]
+    assert trainer.target_features.target.dtype == getattr(torch, target_dtype)
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    assert all(torch.isfinite(torch.tensor(e["loss"])) for e in trainer.state.log_history if "loss" in e)
+
+
+def test_the_script_refuses_a_target_dtype_it_does_not_train_with():
+    from hf_adaptive_spec.training.eagle3.script import load_target
+
+    with pytest.raises(ValueError, match="target_dtype='float16' is not supported: use one of"):
+        load_target("default", "float16")

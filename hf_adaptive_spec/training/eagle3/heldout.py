@@ -67,6 +67,8 @@ class HeldOutPoint:
         copy_share: share of the answer positions whose token a prompt lookup would have proposed;
             ``None`` for points measured before 2026-11-30.
         copy_step_accuracy: ``step_accuracy`` on those positions alone.
+        target_dtype: the dtype the target ran in (its features and its argmax); ``None`` for points
+            measured before 2026-11-30, all in float32.
     """
 
     step: int
@@ -80,6 +82,12 @@ class HeldOutPoint:
     decoding_tau: float | None = None
     copy_share: float | None = None
     copy_step_accuracy: list[float] | None = None
+    target_dtype: str | None = None
+
+    @property
+    def measured_in(self) -> str:
+        """The target's dtype at this point (float32 for points saved before it was recorded)."""
+        return self.target_dtype or "float32"
 
     @classmethod
     def from_json(cls, record: dict) -> HeldOutPoint:
@@ -153,7 +161,10 @@ class HeldOutSet:
         if not samples:
             raise ValueError("A held-out set needs at least one conversation with an assistant turn.")
         self.depth = depth
-        features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+        self.target_dtype = str(target.dtype).removeprefix("torch.")
+        self.feature_layers = list(draft.config.aux_hidden_state_layer_ids)
+        self.draft_to_target = draft.draft_to_target().detach().cpu()
+        features = TargetFeatures(target, self.feature_layers, self.draft_to_target)
         self.end_ids = torch.tensor(end_of_sequence_ids(target), dtype=torch.long)
         self.samples = []
         for sample in samples:
@@ -193,9 +204,27 @@ class HeldOutSet:
             raise ValueError(f"{path} holds no conversation with an assistant turn within {max_length} tokens.")
         return cls(target, samples, draft, depth)
 
+    def check_drafter(self, draft: Eagle3DraftModel) -> None:
+        """Refuse a drafter whose feature layers or draft vocabulary differ from the one the set was built for:
+        its features and target logits would be another drafter's, and its hits silently wrong."""
+        layers = list(draft.config.aux_hidden_state_layer_ids)
+        if layers != self.feature_layers:
+            raise ValueError(
+                f"This held-out set holds the target's features of layers {self.feature_layers}, but the drafter reads "
+                f"layers {layers}. Build a HeldOutSet for this drafter (HeldOutSet.from_jsonl(..., draft=it))."
+            )
+        vocabulary = draft.draft_to_target().detach().cpu()
+        if not torch.equal(vocabulary, self.draft_to_target):
+            raise ValueError(
+                f"This held-out set holds target logits over another draft vocabulary ({self.draft_to_target.numel()} "
+                f"tokens) than the drafter's ({vocabulary.numel()}). Build a HeldOutSet for this drafter "
+                "(HeldOutSet.from_jsonl(..., draft=it))."
+            )
+
     @torch.no_grad()
     def evaluate(self, draft: Eagle3DraftModel) -> HeldOutCounts:
         """Hits and positions per draft depth, and the tokens of the chain rooted at every answer position."""
+        self.check_drafter(draft)
         was_training = draft.training
         draft.eval()
         counts = HeldOutCounts(self.depth)
@@ -225,6 +254,7 @@ class HeldOutSet:
             decoding_tau=1.0 + sum(counts.cycles) / len(counts.cycles) if counts.cycles else 1.0,
             copy_share=counts.copy_answers[0] / max(counts.answers[0], 1),
             copy_step_accuracy=[h / max(n, 1) for h, n in zip(counts.copy_hits, counts.copy_answers)],
+            target_dtype=self.target_dtype,
         )
 
 
@@ -302,8 +332,8 @@ class HeldOutCurveCallback(TrainerCallback):
         if state.global_step > 0:  # resumed: the checkpoint's curve holds every point up to it
             self.points = self._points_up_to_checkpoint(args, state)
         last = self.points[-1] if self.points else None
-        if last is None or last.step < self.step_offset + state.global_step:
-            self._measure(args, state, model)
+        if last is None or last.step < self.step_offset + state.global_step or last.measured_in != self.held_out.target_dtype:
+            self._measure(args, state, model)  # a target in another dtype starts its own first point
 
     def _points_up_to_checkpoint(self, args, state) -> list[HeldOutPoint]:
         """The resumed checkpoint's curve up to its step (the points before it are not measured again); the
@@ -330,9 +360,9 @@ class HeldOutCurveCallback(TrainerCallback):
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(
             "held-out at step %d (%d tokens): first-draft acceptance %.4f (%.4f of the %.3f in the draft vocabulary), "
-            "chain tau(%d) %.4f, decoding tau %.4f; on the %.3f a prompt lookup would copy %.4f",
+            "chain tau(%d) %.4f, decoding tau %.4f; on the %.3f a prompt lookup would copy %.4f (target in %s)",
             point.step, point.input_tokens_seen, point.first_draft_acceptance, point.in_vocabulary_acceptance,
             point.draft_vocab_coverage, self.held_out.depth, point.chain_tau, point.decoding_tau,
-            point.copy_share, point.copy_step_accuracy[0],
+            point.copy_share, point.copy_step_accuracy[0], point.measured_in,
         )
         write_curve(args.output_dir, self.points)

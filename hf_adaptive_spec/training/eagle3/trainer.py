@@ -52,6 +52,7 @@ class Eagle3Trainer(SpecTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
+        features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
         loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
         batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
         t2d = self.accelerator.unwrap_model(model).t2d
