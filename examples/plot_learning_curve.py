@@ -59,8 +59,8 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     lines = [
         "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ "
-        "| decoding τ | copyable tokens: share, accuracy by depth |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| decoding τ | copyable tokens: share, accuracy by depth | target dtype |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, points in curves.items():
         for p in points:
@@ -69,7 +69,7 @@ def table(curves: dict[str, list[HeldOutPoint]]) -> str:
             walked = "–" if p.decoding_tau is None else f"{p.decoding_tau:.3f}"
             copying = "–" if p.copy_share is None else f"{p.copy_share:.3f}: " + " / ".join(f"{a:.3f}" for a in p.copy_step_accuracy)
             lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} "
-                         f"| {p.chain_tau:.3f} | {walked} | {copying} |")
+                         f"| {p.chain_tau:.3f} | {walked} | {copying} | {p.measured_in} |")
     return "\n".join(lines) + "\n"
 
 
