@@ -12,8 +12,18 @@ from typing import Any
 from huggingface_hub import ModelCard, ModelCardData
 
 LIBRARY_NAME = "hf-adaptive-spec"
+#: one part of a Hub repository id: ASCII letters, digits, ``-``, ``_`` and ``.``, no ``--`` or ``..``, neither at
+#: either end, at most 96 characters
+_HUB_NAME = r"(?!.*(--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 #: a Hub repository id (``name`` or ``owner/name``): what the card metadata's ``datasets`` may hold
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+_HUB_ID = re.compile(rf"^{_HUB_NAME}(?:/{_HUB_NAME})?$", re.ASCII)
+#: a data file's name, never a repository's
+_DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow|txt)$", re.IGNORECASE)
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` can be a Hub repository id (not a description, a path or a data file)."""
+    return bool(_HUB_ID.match(name)) and not _DATA_FILE.search(name)
 CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
 _KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
 
@@ -86,7 +96,7 @@ def render_card(
         base_model=base_model,
         license=license,
         tags=sorted({"speculative-decoding", method, *tags}),
-        datasets=[name for name in datasets if _HUB_ID.match(name)] or None,
+        datasets=[name for name in datasets if is_hub_id(name)] or None,
         pipeline_tag=pipeline_tag,
         **(_KIND_METADATA.get(kind, {}) if base_model else {}),  # a relation needs the model it relates to
     )

@@ -104,7 +104,7 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None
     if not os.path.isfile(path):
         return  # a run started before its script arguments were written
     with open(path, encoding="utf-8") as handle:
-        stored = json.load(handle)
+        stored = {**_script_defaults(script_args), **json.load(handle)}  # an argument added since: its default then
     current = json.loads(json.dumps(dataclasses.asdict(script_args)))
     changed = changed_settings({k: v for k, v in stored.items() if k not in _MAY_CHANGE_ON_RESUME},
                                {k: v for k, v in current.items() if k not in _MAY_CHANGE_ON_RESUME})
@@ -113,6 +113,17 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None
             f"resume_from_checkpoint={checkpoint} was trained with other script arguments ({'; '.join(changed)}, from "
             f"{path}): pass the run's values, or start a new run instead of resuming."
         )
+
+
+def _script_defaults(script_args: Any) -> dict[str, Any]:
+    """The defaults of ``script_args``' fields (what a run started before a field existed ran with)."""
+    defaults = {}
+    for f in dataclasses.fields(script_args):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    return json.loads(json.dumps(defaults))
 
 
 def write_script_args(script_args: Any, output_dir: str) -> None:

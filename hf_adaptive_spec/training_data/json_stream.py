@@ -13,6 +13,8 @@ logger = logging.getLogger(__name__)
 _NON_WHITESPACE = re.compile(r"\S")
 #: the longest token prefix a cut can leave after the position a decoding error names ("fals", "-1.5e+", "\\u00a")
 _CUT_TOKEN_CHARS = 8
+#: what a token prefix never holds: past it, the text after an error is more JSON, not a cut token
+_STRUCTURE = re.compile(r'[\s,:\[\]{}"]')
 
 
 class _ArrayReader:
@@ -55,8 +57,12 @@ class _ArrayReader:
 
     def _cut_by_the_end(self, error: json.JSONDecodeError) -> bool:
         """Whether a decoding error at the end of the stream is the file's cut: a string left open (no quote
-        follows anywhere) or an error within the last few characters (a cut literal, number or escape)."""
-        return error.msg.startswith("Unterminated string") or error.pos >= len(self._buffer.rstrip()) - _CUT_TOKEN_CHARS
+        follows anywhere), or nothing after the error but the prefix of one token (a cut literal, number or
+        escape); a closing bracket, a comma or more values after it make the element malformed instead."""
+        if error.msg.startswith("Unterminated string"):
+            return True
+        tail = self._buffer[error.pos :].rstrip()
+        return len(tail) <= _CUT_TOKEN_CHARS and not _STRUCTURE.search(tail)
 
     def decode(self) -> tuple[bool, Any]:
         """Decode the next value: ``(True, value)``, or ``(False, None)`` if the stream ends first."""

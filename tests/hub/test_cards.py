@@ -8,6 +8,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from hf_adaptive_spec.hub import CARD_KINDS, CardResult, render_card
+from hf_adaptive_spec.hub.cards import is_hub_id
 
 from .artifacts import TinyThresholdPolicy
 
@@ -51,6 +52,17 @@ def test_only_hub_dataset_ids_go_to_the_metadata_and_descriptions_to_the_body(ki
     card = ModelCard(str(render_card(kind, method="ltd", datasets=[described])))
     assert card.data.datasets is None and described in card.text
     assert "**Training data:** not specified" in ModelCard(str(render_card(kind, method="ltd"))).text
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "org/sharegpt", "HuggingFaceH4/ultrachat_200k", "a-b.c_d/x1"])
+def test_hub_ids_are_recognised(name: str):
+    assert is_hub_id(name)
+
+
+@pytest.mark.parametrize("name", ["artifacts/sharegpt_smollm2_regenerated.jsonl", "data.jsonl", "org/my--repo",
+                                  "org/x..y", "org/-x", "org/x.", "a/b/c", "org/" + "x" * 97, "org/naïve", "two words"])
+def test_paths_files_and_malformed_names_are_not_hub_ids(name: str):
+    assert not is_hub_id(name)
 
 
 def test_adapter_card_declares_the_adapter_relation():

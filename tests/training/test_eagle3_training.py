@@ -309,3 +309,23 @@ def test_the_script_refuses_a_target_dtype_it_does_not_train_with():
 
     with pytest.raises(ValueError, match="target_dtype='float16' is not supported: use one of"):
         load_target("default", "float16")
+
+
+def test_a_bfloat16_target_leaves_the_drafters_float32_weights_unrounded(setup, tmp_path):
+    """init_from's float32 weights and a new drafter's initial ones are loaded in float32, not rounded through
+    the target's bfloat16 first."""
+    from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, build_drafter
+
+    target, _ = setup
+    torch.manual_seed(0)
+    trained = Eagle3DraftModel.from_target(target, draft_to_target=torch.arange(16))
+    trained.save_pretrained(tmp_path / "drafter")
+    bf16_target = copy.deepcopy(target).to(torch.bfloat16)
+    args = Eagle3Config(output_dir=str(tmp_path / "out"), report_to=[])
+    resumed = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl", init_from=str(tmp_path / "drafter")),
+                            args, bf16_target, [])
+    assert resumed.fc.weight.dtype == torch.float32
+    torch.testing.assert_close(resumed.fc.weight, trained.fc.weight, rtol=0, atol=0)
+    torch.manual_seed(0)
+    fresh = Eagle3DraftModel.from_target(bf16_target, draft_to_target=torch.arange(16), dtype=torch.float32)
+    torch.testing.assert_close(fresh.fc.weight, trained.fc.weight, rtol=0, atol=0)  # the same draw, unrounded

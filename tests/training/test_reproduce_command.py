@@ -46,3 +46,25 @@ def test_a_resumed_script_keeps_the_script_arguments_that_define_its_run(tmp_pat
     cards_and_threads = ["--recording_dir", "rec", "--dataset_name", "renamed", "--num_threads", "2"]
     run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, *cards_and_threads])  # may change
     assert ran == [1, 3]
+
+
+def test_a_run_started_before_a_script_argument_existed_resumes_with_its_default(tmp_path):
+    """Its script_args.json lacks the argument: the run used the default, so only another value is refused."""
+    import json
+
+    import pytest
+
+    from hf_adaptive_spec.training.eagle3.script import make_parser
+
+    out, ran = tmp_path / "out", []
+    base = ["--output_dir", str(out), "--dataset_path", "data.jsonl"]
+    run_training_script(make_parser(), lambda *_: ran.append(1), base)
+    stored = json.loads((out / "script_args.json").read_text())
+    del stored["target_dtype"]  # as a run started before target_dtype was added wrote it
+    (out / "script_args.json").write_text(json.dumps(stored))
+    (out / "checkpoint-5").mkdir()
+    resumed = [*base, "--resume_from_checkpoint", str(out / "checkpoint-5")]
+    run_training_script(make_parser(), lambda *_: ran.append(2), resumed)
+    with pytest.raises(ValueError, match=r"target_dtype: 'float32' -> 'bfloat16'"):
+        run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, "--target_dtype", "bfloat16"])
+    assert ran == [1, 2]

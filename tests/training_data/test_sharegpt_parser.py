@@ -52,6 +52,9 @@ def test_iter_json_array_keeps_complete_records_and_drops_the_cut_one(chunk_size
         ('[{"a": 1}, {"b": -1.5e', [{"a": 1}]),
         ('[{"a": 1}, "x\\u00', [{"a": 1}]),
         ('[{"a": 1}, {"b', [{"a": 1}]),
+        ('[{"a": 1}, {"b": ', [{"a": 1}]),
+        ('[{"a": 1}, {"b": 2, ', [{"a": 1}]),
+        ('[{"a": 1}, {"b": "x\\', [{"a": 1}]),
     ],
 )
 def test_iter_json_array_edge_cases(text: str, expected: list) -> None:
@@ -68,11 +71,12 @@ def test_iter_json_array_rejects_malformed_text(text: str) -> None:
 def test_a_malformed_element_before_the_end_is_an_error_not_the_files_cut(chunk_size: int) -> None:
     """A truncated file ends inside its last element; one that cannot be decoded with records after it is
     malformed, and reading on as if the file ended there would silently drop every record after it."""
-    text = '[{"a": 1}, {"b": tru}, ' + json.dumps(RECORDS)[1:]
-    reader = iter_json_array(io.StringIO(text), chunk_size=chunk_size)
-    assert next(reader) == {"a": 1}
-    with pytest.raises(ValueError, match=r"malformed JSON array: an element cannot be decoded .* more characters"):
-        next(reader)
+    for text in ['[{"a": 1}, {"b": tru}, ' + json.dumps(RECORDS)[1:], '[{"a": 1}, {"b": x}]', '[{"a": 1}, {"b": 2,}]',
+                 '[{"a": 1}, {"b": 2]', '[{"a": 1}, x, 2, 3]']:
+        reader = iter_json_array(io.StringIO(text), chunk_size=chunk_size)
+        assert next(reader) == {"a": 1}
+        with pytest.raises(ValueError, match=r"malformed JSON array: an element cannot be decoded .* more characters"):
+            next(reader)
 
 
 def test_to_messages_maps_roles_drops_system_and_blank_turns_and_merges_repeats() -> None:

@@ -272,13 +272,16 @@ def load_checkpoint(
     target: PreTrainedModel,
     allow_pickle: bool = False,
     ignore_target_mismatch: bool = False,
+    dtype: torch.dtype | None = None,
     **hub_kwargs,
 ) -> Eagle3DraftModel:
     """Load an official EAGLE-3 or SpecForge checkpoint as a drafter for ``target``.
 
     Strict: every weight must be present and used. Embeddings are the target's (SGLang's rule)
     unless the draft width differs, when the checkpoint must carry its own. The model lands on
-    the target's device and dtype, in eval mode.
+    the target's device and in ``dtype`` (default: the target's), in eval mode; a trainer keeping
+    float32 weights beside a bfloat16 target passes ``torch.float32`` (converting after loading
+    would round them through the target's dtype first).
 
     Args:
         path_or_hub_id: a local directory or a Hub repo id.
@@ -298,7 +301,7 @@ def load_checkpoint(
     state = {**weights, "d2t": model.d2t, "t2d": model.t2d, "embed_tokens.weight": _embeddings(model, weights, target),
              "lm_head.weight": _lm_head(model, weights, target)}
     model.load_state_dict(state, strict=True)
-    return model.to(device=target.device, dtype=target.dtype).eval()
+    return model.to(device=target.device, dtype=dtype or target.dtype).eval()
 
 
 def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:

@@ -128,9 +128,15 @@ class Eagle3DraftModel(PreTrainedModel):
 
     @classmethod
     def from_target(
-        cls, target: PreTrainedModel, draft_to_target: torch.LongTensor | None = None, **config_kwargs
+        cls,
+        target: PreTrainedModel,
+        draft_to_target: torch.LongTensor | None = None,
+        *,
+        dtype: torch.dtype | None = None,
+        **config_kwargs,
     ) -> Eagle3DraftModel:
-        """A randomly initialised drafter for ``target``, to train.
+        """A randomly initialised drafter for ``target``, to train, on its device and in ``dtype`` (default:
+        the target's).
 
         The draft layer's Llama fields (RoPE included) default to the target's; ``config_kwargs``
         override any :class:`Eagle3DrafterConfig` field. Embeddings are copied from the target (frozen)
@@ -164,7 +170,7 @@ class Eagle3DraftModel(PreTrainedModel):
             model.set_vocab_mapping(draft_to_target)
         if config.hidden_size == text.hidden_size:
             model.set_embeddings(target.get_input_embeddings().weight)
-        return model.to(device=target.device, dtype=target.dtype)
+        return model.to(device=target.device, dtype=dtype or target.dtype)
 
     def set_embeddings(self, weight: torch.Tensor) -> None:
         """Copy ``[vocab, hidden_size]`` token embeddings (the target's, or the drafter's trained own)."""
@@ -283,13 +289,14 @@ class Eagle3DraftModel(PreTrainedModel):
         force_download: bool = False,
         local_files_only: bool = False,
         token: str | bool | None = None,
+        dtype: torch.dtype | None = None,
     ) -> Eagle3DraftModel:
-        """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``); the
-        checkpoint sets the drafter (no config keywords: convert dtype or device after loading)."""
+        """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``), in
+        ``dtype`` (default: the target's); the checkpoint sets the drafter (no config keywords)."""
         from .checkpoint import load_checkpoint
 
         return load_checkpoint(
-            pretrained_model_name_or_path, target, allow_pickle, ignore_target_mismatch, revision=revision,
+            pretrained_model_name_or_path, target, allow_pickle, ignore_target_mismatch, dtype, revision=revision,
             cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only, token=token,
         )
 

@@ -106,7 +106,7 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
 
 
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
-    """The drafter to train: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``,
+    """The drafter to train, in float32 whatever the target's dtype: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``,
     deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the configured
     vocabulary, width, depth and starting point."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
@@ -117,7 +117,7 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
                 f"initialization={training_args.initialization!r} sets a new drafter's starting point, but init_from "
                 f"loads a trained one ({script_args.init_from}). Drop one of the two."
             )
-        draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target)
+        draft = Eagle3DraftModel.from_pretrained(script_args.init_from, target=target, dtype=torch.float32)
         draft = widen_mlp(draft, width, seed=training_args.seed) if width else draft
         draft = deepen(draft, depth, seed=training_args.seed) if depth else draft
         if not vocab_size:
@@ -126,7 +126,8 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
         return widen_vocabulary(draft, target, build_draft_vocabulary(samples, vocab_size, target.config.vocab_size, keep=kept))
     vocabulary = build_draft_vocabulary(samples, vocab_size or DEFAULT_DRAFT_VOCAB_SIZE, target.config.vocab_size)
     shape = {"intermediate_size": width, "num_hidden_layers": depth}
-    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, **{k: v for k, v in shape.items() if v})
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, dtype=torch.float32,
+                                         **{k: v for k, v in shape.items() if v})
     return initialize_drafter(draft, target, training_args.initialization)
 
 
@@ -143,7 +144,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         )
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
-    draft = build_drafter(script_args, training_args, target, samples).to(torch.float32)  # master weights
+    draft = build_drafter(script_args, training_args, target, samples)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
