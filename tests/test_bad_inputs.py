@@ -200,7 +200,7 @@ GENERATE = {
     "num-return-sequences": BadInput(
         lambda m, t: m.generate(prompt(5), max_new_tokens=4, num_return_sequences=2, do_sample=True,
                                 assistant_model=hfas.CausalLMDrafter(m), assistant_policy=hfas.StaticTreePolicy.chain(2)),
-        ValueError, r"batch size 1 only \(got 2",
+        ValueError, r"returns one sequence per call \(num_return_sequences=2\): call generate once per sequence",
     ),
     "prompt-lookup-with-a-cache-sharing-drafter": BadInput(
         lambda m, t: _generate(m, assistant_model=hfas.DVIDrafter(tiny_model("llama"), exit_layer=1),
@@ -232,6 +232,10 @@ GENERATE = {
         lambda m, t: _generate(m, penalty_alpha=0.6, top_k=4), ValueError, "asks for contrastive_search"
     ),
     "dola": BadInput(lambda m, t: _generate(m, dola_layers="high"), ValueError, "asks for dola_generation"),
+    "transformers-early-exit-drafter": BadInput(
+        lambda m, t: _generate(m, assistant_early_exit=2), ValueError,
+        r"asks for assisted_generation \(assistant_early_exit\): drop it, or drop assistant_policy",
+    ),
     "forced-words": BadInput(
         lambda m, t: _generate(m, force_words_ids=[[3]]), ValueError, "asks for constrained_beam_search"
     ),

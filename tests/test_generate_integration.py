@@ -25,9 +25,11 @@ def _spec(model, depth=4):
 class RecordingStreamer(BaseStreamer):
     def __init__(self):
         self.puts: list[list[int]] = []
+        self.shapes: list[tuple[int, ...]] = []
         self.ended = 0
 
     def put(self, value):
+        self.shapes.append(tuple(value.shape))
         self.puts.append(value.flatten().tolist())
 
     def end(self):
@@ -44,6 +46,32 @@ def test_streamer_receives_prompt_then_exactly_the_generated_tokens(llama):
     assert sum(ours.puts[1:], []) == sum(stock.puts[1:], []) == expected[0, ids.shape[1] :].tolist()
     assert ours.ended == stock.ended == 1
     assert any(len(chunk) > 1 for chunk in ours.puts[1:])  # accepted blocks arrive together
+    # [1, k] per cycle, as transformers' assisted decoding puts them: dimension 0 is the batch, as in stock's [1]
+    assert all(len(shape) == 2 and shape[0] == 1 for shape in ours.shapes[1:]) and all(s == (1,) for s in stock.shapes[1:])
+
+
+def test_gemma_style_hybrid_cache_default_decodes_as_stock(llama):
+    """Gemma 2/3 checkpoints ship cache_implementation="hybrid", which generate reads as unset."""
+    ids = prompt(6, seed=12)
+    llama.generation_config.cache_implementation = "hybrid"
+    try:
+        expected = llama.generate(ids, max_new_tokens=12, do_sample=False)
+        assert torch.equal(llama.generate(ids, max_new_tokens=12, do_sample=False, **_spec(llama)), expected)
+    finally:
+        llama.generation_config.cache_implementation = None
+
+
+def test_a_generation_config_without_stop_strings_draws_no_warning(llama, caplog):
+    """The engine adds no stop_strings keyword unless a stop string is set (generate warns about keywords passed
+    beside a generation_config)."""
+    import logging
+
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(max_new_tokens=6, do_sample=False)
+    with caplog.at_level(logging.WARNING):
+        llama.generate(prompt(6, seed=13), generation_config=config, **_spec(llama))
+    assert "generation-related arguments" not in caplog.text
 
 
 def test_text_streamers_print_the_same_text(llama, char_tokenizer, capsys):

@@ -71,7 +71,8 @@ def _call_option(model: PreTrainedModel, kwargs: dict, name: str, pop: bool = Fa
 def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str | None:
     """Take stop_strings out of the call (generate cannot see the tokenizer for custom loops)."""
     stop_strings = _call_option(model, kwargs, "stop_strings", pop=True)
-    kwargs["stop_strings"] = None  # overrides any config value (an explicit None too); our criterion replaces it
+    if stop_strings is not None:
+        kwargs["stop_strings"] = None  # overrides the config's value; our criterion replaces it
     return stop_strings
 
 
@@ -92,7 +93,7 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     shape with every prompt length). The request is taken out of the call so that ``generate`` builds
     no cache of its own."""
     requested = _call_option(model, kwargs, "cache_implementation", pop=True)
-    if requested in (None, "dynamic"):
+    if requested in (None, "dynamic", "hybrid"):  # generate reads "hybrid" (Gemma 2/3's Hub default) as unset
         return None
     if requested != "static":
         raise ValueError(

@@ -40,6 +40,11 @@ logger = logging.get_logger(__name__)
 def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict) -> None:
     if (config.num_beams or 1) > 1:
         raise ValueError("assistant_policy cannot be combined with beam search (num_beams > 1): drop num_beams.")
+    if (config.num_return_sequences or 1) > 1:
+        raise ValueError(
+            f"assistant_policy returns one sequence per call (num_return_sequences={config.num_return_sequences}): "
+            "call generate once per sequence wanted, or drop assistant_policy."
+        )
     if input_ids.shape[0] != 1:
         raise ValueError(
             f"assistant_policy supports batch size 1 only (got {input_ids.shape[0]} sequences): call generate once "
@@ -54,6 +59,10 @@ def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: Ge
     check_tree_attention_support(model.config, role="target model")
 
 
+#: the options that make ``generate`` choose a decoding mode other than greedy search or sampling
+_OTHER_DECODING_OPTIONS = ("assistant_early_exit", "use_mtp", "penalty_alpha", "dola_layers", "constraints", "force_words_ids")
+
+
 def _check_decoding_mode(config: GenerationConfig) -> None:
     """Greedy decoding or sampling, the two the engine reproduces. ``generate`` leaves the others to its own
     decoding loops (or refuses them), and a ``custom_generate`` callable would otherwise ignore them."""
@@ -61,9 +70,11 @@ def _check_decoding_mode(config: GenerationConfig) -> None:
     base.prompt_lookup_num_tokens = None  # the engine's own lookup branch, not transformers' assisted mode
     mode = base.get_generation_mode()
     if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE):
+        asked = [name for name in _OTHER_DECODING_OPTIONS if getattr(config, name, None)]
         raise ValueError(
-            f"assistant_policy decodes greedily or by sampling, but this call asks for {mode.value} (penalty_alpha, "
-            "dola_layers, constraints or force_words_ids): drop those options, or drop assistant_policy."
+            f"assistant_policy decodes greedily or by sampling, but this call asks for {mode.value} "
+            f"({', '.join(asked) or 'its options'}): drop {'them' if len(asked) > 1 else 'it'}, or drop assistant_policy "
+            "(assistant_early_exit and use_mtp are transformers' own drafters: the assistant_model passed replaces them)."
         )
 
 
@@ -127,7 +138,7 @@ class _Output:
                 break
         self.sequence = extended[:, : base + kept]
         if self.streamer is not None and kept:
-            self.streamer.put(torch.tensor(tokens[:kept], dtype=self.sequence.dtype))
+            self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
         return kept
 
 
