@@ -7,14 +7,8 @@
 set -x
 REC=$1; P=$2; O=$3; STAGE=$4; SUFFIX=${5:-}
 PY=.venv/bin/python
-R="--recording $REC --profile $P"
 NAME=stage$STAGE$SUFFIX
-$PY examples/replay_static_grid.py $R > $O/static_grid.log 2>&1
-$PY examples/replay_static_grid.py $R --lookup-tokens 4 > $O/static_grid_lookup4.log 2>&1
-$PY examples/replay_oracle.py $R --static 2,4,8 > $O/oracle.log 2>&1
-$PY examples/replay_oracle.py $R --static 2,4,8 --lookup-tokens 4 > $O/oracle_lookup4.log 2>&1
-$PY examples/replay_score_ceiling.py $R --static 2,4,8 --with-history > $O/score_ceiling_history.log 2>&1
-$PY examples/replay_score_ceiling.py $R --static 2,4,8 --with-history --lookup-tokens 4 > $O/score_ceiling_lookup4_history.log 2>&1
+bash results/policies_compiled/replay_ceilings.sh $REC $P $O
 $PY trainers/ltd.py --config trainers/recipes/ltd_smollm2_compiled.yaml --recording_dir $REC \
     --profile_path $P --output_dir artifacts/ltd-smollm2-$NAME > $O/ltd_train.log 2>&1
 $PY trainers/radar.py --config trainers/recipes/radar_smollm2_compiled.yaml --recording_path $REC \

@@ -6,7 +6,6 @@
 set -x
 cd "$(dirname "$0")/../../.."
 CLI=.venv/bin/hf-adaptive-spec
-PY=.venv/bin/python
 O=results/policies_compiled/stage15/eos
 DRAFTER=artifacts/eagle3-smollm2-stage15
 REC=artifacts/replay/heldout-d6k4-stage15
@@ -15,11 +14,5 @@ mkdir -p $O
 test -d $REC || $CLI record --output $REC --prompts-file artifacts/eagle3_heldout_regenerated.jsonl \
     --num-prompts 24 --shard-size 6 --depth 6 --top-k 4 --total-tokens 16 --max-new-tokens 128 \
     --eagle3-checkpoint $DRAFTER --num-threads 2 > $O/record.log 2>&1
-R="--recording $REC --profile $P"
-$PY examples/replay_static_grid.py $R > $O/static_grid.log 2>&1
-$PY examples/replay_static_grid.py $R --lookup-tokens 4 > $O/static_grid_lookup4.log 2>&1
-$PY examples/replay_oracle.py $R --static 2,4,8 > $O/oracle.log 2>&1
-$PY examples/replay_oracle.py $R --static 2,4,8 --lookup-tokens 4 > $O/oracle_lookup4.log 2>&1
-$PY examples/replay_score_ceiling.py $R --static 2,4,8 --with-history > $O/score_ceiling_history.log 2>&1
-$PY examples/replay_score_ceiling.py $R --static 2,4,8 --with-history --lookup-tokens 4 > $O/score_ceiling_lookup4_history.log 2>&1
+bash results/policies_compiled/replay_ceilings.sh $REC $P $O
 echo DONE
