@@ -26,6 +26,7 @@ from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
+from ..core.timing import synchronize
 from ..core.tree import DraftTree
 from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, graft_chain, lookup_continuation
 from .static_path import fast_path
@@ -321,6 +322,7 @@ class _Decoder:
         tick = time.perf_counter()
         # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
         kept = self.target.commit(tree, past_length, torch.tensor(result.path[:emitted], device=self.model.device))
+        synchronize(self.model.device)  # on CUDA the commit is queued: time it here, not in the next cycle's draft
         verify_time += time.perf_counter() - tick
         if drafted:
             features = {i: kept[i][:, :emitted] for i in self.drafter.feature_layers}
