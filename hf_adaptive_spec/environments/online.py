@@ -8,7 +8,6 @@ For greedy decoding the accepted lengths equal replay's; only the times differ.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 
 import torch
 from transformers import PreTrainedModel
@@ -67,7 +66,7 @@ class OnlineEnvironment:
             self.prompts[prompt], max_new_tokens=self.max_new_tokens, do_sample=False,
             assistant_model=self.drafter, assistant_policy=recorder,
         )
-        return [ReplayedCycle(**asdict(feedback)) for feedback in recorder.feedback]
+        return [ReplayedCycle.from_feedback(feedback) for feedback in recorder.feedback]
 
     def run(self, policy: DraftPolicy, prompts: list[int] | None = None) -> ReplayResult:
         """Generate the given prompts (all by default) under ``policy``."""

@@ -115,6 +115,14 @@ class ReplayedCycle:
         produced = self.accepted_length + 1
         return produced if self.remaining_tokens is None else min(produced, self.remaining_tokens)
 
+    @classmethod
+    def from_feedback(cls, feedback: CycleFeedback) -> ReplayedCycle:
+        """A live cycle as a replayed one: a cycle that committed fewer tokens than it accepted (the generation
+        ended inside its path) had that many tokens left."""
+        fields = {name: getattr(feedback, name) for name in CycleFeedback.__dataclass_fields__ if name != "committed_tokens"}
+        cut = feedback.committed_tokens is not None and feedback.committed_tokens < feedback.accepted_length + 1
+        return cls(**fields, remaining_tokens=feedback.committed_tokens if cut else None)
+
     def feedback(self) -> CycleFeedback:
         return CycleFeedback(**{name: getattr(self, name) for name in CycleFeedback.__dataclass_fields__})
 

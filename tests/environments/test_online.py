@@ -68,3 +68,17 @@ def test_online_cycles_equal_replayed_cycles(make_drafter):
         assert all(c.verify_time > 0 for c in live.all_cycles)  # measured, not modelled
         assert sum(c.draft_time for c in live.all_cycles) > 0  # (the last cycle may draft nothing)
     assert policy.observed == len(live.all_cycles) + len(replayed.all_cycles)  # observe reaches the wrapped policy
+
+
+def test_a_live_cycle_keeps_what_it_committed_as_a_replayed_cycle():
+    from hf_adaptive_spec.environments.replay import ReplayedCycle
+    from hf_adaptive_spec.policies.base import CycleFeedback
+
+    timing = dict(draft_time=0.1, verify_time=0.2, policy_time=0.0)
+    ended = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4, drafter_accepted_length=4,
+                          committed_tokens=2, **timing)  # an end-of-sequence token after 2 of the 5
+    cycle = ReplayedCycle.from_feedback(ended)
+    assert (cycle.committed_tokens, cycle.accepted_length, cycle.feedback()) == (2, 4, ended)
+    whole = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4, drafter_accepted_length=4,
+                          committed_tokens=5, **timing)
+    assert ReplayedCycle.from_feedback(whole).remaining_tokens is None and ReplayedCycle.from_feedback(whole).committed_tokens == 5
