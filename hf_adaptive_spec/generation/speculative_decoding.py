@@ -25,8 +25,8 @@ from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
-from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.timing import synchronize
+from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
 from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, graft_chain, lookup_continuation
 from .static_path import fast_path

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 LIBRARY_NAME = "hf-adaptive-spec"
-#: one part of a Hub repository id: ASCII letters, digits, ``-``, ``_`` and ``.``, no ``--`` or ``..``, neither at
-#: either end, at most 96 characters
-_HUB_NAME = r"(?!.*(--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
-#: a Hub repository id (``name`` or ``owner/name``): what the card metadata's ``datasets`` may hold
-_HUB_ID = re.compile(rf"^{_HUB_NAME}(?:/{_HUB_NAME})?$", re.ASCII)
+CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
+_KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
 #: a data file's name, never a repository's
 _DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow|txt)$", re.IGNORECASE)
 
 
 def is_hub_id(name: str) -> bool:
-    """Whether ``name`` can be a Hub repository id (not a description, a path or a data file)."""
-    return bool(_HUB_ID.match(name)) and not _DATA_FILE.search(name)
-CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
-_KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
+    """Whether ``name`` can be a Hub repository id (huggingface_hub's rule), and is not a data file's name."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return not _DATA_FILE.search(name)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
+from .jsonl_output import append_records
+
 #: tokens under ``max_new_tokens`` a cut answer may re-encode to (see the module docstring)
 DEFAULT_MARGIN = 4
 
@@ -47,7 +49,7 @@ def mark_cut_answers(
     if max_new_tokens <= margin:
         raise ValueError(f"max_new_tokens={max_new_tokens} must exceed the margin ({margin}): pass the cap the file was regenerated with.")
     path, found = Path(path), CutAnswers()
-    lines = []
+    records = []
     for line in path.read_text(encoding="utf-8").split("\n"):  # not splitlines: answers hold U+2028 and the like
         if not line.strip():
             continue
@@ -61,8 +63,9 @@ def mark_cut_answers(
             elif is_cut(message["content"], tokenizer, max_new_tokens, margin):
                 message["truncated"] = True
                 found.marked += 1
-        lines.append(json.dumps(record, ensure_ascii=False))
+        records.append(record)
     partial = path.with_name(path.name + ".marking")
-    partial.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    partial.unlink(missing_ok=True)
+    append_records(partial, records)  # written as regeneration writes its records
     os.replace(partial, path)
     return found
