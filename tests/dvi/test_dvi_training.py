@@ -148,3 +148,36 @@ def test_optimizer_settings_the_online_updater_would_not_use_are_refused_or_used
     trainer = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, adam_epsilon=0.5), train_dataset=[])
     assert trainer.drafter.updater.optimizer.param_groups[0]["eps"] == 0.5
 
+
+
+@pytest.mark.parametrize("init_schedule", ["continue", "restart"])
+def test_init_from_continues_the_adapters_schedule_unless_told_to_restart(tmp_path, monkeypatch, caplog, init_schedule):
+    """The script's init_from continues the KL->RL schedule position and baseline saved beside the adapter
+    (--init_schedule restart starts it again); an adapter without them is named in a warning."""
+    from tiny_models import make_char_tokenizer
+
+    from hf_adaptive_spec.training.dvi import script
+
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(4)]
+    target = tiny_model("llama")
+    first = DVITrainer(target_model=target, args=_args(tmp_path / "first", max_steps=3), train_dataset=data)
+    first.train()
+    first.save_model(str(tmp_path / "adapter"))
+    saved = first.drafter.updater.state_dict()
+    assert saved["num_updates"] == 3 and saved["baseline"] is not None
+
+    monkeypatch.setattr(script, "load_target", lambda name: (target, make_char_tokenizer()))
+    monkeypatch.setattr(script, "load_prompts", lambda tokenizer, script_args: data)
+
+    def run(adapter: Path, output_dir: Path) -> dict:
+        script_args = script.DVIScriptArguments(init_from=str(adapter), init_schedule=init_schedule)
+        script.main(script_args, _args(output_dir, max_steps=2))
+        return json.loads((output_dir / "dvi_online_state.json").read_text())
+
+    state = run(tmp_path / "adapter", tmp_path / "continued")
+    assert state["num_updates"] == (5 if init_schedule == "continue" else 2)
+
+    (tmp_path / "adapter" / "dvi_online_state.json").unlink()
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path / "adapter", tmp_path / "bare")["num_updates"] == 2
+    assert ("has no dvi_online_state.json: the KL->RL schedule starts again" in caplog.text) == (init_schedule == "continue")

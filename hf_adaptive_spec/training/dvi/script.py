@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from trl import TrlParser
 
@@ -54,6 +55,13 @@ class DVIScriptArguments:
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
     init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
+    init_schedule: Literal["continue", "restart"] = field(
+        default="continue",
+        metadata={
+            "help": "With init_from: 'continue' the adapter's KL->RL schedule position and reward baseline (its "
+            "dvi_online_state.json), or 'restart' the schedule with KL-only updates."
+        },
+    )
     completions_path: str | None = field(
         default=None,
         metadata={
@@ -99,6 +107,8 @@ def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
+    if script_args.init_from and script_args.init_schedule == "continue":
+        trainer.continue_schedule_from(script_args.init_from)
     trainer.train_save_and_push()
 
 

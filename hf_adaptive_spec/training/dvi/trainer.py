@@ -15,6 +15,8 @@ from ...core.sequences import end_of_sequence_ids
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult
+from ...hub.errors import MissingArtifactFileError
+from ...hub.location import ArtifactLocation
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
@@ -184,8 +186,26 @@ class DVITrainer(SpecTrainer):
         self.drafter.load_adapter_weights(resume_from_checkpoint)
         state_path = os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)
         if os.path.isfile(state_path):
-            with open(state_path, encoding="utf-8") as handle:
-                self.drafter.updater.load_state_dict(json.load(handle))
+            self._load_online_state(state_path)
+
+    def continue_schedule_from(self, path_or_repo: str) -> None:
+        """Continue the KL->RL schedule position and reward baseline saved beside a DVI adapter
+        (``dvi_online_state.json``, which this trainer writes), as ``init_from`` does by default; a
+        warning says when the adapter has none and the schedule starts again with KL-only updates."""
+        try:
+            state_path = ArtifactLocation(str(path_or_repo)).resolve(ONLINE_STATE_NAME)
+        except MissingArtifactFileError:
+            logger.warning(
+                f"{path_or_repo} has no {ONLINE_STATE_NAME}: the KL->RL schedule starts again from KL-only updates."
+            )
+            return
+        self._load_online_state(state_path)
+        updater = self.drafter.updater
+        logger.info(f"Continuing {path_or_repo}'s KL->RL schedule at update {updater.num_updates} (baseline {updater.baseline}).")
+
+    def _load_online_state(self, state_path: str | os.PathLike) -> None:
+        with open(state_path, encoding="utf-8") as handle:
+            self.drafter.updater.load_state_dict(json.load(handle))
         self._logged_updates = self.drafter.updater.num_updates
 
     def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:
