@@ -26,6 +26,7 @@ from hf_adaptive_spec.training.eagle3 import (
     copy_target_layer,
     decoding_walk,
     deepen,
+    drafter_shape,
     initialize_drafter,
     read_curve,
     ttt_unroll,
@@ -205,7 +206,8 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     torch.manual_seed(0)
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
     held_out = HeldOutSet(target, samples[:2], draft, depth=2)
-    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1], chain_tau=1.1, positions=5)
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1], chain_tau=1.1,
+                           positions=5, drafter_shape=drafter_shape(draft))
     callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
@@ -450,3 +452,26 @@ def test_a_bfloat16_target_is_recorded_and_starts_its_own_first_point(setup, tmp
     assert [(p.step, p.measured_in) for p in callback.points] == [(10, "float32"), (10, "bfloat16"), (12, "bfloat16")]
     assert next(draft.parameters()).dtype == torch.float32  # the drafter trained on them keeps float32 weights
     assert [p.target_dtype for p in read_curve(tmp_path)] == [None, "bfloat16", "bfloat16"]
+
+
+@pytest.mark.parametrize("change", ["widened", "deepened", "unrecorded"])
+def test_a_drafter_of_another_shape_starts_its_own_first_point(setup, tmp_path, change):
+    """init_from + a wider MLP or another layer is a new model: its curve starts with a point before its first step,
+    as does a stage continuing a curve saved before shapes were recorded."""
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    trained = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    grown = {"widened": lambda d: widen_mlp(d, 2 * d.config.intermediate_size), "deepened": lambda d: deepen(d, 2),
+             "unrecorded": lambda d: d}[change]
+    draft = grown(trained)
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
+                           chain_tau=1.1, positions=5,
+                           drafter_shape=None if change == "unrecorded" else drafter_shape(trained))
+    callback = HeldOutCurveCallback(HeldOutSet(target, samples[:2], draft, depth=2), every_steps=2, previous=[earlier])
+    args = Eagle3Config(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                        save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
+    Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                  data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train()
+    assert [p.step for p in callback.points] == [10, 10, 12]
+    assert [p.drafter_shape for p in callback.points[1:]] == [drafter_shape(draft)] * 2

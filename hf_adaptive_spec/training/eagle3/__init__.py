@@ -11,7 +11,17 @@ from .data import (
     tokenize_conversation,
 )
 from .features import TargetFeatures
-from .heldout import HeldOutCurveCallback, HeldOutPoint, HeldOutSet, chain_accepted, chain_lengths, decoding_walk, read_curve, write_curve
+from .heldout import (
+    HeldOutCurveCallback,
+    HeldOutPoint,
+    HeldOutSet,
+    chain_accepted,
+    chain_lengths,
+    decoding_walk,
+    drafter_shape,
+    read_curve,
+    write_curve,
+)
 from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
@@ -33,6 +43,7 @@ __all__ = [
     "collate",
     "copy_target_layer",
     "decoding_walk",
+    "drafter_shape",
     "deepen",
     "initialize_drafter",
     "load_samples",

@@ -69,6 +69,8 @@ class HeldOutPoint:
         copy_step_accuracy: ``step_accuracy`` on those positions alone.
         target_dtype: the dtype the target ran in (its features and its argmax); ``None`` for points
             measured before 2026-11-30, all in float32.
+        drafter_shape: the drafter's layers, MLP width and draft vocabulary (:func:`drafter_shape`);
+            ``None`` for points measured before 2026-12-01.
     """
 
     step: int
@@ -83,6 +85,7 @@ class HeldOutPoint:
     copy_share: float | None = None
     copy_step_accuracy: list[float] | None = None
     target_dtype: str | None = None
+    drafter_shape: str | None = None
 
     @property
     def measured_in(self) -> str:
@@ -95,6 +98,12 @@ class HeldOutPoint:
         if "draft_vocab_coverage" not in record:
             record = {**record, "first_draft_acceptance": None, "in_vocabulary_acceptance": record["first_draft_acceptance"]}
         return cls(**record)
+
+
+def drafter_shape(draft: Eagle3DraftModel) -> str:
+    """What a held-out point's drafter is, in the terms a later stage can change (``init_from`` widens and deepens)."""
+    config = draft.config
+    return f"layers {config.num_hidden_layers}, MLP {config.intermediate_size}, draft vocabulary {config.draft_vocab_size}"
 
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -255,6 +264,7 @@ class HeldOutSet:
             copy_share=counts.copy_answers[0] / max(counts.answers[0], 1),
             copy_step_accuracy=[h / max(n, 1) for h, n in zip(counts.copy_hits, counts.copy_answers)],
             target_dtype=self.target_dtype,
+            drafter_shape=drafter_shape(draft),
         )
 
 
@@ -332,8 +342,14 @@ class HeldOutCurveCallback(TrainerCallback):
         if state.global_step > 0:  # resumed: the checkpoint's curve holds every point up to it
             self.points = self._points_up_to_checkpoint(args, state)
         last = self.points[-1] if self.points else None
-        if last is None or last.step < self.step_offset + state.global_step or last.measured_in != self.held_out.target_dtype:
-            self._measure(args, state, model)  # a target in another dtype starts its own first point
+        draft = model.module if hasattr(model, "module") else model
+        if (
+            last is None
+            or last.step < self.step_offset + state.global_step
+            or last.measured_in != self.held_out.target_dtype  # a target in another dtype starts its own first point
+            or last.drafter_shape != drafter_shape(draft)  # so does a widened or deepened drafter (or one of unknown shape)
+        ):
+            self._measure(args, state, model)
 
     def _points_up_to_checkpoint(self, args, state) -> list[HeldOutPoint]:
         """The resumed checkpoint's curve up to its step (the points before it are not measured again); the
