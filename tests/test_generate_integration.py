@@ -61,6 +61,15 @@ def test_gemma_style_hybrid_cache_default_decodes_as_stock(llama):
         llama.generation_config.cache_implementation = None
 
 
+@pytest.mark.parametrize("option", ["output_attentions", "output_hidden_states"])
+def test_outputs_generate_ignores_without_a_dict_are_ignored_as_stock_ignores_them(llama, option):
+    """Without return_dict_in_generate, generate returns the sequences only and drops attentions and hidden
+    states; the engine decodes too (with a dict it refuses them: tests/test_bad_inputs.py)."""
+    ids = prompt(6, seed=13)
+    expected = llama.generate(ids, max_new_tokens=12, do_sample=False, **{option: True})
+    assert torch.equal(llama.generate(ids, max_new_tokens=12, do_sample=False, **{option: True}, **_spec(llama)), expected)
+
+
 def test_a_generation_config_without_stop_strings_draws_no_warning(llama, caplog):
     """The engine adds no stop_strings keyword unless a stop string is set (generate warns about keywords passed
     beside a generation_config)."""

@@ -53,7 +53,8 @@ def _check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: Ge
         )
     if model.config.is_encoder_decoder:
         raise ValueError("assistant_policy supports decoder-only models only.")
-    if config.output_attentions or config.output_hidden_states:
+    if config.return_dict_in_generate and (config.output_attentions or config.output_hidden_states):
+        # without return_dict_in_generate, generate ignores them (and its config validation says so)
         raise ValueError("assistant_policy does not return attentions or hidden states; drop output_attentions/output_hidden_states.")
     _check_decoding_mode(config)
     _check_model_inputs(input_ids, model_kwargs)
@@ -79,8 +80,10 @@ def _check_decoding_mode(config: GenerationConfig) -> None:
         )
 
 
-#: model inputs ``generate`` prepares for every decoder-only call; the engine feeds the target itself.
-_PREPARED_INPUTS = frozenset({"attention_mask", "past_key_values", "use_cache", "position_ids", "logits_to_keep", "cache_position"})
+#: model inputs ``generate`` prepares for every decoder-only call; the engine feeds the target itself (the two
+#: output flags come from the generation config, which ``_check_supported`` reads)
+_PREPARED_INPUTS = frozenset({"attention_mask", "past_key_values", "use_cache", "position_ids", "logits_to_keep", "cache_position",
+                              "output_attentions", "output_hidden_states"})
 
 
 def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
