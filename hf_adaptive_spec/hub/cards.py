@@ -80,7 +80,7 @@ def render_card(
     """Render the ``kind`` template into a :class:`~huggingface_hub.ModelCard`.
 
     The YAML header gets ``library_name="hf-adaptive-spec"``, ``base_model`` (the target
-    model), ``tags`` (``speculative-decoding``, ``method`` and ``tags``), ``datasets`` and
+    model, when it is a Hub id: :func:`card_target`), ``tags`` (``speculative-decoding``, ``method`` and ``tags``), ``datasets`` and
     ``pipeline_tag``; of ``datasets`` only Hub ids go to the header (the Hub links them and
     reads nothing else there), and every entry, ids and descriptions, to the body's training
     data line. The body gets the results table and the command reproducing the
@@ -89,8 +89,7 @@ def render_card(
 
     Save it with ``card.save(folder / "README.md")`` or upload it with ``card.push_to_hub(repo_id)``.
     """
-    if base_model is not None and Path(base_model).expanduser().exists():
-        base_model = None  # a local folder is no Hub model id, and the Hub refuses a card that names one
+    base_model, target_model = card_target(base_model)
     card_data = ModelCardData(
         library_name=LIBRARY_NAME,
         base_model=base_model,
@@ -107,5 +106,21 @@ def render_card(
         results_table=results_table(results),
         reproduce_command=reproduce_command,
         training_data=", ".join(datasets),
+        target_model=target_model,
         **template_vars,
     )
+
+
+def card_target(name: str | None) -> tuple[str | None, str | None]:
+    """The target as the card's metadata names it (a Hub id, or None) and as its text does. A local folder is no
+    Hub id, and the Hub refuses a card whose metadata names one: the text names its path instead."""
+    if name is None:
+        return None, None
+    if Path(name).expanduser().exists():
+        return None, f"a local checkpoint, `{name}` (name its Hub id with `base_model`)"
+    if not is_hub_id(name):
+        raise ValueError(
+            f"base_model={name!r} is neither a Hub model id ('org/name') nor an existing folder: pass the target's Hub "
+            "id, or leave it unset."
+        )
+    return name, name

@@ -126,9 +126,22 @@ class HubArtifactMixin(ModelHubMixin):
             save_weights(self, save_directory)
 
     def push_to_hub(self, repo_id: str, *, model_card_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> str:
-        """``ModelHubMixin.push_to_hub``, with ``repo_id`` passed to the card's usage snippet."""
+        """``ModelHubMixin.push_to_hub``, with ``repo_id`` passed to the card's usage snippet. A trained artifact
+        pushed without its training data or command gets a warning: its card would say "not specified"."""
         card_kwargs = {"repo_id": repo_id, **(model_card_kwargs or {})}
+        if self._is_trained() and not (card_kwargs.get("datasets") or card_kwargs.get("reproduce_command")):
+            logger.warning(
+                f"{type(self).__name__}.push_to_hub({repo_id!r}) writes a card that names no training data and no "
+                "command. Pass model_card_kwargs={'datasets': [...], 'reproduce_command': '...', 'base_model': ...}, "
+                "or upload the training run's output folder (huggingface_hub.upload_folder), whose card the "
+                "trainer wrote."
+            )
         return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, **kwargs)
+
+    def _is_trained(self) -> bool:
+        """Whether the artifact holds learned weights (a drafter, an adapter, a learned policy), whose card should
+        say what trained them; a config-only policy (a static tree) holds none."""
+        return isinstance(self, nn.Module) or self.card_kind != "policy"
 
     def generate_model_card(self, **kwargs: Any) -> ModelCard:
         """Render ``model_cards/<card_kind>.md``; ``kwargs`` are :func:`render_card`'s."""

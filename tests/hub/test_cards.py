@@ -10,7 +10,7 @@ from huggingface_hub import ModelCard
 from hf_adaptive_spec.hub import CARD_KINDS, CardResult, render_card
 from hf_adaptive_spec.hub.cards import is_hub_id
 
-from .artifacts import TinyThresholdPolicy
+from .artifacts import TinyMLPPolicy, TinyThresholdPolicy
 
 RESULTS = [
     CardResult("MT-Bench", tau=3.456, speedup=2.5, hardware="1x H100, bf16"),
@@ -97,3 +97,32 @@ def test_a_local_folder_is_never_named_as_the_base_model(tmp_path: Path):
     card = render_card("dvi_adapter", method="dvi", base_model=str(tmp_path))
     assert card.data.base_model is None and getattr(card.data, "base_model_relation", None) is None
     assert render_card("dvi_adapter", method="dvi", base_model="org/target").data.base_model == "org/target"
+
+
+@pytest.mark.parametrize("kind", CARD_KINDS)
+def test_a_local_target_is_named_in_the_text_and_a_malformed_one_refused(tmp_path: Path, kind: str):
+    """A drafter trained on a local checkpoint says so, instead of "Target model: not specified"."""
+    card = render_card(kind, method="m", base_model=str(tmp_path))
+    assert f"- **Target model:** a local checkpoint, `{tmp_path}` (name its Hub id with `base_model`)" in card.text
+    assert "- **Target model:** org/target" in render_card(kind, method="m", base_model="org/target").text
+    assert "- **Target model:** not specified" in render_card(kind, method="m").text
+    with pytest.raises(ValueError, match="base_model='my target' is neither a Hub model id"):
+        render_card(kind, method="m", base_model="my target")
+
+
+def test_pushing_a_trained_artifact_without_its_training_data_warns(monkeypatch, caplog):
+    """Its card would say "Training data: not specified" and "No command recorded"; a config-only policy holds
+    nothing trained and pushes quietly."""
+    from huggingface_hub import ModelHubMixin
+
+    from hf_adaptive_spec.policies import StaticTreePolicy
+
+    monkeypatch.setattr(ModelHubMixin, "push_to_hub", lambda self, repo_id, **kwargs: repo_id)
+    with caplog.at_level("WARNING"):
+        TinyMLPPolicy(hidden_size=6, width=8).push_to_hub("org/mlp", model_card_kwargs={"datasets": ["org/data"]})
+        StaticTreePolicy().push_to_hub("org/static")
+        TinyThresholdPolicy().push_to_hub("org/threshold")
+    assert "names no training data" not in caplog.text
+    with caplog.at_level("WARNING"):
+        TinyMLPPolicy(hidden_size=6, width=8).push_to_hub("org/mlp")
+    assert "TinyMLPPolicy.push_to_hub('org/mlp') writes a card that names no training data" in caplog.text

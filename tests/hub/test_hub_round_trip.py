@@ -28,7 +28,7 @@ from .hf_cache import add_to_hf_cache
 
 CLIENT = Path(__file__).with_name("hub_client.py")
 PACKAGE_ROOT = Path(hf_adaptive_spec.__file__).resolve().parent.parent
-ROUND_TRIP = ["mlp", "static", "llama", "eagle3", "dvi", "lora"]
+ROUND_TRIP = ["mlp", "static", "llama", "eagle3", "eagle3_trainer", "dvi", "lora"]
 ERROR_REPOS = ["pickle_only", "missing_weights"]
 Tensors = dict[str, torch.Tensor]
 
@@ -136,7 +136,7 @@ def test_pushed_policy_card_has_metadata_results_and_command(hub_run: HubRun):
     assert 'AutoDraftPolicy.from_pretrained("org/tiny-mlp")' in card.text
 
 
-@pytest.mark.parametrize("name", ["mlp", "llama", "eagle3", "dvi", "lora"])
+@pytest.mark.parametrize("name", ["mlp", "llama", "eagle3", "eagle3_trainer", "dvi", "lora"])
 def test_offline_load_from_the_cache_after_the_server_stopped(hub_run: HubRun, name: str):
     assert_same_tensors(hub_run.tensors("push", name), hub_run.tensors("offline", name))
 
@@ -171,6 +171,17 @@ def test_eagle3_drafter_round_trips_through_the_hub_in_specforge_layout(hub_run:
     assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["draft_vocab_size"] == 32
     assert "model.safetensors" in files and not any(name.endswith(".bin") for name in files)
     assert b"library_name: hf-adaptive-spec" in files["README.md"]
+
+
+def test_a_trainer_pushes_its_drafter_with_the_trainers_card(hub_run: HubRun):
+    """--push_to_hub on the EAGLE-3 trainer: the drafter loads, and the card says what trained it (Trainer.push_to_hub
+    calls create_model_card(model_name=...), which once failed with a TypeError)."""
+    assert_same_tensors(hub_run.tensors("push", "eagle3_trainer"), hub_run.tensors("online", "eagle3_trainer"))
+    card = ModelCard(hub_run.repos["org/trained-eagle3"]["README.md"].decode())
+    assert card.data.base_model == "org/tiny-llama" and card.data.datasets == ["org/sharegpt-regenerated"]
+    assert "Trained with the training-time test (2 steps) for 2 optimizer steps" in card.text
+    assert "greedy first-draft acceptance" in card.text and "heldout_curve.jsonl" in card.text
+    assert "python trainers/eagle3.py --config tiny.yaml" in card.text
 
 
 def test_dvi_adapter_round_trips_through_the_hub(hub_run: HubRun):

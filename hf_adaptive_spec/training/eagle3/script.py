@@ -53,6 +53,13 @@ class Eagle3ScriptArguments:
         metadata={"help": "Training data as named in the model card."},
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
+            "id; a target loaded from a local folder is named by its path in the card's text only)."
+        },
+    )
     stream: bool = field(
         default=False,
         metadata={"help": "Re-read dataset_path at every pass (it may still be growing); needs max_steps."},
@@ -158,6 +165,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
+        base_model=script_args.base_model,
         callbacks=[
             *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
             *([TimeBudgetCallback(script_args.max_train_minutes)] if script_args.max_train_minutes else []),

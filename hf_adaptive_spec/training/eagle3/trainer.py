@@ -14,7 +14,7 @@ from ...hub.cards import CardResult, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
 from .features import TargetFeatures
-from .heldout import HeldOutCurveCallback, write_curve
+from .heldout import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .ttt import TTTBatch, ttt_loss
 
 
@@ -39,10 +39,11 @@ class Eagle3Trainer(SpecTrainer):
         target_model: PreTrainedModel,
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
+        base_model: str | None = None,
         **kwargs,
     ):
         super().__init__(model=model, args=args, **kwargs)
-        self.target_name = target_model.config.name_or_path or None
+        self.target_name = base_model or target_model.config.name_or_path or None
         self.dataset_name = dataset_name
         self.reproduce_command = reproduce_command
         self.can_return_loss = True
@@ -75,7 +76,7 @@ class Eagle3Trainer(SpecTrainer):
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
-        self.create_model_card().save(os.path.join(output_dir, "README.md"))
+        self.model_card().save(os.path.join(output_dir, "README.md"))
         self.save_training_config(output_dir)
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, HeldOutCurveCallback):
@@ -88,8 +89,22 @@ class Eagle3Trainer(SpecTrainer):
             "conversations per device."
         )
 
-    def create_model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
-        """The drafter's card (``model_cards/eagle3_drafter.md``): data, steps, command, results."""
+    def _held_out_description(self) -> str:
+        """The card's sentence on the held-out curve's last point ("" without a curve)."""
+        points = [c.points for c in self.callback_handler.callbacks if isinstance(c, HeldOutCurveCallback) and c.points]
+        if not points:
+            return ""
+        last = points[0][-1]
+        if last.first_draft_acceptance is None or last.decoding_tau is None:  # an earlier stage's point, measured before both were
+            return ""
+        return (
+            f" Held out ({last.positions:,} answer positions, target in {last.measured_in}, after {last.step} steps): "
+            f"greedy first-draft acceptance {last.first_draft_acceptance:.4f}, chain τ({len(last.step_accuracy)}) "
+            f"{last.chain_tau:.3f}, decoding τ {last.decoding_tau:.3f}; the curve is `{CURVE_FILE}`."
+        )
+
+    def model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
+        """The drafter's card (``model_cards/eagle3_drafter.md``): target, data, steps, held-out point, command, results."""
         return render_card(
             "eagle3_drafter",
             method="eagle3",
@@ -97,6 +112,12 @@ class Eagle3Trainer(SpecTrainer):
             datasets=[self.dataset_name] if self.dataset_name else (),
             results=results,
             reproduce_command=self.reproduce_command,
-            description=self._training_description(),
+            description=self._training_description() + self._held_out_description(),
             paper_url="https://arxiv.org/abs/2503.01840",
         )
+
+    def create_model_card(self, **_) -> None:
+        """Write the card to ``output_dir``: ``Trainer.push_to_hub`` calls this (with its own card fields, which do
+        not apply to a drafter) before it uploads the folder."""
+        if self.is_world_process_zero():
+            self.model_card().save(os.path.join(self.args.output_dir, "README.md"))

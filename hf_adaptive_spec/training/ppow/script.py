@@ -41,6 +41,13 @@ class PPOWScriptArguments:
         metadata={"help": "Training data as named in the model card."},
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
+            "id; a target loaded from a local folder is named by its path in the card's text only)."
+        },
+    )
 
 
 def make_parser() -> TrlParser:
@@ -60,6 +67,7 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.dataset_name,
         reproduce_command=script_args.reproduce_command,
+        base_model=script_args.base_model,
     )
     trainer.train_save_and_push()
     return trainer
