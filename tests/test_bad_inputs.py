@@ -90,6 +90,17 @@ def _not_enabled(model, tmp_path):
     return plain.generate(prompt(5), max_new_tokens=3, assistant_policy=hfas.StaticTreePolicy.chain(2))
 
 
+def _alibi_target(model, tmp_path):
+    """Falcon with ALiBi: its biases come from the attention mask's layout, so tree nodes would not get their depths."""
+    from transformers import FalconConfig, FalconForCausalLM
+
+    torch.manual_seed(0)
+    falcon = hfas.enable(FalconForCausalLM(FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2,
+                                                        num_attention_heads=4, alibi=True)).eval())
+    return falcon.generate(prompt(5), max_new_tokens=3, assistant_model=hfas.CausalLMDrafter(falcon),
+                           assistant_policy=hfas.StaticTreePolicy.chain(2))
+
+
 class _BadConfigPolicy(hfas.DraftPolicy):
     def tree_config(self, state):
         return hfas.TreeConfig(depth=3, top_k=0, total_tokens=4)
@@ -165,6 +176,7 @@ GENERATE = {
         lambda m, t: m.generate(prompt(5), max_new_tokens=5, assistant_model=hfas.CausalLMDrafter(m)), ValueError,
         "needs a policy",
     ),
+    "alibi-target": BadInput(_alibi_target, ValueError, r"\(falcon\) uses ALiBi position biases"),
     "padded-input": BadInput(
         lambda m, t: _generate(m, attention_mask=torch.tensor([[0, 1, 1, 1, 1]])), ValueError, "padded inputs"
     ),

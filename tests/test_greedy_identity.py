@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hf_adaptive_spec as hfas
-from tiny_models import FAMILIES, PlainStepsBetweenTrees, prompt, tiny_model
+from tiny_models import FAMILIES, OTHER_LAYOUTS, PlainStepsBetweenTrees, prompt, tiny_model
 
 SHAPES = {
     "chain": hfas.StaticTreePolicy.chain(4),
@@ -34,6 +34,27 @@ def test_tree_shapes_match_stock_greedy(family, prompt_length):
         for shape, policy in SHAPES.items():
             out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy)
             assert torch.equal(out, expected), (family, drafter_name, shape)
+
+
+@pytest.mark.parametrize("family", list(OTHER_LAYOUTS))
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_other_layouts_match_stock_greedy(family, cache):
+    """GPT-2's layer stack and learned positions, Falcon's single key/value head and DeepSeek-V3's latent cache: on
+    the static path the drafter's cache takes its shapes from the keys and values the model writes, not from its
+    config (which said 4 heads of 16 for Falcon and DeepSeek: an index_copy_ error), and an early-exit drafter of a
+    GPT-2 keeps 2 of its layers (it kept all 4)."""
+    model = tiny_model(family)
+    early_exit = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    assert len(early_exit.model.get_decoder().h if family != "deepseek-latent" else early_exit.model.model.layers) == 2
+    static = {"cache_implementation": "static"} if cache == "static" else {}
+    for length in (1, 9):
+        ids = prompt(length, seed=length)
+        expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+        for drafter in (hfas.CausalLMDrafter(model), early_exit):
+            for policy in (SHAPES["wide"], SHAPES["eagle3-default"]):
+                out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter,
+                                     assistant_policy=policy, **static)
+                assert torch.equal(out, expected), (family, cache, length)
 
 
 def test_self_drafter_chain_accepts_everything(llama):

@@ -5,6 +5,12 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
+    FalconConfig,
+    FalconForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -44,11 +50,29 @@ FAMILIES = {
     ),
 }
 
+#: other layouts, in the greedy-identity tests only: layers in ``.h`` and learned positions (GPT-2), one key/value
+#: head whatever the config's head count (Falcon's multi-query attention), a latent KV cache (DeepSeek-V3's MLA)
+OTHER_LAYOUTS = {
+    "gpt2": lambda common: GPT2LMHeadModel(GPT2Config(
+        vocab_size=VOCAB, n_embd=64, n_layer=common["num_hidden_layers"], n_head=4, n_positions=512,
+        initializer_range=0.3, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+    )),
+    "falcon-multi-query": lambda common: FalconForCausalLM(FalconConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=common["num_hidden_layers"], num_attention_heads=4,
+        multi_query=True, initializer_range=0.3, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+    )),
+    "deepseek-latent": lambda common: DeepseekV3ForCausalLM(DeepseekV3Config(
+        n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1, moe_intermediate_size=32,
+        first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+        v_head_dim=16, **{**common, "num_key_value_heads": 4},
+    )),
+}
+
 
 def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = "sdpa", num_hidden_layers: int = 4):
     """A fresh, enabled tiny random model of ``family``."""
     torch.manual_seed(seed)
-    model = FAMILIES[family]({**_COMMON, "num_hidden_layers": num_hidden_layers})
+    model = {**FAMILIES, **OTHER_LAYOUTS}[family]({**_COMMON, "num_hidden_layers": num_hidden_layers})
     model.set_attn_implementation(attn_implementation)
     return hfas.enable(model.eval())
 

@@ -12,8 +12,20 @@ from .tree import DraftTree
 TREE_MASK_ATTENTION = ("sdpa", "eager")
 
 
+#: model types whose attention always uses ALiBi (Falcon has it as the ``alibi`` option)
+ALIBI_MODEL_TYPES = frozenset({"bloom", "mpt"})
+
+
 def check_tree_attention_support(config: PretrainedConfig, role: str = "model") -> None:
-    """Raise when the model's attention kernel cannot take a tree mask."""
+    """Raise when the model's attention kernel cannot take a tree mask, or its positions do not come from
+    ``position_ids`` (ALiBi biases)."""
+    if getattr(config, "alibi", False) or config.model_type in ALIBI_MODEL_TYPES:
+        raise ValueError(
+            f"The {role} ({config.model_type}) uses ALiBi position biases, which it derives from the attention "
+            "mask's layout rather than from position_ids, so a draft tree's nodes would not get their depths as "
+            "positions: tree speculation does not support it. Drop assistant_policy for stock generate (or "
+            "transformers' own assisted generation)."
+        )
     implementation = getattr(config, "_attn_implementation", None) or "eager"
     if implementation not in TREE_MASK_ATTENTION:
         raise ValueError(

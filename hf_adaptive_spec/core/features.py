@@ -15,17 +15,27 @@ def unwrap_peft(model: nn.Module) -> PreTrainedModel:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+#: where decoders keep their layer stack: Llama-like ``layers``, GPT-2, GPT-J and Falcon ``h``
+_LAYER_STACK_NAMES = ("layers", "h")
+
+
 def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The decoder layer stack of a causal LM (``model.model.layers`` for Llama-like models)."""
     decoder = model.get_decoder()
-    layers = getattr(decoder, "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise ValueError(f"Cannot find the decoder layers of {type(model).__name__} (expected `.layers`).")
-    return layers
+    for name in _LAYER_STACK_NAMES:
+        layers = getattr(decoder, name, None)
+        if isinstance(layers, nn.ModuleList):
+            return layers
+    raise ValueError(
+        f"Cannot find the decoder layers of {type(model).__name__} (expected one of {list(_LAYER_STACK_NAMES)} on its "
+        "decoder), which the engine reads: use a target of a supported layout (Llama, Mistral, Qwen, Gemma, Phi, "
+        "GPT-NeoX, GPT-2), or drop assistant_policy for stock generate."
+    )
 
 
-#: where decoders keep their final norm: Llama-like ``norm``, Phi ``final_layernorm``, OPT and GPT-NeoX ``final_layer_norm``
-_FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm")
+#: where decoders keep their final norm: Llama-like ``norm``, Phi ``final_layernorm``, OPT and GPT-NeoX
+#: ``final_layer_norm``, GPT-2, GPT-J and Falcon ``ln_f``
+_FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f")
 
 
 def final_norm(model: PreTrainedModel) -> nn.Module:

@@ -54,12 +54,11 @@ class StaticDraftSteps:
                  max_length: int, compile_options: dict | None, tree_room: int = 256):
         self.step, self.device, self.dtype, self.tree_room = step, device, dtype, tree_room
         self.max_cache_len = -(-self.slots_needed(max_length) // 256) * 256
+        # allocated by the first step, which runs eagerly: from the keys and values the model really writes (a
+        # config's heads and head_dim do not say them for multi-query Falcon or DeepSeek's latent attention), and
+        # outside a compiled graph, which would allocate them unmarked as static addresses (on CUDA, in the
+        # CUDA-graph pool that the next replay overwrites)
         self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
-        # allocated now, eagerly: a first step inside a compiled graph would allocate the tensors there, unmarked as
-        # static addresses (on CUDA, in the CUDA-graph pool that the next replay overwrites)
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.cache.early_initialization(1, heads, head_dim, dtype, device)
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
         self.compile_time = 0.0
 
@@ -91,7 +90,7 @@ class StaticDraftSteps:
         mask = static_tree_mask(visible, past_length, bucket, self.max_cache_len, self.dtype, self.device)
         set_cache_length(self.cache, start)
         args = (*constants, *padded, position_ids, mask, self.cache)
-        if self.compiled is None or bucket not in DRAFT_BUCKETS:
+        if self.compiled is None or bucket not in DRAFT_BUCKETS or not self.cache.is_initialized:
             outputs = self.step(*args)
         else:
             outputs, seconds = self.compiled((bucket, kind), *args)

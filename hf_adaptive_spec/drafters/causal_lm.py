@@ -9,7 +9,7 @@ from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
 from ..core.attention import check_tree_attention_support, tree_extension_mask
-from ..core.features import unwrap_peft
+from ..core.features import decoder_layers, unwrap_peft
 from ..core.kv_cache import drop_tail
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
@@ -32,10 +32,12 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
         config.layer_types = config.layer_types[:num_layers]
     with torch.device("meta"):
         drafter = type(target)(config)
-    source, dest = target.get_decoder(), drafter.get_decoder()
+    source, dest, layers = target.get_decoder(), drafter.get_decoder(), decoder_layers(target)
     for name, module in source.named_children():
-        setattr(dest, name, nn.ModuleList(list(module)[:num_layers]) if name == "layers" else module)
+        setattr(dest, name, nn.ModuleList(list(module)[:num_layers]) if module is layers else module)
     drafter.set_output_embeddings(target.get_output_embeddings())
+    if len(decoder_layers(drafter)) != num_layers:  # a layout whose stack another attribute holds too
+        raise ValueError(f"Cannot truncate {type(target).__name__}: its decoder's layers are not one ModuleList.")
     leftovers = [name for name, p in drafter.named_parameters() if p.is_meta]
     leftovers += [name for name, b in drafter.named_buffers() if b.is_meta]
     if leftovers:
