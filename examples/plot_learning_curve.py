@@ -22,6 +22,7 @@ when drafting) is drawn where the point has it.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import matplotlib
 
@@ -73,7 +74,7 @@ def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl, or LABEL=a curve file")
     parser.add_argument("--reference", type=float, default=None, help="a first-draft acceptance to draw as a line")
@@ -82,8 +83,10 @@ def main() -> None:
         "--from-step", type=int, default=0,
         help="draw only points at or after this lineage step (a stage's curve file holds its whole lineage from step 0)",
     )
-    parser.add_argument("--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md (folders created)"
+    )
+    args = parser.parse_args(argv)
     curves = {}
     for spec in args.curve:
         label, _, folder = spec.partition("=")
@@ -91,6 +94,7 @@ def main() -> None:
         if not points:
             parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} (train with --heldout_path).")
         curves[label] = points
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     plot(curves, args.reference, args.output + ".png", args.reference_label)
     with open(args.output + ".md", "w", encoding="utf-8") as handle:
         handle.write(table(curves))

@@ -205,7 +205,9 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     tree = profile.recommendation["tree"]
     assert (tree["depth"], tree["top_k"], tree["total_tokens"], tree["tau"]) == (best.depth, best.top_k, best.total_tokens, best.tau)
     assert profile.recommendation["policy"] is None
-    assert "outside the recording" in profile.recommendation["policies"]["ltd"]["not_replayed"]  # LTD drafts top_k 8
+    for entry in profile.recommendation["policies"].values():  # trained for SmolLM2 and its drafter: not replayed here
+        assert entry == {"not_for_this_model": entry["not_for_this_model"]}
+        assert "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in entry["not_for_this_model"]
     policy = hfas.recommended_policy()
     assert isinstance(policy, hfas.StaticTreePolicy)
     assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (best.depth, best.top_k, best.total_tokens)
@@ -328,3 +330,92 @@ def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(
     entry = cli.shipped_policy_replay("resps", profile, recordings, 0)
     expected = MultiReplayEnvironment(recordings, profile).replay(SwitchesTopK())
     assert "not_replayed" not in entry and entry["tau"] == expected.mean_accepted_tokens
+
+
+def _fast_shipped_policies(monkeypatch):
+    """A ranking and shipped-policy replays in which every shipped policy fits the curve and beats the tree."""
+    from hf_adaptive_spec.environments.static_grid import RankedTree
+    from hf_adaptive_spec.profiling import cli
+
+    monkeypatch.setattr(cli, "rank_over_recordings", lambda *args: [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)])
+    monkeypatch.setattr(cli, "shipped_policy_replay",
+                        lambda name, *args: {"fits_curve": True, "trained_on": "cpu/float32/eager", "tokens_per_second": 20.0})
+    return cli
+
+
+def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_they_were_trained_for(monkeypatch):
+    """They were trained for SmolLM2-135M-Instruct with its shipped EAGLE-3 drafter: a profile of another target or
+    drafter names them as another model's, says what to pass instead, and never recommends them."""
+    from hf_adaptive_spec.core import CostCurve
+    from hf_adaptive_spec.profiling.identity import eagle3_name
+
+    cli = _fast_shipped_policies(monkeypatch)
+    costs = dict(device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 8],
+                 verify_seconds=[1.0, 1.0], draft_step_seconds=0.1)
+    shipped = HardwareProfile(**costs, model="HuggingFaceTB/SmolLM2-135M-Instruct", drafter=eagle3_name(None))
+    assert cli.recommend(shipped, [], [], 0)["policy"] == "ltd"  # the pair they were trained for
+    for model, drafter in (("org/my-model", "org/my-drafter"), ("HuggingFaceTB/SmolLM2-135M-Instruct", "org/my-drafter")):
+        other = HardwareProfile(**costs, model=model, drafter=drafter)
+        other.recommendation = cli.recommend(other, [], [], 0)
+        assert other.recommendation["policy"] is None
+        lines = cli.recommendation_lines(other)
+        for name in ("ltd", "resps", "radar"):
+            line = next(line for line in lines if line.startswith(f"shipped {name} policy"))
+            assert "not for the target and drafter profiled" in line and "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in line
+            assert f"--{name}-policy DIR" in line and "fits this curve" not in line
+        assert lines[-1].startswith("recommended: the static tree above")
+        other.recommendation = None  # without a recording: the curve alone is not enough to say they fit
+        assert all("not for the target and drafter profiled" in line for line in cli.shipped_policy_fit(
+            CostCurve("cpu", "float32", "eager"), cli.shipped_policies_misfit(model, drafter)))
+    written_before = HardwareProfile(**costs, model="org/my-model", drafter="org/my-drafter",
+                                     recommendation={"policy": "radar", "tree": {}})  # by a profile before the check
+    with pytest.raises(ValueError, match=r"recommends the shipped radar policy, but the shipped policies were trained for "
+                                         r"HuggingFaceTB/SmolLM2-135M-Instruct .* not for the target org/my-model"):
+        hfas.recommended_policy(written_before)
+
+
+def _eagle3_folder(target, folder, seed: int):
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    torch.manual_seed(seed)
+    Eagle3DraftModel.from_target(target, initializer_range=0.3).save_pretrained(folder)
+    return folder
+
+
+def test_recommended_policy_takes_the_drafter_object_and_knows_it_by_its_weights(tmp_path):
+    """``recommended_policy(model=model, drafter=drafter)`` with the loaded Eagle3Drafter: matched to the profile by a
+    digest of its weights (whatever dtype it was loaded in); another drafter's weights, or a profile that kept no
+    digest, are refused by name; the profile CLI keeps the digest of the drafter it times."""
+    from tiny_models import make_char_tokenizer, tiny_model
+
+    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling.identity import drafter_weights_digest, eagle3_name, model_name
+
+    folder, out = tmp_path / "model", tmp_path / "profile.json"
+    target = tiny_model("llama")
+    target.save_pretrained(folder)
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
+    tokenizer.save_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    mine, other = _eagle3_folder(model, tmp_path / "mine", 1), _eagle3_folder(model, tmp_path / "other", 2)
+    assert cli.main(["--model", str(folder), "--json", str(out), "--verify-tokens", "1,4", "--repeats", "1",
+                     "--context-length", "16", "--eagle3", str(mine)]) == 0
+    drafter = hfas.Eagle3Drafter.from_pretrained(mine, target=model)
+    profile = HardwareProfile.load(out)
+    assert (profile.model, profile.drafter) == (model_name(model), eagle3_name(mine))
+    assert profile.drafter_weights == drafter_weights_digest(drafter)
+    profile.recommendation = {"policy": None, "tree": {"depth": 2, "top_k": 2, "total_tokens": 4}}
+    policy = hfas.recommended_policy(profile, model=model, drafter=drafter)
+    assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (2, 2, 4)
+    assert recommended_tree(profile, model=model, drafter=str(mine)).total_tokens == 4  # the checkpoint, as before
+    in_bfloat16 = hfas.Eagle3Drafter.from_pretrained(mine, target=model.to(torch.bfloat16))
+    assert drafter_weights_digest(in_bfloat16) == profile.drafter_weights  # one checkpoint, one digest
+    model.float()
+    with pytest.raises(ValueError, match=r"timed the drafter .*mine, and this drafter's weights are not its"):
+        hfas.recommended_policy(profile, model=model, drafter=hfas.Eagle3Drafter.from_pretrained(other, target=model))
+    profile.drafter_weights = None  # a profile made before the digest was kept
+    with pytest.raises(ValueError, match=r"records no digest of its drafter's weights .* pass its checkpoint instead"):
+        hfas.recommended_policy(profile, model=model, drafter=drafter)
+    with pytest.raises(TypeError, match="takes an EAGLE-3 checkpoint .* or an Eagle3Drafter, not CausalLMDrafter"):
+        hfas.recommended_policy(profile, model=model, drafter=hfas.CausalLMDrafter.from_target_layers(model, 2))

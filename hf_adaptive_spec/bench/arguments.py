@@ -134,7 +134,8 @@ class MethodOptions:
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
         dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
         ltd_policy / resps_policy / radar_policy: the policies of ``eagle3-ltd``, ``eagle3-resps``
-            and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2).
+            and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2, which are refused with
+            another ``model`` or ``eagle3_checkpoint``: they were trained for SmolLM2 and its shipped drafter).
         compile: run every method of this project's engine on the compiled fast path (a fixed
             StaticCache and ``torch.compile``, as ``stock-compiled`` runs stock generate).
         max_cache_len: slots of the StaticCache of ``stock-compiled`` and ``--compile`` (one cache
@@ -183,9 +184,18 @@ class MethodOptions:
     candidate_checkpoint: str | None = field(
         default=None, metadata={"help": "eagle3-candidate: a second EAGLE-3 drafter to compare with eagle3's."}
     )
-    ltd_policy: str | None = field(default=None, metadata={"help": "eagle3-ltd: LTD policy (default: shipped)."})
-    resps_policy: str | None = field(default=None, metadata={"help": "eagle3-resps: Re-SpS policy (default: shipped)."})
-    radar_policy: str | None = field(default=None, metadata={"help": "eagle3-radar: RADAR policy (default: shipped)."})
+    ltd_policy: str | None = field(
+        default=None,
+        metadata={"help": "eagle3-ltd: LTD policy (default: the one shipped for SmolLM2 and its drafter)."},
+    )
+    resps_policy: str | None = field(
+        default=None,
+        metadata={"help": "eagle3-resps: Re-SpS policy (default: the one shipped for SmolLM2 and its drafter)."},
+    )
+    radar_policy: str | None = field(
+        default=None,
+        metadata={"help": "eagle3-radar: RADAR policy (default: the one shipped for SmolLM2 and its drafter)."},
+    )
     compile: bool = field(
         default=False, metadata={"help": "Run this project's engine methods on the compiled static-cache path."}
     )

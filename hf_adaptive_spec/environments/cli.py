@@ -43,7 +43,7 @@ from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
-from ..profiling.identity import eagle3_name, model_name
+from ..profiling.identity import drafter_weights_digest, eagle3_name, model_name
 from ..training_data import (
     Conversation,
     drop_leaked,
@@ -166,11 +166,29 @@ def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -
     return [torch.tensor([prompt], dtype=torch.long) for prompt in ids]
 
 
+def prompt_source(args: argparse.Namespace) -> dict:
+    """The manifest's record of where the prompts came from: the benchmark questions, the JSONL file, or the
+    ``--prompts`` set, whichever was used (only it)."""
+    if args.questions:
+        return {"questions": args.questions, "per_category": args.per_category}
+    if args.prompts_file:
+        return {"prompts_file": args.prompts_file}
+    return {"prompts": args.prompts, **({"sharegpt_file": args.sharegpt_file} if args.sharegpt_file else {})}
+
+
+def without_unused_prompt_set(manifest: dict) -> dict:
+    """A manifest as :func:`prompt_source` writes it: earlier ones also named the ``--prompts`` default beside the
+    file or questions actually recorded."""
+    if "prompts_file" in manifest or "questions" in manifest:
+        return {key: value for key, value in manifest.items() if key not in ("prompts", "sharegpt_file")}
+    return manifest
+
+
 def check_manifest(directory: Path, settings: dict) -> None:
     """Write the settings every shard shares, or check that an earlier run used the same."""
     path = directory / MANIFEST
     if path.is_file():
-        earlier = json.loads(path.read_text(encoding="utf-8"))
+        earlier = without_unused_prompt_set(json.loads(path.read_text(encoding="utf-8")))
         if earlier != settings:
             changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
             raise ValueError(
@@ -243,7 +261,7 @@ def write_profile(
         device=str(model.device), dtype=str(model.dtype).removeprefix("torch."), num_threads=torch.get_num_threads(),
         context_length=args.profile_context_length, verify_tokens=tokens, verify_seconds=verify_seconds,
         draft_step_seconds=draft_step, policy_call_seconds=policy_call, model=model_name(model),
-        drafter=eagle3_name(args.eagle3_checkpoint),
+        drafter=eagle3_name(args.eagle3_checkpoint), drafter_weights=drafter_weights_digest(drafter),
     )
     profile.save(args.profile)
     logger.info("profile: verify 1 token %.1f ms, %d tokens %.1f ms; draft step %.1f ms -> %s",
@@ -278,13 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         output = Path(args.output)
         check_manifest(output, {
             **({"model": args.model} if args.model else {}),
-            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint, "prompts": args.prompts,
+            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint, **prompt_source(args),
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
             "feature_layers": list(feature_layers),
-            **({"prompts_file": args.prompts_file} if args.prompts_file else {}),
-            **({"questions": args.questions, "per_category": args.per_category} if args.questions else {}),
-            **({"sharegpt_file": args.sharegpt_file} if args.sharegpt_file else {}),  # which prompts the shards hold
             **({"eval_data_dir": args.eval_data_dir} if args.eval_data_dir else {}),  # which prompts were dropped
         })
         prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts

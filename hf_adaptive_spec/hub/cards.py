@@ -117,7 +117,7 @@ def card_target(name: str | None) -> tuple[str | None, str | None]:
     if name is None:
         return None, None
     if Path(name).expanduser().exists():
-        return None, f"a local checkpoint, `{name}` (name its Hub id with `base_model`)"
+        return None, f"a local checkpoint, `{name}` (not a Hub id, so the metadata names no base model)"
     if not is_hub_id(name):
         raise ValueError(
             f"base_model={name!r} is neither a Hub model id ('org/name') nor an existing folder: pass the target's Hub "

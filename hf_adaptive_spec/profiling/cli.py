@@ -14,6 +14,7 @@ from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS
 from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
+from ..environments.provenance import recorded_pair
 from ..environments.storage import recording_manifest
 from ..environments.static_grid import rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
@@ -26,7 +27,7 @@ from .hardware import (
     measure_verification,
     static_cache_slots,
 )
-from .identity import eagle3_name, model_name
+from .identity import drafter_weights_digest, eagle3_name, model_name, shipped_policies_misfit
 from .recommendation import default_profile_path
 
 #: the shipped learned policies the profile checks against the measured curve.
@@ -114,19 +115,19 @@ def time_the_recorded_pair(parser: argparse.ArgumentParser, args: argparse.Names
     """Time the target and drafter the recordings were made with: ``--eagle3`` defaults to theirs, and another
     target or drafter is refused (the ranking would weigh one drafter's acceptance with another's costs).
     Recordings saved without ``record``'s manifest name neither, and are taken as made with what is timed."""
-    manifests = [manifest for manifest in map(recording_manifest, args.recording) if manifest is not None]
-    if not manifests:
+    pairs = {pair for pair in map(recorded_pair, args.recording) if pair is not None}
+    if not pairs:
         return
-    models = {model_name(manifest.get("model") or DEFAULT_MODEL_ID) for manifest in manifests}
-    drafters = {eagle3_name(manifest.get("eagle3_checkpoint")) for manifest in manifests}
-    if len(models) > 1 or len(drafters) > 1:
-        parser.error(f"the recordings were made with different targets or drafters ({sorted(models | drafters)}): "
+    if len(pairs) > 1:
+        names = {name for pair in pairs for name in pair}
+        parser.error(f"the recordings were made with different targets or drafters ({sorted(names)}): "
                      "rank one pair's recordings per profile")
-    (recorded_model,), (recorded_drafter,) = models, drafters
+    ((recorded_model, recorded_drafter),) = pairs
     if model_name(args.model or DEFAULT_MODEL_ID) != recorded_model:
         parser.error(f"the recordings are of the target {recorded_model}, not {args.model or DEFAULT_MODEL_ID}: "
                      "pass --model with the recorded target")
     if args.eagle3 is None:
+        manifests = [manifest for manifest in map(recording_manifest, args.recording) if manifest is not None]
         args.eagle3 = next(m.get("eagle3_checkpoint") for m in manifests) or str(shipped_checkpoint("eagle3"))
     elif eagle3_name(args.eagle3) != recorded_drafter:
         parser.error(f"the recordings were drafted by {recorded_drafter}, not --eagle3 {args.eagle3}: time the "
@@ -177,6 +178,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
         drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
+        drafter_weights=drafter_weights_digest(drafter) if args.eagle3 else None,
     )
     return profile, compile_seconds
 
@@ -213,13 +215,19 @@ def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
 
 def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_tokens: int) -> dict:
     """The best static tree on ``recordings`` with ``profile``'s costs, and each shipped learned policy's
-    replayed speed; a learned policy is recommended only if trained on this curve and faster than the tree
-    by more than the replay's error (:data:`REPLAY_MARGIN`)."""
+    replayed speed; a learned policy is recommended only if trained for the profile's target and drafter and on
+    this curve, and faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`)."""
     ranked = rank_over_recordings(recordings, profile, lookup_tokens)
     best = ranked[0]
-    policies = {name: shipped_policy_replay(name, profile, recordings, lookup_tokens) for name in SHIPPED_POLICIES}
+    misfit = shipped_policies_misfit(profile.model, profile.drafter)
+    policies = {
+        name: {"not_for_this_model": misfit} if misfit
+        else shipped_policy_replay(name, profile, recordings, lookup_tokens)
+        for name in SHIPPED_POLICIES
+    }
+    to_beat = REPLAY_MARGIN * best.tokens_per_second
     faster = {name: entry["tokens_per_second"] for name, entry in policies.items()
-              if entry["fits_curve"] and entry.get("tokens_per_second", 0.0) > REPLAY_MARGIN * best.tokens_per_second}
+              if entry.get("fits_curve") and entry.get("tokens_per_second", 0.0) > to_beat}
     chosen = max(faster, key=faster.get) if faster else None
     plain = next(tree for tree in ranked if tree.depth == 0)
     return {
@@ -261,7 +269,7 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
     curve = profile.cost_curve()
     recommendation = profile.recommendation
     if not recommendation:
-        return shipped_policy_fit(curve) + [
+        return shipped_policy_fit(curve, shipped_policies_misfit(profile.model, profile.drafter)) + [
             "no --recording: pass one to rank the static trees and pick this machine's default policy"
         ]
     tree, plain = recommendation["tree"], recommendation["plain_tokens_per_second"]
@@ -270,6 +278,9 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
         f"(tau {tree['tau']:.2f}, modelled {tree['tokens_per_second'] / plain:.2f}x plain steps)"
     ]
     for name, entry in recommendation["policies"].items():
+        if "not_for_this_model" in entry:
+            lines.append(not_for_this_model(name, entry["not_for_this_model"]))
+            continue
         fit = "fits this curve" if entry["fits_curve"] else f"trained on {entry['trained_on']}: retrain it on this profile"
         speed = (replayed_speed(entry["tokens_per_second"] / tree["tokens_per_second"], recommendation)
                  if entry.get("tokens_per_second") else f"not replayed ({entry.get('not_replayed')})")
@@ -289,11 +300,21 @@ def replayed_speed(ratio: float, recommendation: dict) -> str:
     return f"replayed {ratio:.3f}x the best static tree{verdict}"
 
 
-def shipped_policy_fit(curve: CostCurve) -> list[str]:
-    """For each shipped learned policy, whether it was trained on this cost curve."""
+def shipped_policy_fit(curve: CostCurve, misfit: str | None = None) -> list[str]:
+    """For each shipped learned policy, whether it was trained on this cost curve; ``misfit``: why they are not
+    for the profile's target and drafter (:func:`~hf_adaptive_spec.profiling.identity.shipped_policies_misfit`)."""
+    if misfit:
+        return [not_for_this_model(name, misfit) for name in SHIPPED_POLICIES]
     lines = []
     for name in SHIPPED_POLICIES:
         trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve)).trained_on
         verdict = "fits this curve" if trained_on == curve else "trained on another curve: retrain it on this profile"
         lines.append(f"shipped {name} policy: trained on {trained_on}; {verdict}")
     return lines
+
+
+def not_for_this_model(name: str, misfit: str) -> str:
+    """The line for a shipped learned policy trained for another target or drafter than the profile's."""
+    return (f"shipped {name} policy: not for the target and drafter profiled ({misfit}): train one for them "
+            f"(`hf-adaptive-spec train {name}` on a recording of it and this profile) and use it with "
+            f"`bench --{name}-policy DIR` or AutoDraftPolicy.from_pretrained(DIR)")

@@ -61,6 +61,9 @@ class HardwareProfile:
             writes them (the target's ``name_or_path``; the EAGLE-3 checkpoint, or ``early exit: N layers``):
             :func:`~hf_adaptive_spec.profiling.recommended_policy` refuses the profile for others. None in
             profiles made before they were recorded.
+        drafter_weights: a digest of the timed EAGLE-3 drafter's weights
+            (:func:`~hf_adaptive_spec.profiling.identity.drafter_weights_digest`), by which a loaded drafter
+            object is recognised; None without an EAGLE-3 drafter and in profiles made before it was kept.
     """
 
     device: str
@@ -78,6 +81,7 @@ class HardwareProfile:
     cache_slots: int | None = None
     model: str | None = None
     drafter: str | None = None
+    drafter_weights: str | None = None
 
     def __post_init__(self):
         if len(self.verify_tokens) != len(self.verify_seconds):

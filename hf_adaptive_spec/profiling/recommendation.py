@@ -8,8 +8,8 @@ on, not the machine a policy happened to be trained on::
     policy = hfas.recommended_policy(model=model)  # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
     model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
 
-A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint),
-a profile of others is refused.
+A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint or
+the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
+from ..drafters.eagle3 import Eagle3Drafter
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
-from .identity import check_profiled
+from .identity import check_profiled, shipped_policies_misfit
 
 PROFILE_ENV = "HF_ADAPTIVE_SPEC_PROFILE"
 
@@ -36,7 +37,9 @@ def default_profile_path() -> Path:
 
 
 def _profile_with_recommendation(
-    profile: str | Path | HardwareProfile | None, model: PreTrainedModel | str | None, drafter: str | None
+    profile: str | Path | HardwareProfile | None,
+    model: PreTrainedModel | str | None,
+    drafter: str | Path | Eagle3Drafter | None,
 ) -> HardwareProfile:
     if isinstance(profile, HardwareProfile):
         loaded, where = profile, "this profile"
@@ -61,7 +64,7 @@ def recommended_policy(
     profile: str | Path | HardwareProfile | None = None,
     *,
     model: PreTrainedModel | str | None = None,
-    drafter: str | Path | None = None,
+    drafter: str | Path | Eagle3Drafter | None = None,
 ) -> DraftPolicy:
     """The policy ``profile`` recommends for its cost curve: the shipped learned policy it names when
     that policy was trained on this curve and beat the best static tree in its replay, else that tree.
@@ -69,11 +72,14 @@ def recommended_policy(
     Args:
         profile: a profile JSON (default :func:`default_profile_path`) or a loaded profile.
         model: the target you generate with (or its name): a profile that timed another is refused.
-        drafter: the EAGLE-3 checkpoint you draft with: a profile that timed another is refused.
+        drafter: the EAGLE-3 drafter you draft with, as its checkpoint (a folder or Hub id) or the loaded
+            :class:`~hf_adaptive_spec.Eagle3Drafter` (recognised by its weights; a profile made before it kept
+            their digest is refused for an object, with the fix): a profile that timed another is refused.
     """
     loaded = _profile_with_recommendation(profile, model, drafter)
     name = loaded.recommendation.get("policy")
     if name:
+        _check_shipped_policy_fits(loaded, name)
         policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, loaded.cost_curve()))
         if policy.trained_on != loaded.cost_curve():
             raise ValueError(
@@ -90,9 +96,21 @@ def recommended_tree(
     profile: str | Path | HardwareProfile | None = None,
     *,
     model: PreTrainedModel | str | None = None,
-    drafter: str | Path | None = None,
+    drafter: str | Path | Eagle3Drafter | None = None,
 ) -> TreeConfig:
     """The best static tree of ``profile``'s recommendation (whatever policy it recommends); ``model`` and
     ``drafter`` as in :func:`recommended_policy`."""
     tree = _profile_with_recommendation(profile, model, drafter).recommendation["tree"]
     return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])
+
+
+def _check_shipped_policy_fits(profile: HardwareProfile, name: str) -> None:
+    """A shipped policy is for the target and drafter it was trained for: refuse a recommendation of it in a profile
+    of others (written before ``profile`` checked it)."""
+    misfit = shipped_policies_misfit(profile.model, profile.drafter) if profile.model and profile.drafter else None
+    if misfit:
+        raise ValueError(
+            f"The profile recommends the shipped {name} policy, but {misfit}. Run `hf-adaptive-spec profile "
+            "--recording DIR` again (it no longer recommends them for another model), or train a policy for this pair "
+            f"(`hf-adaptive-spec train {name}`) and load it with AutoDraftPolicy.from_pretrained(PATH)."
+        )

@@ -152,6 +152,29 @@ def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Pa
     assert "method 'hf-assistant': num_layers must be in 1..3" in capsys.readouterr().err
 
 
+def test_a_learned_policy_method_on_another_model_needs_its_policy_passed(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    """The audit's run: --model and a drafter of one's own with eagle3-radar loaded the policy shipped for SmolLM2;
+    it is refused, naming the option, and a policy passed with it runs."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+    from hf_adaptive_spec.policies import RadarPolicy
+
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(AutoModelForCausalLM.from_pretrained(bench_model_dir)).save_pretrained(tmp_path / "drafter")
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json", "--limit", "1"),
+            "--methods", "stock,eagle3-radar", "--eagle3-checkpoint", str(tmp_path / "drafter")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "eagle3-radar: the shipped policies were trained for HuggingFaceTB/SmolLM2-135M-Instruct" in error
+    assert "Pass --radar-policy PATH" in error and not (tmp_path / "run.json").exists()
+    RadarPolicy(depth=2, top_k=2, total_tokens=4).save_pretrained(tmp_path / "radar")
+    assert main([*argv, "--radar-policy", str(tmp_path / "radar")]) == 0
+
+
 def _stock_outputs(report: dict) -> dict:
     return {r["question_id"]: [t["output_ids"] for t in r["turns"]] for r in report["records"] if r["method"] == "stock"}
 

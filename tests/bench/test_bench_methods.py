@@ -11,7 +11,7 @@ import torch
 from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.counting import TargetPassCounter
 from hf_adaptive_spec.bench.errors import UnknownMethodError
-from hf_adaptive_spec.bench.methods import METHODS, build_methods, hf_assistant
+from hf_adaptive_spec.bench.methods import METHODS, build_methods, hf_assistant, learned_policies
 
 OPTIONS = MethodOptions(max_new_tokens=12, early_exit_layers=1, drafter_layers=1, num_assistant_tokens=4)
 
@@ -302,11 +302,28 @@ def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monke
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 
     monkeypatch.setitem(checkpoints.SHIPPED, "ltd", "no-such-folder")
+    monkeypatch.setattr(learned_policies, "shipped_policies_misfit", lambda model, drafter: None)  # as if theirs
     model, tokenizer = bench_model
     Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
-    with pytest.raises(MethodUnavailableError, match="--ltd-policy"):
+    with pytest.raises(MethodUnavailableError, match="shipped ltd checkpoint is missing.*--ltd-policy"):
         METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
+
+
+@pytest.mark.parametrize("name", ["eagle3-ltd", "eagle3-resps", "eagle3-radar"])
+def test_the_shipped_policies_are_refused_for_another_target_or_drafter(bench_model, tmp_path, name):
+    """Trained for SmolLM2-135M-Instruct with its shipped drafter: with another model (and its drafter) the method
+    needs its policy passed, and the error names the option."""
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
+    options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
+    policy = name.removeprefix("eagle3-")
+    with pytest.raises(MethodUnavailableError, match=rf"{name}: the shipped policies were trained for "
+                       rf"HuggingFaceTB/SmolLM2-135M-Instruct .* not for the target .*tiny-llama.*Pass --{policy}-policy PATH"):
+        METHODS[name]().prepare(model, tokenizer, options)
 
 
 def test_learned_policy_methods_take_the_variant_shipped_for_the_runs_curve(bench_model, monkeypatch, tmp_path):
@@ -321,6 +338,7 @@ def test_learned_policy_methods_take_the_variant_shipped_for_the_runs_curve(benc
     variant.mark_trained_on(CostCurve("cpu", "float32", "eager"))  # the curve of a bench run without --compile
     variant.save_pretrained(tmp_path / "radar-eager")
     monkeypatch.setitem(checkpoints.SHIPPED_FOR_CURVE, ("radar", "cpu/float32/eager"), str(tmp_path / "radar-eager"))
+    monkeypatch.setattr(learned_policies, "shipped_policies_misfit", lambda model, drafter: None)  # as if theirs
     method = METHODS["eagle3-radar"]()
     method.prepare(model, tokenizer, MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter")))
     policy = method.generate_kwargs["assistant_policy"]

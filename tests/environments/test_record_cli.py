@@ -84,6 +84,21 @@ def test_record_refuses_to_mix_settings(tiny_cli, tmp_path, capsys):
         assert f"{option[2:].replace('-', '_')} differ" in capsys.readouterr().err
 
 
+def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(tiny_cli, tmp_path):
+    """With --prompts-file the manifest said "prompts": "sharegpt" (the unused default): it names only the file now,
+    and a folder recorded with the earlier form is resumed, not refused."""
+    output, prompts_file = tmp_path / "rec", str(tmp_path / "heldout.jsonl")
+    argv = ["--output", str(output), "--prompts-file", prompts_file, "--num-prompts", "1", *TREE]
+    assert cli.main(argv) == 0
+    manifest = json.loads((output / "record_args.json").read_text())
+    assert manifest["prompts_file"] == prompts_file and "prompts" not in manifest
+    assert cli.main(["--output", str(tmp_path / "plain"), "--num-prompts", "1", *TREE]) == 0
+    assert json.loads((tmp_path / "plain" / "record_args.json").read_text())["prompts"] == "sharegpt"  # the set used
+    (output / "record_args.json").write_text(json.dumps({**manifest, "prompts": "sharegpt"}))  # as written before
+    assert cli.main(["--output", str(output), "--prompts-file", prompts_file, "--start", "1", "--num-prompts", "1", *TREE]) == 0
+    assert len(load_recording(output).prompts) == 2
+
+
 def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path):
     output = tmp_path / "rec"
     assert cli.main(["--output", str(output), "--num-prompts", "2", "--shard-size", "2", *TREE]) == 0

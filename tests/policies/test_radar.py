@@ -527,6 +527,21 @@ def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settin
             main(RadarScriptArguments(**{**script_paths, name: value}, lookup_tokens=4), config)
 
 
+def test_the_policy_call_is_the_profiles_unless_set_and_the_card_says_which(script_paths, tmp_path):
+    """Recipes held one machine's policy-call time (0.300 ms) over the user's measured one, and the card stated it as
+    if measured: unset, the latency model takes the profile's; set, the given one; the card says where it came from."""
+    def trained(**overrides):
+        config = RadarConfig(output_dir=str(tmp_path / "out"), max_steps=1, eval_strategy="no", save_strategy="no",
+                             load_best_model_at_end=False, report_to=[], disable_tqdm=True, **overrides)
+        trainer = main(RadarScriptArguments(**script_paths), config)
+        return trainer.latency.policy_step_seconds, (tmp_path / "out" / "README.md").read_text()
+
+    seconds, card = trained()
+    assert seconds == 0.01 and "policy call 10.000 ms, the profile's measured policy_call_seconds)" in card
+    seconds, card = trained(policy_step_seconds=3.0e-4)
+    assert seconds == 3.0e-4 and "policy call 0.300 ms, set by policy_step_seconds, not the profile's)" in card
+
+
 def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
     """torchrun --nproc_per_node 2 (gloo) runs the training script as one two-process world."""
     _, _, _, dataset = setup

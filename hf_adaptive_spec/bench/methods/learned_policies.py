@@ -15,6 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ...checkpoints import shipped_checkpoint
 from ...core.cost_curve import CostCurve
 from ...policies import AutoDraftPolicy, ConfidenceThresholdPolicy, DraftPolicy, HeuristicLengthPolicy, StaticTreePolicy
+from ...profiling.identity import shipped_policies_misfit
 from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
 from .eagle3 import Eagle3
@@ -62,8 +63,9 @@ class Eagle3HeuristicLength(Eagle3Heuristic):
 
 
 class Eagle3LearnedPolicy(Eagle3):
-    """``eagle3`` with a learned policy: ``--<policy>-policy`` (folder or Hub id) or the shipped one
-    (the variant trained on the run's cost curve when one is shipped)."""
+    """``eagle3`` with a learned policy: ``--<policy>-policy`` (folder or Hub id) or the shipped one (the variant
+    trained on the run's cost curve when one is shipped), which only the target and drafter it was trained for
+    (the default model and the shipped EAGLE-3 drafter) may use."""
 
     policy: ClassVar[str]
     static_tree = False
@@ -72,12 +74,22 @@ class Eagle3LearnedPolicy(Eagle3):
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
         kwargs = super().method_kwargs(model, tokenizer, options)
+        source = getattr(options, f"{self.policy}_policy") or self.shipped_policy(model, options)
+        return {**kwargs, "assistant_policy": AutoDraftPolicy.from_pretrained(str(source))}
+
+    def shipped_policy(self, model: PreTrainedModel, options: MethodOptions) -> str:
+        """The shipped policy's folder for this run's cost curve; refused for another target or drafter."""
+        misfit = shipped_policies_misfit(model, self.checkpoint(options))
+        if misfit:
+            raise MethodUnavailableError(
+                f"{self.name}: {misfit}. Pass --{self.policy}-policy PATH, a {self.policy} policy trained for this "
+                f"target and drafter (`hf-adaptive-spec train {self.policy}`)."
+            )
         try:
             curve = CostCurve.of(model.device, model.dtype, "compiled" if options.compile else "eager")
-            source = getattr(options, f"{self.policy}_policy") or shipped_checkpoint(self.policy, curve)
+            return str(shipped_checkpoint(self.policy, curve))
         except (FileNotFoundError, ValueError) as error:
             raise MethodUnavailableError(f"{self.name}: {error} Pass --{self.policy}-policy PATH.") from error
-        return {**kwargs, "assistant_policy": AutoDraftPolicy.from_pretrained(str(source))}
 
 
 class Eagle3LTD(Eagle3LearnedPolicy):

@@ -98,7 +98,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
 
     Args:
         hidden_size: the target's hidden size.
-        num_target_layers: the target's decoder layers ``L``, for the default feature layers.
+        num_target_layers: the target's decoder layers ``L``, for the default feature layers (needed only
+            without ``feature_layers``).
         feature_layers: target hidden states concatenated into the state (``hidden_states``
             numbering); default EAGLE-3's ``(2, L//2, L-3)``.
         actions: the grid of ``(total_tokens, depth, top_k)`` actions, e.g. ``ACTION_GRIDS["paper"]``;
@@ -121,7 +122,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     def __init__(
         self,
         hidden_size: int,
-        num_target_layers: int,
+        num_target_layers: int | None = None,
         feature_layers: Sequence[int] | None = None,
         actions: Sequence[Sequence[int]] = ACTION_GRIDS["cpu"],
         net_arch: Sequence[int] = (128, 128),
@@ -137,6 +138,11 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:
             raise ValueError(f"Intervals must be >= 1 cycle, got {decision_interval} and {training_interval}.")
+        if feature_layers is None and num_target_layers is None:
+            raise ValueError(
+                "ReSpSPolicy reads target hidden states: give feature_layers, or num_target_layers for EAGLE-3's "
+                "(2, L//2, L-3); ReSpSPolicy.for_target(model.config) takes them from the target."
+            )
         layers = default_aux_layer_ids(num_target_layers) if feature_layers is None else feature_layers
         self.feature_layers = tuple(int(i) for i in layers)
         self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
@@ -186,8 +192,10 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         if missing:
             raise ValueError(
                 f"ReSpSPolicy reads target hidden states {list(self.feature_layers)} but the cycle state lacks "
-                f"{missing} (it has {sorted(state.features)}). generate passes policy.feature_layers itself; for "
-                "replay, record with record_replay(..., feature_layers=policy.feature_layers)."
+                f"{missing} (it has {sorted(state.features)}): it was built for a target of another depth, or the "
+                "recording kept other layers. generate passes policy.feature_layers itself; for replay, record with "
+                f"them (`hf-adaptive-spec record --feature-layers {','.join(map(str, self.feature_layers))}`, or "
+                "record_replay(..., feature_layers=policy.feature_layers))."
             )
         raw = torch.cat([state.features[i].reshape(-1) for i in self.feature_layers]).to(self.feature_mean)
         if raw.numel() != self.feature_mean.numel():

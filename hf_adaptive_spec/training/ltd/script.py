@@ -16,8 +16,8 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
+from ...environments.provenance import card_names, load_profile_for_recordings
 from ...policies.ltd import LTDPolicy
-from ...profiling.hardware import HardwareProfile
 from ..base import LookupBranchArguments, run_training_script
 from .config import LTDConfig
 from .trainer import LTDTrainer
@@ -50,9 +50,15 @@ class LTDScriptArguments(LookupBranchArguments):
     init_from: str | None = field(
         default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
     )
-    base_model: str | None = field(default=None, metadata={"help": "Target model, as named in the model card."})
-    drafter: str | None = field(default=None, metadata={"help": "Drafter, as named in the model card."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Recorded prompts, as named in the model card."})
+    base_model: str | None = field(
+        default=None, metadata={"help": "Target model, as named in the model card; unset: the recording's."}
+    )
+    drafter: str | None = field(
+        default=None, metadata={"help": "Drafter, as named in the model card; unset: the recording's."}
+    )
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Recorded prompts, as named in the model card; unset: the recording's."}
+    )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
     num_threads: int = field(
         default=1,
@@ -80,7 +86,9 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
 
 def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTrainer:
     """Load the recording(s) and profile, build the policy and trainer; train, evaluate, save (and push)."""
-    profile = HardwareProfile.load(script_args.profile_path)
+    profile = load_profile_for_recordings(
+        script_args.profile_path, [script_args.recording_dir, script_args.eval_recording_dir]
+    )
     recording = load_training_recording(script_args.recording_dir)
     lookup = script_args.lookup_kwargs()
     eval_environment = (
@@ -92,14 +100,17 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     set_seed(training_args.seed)
     policy = build_policy(script_args, recording)
     policy.mark_trained_on(profile.cost_curve())
+    base_model, drafter, dataset_name = card_names(
+        script_args.recording_dir, script_args.base_model, script_args.drafter, script_args.dataset_name
+    )
     trainer = LTDTrainer(
         model=policy,
         args=training_args,
         environment=ReplayEnvironment(recording, profile, **lookup),
         eval_environment=eval_environment,
-        base_model=script_args.base_model,
-        drafter=script_args.drafter,
-        dataset_name=script_args.dataset_name,
+        base_model=base_model,
+        drafter=drafter,
+        dataset_name=dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
     trainer.train_save_and_push()

@@ -18,8 +18,8 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...environments import load_training_recording
+from ...environments.provenance import card_names, load_profile_for_recordings
 from ...policies.radar.policy import RadarPolicy
-from ...profiling.hardware import HardwareProfile
 from ..base import LookupBranchArguments, run_training_script
 from .config import RadarConfig
 from .data import RadarDataset, build_radar_dataset
@@ -42,9 +42,15 @@ class RadarScriptArguments(LookupBranchArguments):
         default=None, metadata={"help": "Verified tokens per cycle (root included); unset: the recording's."}
     )
     eval_fraction: float = field(default=0.1, metadata={"help": "Share of recorded prompts held out for evaluation."})
-    target_name: str | None = field(default=None, metadata={"help": "Target model as named in the model card."})
-    drafter_name: str | None = field(default=None, metadata={"help": "Drafter as named in the model card."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Recorded prompts as named in the model card."})
+    target_name: str | None = field(
+        default=None, metadata={"help": "Target model as named in the model card; unset: the recording's."}
+    )
+    drafter_name: str | None = field(
+        default=None, metadata={"help": "Drafter as named in the model card; unset: the recording's."}
+    )
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Recorded prompts as named in the model card; unset: the recording's."}
+    )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
 
 
@@ -89,8 +95,18 @@ def _check_cached_dataset(script_args: RadarScriptArguments, dataset: RadarDatas
         )
 
 
+def recording_of(script_args: RadarScriptArguments) -> str | None:
+    """The recording the run trains on: ``recording_path``, else the one the dataset at ``dataset_path`` was built
+    from (None when neither is known)."""
+    if script_args.recording_path or not (Path(script_args.dataset_path) / "radar_dataset.json").is_file():
+        return script_args.recording_path
+    return RadarDataset.built_from(script_args.dataset_path)
+
+
 def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> RadarTrainer:
     """Load (or build) the data, split it, make the policy and the trainer; train, save (and push)."""
+    recording = recording_of(script_args)
+    profile = load_profile_for_recordings(script_args.profile_path, [recording])
     dataset = load_or_build_dataset(script_args)
     train_set, held_out = dataset.split_by_prompt(script_args.eval_fraction, training_args.seed)
     if not len(held_out) and training_args.load_best_model_at_end:
@@ -102,17 +118,19 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
         depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
         mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout, allow_skip=training_args.allow_skip,
     )
-    profile = HardwareProfile.load(script_args.profile_path)
     policy.mark_trained_on(profile.cost_curve())
+    target_name, drafter_name, dataset_name = card_names(
+        recording, script_args.target_name, script_args.drafter_name, script_args.dataset_name
+    )
     trainer = RadarTrainer(
         model=policy,
         args=training_args,
         train_dataset=train_set,
         eval_dataset=held_out if len(held_out) else None,
         profile=profile,
-        target_name=script_args.target_name,
-        drafter_name=script_args.drafter_name,
-        dataset_name=script_args.dataset_name,
+        target_name=target_name,
+        drafter_name=drafter_name,
+        dataset_name=dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
     trainer.train_save_and_push()

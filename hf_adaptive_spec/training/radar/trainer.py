@@ -272,6 +272,12 @@ class RadarTrainer(SpecTrainer):
         if self.is_world_process_zero():
             self.policy_card().save(os.path.join(self.args.output_dir, "README.md"))
 
+    def policy_step_source(self) -> str:
+        """Where the latency model's policy call comes from, as the card says it."""
+        if self.args.policy_step_seconds is None:
+            return "the profile's measured policy_call_seconds"
+        return "set by policy_step_seconds, not the profile's"
+
     def policy_card(self) -> ModelCard:
         """The policy's card (``model_cards/policy.md``): tree, rewards, latency model, training budget."""
         policy, latency = self.accelerator.unwrap_model(self.model), self.latency
@@ -296,7 +302,8 @@ class RadarTrainer(SpecTrainer):
                 f"{self.args.alpha}, beta {self.beta:.4g}, gamma {self.args.gamma}{extras}) for "
                 f"{self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
                 f"with the latency model of a {self.profile_device} profile (draft call "
-                f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms)."
+                f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
+                f"{self.policy_step_source()})."
                 + selected
                 + lookup_branch_note(self.lookup_tokens)
             ),

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from transformers import set_seed
 from trl import TrlParser
 
-from ...environments import MultiReplayEnvironment, load_training_recording
+from ...core.features import default_aux_layer_ids
+from ...environments import MultiReplayEnvironment, ReplayRecording, load_training_recording
+from ...environments.provenance import card_names, load_profile_for_recordings
 from ...policies.resps import ReSpSPolicy
-from ...profiling.hardware import HardwareProfile
 from ..base import LookupBranchArguments, run_training_script
 from .config import ReSpSConfig
 from .trainer import ReSpSTrainer
@@ -35,8 +36,10 @@ class ReSpSScriptArguments(LookupBranchArguments):
     hardware_profile: str | None = field(
         default=None, metadata={"help": "HardwareProfile JSON (`hf-adaptive-spec profile --json ... --eagle3 ...`)."}
     )
-    target_num_hidden_layers: int = field(
-        default=30, metadata={"help": "Decoder layers L of the target (SmolLM2-135M: 30): state layers 2, L//2, L-3."}
+    target_num_hidden_layers: int | None = field(
+        default=None,
+        metadata={"help": "Decoder layers L of the target (SmolLM2-135M: 30): state layers 2, L//2, L-3 (EAGLE-3's), "
+                  "which the recordings must hold; unset: the recordings' feature layers."},
     )
     num_eval_prompts: int = field(
         default=0, metadata={"help": "Last N recorded prompts held out for evaluate() (policy vs best fixed tree)."}
@@ -46,10 +49,14 @@ class ReSpSScriptArguments(LookupBranchArguments):
         metadata={"help": "Continue from this Re-SpS policy (folder or Hub repo): its grid, networks and statistics."},
     )
     target_model_name: str | None = field(
-        default="HuggingFaceTB/SmolLM2-135M-Instruct", metadata={"help": "Target model, as named in the model card."}
+        default=None, metadata={"help": "Target model, as named in the model card; unset: the recordings'."}
     )
-    drafter_name: str | None = field(default=None, metadata={"help": "Drafter of the recordings, for the model card."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Prompts of the recordings, for the model card."})
+    drafter_name: str | None = field(
+        default=None, metadata={"help": "Drafter of the recordings, for the model card; unset: the recordings'."}
+    )
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Prompts of the recordings, for the model card; unset: the first recording's."}
+    )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
 
 
@@ -63,8 +70,8 @@ def load_environment(script_args: ReSpSScriptArguments) -> MultiReplayEnvironmen
             "Pass --recordings (one recorded folder per top_k of the grid) and --hardware_profile (a profile JSON); "
             "see hf_adaptive_spec/policies/resps/README.md for how to make them."
         )
+    profile = load_profile_for_recordings(script_args.hardware_profile, script_args.recordings)
     recordings = [load_training_recording(path) for path in script_args.recordings]
-    profile = HardwareProfile.load(script_args.hardware_profile)
     return MultiReplayEnvironment(recordings, profile, **script_args.lookup_kwargs())
 
 
@@ -77,13 +84,33 @@ def build_policy(
         keep = ("decision_interval", "training_interval", "temperature")
         return ReSpSPolicy.from_pretrained(script_args.init_from, **{name: kwargs[name] for name in keep})
     features = environment.reference.prompts[0][0].features
-    if not features:
+    layers = state_layers(script_args.target_num_hidden_layers, environment.reference)
+    hidden_size = next(iter(features.values())).numel()
+    return ReSpSPolicy(
+        hidden_size=hidden_size, num_target_layers=script_args.target_num_hidden_layers, feature_layers=layers, **kwargs
+    )
+
+
+def state_layers(num_target_layers: int | None, recording: ReplayRecording) -> tuple[int, ...]:
+    """The target hidden states a new policy reads: EAGLE-3's ``(2, L//2, L-3)`` for ``num_target_layers`` L, which the
+    recording must hold, else the recording's own feature layers."""
+    recorded = tuple(recording.feature_layers)
+    if not recorded:
         raise ValueError(
             "The recordings hold no target features: record them with the policy's feature layers "
             "(`hf-adaptive-spec record` keeps the EAGLE-3 drafter's by default)."
         )
-    hidden_size = next(iter(features.values())).numel()
-    return ReSpSPolicy(hidden_size=hidden_size, num_target_layers=script_args.target_num_hidden_layers, **kwargs)
+    if num_target_layers is None:
+        return recorded
+    asked = tuple(default_aux_layer_ids(num_target_layers))
+    if not set(asked) <= set(recorded):
+        raise ValueError(
+            f"target_num_hidden_layers={num_target_layers} reads the target's hidden states {list(asked)} (EAGLE-3's "
+            f"2, L//2, L-3), but the recordings hold {list(recorded)}: they were made with a target of another depth. "
+            "Leave target_num_hidden_layers unset to read the recordings' layers, or set it to the recorded target's "
+            "decoder layer count."
+        )
+    return asked
 
 
 def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpSTrainer:
@@ -98,6 +125,9 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
     set_seed(training_args.seed)  # the policy's initial weights
     policy = build_policy(script_args, training_args, environment)
     policy.mark_trained_on(environment.profile.cost_curve())
+    target_name, drafter_name, dataset_name = card_names(
+        script_args.recordings[0], script_args.target_model_name, script_args.drafter_name, script_args.dataset_name
+    )
     trainer = ReSpSTrainer(
         policy=policy,
         args=training_args,
@@ -105,9 +135,9 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
         train_dataset=range(num_train),
         eval_dataset=range(num_train, environment.num_prompts) if script_args.num_eval_prompts else None,
         fit_normalizer=not script_args.init_from,
-        target_name=script_args.target_model_name,
-        drafter_name=script_args.drafter_name,
-        dataset_name=script_args.dataset_name,
+        target_name=target_name,
+        drafter_name=drafter_name,
+        dataset_name=dataset_name,
         reproduce_command=script_args.reproduce_command,
     )
     trainer.train_save_and_push()

