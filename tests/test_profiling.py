@@ -130,16 +130,11 @@ def test_measurements_on_a_tiny_model(llama):
 
 def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     """``hf-adaptive-spec profile --model FOLDER``: any causal LM, not only the embedded default."""
-    from tiny_models import make_char_tokenizer, tiny_model
-
     from hf_adaptive_spec.core import CostCurve
     from hf_adaptive_spec.profiling import cli
 
     folder = tmp_path / "model"
-    tiny_model("llama").save_pretrained(folder)
-    tokenizer = make_char_tokenizer()
-    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
-    tokenizer.save_pretrained(folder)
+    _saved_tiny_model(folder)
     out = tmp_path / "profile.json"
     argv = ["--model", str(folder), "--json", str(out), "--verify-tokens", "1,4", "--repeats", "1",
             "--context-length", "16", "--drafter-layers", "2"]
@@ -181,19 +176,13 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     """``profile --recording`` ranks the recording's static trees on the curve it just measured and
     writes the winner into the profile; ``hfas.recommended_policy()`` reads it (default path from
     $HF_ADAPTIVE_SPEC_PROFILE). Shipped learned policies that cannot replay on the recording say why."""
-    from tiny_models import make_char_tokenizer, tiny_model
-
     from hf_adaptive_spec.environments import record_replay
     from hf_adaptive_spec.environments.static_grid import rank_static_trees
     from hf_adaptive_spec.policies.base import TreeConfig
     from hf_adaptive_spec.profiling import cli
 
     folder, out = tmp_path / "model", tmp_path / "profile.json"
-    model = tiny_model("llama")
-    model.save_pretrained(folder)
-    tokenizer = make_char_tokenizer()
-    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
-    tokenizer.save_pretrained(folder)
+    model = _saved_tiny_model(folder)
     recording = record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
                               TreeConfig(depth=3, top_k=3, total_tokens=8), 16)
     recording.save(tmp_path / "recording")
@@ -217,6 +206,18 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
         hfas.recommended_policy(model="HuggingFaceTB/SmolLM2-135M-Instruct")
     with pytest.raises(ValueError, match="timed the drafter early exit: 2 layers, not hf_adaptive_spec:eagle3-smollm2"):
         recommended_tree(drafter=shipped_checkpoint("eagle3"))
+
+
+def _saved_tiny_model(folder):
+    """A tiny Llama and a character tokenizer with a chat template, saved to ``folder`` as a user's local model."""
+    from tiny_models import make_char_tokenizer, tiny_model
+
+    model = tiny_model("llama")
+    model.save_pretrained(folder)
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
+    tokenizer.save_pretrained(folder)
+    return model
 
 
 def _recorded_folder(folder, **manifest):
@@ -386,17 +387,11 @@ def test_recommended_policy_takes_the_drafter_object_and_knows_it_by_its_weights
     """``recommended_policy(model=model, drafter=drafter)`` with the loaded Eagle3Drafter: matched to the profile by a
     digest of its weights (whatever dtype it was loaded in); another drafter's weights, or a profile that kept no
     digest, are refused by name; the profile CLI keeps the digest of the drafter it times."""
-    from tiny_models import make_char_tokenizer, tiny_model
-
     from hf_adaptive_spec.profiling import cli
     from hf_adaptive_spec.profiling.identity import drafter_weights_digest, eagle3_name, model_name
 
     folder, out = tmp_path / "model", tmp_path / "profile.json"
-    target = tiny_model("llama")
-    target.save_pretrained(folder)
-    tokenizer = make_char_tokenizer()
-    tokenizer.chat_template = "{% for m in messages %}{{ m['content'][:20] }}{% endfor %}"
-    tokenizer.save_pretrained(folder)
+    _saved_tiny_model(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     mine, other = _eagle3_folder(model, tmp_path / "mine", 1), _eagle3_folder(model, tmp_path / "other", 2)
     assert cli.main(["--model", str(folder), "--json", str(out), "--verify-tokens", "1,4", "--repeats", "1",

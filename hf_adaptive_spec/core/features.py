@@ -17,38 +17,33 @@ def unwrap_peft(model: nn.Module) -> PreTrainedModel:
 
 #: where decoders keep their layer stack: Llama-like ``layers``, GPT-2, GPT-J and Falcon ``h``
 _LAYER_STACK_NAMES = ("layers", "h")
+#: where decoders keep their final norm: Llama-like ``norm``, Phi ``final_layernorm``, OPT and GPT-NeoX
+#: ``final_layer_norm``, GPT-2, GPT-J and Falcon ``ln_f``
+_FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f")
+_SUPPORTED_LAYOUTS = "Llama, Mistral, Qwen, Gemma, Phi, OPT, GPT-NeoX, GPT-2"
 
 
 def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The decoder layer stack of a causal LM (``model.model.layers`` for Llama-like models)."""
-    decoder = model.get_decoder()
-    for name in _LAYER_STACK_NAMES:
-        layers = getattr(decoder, name, None)
-        if isinstance(layers, nn.ModuleList):
-            return layers
-    raise ValueError(
-        f"Cannot find the decoder layers of {type(model).__name__} (expected one of {list(_LAYER_STACK_NAMES)} on its "
-        "decoder), which the engine reads: use a target of a supported layout (Llama, Mistral, Qwen, Gemma, Phi, "
-        "GPT-NeoX, GPT-2), or drop assistant_policy for stock generate."
-    )
-
-
-#: where decoders keep their final norm: Llama-like ``norm``, Phi ``final_layernorm``, OPT and GPT-NeoX
-#: ``final_layer_norm``, GPT-2, GPT-J and Falcon ``ln_f``
-_FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f")
+    return _decoder_part(model, _LAYER_STACK_NAMES, nn.ModuleList, "decoder layers")
 
 
 def final_norm(model: PreTrainedModel) -> nn.Module:
     """The norm a causal LM applies after its last decoder layer (its output is hidden state ``L``)."""
+    return _decoder_part(model, _FINAL_NORM_NAMES, nn.Module, "final norm")
+
+
+def _decoder_part(model: PreTrainedModel, names: tuple[str, ...], kind: type, what: str) -> nn.Module:
+    """The first of the decoder's attributes ``names`` that is a ``kind``; an error naming them when none is."""
     decoder = model.get_decoder()
-    for name in _FINAL_NORM_NAMES:
+    for name in names:
         module = getattr(decoder, name, None)
-        if isinstance(module, nn.Module):
+        if isinstance(module, kind):
             return module
     raise ValueError(
-        f"Cannot find the final norm of {type(model).__name__} (expected one of {list(_FINAL_NORM_NAMES)} on its "
-        "decoder), whose output the engine reads: use a target of a supported layout (Llama, Mistral, Qwen, Gemma, "
-        "Phi, OPT, GPT-NeoX)."
+        f"Cannot find the {what} of {type(model).__name__} (expected one of {list(names)} on its decoder), which the "
+        f"engine reads: use a target of a supported layout ({_SUPPORTED_LAYOUTS}), or drop assistant_policy for stock "
+        "generate."
     )
 
 
