@@ -150,6 +150,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
             f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
         )
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
+    target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
     trainer = Eagle3Trainer(
