@@ -289,12 +289,36 @@ def test_the_engines_own_cache_follows_the_models_dtype():
     assert model.generate(ids, **kwargs).shape == (1, ids.shape[1] + 8)
 
 
-def test_sliding_window_static_layers_are_refused():
+@pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
+def test_sliding_window_models_decode_in_a_static_cache_of_full_length_layers(family):
+    """The engine's own cache keeps every layer full-length, and each verification mask applies its layer kind's
+    window (Mistral: one kind; Qwen2's hybrid: a mask per kind, passed as a dict). Windows of 6 and 5 tokens, so
+    every prompt here outgrows them; without the windows in the masks the tokens differ."""
+    model = tiny_model(family)
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    for length, compiled in ((9, False), (30, False), (12, True)):
+        ids = prompt(length, seed=length)
+        expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+        for policy in (POLICIES["plain"], hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=12)):
+            out = model.generate(
+                ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
+                cache_implementation="static", return_dict_in_generate=True,
+                **({"compile_config": _compile_config()} if compiled else {}),
+            )
+            assert torch.equal(out.sequences, expected), (family, length, compiled)
+            assert out.speculation.cache == "static" and out.speculation.compiled is compiled
+
+
+def test_a_callers_sliding_window_static_cache_is_refused_and_a_full_length_one_decodes():
+    from hf_adaptive_spec.core import full_length_static_cache
+
     model = tiny_model("mistral-sliding")
-    with pytest.raises(ValueError, match="StaticSlidingWindowLayer.*Use a DynamicCache"):
-        model.generate(
-            prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"], cache_implementation="static"
-        )
+    ids, kwargs = prompt(9), dict(max_new_tokens=16, do_sample=False, assistant_policy=POLICIES["plain"],
+                                  assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2))
+    with pytest.raises(ValueError, match="StaticSlidingWindowLayer.*Pass cache_implementation='static'"):
+        model.generate(ids, past_key_values=StaticCache(config=model.config, max_cache_len=128), **kwargs)
+    out = model.generate(ids, past_key_values=full_length_static_cache(model.config, 128), **kwargs)
+    assert torch.equal(out, model.generate(ids, max_new_tokens=16, do_sample=False))
 
 
 def test_dvi_drafts_in_its_own_cache_on_the_static_path_and_learns_there():

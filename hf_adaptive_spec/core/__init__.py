@@ -7,6 +7,7 @@ from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead, TopLogitsRescorer
 from .sequences import common_prefix_length, end_of_sequence_ids
+from .static_cache import full_length_static_cache
 from .tree import DraftTree, full_tree_size
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "cost_curve_mismatch",
     "decoder_layers",
     "drop_tail",
+    "full_length_static_cache",
     "full_tree_size",
     "prepare_cache_for_trees",
     "tree_attention_mask",

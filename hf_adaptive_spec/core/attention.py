@@ -55,6 +55,22 @@ def _mask_groups(config: PretrainedConfig, first_layer: int = 0) -> list[tuple[s
     return [(None, first_layer, window if is_sliding_layer(config, 0) else None)]
 
 
+def mask_kinds(config: PretrainedConfig) -> list[tuple[str | None, int | None]]:
+    """``(key, sliding window or None)`` per attention kind of the model's layers, in the order of
+    :func:`attention_mask_argument`; the key is None for a model whose layers are all of one kind."""
+    return [(key, window) for key, _, window in _mask_groups(config)]
+
+
+def attention_mask_argument(config: PretrainedConfig, masks: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+    """What the model's forward takes for ``masks`` ``[kinds, 1, q, k]`` (one per :func:`mask_kinds`): the mask
+    itself for a model of one kind, else ``{layer type: its mask}``. Traceable, so a compiled forward or a
+    package takes one tensor whatever the model."""
+    kinds = mask_kinds(config)
+    if len(kinds) == 1:
+        return masks
+    return {key: masks[index : index + 1] for index, (key, _) in enumerate(kinds)}
+
+
 def _layer_mask(
     cache: Cache,
     layer_idx: int,

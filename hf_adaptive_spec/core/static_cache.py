@@ -13,8 +13,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
-from transformers import Cache, StaticCache
-from transformers.cache_utils import StaticLayer
+from transformers import Cache, PretrainedConfig, StaticCache
+from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+from .attention import mask_kinds
 
 
 def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module | None = None) -> None:
@@ -29,9 +31,10 @@ def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module 
         if type(layer) is not StaticLayer:
             raise ValueError(
                 f"Static cache layer {idx} is a {type(layer).__name__}: tree speculation on a static cache supports "
-                "full-attention layers (StaticLayer) only, because a sliding-window static layer rolls its slots "
-                "and cannot hold a tree after the prefix. Use a DynamicCache (drop cache_implementation='static') for "
-                "this model."
+                "full-length layers (StaticLayer) only, because a sliding-window static layer rolls its slots "
+                "and cannot hold a tree after the prefix. Pass cache_implementation='static' instead of a cache (the "
+                "engine then keeps a cache of full-length layers, and the masks apply the sliding windows), or build "
+                "one with hf_adaptive_spec.core.full_length_static_cache(model.config, max_cache_len)."
             )
     if model is not None:
         _check_cache_fits_model(cache, model)
@@ -77,6 +80,19 @@ def set_cache_length(cache: Cache, length: int) -> None:
         layer.cumulative_length.fill_(length)
 
 
+def full_length_static_cache(config: PretrainedConfig, max_cache_len: int) -> StaticCache:
+    """``StaticCache(config, max_cache_len)`` with every sliding-window layer replaced by a full-length
+    :class:`StaticLayer`: slot ``j`` holds position ``j`` in every layer, so a draft tree can follow the
+    prefix, and the sliding windows are applied by the masks (:func:`windowed_static_tree_masks`, and
+    transformers' own for the prefill). A sliding layer then holds ``max_cache_len`` slots, not its window."""
+    cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    cache.layers = [
+        StaticLayer(max_cache_len=max_cache_len) if isinstance(layer, StaticSlidingWindowLayer) else layer
+        for layer in cache.layers
+    ]
+    return cache
+
+
 def static_tree_mask(
     visible: torch.Tensor, past_length: int, bucket: int, max_cache_len: int, dtype: torch.dtype, device
 ) -> torch.Tensor:
@@ -92,6 +108,32 @@ def static_tree_mask(
         visible: ``[n, m]`` bool over the tail and the real rows, e.g. a tree's ancestor mask
             (``m == n``) or a causal block (``torch.ones(n, n).tril()``).
     """
+    return _additive(_allowed_slots(visible, past_length, bucket, max_cache_len), dtype, device)
+
+
+def windowed_static_tree_masks(
+    config: PretrainedConfig, visible: torch.Tensor, positions: torch.Tensor, past_length: int, bucket: int,
+    max_cache_len: int, dtype: torch.dtype, device,
+) -> torch.Tensor:
+    """:func:`static_tree_mask` for a tree of ``n`` rows written at slot ``past_length`` (``visible`` ``[n, n]``),
+    once per attention kind of the model (:func:`~hf_adaptive_spec.core.attention.mask_kinds`), each with its
+    sliding window applied: ``[kinds, 1, bucket, max_cache_len]`` (a model of one kind gets ``[1, 1, ...]``, the
+    plain mask when it has no window). ``positions`` ``[bucket]`` are the rows' positions, padding rows included;
+    committed slot ``j`` holds position ``j`` (:func:`full_length_static_cache`)."""
+    allowed = _allowed_slots(visible, past_length, bucket, max_cache_len)
+    slot_positions = torch.arange(max_cache_len)
+    slot_positions[past_length : past_length + bucket] = positions.cpu()
+    masks = []
+    for _, window in mask_kinds(config):
+        kind = allowed
+        if window is not None:
+            kind = allowed & (slot_positions[None, :] > positions.cpu()[:, None] - int(window))
+        masks.append(_additive(kind, dtype, device))
+    return masks[0] if len(masks) == 1 else torch.cat(masks)
+
+
+def _allowed_slots(visible: torch.Tensor, past_length: int, bucket: int, max_cache_len: int) -> torch.Tensor:
+    """``[bucket, max_cache_len]`` bool: which slots each row sees (see :func:`static_tree_mask`)."""
     n, m = visible.shape
     earlier = m - n
     allowed = torch.zeros(bucket, max_cache_len, dtype=torch.bool)
@@ -99,7 +141,12 @@ def static_tree_mask(
     allowed[:n, past_length : past_length + m] = visible
     padding = torch.arange(n, bucket)
     allowed[padding, past_length + earlier + padding] = True
-    mask = torch.zeros(bucket, max_cache_len, dtype=dtype)
+    return allowed
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    """``[1, 1, rows, slots]``: 0 where ``allowed``, the dtype's minimum elsewhere, on ``device``."""
+    mask = torch.zeros(allowed.shape, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask[None, None].to(device, non_blocking=True)
 

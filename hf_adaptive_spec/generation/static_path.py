@@ -24,7 +24,8 @@ from ..core.packaged import (
     weight_sharing_twin,
     weights_digest,
 )
-from ..core.static_cache import static_cache_holding, static_cache_tensors
+from ..core.attention import attention_mask_argument
+from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
@@ -38,7 +39,7 @@ def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, atte
     out = model(
         input_ids=input_ids,
         position_ids=position_ids,
-        attention_mask=attention_mask,
+        attention_mask=attention_mask_argument(model.config, attention_mask),
         past_key_values=cache,
         use_cache=True,
         output_hidden_states=list(feature_layers) if feature_layers else False,
@@ -141,7 +142,7 @@ class FastPath:
         key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
             if key not in self.own_caches:
-                self.own_caches[key] = StaticCache(config=self.model.config, max_cache_len=key[0])
+                self.own_caches[key] = full_length_static_cache(self.model.config, key[0])
             return self.own_caches[key]
 
     def begin_call(self) -> None:

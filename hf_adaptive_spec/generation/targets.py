@@ -26,7 +26,7 @@ from ..core.attention import tree_attention_mask
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
-from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, static_tree_mask
+from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, windowed_static_tree_masks
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter, SharedCacheVerification
 from .static_path import FastPath, compile_options, fast_path
@@ -285,7 +285,8 @@ class StaticTarget(TargetForward):
         padding = bucket - n
         input_ids = torch.tensor([tree.tokens + [tree.tokens[0]] * padding])
         positions = torch.tensor([[past_length + depth for depth in tree.depths] + [past_length] * padding])
-        mask = static_tree_mask(tree.ancestor_mask(), past_length, bucket, self.max_cache_len, self.model.dtype, device)
+        mask = windowed_static_tree_masks(self.model.config, tree.ancestor_mask(), positions[0], past_length, bucket,
+                                          self.max_cache_len, self.model.dtype, device)
         set_cache_length(self.cache, past_length)
         (logits, features), compile_seconds = self.path.forward(
             self.options,
