@@ -121,15 +121,18 @@ def windowed_static_tree_masks(
     plain mask when it has no window). ``positions`` ``[bucket]`` are the rows' positions, padding rows included;
     committed slot ``j`` holds position ``j`` (:func:`full_length_static_cache`)."""
     allowed = _allowed_slots(visible, past_length, bucket, max_cache_len)
+    kinds = mask_kinds(config)
+    if len(kinds) == 1 and kinds[0][1] is None:  # full attention only: the plain mask
+        return _additive(allowed, dtype, device)
     slot_positions = torch.arange(max_cache_len)
     slot_positions[past_length : past_length + bucket] = positions.cpu()
     masks = []
-    for _, window in mask_kinds(config):
+    for _, window in kinds:
         kind = allowed
         if window is not None:
             kind = allowed & (slot_positions[None, :] > positions.cpu()[:, None] - int(window))
         masks.append(_additive(kind, dtype, device))
-    return masks[0] if len(masks) == 1 else torch.cat(masks)
+    return torch.cat(masks)
 
 
 def _allowed_slots(visible: torch.Tensor, past_length: int, bucket: int, max_cache_len: int) -> torch.Tensor:
