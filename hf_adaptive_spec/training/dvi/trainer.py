@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, ClassVar
 
@@ -12,11 +11,10 @@ from transformers import PreTrainedModel
 from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
+from ...drafters.dvi.checkpoint import ONLINE_STATE_NAME
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult
-from ...hub.errors import MissingArtifactFileError
-from ...hub.location import ArtifactLocation
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
@@ -25,9 +23,10 @@ from .replay import GreedyChainReplay
 
 logger = logging.get_logger(__name__)
 
-#: the updater's schedule position and baseline, written next to the adapter so a resumed run continues them.
-ONLINE_STATE_NAME = "dvi_online_state.json"
 _LOGGED_UPDATE_FIELDS = ("kl", "ce", "pg", "entropy", "kl_weight", "ce_weight", "pg_weight", "baseline", "fresh_reward")
+#: replayed answers whose mean completion_greedy_agreement is checked once, and the mean below which a warning says so
+AGREEMENT_CHECK_ANSWERS = 20
+LOW_GREEDY_AGREEMENT = 0.8
 
 
 def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]]:
@@ -77,6 +76,9 @@ class DVITrainer(SpecTrainer):
         policy: draft policy; ``StaticTreePolicy.chain(args.draft_depth)`` by default.
         dataset_name: training data, as named in the model card.
         reproduce_command: command recorded in the model card.
+        base_model: Hub id of the target, named in the card's metadata (default: the target's name when it is a
+            Hub id; a target loaded from a local folder is named by its path in the card's text only).
+        init_from: the adapter ``drafter`` was loaded from (folder or Hub id), named in the card as the run's start.
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "dvi", "speculative-decoding"]
@@ -95,6 +97,8 @@ class DVITrainer(SpecTrainer):
         policy: DraftPolicy | None = None,
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
+        base_model: str | None = None,
+        init_from: str | None = None,
         **kwargs,
     ):
         target_model = enable(target_model.to(args.device).eval())
@@ -107,7 +111,11 @@ class DVITrainer(SpecTrainer):
         self.policy = policy or StaticTreePolicy.chain(args.draft_depth)
         self.dataset_name = dataset_name
         self.reproduce_command = reproduce_command
+        self.base_model = base_model
+        self.init_from = init_from
+        self._continued_at_update: int | None = None  # where init_from's schedule was continued (continue_schedule_from)
         self._logged_updates = 0
+        self._first_agreements: list[float] = []  # completion_greedy_agreement of the first replayed answers
         self.replay = None
         if args.rollout == "replay":
             chain = isinstance(self.policy, StaticTreePolicy) and self.policy.config.top_k == 1
@@ -138,7 +146,7 @@ class DVITrainer(SpecTrainer):
         for index, ids in enumerate(inputs["input_ids"]):
             if self.replay is not None:
                 stats = self.replay.run(ids, inputs["completion_ids"][index])
-                self._metrics["completion_greedy_agreement"].append(self.replay.last_greedy_agreement)
+                self._note_greedy_agreement(self.replay.last_greedy_agreement)
             else:
                 prompt = torch.tensor([ids], device=self.args.device)
                 self.target_model.generate(
@@ -157,6 +165,24 @@ class DVITrainer(SpecTrainer):
                 self.drafter.update()
         return torch.tensor(self._collect_update_metrics(), device=self.args.device)
 
+    def _note_greedy_agreement(self, agreement: float) -> None:
+        """Log a replayed answer's ``completion_greedy_agreement``; once ``AGREEMENT_CHECK_ANSWERS`` answers are in,
+        warn if their mean is below ``LOW_GREEDY_AGREEMENT`` (the replay then walks text the target would not write)."""
+        self._metrics["completion_greedy_agreement"].append(agreement)
+        first = self._first_agreements
+        if len(first) == AGREEMENT_CHECK_ANSWERS:
+            return
+        first.append(agreement)
+        mean = sum(first) / len(first)
+        if len(first) == AGREEMENT_CHECK_ANSWERS and mean < LOW_GREEDY_AGREEMENT:
+            logger.warning(
+                f"The first {AGREEMENT_CHECK_ANSWERS} replayed answers are the target's greedy choice at {mean:.0%} "
+                "of their tokens on average (completion_greedy_agreement): they are not this target's own greedy output "
+                "as tokens (another model's, sampled, another dtype, or text that re-encodes otherwise), so the "
+                "replay judges drafts against text the target would not write. Regenerate them with this target "
+                "(trainers/regenerate_sharegpt.py --model ...), or train with rollout: generate."
+            )
+
     def _collect_update_metrics(self) -> float:
         updater = self.drafter.updater
         count = min(updater.num_updates - self._logged_updates, len(updater.history))
@@ -170,12 +196,11 @@ class DVITrainer(SpecTrainer):
 
 
     def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """The adapter, its card and ``dvi_online_state.json`` (the drafter's, being online), and ``training_config.json``."""
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.drafter.save_pretrained(output_dir, model_card_kwargs=self.card_kwargs())
         self.save_training_config(output_dir)
-        with open(os.path.join(output_dir, ONLINE_STATE_NAME), "w", encoding="utf-8") as handle:
-            json.dump(self.drafter.updater.state_dict(), handle)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         """Resume: the LoRA weights (safetensors), then the schedule position and baseline.
@@ -184,42 +209,51 @@ class DVITrainer(SpecTrainer):
         is the updater's optimizer); the rollout buffer starts empty.
         """
         self.drafter.load_adapter_weights(resume_from_checkpoint)
-        state_path = os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)
-        if os.path.isfile(state_path):
-            self._load_online_state(state_path)
+        if self.drafter.load_online_state(resume_from_checkpoint):
+            self._logged_updates = self.drafter.updater.num_updates
 
     def continue_schedule_from(self, path_or_repo: str) -> None:
         """Continue the KL->RL schedule position and reward baseline saved beside a DVI adapter
         (``dvi_online_state.json``, which this trainer writes), as ``init_from`` does by default; a
         warning says when the adapter has none and the schedule starts again with KL-only updates."""
-        try:
-            state_path = ArtifactLocation(str(path_or_repo)).resolve(ONLINE_STATE_NAME)
-        except MissingArtifactFileError:
+        if not self.drafter.load_online_state(path_or_repo):
             logger.warning(
                 f"{path_or_repo} has no {ONLINE_STATE_NAME}: the KL->RL schedule starts again from KL-only updates."
             )
             return
-        self._load_online_state(state_path)
         updater = self.drafter.updater
+        self._logged_updates = self._continued_at_update = updater.num_updates
         logger.info(f"Continuing {path_or_repo}'s KL->RL schedule at update {updater.num_updates} (baseline {updater.baseline}).")
 
-    def _load_online_state(self, state_path: str | os.PathLike) -> None:
-        with open(state_path, encoding="utf-8") as handle:
-            self.drafter.updater.load_state_dict(json.load(handle))
-        self._logged_updates = self.drafter.updater.num_updates
+    def create_model_card(self, **_) -> None:
+        """Write the adapter's card to ``output_dir``: ``Trainer.push_to_hub`` calls this (with its own card fields,
+        which do not apply to an adapter, and a summary that needs a transformers model) before it uploads the folder."""
+        if self.is_world_process_zero():
+            card = self.drafter.generate_model_card(repo_id=self.hub_model_id, **self.card_kwargs())
+            card.save(os.path.join(self.args.output_dir, "README.md"))
 
     def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:
-        """Model-card fields (``model_cards/dvi_adapter.md``): data, steps, command, results."""
+        """Model-card fields (``model_cards/dvi_adapter.md``): target, data, start, steps, command, results."""
         updater = self.drafter.updater
         schedule = "KL only" if self.args.ce_weight == 0 and self.args.pg_weight == 0 else "KL->RL schedule"
-        return {
+        kwargs = {
             "datasets": [self.dataset_name] if self.dataset_name else (),
             "results": results,
             "reproduce_command": self.reproduce_command,
             "description": (
-                f"Draft path: the target's first {self.drafter.exit_layer} layers. Trained online over "
-                f"{self.state.global_step * self.args.per_device_train_batch_size} prompts "
+                f"Draft path: the target's first {self.drafter.exit_layer} layers. {self._start_description()}Trained "
+                f"online over {self.state.global_step * self.args.per_device_train_batch_size} prompts "
                 f"({updater.num_updates} LoRA updates, {schedule}, chains of {self.args.draft_depth}; "
                 + ("cycles replayed from the target's greedy answers)." if self.replay else "cycles run by generate).")
             ),
         }
+        return {**kwargs, "base_model": self.base_model} if self.base_model else kwargs
+
+    def _start_description(self) -> str:
+        """The card's sentence on what the run started from ("" for a new adapter)."""
+        if not self.init_from:
+            return ""
+        start = f"Started from the DVI adapter {self.init_from}"
+        if self._continued_at_update is None:
+            return f"{start}, with a new KL->RL schedule. "
+        return f"{start}, continuing its KL->RL schedule at update {self._continued_at_update}. "

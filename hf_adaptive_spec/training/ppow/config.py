@@ -24,7 +24,8 @@ class PPOWConfig(TrainingArguments):
         beta: coefficient of ``KL(drafter ‖ target)``, averaged over window tokens.
         relative_cost: ``c`` of the Cost-Aware Speedup Reward ``L / (1 + cL)``.
         hardware_profile: a ``hf-adaptive-spec profile`` JSON; when set, ``c`` is its draft-step
-            time over its one-token verification time (measured instead of assumed).
+            time over its one-token verification time (measured instead of assumed). A profile that
+            timed another target or drafter than the ones trained is refused.
         use_proximity_reward: add the Distribution-Based Proximity Reward to windows with ``L = 0``.
         proximity_tolerance: ``δ``, per-token log-likelihood gap at which the proximity reward is 0.
         proximity_scale: ``η``, the proximity reward of a window as likely as the target's greedy one.
@@ -44,7 +45,8 @@ class PPOWConfig(TrainingArguments):
     beta: float = field(default=0.03, metadata={"help": "Coefficient of KL(drafter || target)."})
     relative_cost: float = field(default=0.12, metadata={"help": "Drafter cost c in the reward L / (1 + cL)."})
     hardware_profile: str | None = field(
-        default=None, metadata={"help": "Profile JSON; c = draft step time / one-token verification time."}
+        default=None,
+        metadata={"help": "Profile JSON of this target and drafter; c = draft step time / one-token verification time."},
     )
     use_proximity_reward: bool = field(default=True, metadata={"help": "Proximity reward for windows with L = 0."})
     proximity_tolerance: float = field(default=0.5, metadata={"help": "Per-token log-likelihood gap (delta)."})

@@ -9,6 +9,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...profiling.hardware import HardwareProfile
+from ...profiling.identity import check_profiled
 from ..eagle3.trainer import Eagle3Trainer
 from ..rl import clipped_surrogate, group_relative_advantages
 from .config import PPOWConfig
@@ -52,6 +53,16 @@ def window_starts(loss_mask: torch.Tensor, window_size: int) -> torch.Tensor:
     return (inside == window_size) & (start + window_size <= loss_mask.shape[1])
 
 
+def profiled_relative_cost(profile_path: str, target_model: PreTrainedModel, drafter_name_or_path: str | None) -> float:
+    """``c`` measured by the hardware profile at ``profile_path``: its draft-step time over its one-token verification
+    time. A profile that timed another target or drafter is refused (its costs are another pair's)."""
+    profile = HardwareProfile.load(profile_path)
+    check_profiled(profile, profile_path, model=target_model, drafter=drafter_name_or_path)
+    if profile.draft_step_seconds is None:
+        raise ValueError(f"{profile_path} has no draft_step_seconds: profile it with a drafter.")
+    return profile.draft_step_seconds / profile.verify_time(1)
+
+
 class PPOWTrainer(Eagle3Trainer):
     """Post-trains an :class:`Eagle3DraftModel` with PPOW against a frozen target.
 
@@ -61,6 +72,15 @@ class PPOWTrainer(Eagle3Trainer):
     window rewards become group-relative advantages; the loss is the clipped surrogate (every
     token of a window shares its advantage) plus ``beta · KL(drafter ‖ target)``.
     Saves, cards and checkpoints are :class:`Eagle3Trainer`'s (SpecForge layout, safetensors).
+
+    Args:
+        model: the supervised drafter to post-train.
+        args: the :class:`PPOWConfig`. Its ``hardware_profile`` must have timed ``target_model`` and the drafter
+            ``drafter_name_or_path`` names (:func:`~hf_adaptive_spec.profiling.identity.check_profiled`).
+        target_model: the frozen target.
+        drafter_name_or_path: the checkpoint ``model`` was loaded from (folder or Hub id): checked against the
+            hardware profile's drafter and named in the card (unset: neither).
+        **kwargs: :class:`Eagle3Trainer`'s (``dataset_name``, ``reproduce_command``, ``base_model``, ``Trainer``'s).
     """
 
     _tag_names = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
@@ -68,14 +88,19 @@ class PPOWTrainer(Eagle3Trainer):
     _paper = {"title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"}
     _target_features_class = WindowVerifier
 
-    def __init__(self, model: Eagle3DraftModel, args: PPOWConfig, target_model: PreTrainedModel, **kwargs):
+    def __init__(
+        self,
+        model: Eagle3DraftModel,
+        args: PPOWConfig,
+        target_model: PreTrainedModel,
+        drafter_name_or_path: str | None = None,
+        **kwargs,
+    ):
         super().__init__(model=model, args=args, target_model=target_model, **kwargs)
+        self.drafter_name_or_path = drafter_name_or_path
         self.relative_cost = args.relative_cost
         if args.hardware_profile:
-            profile = HardwareProfile.load(args.hardware_profile)
-            if profile.draft_step_seconds is None:
-                raise ValueError(f"{args.hardware_profile} has no draft_step_seconds: profile it with a drafter.")
-            self.relative_cost = profile.draft_step_seconds / profile.verify_time(1)
+            self.relative_cost = profiled_relative_cost(args.hardware_profile, target_model, drafter_name_or_path)
         self._rollouts: dict[int, WindowRollout] = {}
         self._micro_step = 0
 
@@ -158,12 +183,19 @@ class PPOWTrainer(Eagle3Trainer):
 
     def _training_description(self) -> str:
         args = self.args
+        start = f" from the EAGLE-3 drafter {self.drafter_name_or_path}" if self.drafter_name_or_path else ""
         parts = [
-            f"Post-trained with PPOW for {self.state.global_step} optimizer steps: windows of {args.window_size} tokens, "
-            f"groups of {args.num_generations}, {args.num_prefixes} prefixes per conversation, "
+            f"Post-trained with PPOW{start} for {self.state.global_step} optimizer steps: windows of {args.window_size} "
+            f"tokens, groups of {args.num_generations}, {args.num_prefixes} prefixes per conversation, "
             f"{args.per_device_train_batch_size * args.gradient_accumulation_steps} conversations per step and device, "
-            f"{args.acceptance} acceptance, relative cost {self.relative_cost:.3f}, beta {args.beta}, clip {args.epsilon}",
+            f"{args.acceptance} acceptance, relative cost {self.relative_cost:.3f} ({self._relative_cost_source()}), "
+            f"beta {args.beta}, clip {args.epsilon}",
             "proximity reward " + ("on" if args.use_proximity_reward else "off"),
             "ADAW " + (f"on (curriculum {args.hard_window_schedule})" if args.use_adaw else "off"),
         ]
         return "; ".join(parts) + "."
+
+    def _relative_cost_source(self) -> str:
+        if self.args.hardware_profile:
+            return f"draft step over one-token verification in the hardware profile {self.args.hardware_profile}"
+        return "the relative_cost argument"
