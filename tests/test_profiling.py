@@ -175,7 +175,8 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
 def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):
     """``profile --recording`` ranks the recording's static trees on the curve it just measured and
     writes the winner into the profile; ``hfas.recommended_policy()`` reads it (default path from
-    $HF_ADAPTIVE_SPEC_PROFILE). Shipped learned policies that cannot replay on the recording say why."""
+    $HF_ADAPTIVE_SPEC_PROFILE). The shipped learned policies, trained for SmolLM2, are not ranked for this model,
+    and the profile says so."""
     from hf_adaptive_spec.environments import record_replay
     from hf_adaptive_spec.environments.static_grid import rank_static_trees
     from hf_adaptive_spec.policies.base import TreeConfig

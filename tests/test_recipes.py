@@ -21,10 +21,8 @@ def test_radar_recipes_take_the_policy_call_from_the_profile(recipe):
     script_args, training_args = parser.parse_args_and_config(args=["--config", str(RECIPES / recipe)])
     assert training_args.policy_step_seconds is None  # unset: the profile's policy_call_seconds
     assert script_args.profile_path and script_args.dataset_path
-    _, explicit = radar_script.make_parser().parse_args_and_config(
-        args=["--config", str(RECIPES / recipe), "--policy_step_seconds", "3.0e-4"]
-    )
-    assert explicit.policy_step_seconds == 3.0e-4  # what the header says reproduces the recipe's policy
+    # the header says how to reproduce the committed policy, trained with the EPYC's policy-call time
+    assert "--policy_step_seconds 3.0e-4" in (RECIPES / recipe).read_text(encoding="utf-8")
 
 
 def test_the_eagle3_smoke_recipe_runs_on_data_a_fresh_clone_holds():

@@ -421,6 +421,28 @@ def test_a_drafters_static_cache_is_allocated_before_any_compiled_step():
     assert hasattr(layer.keys, "_dynamo_static_input_type") and hasattr(layer.cumulative_length, "_dynamo_static_input_type")
 
 
+def test_a_drafters_first_step_runs_eagerly_and_the_next_ones_compiled():
+    """The first step allocates the cache from the keys and values it writes (eagerly); every later one runs the
+    compiled graph, so a cache that never reported itself initialised would show here as steps that stay eager."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hf_adaptive_spec.core.static_steps import StaticDraftSteps
+    from hf_adaptive_spec.drafters.causal_lm import _causal_step
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).eval()
+    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, {"backend": "eager", "dynamic": False})
+    compiled, calls = steps.compiled, []
+    steps.compiled = lambda key, *args: calls.append(key) or compiled(key, *args)
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    with torch.no_grad():
+        steps.run(None, (model,), (torch.randint(0, 64, (1, 3)),), torch.arange(3), causal, 0)
+        assert calls == [] and steps.cache.is_initialized
+        steps.run(None, (model,), (torch.randint(0, 64, (1, 3)),), torch.arange(3, 6), causal, 3)
+    assert calls == [(4, None)]
+
+
 def test_returned_logits_and_scores_own_their_storage():
     """Verification rows can be views of a compiled graph's output, which its next replay overwrites on a GPU."""
     model, ids = tiny_model("llama"), prompt(6)

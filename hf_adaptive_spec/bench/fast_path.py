@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
+from ..core.static_cache import full_length_static_cache
 from ..generation.static_path import DEFAULT_BUCKETS, fast_path, fast_path_compile_config
 from .conversation import turn_prompt_ids
 from .questions import Question
 
 
 def shared_static_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
-    """One StaticCache per model and length, reset by each method before its call."""
+    """One StaticCache per model and length, reset by each method before its call; sliding-window layers full-length
+    (:func:`~hf_adaptive_spec.core.static_cache.full_length_static_cache`: the engine's trees need it, and stock's
+    masks apply the windows there too)."""
     caches = model.__dict__.setdefault("_bench_static_caches", {})
     if max_cache_len not in caches:
-        caches[max_cache_len] = StaticCache(config=model.config, max_cache_len=max_cache_len)
+        caches[max_cache_len] = full_length_static_cache(model.config, max_cache_len)
     return caches[max_cache_len]
 
 

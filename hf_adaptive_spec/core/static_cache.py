@@ -108,7 +108,7 @@ def static_tree_mask(
         visible: ``[n, m]`` bool over the tail and the real rows, e.g. a tree's ancestor mask
             (``m == n``) or a causal block (``torch.ones(n, n).tril()``).
     """
-    return _additive(_allowed_slots(visible, past_length, bucket, max_cache_len), dtype, device)
+    return _additive(_allowed_slots(visible, past_length, bucket, max_cache_len)[None, None], dtype, device)
 
 
 def windowed_static_tree_masks(
@@ -123,16 +123,12 @@ def windowed_static_tree_masks(
     allowed = _allowed_slots(visible, past_length, bucket, max_cache_len)
     kinds = mask_kinds(config)
     if len(kinds) == 1 and kinds[0][1] is None:  # full attention only: the plain mask
-        return _additive(allowed, dtype, device)
+        return _additive(allowed[None, None], dtype, device)
     slot_positions = torch.arange(max_cache_len)
     slot_positions[past_length : past_length + bucket] = positions.cpu()
-    masks = []
-    for _, window in kinds:
-        kind = allowed
-        if window is not None:
-            kind = allowed & (slot_positions[None, :] > positions.cpu()[:, None] - int(window))
-        masks.append(_additive(kind, dtype, device))
-    return torch.cat(masks)
+    within = {window: slot_positions[None, :] > positions.cpu()[:, None] - int(window) for _, window in kinds if window}
+    per_kind = torch.stack([allowed & within[window] if window else allowed for _, window in kinds])
+    return _additive(per_kind[:, None], dtype, device)
 
 
 def _allowed_slots(visible: torch.Tensor, past_length: int, bucket: int, max_cache_len: int) -> torch.Tensor:
@@ -148,10 +144,10 @@ def _allowed_slots(visible: torch.Tensor, past_length: int, bucket: int, max_cac
 
 
 def _additive(allowed: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
-    """``[1, 1, rows, slots]``: 0 where ``allowed``, the dtype's minimum elsewhere, on ``device``."""
+    """0 where ``allowed``, the dtype's minimum elsewhere, on ``device`` (one copy)."""
     mask = torch.zeros(allowed.shape, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None].to(device, non_blocking=True)
+    return mask.to(device, non_blocking=True)
 
 
 def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> None:

@@ -36,8 +36,8 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     for name, module in source.named_children():
         setattr(dest, name, nn.ModuleList(list(module)[:num_layers]) if module is layers else module)
     drafter.set_output_embeddings(target.get_output_embeddings())
-    if len(decoder_layers(drafter)) != num_layers:  # a layout whose stack another attribute holds too
-        raise ValueError(f"Cannot truncate {type(target).__name__}: its decoder's layers are not one ModuleList.")
+    if len(decoder_layers(drafter)) != num_layers:  # the stack sits deeper than a child of the decoder: not truncated
+        raise ValueError(f"Cannot truncate {type(target).__name__}: its layer stack is not a child of its decoder.")
     leftovers = [name for name, p in drafter.named_parameters() if p.is_meta]
     leftovers += [name for name, b in drafter.named_buffers() if b.is_meta]
     if leftovers:

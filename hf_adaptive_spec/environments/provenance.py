@@ -73,7 +73,9 @@ def _drafter_description(name: str) -> str:
 
 def _prompts_description(manifest: dict, path: str | Path) -> str:
     """Which prompts the recording holds: the benchmark questions, the file or the prompt set it was recorded from."""
-    source = manifest.get("questions") or manifest.get("prompts_file") or PROMPT_SETS.get(manifest.get("prompts"))
+    own_sharegpt = manifest.get("sharegpt_file") and f"ShareGPT conversations of {Path(manifest['sharegpt_file']).name}"
+    source = (manifest.get("questions") or manifest.get("prompts_file") or own_sharegpt
+              or PROMPT_SETS.get(manifest.get("prompts")))
     count = sum(end - start for start, end, _ in finished_shards(Path(path)))
     prompts = f"{count} first user turns" if count else "first user turns"
     return f"{prompts} of {source or 'unnamed prompts'}, greedy replay recording"

@@ -136,7 +136,9 @@ class DynamicTarget(TargetForward):
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         model = self.model
-        logits = model(**model.prepare_inputs_for_generation(input_ids, **model_kwargs), return_dict=True).logits
+        # outputs generate drops without return_dict_in_generate (and refused with it): not computed
+        kwargs = {k: v for k, v in model_kwargs.items() if k not in ("output_attentions", "output_hidden_states")}
+        logits = model(**model.prepare_inputs_for_generation(input_ids, **kwargs), return_dict=True).logits
         final_hidden = self.capture.latest[self.final_index][0]
         if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())

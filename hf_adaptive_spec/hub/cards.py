@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+logger = logging.getLogger(__name__)
 
 LIBRARY_NAME = "hf-adaptive-spec"
 CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
@@ -113,14 +116,23 @@ def render_card(
 
 def card_target(name: str | None) -> tuple[str | None, str | None]:
     """The target as the card's metadata names it (a Hub id, or None) and as its text does. A local folder is no
-    Hub id, and the Hub refuses a card whose metadata names one: the text names its path instead."""
+    Hub id, and the Hub refuses a card whose metadata names one: the text names its path instead. A name that is
+    neither (a folder moved since, a relative path from elsewhere) is named in the text only, with a warning:
+    a card is written after training, and must not fail then (:func:`check_base_model` refuses a given name early)."""
     if name is None:
         return None, None
     if Path(name).expanduser().exists():
         return None, f"a local checkpoint, `{name}` (not a Hub id, so the metadata names no base model)"
     if not is_hub_id(name):
-        raise ValueError(
-            f"base_model={name!r} is neither a Hub model id ('org/name') nor an existing folder: pass the target's Hub "
-            "id, or leave it unset."
-        )
+        logger.warning(f"The target {name!r} is neither a Hub model id nor a folder here: the card names it in its text only.")
+        return None, f"`{name}` (neither a Hub id nor a folder here, so the metadata names no base model)"
     return name, name
+
+
+def check_base_model(name: str | None) -> None:
+    """Refuse a ``base_model`` given to name the target's Hub id that is no Hub id (before training, not after)."""
+    if name is not None and not is_hub_id(name):
+        raise ValueError(
+            f"base_model={name!r} is not a Hub model id ('org/name'): pass the target's Hub id, or leave it unset "
+            "(the card then names the target as it was loaded)."
+        )

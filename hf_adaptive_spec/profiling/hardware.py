@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, StaticCache
+from transformers import DynamicCache, PreTrainedModel
 
 from ..core.cost_curve import CostCurve
 from ..core.timing import synchronize
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
+from ..core.static_cache import full_length_static_cache
 from ..core.output_head import OutputHead
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import Drafter
@@ -206,7 +207,7 @@ def measure_static_verification(
             f"A cache of {slots} slots cannot hold {context_length} context tokens and a verification of {sizes[-1]}: "
             f"pass cache_slots >= {context_length + sizes[-1] + 1} or a shorter context_length."
         )
-    cache = StaticCache(config=model.config, max_cache_len=slots)
+    cache = full_length_static_cache(model.config, slots)
     target = StaticTarget(model, cache, set(), path, compile_options)
     generator = torch.Generator().manual_seed(0)
     context = torch.randint(0, model.config.vocab_size, (1, context_length), generator=generator)
@@ -288,7 +289,7 @@ def measure_buckets_in_generate(
             f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {max_new_tokens} new tokens and "
             f"a {path.largest_bucket}-token verification: pass cache_length >= {needed} or a shorter prompt."
         )
-    cache = StaticCache(config=model.config, max_cache_len=cache_length)
+    cache = full_length_static_cache(model.config, cache_length)
     seconds = []
     for bucket in buckets:
         policy = bucket_filling_tree(bucket)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -46,6 +47,17 @@ class SpecTrainer(Trainer):
         self.save_model(self.args.output_dir)
         if self.args.push_to_hub:
             self.push_to_hub()
+
+    def model_card(self) -> ModelCard:
+        """The card of what this trainer trains (each trainer renders its own template)."""
+        raise NotImplementedError
+
+    def create_model_card(self, output_dir: str | None = None, **_: Any) -> None:
+        """Write :meth:`model_card` to ``output_dir`` (default ``args.output_dir``) as ``README.md``.
+        ``Trainer.push_to_hub`` calls this before it uploads the folder, with card fields of its own (``model_name``,
+        ``tags``) that do not apply to these artifacts."""
+        if self.is_world_process_zero():
+            self.model_card().save(os.path.join(output_dir or self.args.output_dir, "README.md"))
 
     def save_training_config(self, output_dir: str) -> None:
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""

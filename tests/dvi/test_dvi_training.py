@@ -259,6 +259,7 @@ def test_the_card_names_the_starting_adapter_and_the_base_model(tmp_path, monkey
     adapter = str(tmp_path / "adapter")
     card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, base_model="org/tiny-target"), target)
     assert f"Started from the DVI adapter {adapter}, continuing its KL->RL schedule at update 3." in card
+    assert "(1 LoRA updates, 4 with the starting adapter's," in card  # this run's, then the schedule's count
     assert "base_model: org/tiny-target" in card and 'from_pretrained("org/tiny-target"' in card
     card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, init_schedule="restart"), target)
     assert f"Started from the DVI adapter {adapter}, with a new KL->RL schedule." in card

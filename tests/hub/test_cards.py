@@ -8,7 +8,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from hf_adaptive_spec.hub import CARD_KINDS, CardResult, render_card
-from hf_adaptive_spec.hub.cards import is_hub_id
+from hf_adaptive_spec.hub.cards import check_base_model, is_hub_id
 
 from .artifacts import TinyMLPPolicy, TinyThresholdPolicy
 
@@ -100,14 +100,16 @@ def test_a_local_folder_is_never_named_as_the_base_model(tmp_path: Path):
 
 
 @pytest.mark.parametrize("kind", CARD_KINDS)
-def test_a_local_target_is_named_in_the_text_and_a_malformed_one_refused(tmp_path: Path, kind: str):
+def test_a_local_target_is_named_in_the_text_and_a_malformed_one_too(tmp_path: Path, kind: str):
     """A drafter trained on a local checkpoint says so, instead of "Target model: not specified"."""
     card = render_card(kind, method="m", base_model=str(tmp_path))
     assert f"- **Target model:** a local checkpoint, `{tmp_path}` (not a Hub id, so the metadata names no base model)" in card.text
     assert "- **Target model:** org/target" in render_card(kind, method="m", base_model="org/target").text
     assert "- **Target model:** not specified" in render_card(kind, method="m").text
-    with pytest.raises(ValueError, match="base_model='my target' is neither a Hub model id"):
-        render_card(kind, method="m", base_model="my target")
+    moved = render_card(kind, method="m", base_model="my target")  # a card is written after training: never fail then
+    assert moved.data.base_model is None and "`my target` (neither a Hub id nor a folder here" in moved.text
+    with pytest.raises(ValueError, match="base_model='my target' is not a Hub model id"):
+        check_base_model("my target")  # what a trainer given one calls before training
 
 
 def test_pushing_a_trained_artifact_without_its_training_data_warns(monkeypatch, caplog):

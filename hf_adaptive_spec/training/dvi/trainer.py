@@ -6,6 +6,7 @@ import os
 from typing import Any, ClassVar
 
 import torch
+from huggingface_hub import ModelCard
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging
@@ -14,7 +15,7 @@ from ...core.sequences import end_of_sequence_ids
 from ...drafters.dvi.checkpoint import ONLINE_STATE_NAME
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
-from ...hub.cards import CardResult
+from ...hub.cards import CardResult, check_base_model
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
 from ..base import SpecTrainer
@@ -101,6 +102,7 @@ class DVITrainer(SpecTrainer):
         init_from: str | None = None,
         **kwargs,
     ):
+        check_base_model(base_model)
         target_model = enable(target_model.to(args.device).eval())
         if drafter is not None:
             adopt_adapter_settings(args, drafter)
@@ -225,12 +227,9 @@ class DVITrainer(SpecTrainer):
         self._logged_updates = self._continued_at_update = updater.num_updates
         logger.info(f"Continuing {path_or_repo}'s KL->RL schedule at update {updater.num_updates} (baseline {updater.baseline}).")
 
-    def create_model_card(self, **_) -> None:
-        """Write the adapter's card to ``output_dir``: ``Trainer.push_to_hub`` calls this (with its own card fields,
-        which do not apply to an adapter, and a summary that needs a transformers model) before it uploads the folder."""
-        if self.is_world_process_zero():
-            card = self.drafter.generate_model_card(repo_id=self.hub_model_id, **self.card_kwargs())
-            card.save(os.path.join(self.args.output_dir, "README.md"))
+    def model_card(self) -> ModelCard:
+        """The adapter's card (what ``Trainer.push_to_hub`` uploads: transformers' own card needs a transformers model)."""
+        return self.drafter.generate_model_card(repo_id=self.hub_model_id, **self.card_kwargs())
 
     def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:
         """Model-card fields (``model_cards/dvi_adapter.md``): target, data, start, steps, command, results."""
@@ -243,7 +242,9 @@ class DVITrainer(SpecTrainer):
             "description": (
                 f"Draft path: the target's first {self.drafter.exit_layer} layers. {self._start_description()}Trained "
                 f"online over {self.state.global_step * self.args.per_device_train_batch_size} prompts "
-                f"({updater.num_updates} LoRA updates, {schedule}, chains of {self.args.draft_depth}; "
+                f"({updater.num_updates - (self._continued_at_update or 0)} LoRA updates"
+                + (f", {updater.num_updates} with the starting adapter's" if self._continued_at_update else "")
+                + f", {schedule}, chains of {self.args.draft_depth}; "
                 + ("cycles replayed from the target's greedy answers)." if self.replay else "cycles run by generate).")
             ),
         }

@@ -347,7 +347,9 @@ class HeldOutCurveCallback(TrainerCallback):
             last is None
             or last.step < self.step_offset + state.global_step
             or last.measured_in != self.held_out.target_dtype  # a target in another dtype starts its own first point
-            or last.drafter_shape != drafter_shape(draft)  # so does a widened or deepened drafter (or one of unknown shape)
+            # so does a widened or deepened drafter, or one of unknown shape, at a stage's start (a resumed run's
+            # checkpoint holds its own points)
+            or (state.global_step == 0 and last.drafter_shape != drafter_shape(draft))
         ):
             self._measure(args, state, model)
 

@@ -10,7 +10,7 @@ from transformers import PreTrainedModel
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...generation.prompt_lookup import lookup_hits
-from ...hub.cards import CardResult, render_card
+from ...hub.cards import CardResult, check_base_model, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
 from .features import TargetFeatures
@@ -42,6 +42,7 @@ class Eagle3Trainer(SpecTrainer):
         base_model: str | None = None,
         **kwargs,
     ):
+        check_base_model(base_model)
         super().__init__(model=model, args=args, **kwargs)
         self.target_name = base_model or target_model.config.name_or_path or None
         self.dataset_name = dataset_name
@@ -115,9 +116,3 @@ class Eagle3Trainer(SpecTrainer):
             description=self._training_description() + self._held_out_description(),
             paper_url="https://arxiv.org/abs/2503.01840",
         )
-
-    def create_model_card(self, **_) -> None:
-        """Write the card to ``output_dir``: ``Trainer.push_to_hub`` calls this (with its own card fields, which do
-        not apply to a drafter) before it uploads the folder."""
-        if self.is_world_process_zero():
-            self.model_card().save(os.path.join(self.args.output_dir, "README.md"))

@@ -7,6 +7,7 @@ import os
 from typing import Any, ClassVar
 
 import torch
+from huggingface_hub import ModelCard
 from torch import nn
 from torch.utils.data import DataLoader
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -198,13 +199,9 @@ class LTDTrainer(SpecTrainer):
         load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
         self.updates = load_state(resume_from_checkpoint, self.args.process_index, self.rollouts)
 
-    def create_model_card(self, output_dir: str | None = None, **_: Any) -> None:
-        """Write the policy card (``model_cards/policy.md``) to ``output_dir`` (default ``args.output_dir``).
-
-        ``Trainer.push_to_hub`` calls this with its own card fields, which do not apply here.
-        """
-        card = self.policy.generate_model_card(**self.card_kwargs())
-        card.save(os.path.join(output_dir or self.args.output_dir, "README.md"))
+    def model_card(self) -> ModelCard:
+        """The policy's card (``model_cards/policy.md``)."""
+        return self.policy.generate_model_card(**self.card_kwargs())
 
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: models, data, schedule, results and the command."""

@@ -264,13 +264,8 @@ class RadarTrainer(SpecTrainer):
         output_dir = output_dir or self.args.output_dir
         os.makedirs(output_dir, exist_ok=True)
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
-        self.policy_card().save(os.path.join(output_dir, "README.md"))
+        self.model_card().save(os.path.join(output_dir, "README.md"))
         self.save_training_config(output_dir)
-
-    def create_model_card(self, **kwargs: Any) -> None:
-        """Write the policy card to ``output_dir``; ``Trainer.push_to_hub`` calls it (its card arguments are unused)."""
-        if self.is_world_process_zero():
-            self.policy_card().save(os.path.join(self.args.output_dir, "README.md"))
 
     def policy_step_source(self) -> str:
         """Where the latency model's policy call comes from, as the card says it."""
@@ -278,7 +273,7 @@ class RadarTrainer(SpecTrainer):
             return "the profile's measured policy_call_seconds"
         return "set by policy_step_seconds, not the profile's"
 
-    def policy_card(self) -> ModelCard:
+    def model_card(self) -> ModelCard:
         """The policy's card (``model_cards/policy.md``): tree, rewards, latency model, training budget."""
         policy, latency = self.accelerator.unwrap_model(self.model), self.latency
         tree = policy.tree

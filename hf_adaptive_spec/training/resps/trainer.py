@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
+from huggingface_hub import ModelCard
 from transformers import Trainer
 
 from ...hub.location import ArtifactLocation
@@ -186,10 +187,9 @@ class ReSpSTrainer(SpecTrainer):
         load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
         self.rollouts.load(resume_from_checkpoint)
 
-    def create_model_card(self, output_dir: str | None = None, **_: Any) -> None:
-        """Write the policy's card (``model_cards/policy.md``) to ``output_dir``; ``Trainer``'s arguments are unused."""
-        path = os.path.join(output_dir or self.args.output_dir, "README.md")
-        self.policy.generate_model_card(**self.card_kwargs()).save(path)
+    def model_card(self) -> ModelCard:
+        """The policy's card (``model_cards/policy.md``)."""
+        return self.policy.generate_model_card(**self.card_kwargs())
 
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: target, drafter, data, command, and what was trained and measured."""
