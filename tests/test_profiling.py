@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from tiny_models import prompt
+from tiny_models import prompt, tiny_model
 from transformers import AutoModelForCausalLM
 
 import hf_adaptive_spec as hfas
@@ -80,6 +80,18 @@ def test_bucket_measurements_refuse_what_they_cannot_time(llama):
         bucket_filling_tree(8, top_k=0)
     with pytest.raises(ValueError, match="cannot hold 16 context tokens and a verification of 8: pass cache_slots >= 25"):
         measure_static_verification(llama, context_length=16, tokens=(1, 8), cache_slots=20)
+
+
+def test_sliding_window_models_are_timed_in_full_length_static_layers():
+    """The static path keeps sliding layers full-length: a ring buffer would roll the tree's slots (silently wrong
+    times) and generate refuses one."""
+    from hf_adaptive_spec.profiling.hardware import measure_buckets_in_generate, measure_static_verification
+
+    model = tiny_model("qwen2-hybrid")  # sliding window 5 in its first layers, full attention after
+    tokens, seconds, _ = measure_static_verification(model, context_length=16, tokens=(1, 8), repeats=1)
+    assert tokens == [1, 8] and all(s > 0 for s in seconds)
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    assert len(measure_buckets_in_generate(model, prompt(6), drafter, [8], cache_length=512, runs=1, max_new_tokens=8)) == 1
 
 
 def test_profiles_written_before_the_bucket_fields_load(tmp_path):
