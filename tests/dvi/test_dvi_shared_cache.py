@@ -107,3 +107,20 @@ def test_features_from_shared_layers_are_refused(target):
     drafter = make_drafter(target, online=False)
     with pytest.raises(ValueError, match="shares the target's first 2 layers"):
         target.generate(prompt(5), max_new_tokens=8, do_sample=False, assistant_model=drafter, assistant_policy=WantsShallowFeatures())
+
+
+@pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
+def test_a_sliding_window_target_drafts_alike_on_both_paths(family):
+    """Sliding shallow layers are not shared (above); DVI then drafts in a cache of its own, and on the static path
+    (where the target's cache keeps sliding layers full-length) it drafts what it drafts on the dynamic one."""
+    model = tiny_model(family)
+    ids = prompt(30, seed=30)  # past both windows (6 and 5 tokens)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    accepted = {}
+    for cache in ("dynamic", "static"):
+        out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=DVIDrafter(model, exit_layer=2),
+                             assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8),
+                             return_dict_in_generate=True, **({"cache_implementation": "static"} if cache == "static" else {}))
+        assert torch.equal(out.sequences, expected), cache
+        accepted[cache] = out.speculation.accepted_lengths
+    assert accepted["static"] == accepted["dynamic"]
