@@ -16,7 +16,6 @@ import torch
 from transformers import Cache, PretrainedConfig, StaticCache
 from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
-from .attention import mask_kinds
 
 
 def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module | None = None) -> None:
@@ -112,16 +111,15 @@ def static_tree_mask(
 
 
 def windowed_static_tree_masks(
-    config: PretrainedConfig, visible: torch.Tensor, positions: torch.Tensor, past_length: int, bucket: int,
+    kinds: list[tuple[str | None, int | None]], visible: torch.Tensor, positions: torch.Tensor, past_length: int, bucket: int,
     max_cache_len: int, dtype: torch.dtype, device,
 ) -> torch.Tensor:
     """:func:`static_tree_mask` for a tree of ``n`` rows written at slot ``past_length`` (``visible`` ``[n, n]``),
-    once per attention kind of the model (:func:`~hf_adaptive_spec.core.attention.mask_kinds`), each with its
+    once per attention kind of the model (``kinds``: :func:`~hf_adaptive_spec.core.attention.mask_kinds`), each with its
     sliding window applied: ``[kinds, 1, bucket, max_cache_len]`` (a model of one kind gets ``[1, 1, ...]``, the
     plain mask when it has no window). ``positions`` ``[bucket]`` are the rows' positions, padding rows included;
     committed slot ``j`` holds position ``j`` (:func:`full_length_static_cache`)."""
     allowed = _allowed_slots(visible, past_length, bucket, max_cache_len)
-    kinds = mask_kinds(config)
     if len(kinds) == 1 and kinds[0][1] is None:  # full attention only: the plain mask
         return _additive(allowed[None, None], dtype, device)
     slot_positions = torch.arange(max_cache_len)

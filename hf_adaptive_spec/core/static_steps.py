@@ -61,6 +61,7 @@ class StaticDraftSteps:
         self.cache = StaticCache(config=config, max_cache_len=self.max_cache_len)
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
         self.compile_time = 0.0
+        self._cache_allocated = False  # set once the first (eager) step has allocated the cache
 
     def slots_needed(self, max_length: int) -> int:
         """Slots a call of ``max_length`` can write: its sequence, one cycle's tree nodes after it and a padded step."""
@@ -90,8 +91,9 @@ class StaticDraftSteps:
         mask = static_tree_mask(visible, past_length, bucket, self.max_cache_len, self.dtype, self.device)
         set_cache_length(self.cache, start)
         args = (*constants, *padded, position_ids, mask, self.cache)
-        if self.compiled is None or bucket not in DRAFT_BUCKETS or not self.cache.is_initialized:
+        if self.compiled is None or bucket not in DRAFT_BUCKETS or not self._cache_allocated:
             outputs = self.step(*args)
+            self._cache_allocated = self._cache_allocated or self.cache.is_initialized
         else:
             outputs, seconds = self.compiled((bucket, kind), *args)
             self.compile_time += seconds

@@ -43,7 +43,7 @@ from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
-from ..profiling.identity import drafter_weights_digest, eagle3_name, model_name
+from ..profiling.identity import artifact_name, drafter_weights_digest, eagle3_name, model_name
 from ..training_data import (
     Conversation,
     drop_leaked,
@@ -184,11 +184,18 @@ def without_unused_prompt_set(manifest: dict) -> dict:
     return manifest
 
 
+def _with_resolved_names(manifest: dict) -> dict:
+    """A manifest with its target and drafter named as :func:`check_manifest` writes them now: a local folder by
+    its absolute path (earlier manifests kept the path as typed, which means nothing from another directory)."""
+    named = {key: artifact_name(manifest[key]) for key in ("model", "eagle3_checkpoint") if manifest.get(key)}
+    return {**manifest, **named}
+
+
 def check_manifest(directory: Path, settings: dict) -> None:
     """Write the settings every shard shares, or check that an earlier run used the same."""
     path = directory / MANIFEST
     if path.is_file():
-        earlier = without_unused_prompt_set(json.loads(path.read_text(encoding="utf-8")))
+        earlier = _with_resolved_names(without_unused_prompt_set(json.loads(path.read_text(encoding="utf-8"))))
         if earlier != settings:
             changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
             raise ValueError(
@@ -295,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         feature_layers = parse_feature_layers(args.feature_layers, drafter)
         output = Path(args.output)
         check_manifest(output, {
-            **({"model": args.model} if args.model else {}),
-            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint, **prompt_source(args),
+            **({"model": artifact_name(args.model)} if args.model else {}),
+            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint and artifact_name(args.eagle3_checkpoint),
+            **prompt_source(args),
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
             "feature_layers": list(feature_layers),

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 import torch
 from transformers import GenerationConfig, PreTrainedModel
 
-from ..core.attention import tree_attention_mask
+from ..core.attention import mask_kinds, tree_attention_mask
 from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
@@ -256,6 +256,7 @@ class StaticTarget(TargetForward):
         self.feature_layers = tuple(sorted(wanted | ({self.final_index} if self.rescorer is not None else set())))
         self.compiled = options is not None
         self.max_cache_len = cache.layers[0].max_cache_len
+        self.mask_kinds = mask_kinds(model.config)  # one verification mask per attention kind
         self._features: Features = {}
 
     @property
@@ -287,7 +288,7 @@ class StaticTarget(TargetForward):
         padding = bucket - n
         input_ids = torch.tensor([tree.tokens + [tree.tokens[0]] * padding])
         positions = torch.tensor([[past_length + depth for depth in tree.depths] + [past_length] * padding])
-        mask = windowed_static_tree_masks(self.model.config, tree.ancestor_mask(), positions[0], past_length, bucket,
+        mask = windowed_static_tree_masks(self.mask_kinds, tree.ancestor_mask(), positions[0], past_length, bucket,
                                           self.max_cache_len, self.model.dtype, device)
         set_cache_length(self.cache, past_length)
         (logits, features), compile_seconds = self.path.forward(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shlex
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as transformers_logging
 from trl import TrlParser
 
 from ..core.settings import changed_settings
@@ -181,10 +183,26 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     script_args.reproduce_command = with_overrides(
         getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
     )
+    configure_logging(training_args)
     check_resumed_script_args(script_args, training_args)
     write_script_args(script_args, training_args.output_dir)
     main(script_args, training_args)
     return 0
+
+
+def configure_logging(training_args: TrainingArguments) -> None:
+    """Show this package's messages, and transformers', at the level ``--log_level`` asks from the start of a script.
+    transformers' ``Trainer`` sets only its own library's level, once it is built; this package's loggers are not
+    under it, so their ``info`` (a continued schedule, a widened drafter) were never shown. A stderr handler is added
+    only when logging has none (a script run from the command line), so an application's own handlers are kept."""
+    level = training_args.get_process_log_level()
+    transformers_logging.set_verbosity(level)
+    package = logging.getLogger(__name__.split(".")[0])
+    package.setLevel(level)
+    if not package.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        package.addHandler(handler)
 
 
 def with_overrides(reproduce_command: str | None, argv: list[str]) -> str | None:

@@ -99,6 +99,27 @@ def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(ti
     assert len(load_recording(output).prompts) == 2
 
 
+def test_the_manifest_names_a_local_target_by_its_absolute_path(tiny_cli, tmp_path, monkeypatch):
+    """``--model my-model`` typed in one directory names the same folder from any other (the policy trainers compare it
+    with a profile's target); a folder recorded with the path as typed, before, still resumes from where it was."""
+    from hf_adaptive_spec.environments.provenance import recorded_pair
+
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--model", "my-model", "--num-prompts", "1", *TREE]) == 0
+    manifest = json.loads((output / "record_args.json").read_text())
+    assert manifest["model"] == str((tmp_path / "my-model").resolve())
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert recorded_pair(output)[0] == str((tmp_path / "my-model").resolve())
+
+    monkeypatch.chdir(tmp_path)
+    (output / "record_args.json").write_text(json.dumps({**manifest, "model": "my-model"}))  # as written before
+    assert cli.main(["--output", str(output), "--model", "my-model", "--start", "1", "--num-prompts", "1", *TREE]) == 0
+    assert len(load_recording(output).prompts) == 2
+
+
 def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path):
     output = tmp_path / "rec"
     assert cli.main(["--output", str(output), "--num-prompts", "2", "--shard-size", "2", *TREE]) == 0

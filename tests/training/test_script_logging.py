@@ -1,0 +1,38 @@
+"""A trainer script's ``--log_level`` reaches this package's messages, from the script's start."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from transformers.utils import logging as transformers_logging
+
+from hf_adaptive_spec.training.base import run_training_script
+
+
+@pytest.fixture
+def restored_levels():
+    package = logging.getLogger("hf_adaptive_spec")
+    level, verbosity = package.level, transformers_logging.get_verbosity()
+    yield
+    package.setLevel(level)
+    transformers_logging.set_verbosity(verbosity)
+
+
+@pytest.mark.parametrize("log_level, shown", [("info", True), ("warning", False)])
+def test_log_level_sets_the_package_loggers_before_main_runs(tmp_path, restored_levels, log_level, shown):
+    """DVI's "Continuing ...'s KL->RL schedule" is an info message of a package logger, logged before training; the
+    Trainer sets only transformers' level, so ``--log_level info`` did not show it."""
+    from hf_adaptive_spec.training.dvi import trainer as dvi_trainer
+    from hf_adaptive_spec.training.ltd.script import make_parser
+
+    seen = {}
+
+    def main(script_args, training_args):
+        seen["package"] = dvi_trainer.logger.isEnabledFor(logging.INFO)
+        seen["transformers"] = transformers_logging.get_logger("transformers.trainer").isEnabledFor(logging.INFO)
+
+    argv = ["--output_dir", str(tmp_path / "out"), "--profile_path", "p.json", "--recording_dir", "rec",
+            "--log_level", log_level]
+    run_training_script(make_parser(), main, argv)
+    assert seen == {"package": shown, "transformers": shown}
