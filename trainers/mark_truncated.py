@@ -8,7 +8,8 @@ python trainers/mark_truncated.py --max-new-tokens 128 artifacts/sharegpt_smollm
 An answer is marked ``"truncated": true`` when it re-encodes to at least ``--max-new-tokens`` minus
 ``--margin`` tokens (the rule and its limits: :mod:`hf_adaptive_spec.training_data.cut_answers`).
 EAGLE-3 training then leaves its end marker out, and DVI's completions end without one. Pass the cap
-each file was regenerated with; files regenerated since 2026-11-30 are marked already.
+each file was regenerated with; files regenerated since 2026-11-30 are marked already (and answers that keep
+their ``token_ids`` are left as they are). Every other field of the records is kept.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ python trainers/regenerate_sharegpt.py \
     --output artifacts/sharegpt_smollm2_regenerated.jsonl
 ```
 
-Rerunning the same command resumes: conversations already in ``--output`` are skipped.
+Rerunning the same command resumes: conversations already in ``--output`` are skipped. Each answer is
+written as text and as the ids the target generated (``token_ids``, which training uses).
 ``--answers original`` writes ShareGPT's own answers instead (no generation: EAGLE-1's recipe,
 the trainer still takes the target's soft labels), and ``--exclude-ids-from`` keeps the
 conversations of another JSONL file (a held-out set) out of the selection. ``--task translation`` or

@@ -44,8 +44,10 @@ def mark_cut_answers(
     path: str | Path, tokenizer: PreTrainedTokenizerBase, max_new_tokens: int, margin: int = DEFAULT_MARGIN
 ) -> CutAnswers:
     """Rewrite the JSONL file of ``{"conversation": [...]}`` records at ``path`` with every assistant answer
-    :func:`is_cut` marks as ``"truncated": true``; answers already marked stay marked. The file is replaced
-    in one rename, so an interrupted run leaves it as it was."""
+    :func:`is_cut` marks as ``"truncated": true``; answers already marked stay marked, and answers with
+    ``token_ids`` are left as they are (the regeneration that kept the ids marked its cut answers itself).
+    Every other field of a record is kept. The file is replaced in one rename, so an interrupted run leaves
+    it as it was."""
     if max_new_tokens <= margin:
         raise ValueError(f"max_new_tokens={max_new_tokens} must exceed the margin ({margin}): pass the cap the file was regenerated with.")
     path, found = Path(path), CutAnswers()
@@ -60,6 +62,8 @@ def mark_cut_answers(
             found.answers += 1
             if message.get("truncated"):
                 found.already_marked += 1
+            elif "token_ids" in message:
+                continue  # the target's own verdict: regeneration marked the answer if it was cut
             elif is_cut(message["content"], tokenizer, max_new_tokens, margin):
                 message["truncated"] = True
                 found.marked += 1

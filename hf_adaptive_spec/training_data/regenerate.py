@@ -2,7 +2,10 @@
 
 This is the EAGLE-3 data recipe: the user turns are kept, and every assistant turn is
 replaced by what the target generates with its chat template, given its own earlier
-answers as context.
+answers as context. Each answer keeps its text (``content``) and the ids the target generated
+(``token_ids``, without the end-of-sequence token): decoding and re-encoding the text does not give
+them back for every token, and training uses the ids (:func:`answer_token_ids`). A later turn's
+prompt renders the earlier answers from their text, as a chat server would.
 """
 
 from __future__ import annotations
@@ -97,17 +100,17 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
 
 
 @torch.inference_mode()
-def generate_replies(
+def generate_reply_ids(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[list[int]],
     config: RegenerationConfig,
-) -> tuple[list[str], int, list[bool]]:
+) -> tuple[list[list[int]], int, list[bool]]:
     """Generate one reply per prompt in a single left-padded batch.
 
-    Returns the decoded replies (special tokens removed), the number of generated tokens (each
-    reply counted up to and including its end-of-sequence token) and, per reply, whether
-    ``max_new_tokens`` cut it before any end-of-sequence token.
+    Returns the token ids of each reply (up to its end-of-sequence token, which is left out; all of them when
+    ``max_new_tokens`` cut the reply), the number of generated tokens (each reply counted up to and including its
+    end-of-sequence token) and, per reply, whether ``max_new_tokens`` cut it before any end-of-sequence token.
     """
     eos_ids = list(end_of_sequence_ids(model, tokenizer))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
@@ -127,9 +130,40 @@ def generate_replies(
     for row in output[:, input_ids.shape[1] :].tolist():
         end = next((index for index, token in enumerate(row) if token in eos_ids), None)
         new_tokens += len(row) if end is None else end + 1
-        replies.append(tokenizer.decode(row[:end], skip_special_tokens=True))
+        replies.append(row[:end])
         truncated.append(end is None)
     return replies, new_tokens, truncated
+
+
+def generate_replies(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    config: RegenerationConfig,
+) -> tuple[list[str], int, list[bool]]:
+    """:func:`generate_reply_ids`, with each reply decoded to text (special tokens removed)."""
+    replies, new_tokens, truncated = generate_reply_ids(model, tokenizer, prompts, config)
+    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in replies], new_tokens, truncated
+
+
+def answer_token_ids(tokenizer: PreTrainedTokenizerBase, message: Message) -> list[int] | None:
+    """The ``token_ids`` regeneration stored in an assistant ``message`` (the ids the target generated), or None
+    when it has none (files regenerated before the ids were kept: their answers are trained from the text).
+
+    Raises:
+        ValueError: the ids do not decode to the message's text with ``tokenizer``: another tokenizer wrote them,
+            and they would train on garbage.
+    """
+    token_ids = message.get("token_ids")
+    if token_ids is None:
+        return None
+    if tokenizer.decode(token_ids, skip_special_tokens=True) != message["content"]:
+        raise ValueError(
+            f"the answer starting {message['content'][:60]!r} has token_ids that do not decode to its content with "
+            "this tokenizer: the file was regenerated with another tokenizer. Regenerate it with this target, or "
+            "drop the token_ids field to train on the text."
+        )
+    return list(token_ids)
 
 
 def _regenerate_batch(
@@ -156,10 +190,11 @@ def _regenerate_batch(
             prompts.append(ids)
         if not answering:
             break
-        replies, count, truncated = generate_replies(model, tokenizer, prompts, config)
+        replies, count, truncated = generate_reply_ids(model, tokenizer, prompts, config)
         new_tokens, cut = new_tokens + count, cut + sum(truncated)
         for dialogue, history, reply, is_cut in zip(answering, histories, replies, truncated):
-            answer = Message(role="assistant", content=reply, **({"truncated": True} if is_cut else {}))
+            text = tokenizer.decode(reply, skip_special_tokens=True)
+            answer = Message(role="assistant", content=text, token_ids=reply, **({"truncated": True} if is_cut else {}))
             dialogue.messages = [*history, answer]
         active = answering
     return new_tokens, cut

@@ -28,12 +28,15 @@ ASSISTANT_ROLES = frozenset({"gpt", "chatgpt", "bard", "bing", "assistant"})
 
 
 class Message(TypedDict):
-    """One chat turn, in the format of ``tokenizer.apply_chat_template``; ``truncated``: an assistant answer
-    that ``max_new_tokens`` cut (it has no end, so training leaves its end marker out)."""
+    """One chat turn, in the format of ``tokenizer.apply_chat_template``. Set on regenerated assistant answers:
+    ``truncated``, an answer that ``max_new_tokens`` cut (it has no end, so training leaves its end marker out);
+    ``token_ids``, the ids the target generated, without the end-of-sequence token (``content`` is their text;
+    training uses the ids, which re-encoding the text does not always give back)."""
 
     role: Literal["user", "assistant"]
     content: str
     truncated: NotRequired[bool]
+    token_ids: NotRequired[list[int]]
 
 
 @dataclass(frozen=True)

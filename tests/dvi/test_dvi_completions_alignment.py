@@ -76,3 +76,35 @@ def test_records_that_cannot_be_aligned_are_skipped_with_one_warning(merging_tok
     _write(path, [("blank1", "hello ", "hi")])
     with pytest.raises(ValueError, match="holds 0 usable conversations \\(1 skipped, see the warning above\\)"):
         load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
+
+
+def _write_with_ids(path, records):
+    with open(path, "w", encoding="utf-8") as handle:
+        for record_id, question, answer in records:
+            turns = [{"role": "user", "content": question}, answer]
+            handle.write(json.dumps({"id": record_id, "conversation": turns}) + "\n")
+
+
+def test_an_answer_with_token_ids_is_those_ids_not_its_text_re_encoded(merging_tokenizer, tmp_path):
+    """Regeneration keeps the ids the target generated: two single newlines here, which the text re-encodes as one."""
+    tokenizer = merging_tokenizer
+    ids = tokenizer.convert_tokens_to_ids(["a", "\n", "\n", "b"])
+    answer = {"role": "assistant", "content": tokenizer.decode(ids), "token_ids": ids}
+    assert tokenizer(answer["content"], add_special_tokens=False)["input_ids"] != ids  # the case this is about
+    path = tmp_path / "answers.jsonl"
+    _write_with_ids(path, [("ended", "hello", answer), ("cut", "what", {**answer, "truncated": True}),
+                           ("text", "why", {"role": "assistant", "content": answer["content"]})])
+    ended, cut, text = load_completions(tokenizer, path, num_prompts=3, max_prompt_tokens=64)
+    assert ended["input_ids"] == prompt_ids(tokenizer, [{"role": "user", "content": "hello"}])
+    assert ended["completion_ids"] == ids + [tokenizer.eos_token_id]
+    assert cut["completion_ids"] == ids
+    assert text["completion_ids"] == tokenizer(answer["content"], add_special_tokens=False)["input_ids"] + [
+        tokenizer.eos_token_id]  # a record without ids: as before
+
+
+def test_token_ids_another_tokenizer_wrote_are_refused_naming_the_record(merging_tokenizer, tmp_path):
+    path = tmp_path / "answers.jsonl"
+    ids = merging_tokenizer.convert_tokens_to_ids(["a", "b"])
+    _write_with_ids(path, [("odd", "hello", {"role": "assistant", "content": "ba", "token_ids": ids})])
+    with pytest.raises(ValueError, match="record 'odd'.*do not decode to its content.*Regenerate it with this target"):
+        load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)

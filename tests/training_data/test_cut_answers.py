@@ -44,3 +44,18 @@ def test_a_file_without_cut_answers_is_left_byte_for_byte(tmp_path):
 def test_a_cap_within_the_margin_is_refused(tmp_path):
     with pytest.raises(ValueError, match="max_new_tokens=3 must exceed the margin"):
         mark_cut_answers(tmp_path / "unused.jsonl", make_char_tokenizer(), max_new_tokens=3)
+
+
+def test_answers_with_token_ids_keep_them_and_the_target_s_own_verdict(tmp_path):
+    """Regeneration that kept the ids marked its cut answers itself: the length rule leaves such answers alone."""
+    tokenizer = make_char_tokenizer()
+    path = tmp_path / "data.jsonl"
+    ids = tokenizer.encode("a" * 10)
+    _write(path, [_assistant("a" * 10, token_ids=ids), _assistant("a" * 10, token_ids=ids, truncated=True),
+                  _assistant("b" * 10)])
+    found = mark_cut_answers(path, tokenizer, max_new_tokens=10, margin=3)
+    assert (found.answers, found.marked, found.already_marked) == (3, 1, 1)
+    answers = [json.loads(line)["conversation"][1] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert answers[0] == {"role": "assistant", "content": "a" * 10, "token_ids": ids}
+    assert answers[1] == {"role": "assistant", "content": "a" * 10, "token_ids": ids, "truncated": True}
+    assert answers[2]["truncated"] is True

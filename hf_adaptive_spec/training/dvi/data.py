@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ...training_data.leakage import leaks
-from ...training_data.regenerate import prompt_ids
+from ...training_data.regenerate import answer_token_ids, prompt_ids
 from ...training_data.sharegpt import Conversation
 
 logger = logging.get_logger(__name__)
@@ -19,20 +19,26 @@ class UnalignedRecordError(ValueError):
     """The chat template renders a record's prompt differently inside its conversation: its answer has no start."""
 
 
-def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], prompt: list[int]) -> list[int]:
+def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], prompt: list[int]) -> list[int]:
     """Tokens of the assistant turn ``messages[1]`` after ``prompt`` (the tokens of ``messages[:1]`` with the
     generation prompt), through the end-of-turn token (without one for an answer marked ``truncated``:
     ``max_new_tokens`` cut it, and the target went on).
 
-    Generation started right after ``prompt``. When the conversation's tokens start with ``prompt``, the answer is
+    An answer with ``token_ids`` (the ids the target generated after ``prompt``: regeneration keeps them) is those
+    ids, then the template's end of the turn (:func:`_end_of_turn`). An answer without (files regenerated before the
+    ids were kept) is re-encoded from its text: when the conversation's tokens start with ``prompt``, the answer is
     what follows. A tokenizer may merge the prompt's last token with the answer's first instead (ChatML's
     ``assistant\\n`` and an answer starting with ``\\n`` encode as one ``\\n\\n`` token); the answer is then the
     conversation's text after the prompt's text, encoded on its own, as the target generated it after ``prompt``.
 
     Raises:
         UnalignedRecordError: the conversation's text does not start with the prompt's text either.
+        ValueError: the answer's ``token_ids`` do not decode to its text with ``tokenizer``.
     """
     truncated = bool(messages[-1].get("truncated"))
+    generated = answer_token_ids(tokenizer, messages[1])
+    if generated is not None:
+        return generated if truncated else generated + _end_of_turn(tokenizer, messages[:2])
     text = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=truncated)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if ids[: len(prompt)] == prompt:
@@ -42,8 +48,22 @@ def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, 
         if not text.startswith(prompt_text):
             raise UnalignedRecordError("the chat template renders the prompt differently inside the conversation")
         answer = tokenizer(text[len(prompt_text) :], add_special_tokens=False)["input_ids"]
+    return _through_eos(tokenizer, answer)
+
+
+def _end_of_turn(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> list[int]:
+    """The tokens the template closes the answer ``messages[-1]`` with, through the end-of-sequence token as
+    for an answer re-encoded from its text (ChatML: ``<|im_end|>``)."""
+    closed = tokenizer.apply_chat_template(messages, tokenize=False)
+    open_ended = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
+    if not closed.startswith(open_ended):
+        raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
+    return _through_eos(tokenizer, tokenizer(closed[len(open_ended) :], add_special_tokens=False)["input_ids"])
+
+
+def _through_eos(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[int]:
     eos = tokenizer.eos_token_id
-    return answer[: answer.index(eos) + 1] if eos in answer else answer
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
 
 
 def load_completions(
@@ -75,6 +95,8 @@ def load_completions(
                 records.append({"input_ids": prompt, "completion_ids": completion_ids(tokenizer, messages, prompt)})
             except UnalignedRecordError:
                 unaligned.append(str(record.get("id")))
+            except ValueError as error:
+                raise ValueError(f"{path}, record {record.get('id')!r}: {error}") from error
             if len(records) == num_prompts:
                 break
     _warn_unaligned(path, unaligned)

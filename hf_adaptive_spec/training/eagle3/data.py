@@ -13,11 +13,12 @@ from torch.utils.data import IterableDataset
 from transformers import PreTrainedTokenizerBase
 
 from ...training_data import read_conversation_records
+from ...training_data.regenerate import answer_token_ids
 
 
-def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict[str, str]]]:
+def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict]]:
     """Conversations from a JSONL file of ``{"conversation": [{"role", "content"}, ...]}`` records
-    (the output of ``trainers/regenerate_sharegpt.py``)."""
+    (the output of ``trainers/regenerate_sharegpt.py``; its answers may hold ``truncated`` and ``token_ids``)."""
     for count, conversation in enumerate(read_conversation_records(path)):
         if limit is not None and count >= limit:
             return
@@ -25,21 +26,46 @@ def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[l
 
 
 def tokenize_conversation(
-    tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], max_length: int
+    tokenizer: PreTrainedTokenizerBase, messages: list[dict], max_length: int
 ) -> dict[str, list[int]] | None:
     """Chat-template tokens and a mask that is 1 on assistant tokens (their end marker included, except for an
     answer marked ``truncated``: ``max_new_tokens`` cut it, so the target never ended it there).
 
     The template is applied to growing prefixes of the conversation, so the mask is exact for
     any template whose renderings of a conversation's prefixes are prefixes of each other
-    (ChatML and most others). Returns None when nothing trainable fits in ``max_length``.
+    (ChatML and most others). The last assistant answer, when it has ``token_ids`` (the ids the target generated:
+    regeneration keeps them), is trained on those ids after the generation prompt the target answered, not on its
+    text re-encoded (:func:`_render_generated_answer`; the user turns after it, which hold nothing to train, are
+    left out). Earlier answers are rendered from their text, as the target saw them when answering later turns.
+    Returns None when nothing trainable fits in ``max_length``.
+
+    Raises:
+        ValueError: the template breaks the prefix rule, or an answer's ``token_ids`` do not decode to its text.
     """
+    last = _last_answer(messages)
+    generated = None if last is None else answer_token_ids(tokenizer, messages[last])
+    if generated is None:
+        input_ids, loss_mask = _render_text_turns(tokenizer, messages)
+    else:
+        input_ids, loss_mask = _render_generated_answer(tokenizer, messages[: last + 1], generated)
+    input_ids, loss_mask = input_ids[:max_length], loss_mask[:max_length]
+    if sum(loss_mask[2:]) == 0:
+        return None
+    return {"input_ids": input_ids, "loss_mask": loss_mask}
+
+
+def _last_answer(messages: list[dict]) -> int | None:
+    """Index of the conversation's last assistant message, None when it has none."""
+    return next((index for index in reversed(range(len(messages))) if messages[index]["role"] == "assistant"), None)
+
+
+def _render_text_turns(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """Tokens of ``messages`` rendered from their text, and the mask that is 1 on the assistant tokens."""
     input_ids: list[int] = []
     loss_mask: list[int] = []
     for end, message in enumerate(messages, start=1):
         rendered = tokenizer.apply_chat_template(messages[:end], tokenize=True, return_dict=False)
-        if list(rendered[: len(input_ids)]) != input_ids:
-            raise ValueError("The chat template does not render conversation prefixes as token prefixes.")
+        _check_prefix(input_ids, rendered)
         if message["role"] == "assistant":
             header = tokenizer.apply_chat_template(messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False)
             trained = len(_without_end_marker(tokenizer, messages[:end], rendered)) if message.get("truncated") else len(rendered)
@@ -47,14 +73,37 @@ def tokenize_conversation(
         else:
             loss_mask += [0] * (len(rendered) - len(input_ids))
         input_ids = list(rendered)
-    input_ids, loss_mask = input_ids[:max_length], loss_mask[:max_length]
-    if sum(loss_mask[2:]) == 0:
-        return None
-    return {"input_ids": input_ids, "loss_mask": loss_mask}
+    return input_ids, loss_mask
 
 
-def _without_end_marker(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]], rendered: list[int]) -> list[int]:
-    """The rendering of ``messages`` with its last (assistant) message left open: ``rendered`` without the end marker."""
+def _render_generated_answer(
+    tokenizer: PreTrainedTokenizerBase, messages: list[dict], generated: list[int]
+) -> tuple[list[int], list[int]]:
+    """Tokens and mask of ``messages[:-1]`` rendered from their text, then the generation prompt, exactly
+    ``generated`` (the ids the target generated for the answer ``messages[-1]``) and, unless the answer is
+    ``truncated``, the template's closing of the turn; the mask is 1 on ``generated`` and the closing."""
+    input_ids, loss_mask = _render_text_turns(tokenizer, messages[:-1])
+    header = tokenizer.apply_chat_template(messages[:-1], tokenize=True, add_generation_prompt=True, return_dict=False)
+    _check_prefix(input_ids, header)
+    closing = [] if messages[-1].get("truncated") else _closing(tokenizer, messages)
+    trained = generated + closing
+    return list(header) + trained, loss_mask + [0] * (len(header) - len(input_ids)) + [1] * len(trained)
+
+
+def _check_prefix(input_ids: list[int], rendered: list[int]) -> None:
+    if list(rendered[: len(input_ids)]) != input_ids:
+        raise ValueError("The chat template does not render conversation prefixes as token prefixes.")
+
+
+def _closing(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> list[int]:
+    """The tokens the template closes the last (assistant) message of ``messages`` with: its end marker."""
+    rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False)
+    return list(rendered[len(_without_end_marker(tokenizer, messages, rendered)) :])
+
+
+def _without_end_marker(tokenizer: PreTrainedTokenizerBase, messages: list[dict], rendered: list[int]) -> list[int]:
+    """The rendering of ``messages`` with its last (assistant) message left open: ``rendered`` without its end
+    marker."""
     open_ended = tokenizer.apply_chat_template(messages, tokenize=True, continue_final_message=True, return_dict=False)
     if list(rendered[: len(open_ended)]) != list(open_ended):
         raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
