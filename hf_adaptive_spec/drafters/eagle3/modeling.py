@@ -9,12 +9,13 @@ the checkpoint keys.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import Cache, PreTrainedModel
+from transformers import Cache, PretrainedConfig, PreTrainedModel
+from transformers.activations import ACT2FN
 from transformers.masking_utils import create_causal_mask
 from transformers.models.llama.modeling_llama import (
     LlamaAttention,
@@ -138,9 +139,15 @@ class Eagle3DraftModel(PreTrainedModel):
         """A randomly initialised drafter for ``target``, to train, on its device and in ``dtype`` (default:
         the target's).
 
-        The draft layer's Llama fields (RoPE included) default to the target's; ``config_kwargs``
-        override any :class:`Eagle3DrafterConfig` field. Embeddings are copied from the target (frozen)
-        when the widths match; otherwise set them with :meth:`set_embeddings`.
+        The draft layer is a Llama layer whatever the target. Its Llama fields (RoPE included) default to
+        the target's, read under their Llama names or another family's (``_TARGET_FIELD_NAMES``: GPT-2's
+        ``n_inner``, ``activation_function``, ``layer_norm_epsilon``; Falcon's ``ffn_hidden_size``,
+        ``activation``...); a field the target has under no such name gets Llama's default (RoPE base
+        10000, ``silu``, eps 1e-6, one key/value head per query head), except the MLP width: 4 x
+        ``hidden_size``. ``config_kwargs`` set any :class:`Eagle3DrafterConfig` field; the target's is
+        then not read. An activation the Llama MLP does not know (not in transformers' ``ACT2FN``) is
+        refused: pass ``hidden_act=``. Embeddings are copied from the target (frozen) when the widths
+        match; otherwise set them with :meth:`set_embeddings`.
 
         Args:
             draft_to_target: ``[draft_vocab]`` sorted target ids of a reduced draft vocabulary
@@ -150,19 +157,14 @@ class Eagle3DraftModel(PreTrainedModel):
         fields = {
             "vocab_size": text.vocab_size,
             "hidden_size": text.hidden_size,
-            "intermediate_size": text.intermediate_size,
             "num_attention_heads": text.num_attention_heads,
-            "num_key_value_heads": text.num_key_value_heads,
-            "head_dim": getattr(text, "head_dim", None),
-            "hidden_act": text.hidden_act,
-            "rms_norm_eps": text.rms_norm_eps,
-            "max_position_embeddings": text.max_position_embeddings,
-            "rope_parameters": dict(text.rope_parameters.get("full_attention", text.rope_parameters)),
             "target_hidden_size": text.hidden_size,
             "target_num_hidden_layers": text.num_hidden_layers,
             "draft_vocab_size": len(draft_to_target) if draft_to_target is not None else None,
         }
+        fields.update(_llama_fields_of(text, skip=config_kwargs.keys()))
         fields.update(config_kwargs)
+        _check_activation(fields["hidden_act"], given="hidden_act" in config_kwargs, text=text)
         config = Eagle3DrafterConfig(**fields)
         config.check_target(target.config)
         model = cls(config)
@@ -328,3 +330,67 @@ def _mark_loaded_embeddings(module: Eagle3DraftModel, incompatible_keys) -> None
     """``load_state_dict`` post-hook: embeddings count as set once a state dict provided them."""
     if "embed_tokens.weight" not in incompatible_keys.missing_keys:
         module.embeddings_ready = True
+
+
+#: The draft layer's Llama fields a target config may hold: under the Llama name first, then under other families'
+#: names for the same thing (GPT-2, Falcon, GPT-NeoX, Phi...). The first one set (not None) is used.
+_TARGET_FIELD_NAMES: dict[str, tuple[str, ...]] = {
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "hidden_act": ("hidden_act", "activation_function", "activation"),
+    "rms_norm_eps": ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"),
+    "num_key_value_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "max_position_embeddings": ("max_position_embeddings",),
+    "rope_parameters": ("rope_parameters",),
+}
+
+#: Llama's values for fields a target does not hold. The others left out take Eagle3DrafterConfig's defaults (one
+#: key/value head per query head, hidden_size // num_attention_heads wide heads, 2048 positions); the MLP width
+#: has no width-free Llama default (11008 is for hidden 4096) and takes 4 x hidden_size, GPT-2's and Falcon's.
+_LLAMA_DEFAULTS = {
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-6,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+}
+
+
+def _target_field(text: PretrainedConfig, field: str) -> tuple[str, object] | None:
+    """(name, value) of ``field`` in a target's text config under the first of its names that is set, else None."""
+    for name in _TARGET_FIELD_NAMES[field]:
+        value = getattr(text, name, None)
+        if value is not None:
+            return name, value
+    return None
+
+
+def _llama_fields_of(text: PretrainedConfig, skip: Iterable[str] = ()) -> dict:
+    """The draft layer's Llama fields from a target's text config, with Llama's defaults where it has none.
+
+    Fields in ``skip`` (those the caller sets) are not read: a target may lack them or hold them in another form.
+    """
+    fields = {}
+    for field in _TARGET_FIELD_NAMES:
+        if field in skip:
+            continue
+        found = _target_field(text, field)
+        if found is not None:
+            fields[field] = found[1]
+        elif field == "intermediate_size":
+            fields[field] = 4 * text.hidden_size
+        elif field in _LLAMA_DEFAULTS:
+            fields[field] = _LLAMA_DEFAULTS[field]
+    if "rope_parameters" in fields:  # a copy; per-layer-type RoPE (hybrid targets): the full-attention layers'
+        rope = fields["rope_parameters"]
+        fields["rope_parameters"] = dict(rope.get("full_attention", rope))
+    return fields
+
+
+def _check_activation(name: str, given: bool, text: PretrainedConfig) -> None:
+    """Refuse an activation the draft layer's Llama MLP cannot build, naming the option that sets it."""
+    if name in ACT2FN:
+        return
+    source = "given as hidden_act" if given else f"the target's {_target_field(text, 'hidden_act')[0]}"
+    raise ValueError(
+        f"The drafter's Llama MLP has no activation {name!r} ({source}). Pass hidden_act=... to from_target "
+        "with one of transformers' ACT2FN names, e.g. hidden_act='silu' (Llama's) or 'gelu'."
+    )
