@@ -83,6 +83,25 @@ def test_a_generation_config_without_stop_strings_draws_no_warning(llama, caplog
     assert "generation-related arguments" not in caplog.text
 
 
+def test_a_generation_config_with_a_static_cache_or_stop_strings_draws_no_warning(llama, char_tokenizer, caplog):
+    """The engine takes cache_implementation="static" and stop_strings out of the call; from a generation_config
+    passed alone it unsets them in a copy, not with keywords, which generate warns about (an audit found it)."""
+    import logging
+
+    from transformers import GenerationConfig
+
+    ids = prompt(6, seed=13)
+    for config in (GenerationConfig(max_new_tokens=6, do_sample=False, cache_implementation="static"),
+                   GenerationConfig(max_new_tokens=6, do_sample=False, stop_strings=["ab"])):
+        given = config.to_dict()
+        logging.Logger.warning_once.cache_clear()  # transformers warns once per process
+        with caplog.at_level(logging.WARNING):
+            out = llama.generate(ids, generation_config=config, tokenizer=char_tokenizer, **_spec(llama))
+        assert "generation-related arguments" not in caplog.text
+        assert config.to_dict() == given  # the caller's config is left as it was
+        assert torch.equal(out, llama.generate(ids, generation_config=config, tokenizer=char_tokenizer))
+
+
 def test_text_streamers_print_the_same_text(llama, char_tokenizer, capsys):
     ids = prompt(6, seed=12)
     llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True))

@@ -216,3 +216,47 @@ def test_a_package_key_covers_what_the_forward_depends_on(tmp_path):
     assert forward.path_for(((1, 8),)) != forward.path_for(((1, 12),))
     assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "b", "config": "{}"}, {"freezing": True}).path_for(((1, 8),))
     assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {}).path_for(((1, 8),))
+
+
+def test_a_hooked_forward_is_compiled_in_process_not_run_from_a_package(tmp_path):
+    """A package is traced from a twin of the model without its hooks: a steering hook added before the first
+    call or between calls (found by an audit: the output was the unhooked model's after the prefill) moves the
+    verification forward in-process, with a warning, and the tokens are the hooked model's stock tokens. Removing
+    the hook brings the package back. The feature capture's read-only hooks do not count."""
+    from hf_adaptive_spec.core.features import FeatureCapture
+    from hf_adaptive_spec.core.packaged import forward_changes
+
+    model = tiny_model("llama", seed=2)
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(9, seed=3)
+    assert _frozen_generate(model, ids).speculation.packaged  # the package exists from here on
+    steer = torch.randn(model.config.hidden_size, generator=torch.Generator().manual_seed(7)) * 2.0
+    handle = model.model.layers[1].register_forward_hook(lambda module, args, output: output + steer)
+    hooked = model.generate(ids, max_new_tokens=24, do_sample=False)
+    with pytest.warns(UserWarning, match="model.layers.1 of LlamaForCausalLM change its forward"):
+        out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, hooked) and not out.speculation.packaged
+    handle.remove()
+    unhooked = _frozen_generate(model, ids)
+    assert unhooked.speculation.packaged and torch.equal(unhooked.sequences, model.generate(ids, max_new_tokens=24))
+    with FeatureCapture(model, [1, 2]):
+        assert forward_changes(model) == []
+    model.model.norm.forward = model.model.norm.forward  # a forward set on the instance (accelerate's offloading)
+    assert forward_changes(model) == ["model.norm"]
+
+
+def test_a_write_through_data_is_dropped_with_weights_changed(tmp_path):
+    """``p.data.add_`` bumps no tensor version, so the next call cannot see it (README: stock compiled with
+    freezing has the same limit); ``fast_path(model).weights_changed()`` drops the package of the old weights."""
+    model = tiny_model("llama", seed=4)
+    path = fast_path(model, package_dir=tmp_path)
+    ids = prompt(9, seed=3)
+    _frozen_generate(model, ids)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.down_proj.weight.data.add_(torch.randn_like(layer.mlp.down_proj.weight) * 0.3)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    assert not torch.equal(_frozen_generate(model, ids).sequences, expected)  # the limit the README states
+    path.weights_changed()
+    out = _frozen_generate(model, ids)
+    assert torch.equal(out.sequences, expected) and out.speculation.packaged and len(_packages(tmp_path)) == 2

@@ -47,6 +47,11 @@ def _decoder_part(model: PreTrainedModel, names: tuple[str, ...], kind: type, wh
     )
 
 
+#: set on the forward hooks :class:`FeatureCapture` registers: they read hidden states and change nothing
+#: (:func:`~hf_adaptive_spec.core.packaged.forward_changes` does not count them)
+CAPTURE_HOOK = "_hf_adaptive_spec_capture"
+
+
 class FeatureCapture:
     """Records hidden states in transformers' ``hidden_states`` numbering while active.
 
@@ -88,6 +93,11 @@ class FeatureCapture:
         """Whether the running forward is this capture's: another thread's forward of the same model is not."""
         return threading.get_ident() == self._thread
 
+    @staticmethod
+    def _marked(hook):
+        setattr(hook, CAPTURE_HOOK, True)  # it only reads: a package traced without it computes the same
+        return hook
+
     def _pre_hook(self, index: int):
         # ``kwargs`` is optional: torch snapshots a module's hooks, then asks whether each was
         # registered with kwargs. A hook another thread removes in between is called as
@@ -97,14 +107,14 @@ class FeatureCapture:
                 hidden = args[0] if args else kwargs["hidden_states"]
                 self.latest[index] = hidden.detach()
 
-        return hook
+        return self._marked(hook)
 
     def _post_hook(self, index: int):
         def hook(module, args, output):
             if self._is_own_forward():
                 self.latest[index] = output.detach()
 
-        return hook
+        return self._marked(hook)
 
 
 # EAGLE-3's fused feature layers: defined here because drafters (EAGLE-3) and policies (Re-SpS's

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from .features import CAPTURE_HOOK
+
 #: bump when what a package computes changes in a way its digest would not see.
 PACKAGE_FORMAT = 1
 
@@ -73,6 +75,21 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
     return twin.eval()
+
+
+def forward_changes(model: torch.nn.Module) -> list[str]:
+    """What changes ``model``'s forward besides its code, which a package traced from :func:`weight_sharing_twin`
+    would leave out: the modules with forward (pre-)hooks (activation steering, probes, accelerate's offloading) or
+    a ``forward`` replaced on the instance, and global module hooks. The feature capture's own read-only hooks
+    (:data:`~hf_adaptive_spec.core.features.CAPTURE_HOOK`) are not counted."""
+    from torch.nn.modules import module as nn_module
+
+    changed = ["(global module hooks)"] if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks else []
+    for name, module in model.named_modules():
+        hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
+        if "forward" in vars(module) or any(not getattr(hook, CAPTURE_HOOK, False) for hook in hooks):
+            changed.append(name or type(model).__name__)
+    return changed
 
 
 def package_digest(**parts) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from types import MethodType
 
 import torch
@@ -68,11 +69,23 @@ def _call_option(model: PreTrainedModel, kwargs: dict, name: str, pop: bool = Fa
     return getattr(config, name, None) or getattr(model.generation_config, name, None)
 
 
+def _unset_option(model: PreTrainedModel, kwargs: dict, name: str) -> None:
+    """Unset generation option ``name`` for ``generate``: in a copy of the call's ``generation_config`` when one
+    was passed (a keyword beside it draws transformers' deprecation warning, which stock's call would not), else,
+    or when the model's own config sets it too (generate fills unset fields from it), by the keyword ``None``."""
+    config: GenerationConfig | None = kwargs.get("generation_config")
+    if config is not None and getattr(model.generation_config, name, None) is None:
+        kwargs["generation_config"] = copy.deepcopy(config)
+        setattr(kwargs["generation_config"], name, None)
+    else:
+        kwargs[name] = None
+
+
 def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str | None:
     """Take stop_strings out of the call (generate cannot see the tokenizer for custom loops)."""
     stop_strings = _call_option(model, kwargs, "stop_strings", pop=True)
     if stop_strings is not None:
-        kwargs["stop_strings"] = None  # overrides the config's value; our criterion replaces it
+        _unset_option(model, kwargs, "stop_strings")  # our criterion replaces generate's
     return stop_strings
 
 
@@ -102,7 +115,7 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
         )
     if kwargs.get("past_key_values") is not None:
         raise ValueError("Pass either cache_implementation='static' or a past_key_values cache, not both.")
-    kwargs["cache_implementation"] = None  # overrides any config value: the engine brings its own cache
+    _unset_option(model, kwargs, "cache_implementation")  # the engine brings its own cache
     return "engine"
 
 

@@ -20,6 +20,7 @@ from ..core.packaged import (
     PackageBuildError,
     PackagedForward,
     default_package_dir,
+    forward_changes,
     named_tensors,
     weight_sharing_twin,
     weights_digest,
@@ -104,6 +105,7 @@ class FastPath:
         self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._packaged: PackagedForward | None = None
         self._weights_seen: tuple | None = None
+        self._forward_changes: list[str] = []
         self._lock = threading.Lock()
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -145,21 +147,47 @@ class FastPath:
                 self.own_caches[key] = full_length_static_cache(self.model.config, key[0])
             return self.own_caches[key]
 
-    def begin_call(self) -> None:
-        """Before each ``generate`` call: when the model's weights changed since the last call (a training step,
-        ``load_state_dict``, a tensor replaced), drop the graphs and packages compiled from the old ones. Frozen
-        graphs hold the weights as constants and a package's name is the digest of the weights it was built from,
-        so both would otherwise go on computing with, or be saved under, the old weights."""
-        seen = weights_version(self.model)
+    def begin_call(self, compile_options: dict | None = None) -> None:
+        """Before each ``generate`` call (compiled with ``compile_options``):
+
+        - when the model's weights changed since the last call (a training step, ``load_state_dict``, a tensor
+          replaced), drop the graphs and packages compiled from the old ones. Frozen graphs hold the weights as
+          constants and a package's name is the digest of the weights it was built from, so both would otherwise
+          go on computing with, or be saved under, the old weights;
+        - when something changes the model's forward besides its code (:func:`~hf_adaptive_spec.core.packaged.forward_changes`:
+          hooks, a replaced forward), compile in-process instead of running packages, which are traced without it,
+          and say so."""
+        seen, changes = weights_version(self.model), forward_changes(self.model)
         with self._lock:
             if self._weights_seen is not None and seen != self._weights_seen:
                 self._compiled = weakref.WeakKeyDictionary()
                 self._packaged = None
-            self._weights_seen = seen
+            self._weights_seen, self._forward_changes = seen, changes
+        if changes and self._packaging_applies(compile_options):
+            warnings.warn(
+                f"{', '.join(changes[:3])}{' and others' if len(changes) > 3 else ''} of {type(self.model).__name__} "
+                "change its forward (hooks, or a forward replaced on the instance), which ahead-of-time packages are "
+                "traced without: the verification forward is compiled in-process instead (out.speculation.packaged "
+                "is False). Remove the hooks to use packages.", stacklevel=4,
+            )
+
+    def weights_changed(self) -> None:
+        """Drop the graphs and packages compiled from the model's weights now: for a change :meth:`begin_call` does
+        not see. It sees writes that bump a tensor's version (optimizer steps, ``copy_``, ``load_state_dict``) and
+        replaced tensors; a write through ``.data`` (``p.data.add_(...)``) or to a tensor made under
+        ``torch.inference_mode`` bumps none, and frozen graphs and packages would go on with the old weights."""
+        with self._lock:
+            self._compiled = weakref.WeakKeyDictionary()
+            self._packaged = None
+            self._weights_seen = None
 
     def packages(self, compile_options: dict | None) -> bool:
         """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
-        model, inductor's weight freezing, no CUDA-graph mode, and a ``package_dir``."""
+        model, inductor's weight freezing, no CUDA-graph mode, a ``package_dir``, and nothing that changes
+        the model's forward besides its code at this call (:meth:`begin_call`)."""
+        return self._packaging_applies(compile_options) and not self._forward_changes
+
+    def _packaging_applies(self, compile_options: dict | None) -> bool:
         if compile_options is None or self.package_dir is None or self.model.device.type != "cpu":
             return False
         inductor_options = split_inductor_patches(compile_options)[1]

@@ -321,11 +321,11 @@ def static_target(
 ) -> StaticTarget:
     """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call."""
     path = fast_path(model)
-    path.begin_call()
     check_static_cache(cache, path.needed_slots(needed_length), model)
     if not own and cache.get_seq_length() > 0:
         raise ValueError(
             "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."
         )
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
+    path.begin_call(options)
     return StaticTarget(model, cache, wanted, path, options, own=own)
