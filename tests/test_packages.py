@@ -240,9 +240,9 @@ def test_a_hooked_forward_is_compiled_in_process_not_run_from_a_package(tmp_path
     unhooked = _frozen_generate(model, ids)
     assert unhooked.speculation.packaged and torch.equal(unhooked.sequences, model.generate(ids, max_new_tokens=24))
     with FeatureCapture(model, [1, 2]):
-        assert forward_changes(model) == []
+        assert forward_changes(model) == {}
     model.model.norm.forward = model.model.norm.forward  # a forward set on the instance (accelerate's offloading)
-    assert forward_changes(model) == ["model.norm"]
+    assert list(forward_changes(model)) == ["model.norm"]
 
 
 def test_a_write_through_data_is_dropped_with_weights_changed(tmp_path):
@@ -260,3 +260,69 @@ def test_a_write_through_data_is_dropped_with_weights_changed(tmp_path):
     path.weights_changed()
     out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, expected) and out.speculation.packaged and len(_packages(tmp_path)) == 2
+
+
+def _eagle3(model):
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    torch.manual_seed(1)
+    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(model, initializer_range=0.3))
+
+
+def test_transformers_own_capture_hooks_keep_the_packages(tmp_path):
+    """A forward asked for hidden states (an EAGLE-3 drafter's features) makes transformers add read-only capture
+    hooks to every layer for good: they are no reason to leave the packages (a review found every call after the
+    first compiled in-process)."""
+    model = tiny_model("llama", seed=5)
+    fast_path(model, package_dir=tmp_path)
+    ids, drafter = prompt(9, seed=3), _eagle3(model)
+    expected = model.generate(ids, max_new_tokens=24, do_sample=False)
+    for _ in range(2):
+        out = _frozen_generate(model, ids, assistant_model=drafter)
+        assert out.speculation.packaged and torch.equal(out.sequences, expected)
+
+
+def test_in_process_graphs_are_rebuilt_when_hooks_change():
+    """dynamo does not guard on hooks: a graph keeps those it was traced with. Without packages (a GPU, or
+    package_dir=None) a hook added between calls must reach verification, as it reaches the eager prefill."""
+    model = tiny_model("llama", seed=6)
+    fast_path(model, package_dir=None)
+    ids = prompt(9, seed=3)
+    assert not _frozen_generate(model, ids).speculation.packaged
+    steer = torch.randn(model.config.hidden_size, generator=torch.Generator().manual_seed(8)) * 2.0
+    model.model.layers[0].register_forward_hook(lambda module, args, output: output + steer)
+    assert torch.equal(_frozen_generate(model, ids).sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+
+
+def test_a_module_swapped_on_the_instance_is_not_packaged(tmp_path):
+    """The package is traced from a twin built from the config: a submodule replaced on the instance (another
+    activation, a custom norm) would be left out. The build is refused and verification compiles in-process."""
+    model = tiny_model("llama", seed=7)
+    model.model.layers[1].mlp.act_fn = torch.nn.ReLU()
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(9, seed=3)
+    with pytest.warns(UserWarning, match=r"modules its config does not build \(model.layers.1.mlp.act_fn"):
+        out = _frozen_generate(model, ids)
+    assert not out.speculation.packaged and torch.equal(out.sequences, model.generate(ids, max_new_tokens=24))
+
+
+def test_a_package_is_never_saved_under_the_digest_of_weights_written_since(tmp_path):
+    """After a write through .data (no version bump), a package built for a new shape would be traced from the new
+    weights but named by the old ones' digest, and a later process with the old weights would load it. The build
+    digests the weights again, and the identity is renewed with a warning."""
+    model = tiny_model("llama", seed=8)
+    fast_path(model, package_dir=tmp_path)
+    ids = prompt(9, seed=3)
+    _frozen_generate(model, ids)
+    with torch.no_grad():
+        model.lm_head.weight.data.mul_(-1.0)
+    other_length = StaticCache(config=model.config, max_cache_len=96)
+    with pytest.warns(UserWarning, match="changed in place without a version bump"):
+        out = _frozen_generate(model, ids, past_key_values=other_length)
+    assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
+
+    old_weights = tiny_model("llama", seed=8)  # what the old digest names
+    path = fast_path(old_weights, package_dir=tmp_path)
+    out = _frozen_generate(old_weights, ids, past_key_values=StaticCache(config=old_weights.config, max_cache_len=96))
+    assert torch.equal(out.sequences, old_weights.generate(ids, max_new_tokens=24, do_sample=False))
+    assert path.packaged_forward.built == 1  # nothing of the new weights was saved under its digest

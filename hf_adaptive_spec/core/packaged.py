@@ -74,22 +74,50 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     left = [name for name, tensor in named_tensors(twin) if tensor.is_meta]
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
+    built = {name: type(module) for name, module in twin.named_modules()}
+    swapped = [name for name, module in model.named_modules() if built.get(name) is not type(module)]
+    if swapped:
+        raise ValueError(
+            f"{type(model).__name__} holds modules its config does not build ({', '.join(swapped[:3])}: swapped or "
+            "added on the instance), which a package traced from the config's modules would leave out."
+        )
     return twin.eval()
 
 
-def forward_changes(model: torch.nn.Module) -> list[str]:
+def forward_changes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
     """What changes ``model``'s forward besides its code, which a package traced from :func:`weight_sharing_twin`
-    would leave out: the modules with forward (pre-)hooks (activation steering, probes, accelerate's offloading) or
-    a ``forward`` replaced on the instance, and global module hooks. The feature capture's own read-only hooks
-    (:data:`~hf_adaptive_spec.core.features.CAPTURE_HOOK`) are not counted."""
+    would leave out and an in-process graph keeps as it was when traced (dynamo does not guard on hooks): per module
+    with forward (pre-)hooks (activation steering, probes, accelerate's offloading) or a ``forward`` replaced on the
+    instance, and for global module hooks, the identities of what changes it (equal while nothing changed). Hooks that
+    only read (:func:`_reads_only`) are not counted."""
     from torch.nn.modules import module as nn_module
 
-    changed = ["(global module hooks)"] if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks else []
+    changed = {}
+    global_hooks = [*nn_module._global_forward_hooks.values(), *nn_module._global_forward_pre_hooks.values()]
+    if global_hooks:
+        changed["(global module hooks)"] = tuple(id(hook) for hook in global_hooks)
     for name, module in model.named_modules():
         hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
-        if "forward" in vars(module) or any(not getattr(hook, CAPTURE_HOOK, False) for hook in hooks):
-            changed.append(name or type(model).__name__)
+        marks = [id(hook) for hook in hooks if not _reads_only(hook)]
+        if "forward" in vars(module):
+            marks.append(id(vars(module)["forward"]))
+        if marks:
+            changed[name or type(model).__name__] = tuple(marks)
     return changed
+
+
+def _reads_only(hook) -> bool:
+    """Hooks known to change no output: the feature capture's (:data:`~hf_adaptive_spec.core.features.CAPTURE_HOOK`),
+    transformers' output capturing (added for good by the first forward asked for hidden states or attentions) and
+    the one ``enable_input_require_grads`` adds (it sets ``requires_grad``)."""
+    function = getattr(hook, "func", hook)  # a functools.partial's function
+    return (getattr(hook, CAPTURE_HOOK, False) or getattr(function, "__module__", "") == "transformers.utils.output_capturing"
+            or getattr(function, "__name__", "") == "make_inputs_require_grads")
+
+
+class StaleWeightsError(Exception):
+    """The weights changed since a package identity digested them, without a version bump the caller saw: a package
+    built now would be saved under the digest of other weights."""
 
 
 def package_digest(**parts) -> str:
@@ -168,6 +196,8 @@ class PackagedForward:
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(partial),
                                                          inductor_configs=dict(self.inductor_options))  # it adds its own entries
             os.replace(partial, path)  # atomic: another process sees no package or a whole one
+        except StaleWeightsError:
+            raise
         except Exception as error:  # noqa: BLE001 - re-raised with the way out named
             raise PackageBuildError(
                 f"Building an ahead-of-time package of a speculative-decoding forward failed ({type(error).__name__}: "

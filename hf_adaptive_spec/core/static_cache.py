@@ -17,7 +17,6 @@ from transformers import Cache, PretrainedConfig, StaticCache
 from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
 
-
 def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module | None = None) -> None:
     """Refuse a static cache the tree layout cannot use, one too short for this call, or (given ``model``) one
     of fewer layers than the model or already laid out for another dtype, device or batch size.

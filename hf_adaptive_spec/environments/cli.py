@@ -192,19 +192,32 @@ def _with_resolved_names(manifest: dict) -> dict:
 
 
 def check_manifest(directory: Path, settings: dict) -> None:
-    """Write the settings every shard shares, or check that an earlier run used the same."""
+    """Write the settings every shard shares, or check that an earlier run used the same. An earlier manifest that
+    named a local target or drafter as typed is rewritten with its absolute path, which later readers
+    (:func:`~hf_adaptive_spec.environments.provenance.recorded_pair`) resolve from any directory."""
     path = directory / MANIFEST
-    if path.is_file():
-        earlier = _with_resolved_names(without_unused_prompt_set(json.loads(path.read_text(encoding="utf-8"))))
-        if earlier != settings:
-            changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
-            raise ValueError(
-                f"{directory} was recorded with other settings ({', '.join(changed)} differ from {path}): "
-                "use the same options or another --output."
-            )
+    if not path.is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_manifest(path, settings)
         return
-    directory.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    resolved = _with_resolved_names(on_disk)
+    earlier = without_unused_prompt_set(resolved)
+    if earlier != settings:
+        changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
+        raise ValueError(
+            f"{directory} was recorded with other settings ({', '.join(changed)} differ from {path}): "
+            "use the same options or another --output."
+        )
+    if resolved != on_disk:
+        _write_manifest(path, resolved)
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
 
 
 def record_shards(

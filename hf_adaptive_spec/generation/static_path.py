@@ -19,6 +19,7 @@ from ..core.compiled import CompiledForward, split_inductor_patches
 from ..core.packaged import (
     PackageBuildError,
     PackagedForward,
+    StaleWeightsError,
     default_package_dir,
     forward_changes,
     named_tensors,
@@ -147,29 +148,34 @@ class FastPath:
                 self.own_caches[key] = full_length_static_cache(self.model.config, key[0])
             return self.own_caches[key]
 
-    def begin_call(self, compile_options: dict | None = None) -> None:
-        """Before each ``generate`` call (compiled with ``compile_options``):
+    def begin_call(self, compile_options: dict | None = None) -> bool:
+        """Before each ``generate`` call (compiled with ``compile_options``); returns whether the call verifies from
+        ahead-of-time packages (:meth:`packages`), decided once for the whole call.
 
-        - when the model's weights changed since the last call (a training step, ``load_state_dict``, a tensor
+        - When the model's weights changed since the last call (a training step, ``load_state_dict``, a tensor
           replaced), drop the graphs and packages compiled from the old ones. Frozen graphs hold the weights as
           constants and a package's name is the digest of the weights it was built from, so both would otherwise
-          go on computing with, or be saved under, the old weights;
-        - when something changes the model's forward besides its code (:func:`~hf_adaptive_spec.core.packaged.forward_changes`:
-          hooks, a replaced forward), compile in-process instead of running packages, which are traced without it,
-          and say so."""
-        seen, changes = weights_version(self.model), forward_changes(self.model)
+          go on computing with, or be saved under, the old weights.
+        - When what changes the model's forward besides its code changed (:func:`~hf_adaptive_spec.core.packaged.forward_changes`:
+          hooks, a replaced forward), drop the in-process graphs, which keep the hooks they were traced with; while
+          there is any, compile in-process instead of running packages, which are traced without, and say so."""
         with self._lock:
+            seen, changes = weights_version(self.model), forward_changes(self.model)
             if self._weights_seen is not None and seen != self._weights_seen:
                 self._compiled = weakref.WeakKeyDictionary()
                 self._packaged = None
+            if changes != self._forward_changes:
+                self._compiled = weakref.WeakKeyDictionary()
             self._weights_seen, self._forward_changes = seen, changes
         if changes and self._packaging_applies(compile_options):
+            names = list(changes)
             warnings.warn(
-                f"{', '.join(changes[:3])}{' and others' if len(changes) > 3 else ''} of {type(self.model).__name__} "
+                f"{', '.join(names[:3])}{' and others' if len(names) > 3 else ''} of {type(self.model).__name__} "
                 "change its forward (hooks, or a forward replaced on the instance), which ahead-of-time packages are "
                 "traced without: the verification forward is compiled in-process instead (out.speculation.packaged "
-                "is False). Remove the hooks to use packages.", stacklevel=4,
+                "is False). Remove the hooks (or `del module.forward`) to use packages.", stacklevel=2,
             )
+        return self._packaging_applies(compile_options) and not changes
 
     def weights_changed(self) -> None:
         """Drop the graphs and packages compiled from the model's weights now: for a change :meth:`begin_call` does
@@ -183,8 +189,8 @@ class FastPath:
 
     def packages(self, compile_options: dict | None) -> bool:
         """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
-        model, inductor's weight freezing, no CUDA-graph mode, a ``package_dir``, and nothing that changes
-        the model's forward besides its code at this call (:meth:`begin_call`)."""
+        model, inductor's weight freezing, no CUDA-graph mode, a ``package_dir``, and nothing that changed
+        the model's forward besides its code at the last :meth:`begin_call`."""
         return self._packaging_applies(compile_options) and not self._forward_changes
 
     def _packaging_applies(self, compile_options: dict | None) -> bool:
@@ -193,13 +199,15 @@ class FastPath:
         inductor_options = split_inductor_patches(compile_options)[1]
         return bool(inductor_options.get("freezing")) and compile_options.get("mode") in (None, "default")
 
-    def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers):
+    def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers,
+                packaged: bool | None = None):
         """``((logits, features), seconds compiling)`` of one padded forward, compiled with
-        ``compile_options`` (None: eager)."""
+        ``compile_options`` (None: eager), from packages when ``packaged`` (the call's :meth:`begin_call`; default
+        :meth:`packages`) and they have not failed to build."""
         args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
         if compile_options is None:
             return _forward_with_features(*args), 0.0
-        if self.packages(compile_options):
+        if (self.packages(compile_options) if packaged is None else packaged) and self.package_dir is not None:
             try:
                 return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
                                               feature_layers)
@@ -228,6 +236,7 @@ class FastPath:
             if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
                 inductor_options = {**(compile_options.get("options") or {})}
                 self._packaged = PackagedForward(self.package_dir, self.package_identity(compile_options), inductor_options)
+            packaged = self._packaged
         identifying = time.perf_counter() - start
         cache_tensors = static_cache_tensors(cache)
         layout = self._cache_layouts.get(cache)  # a cache's tensors keep their layout: read it once, not per cycle
@@ -235,10 +244,24 @@ class FastPath:
             layout = self._cache_layouts[cache] = tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors)
         key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers, layout)
 
-        def make_module():
+        digested = packaged.identity["weights"]
+
+        def make_module():  # a package is saved under its identity's digest: it must be the weights traced
+            if weights_digest(self.model) != digested:
+                raise StaleWeightsError
             return _ForwardWithCacheInputs(weight_sharing_twin(self.model), cache, feature_layers)
 
-        outputs, seconds = self._packaged(key, make_module, input_ids, position_ids, attention_mask, *cache_tensors)
+        try:
+            outputs, seconds = packaged(key, make_module, input_ids, position_ids, attention_mask, *cache_tensors)
+        except StaleWeightsError:
+            warnings.warn(
+                "The model's weights changed in place without a version bump (a write through .data?) since its "
+                "packages were identified: their graphs and packages are dropped now, and verifications before this "
+                "one may have used the old weights. Call hf_adaptive_spec.fast_path(model).weights_changed() right "
+                "after such a write.", stacklevel=2,
+            )
+            self.weights_changed()
+            return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache, feature_layers)
         return (outputs[0], tuple(outputs[1:])), seconds + identifying
 
     def package_identity(self, compile_options: dict) -> dict:

@@ -245,9 +245,12 @@ class StaticTarget(TargetForward):
     """Verification of padded trees in a fixed-size static cache (see the module docstring)."""
 
     def __init__(
-        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own: bool = False
+        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own: bool = False,
+        packaged: bool | None = None,
     ):
         self.model, self.cache, self.path, self.options = model, cache, path, options
+        # whether this call verifies from packages, decided once at its start (FastPath.begin_call)
+        self._from_packages = path.packages(options) if packaged is None else packaged
         self.own = own  # the model's own cache (FastPath.cache_for), which later calls reuse
         self.wanted = tuple(sorted(wanted))
         self.rescorer = _rescorer(model)
@@ -261,7 +264,7 @@ class StaticTarget(TargetForward):
 
     @property
     def packaged(self) -> bool:
-        return self.path.packages(self.options)
+        return self._from_packages and self.path.package_dir is not None  # unless building failed this call
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         set_cache_length(self.cache, 0)
@@ -298,6 +301,7 @@ class StaticTarget(TargetForward):
             mask,
             self.cache,
             self.feature_layers,
+            packaged=self._from_packages,
         )
         self.compile_time += compile_seconds
         outputs = dict(zip(self.feature_layers, features))
@@ -327,5 +331,5 @@ def static_target(
             "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."
         )
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
-    path.begin_call(options)
-    return StaticTarget(model, cache, wanted, path, options, own=own)
+    packaged = path.begin_call(options)
+    return StaticTarget(model, cache, wanted, path, options, own=own, packaged=packaged)

@@ -194,7 +194,11 @@ def configure_logging(training_args: TrainingArguments) -> None:
     """Show this package's messages, and transformers', at the level ``--log_level`` asks from the start of a script.
     transformers' ``Trainer`` sets only its own library's level, once it is built; this package's loggers are not
     under it, so their ``info`` (a continued schedule, a widened drafter) were never shown. A stderr handler is added
-    only when logging has none (a script run from the command line), so an application's own handlers are kept."""
+    only when logging has none (a script run from the command line), so an application's own handlers are kept.
+    Under ``passive`` (the default) both levels are left as they are, as the Trainer leaves them: a script used as a
+    library keeps the application's ``logging.basicConfig(level=...)``."""
+    if _asked_log_level(training_args) == "passive":
+        return
     level = training_args.get_process_log_level()
     transformers_logging.set_verbosity(level)
     package = logging.getLogger(__name__.split(".")[0])
@@ -203,6 +207,12 @@ def configure_logging(training_args: TrainingArguments) -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         package.addHandler(handler)
+
+
+def _asked_log_level(training_args: TrainingArguments) -> str:
+    """The level this process was asked for: ``--log_level`` on the main process, ``--log_level_replica`` on the
+    others (the choice ``TrainingArguments.get_process_log_level`` makes)."""
+    return training_args.log_level if training_args.should_log else training_args.log_level_replica
 
 
 def with_overrides(reproduce_command: str | None, argv: list[str]) -> str | None:

@@ -166,6 +166,30 @@ def answer_token_ids(tokenizer: PreTrainedTokenizerBase, message: Message) -> li
     return list(token_ids)
 
 
+def closing_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int]:
+    """The tokens the chat template closes the last (assistant) message of ``messages`` with: its end marker
+    (ChatML: ``<|im_end|>``, ``\\n``), which a drafter trained on the answer's ``token_ids`` learns after them.
+
+    Raises:
+        ValueError: the template does not render the message left open as a token prefix of it closed.
+    """
+    rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False)
+    return list(rendered[len(without_end_marker(tokenizer, messages, rendered)) :])
+
+
+def without_end_marker(tokenizer: PreTrainedTokenizerBase, messages: list[Message], rendered: list[int]) -> list[int]:
+    """The rendering of ``messages`` with its last (assistant) message left open: ``rendered`` (their closed
+    rendering) without its end marker.
+
+    Raises:
+        ValueError: the open rendering is not a token prefix of ``rendered``.
+    """
+    open_ended = tokenizer.apply_chat_template(messages, tokenize=True, continue_final_message=True, return_dict=False)
+    if list(rendered[: len(open_ended)]) != list(open_ended):
+        raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
+    return list(open_ended)
+
+
 def _regenerate_batch(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

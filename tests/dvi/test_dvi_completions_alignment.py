@@ -108,3 +108,17 @@ def test_token_ids_another_tokenizer_wrote_are_refused_naming_the_record(merging
     _write_with_ids(path, [("odd", "hello", {"role": "assistant", "content": "ba", "token_ids": ids})])
     with pytest.raises(ValueError, match="record 'odd'.*do not decode to its content.*Regenerate it with this target"):
         load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
+
+
+def test_a_record_without_an_answer_is_skipped_as_before_answers_had_ids(merging_tokenizer, tmp_path, caplog):
+    """A record with only its user turn was skipped with the unaligned ones (its text holds no answer after the
+    prompt); reading its answer's ``token_ids`` raised a bare IndexError."""
+    path = tmp_path / "answers.jsonl"
+    unanswered = {"id": "unanswered", "conversation": [{"role": "user", "content": "hello"}]}
+    answer = [{"role": "user", "content": "what"}, {"role": "assistant", "content": "a"}]
+    answered = {"id": "answered", "conversation": answer}
+    path.write_text("".join(json.dumps(record) + "\n" for record in (unanswered, answered)), encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        (record,) = load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
+    assert merging_tokenizer.decode(record["completion_ids"]) == "a<|im_end|>"
+    assert "skipped 1 record (the first: id 'unanswered')" in caplog.text

@@ -78,3 +78,29 @@ def test_an_activation_the_llama_mlp_lacks_is_refused_naming_the_option():
     assert Eagle3DraftModel.from_target(target, hidden_act="gelu").config.hidden_act == "gelu"  # not read when given
     with pytest.raises(ValueError, match=r"'nope' \(given as hidden_act\)\. Pass hidden_act="):
         Eagle3DraftModel.from_target(target, hidden_act="nope")
+
+
+def tiny_gemma2():
+    """A tiny Gemma 2 target (its config holds the activation as ``hidden_activation``, with no ``hidden_act``)."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=TARGET_LAYERS,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=6,
+                          eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    return Gemma2ForCausalLM(config).eval()
+
+
+def test_a_gemma_targets_activation_is_read_from_hidden_activation():
+    target = tiny_gemma2()
+    assert getattr(target.config, "hidden_act", None) is None
+    config = Eagle3DraftModel.from_target(target).config
+    assert config.hidden_act == target.config.hidden_activation == "gelu_pytorch_tanh"  # not Llama's silu
+
+
+@pytest.mark.parametrize("legacy", [{"rope_theta": 5e5}, {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}])
+def test_legacy_rope_overrides_are_refused_naming_rope_parameters(target, legacy):
+    """The target's rope_parameters (theta 10000) silently won over rope_theta=5e5."""
+    with pytest.raises(ValueError, match=rf"legacy {next(iter(legacy))}.*rope_parameters=\{{\"rope_type\": \.\.\., "
+                                         r"\"rope_theta\": \.\.\.\}"):
+        Eagle3DraftModel.from_target(target, **legacy)

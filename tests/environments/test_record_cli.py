@@ -101,7 +101,8 @@ def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(ti
 
 def test_the_manifest_names_a_local_target_by_its_absolute_path(tiny_cli, tmp_path, monkeypatch):
     """``--model my-model`` typed in one directory names the same folder from any other (the policy trainers compare it
-    with a profile's target); a folder recorded with the path as typed, before, still resumes from where it was."""
+    with a profile's target); a folder recorded with the path as typed, before, still resumes from where it was, and
+    its manifest is rewritten with the absolute path (a trainer run from elsewhere resolved the typed one there)."""
     from hf_adaptive_spec.environments.provenance import recorded_pair
 
     (tmp_path / "my-model").mkdir()
@@ -118,6 +119,10 @@ def test_the_manifest_names_a_local_target_by_its_absolute_path(tiny_cli, tmp_pa
     (output / "record_args.json").write_text(json.dumps({**manifest, "model": "my-model"}))  # as written before
     assert cli.main(["--output", str(output), "--model", "my-model", "--start", "1", "--num-prompts", "1", *TREE]) == 0
     assert len(load_recording(output).prompts) == 2
+    assert json.loads((output / "record_args.json").read_text()) == manifest  # rewritten with the absolute path
+    assert sorted(path.name for path in output.iterdir() if not path.name.startswith("shard-")) == ["record_args.json"]
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert recorded_pair(output)[0] == str((tmp_path / "my-model").resolve())
 
 
 def test_overlapping_shards_and_mixed_recordings_are_refused(tiny_cli, tmp_path):

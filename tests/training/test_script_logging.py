@@ -36,3 +36,29 @@ def test_log_level_sets_the_package_loggers_before_main_runs(tmp_path, restored_
             "--log_level", log_level]
     run_training_script(make_parser(), main, argv)
     assert seen == {"package": shown, "transformers": shown}
+
+
+@pytest.fixture
+def root_at_info():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    yield
+    root.setLevel(level)
+
+
+def test_passive_leaves_an_applications_levels_alone(tmp_path, restored_levels, root_at_info):
+    """Under the default ``--log_level passive`` a script used as a library keeps the application's
+    ``logging.basicConfig(level=INFO)``: the package logger was pinned to transformers' WARNING."""
+    from hf_adaptive_spec.training.ltd.script import make_parser
+
+    verbosity = transformers_logging.get_verbosity()
+    seen = {}
+
+    def main(script_args, training_args):
+        seen["package"] = logging.getLogger("hf_adaptive_spec").getEffectiveLevel()
+        seen["transformers"] = transformers_logging.get_verbosity()
+
+    argv = ["--output_dir", str(tmp_path / "out"), "--profile_path", "p.json", "--recording_dir", "rec"]
+    run_training_script(make_parser(), main, argv)
+    assert seen == {"package": logging.INFO, "transformers": verbosity}

@@ -10,7 +10,13 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from hf_adaptive_spec.training_data.regenerate import RegenerationConfig, answer_token_ids, prompt_ids, regenerate
+from hf_adaptive_spec.training_data.regenerate import (
+    RegenerationConfig,
+    answer_token_ids,
+    closing_ids,
+    prompt_ids,
+    regenerate,
+)
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 #: the token the tiny model repeats after "how are you"; ``ending_model`` ends its answers there instead
@@ -74,3 +80,15 @@ def test_ids_another_tokenizer_wrote_are_refused(tiny_tokenizer: PreTrainedToken
     with pytest.raises(ValueError, match="do not decode to its content.*regenerated with another tokenizer"):
         answer_token_ids(tiny_tokenizer, answer)
     assert answer_token_ids(tiny_tokenizer, {"role": "assistant", "content": "hello world"}) is None
+
+
+def test_closing_ids_are_the_tokens_the_template_ends_the_answer_with(make_tiny_tokenizer) -> None:
+    """What EAGLE-3, PPOW and DVI train after an answer's ``token_ids``; a template whose closing merges with the
+    answer's last token (no token boundary between them) is refused rather than cut inside a token."""
+    tokenizer = make_tiny_tokenizer()
+    turns = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "the cat"}]
+    assert closing_ids(tokenizer, turns) == [tokenizer.eos_token_id]
+    glued = tokenizer.chat_template.replace("{{ m['content'] }} <|im_end|>", "{{ m['content'] }}mat <|im_end|>")
+    tokenizer.chat_template = glued
+    with pytest.raises(ValueError, match="does not render an open final message as a prefix of the closed one"):
+        closing_ids(tokenizer, turns)

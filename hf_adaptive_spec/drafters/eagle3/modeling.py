@@ -141,18 +141,22 @@ class Eagle3DraftModel(PreTrainedModel):
 
         The draft layer is a Llama layer whatever the target. Its Llama fields (RoPE included) default to
         the target's, read under their Llama names or another family's (``_TARGET_FIELD_NAMES``: GPT-2's
-        ``n_inner``, ``activation_function``, ``layer_norm_epsilon``; Falcon's ``ffn_hidden_size``,
-        ``activation``...); a field the target has under no such name gets Llama's default (RoPE base
-        10000, ``silu``, eps 1e-6, one key/value head per query head), except the MLP width: 4 x
-        ``hidden_size``. ``config_kwargs`` set any :class:`Eagle3DrafterConfig` field; the target's is
-        then not read. An activation the Llama MLP does not know (not in transformers' ``ACT2FN``) is
-        refused: pass ``hidden_act=``. Embeddings are copied from the target (frozen) when the widths
-        match; otherwise set them with :meth:`set_embeddings`.
+        ``n_inner``, ``activation_function``, ``layer_norm_epsilon``; Gemma 2/3's ``hidden_activation``;
+        Falcon's ``ffn_hidden_size``, ``activation``...); a field the target has under no such name gets
+        Llama's default (RoPE base 10000, ``silu``, eps 1e-6, one key/value head per query head), except the
+        MLP width: 4 x ``hidden_size``. ``config_kwargs`` set any :class:`Eagle3DrafterConfig` field; the
+        target's is then not read. An activation the Llama MLP does not know (not in transformers' ``ACT2FN``)
+        is refused: pass ``hidden_act=``. RoPE is set with ``rope_parameters=`` only: a legacy ``rope_theta``
+        / ``rope_scaling`` is refused (next to the target's ``rope_parameters`` the config silently drops the
+        one or the target's ``rope_theta``).
+        Embeddings are copied from the target (frozen) when the widths match; otherwise set them with
+        :meth:`set_embeddings`.
 
         Args:
             draft_to_target: ``[draft_vocab]`` sorted target ids of a reduced draft vocabulary
                 (EAGLE's most frequent tokens); None for the full vocabulary.
         """
+        _refuse_legacy_rope(config_kwargs)
         text = target.config.get_text_config()
         fields = {
             "vocab_size": text.vocab_size,
@@ -333,10 +337,10 @@ def _mark_loaded_embeddings(module: Eagle3DraftModel, incompatible_keys) -> None
 
 
 #: The draft layer's Llama fields a target config may hold: under the Llama name first, then under other families'
-#: names for the same thing (GPT-2, Falcon, GPT-NeoX, Phi...). The first one set (not None) is used.
+#: names for the same thing (GPT-2, Falcon, GPT-NeoX, Phi, Gemma 2/3...). The first one set (not None) is used.
 _TARGET_FIELD_NAMES: dict[str, tuple[str, ...]] = {
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
-    "hidden_act": ("hidden_act", "activation_function", "activation"),
+    "hidden_act": ("hidden_act", "hidden_activation", "activation_function", "activation"),
     "rms_norm_eps": ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"),
     "num_key_value_heads": ("num_key_value_heads",),
     "head_dim": ("head_dim",),
@@ -383,6 +387,18 @@ def _llama_fields_of(text: PretrainedConfig, skip: Iterable[str] = ()) -> dict:
         rope = fields["rope_parameters"]
         fields["rope_parameters"] = dict(rope.get("full_attention", rope))
     return fields
+
+
+def _refuse_legacy_rope(config_kwargs: Mapping) -> None:
+    """Refuse ``rope_theta`` / ``rope_scaling`` overrides, naming ``rope_parameters`` (the form the config keeps)."""
+    legacy = [name for name in ("rope_theta", "rope_scaling") if name in config_kwargs]
+    if legacy:
+        raise ValueError(
+            f"from_target does not take the legacy {' / '.join(legacy)}: next to the target's rope_parameters the "
+            "config silently drops a rope_theta, and a rope_scaling loses the target's rope_theta. Pass the drafter's "
+            "whole RoPE as rope_parameters={\"rope_type\": ..., \"rope_theta\": ...}, e.g. "
+            "rope_parameters={\"rope_type\": \"default\", \"rope_theta\": 500000.0}."
+        )
 
 
 def _check_activation(name: str, given: bool, text: PretrainedConfig) -> None:

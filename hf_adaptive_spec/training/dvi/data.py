@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ...training_data.leakage import leaks
-from ...training_data.regenerate import answer_token_ids, prompt_ids
+from ...training_data.regenerate import answer_token_ids, closing_ids, prompt_ids
 from ...training_data.sharegpt import Conversation
 
 logger = logging.get_logger(__name__)
@@ -36,7 +36,7 @@ def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], pro
         ValueError: the answer's ``token_ids`` do not decode to its text with ``tokenizer``.
     """
     truncated = bool(messages[-1].get("truncated"))
-    generated = answer_token_ids(tokenizer, messages[1])
+    generated = answer_token_ids(tokenizer, messages[1]) if len(messages) > 1 else None
     if generated is not None:
         return generated if truncated else generated + _end_of_turn(tokenizer, messages[:2])
     text = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=truncated)
@@ -52,13 +52,9 @@ def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], pro
 
 
 def _end_of_turn(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> list[int]:
-    """The tokens the template closes the answer ``messages[-1]`` with, through the end-of-sequence token as
-    for an answer re-encoded from its text (ChatML: ``<|im_end|>``)."""
-    closed = tokenizer.apply_chat_template(messages, tokenize=False)
-    open_ended = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
-    if not closed.startswith(open_ended):
-        raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
-    return _through_eos(tokenizer, tokenizer(closed[len(open_ended) :], add_special_tokens=False)["input_ids"])
+    """The tokens the template closes the answer ``messages[-1]`` with (:func:`closing_ids`), through the
+    end-of-sequence token as for an answer re-encoded from its text (ChatML: ``<|im_end|>``)."""
+    return _through_eos(tokenizer, closing_ids(tokenizer, messages))
 
 
 def _through_eos(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[int]:

@@ -13,7 +13,7 @@ from torch.utils.data import IterableDataset
 from transformers import PreTrainedTokenizerBase
 
 from ...training_data import read_conversation_records
-from ...training_data.regenerate import answer_token_ids
+from ...training_data.regenerate import answer_token_ids, closing_ids, without_end_marker
 
 
 def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict]]:
@@ -68,7 +68,7 @@ def _render_text_turns(tokenizer: PreTrainedTokenizerBase, messages: list[dict])
         _check_prefix(input_ids, rendered)
         if message["role"] == "assistant":
             header = tokenizer.apply_chat_template(messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False)
-            trained = len(_without_end_marker(tokenizer, messages[:end], rendered)) if message.get("truncated") else len(rendered)
+            trained = len(without_end_marker(tokenizer, messages[:end], rendered)) if message.get("truncated") else len(rendered)
             loss_mask += [0] * (len(header) - len(input_ids)) + [1] * (trained - len(header)) + [0] * (len(rendered) - trained)
         else:
             loss_mask += [0] * (len(rendered) - len(input_ids))
@@ -85,7 +85,7 @@ def _render_generated_answer(
     input_ids, loss_mask = _render_text_turns(tokenizer, messages[:-1])
     header = tokenizer.apply_chat_template(messages[:-1], tokenize=True, add_generation_prompt=True, return_dict=False)
     _check_prefix(input_ids, header)
-    closing = [] if messages[-1].get("truncated") else _closing(tokenizer, messages)
+    closing = [] if messages[-1].get("truncated") else closing_ids(tokenizer, messages)
     trained = generated + closing
     return list(header) + trained, loss_mask + [0] * (len(header) - len(input_ids)) + [1] * len(trained)
 
@@ -93,21 +93,6 @@ def _render_generated_answer(
 def _check_prefix(input_ids: list[int], rendered: list[int]) -> None:
     if list(rendered[: len(input_ids)]) != input_ids:
         raise ValueError("The chat template does not render conversation prefixes as token prefixes.")
-
-
-def _closing(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> list[int]:
-    """The tokens the template closes the last (assistant) message of ``messages`` with: its end marker."""
-    rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False)
-    return list(rendered[len(_without_end_marker(tokenizer, messages, rendered)) :])
-
-
-def _without_end_marker(tokenizer: PreTrainedTokenizerBase, messages: list[dict], rendered: list[int]) -> list[int]:
-    """The rendering of ``messages`` with its last (assistant) message left open: ``rendered`` without its end
-    marker."""
-    open_ended = tokenizer.apply_chat_template(messages, tokenize=True, continue_final_message=True, return_dict=False)
-    if list(rendered[: len(open_ended)]) != list(open_ended):
-        raise ValueError("The chat template does not render an open final message as a prefix of the closed one.")
-    return list(open_ended)
 
 
 def load_samples(
