@@ -77,6 +77,19 @@ def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = 
     return hfas.enable(model.eval())
 
 
+def newline_merging_tokenizer(characters: str, chat_template: str) -> PreTrainedTokenizerFast:
+    """Single characters plus one merge, two newlines into one token (as byte-level BPE vocabularies have ``ĊĊ``),
+    with ChatML's special tokens and ``chat_template``: re-encoding a text need not give back the tokens generated."""
+    vocab = {token: index for index, token in enumerate(["<|im_start|>", "<|im_end|>", *characters, "\n\n"])}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[("\n", "\n")]))
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", additional_special_tokens=["<|im_start|>"]
+    )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
 def make_char_tokenizer() -> PreTrainedTokenizerFast:
     """A word-level tokenizer over VOCAB single-character and two-character tokens."""
     chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [str(d) for d in range(10)] + [" ", ".", ",", "!"]

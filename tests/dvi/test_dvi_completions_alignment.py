@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tokenizers import Tokenizer, decoders, models
+from tiny_models import newline_merging_tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from hf_adaptive_spec.training.dvi.data import load_completions
@@ -28,17 +28,7 @@ CHATML_TRIMMING_THE_LAST_TURN = (
 @pytest.fixture(scope="module")
 def merging_tokenizer() -> PreTrainedTokenizerFast:
     """Characters, plus one merge: two newlines are one token (as byte-level BPE vocabularies have ``ĊĊ``)."""
-    characters = list("abcdefghijklmnopqrstuvwxyz ,.?\n")
-    vocab = {token: index for index, token in enumerate(["<|im_start|>", "<|im_end|>", *characters, "\n\n"])}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[("\n", "\n")]))
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>"],
-    )
-    tokenizer.chat_template = CHATML_TRIMMING_THE_LAST_TURN
-    return tokenizer
+    return newline_merging_tokenizer(list("abcdefghijklmnopqrstuvwxyz ,.?\n"), CHATML_TRIMMING_THE_LAST_TURN)
 
 
 def _write(path, records):

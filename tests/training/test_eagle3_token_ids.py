@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tokenizers import Tokenizer, decoders, models
+from tiny_models import newline_merging_tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from hf_adaptive_spec.training.eagle3 import load_samples, tokenize_conversation
@@ -25,15 +25,7 @@ CHATML = (
 @pytest.fixture(scope="module")
 def tokenizer() -> PreTrainedTokenizerFast:
     """Characters, plus one merge: two newlines are one token."""
-    characters = list("abcdefghijklmnopqrstuvwxyz ,.?:1\n")
-    vocab = {token: index for index, token in enumerate(["<|im_start|>", "<|im_end|>", *characters, "\n\n"])}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[("\n", "\n")]))
-    backend.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", additional_special_tokens=["<|im_start|>"]
-    )
-    tok.chat_template = CHATML
-    return tok
+    return newline_merging_tokenizer(list("abcdefghijklmnopqrstuvwxyz ,.?:1\n"), CHATML)
 
 
 def _generated(tokenizer, pieces: list[str]) -> list[int]:
