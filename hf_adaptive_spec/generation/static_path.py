@@ -106,7 +106,7 @@ class FastPath:
         self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._packaged: PackagedForward | None = None
         self._weights_seen: tuple | None = None
-        self._forward_changes: list[str] = []
+        self._forward_changes: dict[str, tuple[int, ...]] = {}
         self._lock = threading.Lock()
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -162,12 +162,12 @@ class FastPath:
         with self._lock:
             seen, changes = weights_version(self.model), forward_changes(self.model)
             if self._weights_seen is not None and seen != self._weights_seen:
-                self._compiled = weakref.WeakKeyDictionary()
-                self._packaged = None
+                self._drop_compiled()
             if changes != self._forward_changes:
                 self._compiled = weakref.WeakKeyDictionary()
             self._weights_seen, self._forward_changes = seen, changes
-        if changes and self._packaging_applies(compile_options):
+        applies = self._packaging_applies(compile_options)
+        if changes and applies:
             names = list(changes)
             warnings.warn(
                 f"{', '.join(names[:3])}{' and others' if len(names) > 3 else ''} of {type(self.model).__name__} "
@@ -175,7 +175,7 @@ class FastPath:
                 "traced without: the verification forward is compiled in-process instead (out.speculation.packaged "
                 "is False). Remove the hooks (or `del module.forward`) to use packages.", stacklevel=2,
             )
-        return self._packaging_applies(compile_options) and not changes
+        return applies and not changes
 
     def weights_changed(self) -> None:
         """Drop the graphs and packages compiled from the model's weights now: for a change :meth:`begin_call` does
@@ -183,9 +183,13 @@ class FastPath:
         replaced tensors; a write through ``.data`` (``p.data.add_(...)``) or to a tensor made under
         ``torch.inference_mode`` bumps none, and frozen graphs and packages would go on with the old weights."""
         with self._lock:
-            self._compiled = weakref.WeakKeyDictionary()
-            self._packaged = None
+            self._drop_compiled()
             self._weights_seen = None
+
+    def _drop_compiled(self) -> None:
+        """Forget every in-process graph and the packages in use (under the lock)."""
+        self._compiled = weakref.WeakKeyDictionary()
+        self._packaged = None
 
     def packages(self, compile_options: dict | None) -> bool:
         """Whether forwards compiled with ``compile_options`` run as ahead-of-time packages: a CPU
@@ -200,14 +204,14 @@ class FastPath:
         return bool(inductor_options.get("freezing")) and compile_options.get("mode") in (None, "default")
 
     def forward(self, compile_options: dict | None, input_ids, position_ids, attention_mask, cache, feature_layers,
-                packaged: bool | None = None):
+                packaged: bool):
         """``((logits, features), seconds compiling)`` of one padded forward, compiled with
-        ``compile_options`` (None: eager), from packages when ``packaged`` (the call's :meth:`begin_call`; default
-        :meth:`packages`) and they have not failed to build."""
+        ``compile_options`` (None: eager), from packages when ``packaged`` (the call's :meth:`begin_call`) and they
+        have not failed to build."""
         args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
         if compile_options is None:
             return _forward_with_features(*args), 0.0
-        if (self.packages(compile_options) if packaged is None else packaged) and self.package_dir is not None:
+        if packaged and self.package_dir is not None:
             try:
                 return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
                                               feature_layers)

@@ -135,17 +135,6 @@ def generate_reply_ids(
     return replies, new_tokens, truncated
 
 
-def generate_replies(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    prompts: list[list[int]],
-    config: RegenerationConfig,
-) -> tuple[list[str], int, list[bool]]:
-    """:func:`generate_reply_ids`, with each reply decoded to text (special tokens removed)."""
-    replies, new_tokens, truncated = generate_reply_ids(model, tokenizer, prompts, config)
-    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in replies], new_tokens, truncated
-
-
 def answer_token_ids(tokenizer: PreTrainedTokenizerBase, message: Message) -> list[int] | None:
     """The ``token_ids`` regeneration stored in an assistant ``message`` (the ids the target generated), or None
     when it has none (files regenerated before the ids were kept: their answers are trained from the text).

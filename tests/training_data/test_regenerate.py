@@ -9,12 +9,18 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 from hf_adaptive_spec.training_data.regenerate import (
     RegenerationConfig,
     copy_conversations,
-    generate_replies,
+    generate_reply_ids,
     left_pad,
     prompt_ids,
     regenerate,
 )
 from hf_adaptive_spec.training_data.sharegpt import Conversation
+
+def generate_replies(model, tokenizer, prompts, config):
+    """:func:`generate_reply_ids` with each reply decoded as regeneration writes its text."""
+    replies, new_tokens, truncated = generate_reply_ids(model, tokenizer, prompts, config)
+    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in replies], new_tokens, truncated
+
 
 USER_TURNS = ["hello world", "how are you", "what is two plus one", "tell me more", "the cat sat on the mat"]
 

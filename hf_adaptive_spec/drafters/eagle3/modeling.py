@@ -373,16 +373,15 @@ def _llama_fields_of(text: PretrainedConfig, skip: Iterable[str] = ()) -> dict:
     Fields in ``skip`` (those the caller sets) are not read: a target may lack them or hold them in another form.
     """
     fields = {}
+    defaults = {**_LLAMA_DEFAULTS, "intermediate_size": 4 * text.hidden_size}
     for field in _TARGET_FIELD_NAMES:
         if field in skip:
             continue
         found = _target_field(text, field)
         if found is not None:
             fields[field] = found[1]
-        elif field == "intermediate_size":
-            fields[field] = 4 * text.hidden_size
-        elif field in _LLAMA_DEFAULTS:
-            fields[field] = _LLAMA_DEFAULTS[field]
+        elif field in defaults:
+            fields[field] = defaults[field]
     if "rope_parameters" in fields:  # a copy; per-layer-type RoPE (hybrid targets): the full-attention layers'
         rope = fields["rope_parameters"]
         fields["rope_parameters"] = dict(rope.get("full_attention", rope))
