@@ -10,6 +10,7 @@ import torch
 import torch._dynamo.config as dynamo_config
 import torch._inductor.config as inductor_config
 from torch._dynamo.exc import FailOnRecompileLimitHit
+from torch._dynamo.utils import counters
 
 #: one function compiles one graph per bucket, feature set and cache; dynamo's default limit (8 per
 #: function) would silently fall back to eager past it, so the limit is raised and hitting it raises.
@@ -48,8 +49,10 @@ def own_code_copy(fn: Callable) -> Callable:
 class CompiledForward:
     """``fn`` compiled with ``torch.compile(**options)``, called with a shape key per call.
 
-    Each new key (a bucket size, a feature set ...) compiles a graph on its first call; that call's
-    seconds are returned as compile time, so that callers report them apart from decoding time.
+    Each new key (a bucket size, a feature set ...) compiles a graph on its first call, and dynamo compiles a
+    seen key's again when one of its guards fails (the model put in training mode, another autocast ...); the
+    seconds of a call that compiled are returned as compile time, so that callers report them apart from
+    decoding time.
     A failure while compiling names the way out (running uncompiled).
     """
 
@@ -60,8 +63,9 @@ class CompiledForward:
         self._warm: set[Hashable] = set()
 
     def __call__(self, key: Hashable, *args) -> tuple[object, float]:
-        """``(fn(*args), seconds compiling)``: the compile seconds are 0 once ``key`` has run."""
-        start = time.perf_counter()
+        """``(fn(*args), seconds compiling)``: the compile seconds are 0 once ``key`` has run, unless dynamo
+        compiled a graph again in this call."""
+        start, graphs = time.perf_counter(), graphs_compiled()
         try:
             with inductor_config.patch(self._inductor_patches), dynamo_config.patch(GRAPH_LIMITS):
                 result = self._compiled(*args)
@@ -69,10 +73,15 @@ class CompiledForward:
             if key in self._warm:
                 raise
             raise RuntimeError(compile_failure_message(error)) from error
-        if key in self._warm:
+        if key in self._warm and graphs_compiled() == graphs:
             return result, 0.0
         self._warm.add(key)
         return result, time.perf_counter() - start
+
+
+def graphs_compiled() -> int:
+    """Graphs dynamo has compiled in this process (a count: reading it costs no synchronisation)."""
+    return counters["stats"]["unique_graphs"]
 
 
 def compile_failure_message(error: Exception) -> str:

@@ -64,7 +64,7 @@ def test_records_that_cannot_be_aligned_are_skipped_with_one_warning(merging_tok
     assert caplog.text.count("skipped") == 1 and "skipped 2 records (the first: id 'blank1')" in caplog.text
 
     _write(path, [("blank1", "hello ", "hi")])
-    with pytest.raises(ValueError, match="holds 0 usable conversations \\(1 skipped, see the warning above\\)"):
+    with pytest.raises(ValueError, match="holds 0 usable conversations \\(1 skipped, see the warnings above\\)"):
         load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
 
 
@@ -100,15 +100,20 @@ def test_token_ids_another_tokenizer_wrote_are_refused_naming_the_record(merging
         load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
 
 
-def test_a_record_without_an_answer_is_skipped_as_before_answers_had_ids(merging_tokenizer, tmp_path, caplog):
-    """A record with only its user turn was skipped with the unaligned ones (its text holds no answer after the
-    prompt); reading its answer's ``token_ids`` raised a bare IndexError."""
+def test_a_record_without_an_answer_is_skipped_for_that_reason(merging_tokenizer, tmp_path, caplog):
+    """A record with only its user turn is skipped with a warning of its own: it was counted with the unaligned
+    ones, as one whose prompt the template renders differently (reading its answer's ``token_ids`` raised a bare
+    IndexError before)."""
     path = tmp_path / "answers.jsonl"
     unanswered = {"id": "unanswered", "conversation": [{"role": "user", "content": "hello"}]}
-    answer = [{"role": "user", "content": "what"}, {"role": "assistant", "content": "a"}]
-    answered = {"id": "answered", "conversation": answer}
-    path.write_text("".join(json.dumps(record) + "\n" for record in (unanswered, answered)), encoding="utf-8")
+    unaligned = {"id": "blank", "conversation": [{"role": "user", "content": "hello "},
+                                                  {"role": "assistant", "content": "hi"}]}
+    answered = {"id": "answered", "conversation": [{"role": "user", "content": "what"},
+                                                   {"role": "assistant", "content": "a"}]}
+    records = (unanswered, unaligned, answered)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     with caplog.at_level("WARNING"):
         (record,) = load_completions(merging_tokenizer, path, num_prompts=1, max_prompt_tokens=64)
     assert merging_tokenizer.decode(record["completion_ids"]) == "a<|im_end|>"
-    assert "skipped 1 record (the first: id 'unanswered')" in caplog.text
+    assert "skipped 1 record (the first: id 'unanswered') with no answer" in caplog.text
+    assert "skipped 1 record (the first: id 'blank') whose prompt the chat template renders differently" in caplog.text

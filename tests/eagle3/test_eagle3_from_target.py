@@ -13,10 +13,13 @@ from .conftest import TARGET_LAYERS, make_draft_model
 
 DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 
-#: the drafter's Llama fields each target's config gives (GPT-2: n_inner=None -> 4 x 64, no RoPE -> Llama's)
+#: the drafter's Llama fields each target's config gives (GPT-2: n_inner=None -> 4 x 64, no RoPE -> Llama's, no
+#: key/value head count -> one per query head; Falcon's multi-query attention: one key/value head)
 EXPECTED_FIELDS = {
-    "gpt2": {"intermediate_size": 256, "hidden_act": "gelu_new", "rms_norm_eps": 1e-5, "rope_parameters": DEFAULT_ROPE},
-    "falcon-multi-query": {"intermediate_size": 256, "hidden_act": "gelu", "rms_norm_eps": 1e-5},
+    "gpt2": {"intermediate_size": 256, "hidden_act": "gelu_new", "rms_norm_eps": 1e-5, "rope_parameters": DEFAULT_ROPE,
+             "num_key_value_heads": 4},
+    "falcon-multi-query": {"intermediate_size": 256, "hidden_act": "gelu", "rms_norm_eps": 1e-5,
+                           "num_key_value_heads": 1},
 }
 
 
@@ -44,7 +47,7 @@ def test_fields_come_from_the_targets_own_names(other_target):
     if family == "falcon-multi-query":
         assert config.intermediate_size == text.ffn_hidden_size
         assert config.rope_parameters == dict(text.rope_parameters)
-    assert config.num_key_value_heads == config.num_attention_heads == text.num_attention_heads  # Llama's default
+    assert config.num_attention_heads == text.num_attention_heads
     assert (config.target_hidden_size, config.target_num_hidden_layers) == (64, TARGET_LAYERS)
 
 
@@ -78,6 +81,26 @@ def test_an_activation_the_llama_mlp_lacks_is_refused_naming_the_option():
     assert Eagle3DraftModel.from_target(target, hidden_act="gelu").config.hidden_act == "gelu"  # not read when given
     with pytest.raises(ValueError, match=r"'nope' \(given as hidden_act\)\. Pass hidden_act="):
         Eagle3DraftModel.from_target(target, hidden_act="nope")
+
+
+def tiny_falcon(**attention):
+    """A tiny Falcon target with 4 query heads and the given key/value layout."""
+    from transformers import FalconConfig, FalconForCausalLM
+
+    config = FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=TARGET_LAYERS, num_attention_heads=4,
+                          eos_token_id=None, bos_token_id=None, pad_token_id=None, **attention)
+    return FalconForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize(("attention", "kv_heads"), [
+    ({"new_decoder_architecture": True, "num_kv_heads": 2}, 2),
+    ({"multi_query": True, "num_kv_heads": 4}, 1),  # the old decoder ignores num_kv_heads
+    ({"multi_query": False}, 4),
+])
+def test_a_falcon_targets_key_value_heads_are_the_ones_its_attention_builds(attention, kv_heads):
+    target = tiny_falcon(**attention)
+    assert target.transformer.h[0].self_attention.num_kv_heads == kv_heads
+    assert Eagle3DraftModel.from_target(target).config.num_key_value_heads == kv_heads
 
 
 def tiny_gemma2():

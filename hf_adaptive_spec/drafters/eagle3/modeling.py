@@ -142,7 +142,7 @@ class Eagle3DraftModel(PreTrainedModel):
         The draft layer is a Llama layer whatever the target. Its Llama fields (RoPE included) default to
         the target's, read under their Llama names or another family's (``_TARGET_FIELD_NAMES``: GPT-2's
         ``n_inner``, ``activation_function``, ``layer_norm_epsilon``; Gemma 2/3's ``hidden_activation``;
-        Falcon's ``ffn_hidden_size``, ``activation``...); a field the target has under no such name gets
+        Falcon's ``ffn_hidden_size``, ``num_kv_heads``...); a field the target has under no such name gets
         Llama's default (RoPE base 10000, ``silu``, eps 1e-6, one key/value head per query head), except the
         MLP width: 4 x ``hidden_size``. ``config_kwargs`` set any :class:`Eagle3DrafterConfig` field; the
         target's is then not read. An activation the Llama MLP does not know (not in transformers' ``ACT2FN``)
@@ -342,7 +342,7 @@ _TARGET_FIELD_NAMES: dict[str, tuple[str, ...]] = {
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
     "hidden_act": ("hidden_act", "hidden_activation", "activation_function", "activation"),
     "rms_norm_eps": ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"),
-    "num_key_value_heads": ("num_key_value_heads",),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads"),
     "head_dim": ("head_dim",),
     "max_position_embeddings": ("max_position_embeddings",),
     "rope_parameters": ("rope_parameters",),
@@ -361,10 +361,18 @@ _LLAMA_DEFAULTS = {
 def _target_field(text: PretrainedConfig, field: str) -> tuple[str, object] | None:
     """(name, value) of ``field`` in a target's text config under the first of its names that is set, else None."""
     for name in _TARGET_FIELD_NAMES[field]:
-        value = getattr(text, name, None)
+        value = _falcon_kv_heads(text) if name == "num_kv_heads" else getattr(text, name, None)
         if value is not None:
             return name, value
     return None
+
+
+def _falcon_kv_heads(text: PretrainedConfig) -> int | None:
+    """Falcon's key/value head count as its attention builds it: ``num_kv_heads``, except one for the old decoder's
+    multi-query attention (``multi_query`` without ``new_decoder_architecture``, where ``num_kv_heads`` is ignored)."""
+    if getattr(text, "multi_query", False) and not getattr(text, "new_decoder_architecture", False):
+        return 1
+    return getattr(text, "num_kv_heads", None)
 
 
 def _llama_fields_of(text: PretrainedConfig, skip: Iterable[str] = ()) -> dict:

@@ -72,12 +72,12 @@ def load_completions(
     first user turn (chat template, generation prompt) and the assistant's answer to it
     (:func:`completion_ids`). Prompts longer than ``max_prompt_tokens`` are skipped, and so are conversations
     a user turn of which is an evaluation question (``digests``: :func:`~hf_adaptive_spec.training_data.eval_question_digests`).
-    Records whose prompt the chat template renders otherwise inside the conversation are skipped with one warning
-    that counts them and names the first.
+    Records with no answer (only the user turn) and records whose prompt the chat template renders otherwise inside
+    the conversation are skipped, with one warning per reason that counts them and names the first.
     """
     if not path:
         raise ValueError("rollout=replay needs --completions_path: a JSONL file of target-answered conversations.")
-    records, unaligned = [], []
+    records, unanswered, unaligned = [], [], []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
@@ -87,6 +87,9 @@ def load_completions(
             prompt = prompt_ids(tokenizer, messages[:1])
             if len(prompt) > max_prompt_tokens:
                 continue
+            if len(messages) < 2:
+                unanswered.append(str(record.get("id")))
+                continue
             try:
                 records.append({"input_ids": prompt, "completion_ids": completion_ids(tokenizer, messages, prompt)})
             except UnalignedRecordError:
@@ -95,9 +98,12 @@ def load_completions(
                 raise ValueError(f"{path}, record {record.get('id')!r}: {error}") from error
             if len(records) == num_prompts:
                 break
-    _warn_unaligned(path, unaligned)
+    _warn_skipped(path, unanswered, "with no answer (only the user turn), so there is nothing to replay")
+    _warn_skipped(path, unaligned, "whose prompt the chat template renders differently inside the conversation, so "
+                  "where the answer starts is unknown")
     if len(records) < num_prompts:
-        skipped = f" ({len(unaligned)} skipped, see the warning above)" if unaligned else ""
+        count = len(unanswered) + len(unaligned)
+        skipped = f" ({count} skipped, see the warnings above)" if count else ""
         raise ValueError(
             f"{path} holds {len(records)} usable conversations{skipped}; {num_prompts} were asked for. Regenerate more "
             "with trainers/regenerate_sharegpt.py, or ask for fewer prompts."
@@ -105,10 +111,9 @@ def load_completions(
     return records
 
 
-def _warn_unaligned(path: str | Path, record_ids: list[str]) -> None:
+def _warn_skipped(path: str | Path, record_ids: list[str], reason: str) -> None:
     if record_ids:
         logger.warning(
             f"{path}: skipped {len(record_ids)} record{'s' if len(record_ids) > 1 else ''} (the first: id "
-            f"{record_ids[0]!r}) whose prompt the chat template renders differently inside the conversation, so "
-            "where the answer starts is unknown."
+            f"{record_ids[0]!r}) {reason}."
         )
