@@ -48,10 +48,25 @@ def _two_prompts() -> torch.LongTensor:
     return torch.cat([prompt(5), prompt(5, seed=1)])
 
 
-def _prefilled_cache(model) -> DynamicCache:
+def _prefilled_cache(model, length: int) -> DynamicCache:
     cache = DynamicCache(config=model.config)
-    model(prompt(3), past_key_values=cache, use_cache=True)
+    model(prompt(length), past_key_values=cache, use_cache=True)
     return cache
+
+
+class _FeatureReadingDrafter(hfas.Drafter):
+    """A third-party drafter that reads target features and says nothing about continuing from a cache."""
+
+    feature_layers = (2,)
+
+    def bind(self, target):
+        pass
+
+    def begin_tree(self, context):
+        raise AssertionError("refused before drafting")
+
+    def expand(self, tree, nodes):
+        raise AssertionError("refused before drafting")
 
 
 def _flash_attention_target(model, tmp_path):
@@ -144,9 +159,18 @@ GENERATE = {
         lambda m, t: _generate(m, cache_implementation="static", past_key_values=DynamicCache()), ValueError,
         "either cache_implementation='static' or a past_key_values cache, not both",
     ),
-    "prefilled-dynamic-cache": BadInput(
-        lambda m, t: _generate(m, past_key_values=_prefilled_cache(m)), ValueError,
-        "cannot continue from a pre-filled past_key_values",
+    "cache-holding-the-whole-input": BadInput(
+        lambda m, t: _generate(m, past_key_values=_prefilled_cache(m, 5)), ValueError,
+        "already holds 5 tokens, but input_ids has 5: .* pass the whole sequence",
+    ),
+    "new-tokens-only-after-a-cache": BadInput(
+        lambda m, t: _generate(m, ids=prompt(2), attention_mask=torch.ones(1, 5, dtype=torch.long),
+                               past_key_values=_prefilled_cache(m, 3)),
+        ValueError, "input_ids has 2 tokens, but (attention_mask|position_ids).* cover 5: .* pass the whole sequence",
+    ),
+    "feature-reading-drafter-continuing-from-a-cache": BadInput(
+        lambda m, t: _generate(m, past_key_values=_prefilled_cache(m, 3), assistant_model=_FeatureReadingDrafter()),
+        ValueError, "_FeatureReadingDrafter reads the target's hidden states .* holding 3 tokens.*continue_after",
     ),
     "policy-top-k-zero": BadInput(
         lambda m, t: _generate(m, assistant_policy=_BadConfigPolicy()), ValueError, "TreeConfig.top_k must be an int >= 1"

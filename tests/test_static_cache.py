@@ -10,9 +10,8 @@ from transformers import CompileConfig, StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
-from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.generation.static_path import fast_path
-from tiny_models import prompt, tiny_model
+from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_eagle3, tiny_model
 
 POLICIES = {
     "chain": hfas.StaticTreePolicy.chain(4),
@@ -22,31 +21,12 @@ POLICIES = {
 }
 
 
-def _eagle3(target, num_layers: int = 1) -> hfas.Eagle3Drafter:
-    torch.manual_seed(1)
-    return hfas.Eagle3Drafter(Eagle3DraftModel.from_target(target, initializer_range=0.3, num_hidden_layers=num_layers))
-
-
-def _drafter(kind: str, target):
-    if kind.startswith("eagle3"):
-        return _eagle3(target, num_layers=2 if kind == "eagle3-2-layers" else 1)
-    if kind == "dvi":
-        return hfas.DVIDrafter(target, exit_layer=2)
-    return hfas.CausalLMDrafter.from_target_layers(target, 2)
-
-
-def _compile_config() -> CompileConfig:
-    config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
-    config._compile_all_devices = True
-    return config
-
-
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_static_cache_matches_stock_greedy(family):
     """The engine's own cache (cache_implementation='static'), reused across prompts of other
     lengths, and a StaticCache the caller passes; with and without the prompt-lookup branch."""
     model = tiny_model(family)
-    drafters = {"early-exit": hfas.CausalLMDrafter.from_target_layers(model, 2), "eagle3": _eagle3(model)}
+    drafters = {"early-exit": hfas.CausalLMDrafter.from_target_layers(model, 2), "eagle3": tiny_eagle3(model)}
     user_cache = StaticCache(config=model.config, max_cache_len=128)
     for length in (1, 9, 30):
         ids = prompt(length, seed=length)
@@ -73,7 +53,7 @@ def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
     length compiles nothing more. Trees of <= 8 nodes use the smallest bucket only, which keeps the
     compile short."""
     model = tiny_model("llama")
-    drafter = _drafter(kind, model)
+    drafter = tiny_drafter(kind, model)
     policy = hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=8)
     runs = []
     for length in (6, 17):
@@ -81,13 +61,31 @@ def test_compiled_static_path_matches_stock_and_keeps_its_graphs(kind):
         expected = model.generate(ids, max_new_tokens=20, do_sample=False)
         out = model.generate(
             ids, max_new_tokens=20, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-            cache_implementation="static", compile_config=_compile_config(), return_dict_in_generate=True,
+            cache_implementation="static", compile_config=tiny_compile_config(), return_dict_in_generate=True,
         )
         assert torch.equal(out.sequences, expected), length
         assert max(out.speculation.verified_tokens) <= 8
         runs.append(out.speculation)
     assert all(stats.compiled and stats.cache == "static" for stats in runs)
     assert runs[0].compile_time > 0 and runs[1].compile_time == 0
+
+
+def test_a_graph_compiled_again_for_a_seen_shape_is_compile_time():
+    """dynamo compiles a seen shape's graph again when one of its guards fails (here the training flag, which the
+    attention reads): that call's seconds are compile time, not verification time (only each shape's first compile
+    was counted)."""
+    model = tiny_model("llama")
+    config = CompileConfig(fullgraph=True, dynamic=False, backend="eager")  # dynamo's graphs, without inductor's
+    config._compile_all_devices = True
+
+    def compile_time() -> float:
+        out = model.generate(prompt(6), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+                             cache_implementation="static", compile_config=config, return_dict_in_generate=True)
+        return out.speculation.compile_time
+
+    assert compile_time() > 0 and compile_time() == 0
+    model.train()
+    assert compile_time() > 0
 
 
 def test_padded_draft_rows_are_contiguous_whatever_they_were_sliced_from():
@@ -108,7 +106,7 @@ def test_a_drafters_static_cache_grows_geometrically(kind):
     """Each cache length compiles a drafter's step graphs anew, and dynamo fails past 64 graphs of
     one step function, shared by every drafter of that kind (found by a Spec-Bench run with two
     EAGLE-3 drafters whose prompts grew): growing calls make a logarithmic number of caches."""
-    drafter = _drafter(kind, tiny_model("llama"))
+    drafter = tiny_drafter(kind, tiny_model("llama"))
     lengths = []
     for max_length in range(200, 6200, 200):
         drafter.use_static_shapes(max_length, None)
@@ -122,7 +120,7 @@ def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():
     for a call of 490 tokens, which left no room for one cycle's tree nodes (48 at depth 6, top-k 8), and drafting
     failed at slot 505. A kept cache must hold the call, a cycle's tree room and a padded step."""
     model = tiny_model("llama")
-    drafter = _drafter("eagle3", model)
+    drafter = tiny_drafter("eagle3", model)
     drafter.use_static_shapes(200, None)
     first = drafter._static
     drafter.use_static_shapes(240, None)
@@ -147,7 +145,7 @@ def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(ki
     from hf_adaptive_spec.core import static_steps
 
     model = tiny_model("llama")
-    drafter = _drafter(kind, model)
+    drafter = tiny_drafter(kind, model)
     policy = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
     shapes = []
     original = static_steps.StaticDraftSteps.run
@@ -172,7 +170,7 @@ def test_uncompiled_static_path_says_so():
     model = tiny_model("llama")
     out = model.generate(
         prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
-        cache_implementation="static", compile_config=_compile_config(), disable_compile=True,
+        cache_implementation="static", compile_config=tiny_compile_config(), disable_compile=True,
         return_dict_in_generate=True,
     )
     assert out.speculation.compiled is False and out.speculation.compile_time == 0
@@ -241,7 +239,7 @@ def test_compaction_moves_the_accepted_path_after_the_prefix():
     ("kwargs", "message"),
     [
         (dict(past_key_values="short"), r"max_cache_len=32, but this call needs \d+ slots"),
-        (dict(past_key_values="prefilled"), r"pre-filled StaticCache: call cache.reset\(\)"),
+        (dict(past_key_values="holding-the-whole-input"), r"already holds 5 tokens, but input_ids has 5"),
         (dict(cache_implementation="offloaded"), "supports cache_implementation='static' or 'dynamic'"),
         (dict(cache_implementation="static", past_key_values="fresh"), "either cache_implementation='static' or a past_key_values"),
         (dict(past_key_values="fewer-layers"), "The static cache has 2 layers and the model 4: build it from this model"),
@@ -254,7 +252,7 @@ def test_static_cache_bad_inputs(kwargs, message):
     caches = {
         "short": lambda: StaticCache(config=model.config, max_cache_len=32),
         "fresh": lambda: StaticCache(config=model.config, max_cache_len=256),
-        "prefilled": lambda: _prefilled(model),
+        "holding-the-whole-input": lambda: _prefilled(model, 5),
         "fewer-layers": lambda: StaticCache(config=tiny_model("llama", num_hidden_layers=2).config, max_cache_len=256),
         "laid-out-in-bfloat16": lambda: _laid_out(model, dtype=torch.bfloat16),
         "laid-out-for-batch-2": lambda: _laid_out(model, batch_size=2),
@@ -264,10 +262,10 @@ def test_static_cache_bad_inputs(kwargs, message):
         model.generate(prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"], **kwargs)
 
 
-def _prefilled(model) -> StaticCache:
+def _prefilled(model, length: int) -> StaticCache:
     cache = StaticCache(config=model.config, max_cache_len=256)
     with torch.no_grad():
-        model(prompt(3), past_key_values=cache, use_cache=True)
+        model(prompt(length), past_key_values=cache, use_cache=True)
     return cache
 
 
@@ -303,7 +301,7 @@ def test_sliding_window_models_decode_in_a_static_cache_of_full_length_layers(fa
             out = model.generate(
                 ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
                 cache_implementation="static", return_dict_in_generate=True,
-                **({"compile_config": _compile_config()} if compiled else {}),
+                **({"compile_config": tiny_compile_config()} if compiled else {}),
             )
             assert torch.equal(out.sequences, expected), (family, length, compiled)
             assert out.speculation.cache == "static" and out.speculation.compiled is compiled
@@ -379,7 +377,7 @@ def test_a_compile_failure_names_the_cause_and_the_way_out(monkeypatch, error, m
     with pytest.raises(RuntimeError, match=message):
         model.generate(
             prompt(5), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
-            cache_implementation="static", compile_config=_compile_config(),
+            cache_implementation="static", compile_config=tiny_compile_config(),
         )
 
 

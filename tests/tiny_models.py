@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
+    CompileConfig,
     DeepseekV3Config,
     DeepseekV3ForCausalLM,
     FalconConfig,
@@ -75,6 +76,29 @@ def tiny_model(family: str = "llama", seed: int = 0, attn_implementation: str = 
     model = {**FAMILIES, **OTHER_LAYOUTS}[family]({**_COMMON, "num_hidden_layers": num_hidden_layers})
     model.set_attn_implementation(attn_implementation)
     return hfas.enable(model.eval())
+
+
+def tiny_compile_config() -> CompileConfig:
+    """Static shapes, inductor's default mode, on every device (transformers compiles on CUDA only by default)."""
+    config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
+    config._compile_all_devices = True
+    return config
+
+
+def tiny_eagle3(target, num_layers: int = 1) -> hfas.Eagle3Drafter:
+    """A random EAGLE-3 drafter for ``target``, peaked enough to be right sometimes."""
+    torch.manual_seed(1)
+    return hfas.Eagle3Drafter(hfas.Eagle3DraftModel.from_target(target, initializer_range=0.3, num_hidden_layers=num_layers))
+
+
+def tiny_drafter(kind: str, target):
+    """A drafter of each kind for ``target``: ``eagle3``, ``eagle3-2-layers``, ``dvi`` (exit at layer 2) or
+    ``causal-lm`` (the target's first two layers)."""
+    if kind.startswith("eagle3"):
+        return tiny_eagle3(target, num_layers=2 if kind == "eagle3-2-layers" else 1)
+    if kind == "dvi":
+        return hfas.DVIDrafter(target, exit_layer=2)
+    return hfas.CausalLMDrafter.from_target_layers(target, 2)
 
 
 def newline_merging_tokenizer(characters: str, chat_template: str) -> PreTrainedTokenizerFast:

@@ -21,7 +21,8 @@ class DraftContext:
         new_features: target hidden states the drafter asked for (``Drafter.feature_layers``,
             transformers' ``hidden_states`` numbering), each ``[1, m, hidden]``, for the ``m``
             tokens ``input_ids[:, T-1-m : T-1]`` the target processed since the previous cycle
-            (the whole prompt after prefill, then the accepted path of each verification).
+            (the whole prompt after prefill, or its tokens after a pre-filled cache's: see
+            :meth:`Drafter.continue_after`; then the accepted path of each verification).
         target_cache: the engine's KV cache, passed only to drafters that declare
             :attr:`Drafter.cache_sharing` (they write the draft nodes' K/V into it).
     """
@@ -126,6 +127,23 @@ class Drafter(ABC):
         ``torch.compile`` kwargs of the call, or None when it runs uncompiled. A drafter may move
         its own forwards to fixed shapes here (EAGLE-3 does); the default keeps them as they are.
         """
+
+    def continue_after(self, cached_length: int) -> None:
+        """Called after :meth:`bind` (and :meth:`use_static_shapes`) when the call continues from a cache that
+        already holds the prompt's first ``cached_length`` tokens: the target runs only the tokens after them,
+        so the first :attr:`DraftContext.new_features` start at token ``cached_length``, not 0.
+
+        The default serves drafters that read no target features (they see every token in ``input_ids``) and
+        refuses the others, which would otherwise misalign features and tokens: a drafter that reads features
+        overrides it (EAGLE-3 drafts from the features it gets, as if the prompt began there).
+        """
+        if self.feature_layers:
+            raise ValueError(
+                f"{type(self).__name__} reads the target's hidden states of every prompt token, and this call "
+                f"continues from a cache holding {cached_length} tokens, whose hidden states are not computed again: "
+                "pass a fresh cache (or none), or give the drafter a continue_after that drafts from the tokens "
+                "after them."
+            )
 
     @property
     def compile_time(self) -> float:

@@ -21,6 +21,7 @@ from ..drafters.base import DraftContext, DraftOutcome, Drafter
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
+from ..core.cache_contents import check_continuation, remember_tokens
 from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
@@ -96,6 +97,14 @@ def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
         raise ValueError(
             f"assistant_policy runs the target on input_ids alone and would not pass on {extra}: it supports text-only "
             "decoder inputs. Drop those inputs, or drop assistant_policy to use stock generate."
+        )
+    longer = {name: value.shape[-1] for name in ("attention_mask", "position_ids")
+              if (value := model_kwargs.get(name)) is not None and value.shape[-1] != input_ids.shape[1]}
+    if longer:
+        raise ValueError(
+            f"input_ids has {input_ids.shape[1]} tokens, but {' and '.join(longer)} cover {max(longer.values())}: "
+            "assistant_policy continues from a cache with the whole sequence as input_ids (the cached tokens, then "
+            "the new ones), not the new tokens alone: pass the whole sequence."
         )
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
@@ -179,22 +188,21 @@ def _target_forward(
     lookup_tokens: int,
     static_cache: str | None,
     model_kwargs: dict,
+    cached_length: int,
 ) -> TargetForward:
     """The static-cache target for a StaticCache (the model's own with ``static_cache="engine"``), the
     drafter's shared-cache verification if it declares one, else the DynamicCache target; checked for
-    this call."""
+    this call, which continues after the ``cached_length`` tokens the cache holds."""
     static = static_cache == "engine" or is_static_cache(cache)
     sharing = drafter.cache_sharing
     if sharing is not None:
         check_cache_sharing(drafter, wanted, lookup_tokens, static)
     if static:
-        return static_target(model, cache, static_cache == "engine", wanted, model_kwargs, config, config.max_length)
+        return static_target(model, cache, static_cache == "engine", wanted, model_kwargs, config, cached_length)
     cache = prepare_cache_for_trees(cache)
-    if cache.get_seq_length() > 0:
-        raise ValueError("assistant_policy cannot continue from a pre-filled past_key_values; pass a fresh cache.")
     if sharing is not None:
-        return SharedCacheTarget(model, cache, wanted, sharing)
-    return DynamicTarget(model, cache, wanted)
+        return SharedCacheTarget(model, cache, wanted, sharing, cached_length)
+    return DynamicTarget(model, cache, wanted, cached_length)
 
 
 def speculative_decoding(
@@ -216,8 +224,9 @@ def speculative_decoding(
     lookup = _LookupBranch.from_config(generation_config)
     cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
     with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
+        cached_length = 0 if spec_static_cache == "engine" else check_continuation(cache, input_ids)
         target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
-                                 spec_static_cache, model_kwargs)
+                                 spec_static_cache, model_kwargs, cached_length)
         decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup)
         out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
         return decoder.run(out, model_kwargs)
@@ -272,6 +281,8 @@ class _Decoder:
         self.stats.policy_time += time.perf_counter() - tick
         if isinstance(self.target, StaticTarget):
             self.drafter.use_static_shapes(self.config.max_length, self.target.options)
+        if self.target.cached_length:
+            self.drafter.continue_after(self.target.cached_length)
         with self.target:
             first_logits, features = self.target.prefill(out.sequence, model_kwargs)
             self.builder = TreeBuilder(self.drafter, self.policy, target_vocab_size=first_logits[0].shape[-1])
@@ -293,11 +304,20 @@ class _Decoder:
         stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
         self._report_cost_curve(stats)
         self.model.last_speculation = stats
-        if not self.config.return_dict_in_generate:
+        returned = target.cache_for_caller() if self.config.return_dict_in_generate else None
+        self._remember_cache_contents(out.sequence, returned)
+        if returned is None:
             return out.sequence
         return SpeculativeDecoderOnlyOutput(
-            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=target.cache_for_caller(), speculation=stats
+            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=returned, speculation=stats
         )
+
+    def _remember_cache_contents(self, sequence: torch.LongTensor, returned) -> None:
+        """Which tokens the caller's cache (or the copy returned of the engine's own) now holds: every token of
+        the output but the last, as stock's does (``core/cache_contents.py``)."""
+        caller_cache = returned if self.target.own_cache else self.target.cache
+        if caller_cache is not None:
+            remember_tokens(caller_cache, sequence[0, :-1])
 
     def _report_cost_curve(self, stats: SpeculationStats) -> None:
         """Name this call's cost curve; report a policy trained on another one (and warn once)."""

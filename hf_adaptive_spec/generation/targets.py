@@ -73,6 +73,11 @@ class TargetForward(ABC):
     compile_time: float = 0.0
     #: the cache a cache-sharing drafter drafts in (``DraftContext.target_cache``); None for the others.
     draft_cache = None
+    #: entries the caller's cache held before this call (continuing an earlier generation, as stock ``generate``
+    #: does): the prompt's first ``cached_length`` tokens; the prefill runs the tokens after them.
+    cached_length: int = 0
+    #: whether :attr:`cache` is the engine's own (the model's StaticCache, which the next call resets), not the caller's
+    own_cache: bool = False
 
     def __enter__(self) -> TargetForward:
         return self
@@ -82,7 +87,8 @@ class TargetForward(ABC):
 
     @abstractmethod
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
-        """Run the prompt; return the logits of its last position (one row) and the prompt's features."""
+        """Run the prompt after its first :attr:`cached_length` tokens; return the logits of its last position
+        (one row) and the features of the tokens it ran."""
 
     @abstractmethod
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
@@ -118,8 +124,8 @@ def _rescorer(model: PreTrainedModel) -> TopLogitsRescorer | None:
 class DynamicTarget(TargetForward):
     """Verification on a growing :class:`~transformers.DynamicCache` (the eager engine)."""
 
-    def __init__(self, model: PreTrainedModel, cache, wanted: set[int]):
-        self.model, self.cache, self.wanted = model, cache, wanted
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], cached_length: int = 0):
+        self.model, self.cache, self.wanted, self.cached_length = model, cache, wanted, cached_length
         self.final_index = len(decoder_layers(model))
         self.capture = FeatureCapture(model, wanted | {self.final_index})
         self.head: OutputHead | None = None  # set when the logits are lm_head(final norm)
@@ -138,7 +144,9 @@ class DynamicTarget(TargetForward):
         model = self.model
         # outputs generate drops without return_dict_in_generate (and refused with it): not computed
         kwargs = {k: v for k, v in model_kwargs.items() if k not in ("output_attentions", "output_hidden_states")}
-        logits = model(**model.prepare_inputs_for_generation(input_ids, **kwargs), return_dict=True).logits
+        new_tokens = input_ids.shape[1] - self.cached_length
+        inputs = model.prepare_inputs_for_generation(input_ids, next_sequence_length=new_tokens, **kwargs)
+        logits = model(**inputs, return_dict=True).logits
         final_hidden = self.capture.latest[self.final_index][0]
         if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())
@@ -172,8 +180,9 @@ class SharedCacheTarget(DynamicTarget):
     drafter wrote the draft nodes' K/V into the first ``sharing.layers`` layers of this cache, and
     verification reuses them, then applies the final norm's output to ``lm_head``."""
 
-    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], sharing: SharedCacheVerification):
-        super().__init__(model, cache, wanted)
+    def __init__(self, model: PreTrainedModel, cache, wanted: set[int], sharing: SharedCacheVerification,
+                 cached_length: int = 0):
+        super().__init__(model, cache, wanted, cached_length)
         self.sharing = sharing
 
     @property
@@ -246,12 +255,13 @@ class StaticTarget(TargetForward):
 
     def __init__(
         self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own: bool = False,
-        packaged: bool | None = None,
+        packaged: bool | None = None, cached_length: int = 0,
     ):
         self.model, self.cache, self.path, self.options = model, cache, path, options
         # whether this call verifies from packages, decided once at its start (FastPath.begin_call)
         self._from_packages = path.packages(options) if packaged is None else packaged
-        self.own = own  # the model's own cache (FastPath.cache_for), which later calls reuse
+        self.own_cache = own  # the model's own cache (FastPath.cache_for), which later calls reuse
+        self.cached_length = cached_length
         self.wanted = tuple(sorted(wanted))
         self.rescorer = _rescorer(model)
         self.final_index = len(decoder_layers(model))
@@ -267,10 +277,10 @@ class StaticTarget(TargetForward):
         return self._from_packages and self.path.package_dir is not None  # unless building failed this call
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
-        set_cache_length(self.cache, 0)
-        positions = torch.arange(input_ids.shape[1], device=self.model.device)[None]
+        set_cache_length(self.cache, self.cached_length)
+        positions = torch.arange(self.cached_length, input_ids.shape[1], device=self.model.device)[None]
         out = self.model(
-            input_ids=input_ids.to(self.model.device),
+            input_ids=input_ids[:, self.cached_length :].to(self.model.device),
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
@@ -316,20 +326,17 @@ class StaticTarget(TargetForward):
     def cache_for_caller(self):
         """The caller's cache, or a copy of the engine's own: the next call of the same size decodes in
         that one again (stock ``generate`` returns a cache of each call's own)."""
-        return copy.deepcopy(self.cache) if self.own else self.cache
+        return copy.deepcopy(self.cache) if self.own_cache else self.cache
 
 
 def static_target(
     model: PreTrainedModel, cache, own: bool, wanted: set[int], model_kwargs: dict, config: GenerationConfig,
-    needed_length: int,
+    cached_length: int,
 ) -> StaticTarget:
-    """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call."""
+    """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call,
+    which continues after the ``cached_length`` tokens the cache holds."""
     path = fast_path(model)
-    check_static_cache(cache, path.needed_slots(needed_length), model)
-    if not own and cache.get_seq_length() > 0:
-        raise ValueError(
-            "assistant_policy cannot continue from a pre-filled StaticCache: call cache.reset() before generate."
-        )
+    check_static_cache(cache, path.needed_slots(config.max_length), model)
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
     packaged = path.begin_call(options)
-    return StaticTarget(model, cache, wanted, path, options, own=own, packaged=packaged)
+    return StaticTarget(model, cache, wanted, path, options, own=own, packaged=packaged, cached_length=cached_length)

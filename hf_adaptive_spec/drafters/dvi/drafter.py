@@ -171,6 +171,10 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         """The target's final-norm output (index ``num_layers``) while learning, for the target logits."""
         return (self._num_layers,) if self.is_learning else ()
 
+    def continue_after(self, cached_length: int) -> None:
+        """Nothing to align: the shallow layers see every token in ``input_ids``, and the learner reads target
+        features of accepted paths only (:meth:`observe`), never of the prompt."""
+
     @property
     def cache_sharing(self) -> DVISharedCache | None:
         """Verification through the shared first ``exit_layer`` layers (None with ``share_cache=False``)."""

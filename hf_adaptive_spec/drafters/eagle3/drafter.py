@@ -33,6 +33,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     feature of token ``t``, embedding of token ``t+1``), so after :meth:`begin_tree` it covers
     positions ``0..T-2`` and its last output predicts the root's children. Tree nodes take their
     parent's pre-norm output as hidden input, at position ``T-2 + depth``; :meth:`end_tree` drops them.
+    A call continuing from a cache of ``P`` tokens shifts all of this by ``P`` (:meth:`continue_after`).
 
     Persistence is the Hub mixin's (``save_pretrained``, ``push_to_hub`` with its card,
     ``from_pretrained(path, target=model)``) in SpecForge's layout, which vLLM and SGLang load.
@@ -50,7 +51,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         self.model = model.eval()
         self.feature_layers = tuple(model.config.aux_hidden_state_layer_ids)
         self._cache = DynamicCache()
-        self._committed = 0  # draft positions in the cache: committed tokens - 1
+        self._committed = 0  # draft positions in the cache: committed tokens - 1 - _skipped
+        self._skipped = 0  # prompt tokens a continued call's cache held: the drafter starts after them
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
@@ -106,10 +108,16 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         identity = config.draft_vocab_size == config.vocab_size and not self.model.d2t.any()
         self.draft_to_target = None if identity else self.model.draft_to_target()
         self._cache = DynamicCache()
-        self._committed = 0
+        self._committed = self._skipped = 0
         self._fed, self._outputs = [], {}
         self._head = OutputHead(self.model.lm_head)  # re-reads the weight if it changed since the last generation
         self._reset_static_shapes()
+
+    def continue_after(self, cached_length: int) -> None:
+        """Draft from the features this call computes, as if the prompt began at token ``cached_length``: the
+        drafter's positions count from there (RoPE sees the same distances) and it attends to no earlier token.
+        Drafts may be right less often than with the whole prompt; verification keeps the output exact."""
+        self._skipped = cached_length
 
     def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
         return static_draft_steps(self.model, max_length, compile_options)
@@ -119,32 +127,33 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         device, dtype = self.model.device, self.model.dtype
         num_tokens = context.input_ids.shape[1]
         features = self.model.gather_target_features(context.new_features).to(device=device, dtype=dtype)
-        if self._committed + features.shape[1] != num_tokens - 1:
+        start = self._skipped + self._committed  # the first new feature's token
+        if start + features.shape[1] != num_tokens - 1:
             raise ValueError(
-                f"The drafter holds {self._committed} positions and got features for {features.shape[1]} more, but "
-                f"the sequence has {num_tokens} tokens: every token but the root needs its feature once. Call bind() "
+                f"The drafter expected features from token {start} on and got {features.shape[1]}, but the "
+                f"sequence has {num_tokens} tokens: every token but the root needs its feature once. Call bind() "
                 "before a new generation."
             )
-        positions = torch.arange(self._committed, num_tokens - 1, device=device)
+        positions = torch.arange(self._committed, num_tokens - 1 - self._skipped, device=device)
+        next_tokens = context.input_ids[:, start + 1 :].to(device)  # position t pairs feature t with token t+1
         if self._static_in_use:
-            return self._begin_static(context, features, positions)
+            return self._begin_static(next_tokens, features, positions)
         output = self.model(
-            context.input_ids[:, self._committed + 1 :].to(device),
+            next_tokens,
             features,
             target_features=True,
             position_ids=positions[None],
             past_key_values=self._cache,
             compute_logits=False,
         )
-        self._committed = num_tokens - 1
+        self._committed += positions.numel()
         self._outputs = {0: output.prenorm_hidden_states[0, -1]}
         return self._draft_log_probs(output.prenorm_hidden_states[0, -1:])
 
-    def _begin_static(self, context: DraftContext, features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _begin_static(self, next_tokens: torch.LongTensor, features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         new = positions.numel()
         causal = torch.ones(new, new, dtype=torch.bool).tril()
-        input_ids = context.input_ids[:, self._committed + 1 :].to(self.model.device)
-        prenorm, log_probs = self._static.run(True, (self.model, True), (input_ids, features), positions, causal, self._committed)
+        prenorm, log_probs = self._static.run(True, (self.model, True), (next_tokens, features), positions, causal, self._committed)
         self._committed += new
         self._outputs = {0: prenorm[-1]}
         return log_probs[-1:]
