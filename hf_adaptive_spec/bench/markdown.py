@@ -14,7 +14,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         "## Speculative decoding benchmark",
         "",
-        f"Model `{settings['model']}` ({settings['dtype']}) on {report['environment']['device']}, "
+        f"Model `{settings['model']}` ({settings['dtype']}) on {_processor(report['environment'])}, "
         f"{settings['options']['max_new_tokens']} new tokens max, {_decoding(settings['options'])}, batch size 1.",
         *(["", f"**Partial report** of an interrupted run: {settings['partial']}."] if settings.get("partial") else []),
         *(["", f"Report rebuilt from the finished run's `{settings['rebuilt_from']}` (without the warm-up's compile "
@@ -135,3 +135,9 @@ def _time_shares(figures: dict[str, Any]) -> list[str]:
     if split is None or total <= 0:
         return ["–"] * len(TIME_PARTS)
     return [f"{100 * split[part] / total:.0f}%" for part in TIME_PARTS]
+
+
+def _processor(environment: dict) -> str:
+    """The device, with a CPU's matrix instruction set where the report recorded it."""
+    instruction_set = environment.get("instruction_set")
+    return f"{environment['device']} ({instruction_set})" if instruction_set else environment["device"]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import transformers
 
+from ..core.cost_curve import cpu_instruction_set
 from .records import QuestionRecord
 from .summary import summarize
 
@@ -45,12 +46,13 @@ def build_report(
 
 
 def measured_on(device: torch.device) -> dict[str, str]:
-    """The processor and the libraries the timings depend on (a resumed run must match them)."""
-    return {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
+    """The processor (on a CPU with its matrix instruction set, which decides what a tree costs in bfloat16) and
+    the libraries the timings depend on (a resumed run must match them)."""
+    if device.type == "cuda":
+        processor = {"device": torch.cuda.get_device_name(device)}
+    else:
+        processor = {"device": _cpu_name(), "instruction_set": cpu_instruction_set()}
+    return {**processor, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import CostCurve
+from ..core.cost_curve import CostCurve, cpu_instruction_set
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
@@ -106,9 +106,22 @@ def main(argv: list[str] | None = None) -> int:
           f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
     if args.compile:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
-    for line in recommendation_lines(profile):
+    for line in instruction_set_lines(profile) + recommendation_lines(profile):
         print(line)
     return 0
+
+
+def instruction_set_lines(profile: HardwareProfile) -> list[str]:
+    """A CPU's matrix instruction set, and what it means for bfloat16 (``cpu_instruction_set``)."""
+    if profile.instruction_set is None:
+        return []
+    lines = [f"instruction set: {profile.instruction_set}"]
+    if profile.dtype == "bfloat16" and profile.instruction_set in ("AVX512", "AVX2"):
+        lines.append(
+            "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): a forward over n tokens costs about n "
+            "times one token's in bfloat16, so a draft tree pays for little of itself; compare with --dtype float32"
+        )
+    return lines
 
 
 def time_the_recorded_pair(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -179,6 +192,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
         drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
         drafter_weights=drafter_weights_digest(drafter) if args.eagle3 else None,
+        instruction_set=cpu_instruction_set() if model.device.type == "cpu" else None,
     )
     return profile, compile_seconds
 

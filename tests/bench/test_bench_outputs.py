@@ -38,7 +38,7 @@ def test_json_round_trips_with_summary_keys(tmp_path: Path):
     assert data["summary"]["fast"]["speedup"] == pytest.approx(3.6)
     assert data["summary"]["fast"]["identical"] is False
     assert data["summary"]["fast"]["mean_accepted_tokens"] == pytest.approx(3.0)
-    assert {"torch", "transformers", "device"} <= set(data["environment"])
+    assert {"torch", "transformers", "device", "instruction_set"} <= set(data["environment"])
 
 
 def test_markdown_has_a_row_per_method_and_a_category_table(tmp_path: Path):
@@ -47,6 +47,8 @@ def test_markdown_has_a_row_per_method_and_a_category_table(tmp_path: Path):
     assert "| 3.60× | 2.00× | 3.60× | 3.00 | 3.00 | 4.00 | **no** (1 turns) | – | – | 16% | 32% | 8% | 44% |" in rows["fast"]
     assert "| 1.00× | 1.00× | 1.00× | 1.00† | – | – | yes | – | – | – | – | – | – |" in rows["stock"]
     assert rows["math"] == "| math | 1.00× | 6.00× |"
+    instruction_set = report()["environment"]["instruction_set"]
+    assert f"on {report()['environment']['device']} ({instruction_set})," in text  # what a tree costs in bfloat16 hangs on it
     path = tmp_path / "out.md"
     write_markdown(report(), path)
     assert path.read_text() == text
