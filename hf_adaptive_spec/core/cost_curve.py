@@ -56,6 +56,8 @@ class CostCurve:
 #: the CPU matrix instruction sets that set a many-token forward's cost, best first, with torch's check for each
 _INSTRUCTION_SETS = (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"),
                      ("AVX512", "_is_avx512_supported"), ("AVX2", "_is_avx2_supported"))
+#: those of them that convert bfloat16 and multiply in float32 (the others multiply it in hardware)
+NO_BFLOAT16_MATRIX = ("AVX512", "AVX2")
 
 
 def cpu_instruction_set() -> str:

@@ -254,13 +254,13 @@ class StaticTarget(TargetForward):
     """Verification of padded trees in a fixed-size static cache (see the module docstring)."""
 
     def __init__(
-        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own: bool = False,
+        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own_cache: bool = False,
         packaged: bool | None = None, cached_length: int = 0,
     ):
         self.model, self.cache, self.path, self.options = model, cache, path, options
         # whether this call verifies from packages, decided once at its start (FastPath.begin_call)
         self._from_packages = path.packages(options) if packaged is None else packaged
-        self.own_cache = own  # the model's own cache (FastPath.cache_for), which later calls reuse
+        self.own_cache = own_cache  # the model's own cache (FastPath.cache_for), which later calls reuse
         self.cached_length = cached_length
         self.wanted = tuple(sorted(wanted))
         self.rescorer = _rescorer(model)
@@ -330,13 +330,13 @@ class StaticTarget(TargetForward):
 
 
 def static_target(
-    model: PreTrainedModel, cache, own: bool, wanted: set[int], model_kwargs: dict, config: GenerationConfig,
+    model: PreTrainedModel, cache, own_cache: bool, wanted: set[int], model_kwargs: dict, config: GenerationConfig,
     cached_length: int,
 ) -> StaticTarget:
-    """A :class:`StaticTarget` on ``cache`` (``own``: the model's fixed-size cache), checked for this call,
+    """A :class:`StaticTarget` on ``cache`` (``own_cache``: the model's fixed-size cache), checked for this call,
     which continues after the ``cached_length`` tokens the cache holds."""
     path = fast_path(model)
     check_static_cache(cache, path.needed_slots(config.max_length), model)
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
     packaged = path.begin_call(options)
-    return StaticTarget(model, cache, wanted, path, options, own=own, packaged=packaged, cached_length=cached_length)
+    return StaticTarget(model, cache, wanted, path, options, own_cache=own_cache, packaged=packaged, cached_length=cached_length)

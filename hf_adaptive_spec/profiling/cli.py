@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import CostCurve, cpu_instruction_set
+from ..core.cost_curve import NO_BFLOAT16_MATRIX, CostCurve, cpu_instruction_set
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
@@ -116,7 +116,7 @@ def instruction_set_lines(profile: HardwareProfile) -> list[str]:
     if profile.instruction_set is None:
         return []
     lines = [f"instruction set: {profile.instruction_set}"]
-    if profile.dtype == "bfloat16" and profile.instruction_set in ("AVX512", "AVX2"):
+    if profile.dtype == "bfloat16" and profile.instruction_set in NO_BFLOAT16_MATRIX:
         lines.append(
             "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): a forward over n tokens costs about n "
             "times one token's in bfloat16, so a draft tree pays for little of itself; compare with --dtype float32"
