@@ -11,6 +11,7 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.compiled import graphs_compiled
 from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_model
 
 POLICY = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
@@ -150,14 +151,17 @@ def test_a_compiled_static_path_continues_in_the_callers_cache():
     starts at the cached length."""
     model = tiny_model("llama")
     drafter = tiny_drafter("eagle3", model)
-    ids, cache, compile_times = prompt(9, seed=1), _cache("static", model), []
+    ids, cache, graphs = prompt(9, seed=1), _cache("static", model), []
     for turn in range(2):
+        before = graphs_compiled()
         out = _speculate(model, ids, drafter, past_key_values=cache, compile_config=tiny_compile_config())
         assert torch.equal(out.sequences, _stock(model, ids).sequences), turn
         assert out.speculation.compiled
-        compile_times.append(out.speculation.compile_time)
+        graphs.append(graphs_compiled() - before)
         ids = _second_turn(out.sequences)
-    assert compile_times[1] < compile_times[0] / 2, compile_times  # the first turn's graphs serve the second
+    # The first turn's graphs serve the second (counted, not timed): the second compiles only the draft step for
+    # the shape of its new prompt tokens, which the first turn never drafted from.
+    assert graphs[1] < graphs[0], graphs
 
 
 @pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
