@@ -184,7 +184,7 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     assert cli.main(argv) == 0
     profile = HardwareProfile.load(out)
     assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
-    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager") and profile.buckets is None
+    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager", cpu_instruction_set()) and profile.buckets is None
     assert profile.instruction_set == cpu_instruction_set() and f"instruction set: {profile.instruction_set}" in capsys.readouterr().out
     assert cli.main([*argv, "--static"]) == 0  # the static path measures (at least) the engine's buckets
     profile = HardwareProfile.load(out)
@@ -199,7 +199,7 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     with pytest.raises(SystemExit):  # refused before any timing
         cli.main([*argv, "--static", "--cache-slots", "40"])
     assert "--cache-slots 40 cannot hold --context-length 16 and what the profile writes after it" in capsys.readouterr().err
-    assert profile.cost_curve() == CostCurve("cpu", "float32", "static")
+    assert profile.cost_curve() == CostCurve("cpu", "float32", "static", cpu_instruction_set())
 
 
 def test_profile_says_which_shipped_policies_fit_its_curve():
@@ -207,10 +207,14 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
     from hf_adaptive_spec.core import CostCurve
     from hf_adaptive_spec.profiling.cli import shipped_policy_fit
 
-    assert all("fits this curve" in line for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
+    assert all(line.endswith("trained on cpu/float32/eager; fits this curve")
+               for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
+    assert all(line.endswith("trained on cpu/float32/eager; fits this curve's device, dtype and path (the policy did "
+                             "not record its instruction set, this curve's is AVX2)")
+               for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager", "AVX2")))
     curve = CostCurve("cpu", "bfloat16", "compiled")
     for name, line in zip(("ltd", "resps", "radar"), shipped_policy_fit(curve)):
-        retrained = (name, str(curve)) in checkpoints.SHIPPED_FOR_CURVE  # a variant shipped for this curve
+        retrained = (name, curve.key) in checkpoints.SHIPPED_FOR_CURVE  # a variant shipped for this curve
         assert line.startswith(f"shipped {name} policy: ")
         assert line.endswith("trained on cpu/bfloat16/compiled; fits this curve" if retrained else
                              "trained on cpu/float32/eager; trained on another curve: retrain it on this profile")

@@ -1,9 +1,10 @@
 """Which cost curve a ``generate`` call runs on, and which one a learned policy was trained on.
 
 A learned policy's choices are only as good as the verification and drafting costs it was
-trained with, and those depend on the device, the dtype and the engine's path (on a CPU, one
-forward over 8 tokens costs 1.7x one token eagerly in float32, and about 1x compiled in
-bfloat16). The engine compares the two and says so when they differ.
+trained with, and those depend on the device, the dtype, the engine's path and the processor's
+matrix instructions (on a CPU, one forward over 8 tokens costs 1.7x one token eagerly in float32;
+compiled in bfloat16, about 1x with bfloat16 matrix instructions and 3.85x without). The engine
+compares the two and says so when they differ.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import torch
 
 #: the engine's paths: a growing DynamicCache, a StaticCache run eagerly, a StaticCache compiled.
 PATHS = ("eager", "static", "compiled")
+_CURVE_KEYS = {"device", "dtype", "path"}
 
 
 @dataclass(frozen=True)
 class CostCurve:
-    """A cost curve's identity: device type (``"cpu"``, ``"cuda"``), dtype name and engine path."""
+    """A cost curve's identity: device type (``"cpu"``, ``"cuda"``), dtype name, engine path and the processor's
+    matrix instruction set (:func:`instruction_set_of`; None where it was not recorded)."""
 
     device: str
     dtype: str
     path: str
+    instruction_set: str | None = None
 
     def __post_init__(self):
         if self.path not in PATHS:
@@ -30,27 +34,40 @@ class CostCurve:
 
     @classmethod
     def of(cls, device: torch.device | str, dtype: torch.dtype | str, path: str) -> CostCurve:
-        """Normalised: the device's type only (``cuda:1`` -> ``cuda``), the dtype without ``torch.``."""
-        return cls(torch.device(device).type, str(dtype).removeprefix("torch."), path)
+        """This process's curve on ``device``: its type only (``cuda:1`` -> ``cuda``), the dtype without
+        ``torch.``, and the instruction set of the processor it names."""
+        return cls(torch.device(device).type, str(dtype).removeprefix("torch."), path, instruction_set_of(device))
 
     @classmethod
     def from_config(cls, value: dict | None) -> CostCurve | None:
         """A policy config's ``trained_on`` entry (None when the policy records none)."""
         if not value:
             return None
-        if not isinstance(value, dict) or set(value) != {"device", "dtype", "path"}:
+        if not isinstance(value, dict) or not _CURVE_KEYS <= set(value) <= _CURVE_KEYS | {"instruction_set"}:
             raise ValueError(
-                f"A policy's trained_on must be a dict with exactly device, dtype and path (as mark_trained_on "
-                f"writes it), got {value!r}: fix or remove it in the policy's config.json."
+                f"A policy's trained_on must be a dict with device, dtype and path, and optionally instruction_set "
+                f"(as mark_trained_on writes it), got {value!r}: fix or remove it in the policy's config.json."
             )
         return cls(**value)
 
     def to_config(self) -> dict[str, str]:
         """The ``trained_on`` entry of a policy's config (what :meth:`from_config` reads)."""
-        return {"device": self.device, "dtype": self.dtype, "path": self.path}
+        config = {"device": self.device, "dtype": self.dtype, "path": self.path}
+        return config if self.instruction_set is None else {**config, "instruction_set": self.instruction_set}
+
+    @property
+    def key(self) -> str:
+        """``device/dtype/path``, the curve without its instruction set (how shipped variants are named)."""
+        return f"{self.device}/{self.dtype}/{self.path}"
+
+    def fits(self, other: CostCurve) -> bool:
+        """Whether a policy trained on this curve fits a call on ``other``: the same device, dtype and path, and
+        the same instruction set unless one of them did not record it."""
+        unknown = self.instruction_set is None or other.instruction_set is None
+        return self.key == other.key and (unknown or self.instruction_set == other.instruction_set)
 
     def __str__(self) -> str:
-        return f"{self.device}/{self.dtype}/{self.path}"
+        return self.key if self.instruction_set is None else f"{self.key} ({self.instruction_set})"
 
 
 #: the CPU matrix instruction sets that set a many-token forward's cost, best first, with torch's check for each
@@ -65,7 +82,8 @@ def cpu_instruction_set() -> str:
     in hardware, ``"AVX512"`` and ``"AVX2"`` convert it and multiply in float32. A forward over n tokens in
     bfloat16 costs about one token's with the first two and about n times more without (2-core AMD EPYC,
     SmolLM2 compiled: 8 tokens 1.03x one token on the machine of the results, 3.85x on an AVX2-only one).
-    Recorded with every bench run and profile; torch's capability name where none of its checks exist."""
+    Recorded with every bench run, profile and cost curve; torch's capability name where none of its checks
+    exist."""
     for name, check in _INSTRUCTION_SETS:
         supported = getattr(torch.cpu, check, None)
         if supported is not None and supported():
@@ -73,10 +91,21 @@ def cpu_instruction_set() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+def instruction_set_of(device: torch.device | str) -> str | None:
+    """The matrix instruction set of the processor ``device`` names: :func:`cpu_instruction_set` for a CPU, the
+    compute capability (``"sm_90"``) for a CUDA device, None for others (and for CUDA in a build without it)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return cpu_instruction_set()
+    if device.type == "cuda" and torch.cuda.is_available():
+        return "sm_{}{}".format(*torch.cuda.get_device_capability(device))
+    return None
+
+
 def cost_curve_mismatch(policy_name: str, trained_on: CostCurve | None, running: CostCurve) -> str | None:
-    """The report for a policy trained on another cost curve than the call's (None when they match or
-    the policy does not say what it was trained on)."""
-    if trained_on is None or trained_on == running:
+    """The report for a policy trained on another cost curve than the call's (None when it fits, see
+    :meth:`CostCurve.fits`, or the policy does not say what it was trained on)."""
+    if trained_on is None or trained_on.fits(running):
         return None
     flags = f"--dtype {running.dtype}" + (" --compile" if running.path == "compiled" else "")
     return (

@@ -41,7 +41,8 @@ class SpeculationStats:
     compile_time: float = 0.0
     #: cycles whose tree the static-cache path lowered to fit its largest verification bucket.
     capped_trees: int = 0
-    #: the cost curve this call ran on, ``device/dtype/path`` (see :class:`~hf_adaptive_spec.core.CostCurve`).
+    #: the cost curve this call ran on, ``device/dtype/path (instruction set)``, e.g. ``cpu/bfloat16/compiled (AVX2)``
+    #: (see :class:`~hf_adaptive_spec.core.CostCurve`).
     cost_curve: str = ""
     #: set when the policy was trained on another cost curve than this call's: what differs and
     #: what to do. None when they match or the policy is not trained on one (static trees).

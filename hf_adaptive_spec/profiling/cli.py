@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import NO_BFLOAT16_MATRIX, CostCurve, cpu_instruction_set
+from ..core.cost_curve import NO_BFLOAT16_MATRIX, CostCurve, instruction_set_of
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path_compile_config
@@ -192,7 +192,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
         drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
         drafter_weights=drafter_weights_digest(drafter) if args.eagle3 else None,
-        instruction_set=cpu_instruction_set() if model.device.type == "cpu" else None,
+        instruction_set=instruction_set_of(model.device),
     )
     return profile, compile_seconds
 
@@ -262,7 +262,9 @@ def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list,
     that holds them, else on the recordings together when they are one per ``top_k`` (a policy that changes
     ``top_k``, as Re-SpS may)."""
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
-    entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on == profile.cost_curve()}
+    curve = profile.cost_curve()
+    entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on.fits(curve),
+             "fit": curve_fit(policy.trained_on, curve)}
     environments = [lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings]
     if len(recordings) > 1 and len({r.tree_config.top_k for r in recordings}) == len(recordings):
         environments.append(lambda: MultiReplayEnvironment(recordings, profile, lookup_tokens=lookup_tokens))
@@ -295,7 +297,8 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
         if "not_for_this_model" in entry:
             lines.append(not_for_this_model(name, entry["not_for_this_model"]))
             continue
-        fit = "fits this curve" if entry["fits_curve"] else f"trained on {entry['trained_on']}: retrain it on this profile"
+        fit = (entry.get("fit", "fits this curve") if entry["fits_curve"]  # profiles before "fit" was recorded
+               else f"trained on {entry['trained_on']}: retrain it on this profile")
         speed = (replayed_speed(entry["tokens_per_second"] / tree["tokens_per_second"], recommendation)
                  if entry.get("tokens_per_second") else f"not replayed ({entry.get('not_replayed')})")
         lines.append(f"shipped {name} policy: {fit}; {speed}")
@@ -322,9 +325,19 @@ def shipped_policy_fit(curve: CostCurve, misfit: str | None = None) -> list[str]
     lines = []
     for name in SHIPPED_POLICIES:
         trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve)).trained_on
-        verdict = "fits this curve" if trained_on == curve else "trained on another curve: retrain it on this profile"
-        lines.append(f"shipped {name} policy: trained on {trained_on}; {verdict}")
+        lines.append(f"shipped {name} policy: trained on {trained_on}; {curve_fit(trained_on, curve)}")
     return lines
+
+
+def curve_fit(trained_on: CostCurve, curve: CostCurve) -> str:
+    """Whether a policy trained on ``trained_on`` fits ``curve`` (:meth:`CostCurve.fits`), saying when that
+    could only be judged without the instruction set."""
+    if not trained_on.fits(curve):
+        return "trained on another curve: retrain it on this profile"
+    if trained_on.instruction_set is None and curve.instruction_set is not None:
+        return (f"fits this curve's device, dtype and path (the policy did not record its instruction set, this "
+                f"curve's is {curve.instruction_set})")
+    return "fits this curve"
 
 
 def not_for_this_model(name: str, misfit: str) -> str:

@@ -110,7 +110,7 @@ class HardwareProfile:
 
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
-        return CostCurve.of(self.device, self.dtype, self.path)
+        return CostCurve(torch.device(self.device).type, str(self.dtype).removeprefix("torch."), self.path, self.instruction_set)
 
     def bucket_for(self, num_tokens: int) -> int:
         """The bucket a tree of ``num_tokens`` nodes is padded to (the largest for larger trees, which the

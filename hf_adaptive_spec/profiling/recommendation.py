@@ -81,7 +81,7 @@ def recommended_policy(
     if name:
         _check_shipped_policy_fits(loaded, name)
         policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, loaded.cost_curve()))
-        if policy.trained_on != loaded.cost_curve():
+        if not policy.trained_on.fits(loaded.cost_curve()):
             raise ValueError(
                 f"The profile recommends the shipped {name} policy, but it was trained on {policy.trained_on} and the "
                 f"profile measured {loaded.cost_curve()}: the package was updated since; run `hf-adaptive-spec "

@@ -9,6 +9,7 @@ import torch
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve, cost_curve_mismatch
+from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
 from hf_adaptive_spec.policies import LTDPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
 from tiny_models import prompt, tiny_model
@@ -17,9 +18,13 @@ SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8
 EAGER_FP32 = {"device": "cpu", "dtype": "float32", "path": "eager"}
 
 
-def test_cost_curves_are_normalised_and_compared():
-    assert CostCurve.of(torch.device("cuda", 1), torch.bfloat16, "compiled") == CostCurve("cuda", "bfloat16", "compiled")
-    assert str(CostCurve.of("cpu", "torch.float32", "eager")) == "cpu/float32/eager"
+def test_cost_curves_are_normalised_and_compared(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0) if device.index == 1 else (8, 0))
+    cuda = CostCurve.of(torch.device("cuda", 1), torch.bfloat16, "compiled")
+    assert cuda == CostCurve("cuda", "bfloat16", "compiled", "sm_90") and str(cuda) == "cuda/bfloat16/compiled (sm_90)"
+    cpu = CostCurve.of("cpu", "torch.float32", "eager")
+    assert cpu == CostCurve("cpu", "float32", "eager", cpu_instruction_set()) and cpu.key == "cpu/float32/eager"
     with pytest.raises(ValueError, match="path must be one of"):
         CostCurve("cpu", "float32", "fast")
     running = CostCurve("cpu", "bfloat16", "compiled")
@@ -29,10 +34,28 @@ def test_cost_curves_are_normalised_and_compared():
     assert "hf-adaptive-spec profile --dtype bfloat16 --compile" in note
 
 
+def test_the_instruction_set_is_part_of_the_curve_when_both_sides_recorded_it():
+    """A bfloat16 verification of 8 tokens costs 1.03x one token with AVX512-BF16 and 3.85x with AVX2 alone
+    (results/fast_path/avx2/): a policy trained on one is reported on the other; a curve that did not record its
+    instruction set (the shipped policies, profiles made before it was recorded) is compared without it."""
+    trained = CostCurve("cpu", "bfloat16", "compiled", "AVX512-BF16")
+    running = CostCurve("cpu", "bfloat16", "compiled", "AVX2")
+    note = cost_curve_mismatch("P", trained, running)
+    assert "cpu/bfloat16/compiled (AVX512-BF16) cost curve and this call runs on cpu/bfloat16/compiled (AVX2)" in note
+    unrecorded = CostCurve("cpu", "bfloat16", "compiled")
+    assert trained.fits(trained) and unrecorded.fits(running) and running.fits(unrecorded)
+    assert cost_curve_mismatch("P", unrecorded, running) is None
+    assert not CostCurve("cpu", "float32", "compiled", "AVX2").fits(running)  # the key still decides first
+
+
 def test_a_malformed_trained_on_entry_names_the_fix():
     assert CostCurve.from_config(None) is None and CostCurve.from_config(EAGER_FP32) == CostCurve(**EAGER_FP32)
-    with pytest.raises(ValueError, match="trained_on must be a dict with exactly device, dtype and path.*config.json"):
-        LTDPolicy(**SMALL, trained_on={"device": "cpu"})
+    recorded = {**EAGER_FP32, "instruction_set": "AVX2"}
+    assert CostCurve.from_config(recorded) == CostCurve("cpu", "float32", "eager", "AVX2")
+    for malformed in ({"device": "cpu"}, {**recorded, "threads": 2}):
+        with pytest.raises(ValueError, match="trained_on must be a dict with device, dtype and path, and optionally "
+                                             "instruction_set.*config.json"):
+            LTDPolicy(**SMALL, trained_on=malformed)
 
 
 def test_the_engine_reports_a_policy_trained_on_another_curve():
@@ -45,8 +68,10 @@ def test_the_engine_reports_a_policy_trained_on_another_curve():
         out = model.generate(prompt(6), max_new_tokens=8, do_sample=False, assistant_model=drafter,
                              assistant_policy=policy, return_dict_in_generate=True, **extra)
         runs[cache] = out.speculation
-    assert runs["dynamic"].cost_curve == "cpu/float32/eager" and runs["dynamic"].policy_cost_curve_mismatch is None
-    assert runs["static"].cost_curve == "cpu/float32/static"
+    instruction_set = cpu_instruction_set()
+    assert runs["dynamic"].cost_curve == f"cpu/float32/eager ({instruction_set})"
+    assert runs["dynamic"].policy_cost_curve_mismatch is None  # trained_on records no instruction set: it fits
+    assert runs["static"].cost_curve == f"cpu/float32/static ({instruction_set})"
     assert "trained on the cpu/float32/eager cost curve" in runs["static"].policy_cost_curve_mismatch
     untagged = model.generate(prompt(6), max_new_tokens=8, do_sample=False, assistant_model=drafter,
                               assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static",
@@ -58,12 +83,12 @@ def test_trained_on_is_saved_and_set_from_the_training_profile(tmp_path):
     policy = LTDPolicy(**SMALL)
     assert policy.trained_on is None
     profile = HardwareProfile(device="cpu", dtype="bfloat16", num_threads=2, context_length=8, verify_tokens=[1],
-                              verify_seconds=[0.01], path="compiled")
+                              verify_seconds=[0.01], path="compiled", instruction_set="AMX")
     policy.mark_trained_on(profile.cost_curve())
     policy.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["trained_on"] == {
-        "device": "cpu", "dtype": "bfloat16", "path": "compiled"}
-    assert LTDPolicy.from_pretrained(tmp_path).trained_on == CostCurve("cpu", "bfloat16", "compiled")
+        "device": "cpu", "dtype": "bfloat16", "path": "compiled", "instruction_set": "AMX"}
+    assert LTDPolicy.from_pretrained(tmp_path).trained_on == CostCurve("cpu", "bfloat16", "compiled", "AMX")
 
 
 @pytest.mark.parametrize("method", ["ltd", "radar", "resps"])
@@ -77,7 +102,7 @@ def test_each_policy_shipped_for_a_curve_was_trained_on_it():
 
     for (name, curve), folder in checkpoints.SHIPPED_FOR_CURVE.items():
         config = json.loads((hfas.shipped_checkpoint(name, curve) / "config.json").read_text())
-        assert str(CostCurve.from_config(config["trained_on"])) == curve, folder
+        assert CostCurve.from_config(config["trained_on"]).key == curve, folder
 
 
 def test_a_policy_shipped_for_a_curve_is_the_one_that_curve_gets(tmp_path, monkeypatch):
@@ -90,9 +115,10 @@ def test_a_policy_shipped_for_a_curve_is_the_one_that_curve_gets(tmp_path, monke
     policy = LTDPolicy(**SMALL)
     policy.mark_trained_on(compiled)
     policy.save_pretrained(tmp_path / "ltd-compiled")
-    monkeypatch.setattr(checkpoints, "SHIPPED_FOR_CURVE", {("ltd", str(compiled)): str(tmp_path / "ltd-compiled")})
+    monkeypatch.setattr(checkpoints, "SHIPPED_FOR_CURVE", {("ltd", compiled.key): str(tmp_path / "ltd-compiled")})
     default = hfas.shipped_checkpoint("ltd")
     assert hfas.shipped_checkpoint("ltd", compiled) == tmp_path / "ltd-compiled"
+    assert hfas.shipped_checkpoint("ltd", CostCurve("cpu", "bfloat16", "compiled", "AVX2")) == tmp_path / "ltd-compiled"
     assert hfas.shipped_checkpoint("ltd", "cpu/bfloat16/compiled") == tmp_path / "ltd-compiled"
     assert hfas.shipped_checkpoint("ltd", CostCurve(**EAGER_FP32)) == default
     assert hfas.shipped_checkpoint("radar", compiled) == hfas.shipped_checkpoint("radar")  # no variant for it here
