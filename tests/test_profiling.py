@@ -255,6 +255,21 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
         hfas.recommended_policy(model="HuggingFaceTB/SmolLM2-135M-Instruct")
     with pytest.raises(ValueError, match="timed the drafter early exit: 2 layers, not hf_adaptive_spec:eagle3-smollm2"):
         recommended_tree(drafter=shipped_checkpoint("eagle3"))
+    _a_profile_from_another_processor_is_refused(profile)
+
+
+def _a_profile_from_another_processor_is_refused(profile):
+    """The profile's costs are its processor's: one copied from a CPU with other matrix instructions is refused
+    with the fix; one that did not record its instruction set is read as it is."""
+    from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
+
+    assert profile.instruction_set == cpu_instruction_set()
+    profile.instruction_set = "AMX" if profile.instruction_set != "AMX" else "AVX2"
+    with pytest.raises(ValueError, match=f"measured on a cpu with {profile.instruction_set} and this one has "
+                                         f"{cpu_instruction_set()}.*Run `hf-adaptive-spec profile --recording DIR` on this machine"):
+        hfas.recommended_policy(profile)
+    profile.instruction_set = None
+    assert isinstance(hfas.recommended_policy(profile), hfas.StaticTreePolicy)
 
 
 def _saved_tiny_model(folder):

@@ -9,7 +9,8 @@ on, not the machine a policy happened to be trained on::
     model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
 
 A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint or
-the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused.
+the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused, and so is one
+measured on a processor with other matrix instructions (its ``instruction_set``) than this one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
+from ..core.cost_curve import instruction_set_of
 from ..drafters.eagle3 import Eagle3Drafter
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from ..policies.base import DraftPolicy, TreeConfig
@@ -57,7 +59,21 @@ def _profile_with_recommendation(
             "`hf-adaptive-spec profile --recording DIR` (a folder from `hf-adaptive-spec record`) to rank the trees."
         )
     check_profiled(loaded, where, model, drafter)
+    _check_this_processor(loaded, where)
     return loaded
+
+
+def _check_this_processor(profile: HardwareProfile, where: str) -> None:
+    """A profile copied from a processor with other matrix instructions measured another curve: refuse it (a
+    profile that did not record its instruction set is taken as it is)."""
+    here = instruction_set_of(profile.device)
+    if profile.instruction_set is not None and here is not None and profile.instruction_set != here:
+        raise ValueError(
+            f"The hardware profile {where} was measured on a {profile.device} with {profile.instruction_set} and this "
+            f"one has {here}: its costs are not this machine's (a compiled bfloat16 verification of 8 tokens costs "
+            "about one token with bfloat16 matrix instructions and several without). Run `hf-adaptive-spec profile "
+            "--recording DIR` on this machine."
+        )
 
 
 def recommended_policy(
