@@ -193,6 +193,16 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     assert profile.cache_slots == 512  # the engine's own cache for 16 tokens of context
     assert cli.main([*argv, "--static", "--cache-slots", "200"]) == 0
     assert HardwareProfile.load(out).cache_slots == 200
+    assert cli.main([*argv, "--static", "--buckets", "4,2"]) == 0  # a curve where small trees win: their buckets
+    with_buckets = HardwareProfile.load(out)
+    assert with_buckets.buckets == [2, 4] and len(with_buckets.bucket_seconds) == 2
+    assert "bucket   2 inside generate" in capsys.readouterr().out
+    for bad, message in ((["--buckets", "2,4"], "--buckets sets the static path's verification sizes: add --static"),
+                         (["--static", "--buckets", "1,4"], "give sizes >= 2"),
+                         (["--static", "--buckets", "two"], "--buckets: Buckets are sizes separated by commas")):
+        with pytest.raises(SystemExit):
+            cli.main([*argv, *bad])
+        assert message in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the eager path has no cache length to time in
         cli.main([*argv, "--cache-slots", "160"])
     assert "add --static or --compile" in capsys.readouterr().err
@@ -478,3 +488,16 @@ def test_recommended_policy_takes_the_drafter_object_and_knows_it_by_its_weights
         hfas.recommended_policy(profile, model=model, drafter=drafter)
     with pytest.raises(TypeError, match="takes an EAGLE-3 checkpoint .* or an Eagle3Drafter, not CausalLMDrafter"):
         hfas.recommended_policy(profile, model=model, drafter=hfas.CausalLMDrafter.from_target_layers(model, 2))
+
+
+def test_recommended_buckets_are_the_ones_the_profile_ranked_its_tree_on():
+    """``hfas.fast_path(model, buckets=hfas.recommended_buckets())``: a profile timed with ``--buckets 2,4`` gives
+    them back; one of the eager path, which pads nothing, gives the engine's default."""
+    from hf_adaptive_spec.generation.static_path import DEFAULT_BUCKETS
+
+    tree = {"depth": 1, "top_k": 1, "total_tokens": 2, "tau": 1.5, "tokens_per_second": 10.0}
+    compiled = HardwareProfile("cpu", "float32", 1, 64, [1, 2, 4], [1.0, 1.2, 1.5], path="compiled", buckets=[2, 4],
+                               bucket_seconds=[1.2, 1.5], recommendation={"tree": tree, "policy": None})
+    assert hfas.recommended_buckets(compiled) == (2, 4)
+    eager = HardwareProfile("cpu", "float32", 1, 64, [1, 2], [1.0, 1.2], recommendation={"tree": tree, "policy": None})
+    assert hfas.recommended_buckets(eager) == DEFAULT_BUCKETS

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..generation.static_path import buckets_from_text
+
 DEFAULT_QUESTIONS = Path(__file__).parent / "data" / "question.jsonl"
 DEFAULT_METHODS = "stock,hf-prompt-lookup,hf-early-exit,hf-assistant,tree"
 
@@ -141,6 +143,8 @@ class MethodOptions:
         max_cache_len: slots of the StaticCache of ``stock-compiled`` and ``--compile`` (one cache
             shared by all of them); default: enough for the longest question. A value too short for some
             question's first turn is refused before the run, with the questions and the length they need.
+        verify_buckets: the fast path's verification sizes (``hfas.fast_path(model, buckets=...)``), e.g.
+            ``2,3,4,8``; default: ``tree_profile``'s when given, else the engine's ``8,12,16,32``.
     """
 
     _argument_group_name = "methods"
@@ -203,6 +207,15 @@ class MethodOptions:
         default=None, metadata={"help": "StaticCache length of stock-compiled and --compile (default: fits the questions; one too "
                           "short for a question's first turn is refused before the run)."}
     )
+    verify_buckets: str | None = field(
+        default=None, metadata={"help": "--compile: the fast path's verification buckets, e.g. 2,3,4,8 (default: "
+                                "--tree_profile's, else the engine's 8,12,16,32)."}
+    )
+
+    @property
+    def bucket_sizes(self) -> tuple[int, ...] | None:
+        """``verify_buckets`` as distinct ascending sizes of at least 2 (None: not given; ValueError names a bad one)."""
+        return None if self.verify_buckets is None else buckets_from_text(self.verify_buckets)
 
 
 def sampling_kwargs(temperature: float) -> dict[str, Any]:

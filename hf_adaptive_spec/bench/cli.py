@@ -13,7 +13,8 @@ from transformers import HfArgumentParser, set_seed
 
 from ..checkpoints import shipped_checkpoint
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
-from ..profiling import recommended_tree
+from ..generation import fast_path
+from ..profiling import recommended_buckets, recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .fast_path import first_turn_slots, static_cache_length
@@ -67,9 +68,12 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
     try:
         tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
                                 drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
+        buckets = recommended_buckets(options.tree_profile)
     except (OSError, ValueError) as error:
         raise BenchError(f"--tree_profile: {error}") from error
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
+    if options.verify_buckets is None and options.compile:  # the tree was ranked on the profile's buckets
+        options.verify_buckets = ",".join(map(str, buckets))
 
 
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
@@ -90,6 +94,8 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         return _report_from_progress(args, questions, list(methods))
     _check_fast_path_options(args, options, methods)
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    if options.bucket_sizes:
+        fast_path(model, buckets=options.bucket_sizes)
     if any(method.on_fast_path(options) for method in methods.values()):
         if options.max_cache_len is None and args.resume:
             options.max_cache_len = _stored_cache_length(args)
@@ -151,6 +157,13 @@ def _check_fast_path_options(args: BenchArguments, options: MethodOptions, metho
     if options.max_cache_len is not None and not fast:
         raise BenchError("--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there: "
                          "add --compile or stock-compiled, or drop it")
+    if options.verify_buckets is not None and not (options.compile and any(m.runs_engine for m in methods.values())):
+        raise BenchError("--verify_buckets sets the verification sizes of this package's methods on the compiled fast "
+                         "path, and none runs there: add --compile and a tree or eagle3 method, or drop it")
+    try:
+        options.bucket_sizes
+    except ValueError as error:
+        raise BenchError(f"--verify_buckets: {error}") from error
     if fast and args.warmup == 0:
         raise BenchError(f"--warmup 0 would time the compile of {', '.join(fast)} in its first turn: pass --warmup 2 "
                          "(a compiled method's compile time is its first warm-up call's over its last)")

@@ -36,6 +36,18 @@ from ..core.static_cache import full_length_static_cache, static_cache_holding, 
 DEFAULT_BUCKETS = (8, 12, 16, 32)
 
 
+def buckets_from_text(text: str) -> tuple[int, ...]:
+    """Verification buckets written as sizes separated by commas (``"2,3,4,8"``, as the CLIs take them): distinct,
+    ascending, each at least 2 (a tree verifies its root and at least one draft token). ValueError names the fix."""
+    try:
+        buckets = tuple(sorted({int(size) for size in text.split(",")}))
+    except ValueError:
+        raise ValueError(f"Buckets are sizes separated by commas, e.g. 2,3,4,8, not {text!r}.") from None
+    if buckets[0] < 2:
+        raise ValueError(f"Buckets {text}: each verifies a root and at least one draft token: give sizes >= 2, e.g. 2,3,4,8.")
+    return buckets
+
+
 def _forward_with_features(model: PreTrainedModel, input_ids, position_ids, attention_mask, cache, feature_layers):
     """The target forward whose outputs are the logits of every row and the selected hidden states."""
     out = model(

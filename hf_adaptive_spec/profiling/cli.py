@@ -11,8 +11,8 @@ from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import NO_BFLOAT16_MATRIX, CostCurve, instruction_set_of
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
-from ..generation import enable, fast_path_compile_config
-from ..generation.static_path import DEFAULT_BUCKETS
+from ..generation import enable, fast_path, fast_path_compile_config
+from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
 from ..environments.provenance import recorded_pair
 from ..environments.storage import recording_manifest
@@ -76,10 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-slots", type=int, default=None,
                         help="static path: the StaticCache length to time in (attention covers every slot: use the one "
                              "you generate with; default: the engine's own for --context-length)")
+    parser.add_argument("--buckets", default=",".join(map(str, DEFAULT_BUCKETS)),
+                        help="static path: the verification buckets to time and rank trees on, >= 2 each (a tree is "
+                             "padded to the next one; where a many-token forward costs many tokens, e.g. bfloat16 "
+                             "without matrix instructions, smaller ones such as 2,3,4,8 can win; generate with "
+                             "hfas.fast_path(model, buckets=hfas.recommended_buckets()))")
     parser.add_argument("--recording", action="append", default=[],
                         help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on (repeatable)")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="rank with the prompt-lookup branch of N tokens")
     args = parser.parse_args(argv)
+    args.buckets = parse_buckets(parser, args)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
@@ -156,9 +162,10 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     if args.static or args.compile:
         compile_config = fast_path_compile_config(model.device) if args.compile else None
         options = compile_config.to_dict() if compile_config is not None else None
-        buckets = list(DEFAULT_BUCKETS)  # what the engine pads trees to: each is measured
+        buckets = list(args.buckets)  # what the engine pads trees to: each is measured
+        fast_path(model, buckets=args.buckets)
         sizes = tuple(sorted(set(sizes) | set(buckets)))
-        slots = args.cache_slots or static_cache_slots(args.context_length, tokens_after_context(sizes))
+        slots = args.cache_slots or static_cache_slots(args.context_length, tokens_after_context(sizes, args.buckets))
         tokens, seconds, compile_seconds = measure_static_verification(
             model, args.context_length, sizes, args.repeats, options, cache_slots=slots
         )
@@ -197,10 +204,22 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     return profile, compile_seconds
 
 
-def tokens_after_context(verify_sizes: tuple[int, ...]) -> int:
+def parse_buckets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
+    """``--buckets`` as distinct ascending sizes of at least 2 (``buckets_from_text``), given only with the static
+    path."""
+    try:
+        buckets = buckets_from_text(args.buckets)
+    except ValueError as error:
+        parser.error(f"--buckets: {error}")
+    if buckets != DEFAULT_BUCKETS and not (args.static or args.compile):
+        parser.error("--buckets sets the static path's verification sizes: add --static or --compile")
+    return buckets
+
+
+def tokens_after_context(verify_sizes: tuple[int, ...], buckets: tuple[int, ...] = DEFAULT_BUCKETS) -> int:
     """What the profile's static-path measurements write after ``--context-length`` tokens: the largest bare
     verification, or a bucket run's new tokens and its last tree padded to the largest bucket."""
-    return max(*verify_sizes, BUCKET_RUN_TOKENS + DEFAULT_BUCKETS[-1])
+    return max(*verify_sizes, BUCKET_RUN_TOKENS + buckets[-1])
 
 
 def check_cache_slots(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -208,7 +227,7 @@ def check_cache_slots(parser: argparse.ArgumentParser, args: argparse.Namespace)
     if not (args.static or args.compile):
         parser.error("--cache-slots times the static-cache path: add --static or --compile.")
     sizes = [int(n) for n in args.verify_tokens.split(",")]
-    needed = args.context_length + tokens_after_context((*sizes, *DEFAULT_BUCKETS)) + 1
+    needed = args.context_length + tokens_after_context((*sizes, *args.buckets), args.buckets) + 1
     if args.cache_slots < needed:
         parser.error(
             f"--cache-slots {args.cache_slots} cannot hold --context-length {args.context_length} and what the profile "

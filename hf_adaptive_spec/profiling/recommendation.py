@@ -23,6 +23,7 @@ from transformers import PreTrainedModel
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import instruction_set_of
 from ..drafters.eagle3 import Eagle3Drafter
+from ..generation.static_path import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
@@ -118,6 +119,19 @@ def recommended_tree(
     ``drafter`` as in :func:`recommended_policy`."""
     tree = _profile_with_recommendation(profile, model, drafter).recommendation["tree"]
     return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])
+
+
+def recommended_buckets(
+    profile: str | Path | HardwareProfile | None = None,
+    *,
+    model: PreTrainedModel | str | None = None,
+    drafter: str | Path | Eagle3Drafter | None = None,
+) -> tuple[int, ...]:
+    """The verification buckets ``profile`` timed and ranked its trees on (``profile --buckets``), for
+    ``hfas.fast_path(model, buckets=...)`` before ``generate``; ``model`` and ``drafter`` as in
+    :func:`recommended_policy`. The engine's default buckets for a profile of the eager path."""
+    loaded = _profile_with_recommendation(profile, model, drafter)
+    return tuple(loaded.buckets) if loaded.buckets else DEFAULT_BUCKETS
 
 
 def _check_shipped_policy_fits(profile: HardwareProfile, name: str) -> None:

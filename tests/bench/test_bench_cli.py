@@ -261,7 +261,7 @@ def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_f
 
 
 def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
-                                                                  capsys):
+                                                                  capsys, monkeypatch):
     from hf_adaptive_spec.profiling import HardwareProfile
 
     tree = {"depth": 3, "top_k": 2, "total_tokens": 6, "tau": 2.0, "tokens_per_second": 10.0}
@@ -275,10 +275,28 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
     HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0]).save(profile)
     assert main([*argv, "--tree_profile", str(profile)]) == 2
     assert "--tree_profile: The hardware profile" in capsys.readouterr().err
+    _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch)
     for timed in ({"model": "org/another-model"}, {"model": str(bench_model_dir.resolve()), "drafter": "early exit: 8 layers"}):
         HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree}, **timed).save(profile)
         assert main([*argv, "--tree_profile", str(profile)]) == 2  # another target's or drafter's tree
         assert "--tree_profile: The hardware profile" in capsys.readouterr().err
+
+
+def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch):
+    """A compiled run verifies in the buckets the profile ranked its tree on (``profile --buckets``), unless
+    --verify_buckets says otherwise; an eager run has no buckets to set."""
+    from hf_adaptive_spec.bench import cli
+    from hf_adaptive_spec.profiling import HardwareProfile
+
+    calls, real = [], cli.fast_path
+    monkeypatch.setattr(cli, "fast_path", lambda model, buckets: calls.append(buckets) or real(model, buckets=buckets))
+    HardwareProfile("cpu", "float32", 1, 64, [1, 2, 4], [1.0, 1.0, 1.0], path="compiled", buckets=[2, 4],
+                    recommendation={"tree": {**tree, "total_tokens": 4}, "policy": None}).save(profile)
+    out = Path(argv[argv.index("--json") + 1])
+    compiled = [*argv, "--tree_profile", str(profile), "--compile", "--warmup", "1"]
+    assert main(compiled) == 0 and calls == [(2, 4)]
+    assert json.loads(out.read_text())["settings"]["options"]["verify_buckets"] == "2,4"
+    assert main([*compiled, "--verify_buckets", "3,8"]) == 0 and calls[-1] == (3, 8)
 
 
 def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
@@ -295,6 +313,8 @@ def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: P
     (("--compile",), "--compile moves this package's methods to the compiled fast path, and none is selected"),
     (("--max_cache_len", "256"), "--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there"),
     (("--methods", "stock,stock-compiled", "--warmup", "0"), "--warmup 0 would time the compile of stock-compiled"),
+    (("--verify_buckets", "2,4"), "--verify_buckets sets the verification sizes of this package's methods on the compiled"),
+    (("--methods", "stock,tree", "--compile", "--verify_buckets", "1,4"), "give sizes >= 2, e.g. 2,3,4,8"),
 ])
 def test_fast_path_options_nothing_would_use_are_refused(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
                                                          capsys, extra, message):
