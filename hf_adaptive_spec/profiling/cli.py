@@ -182,7 +182,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     )
     messages = [{"role": "user", "content": PROMPT}]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
-    policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=12)
+    policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
     draft_step, policy_call = measure_in_generate(model, ids, drafter, policy, **generate_kwargs)
     bucket_seconds = None
