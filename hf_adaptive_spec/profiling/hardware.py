@@ -65,9 +65,9 @@ class HardwareProfile:
         drafter_weights: a digest of the timed EAGLE-3 drafter's weights
             (:func:`~hf_adaptive_spec.profiling.identity.drafter_weights_digest`), by which a loaded drafter
             object is recognised; None without an EAGLE-3 drafter and in profiles made before it was kept.
-        instruction_set: a CPU's matrix instruction set (:func:`~hf_adaptive_spec.core.cost_curve.cpu_instruction_set`),
-            which decides what a many-token forward costs in bfloat16; None on a GPU and in profiles made before
-            it was recorded.
+        instruction_set: the processor's matrix instruction set (:func:`~hf_adaptive_spec.core.cost_curve.instruction_set_of`:
+            a CPU's, which decides what a many-token forward costs in bfloat16, or a GPU's compute capability);
+            None in profiles made before it was recorded.
     """
 
     device: str
