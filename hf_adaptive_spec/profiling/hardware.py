@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -110,7 +110,7 @@ class HardwareProfile:
 
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
-        return CostCurve(torch.device(self.device).type, str(self.dtype).removeprefix("torch."), self.path, self.instruction_set)
+        return replace(CostCurve.of(self.device, self.dtype, self.path), instruction_set=self.instruction_set)
 
     def bucket_for(self, num_tokens: int) -> int:
         """The bucket a tree of ``num_tokens`` nodes is padded to (the largest for larger trees, which the

@@ -21,7 +21,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import instruction_set_of
+from ..core.cost_curve import CostCurve
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.static_path import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy, StaticTreePolicy
@@ -67,11 +67,11 @@ def _profile_with_recommendation(
 def _check_this_processor(profile: HardwareProfile, where: str) -> None:
     """A profile copied from a processor with other matrix instructions measured another curve: refuse it (a
     profile that did not record its instruction set is taken as it is)."""
-    here = instruction_set_of(profile.device)
-    if profile.instruction_set is not None and here is not None and profile.instruction_set != here:
+    measured, here = profile.cost_curve(), CostCurve.of(profile.device, profile.dtype, profile.path)
+    if not measured.fits(here):  # the same device, dtype and path: the instruction sets differ
         raise ValueError(
             f"The hardware profile {where} was measured on a {profile.device} with {profile.instruction_set} and this "
-            f"one has {here}: its costs are not this machine's (a compiled bfloat16 verification of 8 tokens costs "
+            f"one has {here.instruction_set}: its costs are not this machine's (a compiled bfloat16 verification of 8 tokens costs "
             "about one token with bfloat16 matrix instructions and several without). Run `hf-adaptive-spec profile "
             "--recording DIR` on this machine."
         )
