@@ -117,8 +117,10 @@ class TreeBuilder:
         else:
             child_log_probs, draft_ids = rows.topk(min(config.top_k, rows.shape[-1]), dim=-1)
         token_ids = mapping[draft_ids] if mapping is not None else draft_ids
+        # One read to the host for ids and log-probs together: float64 holds both exactly (ids < 2**53).
+        ids_rows, log_prob_rows = torch.stack((token_ids.to(torch.float64), child_log_probs.to(torch.float64))).tolist()
         new_nodes: list[int] = []
-        for parent, tokens, log_probs in zip(frontier, token_ids.tolist(), child_log_probs.tolist()):
+        for parent, tokens, log_probs in zip(frontier, ids_rows, log_prob_rows):
             new_nodes += tree.add_children(parent, tokens, log_probs)
         return new_nodes
 
