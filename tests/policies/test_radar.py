@@ -618,3 +618,11 @@ def test_the_dataset_counts_no_accepted_token_past_the_end_of_sequence():
     remaining = len(recording.prompts[0]) - dataset.position  # tokens left in the answer at each row
     assert (accepted <= (remaining - 1)[:, None]).all()
     assert (accepted[-1] < accepted[0]).any()  # the last rows are cut by the end, the first are not
+
+
+def test_a_depth_the_tree_cannot_reach_is_refused_naming_the_fix(setup):
+    """The engine drafts no deeper than total_tokens - 1; asking RADAR for more used to fail later as 'record longer'."""
+    recording = setup[2]
+    with pytest.raises(ValueError, match=r"depth=3 cannot be drafted with total_tokens=3.*Lower depth or raise total_tokens"):
+        build_radar_dataset(recording, depth=3, total_tokens=3)
+    assert build_radar_dataset(recording, depth=2, total_tokens=3).tree_config.depth == 2
