@@ -8,6 +8,7 @@ shipped for the compiled bfloat16 curve, on a given profile (run from the reposi
 `--stage 11` replays the stage-11 policies on the stage-11 recording (artifacts/{name}-smollm2-stage11,
 artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live. `--suffix=-slots512`
 replays artifacts/{name}-smollm2-stage14-slots512, the policies retrained on the 512-slot profile.
+`--recording R --policy-name small-buckets` replays artifacts/{name}-smollm2-small-buckets on recording R.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--stage", type=int, default=14)
 parser.add_argument("--profile", default="artifacts/replay/profile_bf16_compiled_stage14.json")
 parser.add_argument("--suffix", default="", help="after artifacts/{name}-smollm2-stage{stage}")
+parser.add_argument("--recording", help="recording folder (default: artifacts/replay/heldout-d6k4-stage{stage})")
+parser.add_argument("--policy-name", help="replay artifacts/{name}-smollm2-{policy_name} (default: stage{stage}{suffix})")
 args = parser.parse_args()
 torch.set_num_threads(2)
-recording = f"artifacts/replay/heldout-d6k4-stage{args.stage}"
+recording = args.recording or f"artifacts/replay/heldout-d6k4-stage{args.stage}"
+policy_name = args.policy_name or f"stage{args.stage}{args.suffix}"
 for name in cli.SHIPPED_POLICIES:
-    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-stage{args.stage}{args.suffix}").resolve())
+    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-{policy_name}").resolve())
 profile = HardwareProfile.load(args.profile)
 recordings = [load_recording(recording)]
-print(f"stage {args.stage}{args.suffix} policies on {recording}, profile {args.profile}")
+print(f"{policy_name} policies on {recording}, profile {args.profile}")
 for lookup in (0, 4):
     result = cli.recommend(profile, recordings, [recording], lookup)
     tree = result["tree"]["tokens_per_second"]
