@@ -7,7 +7,8 @@ Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains
 ``top_k``, depth and total_tokens up to the recorded ones) is replayed on all recorded
 prompts, with plain one-token steps (depth 0) for reference; the table gives τ and the modelled
 tokens/s, best first (on a bucketed static-path profile only the largest size of each bucket:
-a smaller tree in the same bucket costs the same and accepts no more). ``--lookup-tokens N`` grafts the prompt-lookup branch on every tree. The
+a smaller tree in the same bucket costs the same and accepts no more). ``--lookup-tokens 0,1,4`` ranks every
+tree with each prompt-lookup branch length (0: none; depth 0 with a branch: the branch alone). The
 accepted lengths are exact for greedy decoding; confirm the few best shapes with
 ``hf-adaptive-spec bench``.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 from hf_adaptive_spec.environments import load_recording
-from hf_adaptive_spec.environments.static_grid import rank_over_recordings
+from hf_adaptive_spec.environments.static_grid import lookup_counts_from_text, rank_over_recordings
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 
@@ -25,7 +26,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recording", action="append", required=True, help="recording folder (repeat for other top_k)")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
-    parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
+    parser.add_argument("--lookup-tokens", type=lookup_counts_from_text, default=(0,),
+                        help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,4 (0: none)")
     parser.add_argument("--lookup-ngram-size", type=int, default=2, help="the branch's max_matching_ngram_size")
     parser.add_argument("--top", type=int, default=15, help="rows to print")
     args = parser.parse_args()
@@ -34,11 +36,11 @@ def main() -> None:
     recordings = [load_recording(path) for path in args.recording]
     ranked = rank_over_recordings(recordings, profile, args.lookup_tokens, args.lookup_ngram_size)
     print(f"stock (one-token forward): {one_token:.1f} tokens/s in the profile's time model")
-    print("| depth | top_k | total_tokens | τ | modelled tokens/s | vs stock |")
-    print("|---|---|---|---|---|---|")
+    print("| depth | top_k | total_tokens | lookup tokens | τ | modelled tokens/s | vs stock |")
+    print("|---|---|---|---|---|---|---|")
     for tree in ranked[: args.top]:
-        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.tau:.2f} | {tree.tokens_per_second:.1f} "
-              f"| {tree.tokens_per_second / one_token:.2f}× |")
+        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.lookup_tokens} | {tree.tau:.2f} "
+              f"| {tree.tokens_per_second:.1f} | {tree.tokens_per_second / one_token:.2f}× |")
 
 
 if __name__ == "__main__":

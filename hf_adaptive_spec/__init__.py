@@ -14,7 +14,7 @@ from .drafters import (
     Eagle3Drafter, SharedCacheVerification, truncated_causal_lm,
 )
 from .core import DraftTree
-from .profiling import recommended_buckets, recommended_policy
+from .profiling import recommended_buckets, recommended_generate_kwargs, recommended_lookup_tokens, recommended_policy
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path, fast_path_compile_config
 from .policies import (
     AutoDraftPolicy,
@@ -36,6 +36,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "recommended_buckets",
+    "recommended_generate_kwargs",
+    "recommended_lookup_tokens",
     "recommended_policy",
     "AutoDraftPolicy",
     "CausalLMDrafter",

@@ -10,6 +10,8 @@ from ..generation.static_path import buckets_from_text
 
 DEFAULT_QUESTIONS = Path(__file__).parent / "data" / "question.jsonl"
 DEFAULT_METHODS = "stock,hf-prompt-lookup,hf-early-exit,hf-assistant,tree"
+#: ``<method>+lookup``'s branch length without ``--lookup_tokens`` or a profile that recommends one
+DEFAULT_LOOKUP_TOKENS = 4
 
 
 @dataclass
@@ -119,7 +121,8 @@ class MethodOptions:
             identity check is skipped (the sampling tests of the test suite check the distribution).
         prompt_lookup_num_tokens: draft length of ``hf-prompt-lookup``.
         lookup_tokens / lookup_ngram_size: the prompt-lookup branch of ``<method>+lookup``
-            (tokens grafted per cycle; longest suffix n-gram matched).
+            (tokens grafted per cycle; longest suffix n-gram matched). ``lookup_tokens`` defaults to
+            ``tree_profile``'s recommended branch when it has one, else :data:`DEFAULT_LOOKUP_TOKENS`.
         early_exit_layers: K, the layers ``hf-early-exit`` drafts with.
         drafter_layers: layers of the target forming the small drafter of ``hf-assistant`` and ``tree``.
         num_assistant_tokens: draft length of ``hf-early-exit``/``hf-assistant`` (transformers: 20).
@@ -131,7 +134,8 @@ class MethodOptions:
             EPYC with the prompt-lookup branch; EAGLE-3's GPU default 7 / 10 / 60 ran at 0.5x
             stock on that CPU (eager).
         tree_profile: take ``tree``'s and ``eagle3``'s static tree from this hardware profile's
-            recommendation (``hf-adaptive-spec profile --recording``) instead of the three above.
+            recommendation (``hf-adaptive-spec profile --recording``) instead of the three above, and its
+            prompt-lookup branch for ``+lookup`` unless ``lookup_tokens`` is given.
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
         dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
@@ -154,7 +158,10 @@ class MethodOptions:
         default=0.0, metadata={"help": "0: greedy, checked against stock; > 0: pure sampling at this temperature."}
     )
     prompt_lookup_num_tokens: int = field(default=10, metadata={"help": "hf-prompt-lookup draft length."})
-    lookup_tokens: int = field(default=4, metadata={"help": "<method>+lookup: tokens of the prompt-lookup branch."})
+    lookup_tokens: int | None = field(
+        default=None, metadata={"help": "<method>+lookup: tokens of the prompt-lookup branch (default: --tree_profile's "
+                                f"recommended branch, else {DEFAULT_LOOKUP_TOKENS})."}
+    )
     lookup_ngram_size: int = field(
         default=2, metadata={"help": "<method>+lookup: longest n-gram matched (transformers' default 2)."}
     )
@@ -177,7 +184,8 @@ class MethodOptions:
     tree_profile: str | None = field(
         default=None,
         metadata={"help": "tree and eagle3: the static tree a hardware profile recommends (profile --recording); "
-                  "replaces --tree_depth/--tree_top_k/--tree_total_tokens."},
+                  "replaces --tree_depth/--tree_top_k/--tree_total_tokens; +lookup takes its prompt-lookup branch "
+                  "unless --lookup_tokens is given."},
     )
     dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
     dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})

@@ -14,13 +14,14 @@ from transformers import HfArgumentParser, set_seed
 from ..checkpoints import shipped_checkpoint
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..generation import fast_path
-from ..profiling import recommended_buckets, recommended_tree
-from .arguments import BenchArguments, MethodOptions, sampling_kwargs
+from ..profiling import recommended_buckets, recommended_lookup_tokens, recommended_tree
+from .arguments import DEFAULT_LOOKUP_TOKENS, BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .fast_path import first_turn_slots, static_cache_length
 from .loading import load_model
 from .markdown import render_markdown, write_markdown
-from .methods import build_methods
+from .methods import BenchMethod, build_methods
+from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .plots import write_plots
 from .progress import ProgressLog, progress_path_for, read_progress
 from .questions import Question, load_questions
@@ -63,17 +64,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> None:
-    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends (refused when the
-    profile timed another target or EAGLE-3 drafter than this run's)."""
+    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends, and ``+lookup``'s
+    branch unless ``--lookup_tokens`` was given (refused when the profile timed another target or EAGLE-3 drafter
+    than this run's)."""
     try:
         tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
                                 drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
         buckets = recommended_buckets(options.tree_profile)
+        lookup_tokens = recommended_lookup_tokens(options.tree_profile)
     except (OSError, ValueError) as error:
         raise BenchError(f"--tree_profile: {error}") from error
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
     if options.verify_buckets is None and options.compile:  # the tree was ranked on the profile's buckets
         options.verify_buckets = ",".join(map(str, buckets))
+    if options.lookup_tokens is None and lookup_tokens:
+        options.lookup_tokens = lookup_tokens
+
+
+def _check_lookup_alone(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
+    """A profile that recommends the prompt-lookup branch alone (depth 0) gives ``tree`` and ``eagle3`` a tree that
+    drafts nothing: without ``+lookup`` such a method would run plain one-token steps under its name."""
+    if not options.tree_profile or options.tree_depth:
+        return
+    plain = [name for name, method in methods.items()
+             if method.static_tree and method.tree_shape is None and not isinstance(method, WithLookupBranch)]
+    if plain:
+        raise BenchError(
+            f"--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): {', '.join(plain)} "
+            f"would run plain one-token steps under its name. Add {LOOKUP_SUFFIX} (e.g. eagle3{LOOKUP_SUFFIX}+sized), "
+            "give the method its own tree (<method>@D/K/N), or run plain-steps for one-token steps on purpose."
+        )
 
 
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
@@ -88,6 +108,9 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         torch.set_num_threads(args.num_threads)
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
+    _check_lookup_alone(options, methods)
+    if options.lookup_tokens is None:
+        options.lookup_tokens = DEFAULT_LOOKUP_TOKENS
     if args.reference not in methods:
         raise BenchError(f"--reference {args.reference!r} is not among the methods run ({', '.join(methods)})")
     if args.report_only:

@@ -3,15 +3,18 @@
 Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains is replayed on all
 its prompts, with plain one-token steps (depth 0) for reference. τ is exact for greedy decoding;
 tokens/s is modelled from the profile (on the static path a tree costs its padded bucket's time,
-so only the largest size of each bucket is worth verifying there).
+so only the largest size of each bucket is worth verifying there). With a prompt-lookup branch of N
+tokens (``generate(..., prompt_lookup_num_tokens=N)``) grafted onto every tree, depth 0 is the branch
+alone: the target verifies the lookup chain and the drafter drafts nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from ..core.tree import full_tree_size
+from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording
@@ -20,13 +23,20 @@ from .replay import ReplayEnvironment
 
 @dataclass(frozen=True)
 class RankedTree:
-    """One static tree's replayed τ and modelled tokens/s (depth 0: plain one-token steps)."""
+    """One static tree's replayed τ and modelled tokens/s with a prompt-lookup branch of ``lookup_tokens``
+    (depth 0: plain one-token steps, or the lookup branch alone)."""
 
     depth: int
     top_k: int
     total_tokens: int
     tau: float
     tokens_per_second: float
+    lookup_tokens: int = 0
+
+    @property
+    def is_plain(self) -> bool:
+        """One-token steps: nothing drafted and no lookup branch."""
+        return self.depth == 0 and self.lookup_tokens == 0
 
     def policy(self) -> StaticTreePolicy:
         return StaticTreePolicy(depth=self.depth, top_k=self.top_k, total_tokens=self.total_tokens)
@@ -35,51 +45,79 @@ class RankedTree:
         return asdict(self)
 
 
-def candidate_sizes(profile: HardwareProfile, largest: int) -> list[int]:
+def lookup_counts_from_text(text: str) -> tuple[int, ...]:
+    """``"0,1,4"`` as distinct ascending prompt-lookup branch lengths (0: no branch); a ``ValueError`` names
+    what is wrong."""
+    try:
+        counts = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        counts = [-1]
+    if counts[0] < 0:
+        raise ValueError(f"expected branch lengths >= 0 separated by commas (0: no branch), e.g. 0,1,4; got {text!r}")
+    return tuple(counts)
+
+
+def candidate_sizes(profile: HardwareProfile, largest: int, lookup_tokens: int = 0) -> list[int]:
     """The total_tokens worth replaying: every size up to ``largest``, or on a bucketed profile the
-    buckets below it and ``largest`` itself (a smaller tree in the same bucket costs the same)."""
+    buckets below it and ``largest`` itself (a smaller tree in the same bucket costs the same); with a
+    lookup branch of ``lookup_tokens`` also each bucket less the branch (the tree that fills the bucket
+    when the branch is grafted)."""
     if not profile.buckets:
         return list(range(2, largest + 1))
-    return sorted({b for b in profile.buckets if 2 <= b < largest} | {min(largest, profile.buckets[-1])})
+    fills = {b - shift for b in profile.buckets for shift in {0, lookup_tokens}}
+    return sorted({size for size in fills if 2 <= size < largest} | {min(largest, profile.buckets[-1])})
 
 
-def recorded_tree_shapes(recording: ReplayRecording, profile: HardwareProfile) -> list[tuple[int, int, int]]:
+def recorded_tree_shapes(
+    recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0
+) -> list[tuple[int, int, int]]:
     """``(depth, top_k, total_tokens)`` of every static tree ``recording`` holds that is worth replaying
-    on ``profile`` (plain steps not included), each tree once: a tree of ``total_tokens`` nodes is at most
-    ``total_tokens - 1`` deep, so a deeper ``depth`` would list the same tree again under another name."""
+    on ``profile`` (plain steps not included), each tree once: a tree deeper than it can reach
+    (:attr:`TreeConfig.reachable_depth`) would list a shallower tree again under another name."""
     recorded = recording.tree_config
+    sizes = {depth: candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)), lookup_tokens)
+             for depth in range(1, recorded.depth + 1)}
     return [
         (depth, recorded.top_k, total)
-        for depth in range(1, recorded.depth + 1)
-        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)))
-        if depth <= total - 1
+        for depth, totals in sizes.items()
+        for total in totals
+        if TreeConfig(depth, recorded.top_k, total).reachable_depth == depth
     ]
 
 
 def rank_static_trees(
     recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
 ) -> list[RankedTree]:
-    """Every static tree ``recording`` holds (and plain steps), replayed with ``profile``'s costs, best first."""
+    """Every static tree ``recording`` holds (and depth 0: plain steps, or with ``lookup_tokens`` the lookup
+    branch alone), each with the prompt-lookup branch of ``lookup_tokens``, replayed with ``profile``'s costs,
+    best first."""
     environment = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
-    shapes = [(0, recording.tree_config.top_k, 1)] + recorded_tree_shapes(recording, profile)
+    shapes = [(0, recording.tree_config.top_k, 1)] + recorded_tree_shapes(recording, profile, lookup_tokens)
     ranked = []
     for depth, top_k, total in shapes:
         result = environment.replay(StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=total))
-        ranked.append(RankedTree(depth, top_k, total, result.mean_accepted_tokens, result.tokens_per_second))
+        ranked.append(RankedTree(depth, top_k, total, result.mean_accepted_tokens, result.tokens_per_second, lookup_tokens))
     return best_first(ranked)
 
 
 def best_first(ranked: list[RankedTree]) -> list[RankedTree]:
-    """Fastest first; among equally fast trees the smallest and shallowest (the cheaper tree to draft)."""
-    return sorted(ranked, key=lambda tree: (-tree.tokens_per_second, tree.total_tokens, tree.depth))
+    """Fastest first; among equally fast trees the smallest and shallowest with the shortest lookup branch
+    (the cheaper tree to draft)."""
+    return sorted(ranked, key=lambda tree: (-tree.tokens_per_second, tree.total_tokens, tree.depth, tree.lookup_tokens))
 
 
 def rank_over_recordings(
-    recordings: Iterable[ReplayRecording], profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
+    recordings: Iterable[ReplayRecording],
+    profile: HardwareProfile,
+    lookup_counts: Sequence[int] = (0,),
+    lookup_ngram_size: int = 2,
 ) -> list[RankedTree]:
-    """:func:`rank_static_trees` over several recordings (e.g. one per ``top_k``), merged best first."""
+    """:func:`rank_static_trees` over several recordings (e.g. one per ``top_k``) and each prompt-lookup branch
+    length of ``lookup_counts`` (0: no branch), merged best first."""
+    recordings = list(recordings)
     ranked = [
         tree
+        for lookup_tokens in dict.fromkeys(lookup_counts)
         for recording in recordings
         for tree in rank_static_trees(recording, profile, lookup_tokens, lookup_ngram_size)
     ]

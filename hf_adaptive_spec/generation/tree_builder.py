@@ -67,7 +67,7 @@ class TreeBuilder:
         """Draft a tree below the root ``context.input_ids[0, -1]`` of depth at most ``max_depth``;
         ``lookup_length`` (the prompt-lookup chain to be grafted) is passed on to the policy."""
         tree = DraftTree.with_root(int(context.input_ids[0, -1]))
-        max_depth = min(max_depth, config.total_tokens - 1)  # a tree of total_tokens nodes is no deeper
+        max_depth = min(max_depth, config.reachable_depth)
         if max_depth < 1:
             return tree
         context_length = context.input_ids.shape[1]

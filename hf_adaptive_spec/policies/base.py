@@ -43,6 +43,12 @@ class TreeConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"TreeConfig.{name} must be an int >= {low}, got {value!r}.")
 
+    @property
+    def reachable_depth(self) -> int:
+        """The deepest this tree can draft: a tree of ``total_tokens`` nodes (root included) is at most
+        ``total_tokens - 1`` deep, so a larger ``depth`` drafts the shallower tree."""
+        return min(self.depth, self.total_tokens - 1)
+
 
 @dataclass(frozen=True)
 class CycleState:

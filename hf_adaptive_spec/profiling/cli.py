@@ -16,7 +16,7 @@ from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
 from ..environments.provenance import recorded_pair
 from ..environments.storage import recording_manifest
-from ..environments.static_grid import rank_over_recordings
+from ..environments.static_grid import lookup_counts_from_text, rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
 from .hardware import (
     DEFAULT_VERIFY_TOKENS,
@@ -55,8 +55,12 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         sizes = [0]
     if min(sizes) < 1:
         parser.error(f"--verify-tokens must be positive integers separated by commas, got {args.verify_tokens!r}")
-    if args.lookup_tokens < 0 or (args.lookup_tokens and not args.recording):
-        parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass N >= 1 with --recording")
+    try:
+        args.lookup_tokens = lookup_counts_from_text(args.lookup_tokens)
+    except ValueError as error:
+        parser.error(f"--lookup-tokens: {error}")
+    if max(args.lookup_tokens) and not args.recording:
+        parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass it with --recording")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,13 +87,16 @@ def main(argv: list[str] | None = None) -> int:
                              "hfas.fast_path(model, buckets=hfas.recommended_buckets()))")
     parser.add_argument("--recording", action="append", default=[],
                         help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on (repeatable)")
-    parser.add_argument("--lookup-tokens", type=int, default=0, help="rank with the prompt-lookup branch of N tokens")
+    parser.add_argument("--lookup-tokens", default="0",
+                        help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,2,4 (0, no branch, is always "
+                             "ranked; depth 0 with a branch is the branch alone, without drafting); the recommendation "
+                             "names the winner's, for generate's prompt_lookup_num_tokens")
     args = parser.parse_args(argv)
     args.buckets = parse_buckets(parser, args)
+    check_sizes(parser, args)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
-    check_sizes(parser, args)
     if args.recording:
         time_the_recorded_pair(parser, args)
     if args.num_threads:
@@ -246,33 +253,44 @@ def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
     return ids(max(1, 1 + (context_length - ids(1).shape[1]) // per_repeat))
 
 
-def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_tokens: int) -> dict:
-    """The best static tree on ``recordings`` with ``profile``'s costs, and each shipped learned policy's
-    replayed speed; a learned policy is recommended only if trained for the profile's target and drafter and on
-    this curve, and faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`)."""
-    ranked = rank_over_recordings(recordings, profile, lookup_tokens)
+def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_counts: tuple[int, ...]) -> dict:
+    """The best static tree on ``recordings`` with ``profile``'s costs, with each prompt-lookup branch length of
+    ``lookup_counts`` and without, and each shipped learned policy's replayed speed (with its best branch); a
+    learned policy is recommended only if trained for the profile's target and drafter and on this curve, and
+    faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`). ``lookup_tokens`` is the
+    recommendation's branch, for ``generate``'s ``prompt_lookup_num_tokens`` (0: none)."""
+    counts = tuple(sorted({0, *lookup_counts}))
+    ranked = rank_over_recordings(recordings, profile, counts)
     best = ranked[0]
     misfit = shipped_policies_misfit(profile.model, profile.drafter)
     policies = {
         name: {"not_for_this_model": misfit} if misfit
-        else shipped_policy_replay(name, profile, recordings, lookup_tokens)
+        else fastest_replay(shipped_policy_replay(name, profile, recordings, n) for n in counts)
         for name in SHIPPED_POLICIES
     }
     to_beat = REPLAY_MARGIN * best.tokens_per_second
     faster = {name: entry["tokens_per_second"] for name, entry in policies.items()
               if entry.get("fits_curve") and entry.get("tokens_per_second", 0.0) > to_beat}
     chosen = max(faster, key=faster.get) if faster else None
-    plain = next(tree for tree in ranked if tree.depth == 0)
+    plain = next(tree for tree in ranked if tree.is_plain)
     return {
         "tree": best.to_dict(),
         "policy": chosen,
         "plain_tokens_per_second": plain.tokens_per_second,
         "policies": policies,
         "recordings": [str(name) for name in names],
-        "lookup_tokens": lookup_tokens,
+        "lookup_tokens": policies[chosen]["lookup_tokens"] if chosen else best.lookup_tokens,
+        "lookup_counts": list(counts),
         "replay_margin": REPLAY_MARGIN,
         "runner_up_trees": [tree.to_dict() for tree in ranked[1:4]],
     }
+
+
+def fastest_replay(entries) -> dict:
+    """Of one policy's replay entries (one per lookup branch length), the fastest replayed, else the first."""
+    entries = list(entries)
+    replayed = [entry for entry in entries if entry.get("tokens_per_second")]
+    return max(replayed, key=lambda entry: entry["tokens_per_second"]) if replayed else entries[0]
 
 
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:
@@ -294,7 +312,8 @@ def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list,
         except ValueError as error:
             errors.append(str(error))
             continue
-        return {**entry, "tokens_per_second": result.tokens_per_second, "tau": result.mean_accepted_tokens}
+        return {**entry, "tokens_per_second": result.tokens_per_second, "tau": result.mean_accepted_tokens,
+                "lookup_tokens": lookup_tokens}
     entry["not_replayed"] = errors[-1] if errors else "no recording"
     return entry
 
@@ -309,7 +328,7 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
         ]
     tree, plain = recommendation["tree"], recommendation["plain_tokens_per_second"]
     lines = [
-        f"best static tree: depth {tree['depth']}, top_k {tree['top_k']}, total_tokens {tree['total_tokens']} "
+        f"best static tree: {tree_description(tree, recommendation['lookup_tokens'])} "
         f"(tau {tree['tau']:.2f}, modelled {tree['tokens_per_second'] / plain:.2f}x plain steps)"
     ]
     for name, entry in recommendation["policies"].items():
@@ -325,8 +344,18 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
     lookup = recommendation["lookup_tokens"]
     lines.append(f"recommended: {'the shipped ' + chosen + ' policy' if chosen else 'the static tree above'}"
                  + (f" with prompt_lookup_num_tokens={lookup}" if lookup else "")
-                 + f" (hfas.recommended_policy(model=model) reads it from the profile; use the drafter it timed, {profile.drafter})")
+                 + " (model.generate(**inputs, assistant_model=drafter, **hfas.recommended_generate_kwargs(model=model)) "
+                 f"reads it from the profile; use the drafter it timed, {profile.drafter})")
     return lines
+
+
+def tree_description(tree: dict, lookup_tokens: int) -> str:
+    """A ranked tree in words; ``lookup_tokens``: the branch of profiles written before each tree kept its own."""
+    lookup = tree.get("lookup_tokens", lookup_tokens)
+    if tree["depth"] == 0:
+        return f"the prompt-lookup branch of {lookup} tokens alone, nothing drafted" if lookup else "plain one-token steps"
+    shape = f"depth {tree['depth']}, top_k {tree['top_k']}, total_tokens {tree['total_tokens']}"
+    return shape + (f" with the prompt-lookup branch of {lookup} tokens" if lookup else "")
 
 
 def replayed_speed(ratio: float, recommendation: dict) -> str:

@@ -1,12 +1,15 @@
 """The policy a machine's profile recommends: the package's default follows the measured cost curve.
 
 ``hf-adaptive-spec profile --recording DIR`` replays the static trees of a recording (and the shipped
-learned policies) with the costs it just measured and writes what won into the profile JSON
-(``recommendation``). :func:`recommended_policy` reads it back, so a script asks the machine it runs
-on, not the machine a policy happened to be trained on::
+learned policies), with and without the prompt-lookup branch (``--lookup-tokens``), with the costs it just
+measured and writes what won into the profile JSON (``recommendation``). :func:`recommended_generate_kwargs`
+reads it back, so a script asks the machine it runs on, not the machine a policy happened to be trained on::
 
-    policy = hfas.recommended_policy(model=model)  # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
-    model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
+    # $HF_ADAPTIVE_SPEC_PROFILE or ~/.cache/hf_adaptive_spec/profile.json
+    model.generate(**inputs, assistant_model=drafter, **hfas.recommended_generate_kwargs(model=model))
+
+(the ``assistant_policy`` of :func:`recommended_policy`, and ``prompt_lookup_num_tokens`` when the winner grafts
+the prompt-lookup branch).
 
 A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint or
 the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused, and so is one
@@ -16,7 +19,9 @@ measured on a processor with other matrix instructions (its ``instruction_set``)
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
+from typing import Any
 
 from transformers import PreTrainedModel
 
@@ -85,6 +90,8 @@ def recommended_policy(
 ) -> DraftPolicy:
     """The policy ``profile`` recommends for its cost curve: the shipped learned policy it names when
     that policy was trained on this curve and beat the best static tree in its replay, else that tree.
+    Warns when the recommendation also grafts the prompt-lookup branch, which is a ``generate`` argument
+    (:func:`recommended_generate_kwargs` returns both).
 
     Args:
         profile: a profile JSON (default :func:`default_profile_path`) or a loaded profile.
@@ -94,6 +101,55 @@ def recommended_policy(
             their digest is refused for an object, with the fix): a profile that timed another is refused.
     """
     loaded = _profile_with_recommendation(profile, model, drafter)
+    lookup_tokens = _lookup_tokens(loaded)
+    if lookup_tokens:
+        warnings.warn(
+            f"The profile recommends this policy with the prompt-lookup branch of {lookup_tokens} tokens: pass "
+            f"prompt_lookup_num_tokens={lookup_tokens} to generate too (without it the policy "
+            f"{'drafts nothing: plain one-token steps' if _is_lookup_alone(loaded) else 'is slower than ranked'}), "
+            "or use hfas.recommended_generate_kwargs(), which includes it.",
+            stacklevel=2,
+        )
+    return _policy_of(loaded)
+
+
+def recommended_generate_kwargs(
+    profile: str | Path | HardwareProfile | None = None,
+    *,
+    model: PreTrainedModel | str | None = None,
+    drafter: str | Path | Eagle3Drafter | None = None,
+) -> dict[str, Any]:
+    """What ``profile`` recommends, as ``generate`` keyword arguments: ``assistant_policy`` (as
+    :func:`recommended_policy`) and, when the winner grafts the prompt-lookup branch, ``prompt_lookup_num_tokens``
+    (on a CPU without bfloat16 matrix instructions the branch alone, drafting nothing, can win); ``model`` and
+    ``drafter`` as in :func:`recommended_policy`. Generate in the profile's buckets
+    (:func:`recommended_buckets`)."""
+    loaded = _profile_with_recommendation(profile, model, drafter)
+    lookup_tokens = _lookup_tokens(loaded)
+    return {"assistant_policy": _policy_of(loaded), **({"prompt_lookup_num_tokens": lookup_tokens} if lookup_tokens else {})}
+
+
+def recommended_lookup_tokens(
+    profile: str | Path | HardwareProfile | None = None,
+    *,
+    model: PreTrainedModel | str | None = None,
+    drafter: str | Path | Eagle3Drafter | None = None,
+) -> int:
+    """The prompt-lookup branch length ``profile`` recommends (``generate``'s ``prompt_lookup_num_tokens``;
+    0: none); ``model`` and ``drafter`` as in :func:`recommended_policy`."""
+    return _lookup_tokens(_profile_with_recommendation(profile, model, drafter))
+
+
+def _lookup_tokens(profile: HardwareProfile) -> int:
+    return int(profile.recommendation.get("lookup_tokens") or 0)
+
+
+def _is_lookup_alone(profile: HardwareProfile) -> bool:
+    return not profile.recommendation.get("policy") and profile.recommendation["tree"]["depth"] == 0
+
+
+def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
+    """The recommended policy of a checked profile: the shipped learned policy it names, else its static tree."""
     name = loaded.recommendation.get("policy")
     if name:
         _check_shipped_policy_fits(loaded, name)

@@ -282,6 +282,31 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
         assert "--tree_profile: The hardware profile" in capsys.readouterr().err
 
 
+def test_tree_profile_of_the_lookup_branch_alone_sets_the_branch_and_refuses_a_method_without_it(
+        bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys):
+    """A profile whose winner is the prompt-lookup branch alone (depth 0) gives ``+lookup`` its branch length unless
+    --lookup_tokens says otherwise; a tree method without ``+lookup`` would run plain steps under its name: refused."""
+    from hf_adaptive_spec.profiling import HardwareProfile
+
+    alone = {"depth": 0, "top_k": 2, "total_tokens": 1, "tau": 1.3, "tokens_per_second": 10.0, "lookup_tokens": 2}
+    profile = tmp_path / "profile.json"
+    HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0],
+                    recommendation={"tree": alone, "policy": None, "lookup_tokens": 2}).save(profile)
+    out = tmp_path / "out.json"
+    argv = [*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--drafter-layers", "2",
+            "--tree_profile", str(profile)]
+    assert main([*argv, "--methods", "stock,tree+lookup"]) == 0
+    options = json.loads(out.read_text())["settings"]["options"]
+    assert (options["tree_depth"], options["lookup_tokens"]) == (0, 2)
+    assert main([*argv, "--methods", "stock,tree+lookup", "--lookup_tokens", "3"]) == 0
+    assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 3
+    assert main([*argv, "--methods", "stock,tree,tree@2/2/4"]) == 2
+    assert "--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): tree would run" in capsys.readouterr().err
+    assert main([*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--methods", "stock,tree+lookup",
+                 "--drafter-layers", "2"]) == 0  # no profile: the default branch
+    assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 4
+
+
 def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch):
     """A compiled run verifies in the buckets the profile ranked its tree on (``profile --buckets``), unless
     --verify_buckets says otherwise; an eager run has no buckets to set."""

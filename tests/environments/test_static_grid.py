@@ -62,6 +62,39 @@ def test_a_bucketed_profile_ranks_one_size_per_bucket(exact_recording):
 def test_each_tree_is_ranked_once_under_its_own_depth(exact_recording):
     """A tree of total_tokens nodes is at most total_tokens - 1 deep: depth 4 with 2 tokens is depth 1's tree."""
     ranked = rank_static_trees(exact_recording, _profile([1.0, 1.2, 2.0]))
+    assert TreeConfig(4, 3, 2).reachable_depth == 1 and TreeConfig(2, 3, 8).reachable_depth == 2
     assert all(tree.depth <= tree.total_tokens - 1 for tree in ranked)
     shapes = [(tree.depth, tree.total_tokens) for tree in ranked]
     assert len(shapes) == len(set(shapes)) and (1, 2) in shapes and (4, 2) not in shapes
+
+
+def test_each_lookup_branch_length_is_ranked_and_depth_0_with_a_branch_is_the_branch_alone(exact_recording):
+    """rank_over_recordings ranks every tree with each branch length asked for; each ranked tree is what its
+    static policy replays to with that branch, and depth 0 with a branch verifies the lookup chain alone."""
+    from hf_adaptive_spec.environments.static_grid import lookup_counts_from_text, rank_over_recordings
+
+    profile = _profile([1.0, 1.2, 2.0])
+    ranked = rank_over_recordings([exact_recording], profile, lookup_counts_from_text("2,0"))
+    assert {tree.lookup_tokens for tree in ranked} == {0, 2}
+    assert sum(tree.is_plain for tree in ranked) == 1
+    alone = next(tree for tree in ranked if tree.depth == 0 and tree.lookup_tokens == 2)
+    plain = next(tree for tree in ranked if tree.is_plain)
+    assert plain.tau == 1.0 and alone.tau > 1.0  # the recording's generations repeat themselves: the branch is accepted
+    for tree in (alone, *ranked[:3]):
+        replayed = ReplayEnvironment(exact_recording, profile, lookup_tokens=tree.lookup_tokens).replay(tree.policy())
+        assert tree.tau == replayed.mean_accepted_tokens
+
+
+def test_a_bucketed_profile_with_a_lookup_branch_also_ranks_the_trees_that_fill_a_bucket_with_it():
+    profile = _profile([1.0, 1.0, 1.1], tokens=(1, 4, 8), buckets=[4, 8])
+    assert candidate_sizes(profile, 9, lookup_tokens=1) == [3, 4, 7, 8]
+    assert candidate_sizes(profile, 9, lookup_tokens=0) == candidate_sizes(profile, 9) == [4, 8]
+
+
+@pytest.mark.parametrize("text", ["-1", "1,x", ""])
+def test_lookup_lengths_are_read_as_distinct_ascending_lengths_or_refused(text):
+    from hf_adaptive_spec.environments.static_grid import lookup_counts_from_text
+
+    assert lookup_counts_from_text("4,0,1,4") == (0, 1, 4)
+    with pytest.raises(ValueError, match="expected branch lengths >= 0"):
+        lookup_counts_from_text(text)

@@ -195,10 +195,10 @@ def _radar_tree_config(environment: ReplayEnvironment, depth: int | None, total_
     )
     if config.depth < 2:
         raise ValueError(f"RADAR decides between draft calls, so it needs depth >= 2; got depth={config.depth}.")
-    if config.depth > config.total_tokens - 1:  # the engine drafts no deeper than a tree of total_tokens nodes
+    if config.reachable_depth < config.depth:  # the engine drafts no deeper than a tree of total_tokens nodes
         raise ValueError(
             f"RADAR's depth={config.depth} cannot be drafted with total_tokens={config.total_tokens}: a tree of "
-            f"{config.total_tokens} nodes is at most {config.total_tokens - 1} deep. Lower depth or raise total_tokens."
+            f"{config.total_tokens} nodes is at most {config.reachable_depth} deep. Lower depth or raise total_tokens."
         )
     environment.check_config(config)
     return config
