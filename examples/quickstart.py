@@ -21,6 +21,9 @@ graphs (about a minute or two here; seconds once inductor's on-disk cache is war
 ``--dtype float32`` runs the same comparison in float32, where identity is checked. ``--device cuda``
 runs it on a GPU (CUDA graphs instead of weight freezing), ``--eager`` without the static cache and
 compilation (transformers' dynamic cache), and ``--checkpoint`` takes another EAGLE-3 drafter folder.
+``--profile PATH`` takes the tree, the prompt-lookup branch and the verification buckets from this machine's
+hardware profile (``hf-adaptive-spec profile --recording REC``): ``hfas.recommended_generate_kwargs`` and
+``hfas.recommended_buckets``, as a script should.
 """
 
 from __future__ import annotations
@@ -63,13 +66,19 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--eager", action="store_true", help="dynamic cache, no compilation, for stock and speculation")
     parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
+    parser.add_argument("--profile", default=None, help="hardware profile JSON whose recommendation to decode with "
+                        "(tree, lookup branch and buckets; overrides --tree)")
     args = parser.parse_args()
 
     reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
     reference.to(args.device)
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
-    policy = hfas.StaticTreePolicy(*args.tree)
+    speculation = {"assistant_policy": hfas.StaticTreePolicy(*args.tree), "prompt_lookup_num_tokens": 4}
+    if args.profile:  # what this machine's profile recommends, for the target and drafter it timed
+        hfas.fast_path(model, buckets=hfas.recommended_buckets(args.profile, model=model, drafter=drafter))
+        speculation = hfas.recommended_generate_kwargs(args.profile, model=model, drafter=drafter)
+        print(f"from {args.profile}: {speculation}")
     compile_config = hfas.fast_path_compile_config(model.device)
     cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
     fast_path = {} if args.eager else {"cache_implementation": "static", "compile_config": compile_config}
@@ -83,8 +92,7 @@ def main() -> None:
                           compile_config=compile_config)
 
     def speculative(ids):
-        return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, assistant_policy=policy,
-                      prompt_lookup_num_tokens=4, **fast_path)
+        return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, **speculation, **fast_path)
 
     totals = {"stock": 0.0, "stock-compiled": 0.0, "speculative": 0.0}
     for index, text in enumerate(PROMPTS):

@@ -8,7 +8,8 @@ Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains
 prompts, with plain one-token steps (depth 0) for reference; the table gives τ and the modelled
 tokens/s, best first (on a bucketed static-path profile only the largest size of each bucket:
 a smaller tree in the same bucket costs the same and accepts no more). ``--lookup-tokens 0,1,4`` ranks every
-tree with each prompt-lookup branch length (0: none; depth 0 with a branch: the branch alone). The
+tree with each prompt-lookup branch length (0: none; depth 0 with a branch: the branch alone; each drafted tree
+also as ``LookupFirstPolicy``, drafted only where the branch did not match). The
 accepted lengths are exact for greedy decoding; confirm the few best shapes with
 ``hf-adaptive-spec bench``.
 """
@@ -36,10 +37,11 @@ def main() -> None:
     recordings = [load_recording(path) for path in args.recording]
     ranked = rank_over_recordings(recordings, profile, args.lookup_tokens, args.lookup_ngram_size)
     print(f"stock (one-token forward): {one_token:.1f} tokens/s in the profile's time model")
-    print("| depth | top_k | total_tokens | lookup tokens | τ | modelled tokens/s | vs stock |")
-    print("|---|---|---|---|---|---|---|")
+    print("| depth | top_k | total_tokens | lookup tokens | drafted | τ | modelled tokens/s | vs stock |")
+    print("|---|---|---|---|---|---|---|---|")
     for tree in ranked[: args.top]:
-        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.lookup_tokens} | {tree.tau:.2f} "
+        drafted = "where lookup missed" if tree.lookup_first else ("every cycle" if tree.depth else "never")
+        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.lookup_tokens} | {drafted} | {tree.tau:.2f} "
               f"| {tree.tokens_per_second:.1f} | {tree.tokens_per_second / one_token:.2f}× |")
 
 

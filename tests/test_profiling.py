@@ -528,6 +528,11 @@ def test_a_recommended_lookup_branch_comes_with_the_policy_and_is_never_silently
     drafted = _lookup_profile({"depth": 1, "top_k": 4, "total_tokens": 2, "tau": 1.6, "tokens_per_second": 26.0}, 2)
     with pytest.warns(UserWarning, match="prompt_lookup_num_tokens=2 to generate too .*is slower than ranked"):
         hfas.recommended_policy(drafted)
+    first = _lookup_profile({"depth": 1, "top_k": 4, "total_tokens": 2, "tau": 1.5, "tokens_per_second": 31.6,
+                             "lookup_first": True}, 1)
+    kwargs = hfas.recommended_generate_kwargs(first)
+    assert isinstance(kwargs["assistant_policy"], hfas.LookupFirstPolicy) and kwargs["prompt_lookup_num_tokens"] == 1
+    assert kwargs["assistant_policy"].config.total_tokens == 2
     without = _lookup_profile({"depth": 1, "top_k": 4, "total_tokens": 2, "tau": 1.5, "tokens_per_second": 27.0}, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -559,7 +564,7 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
     assert profile.recommendation["lookup_tokens"] == 1 and profile.recommendation["plain_tokens_per_second"] == 8.0
     assert all(entry["lookup_tokens"] == 1 for entry in profile.recommendation["policies"].values())
     lines = cli.recommendation_lines(profile)
-    assert lines[0] == "best static tree: the prompt-lookup branch of 1 tokens alone, nothing drafted (tau 1.30, modelled 1.50x plain steps)"
+    assert lines[0] == "best static tree: the 1-token prompt-lookup branch alone, nothing drafted (tau 1.30, modelled 1.50x plain steps)"
     assert "with prompt_lookup_num_tokens=1" in lines[-1] and "recommended_generate_kwargs" in lines[-1]
 
 

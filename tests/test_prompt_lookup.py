@@ -72,8 +72,10 @@ def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
     policies = {
         "tree": hfas.StaticTreePolicy(depth=2, top_k=3, total_tokens=5),
         "plain steps": hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1),  # prompt lookup decoding alone
+        "lookup first": hfas.LookupFirstPolicy(depth=2, top_k=3, total_tokens=5),  # the tree only where lookup missed
     }
-    drafters = {"tree": hfas.CausalLMDrafter.from_target_layers(model, 2), "plain steps": None}  # None: no drafter
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    drafters = {"tree": drafter, "plain steps": None, "lookup first": drafter}  # None: no drafter
     for name, policy in policies.items():
         out = model.generate(
             ids, max_new_tokens=24, do_sample=False, assistant_model=drafters[name], assistant_policy=policy,
@@ -81,6 +83,9 @@ def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
         )
         assert torch.equal(out.sequences, expected), (family, name)
         stats = out.speculation
+        if name == "lookup first":  # a matched cycle verifies its chain and drafts nothing
+            assert any(verified > 1 and depth == 0 for verified, depth in zip(stats.verified_tokens, stats.draft_depths))
+            continue
         drafted = 1 if name == "plain steps" else 5
         assert any(verified > drafted for verified in stats.verified_tokens)  # lookup nodes were verified too
         assert max(stats.draft_depths) <= (0 if name == "plain steps" else 2)  # the drafter's depth, not the chain's
@@ -141,3 +146,25 @@ def test_cache_sharing_drafter_refuses_the_lookup_branch(llama):
             prompt(5), max_new_tokens=4, do_sample=False, assistant_model=drafter,
             assistant_policy=hfas.StaticTreePolicy.chain(2), prompt_lookup_num_tokens=3,
         )
+
+
+def test_lookup_first_drafts_only_where_the_branch_did_not_match(llama):
+    """The policy sees the branch's match before choosing the tree (``CycleState.lookup_length``): a cycle whose
+    chain matched verifies the chain alone, the others draft; stock's tokens either way."""
+    ids = _repetitive_prompt(12, seed=2)
+    expected = llama.generate(ids, max_new_tokens=24, do_sample=False)
+    seen = []
+
+    class Watching(hfas.LookupFirstPolicy):
+        def tree_config(self, state):
+            seen.append(state.lookup_length)
+            return super().tree_config(state)
+
+    out = llama.generate(ids, max_new_tokens=24, do_sample=False, return_dict_in_generate=True,
+                         assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+                         assistant_policy=Watching(depth=2, top_k=3, total_tokens=5), prompt_lookup_num_tokens=3)
+    assert torch.equal(out.sequences, expected)
+    stats = out.speculation
+    assert 0 in seen and any(seen)  # some cycles matched, some did not
+    assert [depth == 0 for depth in stats.draft_depths] == [length > 0 for length in seen]
+    assert [verified for verified, length in zip(stats.verified_tokens, seen) if length] == [1 + n for n in seen if n]

@@ -53,8 +53,9 @@ class ReplayTree:
     def draft_tree(self) -> DraftTree:
         return DraftTree(tokens=list(self.tokens), parents=list(self.parents), depths=list(self.depths), scores=list(self.scores))
 
-    def cycle_state(self) -> CycleState:
-        return CycleState(self.context_length, dict(self.features))
+    def cycle_state(self, lookup_length: int = 0) -> CycleState:
+        """What a policy saw at this cycle's start; ``lookup_length``: the prompt-lookup chain the replay grafts."""
+        return CycleState(self.context_length, dict(self.features), lookup_length=lookup_length)
 
 
 @dataclass

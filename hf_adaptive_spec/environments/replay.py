@@ -243,20 +243,20 @@ class ReplayEnvironment(ReplayLoop):
         """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy``."""
         trees = self.recording.prompts[prompt]
         recorded = trees[position]
-        times = DraftTimes()
-        tick = time.perf_counter()
-        config = policy.tree_config(recorded.cycle_state())
-        times.policy += time.perf_counter() - tick
-        self.check_config(config)
         max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
         room = max_length - recorded.context_length - 1
-        max_depth = min(config.depth, room)
-        drafter = ReplayDrafter(recorded)
-        context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
-        chain: list[int] = []
+        chain: list[int] = []  # before the policy, as generate computes it
         if self.lookup_tokens and room > 0:
             context_tokens = self.sequences[prompt][: recorded.context_length]
             chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+        times = DraftTimes()
+        tick = time.perf_counter()
+        config = policy.tree_config(recorded.cycle_state(lookup_length=len(chain)))
+        times.policy += time.perf_counter() - tick
+        self.check_config(config)
+        max_depth = min(config.depth, room)
+        drafter = ReplayDrafter(recorded)
+        context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
         if self.profile.buckets:  # the static-cache path caps trees as generate does (its largest bucket)
             config = fit_largest_bucket(config, self.profile.buckets[-1], len(chain))
         builder = TreeBuilder(drafter, policy, self.recording.vocab_size)

@@ -5,17 +5,19 @@ its prompts, with plain one-token steps (depth 0) for reference. τ is exact for
 tokens/s is modelled from the profile (on the static path a tree costs its padded bucket's time,
 so only the largest size of each bucket is worth verifying there). With a prompt-lookup branch of N
 tokens (``generate(..., prompt_lookup_num_tokens=N)``) grafted onto every tree, depth 0 is the branch
-alone: the target verifies the lookup chain and the drafter drafts nothing.
+alone: the target verifies the lookup chain and the drafter drafts nothing; and each drafted tree is
+ranked a second time as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`, drafted only in the
+cycles where the branch did not match.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..core.tree import full_tree_size
 from ..policies.base import TreeConfig
-from ..policies.static import StaticTreePolicy
+from ..policies.static import LookupFirstPolicy, StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording
 from .replay import ReplayEnvironment
@@ -24,7 +26,8 @@ from .replay import ReplayEnvironment
 @dataclass(frozen=True)
 class RankedTree:
     """One static tree's replayed τ and modelled tokens/s with a prompt-lookup branch of ``lookup_tokens``
-    (depth 0: plain one-token steps, or the lookup branch alone)."""
+    (depth 0: plain one-token steps, or the lookup branch alone); ``lookup_first``: drafted only where the
+    branch did not match (:class:`LookupFirstPolicy`)."""
 
     depth: int
     top_k: int
@@ -32,6 +35,7 @@ class RankedTree:
     tau: float
     tokens_per_second: float
     lookup_tokens: int = 0
+    lookup_first: bool = False
 
     @property
     def is_plain(self) -> bool:
@@ -39,7 +43,8 @@ class RankedTree:
         return self.depth == 0 and self.lookup_tokens == 0
 
     def policy(self) -> StaticTreePolicy:
-        return StaticTreePolicy(depth=self.depth, top_k=self.top_k, total_tokens=self.total_tokens)
+        policy_class = LookupFirstPolicy if self.lookup_first else StaticTreePolicy
+        return policy_class(depth=self.depth, top_k=self.top_k, total_tokens=self.total_tokens)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,18 +97,23 @@ def rank_static_trees(
     branch alone), each with the prompt-lookup branch of ``lookup_tokens``, replayed with ``profile``'s costs,
     best first."""
     environment = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
-    shapes = [(0, recording.tree_config.top_k, 1)] + recorded_tree_shapes(recording, profile, lookup_tokens)
+    drafted = recorded_tree_shapes(recording, profile, lookup_tokens)
+    candidates = [RankedTree(depth, top_k, total, 0.0, 0.0, lookup_tokens)
+                  for depth, top_k, total in [(0, recording.tree_config.top_k, 1), *drafted]]
+    if lookup_tokens:
+        candidates += [replace(tree, lookup_first=True) for tree in candidates if tree.depth]
     ranked = []
-    for depth, top_k, total in shapes:
-        result = environment.replay(StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=total))
-        ranked.append(RankedTree(depth, top_k, total, result.mean_accepted_tokens, result.tokens_per_second, lookup_tokens))
+    for tree in candidates:
+        result = environment.replay(tree.policy())
+        ranked.append(replace(tree, tau=result.mean_accepted_tokens, tokens_per_second=result.tokens_per_second))
     return best_first(ranked)
 
 
 def best_first(ranked: list[RankedTree]) -> list[RankedTree]:
     """Fastest first; among equally fast trees the smallest and shallowest with the shortest lookup branch
     (the cheaper tree to draft)."""
-    return sorted(ranked, key=lambda tree: (-tree.tokens_per_second, tree.total_tokens, tree.depth, tree.lookup_tokens))
+    return sorted(ranked, key=lambda tree: (-tree.tokens_per_second, tree.total_tokens, tree.depth, tree.lookup_tokens,
+                                            tree.lookup_first))
 
 
 def rank_over_recordings(

@@ -253,8 +253,9 @@ class _LookupBranch:
         num_tokens = config.prompt_lookup_num_tokens or 0
         return cls(num_tokens, config.max_matching_ngram_size or DEFAULT_MAX_NGRAM_SIZE)
 
-    def chain(self, sequence: torch.LongTensor, room: int, config: TreeConfig) -> list[int]:
-        if room <= 0 or config.sample_drafts:  # sampled sibling groups must stay whole
+    def chain(self, sequence: torch.LongTensor, room: int) -> list[int]:
+        """The tokens that followed the latest earlier occurrence of ``sequence``'s last n-gram."""
+        if room <= 0:
             return []
         return lookup_continuation(sequence[0], self.ngram_size, min(self.num_tokens, room))
 
@@ -364,19 +365,21 @@ class _Decoder:
         times.draft += time.perf_counter() - tick
 
     def _draft(self, sequence, new_features, times: DraftTimes):
+        room = self.config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
+        chain: list[int] = []  # before the policy: it may draft less where the branch matched
+        if self.lookup.num_tokens:
+            tick = time.perf_counter()
+            chain = self.lookup.chain(sequence, room)
+            times.draft += time.perf_counter() - tick
         tick = time.perf_counter()
         last_features = {i: new_features[i][0, -1] for i in self.policy.feature_layers}
-        config = self.policy.tree_config(CycleState(sequence.shape[1], last_features))
+        config = self.policy.tree_config(CycleState(sequence.shape[1], last_features, lookup_length=len(chain)))
         times.policy += time.perf_counter() - tick
         if not isinstance(config, TreeConfig):
             raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
-        room = self.config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
+        if config.sample_drafts:  # sampled sibling groups must stay whole: no chain grafted among them
+            chain = []
         max_depth = min(config.depth, room)
-        chain: list[int] = []
-        if self.lookup.num_tokens:
-            tick = time.perf_counter()
-            chain = self.lookup.chain(sequence, room, config)
-            times.draft += time.perf_counter() - tick
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
             config = self._fit_largest_bucket(config, len(chain))
         context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)

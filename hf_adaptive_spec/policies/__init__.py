@@ -6,7 +6,7 @@ from .heuristics import ConfidenceThresholdPolicy, HeuristicLengthPolicy
 from .ltd import LTDPolicy
 from .radar import RadarPolicy
 from .resps import ReSpSPolicy
-from .static import StaticTreePolicy
+from .static import LookupFirstPolicy, StaticTreePolicy
 
 __all__ = [
     "AutoDraftPolicy",
@@ -18,6 +18,7 @@ __all__ = [
     "DraftStepInfo",
     "HeuristicLengthPolicy",
     "LTDPolicy",
+    "LookupFirstPolicy",
     "RadarPolicy",
     "ReSpSPolicy",
     "StaticTreePolicy",

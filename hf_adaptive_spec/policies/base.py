@@ -55,11 +55,14 @@ class CycleState:
     """What a policy sees at cycle start.
 
     ``features`` maps each hidden-state index the policy asked for (``feature_layers``) to the
-    target's hidden state at the last committed position, shape ``[hidden]``.
+    target's hidden state at the last committed position, shape ``[hidden]``. ``lookup_length``: tokens of
+    the prompt-lookup branch (``prompt_lookup_num_tokens``) this cycle will graft, known before the tree is
+    chosen; 0 without the branch or without a match (and dropped if the policy asks for sampled drafts).
     """
 
     context_length: int
     features: dict[int, torch.Tensor] = field(default_factory=dict)
+    lookup_length: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A fixed tree shape for every cycle."""
+"""A fixed tree shape for every cycle, and its variant that lets a matched prompt lookup stand in for drafting."""
 
 from __future__ import annotations
 
@@ -34,3 +34,26 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
     def __repr__(self) -> str:
         c = self.config
         return f"StaticTreePolicy(depth={c.depth}, top_k={c.top_k}, total_tokens={c.total_tokens})"
+
+
+class LookupFirstPolicy(StaticTreePolicy, artifact_type="hf_adaptive_spec.policy.lookup_first"):
+    """Drafts the same tree every cycle, except where the prompt-lookup branch matched: there the cycle verifies the
+    lookup chain alone and the drafter drafts nothing (``CycleState.lookup_length``). With
+    ``generate(..., prompt_lookup_num_tokens=N)``; without the branch it is :class:`StaticTreePolicy`.
+
+    Where a many-token forward costs many tokens (bfloat16 on a CPU without bfloat16 matrix instructions) the two
+    kinds of cycle cost the same bucket, and each is spent where it is likelier to be right: a match is right more
+    often than the drafter's first guess, the drafter fills the cycles prompt lookup cannot.
+
+    Example:
+        >>> policy = LookupFirstPolicy(depth=1, top_k=4, total_tokens=2)
+        >>> # model.generate(..., assistant_policy=policy, prompt_lookup_num_tokens=1)
+    """
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        if state.lookup_length:
+            return TreeConfig(depth=0, top_k=self.config.top_k, total_tokens=1)
+        return self.config
+
+    def __repr__(self) -> str:
+        return "LookupFirstPolicy" + super().__repr__().removeprefix("StaticTreePolicy")

@@ -353,9 +353,11 @@ def tree_description(tree: dict, lookup_tokens: int) -> str:
     """A ranked tree in words; ``lookup_tokens``: the branch of profiles written before each tree kept its own."""
     lookup = tree.get("lookup_tokens", lookup_tokens)
     if tree["depth"] == 0:
-        return f"the prompt-lookup branch of {lookup} tokens alone, nothing drafted" if lookup else "plain one-token steps"
+        return f"the {lookup}-token prompt-lookup branch alone, nothing drafted" if lookup else "plain one-token steps"
     shape = f"depth {tree['depth']}, top_k {tree['top_k']}, total_tokens {tree['total_tokens']}"
-    return shape + (f" with the prompt-lookup branch of {lookup} tokens" if lookup else "")
+    if tree.get("lookup_first"):
+        return shape + f", drafted only where the {lookup}-token prompt-lookup branch did not match (LookupFirstPolicy)"
+    return shape + (f" with the {lookup}-token prompt-lookup branch" if lookup else "")
 
 
 def replayed_speed(ratio: float, recommendation: dict) -> str:

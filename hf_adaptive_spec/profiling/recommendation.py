@@ -29,7 +29,7 @@ from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.static_path import DEFAULT_BUCKETS
-from ..policies import AutoDraftPolicy, StaticTreePolicy
+from ..policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
 from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
 from .identity import check_profiled, shipped_policies_misfit
@@ -162,7 +162,8 @@ def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
             )
         return policy
     tree = recommended_tree(loaded)
-    return StaticTreePolicy(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+    policy_class = LookupFirstPolicy if loaded.recommendation["tree"].get("lookup_first") else StaticTreePolicy
+    return policy_class(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
 
 
 def recommended_tree(
@@ -171,7 +172,8 @@ def recommended_tree(
     model: PreTrainedModel | str | None = None,
     drafter: str | Path | Eagle3Drafter | None = None,
 ) -> TreeConfig:
-    """The best static tree of ``profile``'s recommendation (whatever policy it recommends); ``model`` and
+    """The best static tree of ``profile``'s recommendation (whatever policy it recommends; the tree a
+    :class:`~hf_adaptive_spec.LookupFirstPolicy` drafts where the lookup branch did not match); ``model`` and
     ``drafter`` as in :func:`recommended_policy`."""
     tree = _profile_with_recommendation(profile, model, drafter).recommendation["tree"]
     return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])

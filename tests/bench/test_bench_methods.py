@@ -31,7 +31,7 @@ def stock_tokens(model, tokenizer) -> list[int]:
 def test_registry_names():
     assert list(METHODS) == [
         "stock", "stock-compiled", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
-        "eagle3", "eagle3-candidate", "eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd",
+        "eagle3", "eagle3-candidate", "eagle3-lookup-first", "eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd",
         "eagle3-resps", "eagle3-radar", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
@@ -168,7 +168,7 @@ def test_tree_shape_suffix_gives_a_method_its_own_tree(bench_model):
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("plain-steps@1/1/2", r"sets the static tree of tree, eagle3, eagle3-candidate; plain-steps does not draft one"),
+        ("plain-steps@1/1/2", r"sets the static tree of tree, eagle3, eagle3-candidate, eagle3-lookup-first; plain-steps does not draft one"),
         ("eagle3-radar@2/4/8+lookup", r"eagle3-radar does not draft one"),
         ("eagle3@3/8", r"write the tree as eagle3@DEPTH/TOP_K/TOKENS, e\.g\. eagle3@3/8/8"),
         ("eagle3@3/8/x", r"DEPTH/TOP_K/TOKENS"),
@@ -217,6 +217,28 @@ def test_eagle3_candidate_runs_its_own_drafter_and_needs_one(bench_model, tmp_pa
     method.prepare(model, tokenizer, options)
     drafter = method.generate_kwargs["assistant_model"]
     assert drafter.model.config.aux_hidden_state_layer_ids == [1, 2, 3]
+    tokens, _ = method.generate(prompt(tokenizer))
+    assert tokens == expected
+
+
+def test_eagle3_lookup_first_runs_only_with_the_branch_and_drafts_where_it_missed(bench_model, tmp_path):
+    from hf_adaptive_spec import LookupFirstPolicy
+    from hf_adaptive_spec.bench.errors import MethodUnavailableError
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    model, tokenizer = bench_model
+    expected = stock_tokens(model, tokenizer)
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
+    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, lookup_tokens=2,
+                            eagle3_checkpoint=str(tmp_path / "drafter"))
+    with pytest.raises(MethodUnavailableError, match=r"run eagle3-lookup-first\+lookup \(without the branch it is eagle3\)"):
+        build_methods(["eagle3-lookup-first"])["eagle3-lookup-first"].prepare(model, tokenizer, options)
+    method = build_methods(["eagle3-lookup-first@1/2/2+lookup"])["eagle3-lookup-first@1/2/2+lookup"]
+    method.prepare(model, tokenizer, options)
+    policy = method.generate_kwargs["assistant_policy"]
+    assert isinstance(policy, LookupFirstPolicy) and (policy.config.depth, policy.config.total_tokens) == (1, 2)
+    assert method.generate_kwargs["prompt_lookup_num_tokens"] == 2
     tokens, _ = method.generate(prompt(tokenizer))
     assert tokens == expected
 

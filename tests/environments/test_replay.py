@@ -54,6 +54,7 @@ POLICIES = {
     "full": hfas.StaticTreePolicy(depth=4, top_k=3, total_tokens=9),
     "adaptive": ScoreThresholdPolicy(),
     "plain-steps-between-trees": PlainStepsBetweenTrees(RECORDED),
+    "lookup-first": hfas.LookupFirstPolicy(depth=4, top_k=3, total_tokens=9),  # reads the branch's match
 }
 
 
@@ -82,7 +83,9 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
             assert [c.drafter_accepted_length for c in replayed] == drafter_accepted, name
             assert [c.draft_depth for c in replayed] == live.draft_depths, name
             assert [c.verified_tokens for c in replayed] == live.verified_tokens, name
-        if lookup_tokens:  # the branch's nodes were verified, and accept at least what the tree alone does
+            if name == "lookup-first" and lookup_tokens:  # the match decided some cycles: drafted nothing there
+                assert 0 in live.draft_depths, name
+        if lookup_tokens and name != "lookup-first":  # the branch's nodes were verified, and accept at least what the tree alone does
             with_branch, without = environment.replay(policy), tree_only.replay(policy)
             verified = [sum(c.verified_tokens for c in result.all_cycles) for result in (with_branch, without)]
             assert verified[0] > verified[1], name

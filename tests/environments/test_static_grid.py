@@ -80,7 +80,10 @@ def test_each_lookup_branch_length_is_ranked_and_depth_0_with_a_branch_is_the_br
     alone = next(tree for tree in ranked if tree.depth == 0 and tree.lookup_tokens == 2)
     plain = next(tree for tree in ranked if tree.is_plain)
     assert plain.tau == 1.0 and alone.tau > 1.0  # the recording's generations repeat themselves: the branch is accepted
-    for tree in (alone, *ranked[:3]):
+    first = [tree for tree in ranked if tree.lookup_first]
+    assert first and all(tree.depth and tree.lookup_tokens == 2 for tree in first)  # each drafted tree, drafted where lookup missed
+    assert type(first[0].policy()).__name__ == "LookupFirstPolicy"
+    for tree in (alone, first[0], *ranked[:3]):
         replayed = ReplayEnvironment(exact_recording, profile, lookup_tokens=tree.lookup_tokens).replay(tree.policy())
         assert tree.tau == replayed.mean_accepted_tokens
 

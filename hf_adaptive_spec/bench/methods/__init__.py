@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import MethodUnavailableError, UnknownMethodError
 from .base import BenchMethod, SpeculationStatsLike
 from .dvi import DVI
-from .eagle3 import Eagle3, Eagle3Candidate
+from .eagle3 import Eagle3, Eagle3Candidate, Eagle3LookupFirst
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
@@ -22,7 +22,7 @@ from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
 
 METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
-    Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3DefaultTree,
+    Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3LookupFirst, Eagle3DefaultTree,
     Eagle3Confidence, Eagle3HeuristicLength, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, DVI,
 )
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}

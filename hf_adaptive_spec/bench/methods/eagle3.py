@@ -1,16 +1,17 @@
-"""``eagle3``: static-tree speculation with an EAGLE-3 drafter (the shipped one by default)."""
+"""``eagle3``: static-tree speculation with an EAGLE-3 drafter (the shipped one by default); ``eagle3-lookup-first``:
+the same tree drafted only where the prompt-lookup branch did not match."""
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ...checkpoints import shipped_checkpoint
 from ...drafters.eagle3 import Eagle3Drafter
 from ...generation import enable
-from ...policies import StaticTreePolicy
+from ...policies import LookupFirstPolicy, StaticTreePolicy
 from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
 from .tree import Tree
@@ -34,6 +35,7 @@ class Eagle3(Tree):
     """``Eagle3Drafter`` (``--eagle3-checkpoint`` or the shipped one) + ``StaticTreePolicy``."""
 
     name = "eagle3"
+    tree_policy_class: ClassVar[type[StaticTreePolicy]] = StaticTreePolicy
 
     def checkpoint(self, options: MethodOptions) -> str:
         """The drafter this method runs."""
@@ -48,8 +50,24 @@ class Eagle3(Tree):
         checkpoint = self.checkpoint(options)
         enable(model)
         drafter = shared_drafter(checkpoint, model)
-        policy = StaticTreePolicy(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
+        policy = self.tree_policy_class(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
+
+
+class Eagle3LookupFirst(Eagle3):
+    """``eagle3`` with ``LookupFirstPolicy``: the static tree of ``--tree-*`` (or ``@D/K/N``), drafted only where the
+    prompt-lookup branch did not match; a matched cycle verifies the chain alone. Only as
+    ``eagle3-lookup-first+lookup``: without the branch it is ``eagle3``."""
+
+    name = "eagle3-lookup-first"
+    tree_policy_class = LookupFirstPolicy
+
+    def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
+        # with +lookup the wrapper prepares the run (WithLookupBranch.prepare) and this is never called
+        raise MethodUnavailableError(
+            f"{self.name} drafts only where the prompt-lookup branch did not match: run {self.name}+lookup "
+            "(without the branch it is eagle3)."
+        )
 
 
 class Eagle3Candidate(Eagle3):
