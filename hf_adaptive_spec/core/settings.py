@@ -1,4 +1,5 @@
-"""Comparing the settings a run was started with against a resumed run's: one rule for every resume check."""
+"""Settings: sizes written as text on a command line, and comparing the settings a run was started with against a
+resumed run's (one rule for every resume check)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ def changed_settings(stored: dict[str, Any], current: dict[str, Any], prefix: st
         elif before != after:
             changed.append(f"{prefix}{key}: {before!r} -> {after!r}")
     return changed
+
+
+def distinct_ints_from_text(text: str) -> tuple[int, ...] | None:
+    """``"4,2,4,8"`` as distinct ascending integers ``(2, 4, 8)``; None when a part is not an integer (the caller
+    names what it expected)."""
+    try:
+        return tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        return None

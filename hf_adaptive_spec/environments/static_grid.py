@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
+from ..core.settings import distinct_ints_from_text
 from ..core.tree import full_tree_size
 from ..policies.base import TreeConfig
 from ..policies.static import LookupFirstPolicy, StaticTreePolicy
@@ -53,13 +54,10 @@ class RankedTree:
 def lookup_counts_from_text(text: str) -> tuple[int, ...]:
     """``"0,1,4"`` as distinct ascending prompt-lookup branch lengths (0: no branch); a ``ValueError`` names
     what is wrong."""
-    try:
-        counts = sorted({int(part) for part in text.split(",")})
-    except ValueError:
-        counts = [-1]
-    if counts[0] < 0:
+    counts = distinct_ints_from_text(text)
+    if counts is None or counts[0] < 0:
         raise ValueError(f"expected branch lengths >= 0 separated by commas (0: no branch), e.g. 0,1,4; got {text!r}")
-    return tuple(counts)
+    return counts
 
 
 def candidate_sizes(profile: HardwareProfile, largest: int, lookup_tokens: int = 0) -> list[int]:
@@ -80,12 +78,10 @@ def recorded_tree_shapes(
     on ``profile`` (plain steps not included), each tree once: a tree deeper than it can reach
     (:attr:`TreeConfig.reachable_depth`) would list a shallower tree again under another name."""
     recorded = recording.tree_config
-    sizes = {depth: candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)), lookup_tokens)
-             for depth in range(1, recorded.depth + 1)}
     return [
         (depth, recorded.top_k, total)
-        for depth, totals in sizes.items()
-        for total in totals
+        for depth in range(1, recorded.depth + 1)
+        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)), lookup_tokens)
         if TreeConfig(depth, recorded.top_k, total).reachable_depth == depth
     ]
 

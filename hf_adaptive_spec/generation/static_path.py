@@ -28,6 +28,7 @@ from ..core.packaged import (
 )
 from ..core.attention import attention_mask_argument
 from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
+from ..core.settings import distinct_ints_from_text
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
@@ -39,10 +40,9 @@ DEFAULT_BUCKETS = (8, 12, 16, 32)
 def buckets_from_text(text: str) -> tuple[int, ...]:
     """Verification buckets written as sizes separated by commas (``"2,3,4,8"``, as the CLIs take them): distinct,
     ascending, each at least 2 (a tree verifies its root and at least one draft token). ValueError names the fix."""
-    try:
-        buckets = tuple(sorted({int(size) for size in text.split(",")}))
-    except ValueError:
-        raise ValueError(f"Buckets are sizes separated by commas, e.g. 2,3,4,8, not {text!r}.") from None
+    buckets = distinct_ints_from_text(text)
+    if buckets is None:
+        raise ValueError(f"Buckets are sizes separated by commas, e.g. 2,3,4,8, not {text!r}.")
     if buckets[0] < 2:
         raise ValueError(f"Buckets {text}: each verifies a root and at least one draft token: give sizes >= 2, e.g. 2,3,4,8.")
     return buckets
