@@ -57,6 +57,45 @@ def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
         HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[12, 8, 16, 32], bucket_seconds=[1, 2, 3, 4])
 
 
+def test_a_drafting_cycle_pays_for_the_committed_tokens_its_first_step_reads(tmp_path):
+    """With a catch-up table the first draft level costs what reading the unread committed tokens costs
+    (interpolated, past the last point along the last segment) and every later level a draft step; without
+    one (older profiles) every level costs a draft step; a cycle that drafts nothing costs nothing."""
+    curve = dict(verify_tokens=[1, 8], verify_seconds=[0.04, 0.05], draft_step_seconds=0.005)
+    profile = HardwareProfile("cpu", "bfloat16", 2, 256, **curve, catch_up_tokens=[2.0, 6.0, 12.0],
+                              catch_up_seconds=[0.0056, 0.0077, 0.0125])
+    assert profile.draft_time(0, 40) == 0.0
+    assert profile.draft_time(1, 1) == 0.0056 and profile.draft_time(1, 6) == 0.0077
+    assert profile.draft_time(3, 9) == pytest.approx(0.0101 + 2 * 0.005)
+    assert profile.draft_time(1, 24) == pytest.approx(0.0125 + 12 * 0.0008)  # the last segment goes on
+    profile.save(tmp_path / "p.json")
+    assert HardwareProfile.load(tmp_path / "p.json") == profile
+    older = HardwareProfile("cpu", "bfloat16", 2, 256, **curve)
+    assert older.draft_time(3, 40) == pytest.approx(3 * 0.005)
+    for tokens, seconds in (([2.0, 6.0], [0.005]), ([6.0, 2.0], [0.005, 0.006]), ([], []), ([2.0], None)):
+        with pytest.raises(ValueError, match="need one time per token count"):
+            HardwareProfile("cpu", "bfloat16", 2, 256, **curve, catch_up_tokens=tokens, catch_up_seconds=seconds)
+
+
+def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_every_kth_time(llama):
+    """Drafting one level every k-th cycle makes the drafting cycles read about k cycles' tokens; the first reads
+    the prompt, the largest point. Points are grouped by the drafter's step buckets, ascending."""
+    from hf_adaptive_spec.profiling.hardware import _DraftEveryKthCycle, catch_up_points, measure_catch_up_in_generate
+
+    ids = prompt(40)
+    out = llama.generate(ids, max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+                         assistant_policy=_DraftEveryKthCycle(3), return_dict_in_generate=True)
+    stats = out.speculation
+    assert stats.draft_levels[:6] == [1, 0, 0, 1, 0, 0] and len(stats.draft_times) == stats.cycles
+    assert sum(stats.draft_times) == pytest.approx(stats.draft_time) and stats.draft_times[1] < stats.draft_times[0]
+    tokens, seconds = measure_catch_up_in_generate(
+        llama, ids, hfas.CausalLMDrafter.from_target_layers(llama, 2), intervals=(1, 4), max_new_tokens=16
+    )
+    assert tokens == sorted(tokens) and len(tokens) == len(seconds) >= 2 and all(s > 0 for s in seconds)
+    assert tokens[-1] == 40 and tokens[0] <= 4  # the prompt alone in its group; single cycles' tokens in the first
+    assert catch_up_points([1, 3, 6, 40, 2], [1.0, 3.0, 5.0, 9.0, 2.0], (4, 8, 16, 32, 64)) == ([2, 6, 40], [2.0, 5.0, 9.0])
+
+
 @pytest.mark.parametrize("bucket", [8, 12, 16, 32])
 def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, bucket):
     from hf_adaptive_spec.profiling.hardware import bucket_filling_tree
@@ -184,6 +223,7 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     assert cli.main(argv) == 0
     profile = HardwareProfile.load(out)
     assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
+    assert profile.catch_up_tokens[-1] > 16 and all(seconds > 0 for seconds in profile.catch_up_seconds)  # the prompt's
     assert profile.cost_curve() == CostCurve("cpu", "float32", "eager", cpu_instruction_set()) and profile.buckets is None
     assert profile.instruction_set == cpu_instruction_set() and f"instruction set: {profile.instruction_set}" in capsys.readouterr().out
     assert cli.main([*argv, "--static"]) == 0  # the static path measures (at least) the engine's buckets

@@ -150,7 +150,8 @@ def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(ki
     shapes = []
     original = static_steps.StaticDraftSteps.run
     monkeypatch.setattr(static_steps.StaticDraftSteps, "run",
-                        lambda self, kind, constants, rows, *args: shapes.append(rows[0].shape[1]) or original(self, kind, constants, rows, *args))
+                        lambda self, kind, constants, rows, *args, **kwargs: shapes.append(rows[0].shape[1])
+                        or original(self, kind, constants, rows, *args, **kwargs))
     for length in (5, 19):
         ids = prompt(length, seed=length)
         runs = {}
@@ -448,3 +449,24 @@ def test_returned_logits_and_scores_own_their_storage():
                          assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), cache_implementation="static",
                          return_dict_in_generate=True, output_logits=True, output_scores=True)
     assert all(row._base is None for row in (*out.logits, *out.scores))
+
+
+def test_a_committed_step_returns_its_last_rows_outputs_alone():
+    """A step over committed tokens gives the drafter's head the last row only (``last_row_only``): the same
+    log-probs as that row of the full step, in every bucket and past the largest (run eagerly, unpadded)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hf_adaptive_spec.core.static_steps import StaticDraftSteps
+    from hf_adaptive_spec.drafters.causal_lm import _causal_step
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).eval()
+    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, None)
+    for new in (1, 3, 6, 11, 20):
+        tokens, causal = torch.randint(0, 64, (1, new)), torch.ones(new, new, dtype=torch.bool).tril()
+        with torch.no_grad():
+            (every,) = steps.run("committed", (model,), (tokens,), torch.arange(new), causal, 0)
+            (last,) = steps.run("committed", (model,), (tokens,), torch.arange(new), causal, 0, last_row_only=True)
+        assert every.shape[0] == new and last.shape[0] == 1
+        torch.testing.assert_close(last, every[-1:])

@@ -22,6 +22,7 @@ class TurnRecord:
         draft_depths / verified_tokens: per cycle, the verified tree's depth and size (root
             included), for methods reporting speculation stats.
         draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
+        draft_times: per cycle, seconds drafting (speculation stats only).
         output_ids: the generated tokens; kept for ``stock`` (the reference when resuming), and for every
             method with ``--keep_outputs``.
         compile_time: seconds the call spent compiling graphs (reported by the engine), taken out
@@ -44,6 +45,7 @@ class TurnRecord:
     draft_depths: list[int] | None = None
     verified_tokens: list[int] | None = None
     draft_time: float | None = None
+    draft_times: list[float] | None = None
     verify_time: float | None = None
     policy_time: float | None = None
     output_ids: list[int] | None = None

@@ -196,6 +196,7 @@ def _turn_record(
         draft_depths=list(stats.draft_depths) if stats is not None else None,
         verified_tokens=list(stats.verified_tokens) if stats is not None else None,
         draft_time=stats.draft_time if stats is not None else None,
+        draft_times=list(stats.draft_times) if getattr(stats, "draft_times", None) is not None else None,
         verify_time=stats.verify_time if stats is not None else None,
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens,

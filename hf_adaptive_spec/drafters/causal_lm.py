@@ -46,10 +46,10 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     return drafter.eval()
 
 
-def _causal_step(model: PreTrainedModel, input_ids, position_ids, mask, cache) -> tuple[torch.Tensor]:
-    """Draft log-probs ``[B, vocab]`` (float32) of one fixed-shape step."""
+def _causal_step(model: PreTrainedModel, input_ids, position_ids, mask, cache, output_rows) -> tuple[torch.Tensor]:
+    """Draft log-probs ``[B, vocab]`` (float32) of one fixed-shape step (of the ``output_rows`` alone when given)."""
     logits = model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, past_key_values=cache,
-                   use_cache=True).logits
+                   use_cache=True, logits_to_keep=0 if output_rows is None else output_rows).logits
     return (torch.log_softmax(logits[0].float(), dim=-1),)
 
 
@@ -112,7 +112,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         tokens = context.input_ids[:, self._committed :].to(self.model.device)
         (log_probs,) = self._static_committed_step(tokens, self._committed)
         self._committed = context.input_ids.shape[1]
-        return log_probs[-1:]
+        return log_probs
 
     @torch.no_grad()
     def expand(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:

@@ -27,7 +27,8 @@ class StaticShapesMixin:
 
     _static: StaticDraftSteps | None = None
     _static_in_use = False
-    #: ``step(model, *rows, position_ids, mask, cache)`` returning a tuple of row-first outputs.
+    #: ``step(model, *rows, position_ids, mask, cache, output_rows)`` returning a tuple of row-first outputs
+    #: (see :class:`~hf_adaptive_spec.core.static_steps.StaticDraftSteps`).
     _static_step: Callable | None = None
 
     def _static_model(self) -> nn.Module | None:
@@ -54,16 +55,17 @@ class StaticShapesMixin:
 
     def _static_committed_step(self, tokens: torch.LongTensor, committed: int) -> tuple[torch.Tensor, ...]:
         """:attr:`_static_step` over ``tokens`` ``[1, n]``, the committed tokens after the first
-        ``committed`` (causal among themselves)."""
+        ``committed`` (causal among themselves): the outputs of the last one alone (``[1, ...]``)."""
         new = tokens.shape[1]
         causal = torch.ones(new, new, dtype=torch.bool).tril()
         positions = torch.arange(committed, committed + new)
-        return self._static.run(None, (self._static_model(),), (tokens,), positions, causal, committed)
+        return self._static.run("committed", (self._static_model(),), (tokens,), positions, causal, committed,
+                                last_row_only=True)
 
     def _static_level_step(self, tree: DraftTree, fed: list[int], nodes: list[int], committed: int) -> tuple[torch.Tensor, ...]:
         """:attr:`_static_step` over one tree level, after the ``fed`` nodes of this cycle."""
         tokens, positions, visible = tree_level_rows(tree, fed, nodes, committed - 1, self._static_model().device)
-        return self._static.run(None, (self._static_model(),), (tokens,), positions, visible, committed)
+        return self._static.run("level", (self._static_model(),), (tokens,), positions, visible, committed)
 
     def _reset_static_shapes(self) -> None:
         """Back to the growing cache until the next :meth:`use_static_shapes`; the compile time restarts."""

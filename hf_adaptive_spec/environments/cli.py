@@ -42,7 +42,13 @@ from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
-from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, measure_in_generate, measure_verification
+from ..profiling.hardware import (
+    DEFAULT_VERIFY_TOKENS,
+    HardwareProfile,
+    measure_catch_up_in_generate,
+    measure_in_generate,
+    measure_verification,
+)
 from ..profiling.identity import artifact_name, drafter_weights_digest, eagle3_name, model_name
 from ..training_data import (
     Conversation,
@@ -277,10 +283,12 @@ def write_profile(
     tokens, verify_seconds = measure_verification(model, args.profile_context_length, sizes, args.profile_repeats)
     policy = StaticTreePolicy(config.depth, config.top_k, config.total_tokens)
     draft_step, policy_call = measure_in_generate(model, prompt, drafter, policy)
+    catch_up_tokens, catch_up_seconds = measure_catch_up_in_generate(model, prompt, drafter)
     profile = HardwareProfile(
         device=str(model.device), dtype=str(model.dtype).removeprefix("torch."), num_threads=torch.get_num_threads(),
         context_length=args.profile_context_length, verify_tokens=tokens, verify_seconds=verify_seconds,
         draft_step_seconds=draft_step, policy_call_seconds=policy_call, model=model_name(model),
+        catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
         drafter=eagle3_name(args.eagle3_checkpoint), drafter_weights=drafter_weights_digest(drafter),
     )
     profile.save(args.profile)

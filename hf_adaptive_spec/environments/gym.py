@@ -313,6 +313,7 @@ class TreeConfigEnv(gym.Env):
         self.observation_space = observe.observation_space
         self.action_space = spaces.Discrete(len(configs))
         self._prompt, self._position = self.prompts[0], 0
+        self._unread: int | None = None  # committed tokens the drafter has not read (None: the prompt, at its start)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -320,7 +321,7 @@ class TreeConfigEnv(gym.Env):
             self._prompt = int(options["prompt"])
         else:
             self._prompt = self.prompts[int(self.np_random.integers(len(self.prompts)))]
-        self._position = 0
+        self._position, self._unread = 0, None
         return self._observation(), self._info()
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
@@ -330,8 +331,9 @@ class TreeConfigEnv(gym.Env):
         policy = self.policies[_checked_action(self.action_space, action)]
         cycles: list[ReplayedCycle] = []
         while len(cycles) < self.cycles_per_action and self._position < len(trees):
-            cycles.append(self.replay.replay_cycle(self._prompt, self._position, policy))
+            cycles.append(self.replay.replay_cycle(self._prompt, self._position, policy, self._unread))
             self._position += cycles[-1].accepted_length + 1
+            self._unread = cycles[-1].unread_after(self._unread or self.replay.prompt_length(self._prompt))
         info = {**self._info(), "accepted_lengths": [cycle.accepted_length for cycle in cycles]}
         return self._observation(), float(self.reward(cycles)), self._position >= len(trees), False, info
 

@@ -98,6 +98,9 @@ class MultiReplayEnvironment(ReplayLoop):
     def num_positions(self, prompt: int) -> int:
         return self.lengths[prompt]
 
+    def prompt_length(self, prompt: int) -> int:
+        return self.reference.prompts[prompt][0].context_length - 1
+
     def check_actions(self, actions: Iterable[TreeConfig]) -> None:
         """Raise, naming the recordings to make, unless every action replays exactly."""
         missing = [action for action in actions if not self._replays(action)]
@@ -128,14 +131,15 @@ class MultiReplayEnvironment(ReplayLoop):
             for position in range(self.lengths[prompt]):
                 yield self.state(prompt, position)
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
-        """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks."""
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
+        """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks (``unread_tokens``:
+        see :meth:`ReplayLoop.replay_cycle`)."""
         tick = time.perf_counter()
         config = policy.tree_config(self.state(prompt, position))
         policy_time = time.perf_counter() - tick
         if not isinstance(config, TreeConfig) or config.top_k not in self.environments:
             raise ValueError(f"The policy asked for {config!r}, but no recording has its top_k (see check_actions).")
         environment = self.environments[config.top_k]
-        cycle = environment.replay_cycle(prompt, position, _Chosen(policy, config))
+        cycle = environment.replay_cycle(prompt, position, _Chosen(policy, config), unread_tokens)
         cycle.policy_time += policy_time
         return cycle

@@ -26,7 +26,7 @@ from ..drafters.base import DraftContext, Drafter
 from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
-from ..profiling.hardware import HardwareProfile
+from ..profiling.hardware import HardwareProfile, unread_after
 from .recording import ReplayRecording, ReplayTree
 
 
@@ -88,9 +88,10 @@ class ReplayedCycle:
     """One replayed cycle: the engine's ``CycleFeedback`` fields, with modelled draft and verify time.
 
     ``draft_depth`` is the depth of the verified (pruned) tree, as in ``SpeculationStats``; the
-    draft time counts every level drafted. ``accepted_length`` is what verification accepted (what the
-    policy observes, as in ``generate``); :attr:`committed_tokens` what the cycle added to the generation,
-    which ends at its end-of-sequence token as ``generate`` stops there.
+    draft time counts every level drafted, the first by the committed tokens it reads
+    (:meth:`~hf_adaptive_spec.profiling.HardwareProfile.draft_time`). ``accepted_length`` is what verification
+    accepted (what the policy observes, as in ``generate``); :attr:`committed_tokens` what the cycle added to the
+    generation, which ends at its end-of-sequence token as ``generate`` stops there.
     """
 
     context_length: int
@@ -103,10 +104,21 @@ class ReplayedCycle:
     drafter_accepted_length: int
     #: tokens left in the recorded generation at this cycle's start (None: not bounded, e.g. a live cycle)
     remaining_tokens: int | None = None
+    #: the drafter's steps (levels drafted before pruning); None for a live cycle's feedback
+    draft_levels: int | None = None
 
     @property
     def seconds(self) -> float:
         return self.draft_time + self.verify_time + self.policy_time
+
+    @property
+    def drafted(self) -> bool:
+        """Whether the drafter ran (and read the committed tokens it had not read)."""
+        return self.draft_levels > 0 if self.draft_levels is not None else self.draft_depth > 0
+
+    def unread_after(self, unread_tokens: int) -> int:
+        """The committed tokens the drafter has not read when the next cycle begins, ``unread_tokens`` at this one's."""
+        return unread_after(unread_tokens, self.drafted, self.committed_tokens)
 
     @property
     def committed_tokens(self) -> int:
@@ -178,20 +190,28 @@ class ReplayLoop:
         """Recorded cycle starts of ``prompt``."""
         raise NotImplementedError
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
+    def prompt_length(self, prompt: int) -> int:
+        """Tokens of ``prompt`` (what the drafter reads at its first drafted cycle)."""
+        raise NotImplementedError
+
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
+        """The cycle at ``position`` of ``prompt`` under ``policy``; ``unread_tokens``: the committed tokens the drafter
+        has not read when it begins (None: the prompt at position 0, else 1, as after a drafted cycle that accepted
+        nothing). Callers walking a generation pass :meth:`ReplayedCycle.unread_after` of the cycle before."""
         raise NotImplementedError
 
     def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
-        cycles, position = [], 0
+        cycles, position, unread = [], 0, None
         policy.begin_generation()
         while position < self.num_positions(prompt):
-            cycle = self.replay_cycle(prompt, position, policy)
+            cycle = self.replay_cycle(prompt, position, policy, unread)
             tick = time.perf_counter()
             policy.observe(cycle.feedback())
             cycle.policy_time += time.perf_counter() - tick
             cycles.append(cycle)
             position += cycle.accepted_length + 1
+            unread = cycle.unread_after(unread or self.prompt_length(prompt))
         return cycles
 
     def replay(self, policy: DraftPolicy, prompts: Iterable[int] | None = None) -> ReplayResult:
@@ -239,10 +259,13 @@ class ReplayEnvironment(ReplayLoop):
                 f"total_tokens <= {recorded.total_tokens}, deterministic): record again with this shape."
             )
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy) -> ReplayedCycle:
-        """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy``."""
+    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
+        """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy`` (``unread_tokens``:
+        see :meth:`ReplayLoop.replay_cycle`)."""
         trees = self.recording.prompts[prompt]
         recorded = trees[position]
+        if unread_tokens is None:
+            unread_tokens = self.prompt_length(prompt) if position == 0 else 1
         max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
         room = max_length - recorded.context_length - 1
         chain: list[int] = []  # before the policy, as generate computes it
@@ -273,11 +296,12 @@ class ReplayEnvironment(ReplayLoop):
             draft_depth=draft_depth,
             verified_tokens=len(tree),
             accepted_length=accepted,
-            draft_time=drafter.levels * self.profile.draft_step_seconds,
+            draft_time=self.profile.draft_time(drafter.levels, unread_tokens),
             verify_time=self.profile.verify_time(len(tree)),
             policy_time=times.policy,
             drafter_accepted_length=drafter_accepted,
             remaining_tokens=len(trees) - position,
+            draft_levels=drafter.levels,
         )
 
     @property
@@ -286,3 +310,6 @@ class ReplayEnvironment(ReplayLoop):
 
     def num_positions(self, prompt: int) -> int:
         return len(self.recording.prompts[prompt])
+
+    def prompt_length(self, prompt: int) -> int:
+        return self.recording.prompts[prompt][0].context_length - 1

@@ -301,7 +301,6 @@ class _Decoder:
         stats.total_time = seconds
         stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
         stats.packaged = target.packaged
-        stats.draft_time -= drafter.compile_time  # compiling is not drafting
         stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
         self._report_cost_curve(stats)
         self.model.last_speculation = stats
@@ -335,7 +334,7 @@ class _Decoder:
         those the drafter has not read yet)."""
         sequence = out.sequence
         past_length = sequence.shape[1] - 1
-        times = DraftTimes()
+        times, drafter_compiling_before = DraftTimes(), self.drafter.compile_time
         tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
@@ -354,6 +353,7 @@ class _Decoder:
             self._give_feedback(outcome, times)
         else:  # the drafter did not run and has yet to read new_features
             kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
+        times.draft -= self.drafter.compile_time - drafter_compiling_before  # compiling is not drafting
         drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)
         self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
@@ -409,8 +409,8 @@ class _Decoder:
         """Statistics count the tokens the cycle emitted (a stopping criterion met inside the accepted path drops
         the rest, and τ counts what generate returns); the policy observes what verification accepted."""
         stats = self.stats
-        stats.record(accepted=emitted - 1, depth=draft_depth, verified=len(tree), levels=times.levels)
-        stats.draft_time += times.draft
+        stats.record(accepted=emitted - 1, depth=draft_depth, verified=len(tree), levels=times.levels,
+                     draft_seconds=times.draft)
         stats.policy_time += times.policy
         stats.verify_time += verify_time
         tick = time.perf_counter()

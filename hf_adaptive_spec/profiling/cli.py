@@ -22,6 +22,7 @@ from .hardware import (
     DEFAULT_VERIFY_TOKENS,
     HardwareProfile,
     measure_buckets_in_generate,
+    measure_catch_up_in_generate,
     measure_in_generate,
     measure_static_verification,
     measure_verification,
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bucket {bucket:>3} inside generate: {1000 * seconds:7.1f} ms per cycle (what the replay charges)")
     print(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
           f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
+    print("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
+        f"{tokens:.0f}: {1000 * seconds:.1f} ms" for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
     if args.compile:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
     for line in instruction_set_lines(profile) + recommendation_lines(profile):
@@ -192,10 +195,13 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
     draft_step, policy_call = measure_in_generate(model, ids, drafter, policy, **generate_kwargs)
+    long_ids = long_prompt(tokenizer, args.context_length)
+    catch_up_tokens, catch_up_seconds = measure_catch_up_in_generate(
+        model, long_ids, drafter, max_new_tokens=BUCKET_RUN_TOKENS, **generate_kwargs
+    )
     bucket_seconds = None
     if buckets:  # what a cycle pays for each bucket, after as much context and in as long a cache as the forwards'
         generate_kwargs.pop("cache_implementation")
-        long_ids = long_prompt(tokenizer, args.context_length)
         bucket_seconds = measure_buckets_in_generate(
             model, long_ids, drafter, buckets, slots, runs=max(3, args.repeats // 3), max_new_tokens=BUCKET_RUN_TOKENS,
             **generate_kwargs,
@@ -203,6 +209,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     profile = HardwareProfile(
         device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
+        catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
         drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
         drafter_weights=drafter_weights_digest(drafter) if args.eagle3 else None,

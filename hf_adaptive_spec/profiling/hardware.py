@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -20,12 +21,13 @@ from ..core.timing import synchronize
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.static_cache import full_length_static_cache
+from ..core.static_steps import DRAFT_BUCKETS
 from ..core.output_head import OutputHead
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import Drafter
 from ..generation.static_path import FastPath, fast_path
 from ..generation.targets import StaticTarget
-from ..policies.base import DraftPolicy
+from ..policies.base import CycleState, DraftPolicy, TreeConfig
 from ..policies.static import StaticTreePolicy
 
 DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -39,6 +41,13 @@ class HardwareProfile:
         verify_tokens / verify_seconds: target forward time for ``n`` new tokens (a tree of ``n``
             nodes) after ``context_length`` cached tokens.
         draft_step_seconds: mean drafter time per draft level, measured inside ``generate``.
+        catch_up_tokens / catch_up_seconds: what a cycle drafting one level costs when its first step reads
+            this many committed tokens the drafter has not read yet, measured inside ``generate``
+            (:func:`measure_catch_up_in_generate`; ascending token counts, interpolated between them). A cycle
+            that drafts after cycles that drafted nothing reads every token committed since (EAGLE-3 on the
+            compiled bfloat16 path of two AVX2 cores, live: 5.7 ms for up to 4 tokens, 8.0 ms for 5-8, 12.5 ms
+            for 9-16, 20.6 ms for 17-32; results/README.md), and the first drafted cycle reads the prompt. :meth:`draft_time` charges it; None in
+            profiles made before it was measured, where every level costs ``draft_step_seconds``.
         policy_call_seconds: mean policy time per cycle, measured inside ``generate``.
         path: ``"eager"`` (the DynamicCache engine) or ``"static"`` / ``"compiled"`` (the
             static-cache path, eager or compiled): the curve a policy or replay is trained on.
@@ -78,6 +87,8 @@ class HardwareProfile:
     verify_seconds: list[float] = field(default_factory=list)
     draft_step_seconds: float | None = None
     policy_call_seconds: float | None = None
+    catch_up_tokens: list[float] | None = None
+    catch_up_seconds: list[float] | None = None
     path: str = "eager"
     buckets: list[int] | None = None
     recommendation: dict | None = None
@@ -102,6 +113,15 @@ class HardwareProfile:
             missing = sorted(set(self.buckets) - set(self.verify_tokens))
             if missing:
                 raise ValueError(f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured.")
+        if (self.catch_up_tokens is None) != (self.catch_up_seconds is None) or (
+            self.catch_up_tokens is not None
+            and (len(self.catch_up_tokens) != len(self.catch_up_seconds) or not self.catch_up_tokens
+                 or self.catch_up_tokens != sorted(set(self.catch_up_tokens)))
+        ):
+            raise ValueError(
+                f"catch_up_tokens {self.catch_up_tokens} and catch_up_seconds {self.catch_up_seconds} need one time per "
+                "token count, the counts distinct and ascending (measure_catch_up_in_generate), or both None."
+            )
         if self.bucket_seconds is not None and len(self.bucket_seconds) != len(self.buckets or []):
             raise ValueError(
                 f"bucket_seconds has {len(self.bucket_seconds)} times for buckets {self.buckets}: give one time per "
@@ -129,14 +149,19 @@ class HardwareProfile:
             if self.bucket_seconds is not None:
                 return self.bucket_seconds[self.buckets.index(bucket)]
             num_tokens = bucket
-        xs, ys = self.verify_tokens, self.verify_seconds
-        if num_tokens <= xs[0]:
-            return ys[0]
-        if len(xs) == 1:
-            return ys[0]
-        segment = next((i for i in range(1, len(xs)) if num_tokens <= xs[i]), len(xs) - 1)
-        (x0, y0), (x1, y1) = (xs[segment - 1], ys[segment - 1]), (xs[segment], ys[segment])
-        return y0 + (y1 - y0) * (num_tokens - x0) / (x1 - x0)
+        return piecewise_linear(self.verify_tokens, self.verify_seconds, num_tokens)
+
+    def draft_time(self, levels: int, unread_tokens: int = 1) -> float:
+        """Drafting time of a cycle of ``levels`` drafter steps whose first step reads ``unread_tokens``
+        committed tokens (1 after a cycle that drafted and accepted nothing; more after accepted drafts, after
+        cycles that drafted nothing, and for the prompt): the catch-up table's time for the first step, where
+        measured, and ``draft_step_seconds`` for each later one; 0 for a cycle that drafts nothing."""
+        if levels == 0:
+            return 0.0
+        if self.catch_up_tokens is None:
+            return levels * self.draft_step_seconds
+        first = piecewise_linear(self.catch_up_tokens, self.catch_up_seconds, unread_tokens)
+        return first + (levels - 1) * self.draft_step_seconds
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
@@ -144,6 +169,22 @@ class HardwareProfile:
     @classmethod
     def load(cls, path: str | Path) -> HardwareProfile:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def piecewise_linear(xs: list[float], ys: list[float], x: float) -> float:
+    """``y`` at ``x`` on the measured points ``(xs, ys)`` (``xs`` ascending): interpolated between them, past the
+    last along the last segment (more costs more, not the largest measured time), below the first the first's."""
+    if x <= xs[0] or len(xs) == 1:
+        return ys[0]
+    segment = next((i for i in range(1, len(xs)) if x <= xs[i]), len(xs) - 1)
+    (x0, y0), (x1, y1) = (xs[segment - 1], ys[segment - 1]), (xs[segment], ys[segment])
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def unread_after(unread_tokens: int, drafted: bool, committed_tokens: int) -> int:
+    """The committed tokens the drafter has not read when the next cycle begins: a cycle that drafted read its
+    ``unread_tokens`` and leaves its own ``committed_tokens``; one that drafted nothing adds them to the rest."""
+    return committed_tokens if drafted else unread_tokens + committed_tokens
 
 
 def static_cache_slots(context_length: int, tokens_after_context: int) -> int:
@@ -252,6 +293,63 @@ def measure_in_generate(
     stats = out.speculation
     levels = max(sum(stats.draft_levels), 1)
     return stats.draft_time / levels, stats.policy_time / max(stats.cycles, 1)
+
+
+class _DraftEveryKthCycle(DraftPolicy):
+    """Drafts one level every ``interval``-th cycle and nothing in between, so that the drafting cycles' first steps
+    read about ``interval`` times the committed tokens of a cycle (the profile's catch-up measurement)."""
+
+    def __init__(self, interval: int):
+        self.interval, self.cycle = interval, 0
+        self.drafting, self.resting = TreeConfig(depth=1, top_k=1, total_tokens=2), TreeConfig(depth=0, top_k=1, total_tokens=1)
+
+    def begin_generation(self) -> None:
+        self.cycle = 0
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        self.cycle += 1
+        return self.drafting if (self.cycle - 1) % self.interval == 0 else self.resting
+
+
+def catch_up_points(unread: list[int], seconds: list[float], bounds: tuple[int, ...]) -> tuple[list[float], list[float]]:
+    """``(mean tokens, median seconds)`` of the drafting cycles grouped by the smallest of ``bounds`` their unread
+    tokens fit (the drafter's step buckets, then doublings); groups without a cycle are left out."""
+    groups: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for tokens, time_ in zip(unread, seconds):
+        groups[next((bound for bound in bounds if tokens <= bound), bounds[-1])].append((tokens, time_))
+    points = [(statistics.mean(t for t, _ in group), statistics.median(s for _, s in group))
+              for _, group in sorted(groups.items())]
+    return [t for t, _ in points], [s for _, s in points]
+
+
+def measure_catch_up_in_generate(
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    drafter: Drafter,
+    intervals: tuple[int, ...] = (1, 2, 4, 8, 16),
+    max_new_tokens: int = 128,
+    **generate_kwargs,
+) -> tuple[list[float], list[float]]:
+    """``HardwareProfile.catch_up_tokens`` and ``catch_up_seconds``: per-cycle drafting times (``out.speculation.
+    draft_times``) of one-level trees drafted every ``interval``-th cycle, against the committed tokens each
+    drafting cycle's first step read (the prompt's for the first), after a call that compiles. Greedy, so each
+    interval's cycles repeat across calls; the prompt gives the largest count."""
+    bounds = (*DRAFT_BUCKETS, *(DRAFT_BUCKETS[-1] * 2**i for i in range(1, 8)))
+    unread, seconds = [], []
+    for number, interval in enumerate((intervals[0], *intervals)):  # the first call warms up (and compiles)
+        out = model.generate(
+            input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
+            assistant_policy=_DraftEveryKthCycle(interval), return_dict_in_generate=True, **generate_kwargs,
+        )
+        if number == 0:
+            continue
+        stats, waiting = out.speculation, input_ids.shape[1]
+        for accepted, levels, draft_seconds in zip(stats.accepted_lengths, stats.draft_levels, stats.draft_times):
+            if levels:
+                unread.append(waiting)
+                seconds.append(draft_seconds)
+            waiting = unread_after(waiting, levels > 0, accepted + 1)
+    return catch_up_points(unread, seconds, bounds)
 
 
 def bucket_filling_tree(bucket: int, top_k: int = 4) -> StaticTreePolicy:

@@ -32,10 +32,26 @@ class ScoreThresholdPolicy(DraftPolicy):
 
 
 def _profile() -> HardwareProfile:
+    """Reading ``n`` unread committed tokens costs ``n`` seconds (the catch-up table is the identity), so a
+    replayed cycle's draft time tells how many tokens its first step read; each later level costs 0.1 s."""
     return HardwareProfile(
         device="cpu", dtype="float32", num_threads=1, context_length=64,
         verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=0.1,
+        catch_up_tokens=[1.0, 1000.0], catch_up_seconds=[1.0, 1000.0],
     )
+
+
+def _count_reads(drafter) -> list[int]:
+    """Per ``begin_tree`` call of ``drafter``, the tokens committed since its previous one (the prompt's at the first)."""
+    reads, seen, begin_tree = [], [1], drafter.begin_tree
+
+    def counting(context):
+        reads.append(context.input_ids.shape[1] - seen[0])
+        seen[0] = context.input_ids.shape[1]
+        return begin_tree(context)
+
+    drafter.begin_tree = counting
+    return reads
 
 
 def _drafters(target):
@@ -71,13 +87,16 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
     tree_only = ReplayEnvironment(recording, _profile())
     for name, policy in POLICIES.items():
         for index, ids in enumerate(prompts):
-            recorder = _FeedbackRecorder(policy)
+            recorder, drafter = _FeedbackRecorder(policy), _drafters(target)[drafter_name]
+            reads = _count_reads(drafter)
             live = target.generate(
                 ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
-                assistant_model=_drafters(target)[drafter_name], assistant_policy=recorder,
-                prompt_lookup_num_tokens=lookup_tokens or None,
+                assistant_model=drafter, assistant_policy=recorder, prompt_lookup_num_tokens=lookup_tokens or None,
             ).speculation
             replayed = environment.replay_prompt(index, policy)
+            # each drafting cycle is charged for the tokens the live drafter read, the prompt's included
+            read = [round(c.draft_time - 0.1 * (c.draft_levels - 1), 6) for c in replayed if c.drafted]
+            assert read == reads and not any(c.draft_time for c in replayed if not c.drafted), name
             assert [c.accepted_length for c in replayed] == live.accepted_lengths, name
             drafter_accepted = [f.drafter_accepted_length for f in recorder.feedback]
             assert [c.drafter_accepted_length for c in replayed] == drafter_accepted, name
@@ -203,10 +222,14 @@ def test_recording_holds_the_greedy_generation():
 def test_replay_times_come_from_the_profile():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 12)
-    cycle = ReplayEnvironment(recording, _profile()).replay_cycle(0, 0, hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=4))
+    environment, policy = ReplayEnvironment(recording, _profile()), hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=4)
+    cycle = environment.replay_cycle(0, 0, policy)
     assert cycle.verified_tokens == 4
-    assert cycle.draft_time == pytest.approx(0.3)  # three levels drafted, whatever the pruning kept
+    # three levels drafted, whatever the pruning kept: the first reads the 7-token prompt (1 s per token), then 0.1 s each
+    assert cycle.draft_time == pytest.approx(7.2)
     assert cycle.verify_time == pytest.approx(1.5)
+    assert environment.replay_cycle(0, 2, policy, unread_tokens=3).draft_time == pytest.approx(3.2)
+    assert environment.replay_cycle(0, 2, policy).draft_time == pytest.approx(1.2)  # unknown: as after a cycle of one token
 
 
 def test_plain_decoding_step_costs_one_token_verification_and_no_draft():

@@ -24,11 +24,12 @@ from .online import DVIUpdater, UpdateMetrics
 from .shared_cache import DraftedNodes, DVISharedCache
 
 
-def _shallow_step(shallow: nn.Module, input_ids, position_ids, mask, cache) -> tuple[torch.Tensor]:
-    """Shallow states ``[B, hidden]`` of one fixed-shape step (the head runs after, eagerly: it learns online)."""
+def _shallow_step(shallow: nn.Module, input_ids, position_ids, mask, cache, output_rows) -> tuple[torch.Tensor]:
+    """Shallow states ``[B, hidden]`` of one fixed-shape step, of the ``output_rows`` alone when given (the head
+    runs after, eagerly: it learns online)."""
     hidden = shallow(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, past_key_values=cache,
-                     use_cache=True).last_hidden_state
-    return (hidden[0],)
+                     use_cache=True).last_hidden_state[0]
+    return (hidden if output_rows is None else hidden.index_select(0, output_rows),)
 
 
 def check_exit_layer(exit_layer: int, num_layers: int) -> None:

@@ -153,10 +153,11 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     def _begin_static(self, next_tokens: torch.LongTensor, features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         new = positions.numel()
         causal = torch.ones(new, new, dtype=torch.bool).tril()
-        prenorm, log_probs = self._static.run(True, (self.model, True), (next_tokens, features), positions, causal, self._committed)
+        prenorm, log_probs = self._static.run(True, (self.model, True), (next_tokens, features), positions, causal,
+                                              self._committed, last_row_only=True)
         self._committed += new
         self._outputs = {0: prenorm[-1]}
-        return log_probs[-1:]
+        return log_probs
 
     def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         tokens, positions, visible = tree_level_rows(tree, self._fed, nodes, self._committed - 1, self.model.device)

@@ -64,6 +64,7 @@ class ReplayRollouts:
         self.order = self._shuffled()
         self.index = 0
         self.position = 0
+        self.unread: int | None = None  # committed tokens the drafter has not read (None: the prompt, at its start)
 
     def _shuffled(self) -> list[int]:
         return [self.prompts[i] for i in torch.randperm(len(self.prompts), generator=self.generator).tolist()]
@@ -71,10 +72,11 @@ class ReplayRollouts:
     def next_cycle(self, policy: PhasePolicy) -> ReplayedCycle:
         """Replay the cycle at the cursor and move the cursor past its committed tokens."""
         prompt = self.order[self.index]
-        cycle = self.environment.replay_cycle(prompt, self.position, policy)
+        cycle = self.environment.replay_cycle(prompt, self.position, policy, self.unread)
         self.position += cycle.accepted_length + 1
+        self.unread = cycle.unread_after(self.unread or self.environment.prompt_length(prompt))
         if self.position >= len(self.environment.recording.prompts[prompt]):
-            self.index, self.position = self.index + 1, 0
+            self.index, self.position, self.unread = self.index + 1, 0, None
             if self.index == len(self.order):
                 self.order, self.index = self._shuffled(), 0
         return cycle

@@ -37,6 +37,7 @@ class StreamPosition:
         sweep: passes over the process's prompts so far (each pass has its own order).
         cursor: index, in this pass's order, of the prompt being replayed.
         position: cycle start within that prompt's generation.
+        unread: committed tokens the drafter has not read at that cycle (None: the prompt's, at its start).
         updates: PPO updates collected so far.
         decision_seconds: time charged per decision (measured once, then kept).
     """
@@ -44,6 +45,7 @@ class StreamPosition:
     sweep: int = 0
     cursor: int = 0
     position: int = 0
+    unread: int | None = None
     updates: int = 0
     decision_seconds: float | None = None
 
@@ -116,14 +118,15 @@ class ReplayRollouts:
         tokens = cycles = 0
         while len(decisions) < self.args.n_steps:
             prompt = order[stream.cursor]
-            cycle = self.environment.replay_cycle(prompt, stream.position, policy)
+            cycle = self.environment.replay_cycle(prompt, stream.position, policy, stream.unread)
             cycle.policy_time = stream.decision_seconds if policy.decided else 0.0
             policy.observe(cycle.feedback())
             tokens, cycles = tokens + cycle.committed_tokens, cycles + 1
             stream.position += cycle.accepted_length + 1
+            stream.unread = cycle.unread_after(stream.unread or self.environment.prompt_length(prompt))
             if stream.position >= self.environment.lengths[prompt]:
                 policy.end_episode()
-                stream.position, stream.cursor = 0, stream.cursor + 1
+                stream.position, stream.cursor, stream.unread = 0, stream.cursor + 1, None
                 if stream.cursor == len(order):
                     stream.sweep, stream.cursor = stream.sweep + 1, 0
                     order = self._order()
