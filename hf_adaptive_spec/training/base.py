@@ -37,6 +37,21 @@ class SpecTrainer(Trainer):
         self._metrics.clear()
         super().log(logs, start_time)
 
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """The artifact (:meth:`save_artifact`) and ``training_config.json``, written by the writer process alone, as
+        ``Trainer._save`` does: under torchrun every rank reaches here, and a second rank writing the same files raced
+        the writer (its policy's ``save_pretrained`` replaced the card the writer had just rendered)."""
+        if not self.args.should_save:
+            return
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        self.save_artifact(output_dir)
+        self.save_training_config(output_dir)
+
+    def save_artifact(self, output_dir: str) -> None:
+        """Write what this trainer trains, with its card, to ``output_dir`` (the writer process only)."""
+        raise NotImplementedError
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`)."""
         if resume_from_checkpoint:

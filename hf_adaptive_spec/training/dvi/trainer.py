@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, ClassVar
 
 import torch
@@ -197,12 +196,9 @@ class DVITrainer(SpecTrainer):
         return sum(m.loss for m in new) / len(new) if new else 0.0
 
 
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """The adapter, its card and ``dvi_online_state.json`` (the drafter's, being online), and ``training_config.json``."""
-        output_dir = output_dir or self.args.output_dir
-        os.makedirs(output_dir, exist_ok=True)
+    def save_artifact(self, output_dir: str) -> None:
+        """The adapter, its card and ``dvi_online_state.json`` (the drafter's, being online)."""
         self.drafter.save_pretrained(output_dir, model_card_kwargs=self.card_kwargs())
-        self.save_training_config(output_dir)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         """Resume: the LoRA weights (safetensors), then the schedule position and baseline.

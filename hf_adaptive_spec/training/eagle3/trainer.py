@@ -73,12 +73,9 @@ class Eagle3Trainer(SpecTrainer):
         copied = lookup_hits(input_ids, self.args.copy_ngram_size)
         return 1.0 + self.args.copy_loss_weight * copied.float()
 
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        os.makedirs(output_dir, exist_ok=True)
+    def save_artifact(self, output_dir: str) -> None:
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         self.model_card().save(os.path.join(output_dir, "README.md"))
-        self.save_training_config(output_dir)
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, HeldOutCurveCallback):
                 write_curve(output_dir, callback.points)

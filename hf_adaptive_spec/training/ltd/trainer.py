@@ -183,11 +183,9 @@ class LTDTrainer(SpecTrainer):
         if self.args.push_to_hub:
             self.push_to_hub()
 
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
+    def save_artifact(self, output_dir: str) -> None:
         self.policy.save_pretrained(output_dir)
         self.create_model_card(output_dir)
-        self.save_training_config(output_dir)
 
     def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
         super()._save_checkpoint(model, trial)

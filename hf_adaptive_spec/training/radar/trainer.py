@@ -260,12 +260,9 @@ class RadarTrainer(SpecTrainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        os.makedirs(output_dir, exist_ok=True)
+    def save_artifact(self, output_dir: str) -> None:
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         self.model_card().save(os.path.join(output_dir, "README.md"))
-        self.save_training_config(output_dir)
 
     def policy_step_source(self) -> str:
         """Where the latency model's policy call comes from, as the card says it."""

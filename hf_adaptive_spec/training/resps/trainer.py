@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -167,12 +166,9 @@ class ReSpSTrainer(SpecTrainer):
 
     # -- saving and resuming ---------------------------------------------------------------------
 
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        os.makedirs(output_dir, exist_ok=True)
+    def save_artifact(self, output_dir: str) -> None:
         self.policy.save_pretrained(output_dir)
         self.create_model_card(output_dir)
-        self.save_training_config(output_dir)
 
     def _save_rng_state(self, output_dir: str) -> None:
         """Every process saves its RNG state here; it also saves its replay stream position."""
