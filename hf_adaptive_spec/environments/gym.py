@@ -333,7 +333,7 @@ class TreeConfigEnv(gym.Env):
         while len(cycles) < self.cycles_per_action and self._position < len(trees):
             cycles.append(self.replay.replay_cycle(self._prompt, self._position, policy, self._unread))
             self._position += cycles[-1].accepted_length + 1
-            self._unread = cycles[-1].unread_after(self._unread or self.replay.prompt_length(self._prompt))
+            self._unread = cycles[-1].unread_after()
         info = {**self._info(), "accepted_lengths": [cycle.accepted_length for cycle in cycles]}
         return self._observation(), float(self.reward(cycles)), self._position >= len(trees), False, info
 

@@ -98,9 +98,6 @@ class MultiReplayEnvironment(ReplayLoop):
     def num_positions(self, prompt: int) -> int:
         return self.lengths[prompt]
 
-    def prompt_length(self, prompt: int) -> int:
-        return self.reference.prompts[prompt][0].context_length - 1
-
     def check_actions(self, actions: Iterable[TreeConfig]) -> None:
         """Raise, naming the recordings to make, unless every action replays exactly."""
         missing = [action for action in actions if not self._replays(action)]

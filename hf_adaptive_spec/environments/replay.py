@@ -106,6 +106,8 @@ class ReplayedCycle:
     remaining_tokens: int | None = None
     #: the drafter's steps (levels drafted before pruning); None for a live cycle's feedback
     draft_levels: int | None = None
+    #: committed tokens the drafter had not read when the cycle began (what its first step read if it drafted)
+    unread_tokens: int = 1
 
     @property
     def seconds(self) -> float:
@@ -116,9 +118,9 @@ class ReplayedCycle:
         """Whether the drafter ran (and read the committed tokens it had not read)."""
         return self.draft_levels > 0 if self.draft_levels is not None else self.draft_depth > 0
 
-    def unread_after(self, unread_tokens: int) -> int:
-        """The committed tokens the drafter has not read when the next cycle begins, ``unread_tokens`` at this one's."""
-        return unread_after(unread_tokens, self.drafted, self.committed_tokens)
+    def unread_after(self) -> int:
+        """The committed tokens the drafter has not read when the next cycle begins (``replay_cycle``'s argument)."""
+        return unread_after(self.unread_tokens, self.drafted, self.committed_tokens)
 
     @property
     def committed_tokens(self) -> int:
@@ -190,10 +192,6 @@ class ReplayLoop:
         """Recorded cycle starts of ``prompt``."""
         raise NotImplementedError
 
-    def prompt_length(self, prompt: int) -> int:
-        """Tokens of ``prompt`` (what the drafter reads at its first drafted cycle)."""
-        raise NotImplementedError
-
     def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
         """The cycle at ``position`` of ``prompt`` under ``policy``; ``unread_tokens``: the committed tokens the drafter
         has not read when it begins (None: the prompt at position 0, else 1, as after a drafted cycle that accepted
@@ -211,7 +209,7 @@ class ReplayLoop:
             cycle.policy_time += time.perf_counter() - tick
             cycles.append(cycle)
             position += cycle.accepted_length + 1
-            unread = cycle.unread_after(unread or self.prompt_length(prompt))
+            unread = cycle.unread_after()
         return cycles
 
     def replay(self, policy: DraftPolicy, prompts: Iterable[int] | None = None) -> ReplayResult:
@@ -302,6 +300,7 @@ class ReplayEnvironment(ReplayLoop):
             drafter_accepted_length=drafter_accepted,
             remaining_tokens=len(trees) - position,
             draft_levels=drafter.levels,
+            unread_tokens=unread_tokens,
         )
 
     @property

@@ -74,7 +74,7 @@ class ReplayRollouts:
         prompt = self.order[self.index]
         cycle = self.environment.replay_cycle(prompt, self.position, policy, self.unread)
         self.position += cycle.accepted_length + 1
-        self.unread = cycle.unread_after(self.unread or self.environment.prompt_length(prompt))
+        self.unread = cycle.unread_after()
         if self.position >= len(self.environment.recording.prompts[prompt]):
             self.index, self.position, self.unread = self.index + 1, 0, None
             if self.index == len(self.order):

@@ -123,7 +123,7 @@ class ReplayRollouts:
             policy.observe(cycle.feedback())
             tokens, cycles = tokens + cycle.committed_tokens, cycles + 1
             stream.position += cycle.accepted_length + 1
-            stream.unread = cycle.unread_after(stream.unread or self.environment.prompt_length(prompt))
+            stream.unread = cycle.unread_after()
             if stream.position >= self.environment.lengths[prompt]:
                 policy.end_episode()
                 stream.position, stream.cursor, stream.unread = 0, stream.cursor + 1, None
