@@ -29,19 +29,30 @@ positions where its cycles started).
 `--lookup-tokens N` replays the prompt-lookup branch on every tree (shapes and the static tree
 alike, as `generate(..., prompt_lookup_num_tokens=N)` would) and adds what the lookup tells before
 drafting: the chain's length, whether one was found, and whether its first token is the
-drafter's top first-level candidate.
+drafter's top first-level candidate. `--lookup-first` compares with `LookupFirstPolicy` (the static
+tree drafted only where the branch found no chain) instead of the static tree on every cycle.
+
+`--after-level 0` chooses before drafting, from the history and the lookup alone (a plain step then
+drafts nothing).
+
+Every walk tracks the committed tokens the drafter has not read: a cycle that drafts nothing leaves
+them to the next drafting cycle's first step, priced by the profile's catch-up table
+(``HardwareProfile.draft_time``).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from functools import cache
+from typing import Callable
 
 import numpy as np
 from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name
 
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
-from hf_adaptive_spec.profiling.hardware import HardwareProfile
+from hf_adaptive_spec.profiling.hardware import HardwareProfile, unread_after
 
 
 def draft_level_features(environment: ReplayEnvironment, prompt: int, top_k: int, levels: int = 1) -> np.ndarray:
@@ -118,22 +129,106 @@ def cross_validated_predictions(
     return predicted
 
 
-def walk(
-    choice: np.ndarray, tokens: np.ndarray, seconds: np.ndarray, starts: list[int], lengths: list[int]
-) -> tuple[float, list[int]]:
-    """Replay each prompt cycle by cycle with ``choice[row]`` as the shape: ``(tokens per second, rows visited)``."""
+@dataclass
+class Outcomes:
+    """Every shape's replayed outcome at every recorded position, rows prompt after prompt."""
+
+    tokens: np.ndarray  # [positions, shapes] committed tokens
+    verify_seconds: np.ndarray  # [positions, shapes]
+    draft_levels: np.ndarray  # [positions, shapes] levels drafted (at least those looked at before choosing)
+    starts: list[int]
+    lengths: list[int]
+    prompt_lengths: list[int]
+    profile: HardwareProfile
+
+    def __post_init__(self) -> None:
+        self.draft_time = cache(self.profile.draft_time)
+
+    def seconds(self, row: int, unread: int) -> np.ndarray:
+        """Each shape's modelled seconds at ``row`` when the drafter has ``unread`` committed tokens to read."""
+        draft = [self.draft_time(int(levels), unread) for levels in self.draft_levels[row]]
+        return self.verify_seconds[row] + np.array(draft)
+
+    def looked_at(self, levels: int) -> Outcomes:
+        """The same outcomes with every shape drafting at least ``levels`` (the levels seen before choosing)."""
+        return Outcomes(
+            self.tokens, self.verify_seconds, np.maximum(self.draft_levels, levels), self.starts, self.lengths,
+            self.prompt_lengths, self.profile,
+        )
+
+
+def walk(choose: Callable[[int], int], outcomes: Outcomes) -> tuple[float, list[int], list[int]]:
+    """Replay each prompt cycle by cycle, ``choose(row)`` picking the shape, each charged for the tokens its drafter
+    has not read: ``(tokens per second, rows visited, shapes chosen)``."""
     total_tokens = total_seconds = 0.0
-    visited = []
-    for start, length in zip(starts, lengths):
-        position = 0
+    visited, chosen = [], []
+    for start, length, prompt_length in zip(outcomes.starts, outcomes.lengths, outcomes.prompt_lengths):
+        position, unread = 0, prompt_length
         while position < length:
             row = start + position
+            shape = choose(row)
             visited.append(row)
-            advanced = int(tokens[row, choice[row]])
+            chosen.append(shape)
+            advanced = int(outcomes.tokens[row, shape])
             total_tokens += advanced
-            total_seconds += seconds[row, choice[row]]
+            total_seconds += outcomes.seconds(row, unread)[shape]
+            unread = unread_after(unread, outcomes.draft_levels[row, shape] > 0, advanced)
             position += advanced
-    return total_tokens / total_seconds, visited
+    return total_tokens / total_seconds, visited, chosen
+
+
+def best_predicted_rate(
+    predicted: np.ndarray, allowed: np.ndarray, outcomes: Outcomes, start_rate: float
+) -> tuple[float, list[int]]:
+    """Pick per cycle the shape in ``allowed`` with the best predicted tokens minus λ × its marginal seconds, λ being
+    the throughput the picking reaches (Dinkelbach's fixed point): ``(tokens per second, shapes chosen)``.
+
+    The marginal seconds charge a drafting cycle's first step as if it read one token: the tokens the drafter has
+    not read are read by whichever cycle drafts next, so they are not this cycle's cost (charging them to it makes
+    the picking skip the drafter ever more as they pile up); the walk charges them where they are read."""
+    marginal = np.stack([outcomes.seconds(row, 1) for row in range(len(outcomes.tokens))])
+    rate, chosen = start_rate, []
+    for _ in range(20):
+        choice = allowed[np.argmax(predicted[:, allowed] - rate * marginal[:, allowed], axis=1)]
+        new_rate, _, chosen = walk(lambda row: int(choice[row]), outcomes)
+        if abs(new_rate - rate) < 1e-6:
+            break
+        rate = new_rate
+    return rate, chosen
+
+
+def gather(environment: ReplayEnvironment, shapes: dict, args: argparse.Namespace) -> tuple:
+    """``(features, target states or None, outcomes, prompt of each row, lookup found at each row)``."""
+    names, k = list(shapes), environment.recording.tree_config.top_k
+    features, states, cycles, prompt_of, found, lengths = [], [], [], [], [], []
+    for prompt in range(environment.num_prompts):
+        replayed = replay_outcomes(environment, prompt, shapes)
+        positions = environment.num_positions(prompt)
+        lengths.append(positions)
+        prompt_features = draft_level_features(environment, prompt, k, args.after_level)
+        if args.with_history:
+            deepest = [replayed[p, names[-1]].accepted_length for p in range(positions)]
+            prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
+        if args.lookup_tokens:
+            lookup = lookup_features(environment, prompt)
+            prompt_features = np.concatenate([lookup, prompt_features], axis=1)
+            found += list(lookup[:, 1] > 0)
+        features.append(prompt_features)
+        if args.target_state_components:
+            states.append(target_state(environment, prompt))
+        cycles += [[replayed[p, name] for name in names] for p in range(positions)]
+        prompt_of += [prompt] * positions
+    outcomes = Outcomes(
+        tokens=np.array([[c.committed_tokens for c in row] for row in cycles], float),
+        verify_seconds=np.array([[c.verify_time for c in row] for row in cycles]),
+        draft_levels=np.array([[c.draft_levels for c in row] for row in cycles]),
+        starts=[sum(lengths[:i]) for i in range(len(lengths))],
+        lengths=lengths,
+        prompt_lengths=[environment.prompt_length(p) for p in range(environment.num_prompts)],
+        profile=environment.profile,
+    )
+    state = np.concatenate(states) if states else None
+    return np.concatenate(features), state, outcomes, np.array(prompt_of), np.array(found, bool)
 
 
 def main() -> None:
@@ -141,9 +236,10 @@ def main() -> None:
     parser.add_argument("--recording", required=True, help="recording folder")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
     parser.add_argument("--static", default="1,8,8", help="depth,top_k,total_tokens of the static tree to compare with")
+    parser.add_argument("--lookup-first", action="store_true", help="compare with LookupFirstPolicy of that tree")
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
-    parser.add_argument("--after-level", type=int, default=1, help="choose after drafting this many levels")
+    parser.add_argument("--after-level", type=int, default=1, help="choose after drafting this many levels (0: before)")
     parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     parser.add_argument(
@@ -151,59 +247,38 @@ def main() -> None:
         help="add this many principal components of the target's recorded hidden states (0: none)",
     )
     args = parser.parse_args()
-    profile = HardwareProfile.load(args.profile)
-    environment = ReplayEnvironment(load_recording(args.recording), profile, lookup_tokens=args.lookup_tokens)
-    k = environment.recording.tree_config.top_k
+    if args.lookup_first and not args.lookup_tokens:
+        parser.error("--lookup-first drafts only where the prompt-lookup branch did not match: give --lookup-tokens N")
+    environment = ReplayEnvironment(
+        load_recording(args.recording), HardwareProfile.load(args.profile), lookup_tokens=args.lookup_tokens
+    )
     shapes = recorded_shapes(environment)
     names = list(shapes)
     depth, _, total_tokens = (int(x) for x in args.static.split(","))
-    static_name = shape_name(depth, total_tokens)
-
-    features, states, tokens, seconds, prompt_of, starts, lengths = [], [], [], [], [], [], []
-    for prompt in range(environment.num_prompts):
-        outcomes = replay_outcomes(environment, prompt, shapes)
-        positions = environment.num_positions(prompt)
-        starts.append(sum(lengths))
-        lengths.append(positions)
-        prompt_features = draft_level_features(environment, prompt, k, args.after_level)
-        if args.with_history:
-            deepest = [outcomes[p, names[-1]][0] - 1 for p in range(positions)]
-            prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
-        if args.lookup_tokens:
-            prompt_features = np.concatenate([lookup_features(environment, prompt), prompt_features], axis=1)
-        features.append(prompt_features)
-        if args.target_state_components:
-            states.append(target_state(environment, prompt))
-        tokens += [[outcomes[p, name][0] for name in names] for p in range(positions)]
-        seconds += [[outcomes[p, name][1] for name in names] for p in range(positions)]
-        prompt_of += [prompt] * positions
-    features, tokens, seconds = np.concatenate(features), np.array(tokens, float), np.array(seconds)
-    static, _ = walk(np.full(len(tokens), names.index(static_name)), tokens, seconds, starts, lengths)
-    for index, name in enumerate(names):  # a shallower shape is chosen after drafting the levels looked at
-        seconds[:, index] += max(0, args.after_level - shapes[name].config.depth) * profile.draft_step_seconds
-    state = np.concatenate(states) if states else None
+    static_index, plain_index = names.index(shape_name(depth, total_tokens)), names.index(PLAIN_STEP)
+    features, state, outcomes, prompt_of, found = gather(environment, shapes, args)
+    if args.lookup_first:
+        baseline = "LookupFirstPolicy"
+        static, _, _ = walk(lambda row: plain_index if found[row] else static_index, outcomes)
+    else:
+        baseline = "static tree"
+        static, _, _ = walk(lambda row: static_index, outcomes)
     predicted = cross_validated_predictions(
-        features, tokens, np.array(prompt_of), args.folds, args.ridge, state, args.target_state_components
+        features, outcomes.tokens, prompt_of, args.folds, args.ridge, state, args.target_state_components
     )
-
     choices = {
-        "plain step or the static tree": [PLAIN_STEP, static_name],
+        "plain step or the static tree": [PLAIN_STEP, shape_name(depth, total_tokens)],
         "plain step or any depth-1 tree": [PLAIN_STEP] + [n for n in names if n.startswith("depth 1,")],
         "plain step or any recorded shape": names,
     }
-    print(f"{environment.num_prompts} prompts; static tree {args.static}: {static:.2f} tokens/s (modelled)")
-    print(f"| choice after seeing {args.after_level} level(s) of drafts | tokens/s | vs static tree | cycles per choice |")
+    print(f"{environment.num_prompts} prompts; {baseline} {args.static}: {static:.2f} tokens/s (modelled)")
+    print(f"| choice after seeing {args.after_level} level(s) of drafts | tokens/s | vs {baseline} | cycles per choice |")
     print("|---|---|---|---|")
+    looked_at = outcomes.looked_at(args.after_level)  # a shallower shape still pays the levels looked at
     for label, allowed in choices.items():
-        index = np.array([names.index(n) for n in allowed])
-        rate = static
-        for _ in range(20):  # Dinkelbach: λ = the throughput the choice reaches
-            choice = index[np.argmax(predicted[:, index] - rate * seconds[:, index], axis=1)]
-            new_rate, visited = walk(choice, tokens, seconds, starts, lengths)
-            if abs(new_rate - rate) < 1e-6:
-                break
-            rate = new_rate
-        used = np.bincount(choice[visited], minlength=len(names))
+        allowed = np.array([names.index(n) for n in allowed])
+        rate, chosen = best_predicted_rate(predicted, allowed, looked_at, static)
+        used = np.bincount(chosen, minlength=len(names))
         counts = ", ".join(f"{names[i]}: {used[i]}" for i in np.argsort(-used) if used[i])
         print(f"| {label} | {rate:.2f} | {rate / static:.3f}x | {counts} |")
 
