@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,17 @@ class LoggingRadarPolicy(RadarPolicy):
         self.cycles[-1][0].append(beam_scores(step.step_scores, self.tree.top_k))
         self.cycles[-1][1].append(CONTINUE if decision else SKIP if self._cycle.skipping else STOP)
         return decision
+
+
+def test_latency_charges_the_first_draft_call_from_the_catch_up_table():
+    """A profile with a catch-up table prices the first draft call by it (one committed token to read: 0.05 s here),
+    each later call at draft_step_seconds, in full cycles and in skips alike."""
+    profile = replace(_profile(draft=0.1, policy=0.01), catch_up_tokens=[1, 10], catch_up_seconds=[0.05, 0.5])
+    latency = LatencyModel.from_profile(profile, max_tokens=9)
+    verify_9 = 1.5 + 1.5 * 5 / 12
+    expected = [1.5 + 0.05 + 0.01, verify_9 + 0.05 + 0.1 + 0.02, verify_9 + 0.05 + 0.2 + 0.02]
+    assert latency.cycle_seconds(torch.tensor([4, 9, 9])).tolist() == pytest.approx(expected)
+    assert latency.skip_seconds(torch.tensor([1])).tolist() == pytest.approx([1.0 + 0.05 + 0.01])
 
 
 def test_latency_speed_and_return_matrix_by_hand():

@@ -21,7 +21,7 @@ from .data import RadarDataset
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """RADAR's cycle time ``t(k) = T_verify(n_k) + k T_draft + n_p(k) T_policy`` for ``k`` draft calls.
+    """RADAR's cycle time ``t(k) = T_verify(n_k) + T_first + (k - 1) T_draft + n_p(k) T_policy`` for ``k`` draft calls.
 
     ``n_k`` is the number of tokens the cycle verifies (root included) and ``n_p(k)`` the policy
     calls: ``k`` when it stops early (one decision after each draft call), ``D - 1`` when it drafts
@@ -30,13 +30,18 @@ class LatencyModel:
 
     Args:
         verify_seconds: ``[max_tokens + 1]``, ``T_verify(n)`` for ``n = 0 .. max_tokens``.
-        draft_step_seconds: ``T_draft``, one draft call (one tree level).
+        draft_step_seconds: ``T_draft``, one draft call (one tree level) after the first.
         policy_step_seconds: ``T_policy``, one policy call.
+        first_draft_seconds: ``T_first``, the first draft call, which also reads the committed tokens the drafter
+            has not read (``HardwareProfile.draft_time``: the profile's catch-up table where it has one). RADAR
+            drafts every cycle, so that is what the cycle before committed; the dataset holds single positions,
+            so one token is charged, as ``ReplayEnvironment.replay_cycle`` does after the first position.
     """
 
     verify_seconds: torch.Tensor
     draft_step_seconds: float
     policy_step_seconds: float
+    first_draft_seconds: float
 
     @classmethod
     def from_profile(
@@ -54,20 +59,21 @@ class LatencyModel:
                 "(seconds per RADAR policy call)."
             )
         verify = torch.tensor([profile.verify_time(n) for n in range(max_tokens + 1)], dtype=torch.float64)
-        return cls(verify, profile.draft_step_seconds, policy_seconds)
+        return cls(verify, profile.draft_step_seconds, policy_seconds, profile.draft_time(1))
 
     def cycle_seconds(self, verified_tokens: torch.LongTensor) -> torch.Tensor:
         """Cycle times ``[..., D]`` (float64) from verified sizes ``[..., D]`` after ``k = 1 .. D`` draft calls."""
         depth = verified_tokens.shape[-1]
         calls = torch.arange(1, depth + 1, dtype=torch.float64, device=verified_tokens.device)
         verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
-        return verify + calls * self.draft_step_seconds + calls.clamp(max=depth - 1) * self.policy_step_seconds
+        drafting = self.first_draft_seconds + (calls - 1) * self.draft_step_seconds
+        return verify + drafting + calls.clamp(max=depth - 1) * self.policy_step_seconds
 
     def skip_seconds(self, verified_tokens: torch.LongTensor) -> torch.Tensor:
         """Times (float64) of cycles that skip after their first draft call: one call, one decision, and a
         verification of ``verified_tokens`` (the root; with the prompt-lookup branch, its chain too)."""
         verify = self.verify_seconds.to(verified_tokens.device)[verified_tokens]
-        return verify + self.draft_step_seconds + self.policy_step_seconds
+        return verify + self.first_draft_seconds + self.policy_step_seconds
 
 
 def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True, max_accepted: int | None = None) -> torch.Tensor:
@@ -293,8 +299,8 @@ class RadarTrainer(SpecTrainer):
                 f"P(stop) > 0.5.{skip if policy.allow_skip else ''} Trained with offline REINFORCE (alpha "
                 f"{self.args.alpha}, beta {self.beta:.4g}, gamma {self.args.gamma}{extras}) for "
                 f"{self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
-                f"with the latency model of a {self.profile_device} profile (draft call "
-                f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
+                f"with the latency model of a {self.profile_device} profile (first draft call "
+                f"{1000 * latency.first_draft_seconds:.2f} ms, each later one {1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
                 f"{self.policy_step_source()})."
                 + selected
                 + lookup_branch_note(self.lookup_tokens)
