@@ -8,7 +8,8 @@ shipped for the compiled bfloat16 curve, on a given profile (run from the reposi
 `--stage 11` replays the stage-11 policies on the stage-11 recording (artifacts/{name}-smollm2-stage11,
 artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live. `--suffix=-slots512`
 replays artifacts/{name}-smollm2-stage14-slots512, the policies retrained on the 512-slot profile.
-`--recording R --policy-name small-buckets` replays artifacts/{name}-smollm2-small-buckets on recording R.
+`--recording R --policy-name small-buckets` replays artifacts/{name}-smollm2-small-buckets on recording R;
+`--lookup-tokens 1` replays with the 1-token prompt-lookup branch only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ parser.add_argument("--profile", default="artifacts/replay/profile_bf16_compiled
 parser.add_argument("--suffix", default="", help="after artifacts/{name}-smollm2-stage{stage}")
 parser.add_argument("--recording", help="recording folder (default: artifacts/replay/heldout-d6k4-stage{stage})")
 parser.add_argument("--policy-name", help="replay artifacts/{name}-smollm2-{policy_name} (default: stage{stage}{suffix})")
+parser.add_argument("--lookup-tokens", default="0,4", help="the prompt-lookup branch lengths to replay with (0: none)")
 args = parser.parse_args()
 torch.set_num_threads(2)
 recording = args.recording or f"artifacts/replay/heldout-d6k4-stage{args.stage}"
@@ -39,10 +41,10 @@ for name in cli.SHIPPED_POLICIES:
 profile = HardwareProfile.load(args.profile)
 recordings = [load_recording(recording)]
 print(f"{policy_name} policies on {recording}, profile {args.profile}")
-for lookup in (0, 4):
-    result = cli.recommend(profile, recordings, [recording], lookup)
+for lookup in (int(n) for n in args.lookup_tokens.split(",")):
+    result = cli.recommend(profile, recordings, [recording], (lookup,))  # each with the branch and without
     tree = result["tree"]["tokens_per_second"]
     print("lookup", lookup, "tree", result["tree"], "chosen", result["policy"])
     for name, entry in result["policies"].items():
         speed = entry.get("tokens_per_second")
-        print("  ", name, speed, (speed or 0) / tree, entry.get("tau"), entry.get("not_replayed"))
+        print("  ", name, speed, (speed or 0) / tree, entry.get("tau"), entry.get("lookup_tokens"), entry.get("not_replayed"))
