@@ -6,7 +6,9 @@ question up to Unicode form, case, punctuation and whitespace: texts are compare
 :func:`normalize_question`. The digests of the shared evaluation questions ship with the package
 (``eval_questions.sha256``), so the filter works where the shared data folder is absent; regenerate them
 after the question files change, or the normalisation, with ``write_eval_question_digests(Path("../shared/data"))``.
-Not caught: a question reworded, or embedded inside a paragraph of other text.
+Not caught: a question reworded, or embedded inside a paragraph of other text; ``examples/near_duplicate_audit.py``
+lists the training turns that hold most of a question's word n-grams, to be read (the committed data: none found,
+artifacts/README.md).
 """
 
 from __future__ import annotations
