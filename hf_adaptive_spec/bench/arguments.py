@@ -41,8 +41,9 @@ class BenchArguments:
         reference: the method ``summary[m].speedup`` is relative to (``speedup_vs_stock`` is always
             there too); e.g. ``stock-compiled`` to measure against transformers' own fast path.
         fp32_agreement: below float32, also answer each turn's prompt with a float32 copy of the model
-            (untimed) and report every method's agreement with that answer; ``--no_fp32_agreement`` skips it
-            (it costs one eager float32 stock generation per turn, the longest part of a run at long lengths).
+            and report every method's agreement with that answer; the answers are timed right after ``stock``'s
+            turn and summarised as the method ``stock-fp32`` (the peer eager float32 stock); ``--no_fp32_agreement``
+            skips them (one eager float32 stock generation per turn, the longest part of a run at long lengths).
         keep_outputs: keep every method's generated tokens in the report and progress file, not only ``stock``'s.
     """
 
@@ -90,8 +91,8 @@ class BenchArguments:
     fp32_agreement: bool = field(
         default=True,
         metadata={
-            "help": "Below float32, report each method's agreement with a float32 stock answer (untimed; "
-            "--no_fp32_agreement skips it: it costs an eager float32 generation per turn)."
+            "help": "Below float32, report each method's agreement with a float32 stock answer, timed as the "
+            "row stock-fp32 (eager float32 stock); --no_fp32_agreement skips it: an eager float32 generation per turn."
         },
     )
     keep_outputs: bool = field(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .records import FP32_REFERENCE_METHOD
+
 TIME_PARTS = ("draft", "verify", "policy", "other")
 
 
@@ -53,7 +55,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "(root and lookup chain included). fp32 agreement (greedy below float32, unless --no_fp32_agreement): mean "
         "share of the float32 stock answer produced before the first divergence, and the share of turns identical to "
         "it. Compile: seconds compiling graphs (compiled methods; – when a single warm-up call leaves it unmeasured), "
-        "outside the timed turns. Time columns: share of wall time.",
+        "outside the timed turns. Time columns: share of wall time."
+        + (f" `{FP32_REFERENCE_METHOD}`: those float32 stock answers, eager, each timed right after `stock`'s turn (the "
+           "peer eager float32 stock)." if FP32_REFERENCE_METHOD in summary else ""),
         *_cost_curve_notes(summary),
         *_restarted_learning_note(settings),
         "",

@@ -31,6 +31,8 @@ class TurnRecord:
             produced before the first divergence from it (1.0: identical); None in float32 runs.
         fp32_identical: whether the tokens equal the float32 stock answer; None in float32 runs.
         fp32_reference_ids: the float32 stock answer; kept for ``stock`` only.
+        fp32_reference_seconds: seconds the float32 stock answer took (eager ``generate``, timed right after
+            ``stock``'s call); kept for ``stock`` only, None in float32 runs and in runs before 2026-12-01.
         policy_cost_curve_mismatch: the engine's report of a policy trained on another cost curve
             than the call's (``SpeculationStats.policy_cost_curve_mismatch``); None otherwise.
     """
@@ -53,6 +55,7 @@ class TurnRecord:
     fp32_agreement: float | None = None
     fp32_identical: bool | None = None
     fp32_reference_ids: list[int] | None = None
+    fp32_reference_seconds: float | None = None
     policy_cost_curve_mismatch: str | None = None
 
     @property
@@ -87,3 +90,27 @@ class QuestionRecord:
         """Inverse of :meth:`to_dict`."""
         turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
         return cls(data["question_id"], data["category"], data["method"], turns)
+
+
+#: The float32 stock answers of a run below float32, reported as a method of their own (eager ``generate`` in
+#: float32: the peer "eager float32 stock").
+FP32_REFERENCE_METHOD = "stock-fp32"
+
+
+def fp32_reference_records(records: list[QuestionRecord], reference_method: str) -> list[QuestionRecord]:
+    """The float32 answers that ``reference_method``'s (``stock``'s) turns timed beside their own, as records of
+    :data:`FP32_REFERENCE_METHOD`; none for questions with a turn not timed so (float32 runs, older runs)."""
+    derived = []
+    for record in records:
+        turns = record.turns
+        if record.method != reference_method or not turns or any(t.fp32_reference_seconds is None for t in turns):
+            continue
+        fp32_turns = [
+            TurnRecord(
+                turn=t.turn, new_tokens=len(t.fp32_reference_ids), wall_time=t.fp32_reference_seconds, identical=None,
+                fp32_agreement=1.0, fp32_identical=True,  # the float32 answer itself
+            )
+            for t in turns
+        ]
+        derived.append(QuestionRecord(record.question_id, record.category, FP32_REFERENCE_METHOD, fp32_turns))
+    return derived

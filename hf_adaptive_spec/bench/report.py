@@ -16,7 +16,8 @@ import torch
 import transformers
 
 from ..core.cost_curve import cpu_instruction_set
-from .records import QuestionRecord
+from .methods import REFERENCE_METHOD
+from .records import QuestionRecord, fp32_reference_records
 from .summary import summarize
 
 
@@ -28,11 +29,13 @@ def build_report(
     warmup_seconds: dict[str, list[list[float]]] | None = None,
 ) -> dict[str, Any]:
     """Report dict: ``summary[method]`` holds the figures over all questions plus ``categories[category]``;
-    speedups are relative to ``reference`` (and to ``stock`` in ``speedup_vs_stock``)."""
-    categories = list(dict.fromkeys(record.category for record in records))
-    by_category = {name: summarize([r for r in records if r.category == name], reference) for name in categories}
+    speedups are relative to ``reference`` (and to ``stock`` in ``speedup_vs_stock``). Below float32 the float32
+    answers timed beside ``stock`` are summarised as ``stock-fp32`` (:func:`~.records.fp32_reference_records`)."""
+    measured = records + fp32_reference_records(records, REFERENCE_METHOD)
+    categories = list(dict.fromkeys(record.category for record in measured))
+    by_category = {name: summarize([r for r in measured if r.category == name], reference) for name in categories}
     summary = {}
-    for method, figures in summarize(records, reference, warmup_seconds).items():
+    for method, figures in summarize(measured, reference, warmup_seconds).items():
         summary[method] = asdict(figures)
         summary[method]["categories"] = {
             name: asdict(by_category[name][method]) for name in categories if method in by_category[name]

@@ -225,7 +225,14 @@ def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Pa
     engine_turns = [t for r in report["records"] if r["method"] == "plain-steps+lookup" for t in r["turns"]]
     assert all(t["compile_time"] is not None for t in engine_turns)
     stock_turns = [t for r in report["records"] if r["method"] == "stock" for t in r["turns"]]
-    assert all(len(t["fp32_reference_ids"]) > 0 for t in stock_turns)
+    assert all(len(t["fp32_reference_ids"]) > 0 and t["fp32_reference_seconds"] > 0 for t in stock_turns)
+    # the float32 answers, timed beside stock, are the peer "eager float32 stock"
+    fp32_tokens = sum(len(t["fp32_reference_ids"]) for t in stock_turns)
+    fp32_seconds = sum(t["fp32_reference_seconds"] for t in stock_turns)
+    assert summary["stock-fp32"]["throughput"] == pytest.approx(fp32_tokens / fp32_seconds)
+    assert summary["stock-fp32"]["speedup"] == pytest.approx(
+        summary["stock-fp32"]["throughput"] / summary["stock-compiled"]["throughput"]
+    )
 
 
 def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
@@ -238,6 +245,7 @@ def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
     assert report["settings"]["fp32_agreement"] is False
     assert all(figures["fp32_agreement"] is None for figures in report["summary"].values())
     assert all(not t["fp32_reference_ids"] for r in report["records"] for t in r["turns"])
+    assert "stock-fp32" not in report["summary"]
     assert main([*argv, "--resume"]) == 2  # stock's records hold no float32 answers to agree with
     assert "was written with other settings (fp32_agreement: False -> None)" in capsys.readouterr().err
 

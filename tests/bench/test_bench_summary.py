@@ -94,3 +94,20 @@ def test_fp32_agreement_is_a_mean_over_turns_and_compile_time_is_counted_apart()
     one_call = summarize(records, warmup_seconds={"fast": [[12.0], [5.0]]})["fast"]
     assert one_call.compile_seconds is None  # a single warm-up call holds the compile and nothing to subtract
     assert summarize(hand_made_records())["fast"].fp32_agreement is None  # float32 runs: not measured
+
+
+def test_the_float32_answers_timed_beside_stock_are_the_row_stock_fp32():
+    fp32 = {"fp32_agreement": 1.0, "fp32_identical": True}
+    records = [
+        record(1, "stock", turn(10, 1.0, fp32_reference_ids=[1] * 12, fp32_reference_seconds=2.0, **fp32)),
+        record(2, "stock", turn(10, 1.0, fp32_reference_ids=[1] * 8, fp32_reference_seconds=2.0, **fp32)),
+        record(1, "fast", turn(10, 0.5, **fp32)),
+        record(2, "fast", turn(10, 0.5, **fp32)),
+        record(3, "stock", turn(10, 1.0)),  # a turn without the float32 time (an older run): no row for it
+        record(3, "fast", turn(10, 0.5)),
+    ]
+    summary = build_report(records, {}, torch.device("cpu"))["summary"]
+    assert summary["stock-fp32"]["questions"] == 2 and summary["stock-fp32"]["throughput"] == pytest.approx(20 / 4.0)
+    assert summary["stock-fp32"]["speedup"] == pytest.approx(5.0 / 10.0)  # against stock on questions 1 and 2
+    assert summary["fast"]["speedup"] == pytest.approx(2.0)
+    assert "stock-fp32" not in build_report(hand_made_records(), {}, torch.device("cpu"))["summary"]  # float32 runs
