@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_output_in_a_folder_that_does_not_exist_yet(tmp_path):
-    spec = importlib.util.spec_from_file_location("plot_learning_curve", REPO / "examples" / "plot_learning_curve.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("plot_learning_curve")
     output = tmp_path / "curve" / "new" / "mymodel"
     example.main(["--curve", f"stage 6={REPO / 'artifacts' / 'eagle3-smollm2-stage6'}", "--output", str(output)])
     assert output.with_suffix(".png").stat().st_size > 0

@@ -3,30 +3,14 @@ committed tokens for the next drafting cycle's first step to read, priced by the
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from example_scripts import load_example
 
 from hf_adaptive_spec.environments.replay import ReplayedCycle
 from hf_adaptive_spec.profiling.hardware import HardwareProfile, unread_after
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_example(name: str):
-    """``examples/<name>.py`` as a module (the score ceiling imports the oracle from the same folder)."""
-    sys.path.insert(0, str(REPO / "examples"))
-    try:
-        spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
-        module = sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(REPO / "examples"))
 
 
 @pytest.fixture(scope="module")

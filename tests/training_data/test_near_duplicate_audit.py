@@ -3,25 +3,15 @@ which the leakage filter's exact match misses, and not a turn that only shares a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from example_scripts import load_example
 
 from hf_adaptive_spec.training_data.leakage import question_digest
 
-REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences."
 
 
-def audit():
-    spec = importlib.util.spec_from_file_location("near_duplicate_audit", REPO / "examples" / "near_duplicate_audit.py")
-    module = sys.modules["near_duplicate_audit"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_embedded_and_reworded_questions_are_found_and_a_shared_template_is_not():
-    index = audit().QuestionIndex([QUESTION, "Translate German to English: Es gibt nicht viel auszusetzen."], n=4)
+    index = load_example("near_duplicate_audit").QuestionIndex([QUESTION, "Translate German to English: Es gibt nicht viel auszusetzen."], n=4)
     embedded = f"Hi! I need help with my homework. {QUESTION.upper()} Please keep it under 300 words, thanks."
     reworded = "Compose an engaging travel blog post about a recent trip to Japan, highlighting cultural experiences!"
     template = "Translate German to English: Das Wetter ist heute schön und wir gehen spazieren."
