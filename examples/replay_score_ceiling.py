@@ -28,8 +28,8 @@ positions where its cycles started).
 
 `--lookup-tokens N` replays the prompt-lookup branch on every tree (shapes and the static tree
 alike, as `generate(..., prompt_lookup_num_tokens=N)` would) and adds what the lookup tells before
-drafting: the chain's length, whether one was found, and whether its first token is the
-drafter's top first-level candidate. `--lookup-first` compares with `LookupFirstPolicy` (the static
+drafting: the chain's length, whether one was found, and (choosing after drafting) whether its
+first token is the drafter's top first-level candidate. `--lookup-first` compares with `LookupFirstPolicy` (the static
 tree drafted only where the branch found no chain) instead of the static tree on every cycle.
 
 `--after-level 0` chooses before drafting, from the history and the lookup alone (a plain step then
@@ -77,16 +77,18 @@ def target_state(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
     return np.stack([np.concatenate([tree.features[layer].float().numpy() for layer in sorted(tree.features)]) for tree in trees])
 
 
-def lookup_features(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
-    """``[positions, 3]``: the lookup chain's length (÷ ``lookup_tokens``), whether one was found, and whether
-    its first token is the top first-level draft."""
+def lookup_features(environment: ReplayEnvironment, prompt: int, after_drafting: bool) -> np.ndarray:
+    """``[positions, 2 or 3]``: the lookup chain's length (÷ ``lookup_tokens``), whether one was found and, when the
+    choice comes after drafting, whether its first token is the top first-level draft."""
     rows = []
     for tree in environment.recording.prompts[prompt]:
         context = environment.sequences[prompt][: tree.context_length]
         chain = lookup_continuation(context, environment.lookup_ngram_size, environment.lookup_tokens)
-        first_level = [(score, token) for score, token, d in zip(tree.scores, tree.tokens, tree.depths) if d == 1]
-        agrees = bool(chain) and bool(first_level) and chain[0] == max(first_level)[1]
-        rows.append([len(chain) / environment.lookup_tokens, float(bool(chain)), float(agrees)])
+        row = [len(chain) / environment.lookup_tokens, float(bool(chain))]
+        if after_drafting:
+            first_level = [(score, token) for score, token, d in zip(tree.scores, tree.tokens, tree.depths) if d == 1]
+            row.append(float(bool(chain) and bool(first_level) and chain[0] == max(first_level)[1]))
+        rows.append(row)
     return np.array(rows)
 
 
@@ -210,7 +212,7 @@ def gather(environment: ReplayEnvironment, shapes: dict, args: argparse.Namespac
             deepest = [replayed[p, names[-1]].accepted_length for p in range(positions)]
             prompt_features = np.concatenate([history_features(deepest), prompt_features], axis=1)
         if args.lookup_tokens:
-            lookup = lookup_features(environment, prompt)
+            lookup = lookup_features(environment, prompt, after_drafting=args.after_level > 0)
             prompt_features = np.concatenate([lookup, prompt_features], axis=1)
             found += list(lookup[:, 1] > 0)
         features.append(prompt_features)
