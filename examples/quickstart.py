@@ -37,7 +37,7 @@ from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import common_prefix_length
 from hf_adaptive_spec.core.compiled import inductor_settings
-from hf_adaptive_spec.core.timing import synchronize
+from hf_adaptive_spec.core.timing import timed
 
 TREE = (2, 4, 8)  # (depth, top_k, total_tokens): the compiled bfloat16 grid's best on an AMD EPYC (results/README.md)
 
@@ -50,10 +50,10 @@ PROMPTS = [
 
 
 def _timed(model, input_ids, **kwargs) -> tuple[list[int], float, object]:
-    start = time.perf_counter()
-    out = model.generate(input_ids, do_sample=False, return_dict_in_generate=True, **kwargs)
-    synchronize(input_ids.device)  # CUDA runs asynchronously
-    seconds = time.perf_counter() - start
+    def generate():
+        return model.generate(input_ids, do_sample=False, return_dict_in_generate=True, **kwargs)
+
+    out, seconds = timed(input_ids.device, generate)  # CUDA runs asynchronously: waited for
     stats = getattr(out, "speculation", None)
     return out.sequences[0, input_ids.shape[1] :].tolist(), seconds - (stats.compile_time if stats else 0.0), stats
 

@@ -32,6 +32,9 @@ drafting: the chain's length, whether one was found, and (choosing after draftin
 first token is the drafter's top first-level candidate. `--lookup-first` compares with `LookupFirstPolicy` (the static
 tree drafted only where the branch found no chain) instead of the static tree on every cycle.
 
+`--predictor mlp` predicts with a small MLP instead of the ridge (a nonlinear rule, as LTD's and RADAR's networks
+are; early-stopped on a quarter of the training prompts).
+
 `--after-level 0` chooses before drafting, from the history and the lookup alone (a plain step then
 drafts nothing).
 
@@ -48,10 +51,10 @@ from functools import cache
 from typing import Callable
 
 import numpy as np
+import torch
 from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name
 
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
-from hf_adaptive_spec.generation.prompt_lookup import lookup_continuation
 from hf_adaptive_spec.profiling.hardware import HardwareProfile, unread_after
 
 
@@ -81,9 +84,8 @@ def lookup_features(environment: ReplayEnvironment, prompt: int, after_drafting:
     """``[positions, 2 or 3]``: the lookup chain's length (÷ ``lookup_tokens``), whether one was found and, when the
     choice comes after drafting, whether its first token is the top first-level draft."""
     rows = []
-    for tree in environment.recording.prompts[prompt]:
-        context = environment.sequences[prompt][: tree.context_length]
-        chain = lookup_continuation(context, environment.lookup_ngram_size, environment.lookup_tokens)
+    for position, tree in enumerate(environment.recording.prompts[prompt]):
+        chain = environment.lookup_chain(prompt, position)
         row = [len(chain) / environment.lookup_tokens, float(bool(chain))]
         if after_drafting:
             first_level = [(score, token) for score, token, d in zip(tree.scores, tree.tokens, tree.depths) if d == 1]
@@ -108,12 +110,13 @@ def cross_validated_predictions(
     tokens: np.ndarray,
     prompt_of: np.ndarray,
     folds: int,
-    ridge: float,
+    fit: Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]],
     state: np.ndarray | None = None,
     components: int = 0,
 ) -> np.ndarray:
-    """Ridge predictions of ``tokens`` ``[N, shapes]``, each prompt predicted by a fit on the other folds
-    (``state``, if given, enters as its first ``components`` principal components on those folds)."""
+    """Predictions of ``tokens`` ``[N, shapes]``, each prompt predicted by ``fit(x, tokens, prompts)`` on the other
+    folds, the features standardised on those folds (``state``, if given, enters as its first ``components``
+    principal components on those folds)."""
     predicted = np.zeros_like(tokens)
     all_features = features
     for fold in range(folds):
@@ -125,10 +128,52 @@ def cross_validated_predictions(
         mean, scale = features[~test].mean(0), features[~test].std(0) + 1e-6
         mean[-1], scale[-1] = 0.0, 1.0  # keep the constant column
         x = (features - mean) / scale
-        a = x[~test]
-        weights = np.linalg.solve(a.T @ a + ridge * np.eye(a.shape[1]), a.T @ tokens[~test])
-        predicted[test] = x[test] @ weights
+        predicted[test] = fit(x[~test], tokens[~test], prompt_of[~test])(x[test])
     return predicted
+
+
+def ridge_fit(ridge: float):
+    """A linear rule: ridge regression with penalty ``ridge``."""
+
+    def fit(x: np.ndarray, tokens: np.ndarray, prompts: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        weights = np.linalg.solve(x.T @ x + ridge * np.eye(x.shape[1]), x.T @ tokens)
+        return lambda rows: rows @ weights
+
+    return fit
+
+
+def mlp_fit(hidden: int = 64, epochs: int = 2000, seed: int = 0):
+    """A nonlinear rule: a two-hidden-layer MLP on the squared error, full batch, Adam, stopped at the epoch where
+    a held-back quarter of the training prompts is predicted best (then that epoch's weights)."""
+
+    def fit(x: np.ndarray, tokens: np.ndarray, prompts: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        torch.manual_seed(seed)
+        held_back = torch.from_numpy(np.unique(prompts, return_inverse=True)[1] % 4 == 0)  # every 4th training prompt
+        inputs, targets = torch.tensor(x, dtype=torch.float32), torch.tensor(tokens, dtype=torch.float32)
+        net = torch.nn.Sequential(
+            torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+            torch.nn.Linear(hidden, tokens.shape[1]),
+        )
+        optimizer = torch.optim.Adam(net.parameters(), lr=3e-3, weight_decay=1e-4)
+        best, best_state = float("inf"), None
+        for _ in range(epochs):
+            loss = torch.nn.functional.mse_loss(net(inputs[~held_back]), targets[~held_back])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                held_loss = torch.nn.functional.mse_loss(net(inputs[held_back]), targets[held_back]).item()
+            if held_loss < best:
+                best, best_state = held_loss, {k: v.clone() for k, v in net.state_dict().items()}
+        net.load_state_dict(best_state)
+
+        def predict(rows: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return net(torch.tensor(rows, dtype=torch.float32)).numpy().astype(tokens.dtype)
+
+        return predict
+
+    return fit
 
 
 @dataclass
@@ -241,6 +286,10 @@ def main() -> None:
     parser.add_argument("--lookup-first", action="store_true", help="compare with LookupFirstPolicy of that tree")
     parser.add_argument("--folds", type=int, default=4, help="k of the k-fold split by prompt")
     parser.add_argument("--ridge", type=float, default=1.0, help="ridge penalty")
+    parser.add_argument(
+        "--predictor", choices=("ridge", "mlp"), default="ridge",
+        help="the rule predicting each shape's tokens: linear (ridge) or a small MLP (nonlinear)",
+    )
     parser.add_argument("--after-level", type=int, default=1, help="choose after drafting this many levels (0: before)")
     parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
@@ -265,8 +314,9 @@ def main() -> None:
     else:
         baseline = "static tree"
         static, _, _ = walk(lambda row: static_index, outcomes)
+    fit = mlp_fit() if args.predictor == "mlp" else ridge_fit(args.ridge)
     predicted = cross_validated_predictions(
-        features, outcomes.tokens, prompt_of, args.folds, args.ridge, state, args.target_state_components
+        features, outcomes.tokens, prompt_of, args.folds, fit, state, args.target_state_components
     )
     choices = {
         "plain step or the static tree": [PLAIN_STEP, shape_name(depth, total_tokens)],

@@ -85,3 +85,14 @@ def test_end_of_sequence_ids_are_the_generation_configs_then_the_tokenizers(conf
     model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=config_eos))
     assert end_of_sequence_ids(model, SimpleNamespace(eos_token_id=tokenizer_eos)) == expected
     assert end_of_sequence_ids(model) == (() if config_eos is None else expected)
+
+
+def test_timed_waits_for_the_device_on_both_sides_of_the_call(monkeypatch):
+    """The seconds cover the call's queued device work: synchronized before it starts and after it returns."""
+    from hf_adaptive_spec.core import timing
+
+    events = []
+    monkeypatch.setattr(timing, "synchronize", lambda device: events.append(("synchronize", device.type)))
+    result, seconds = timing.timed(torch.device("cuda"), lambda: events.append("call") or 7)
+    assert result == 7 and seconds >= 0
+    assert events == [("synchronize", "cuda"), "call", ("synchronize", "cuda")]

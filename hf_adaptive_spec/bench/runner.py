@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import zlib
 
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..core.timing import synchronize
+from ..core.timing import timed
 from ..core.sequences import common_prefix_length
 
 from .conversation import turn_prompt_ids
@@ -126,11 +125,9 @@ class _Fp32Reference:
 
     def __call__(self, input_ids: torch.LongTensor) -> tuple[list[int], float]:
         device = self.model.device
-        synchronize(device)
-        start = time.perf_counter()
-        sequences = self.model.generate(input_ids=input_ids.to(device), **self.stock.generate_kwargs)
-        synchronize(device)
-        return sequences[0, input_ids.shape[1] :].tolist(), time.perf_counter() - start
+        inputs = input_ids.to(device)
+        sequences, seconds = timed(device, lambda: self.model.generate(input_ids=inputs, **self.stock.generate_kwargs))
+        return sequences[0, input_ids.shape[1] :].tolist(), seconds
 
 
 def _rotated(names: list[str], shift: int) -> list[str]:
@@ -157,11 +154,7 @@ def _run_question(
         input_ids = turn_prompt_ids(tokenizer, question.turns, answers[:index]).to(device)
         counter.reset()
         torch.manual_seed(turn_seed(seed, question.question_id, index))
-        synchronize(device)
-        start = time.perf_counter()
-        tokens, stats = method.generate(input_ids)
-        synchronize(device)
-        seconds = time.perf_counter() - start
+        (tokens, stats), seconds = timed(device, lambda: method.generate(input_ids))
         is_reference = reference is None
         if is_reference:
             answers.append(tokens)

@@ -264,12 +264,8 @@ class ReplayEnvironment(ReplayLoop):
         recorded = trees[position]
         if unread_tokens is None:
             unread_tokens = self.prompt_length(prompt) if position == 0 else 1
-        max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
-        room = max_length - recorded.context_length - 1
-        chain: list[int] = []  # before the policy, as generate computes it
-        if self.lookup_tokens and room > 0:
-            context_tokens = self.sequences[prompt][: recorded.context_length]
-            chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+        room = self._room(prompt, position)
+        chain = self.lookup_chain(prompt, position)
         times = DraftTimes()
         tick = time.perf_counter()
         config = policy.tree_config(recorded.cycle_state(lookup_length=len(chain)))
@@ -302,6 +298,21 @@ class ReplayEnvironment(ReplayLoop):
             draft_levels=drafter.levels,
             unread_tokens=unread_tokens,
         )
+
+    def _room(self, prompt: int, position: int) -> int:
+        """Draft tokens the generation has room for after the cycle at ``position`` commits its bonus token."""
+        trees = self.recording.prompts[prompt]
+        max_length = trees[0].context_length - 1 + self.recording.max_new_tokens
+        return max_length - trees[position].context_length - 1
+
+    def lookup_chain(self, prompt: int, position: int) -> list[int]:
+        """The prompt-lookup chain the cycle at ``position`` grafts (none without ``lookup_tokens``), computed before
+        the policy as ``generate`` computes it: at most ``lookup_tokens``, and no longer than the generation's room."""
+        room = self._room(prompt, position)
+        if not self.lookup_tokens or room <= 0:
+            return []
+        context_tokens = self.sequences[prompt][: self.recording.prompts[prompt][position].context_length]
+        return lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
 
     @property
     def num_prompts(self) -> int:

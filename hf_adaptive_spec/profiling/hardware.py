@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -17,7 +16,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ..core.cost_curve import CostCurve
-from ..core.timing import synchronize
+from ..core.timing import timed
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.static_cache import full_length_static_cache
@@ -215,15 +214,13 @@ def measure_verification(
         ids = torch.randint(0, model.config.vocab_size, (1, n), generator=generator).to(device)
         runs = []
         for _ in range(repeats + 1):  # the first run warms up
-            synchronize(device)  # on a GPU, time the kernels, not their launch
-            start = time.perf_counter()
-            hidden = decoder(
-                input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True
-            ).last_hidden_state
-            for row in range(min(n, 2)):  # the engine runs the lm_head on the ~τ nodes its acceptance walk visits
-                head(hidden[0, row : row + 1])
-            synchronize(device)
-            runs.append(time.perf_counter() - start)
+            def verification():  # the engine runs the lm_head on the ~τ nodes its acceptance walk visits
+                hidden = decoder(
+                    input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True
+                ).last_hidden_state
+                return [head(hidden[0, row : row + 1]) for row in range(min(n, 2))]
+
+            runs.append(timed(device, verification)[1])  # on a GPU, the kernels' time, not their launch
             drop_tail(cache, n)
         seconds.append(statistics.median(runs[1:]))
     return list(tokens), seconds
@@ -265,10 +262,7 @@ def measure_static_verification(
         )  # a chain: same cost as any tree of n nodes
         runs = []
         for _ in range(repeats + 1):  # the first run warms up (and compiles)
-            start = time.perf_counter()
-            target.verify(chain, context_length)[0]
-            synchronize(model.device)
-            runs.append(time.perf_counter() - start)
+            runs.append(timed(model.device, lambda: target.verify(chain, context_length)[0])[1])
         seconds.append(statistics.median(runs[1:]))
     return list(sizes), seconds, target.compile_time
 
