@@ -23,7 +23,9 @@ runs it on a GPU (CUDA graphs instead of weight freezing), ``--eager`` without t
 compilation (transformers' dynamic cache), and ``--checkpoint`` takes another EAGLE-3 drafter folder.
 ``--profile PATH`` takes the tree, the prompt-lookup branch and the verification buckets from this machine's
 hardware profile (``hf-adaptive-spec profile --recording REC``): ``hfas.recommended_generate_kwargs`` and
-``hfas.recommended_buckets``, as a script should.
+``hfas.recommended_buckets``, as a script should. Without it the profile ``profile`` writes by default
+(``hfas.profiling.default_profile_path()``) is used when there is one; with none, on a CPU without bfloat16 matrix
+instructions (AVX2, AVX512), the script says that its default tree is measured slower than compiled stock there.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import common_prefix_length
 from hf_adaptive_spec.core.compiled import inductor_settings
+from hf_adaptive_spec.core.cost_curve import NO_BFLOAT16_MATRIX, cpu_instruction_set
+from hf_adaptive_spec.profiling import default_profile_path
 from hf_adaptive_spec.core.timing import timed
 
 TREE = (2, 4, 8)  # (depth, top_k, total_tokens): the compiled bfloat16 grid's best on an AMD EPYC (results/README.md)
@@ -58,6 +62,17 @@ def _timed(model, input_ids, **kwargs) -> tuple[list[int], float, object]:
     return out.sequences[0, input_ids.shape[1] :].tolist(), seconds - (stats.compile_time if stats else 0.0), stats
 
 
+def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
+    """On a CPU that converts bfloat16 to multiply it, a tree's verification costs about one forward per token: the
+    default tree, chosen where it costs about one, runs slower than compiled stock there (results/README.md)."""
+    instruction_set = cpu_instruction_set() if model.device.type == "cpu" else None
+    if dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX:
+        print(f"note: this CPU ({instruction_set}) has no bfloat16 matrix instructions, where the default tree "
+              f"{TREE} is measured slower than stock. Profile it (`hf-adaptive-spec record` then "
+              "`hf-adaptive-spec profile --recording REC --buckets 2,3,4,8 --lookup-tokens 0,1,2,4`, README) and run "
+              "again: the profile is then used.\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -67,7 +82,8 @@ def main() -> None:
     parser.add_argument("--eager", action="store_true", help="dynamic cache, no compilation, for stock and speculation")
     parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
     parser.add_argument("--profile", default=None, help="hardware profile JSON whose recommendation to decode with "
-                        "(tree, lookup branch and buckets; overrides --tree)")
+                        "(tree, lookup branch and buckets; overrides --tree); default: the one `hf-adaptive-spec "
+                        "profile` writes by default, when there is one")
     args = parser.parse_args()
 
     reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
@@ -75,10 +91,14 @@ def main() -> None:
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
     speculation = {"assistant_policy": hfas.StaticTreePolicy(*args.tree), "prompt_lookup_num_tokens": 4}
+    if args.profile is None and default_profile_path().is_file():
+        args.profile = str(default_profile_path())
     if args.profile:  # what this machine's profile recommends, for the target and drafter it timed
         hfas.fast_path(model, buckets=hfas.recommended_buckets(args.profile, model=model, drafter=drafter))
         speculation = hfas.recommended_generate_kwargs(args.profile, model=model, drafter=drafter)
         print(f"from {args.profile}: {speculation}")
+    else:
+        _say_when_the_default_tree_is_slow(model, args.dtype)
     compile_config = hfas.fast_path_compile_config(model.device)
     cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
     fast_path = {} if args.eager else {"cache_implementation": "static", "compile_config": compile_config}
@@ -94,17 +114,18 @@ def main() -> None:
     def speculative(ids):
         return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, **speculation, **fast_path)
 
-    totals = {"stock": 0.0, "stock-compiled": 0.0, "speculative": 0.0}
+    peer = "stock-eager" if args.eager else "stock-compiled"  # in --dtype, the cache and compilation of speculative
+    totals = {"stock": 0.0, peer: 0.0, "speculative": 0.0}
     for index, text in enumerate(PROMPTS):
         ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                             return_tensors="pt", return_dict=True)["input_ids"].to(args.device)
-        if index == 0:
+        if index == 0:  # warm-up, untimed
             start = time.perf_counter()
             stock_compiled(ids)
             speculative(ids)
-            print(f"compiled the fast path in {time.perf_counter() - start:.0f} s (untimed)\n")
+            print(f"warmed up{'' if args.eager else ' (compiling the fast path)'} in {time.perf_counter() - start:.0f} s\n")
         ref_tokens, ref_seconds, _ = _timed(reference, ids, max_new_tokens=args.max_new_tokens)
-        runs = {"stock-compiled": stock_compiled(ids), "speculative": speculative(ids)}
+        runs = {peer: stock_compiled(ids), "speculative": speculative(ids)}
         totals["stock"] += ref_seconds
         print(f"> {text}\n{tokenizer.decode(ref_tokens, skip_special_tokens=True).strip()}")
         for name, (tokens, seconds, stats) in runs.items():
@@ -114,7 +135,7 @@ def main() -> None:
             print(f"  {name:>14}: {seconds:5.2f} s ({ref_seconds / seconds:.2f}x stock fp32){tau}  "
                   f"agrees with fp32 for {100 * agreement:.0f}% of it")
         print()
-    print(f"overall: speculative {totals['stock-compiled'] / totals['speculative']:.2f}x stock-compiled ({args.dtype}), "
+    print(f"overall: speculative {totals[peer] / totals['speculative']:.2f}x {peer} ({args.dtype}), "
           f"{totals['stock'] / totals['speculative']:.2f}x eager float32 stock (wall time, greedy)")
 
 
