@@ -25,7 +25,8 @@ compilation (transformers' dynamic cache), and ``--checkpoint`` takes another EA
 hardware profile (``hf-adaptive-spec profile --recording REC``): ``hfas.recommended_generate_kwargs`` and
 ``hfas.recommended_buckets``, as a script should. Without it the profile ``profile`` writes by default
 (``hfas.profiling.default_profile_path()``) is used when there is one; with none, on a CPU without bfloat16 matrix
-instructions (AVX2, AVX512), the script says that its default tree is measured slower than compiled stock there.
+instructions (AVX2, AVX512), the script says that its default tree is measured slower than stock there in bfloat16,
+and that ``--dtype float32`` is not (results/README.md, "Float32 on this CPU").
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
         print(f"note: this CPU ({instruction_set}) has no bfloat16 matrix instructions, where the default tree "
               f"{TREE} is measured slower than stock. Profile it (`hf-adaptive-spec record` then "
               "`hf-adaptive-spec profile --recording REC --buckets 2,3,4,8 --lookup-tokens 0,1,2,4`, README) and run "
-              "again: the profile is then used.\n")
+              "again: the profile is then used. Or run --dtype float32: on such a CPU the float32 engine is measured "
+              "as fast as the bfloat16 recommendation, and lossless.\n")
 
 
 def main() -> None:

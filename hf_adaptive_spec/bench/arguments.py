@@ -54,7 +54,8 @@ class BenchArguments:
         default=DEFAULT_METHODS,
         metadata={
             "help": "Comma-separated methods; `stock` is always run as the reference. `<method>@D/K/N` runs tree, eagle3 "
-            "or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized."
+            "or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized, then +fp32 "
+            "(below float32: the method on a float32 copy of the model, with the default verification buckets)."
         },
     )
     limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})

@@ -116,22 +116,22 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
     _check_fast_path_options(args, options, methods)
-    model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
-    if options.bucket_sizes:
-        fast_path(model, buckets=options.bucket_sizes)
+    model, tokenizer, fp32_model = _load_models(args, options, methods)
     if any(method.on_fast_path(options) for method in methods.values()):
         if options.max_cache_len is None and args.resume:
             options.max_cache_len = _stored_cache_length(args)
-        _size_static_cache(model, tokenizer, questions, options)
+        decoding = [model] + ([fp32_model] if any(method.in_float32 for method in methods.values()) else [])
+        _size_static_cache(decoding, tokenizer, questions, options)
     for name, method in methods.items():
         try:
-            method.prepare(model, tokenizer, options)
+            method.prepare(fp32_model if method.in_float32 else model, tokenizer, options)
         except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     restarted = _restarted_learning(methods, options, log, len(questions))
-    fp32_model = load_model(args.model, "float32", model.device)[0] if _measures_fp32_agreement(args, options) else None
+    if not _measures_fp32_agreement(args, options):
+        fp32_model = None  # loaded for the +fp32 methods only: no agreement answers
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
@@ -151,6 +151,24 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     report = build_report(records, settings, model.device, args.reference, warmup_seconds)
     _write_outputs(report, args)
     return report
+
+
+def _load_models(args: BenchArguments, options: MethodOptions, methods: dict) -> tuple:
+    """``(model, tokenizer, float32 model or None)``: the run's model in ``--dtype``, and a float32 copy when the
+    float32 agreement is measured or a ``+fp32`` method decodes with it. ``--verify_buckets`` (or the profile's) are
+    set on the run's model: they were chosen for its dtype's cost curve, and ``+fp32`` methods keep the default
+    buckets."""
+    in_float32 = [name for name, method in methods.items() if method.in_float32]
+    if in_float32 and args.dtype == "float32":
+        raise BenchError(f"{', '.join(in_float32)}: +fp32 runs a method in float32 in a run of another dtype, and this "
+                         "run is float32 already: drop +fp32, or pass --dtype bfloat16 to compare with bfloat16 peers")
+    model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    fp32_model = None
+    if _measures_fp32_agreement(args, options) or in_float32:
+        fp32_model = load_model(args.model, "float32", model.device)[0]
+    if options.bucket_sizes:
+        fast_path(model, buckets=options.bucket_sizes)
+    return model, tokenizer, fp32_model
 
 
 def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:
@@ -207,10 +225,14 @@ def _stored_cache_length(args: BenchArguments) -> int | None:
     return read_progress(path)[0].get("options", {}).get("max_cache_len") if path.is_file() else None
 
 
-def _size_static_cache(model, tokenizer, questions: list[Question], options: MethodOptions) -> None:
+def _size_static_cache(models: list, tokenizer, questions: list[Question], options: MethodOptions) -> None:
     """Set ``--max_cache_len`` to fit the questions when it is unset; when it is set, refuse before the run
-    a value some question's first turn cannot be decoded in (rather than stop at that question)."""
-    needs = first_turn_slots(model, tokenizer, questions, options.max_new_tokens)
+    a value some question's first turn cannot be decoded in (rather than stop at that question), on any of the
+    ``models`` the methods decode with (each with its own largest verification bucket)."""
+    needs: dict = {}
+    for model in models:
+        for question_id, slots in first_turn_slots(model, tokenizer, questions, options.max_new_tokens).items():
+            needs[question_id] = max(slots, needs.get(question_id, 0))
     if options.max_cache_len is None:
         options.max_cache_len = max(static_cache_length(tokenizer, questions, options.max_new_tokens), *needs.values())
     too_long = {question_id: slots for question_id, slots in needs.items() if slots > options.max_cache_len}

@@ -159,7 +159,8 @@ def _run_question(
         if is_reference:
             answers.append(tokens)
         expected = answers[index] if check_identity else None
-        turn = _turn_record(index, tokens, expected, seconds, counter.count, stats)
+        passes = None if method.in_float32 else counter.count  # the counter hooks the run's model, not its float32 copy
+        turn = _turn_record(index, tokens, expected, seconds, passes, stats)
         if fp32_reference is not None:
             if is_reference:
                 turn.fp32_reference_ids, turn.fp32_reference_seconds = fp32_reference(input_ids)

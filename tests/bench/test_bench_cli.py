@@ -9,6 +9,7 @@ import pytest
 
 from hf_adaptive_spec import cli as top_level
 from hf_adaptive_spec.bench.arguments import MethodOptions
+from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.bench.cli import _size_static_cache, main
 
 
@@ -124,10 +125,14 @@ def test_a_cache_too_short_for_a_first_turn_is_refused_before_the_run(
     assert first_turn_slots(model, tokenizer, questions, 6) == needs
     longest = max(needs.values())
     options = MethodOptions(max_new_tokens=6, compile=True, max_cache_len=longest)
-    _size_static_cache(model, tokenizer, questions, options)  # exactly enough is enough
+    _size_static_cache([model], tokenizer, questions, options)  # exactly enough is enough
     unset = MethodOptions(max_new_tokens=6, compile=True)
-    _size_static_cache(model, tokenizer, questions, unset)
+    _size_static_cache([model], tokenizer, questions, unset)
     assert unset.max_cache_len >= longest  # the default fits every first turn
+    wider = AutoModelForCausalLM.from_pretrained(bench_model_dir)  # a +fp32 method's model, with a larger last bucket
+    fast_path(wider, buckets=(8, fast_path(model).largest_bucket + 16))
+    with pytest.raises(BenchError, match="cannot hold the first turn"):
+        _size_static_cache([model, wider], tokenizer, questions, options)
     out = tmp_path / "out.json"
     argv = bench_argv(bench_model_dir, questions_file, out, "--max_cache_len", str(longest - 1))
     argv[argv.index("--methods") + 1] = "stock,stock-compiled"  # stock-compiled decodes in the run's cache
@@ -233,6 +238,29 @@ def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Pa
     assert summary["stock-fp32"]["speedup"] == pytest.approx(
         summary["stock-fp32"]["throughput"] / summary["stock-compiled"]["throughput"]
     )
+
+
+def test_a_float32_method_in_a_bfloat16_run_decodes_with_the_float32_model(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    """``<method>+fp32`` runs on the float32 copy of the model: its greedy answers are the float32 stock answers
+    (agreement 1 on every turn), while the same method in bfloat16 runs beside it; its passes are not counted on
+    the bfloat16 model's hook. In a float32 run the suffix is refused, naming the fix."""
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "2", "--dtype", "bfloat16")
+    argv[argv.index("--methods") + 1] = "stock,plain-steps+lookup,plain-steps+lookup+fp32"
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    turns = {name: [t for r in report["records"] if r["method"] == name for t in r["turns"]] for name in report["summary"]}
+    in_float32 = turns["plain-steps+lookup+fp32"]
+    assert in_float32 and all(t["fp32_identical"] for t in in_float32)
+    assert all(t["target_passes"] is None for t in in_float32)
+    assert all(t["target_passes"] for t in turns["plain-steps+lookup"])
+    assert report["summary"]["plain-steps+lookup+fp32"]["fp32_agreement"] == pytest.approx(1.0)
+    float32_argv = bench_argv(bench_model_dir, questions_file, tmp_path / "f.json", "--limit", "1")
+    float32_argv[float32_argv.index("--methods") + 1] = "stock,plain-steps+lookup+fp32"
+    assert main(float32_argv) == 2
+    assert "this run is float32 already: drop +fp32" in capsys.readouterr().err
 
 
 def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(

@@ -12,6 +12,7 @@ from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.counting import TargetPassCounter
 from hf_adaptive_spec.bench.errors import UnknownMethodError
 from hf_adaptive_spec.bench.methods import METHODS, build_methods, hf_assistant, learned_policies
+from hf_adaptive_spec.bench.methods.lookup_branch import WithLookupBranch
 
 OPTIONS = MethodOptions(max_new_tokens=12, early_exit_layers=1, drafter_layers=1, num_assistant_tokens=4)
 
@@ -135,6 +136,22 @@ def test_lookup_suffix_grafts_the_branch_onto_a_tree_method(bench_model):
     assert set(stats.draft_depths) == {0} and max(stats.verified_tokens) > 1  # lookup nodes on plain steps
 
 
+def test_lookup_suffix_with_a_length_sets_the_branch_of_that_method_alone(bench_model):
+    """``+lookupN``: N tokens for that method, ``--lookup-tokens`` for the plain ``+lookup`` beside it."""
+    model, tokenizer = bench_model
+    methods = build_methods(["plain-steps+lookup", "plain-steps+lookup2", "tree@1/2/2+lookup5+sized"])
+    assert list(methods) == ["stock", "plain-steps+lookup", "plain-steps+lookup2", "tree@1/2/2+lookup5+sized"]
+    options = dataclasses.replace(OPTIONS, lookup_tokens=3)
+    for name in ("plain-steps+lookup", "plain-steps+lookup2"):
+        methods[name].prepare(model, tokenizer, options)
+    assert methods["plain-steps+lookup"].generate_kwargs["prompt_lookup_num_tokens"] == 3
+    assert methods["plain-steps+lookup2"].generate_kwargs["prompt_lookup_num_tokens"] == 2
+    shaped = methods["tree@1/2/2+lookup5+sized"]
+    assert shaped.lookup_tokens == 5 and shaped.tree_shape == (1, 2, 2) and shaped.sized_cache
+    with pytest.raises(UnknownMethodError, match=r"drop \+lookup0"):
+        build_methods(["tree+lookup0"])
+
+
 def test_lookup_suffix_needs_a_tree_method(bench_model):
     from hf_adaptive_spec.bench.errors import MethodUnavailableError
 
@@ -163,6 +180,18 @@ def test_tree_shape_suffix_gives_a_method_its_own_tree(bench_model):
     assert tokens == expected and max(stats.draft_depths) <= 3 and max(stats.verified_tokens) <= 5
     sized = build_methods(["eagle3@3/8/8+lookup+sized"])["eagle3@3/8/8+lookup+sized"]
     assert sized.sized_cache and sized.tree_shape == (3, 8, 8) and sized.name == "eagle3@3/8/8+lookup+sized"
+    assert not sized.in_float32
+
+
+def test_float32_suffix_comes_last_and_keeps_the_other_suffixes():
+    """``+fp32`` after ``@D/K/N``, ``+lookup`` and ``+sized``: the same method, on the run's float32 model."""
+    name = "eagle3@1/4/2+lookup+sized+fp32"
+    method = build_methods([name, "stock-compiled+fp32"])[name]
+    assert method.in_float32 and method.sized_cache and method.tree_shape == (1, 4, 2) and method.name == name
+    assert isinstance(method, WithLookupBranch)
+    assert build_methods(["stock-compiled+fp32"])["stock-compiled+fp32"].in_float32
+    with pytest.raises(UnknownMethodError, match=r"then \+fp32 to run it in float32"):
+        build_methods(["eagle3+fp32+sized"])
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@
 To add a method, write a module with a ``BenchMethod`` subclass and list the class in
 ``METHOD_CLASSES``. ``<method>@D/K/N`` runs a static-tree method (``tree``, ``eagle3``, ``eagle3-candidate``)
 on its own tree (depth D, top-k K, N tokens verified) instead of ``--tree-*``, so one interleaved run compares
-trees; ``<method>+lookup`` then runs a tree method with the prompt-lookup branch; ``<method>+sized`` (last) runs
-it on the compiled path in a StaticCache sized for each call: ``eagle3@3/8/8+lookup+sized``.
+trees; ``<method>+lookup`` then runs a tree method with the prompt-lookup branch (``+lookupN``: of N tokens, over
+``--lookup-tokens``); ``<method>+sized`` (last) runs
+it on the compiled path in a StaticCache sized for each call: ``eagle3@3/8/8+lookup+sized``. In a run below
+float32, ``<method>+fp32`` (after everything else) runs a method on the run's float32 copy of the model, so that one
+interleaved run compares, e.g., the engine in float32 with compiled bfloat16 stock: ``eagle3+lookup+sized+fp32``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from .eagle3 import Eagle3, Eagle3Candidate, Eagle3LookupFirst
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
-from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
+from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch, split_lookup
 from .learned_policies import Eagle3Confidence, Eagle3DefaultTree, Eagle3HeuristicLength, Eagle3LTD, Eagle3Radar, Eagle3ReSpS
 from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
@@ -30,6 +33,8 @@ METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES
 SIZED_SUFFIX = "+sized"
 #: ``<method>@D/K/N``: a static-tree method on its own tree (see ``BenchMethod.tree_shape``).
 TREE_SHAPE_SEPARATOR = "@"
+#: ``<method>+fp32``: a method decoding with the run's float32 copy of the model (see ``BenchMethod.in_float32``).
+FLOAT32_SUFFIX = "+fp32"
 REFERENCE_METHOD = Stock.name
 
 
@@ -43,25 +48,30 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     if unknown:
         raise UnknownMethodError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)} "
-            f"(append {TREE_SHAPE_SEPARATOR}D/K/N to a static-tree method for its own tree, {LOOKUP_SUFFIX} to a tree "
-            f"method for the prompt-lookup branch, then {SIZED_SUFFIX} for a StaticCache sized per call)"
+            f"(append {TREE_SHAPE_SEPARATOR}D/K/N to a static-tree method for its own tree, {LOOKUP_SUFFIX} (or {LOOKUP_SUFFIX}N for N "
+            f"tokens) to a tree method for the prompt-lookup branch, then {SIZED_SUFFIX} for a StaticCache sized per call, then "
+            f"{FLOAT32_SUFFIX} to run it in float32 in a run of another dtype)"
         )
     ordered = [REFERENCE_METHOD] + [name for name in dict.fromkeys(names) if name != REFERENCE_METHOD]
     return {name: _instantiate(name) for name in ordered}
 
 
 def _registered_name(name: str) -> str:
-    """The registry name in ``<method>[@D/K/N][+lookup][+sized]``."""
-    return name.removesuffix(SIZED_SUFFIX).removesuffix(LOOKUP_SUFFIX).partition(TREE_SHAPE_SEPARATOR)[0]
+    """The registry name in ``<method>[@D/K/N][+lookup[N]][+sized][+fp32]``."""
+    return split_lookup(name.removesuffix(FLOAT32_SUFFIX).removesuffix(SIZED_SUFFIX))[0].partition(TREE_SHAPE_SEPARATOR)[0]
 
 
 def _instantiate(name: str) -> BenchMethod:
+    if name.endswith(FLOAT32_SUFFIX):
+        method = _instantiate(name.removesuffix(FLOAT32_SUFFIX))
+        method.name, method.in_float32 = name, True
+        return method
     base_name = name.removesuffix(SIZED_SUFFIX)
-    shaped_name = base_name.removesuffix(LOOKUP_SUFFIX)
+    shaped_name, lookup, lookup_tokens = split_lookup(base_name)
     method = METHODS[_registered_name(name)]()
     shape = _tree_shape(shaped_name, method) if TREE_SHAPE_SEPARATOR in shaped_name else None
-    if base_name.endswith(LOOKUP_SUFFIX):
-        method = WithLookupBranch(method)
+    if lookup:
+        method = WithLookupBranch(method, lookup_tokens)
     method.name, method.tree_shape = base_name, shape
     if name != base_name:
         method.name, method.sized_cache = name, True
@@ -93,6 +103,7 @@ def _tree_shape(shaped_name: str, method: BenchMethod) -> tuple[int, int, int]:
 __all__ = [
     "METHODS",
     "REFERENCE_METHOD",
+    "FLOAT32_SUFFIX",
     "SIZED_SUFFIX",
     "TREE_SHAPE_SEPARATOR",
     "BenchMethod",

@@ -57,6 +57,9 @@ class BenchMethod(ABC):
     sized_cache: bool = False
     #: the run's ``--max_cache_len`` on the fast path (a sized cache is never longer).
     max_cache_len: int | None = None
+    #: ``<method>+fp32``: decodes with the run's float32 copy of the model (the one eager float32 stock's answers come
+    #: from) in a run of another dtype, so that a float32 method and bfloat16 peers are timed in one interleaved run.
+    in_float32: bool = False
     #: the cache length a warm-up call of a ``+sized`` method decodes in (None: the call's own size).
     warm_up_length: int | None = None
     #: what it learns while decoding carries over from one call to the next (DVI's online head, transformers'

@@ -1,27 +1,46 @@
 """``<method>+lookup``: any tree method of this project with the prompt-lookup branch grafted onto
-every draft tree (``generate(prompt_lookup_num_tokens=..., max_matching_ngram_size=...)``)."""
+every draft tree (``generate(prompt_lookup_num_tokens=..., max_matching_ngram_size=...)``); ``<method>+lookupN``
+with a branch of N tokens, whatever ``--lookup-tokens`` says (so one run compares branch lengths)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
-from ..errors import MethodUnavailableError
+from ..errors import MethodUnavailableError, UnknownMethodError
 from .base import BenchMethod, SpeculationStatsLike
 
 LOOKUP_SUFFIX = "+lookup"
+_LOOKUP_PATTERN = re.compile(re.escape(LOOKUP_SUFFIX) + r"(\d*)$")
+
+
+def split_lookup(name: str) -> tuple[str, bool, int | None]:
+    """``(name without the suffix, whether it had +lookup[N], N or None)``.
+
+    Raises:
+        UnknownMethodError: for ``+lookup0``, a branch that proposes nothing.
+    """
+    match = _LOOKUP_PATTERN.search(name)
+    if match is None:
+        return name, False, None
+    tokens = int(match.group(1)) if match.group(1) else None
+    if tokens == 0:
+        raise UnknownMethodError(f"{name!r}: {LOOKUP_SUFFIX}N grafts a branch of N >= 1 tokens; drop {LOOKUP_SUFFIX}0.")
+    return name[: match.start()], True, tokens
 
 
 class WithLookupBranch(BenchMethod):
     """Wraps a method whose kwargs carry ``assistant_policy`` (``eagle3``, ``eagle3-ltd``, ``tree``,
-    ``plain-steps`` ...) and adds ``--lookup-tokens`` / ``--lookup-ngram-size`` to its ``generate``."""
+    ``plain-steps`` ...) and adds ``--lookup-tokens`` (or its own ``lookup_tokens``) / ``--lookup-ngram-size`` to
+    its ``generate``."""
 
-    def __init__(self, base: BenchMethod):
-        self.base = base
-        self.name = base.name + LOOKUP_SUFFIX
+    def __init__(self, base: BenchMethod, lookup_tokens: int | None = None):
+        self.base, self.lookup_tokens = base, lookup_tokens
+        self.name = base.name + LOOKUP_SUFFIX + (str(lookup_tokens) if lookup_tokens else "")
         self.runs_engine, self.static_tree = base.runs_engine, base.static_tree
 
     def method_kwargs(
@@ -35,7 +54,7 @@ class WithLookupBranch(BenchMethod):
             )
         return {
             **kwargs,
-            "prompt_lookup_num_tokens": options.lookup_tokens,
+            "prompt_lookup_num_tokens": self.lookup_tokens or options.lookup_tokens,
             "max_matching_ngram_size": options.lookup_ngram_size,
         }
 
