@@ -40,7 +40,7 @@ from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import common_prefix_length
 from hf_adaptive_spec.core.compiled import inductor_settings
-from hf_adaptive_spec.core.cost_curve import NO_BFLOAT16_MATRIX, cpu_instruction_set
+from hf_adaptive_spec.core.cost_curve import converts_bfloat16, cpu_instruction_set
 from hf_adaptive_spec.profiling import default_profile_path
 from hf_adaptive_spec.core.timing import timed
 
@@ -67,7 +67,7 @@ def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
     """On a CPU that converts bfloat16 to multiply it, a tree's verification costs about one forward per token: the
     default tree, chosen where it costs about one, runs slower than compiled stock there (results/README.md)."""
     instruction_set = cpu_instruction_set() if model.device.type == "cpu" else None
-    if dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX:
+    if converts_bfloat16(dtype, instruction_set):
         print(f"note: this CPU ({instruction_set}) has no bfloat16 matrix instructions, where the default tree "
               f"{TREE} is measured slower than stock. Profile it (`hf-adaptive-spec record` then "
               "`hf-adaptive-spec profile --recording REC --buckets 2,3,4,8 --lookup-tokens 0,1,2,4`, README) and run "

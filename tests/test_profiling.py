@@ -199,8 +199,10 @@ def test_the_cpu_instruction_set_is_the_best_one_torch_reports(monkeypatch, supp
 def test_the_profile_says_when_bfloat16_has_no_matrix_instructions(dtype, instruction_set, warned):
     """Measured on a 2-core AVX2-only EPYC: 8 tokens cost 3.85x one token in bfloat16, compiled (1.03x on the machine
     of the results): the profile names the instruction set and, in bfloat16 without AMX or AVX512-BF16, says why."""
+    from hf_adaptive_spec.core.cost_curve import converts_bfloat16
     from hf_adaptive_spec.profiling.cli import instruction_set_lines
 
+    assert converts_bfloat16(dtype, instruction_set) == warned  # the quickstart's note asks the same
     profile = HardwareProfile(device="cpu", dtype=dtype, num_threads=2, context_length=16, verify_tokens=[1],
                               verify_seconds=[0.01], instruction_set=instruction_set)
     lines = instruction_set_lines(profile)

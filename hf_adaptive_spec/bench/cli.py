@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,26 +116,23 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
     _check_fast_path_options(args, options, methods)
-    model, tokenizer, fp32_model = _load_models(args, options, methods)
+    models = _load_models(args, options, methods)
     if any(method.on_fast_path(options) for method in methods.values()):
         if options.max_cache_len is None and args.resume:
             options.max_cache_len = _stored_cache_length(args)
-        decoding = [model] + ([fp32_model] if any(method.in_float32 for method in methods.values()) else [])
-        _size_static_cache(decoding, tokenizer, questions, options)
+        _size_static_cache(models.decoding, models.tokenizer, questions, options)
     for name, method in methods.items():
         try:
-            method.prepare(fp32_model if method.in_float32 else model, tokenizer, options)
+            method.prepare(models.decoding_for(method), models.tokenizer, options)
         except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
             raise BenchError(f"method {name!r}: {error}") from error
-    measured = _measured_settings(args, options, model.device)
+    measured = _measured_settings(args, options, models.model.device)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     restarted = _restarted_learning(methods, options, log, len(questions))
-    if not _measures_fp32_agreement(args, options):
-        fp32_model = None  # loaded for the +fp32 methods only: no agreement answers
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
-        model, tokenizer, questions, methods, args.warmup, log, args.progress, args.seed, options.temperature == 0,
-        fp32_model, warmup_seconds, args.keep_outputs,
+        models.model, models.tokenizer, questions, methods, args.warmup, log, args.progress, args.seed,
+        options.temperature == 0, models.agreement_reference, warmup_seconds, args.keep_outputs,
     )
     settings = {
         **measured,
@@ -148,27 +145,51 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
     }
-    report = build_report(records, settings, model.device, args.reference, warmup_seconds)
+    report = build_report(records, settings, models.model.device, args.reference, warmup_seconds)
     _write_outputs(report, args)
     return report
 
 
-def _load_models(args: BenchArguments, options: MethodOptions, methods: dict) -> tuple:
-    """``(model, tokenizer, float32 model or None)``: the run's model in ``--dtype``, and a float32 copy when the
-    float32 agreement is measured or a ``+fp32`` method decodes with it. ``--verify_buckets`` (or the profile's) are
-    set on the run's model: they were chosen for its dtype's cost curve, and ``+fp32`` methods keep the default
-    buckets."""
+@dataclass
+class RunModels:
+    """The run's model in ``--dtype`` and, when the float32 agreement is measured or a ``+fp32`` method decodes with
+    it, its float32 copy."""
+
+    model: Any
+    tokenizer: Any
+    float32: Any | None
+    measures_agreement: bool
+    float32_decodes: bool  # some +fp32 method decodes with the float32 copy
+
+    def decoding_for(self, method: BenchMethod) -> Any:
+        return self.float32 if method.in_float32 else self.model
+
+    @property
+    def decoding(self) -> list:
+        """The models some method decodes with (the static cache is sized for each)."""
+        return [self.model] + ([self.float32] if self.float32_decodes else [])
+
+    @property
+    def agreement_reference(self) -> Any | None:
+        """The float32 model whose answers the agreement compares with, or None when it is not measured."""
+        return self.float32 if self.measures_agreement else None
+
+
+def _load_models(args: BenchArguments, options: MethodOptions, methods: dict) -> RunModels:
+    """Load the run's models. ``--verify_buckets`` (or the profile's) are set on the run's model: they were chosen for
+    its dtype's cost curve, and ``+fp32`` methods keep the default buckets."""
     in_float32 = [name for name, method in methods.items() if method.in_float32]
     if in_float32 and args.dtype == "float32":
         raise BenchError(f"{', '.join(in_float32)}: +fp32 runs a method in float32 in a run of another dtype, and this "
                          "run is float32 already: drop +fp32, or pass --dtype bfloat16 to compare with bfloat16 peers")
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    measures_agreement = _measures_fp32_agreement(args, options)
     fp32_model = None
-    if _measures_fp32_agreement(args, options) or in_float32:
+    if measures_agreement or in_float32:
         fp32_model = load_model(args.model, "float32", model.device)[0]
     if options.bucket_sizes:
         fast_path(model, buckets=options.bucket_sizes)
-    return model, tokenizer, fp32_model
+    return RunModels(model, tokenizer, fp32_model, measures_agreement, bool(in_float32))
 
 
 def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:

@@ -77,6 +77,12 @@ _INSTRUCTION_SETS = (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx
 NO_BFLOAT16_MATRIX = ("AVX512", "AVX2")
 
 
+def converts_bfloat16(dtype: str, instruction_set: str | None) -> bool:
+    """Whether a ``dtype`` forward on a processor with ``instruction_set`` converts bfloat16 and multiplies it in
+    float32: a forward over n tokens then costs about n times one token's, and a draft tree pays for little."""
+    return dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX
+
+
 def cpu_instruction_set() -> str:
     """The best matrix instruction set this CPU offers PyTorch: ``"AMX"`` or ``"AVX512-BF16"`` multiply bfloat16
     in hardware, ``"AVX512"`` and ``"AVX2"`` convert it and multiply in float32. A forward over n tokens in

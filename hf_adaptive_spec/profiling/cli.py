@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import NO_BFLOAT16_MATRIX, CostCurve, instruction_set_of
+from ..core.cost_curve import CostCurve, converts_bfloat16, instruction_set_of
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path, fast_path_compile_config
@@ -132,7 +132,7 @@ def instruction_set_lines(profile: HardwareProfile) -> list[str]:
     if profile.instruction_set is None:
         return []
     lines = [f"instruction set: {profile.instruction_set}"]
-    if profile.dtype == "bfloat16" and profile.instruction_set in NO_BFLOAT16_MATRIX:
+    if converts_bfloat16(profile.dtype, profile.instruction_set):
         lines.append(
             "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): a forward over n tokens costs about n "
             "times one token's in bfloat16, so a draft tree pays for little of itself; profile --dtype float32 too (on an "
