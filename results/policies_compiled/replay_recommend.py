@@ -9,7 +9,8 @@ shipped for the compiled bfloat16 curve, on a given profile (run from the reposi
 artifacts/replay/heldout-d6k4-stage11), which the stage-11 Spec-Bench run measured live. `--suffix=-slots512`
 replays artifacts/{name}-smollm2-stage14-slots512, the policies retrained on the 512-slot profile.
 `--recording R --policy-name small-buckets` replays artifacts/{name}-smollm2-small-buckets on recording R;
-`--lookup-tokens 1` replays with the 1-token prompt-lookup branch only.
+`--lookup-tokens 1` replays with the 1-token prompt-lookup branch only. `--curve cpu/float32/compiled` ships them for
+the float32 curve (avx2_fp32/retrain.sh).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ parser.add_argument("--profile", default="artifacts/replay/profile_bf16_compiled
 parser.add_argument("--suffix", default="", help="after artifacts/{name}-smollm2-stage{stage}")
 parser.add_argument("--recording", help="recording folder (default: artifacts/replay/heldout-d6k4-stage{stage})")
 parser.add_argument("--policy-name", help="replay artifacts/{name}-smollm2-{policy_name} (default: stage{stage}{suffix})")
+parser.add_argument("--curve", default=CURVE, help="the cost curve the policies are shipped for (device/dtype/path)")
 parser.add_argument("--lookup-tokens", default="0,4", help="the prompt-lookup branch lengths to replay with (0: none)")
 args = parser.parse_args()
 torch.set_num_threads(2)
 recording = args.recording or f"artifacts/replay/heldout-d6k4-stage{args.stage}"
 policy_name = args.policy_name or f"stage{args.stage}{args.suffix}"
 for name in cli.SHIPPED_POLICIES:
-    checkpoints.SHIPPED_FOR_CURVE[(name, CURVE)] = str(Path(f"artifacts/{name}-smollm2-{policy_name}").resolve())
+    checkpoints.SHIPPED_FOR_CURVE[(name, args.curve)] = str(Path(f"artifacts/{name}-smollm2-{policy_name}").resolve())
 profile = HardwareProfile.load(args.profile)
 recordings = [load_recording(recording)]
 print(f"{policy_name} policies on {recording}, profile {args.profile}")
