@@ -21,34 +21,35 @@ BENCH = f"{O}/policies_specbench13_fp32_compiled_avx2.json"
 PROFILE = "results/fast_path/avx2/profile_fp32_compiled_buckets8_12_16_32.json"
 
 
-def bucket_counts(verified_tokens: list[int], buckets: list[int]) -> list[int]:
-    """Cycles per bucket: a tree is padded to the smallest bucket that holds it."""
+def bucket_counts(verified_tokens: list[int], profile: HardwareProfile) -> list[int]:
+    """Cycles per bucket of ``profile`` (``HardwareProfile.bucket_for``: the smallest that holds the tree)."""
+    buckets = list(profile.buckets)
     counts = [0] * len(buckets)
     for tokens in verified_tokens:
-        counts[next(i for i, bucket in enumerate(buckets) if tokens <= bucket)] += 1
+        counts[buckets.index(profile.bucket_for(tokens))] += 1
     return counts
 
 
-def fitted_bucket_seconds(records: list[dict], buckets: list[int]) -> tuple[np.ndarray, float]:
+def fitted_bucket_seconds(records: list[dict], profile: HardwareProfile) -> tuple[np.ndarray, float]:
     """Least-squares bucket costs (seconds) and the fit's root-mean-square residual over the speculative turns."""
     rows, times = [], []
     for record in records:
         for turn in record["turns"]:
             if turn.get("verified_tokens"):
-                rows.append((record["question_id"], bucket_counts(turn["verified_tokens"], buckets)))
+                rows.append((record["question_id"], bucket_counts(turn["verified_tokens"], profile)))
                 times.append(turn["verify_time"])
     questions = sorted({question for question, _ in rows})
     design = np.array([[float(question == q) for q in questions] + counts for question, counts in rows])
     coefficients, *_ = np.linalg.lstsq(design, np.array(times), rcond=None)
     residual = np.array(times) - design @ coefficients
-    return coefficients[-len(buckets):], float(np.sqrt((residual ** 2).mean()))
+    return coefficients[-len(profile.buckets):], float(np.sqrt((residual ** 2).mean()))
 
 
 def main() -> None:
     profile = HardwareProfile.load(PROFILE)
     with open(BENCH, encoding="utf-8") as handle:
         records = json.load(handle)["records"]
-    seconds, rms = fitted_bucket_seconds(records, list(profile.buckets))
+    seconds, rms = fitted_bucket_seconds(records, profile)
     for bucket, fitted, profiled in zip(profile.buckets, seconds, profile.bucket_seconds):
         print(f"bucket {bucket:>3}: live {1000 * fitted:6.1f} ms per cycle, profiled {1000 * profiled:6.1f} ms")
     print(f"fit: rms residual {rms:.3f} s per turn")
