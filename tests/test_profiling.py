@@ -180,6 +180,21 @@ def test_measurements_on_a_tiny_model(llama):
     assert draft > 0 and policy >= 0
 
 
+def test_a_later_draft_level_is_timed_apart_from_the_first():
+    """``draft_step_seconds`` is what ``HardwareProfile.draft_time`` charges each level after the first: the deep
+    cycles' drafting less the one-level cycles', per level between. A mean over every level would count the first
+    level's cheaper step in (here 12.5 ms against the 15 ms a later level costs)."""
+    from hf_adaptive_spec.profiling.hardware import later_level_seconds
+
+    levels, seconds = [3, 1, 3, 1, 3, 1], [0.040, 0.010, 0.041, 0.011, 0.039, 0.010]
+    assert later_level_seconds(levels, seconds) == pytest.approx(0.015)
+    assert later_level_seconds([2, 1], [0.005, 0.009]) == 0.0  # noise, not a negative cost
+    with pytest.raises(ValueError, match="generate more tokens"):
+        later_level_seconds([3, 3], [0.040, 0.041])
+    with pytest.raises(ValueError, match="cycles of one level and of more"):
+        later_level_seconds([1, 1], [0.010, 0.011])
+
+
 @pytest.mark.parametrize(("supported", "expected"), [
     ({"avx2"}, "AVX2"), ({"avx2", "avx512"}, "AVX512"), ({"avx2", "avx512", "avx512_bf16"}, "AVX512-BF16"),
     ({"avx2", "avx512", "avx512_bf16", "amx_tile"}, "AMX"),

@@ -19,8 +19,12 @@ SHIPPED = {
 }
 
 #: (name, cost curve) -> folder of a learned policy retrained for another cost curve than the default
-#: one's; ``shipped_checkpoint(name, cost_curve=...)`` prefers it on that curve.
-SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {}
+#: one's; ``shipped_checkpoint(name, cost_curve=...)`` prefers it on that curve. RADAR on the compiled float32
+#: curve (trained on an AVX2 EPYC with the stage-15 drafter and the 4-token prompt-lookup branch): live 1.02-1.03x
+#: the static tree 2/4/8 in three Spec-Bench runs and 1.01x on MT-bench (its card; results/README.md, issue 32).
+SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {
+    ("radar", "cpu/float32/compiled"): "radar-smollm2-135m-instruct-fp32-compiled",
+}
 
 
 def shipped_checkpoint(name: str, cost_curve: CostCurve | str | None = None) -> Path:

@@ -195,8 +195,10 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
-    draft_step, policy_call = measure_in_generate(model, ids, drafter, policy, **generate_kwargs)
-    long_ids = long_prompt(tokenizer, args.context_length)
+    long_ids = long_prompt(tokenizer, args.context_length)  # a later level's cost grows with the context it reads
+    draft_step, policy_call = measure_in_generate(
+        model, long_ids, drafter, policy, max_new_tokens=BUCKET_RUN_TOKENS, **generate_kwargs
+    )
     catch_up_tokens, catch_up_seconds = measure_catch_up_in_generate(
         model, long_ids, drafter, max_new_tokens=BUCKET_RUN_TOKENS, **generate_kwargs
     )

@@ -39,7 +39,8 @@ class HardwareProfile:
     Args:
         verify_tokens / verify_seconds: target forward time for ``n`` new tokens (a tree of ``n``
             nodes) after ``context_length`` cached tokens.
-        draft_step_seconds: mean drafter time per draft level, measured inside ``generate``.
+        draft_step_seconds: drafter time per draft level after a cycle's first, measured inside ``generate``
+            (:func:`measure_in_generate`; profiles made before 2026-12-01 hold the mean over every level).
         catch_up_tokens / catch_up_seconds: what a cycle drafting one level costs when its first step reads
             this many committed tokens the drafter has not read yet, measured inside ``generate``
             (:func:`measure_catch_up_in_generate`; ascending token counts, interpolated between them). A cycle
@@ -272,21 +273,53 @@ def measure_in_generate(
     model: PreTrainedModel,
     input_ids: torch.LongTensor,
     drafter: Drafter,
-    policy: DraftPolicy,
+    tree: StaticTreePolicy,
     max_new_tokens: int = 64,
     **generate_kwargs,
 ) -> tuple[float, float]:
-    """``(seconds per draft level, policy seconds per cycle)`` from one speculative ``generate``
-    (``generate_kwargs``: e.g. the compiled static-cache path's). A level is one drafter forward
-    step, counted before pruning, as replay charges it; drafting time also holds the per-cycle
-    prompt-lookup search and the drafter's ``observe``, spread over the levels."""
+    """``(seconds per draft level after a cycle's first, policy seconds per cycle)`` from one speculative
+    ``generate`` (``generate_kwargs``: e.g. the compiled static-cache path's) whose cycles alternate ``tree`` and its
+    first level alone: :func:`later_level_seconds` of their drafting times, which is what
+    :meth:`HardwareProfile.draft_time` charges each level after the first. Drafting time holds the per-cycle
+    prompt-lookup search and the drafter's ``observe``, which the difference cancels. (A mean over every level,
+    as profiles made before 2026-12-01 took, counts the cheaper first level in: on an AVX2 EPYC, compiled float32,
+    it gave 12.0 ms where the bench's later levels cost 16.5.)"""
+    deep = tree.config if tree.config.reachable_depth >= 2 else TreeConfig(2, tree.config.top_k, 3)
+    policy = _AlternateDepths(deep)
     out = model.generate(
         input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
         return_dict_in_generate=True, **generate_kwargs,
     )
     stats = out.speculation
-    levels = max(sum(stats.draft_levels), 1)
-    return stats.draft_time / levels, stats.policy_time / max(stats.cycles, 1)
+    return later_level_seconds(stats.draft_levels, stats.draft_times), stats.policy_time / max(stats.cycles, 1)
+
+
+def later_level_seconds(draft_levels: list[int], draft_times: list[float]) -> float:
+    """What each drafted level after a cycle's first costs: the median drafting time of the deepest cycles less
+    that of the one-level cycles, over the levels between (0 where noise makes it negative)."""
+    depth = max(draft_levels, default=0)
+    deep = [seconds for levels, seconds in zip(draft_levels, draft_times) if levels == depth]
+    shallow = [seconds for levels, seconds in zip(draft_levels, draft_times) if levels == 1]
+    if depth < 2 or not shallow:
+        raise ValueError(
+            f"Timing a later draft level needs cycles of one level and of more; got levels {sorted(set(draft_levels))}: "
+            "generate more tokens (max_new_tokens) so that the cycles alternate."
+        )
+    return max((statistics.median(deep) - statistics.median(shallow)) / (depth - 1), 0.0)
+
+
+class _AlternateDepths(DraftPolicy):
+    """Drafts ``tree`` on odd cycles and its first level alone on even ones (the profile's draft-step measurement)."""
+
+    def __init__(self, tree: TreeConfig):
+        self.deep, self.shallow, self.cycle = tree, replace(tree, depth=1), 0
+
+    def begin_generation(self) -> None:
+        self.cycle = 0
+
+    def tree_config(self, state: CycleState) -> TreeConfig:
+        self.cycle += 1
+        return self.deep if self.cycle % 2 else self.shallow
 
 
 class _DraftEveryKthCycle(DraftPolicy):
