@@ -20,8 +20,9 @@ SHIPPED = {
 
 #: (name, cost curve) -> folder of a learned policy retrained for another cost curve than the default
 #: one's; ``shipped_checkpoint(name, cost_curve=...)`` prefers it on that curve. RADAR on the compiled float32
-#: curve (trained on an AVX2 EPYC with the stage-15 drafter and the 4-token prompt-lookup branch): live 1.02-1.03x
-#: the static tree 2/4/8 in three Spec-Bench runs and 1.01x on MT-bench (its card; results/README.md, issue 32).
+#: curve (trained on an AVX2 EPYC with the stage-15 drafter and the 4-token prompt-lookup branch): live 0.95-1.03x
+#: the static tree 2/4/8 in four Spec-Bench runs, 1.01x on MT-bench (its card; results/README.md, issue 32); what
+#: RADAR should be on that curve, not what `profile` recommends there (a static tree).
 SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {
     ("radar", "cpu/float32/compiled"): "radar-smollm2-135m-instruct-fp32-compiled",
 }
