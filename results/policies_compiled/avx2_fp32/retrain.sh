@@ -8,7 +8,8 @@
 # are replayed with the profile's ranking against its recommendation (tree 2/4/8 + the 4-token branch).
 # Needs run.sh's recording; logs next to this file.
 # Session 57: PROFILE=$O/profile_fp32_compiled_levels.json NAME=fp32-levels TAG=_levels bash retrain.sh retrains them on
-# profile_refit.sh's profile (later draft levels priced right) into artifacts/{ltd,radar,resps}-smollm2-fp32-levels.
+# profile_refit.sh's profile (later draft levels priced right) into artifacts/{ltd,radar,resps}-smollm2-fp32-levels,
+# replayed into replay_recommend_retrained_levels.log.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=.venv/bin/python
@@ -27,4 +28,4 @@ $PY trainers/radar.py --config trainers/recipes/radar_smollm2_compiled.yaml --re
 $PY trainers/resps.py --config trainers/recipes/resps_smollm2_compiled.yaml --recordings $REC --hardware_profile $P \
     $LOOKUP --grid_total_tokens 4 8 12 --output_dir artifacts/resps-smollm2-$N > $O/resps_train$T.log 2>&1
 $PY results/policies_compiled/replay_recommend.py --recording $REC --profile $P --policy-name $N \
-    --curve cpu/float32/compiled --lookup-tokens 4 > $O/replay_recommend$T.log 2>&1
+    --curve cpu/float32/compiled --lookup-tokens 4 > $O/replay_recommend${T:+_retrained$T}.log 2>&1
