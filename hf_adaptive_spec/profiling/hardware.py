@@ -285,7 +285,7 @@ def measure_in_generate(
     as profiles made before 2026-12-01 took, counts the cheaper first level in: on an AVX2 EPYC, compiled float32,
     it gave 12.0 ms where the bench's later levels cost 16.5.)"""
     deep = tree.config if tree.config.reachable_depth >= 2 else TreeConfig(2, tree.config.top_k, 3)
-    policy = _AlternateDepths(deep)
+    policy = _TreeRotation([deep, replace(deep, depth=1)])  # the tree, then its first level alone
     out = model.generate(
         input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
         return_dict_in_generate=True, **generate_kwargs,
@@ -308,34 +308,27 @@ def later_level_seconds(draft_levels: list[int], draft_times: list[float]) -> fl
     return max((statistics.median(deep) - statistics.median(shallow)) / (depth - 1), 0.0)
 
 
-class _AlternateDepths(DraftPolicy):
-    """Drafts ``tree`` on odd cycles and its first level alone on even ones (the profile's draft-step measurement)."""
+class _TreeRotation(DraftPolicy):
+    """Drafts ``trees`` in turn, one a cycle, from the first at each generation (the profile's measurements)."""
 
-    def __init__(self, tree: TreeConfig):
-        self.deep, self.shallow, self.cycle = tree, replace(tree, depth=1), 0
+    def __init__(self, trees: list[TreeConfig]):
+        self.trees, self.cycle = tuple(trees), 0
 
     def begin_generation(self) -> None:
         self.cycle = 0
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         self.cycle += 1
-        return self.deep if self.cycle % 2 else self.shallow
+        return self.trees[(self.cycle - 1) % len(self.trees)]
 
 
-class _DraftEveryKthCycle(DraftPolicy):
+class _DraftEveryKthCycle(_TreeRotation):
     """Drafts one level every ``interval``-th cycle and nothing in between, so that the drafting cycles' first steps
     read about ``interval`` times the committed tokens of a cycle (the profile's catch-up measurement)."""
 
     def __init__(self, interval: int):
-        self.interval, self.cycle = interval, 0
-        self.drafting, self.resting = TreeConfig(depth=1, top_k=1, total_tokens=2), TreeConfig(depth=0, top_k=1, total_tokens=1)
-
-    def begin_generation(self) -> None:
-        self.cycle = 0
-
-    def tree_config(self, state: CycleState) -> TreeConfig:
-        self.cycle += 1
-        return self.drafting if (self.cycle - 1) % self.interval == 0 else self.resting
+        drafting, resting = TreeConfig(depth=1, top_k=1, total_tokens=2), TreeConfig(depth=0, top_k=1, total_tokens=1)
+        super().__init__([drafting] + [resting] * (interval - 1))
 
 
 def catch_up_points(unread: list[int], seconds: list[float], bounds: tuple[int, ...]) -> tuple[list[float], list[float]]:
