@@ -524,7 +524,7 @@ def test_recommended_policy_takes_the_drafter_object_and_knows_it_by_its_weights
     digest of its weights (whatever dtype it was loaded in); another drafter's weights, or a profile that kept no
     digest, are refused by name; the profile CLI keeps the digest of the drafter it times."""
     from hf_adaptive_spec.profiling import cli
-    from hf_adaptive_spec.profiling.identity import drafter_weights_digest, eagle3_name, model_name
+    from hf_adaptive_spec.profiling.identity import eagle3_name, model_name
 
     folder, out = tmp_path / "model", tmp_path / "profile.json"
     _saved_tiny_model(folder)
@@ -535,13 +535,13 @@ def test_recommended_policy_takes_the_drafter_object_and_knows_it_by_its_weights
     drafter = hfas.Eagle3Drafter.from_pretrained(mine, target=model)
     profile = HardwareProfile.load(out)
     assert (profile.model, profile.drafter) == (model_name(model), eagle3_name(mine))
-    assert profile.drafter_weights == drafter_weights_digest(drafter)
+    assert profile.drafter_weights == drafter.weights_digest()
     profile.recommendation = {"policy": None, "tree": {"depth": 2, "top_k": 2, "total_tokens": 4}}
     policy = hfas.recommended_policy(profile, model=model, drafter=drafter)
     assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (2, 2, 4)
     assert recommended_tree(profile, model=model, drafter=str(mine)).total_tokens == 4  # the checkpoint, as before
     in_bfloat16 = hfas.Eagle3Drafter.from_pretrained(mine, target=model.to(torch.bfloat16))
-    assert drafter_weights_digest(in_bfloat16) == profile.drafter_weights  # one checkpoint, one digest
+    assert in_bfloat16.weights_digest() == profile.drafter_weights  # one checkpoint, one digest
     model.float()
     with pytest.raises(ValueError, match=r"timed the drafter .*mine, and this drafter's weights are not its"):
         hfas.recommended_policy(profile, model=model, drafter=hfas.Eagle3Drafter.from_pretrained(other, target=model))

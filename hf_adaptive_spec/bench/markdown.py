@@ -58,7 +58,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "outside the timed turns. Time columns: share of wall time."
         + (f" `{FP32_REFERENCE_METHOD}`: those float32 stock answers, eager, each timed right after `stock`'s turn (the "
            "peer eager float32 stock)." if FP32_REFERENCE_METHOD in summary else ""),
-        *_cost_curve_notes(summary),
+        *_policy_fit_notes(summary),
         *_restarted_learning_note(settings),
         "",
         *_category_table(summary),
@@ -66,10 +66,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cost_curve_notes(summary: dict[str, Any]) -> list[str]:
-    """One line per method whose policy was trained on another cost curve than this run's."""
-    notes = [(method, figures.get("policy_cost_curve_mismatch")) for method, figures in summary.items()]
-    lines = [f"**`{method}`: policy on another cost curve.** {note}" for method, note in notes if note]
+#: (summary field, what the note says) for each way a method's policy may not fit its run
+_POLICY_FIT_FIELDS = (("policy_cost_curve_mismatch", "policy on another cost curve"),
+                      ("policy_drafter_mismatch", "policy trained with another drafter"))
+
+
+def _policy_fit_notes(summary: dict[str, Any]) -> list[str]:
+    """One line per method and way its policy does not fit this run: trained on another cost curve, or with
+    another drafter."""
+    lines = [f"**`{method}`: {what}.** {figures[field]}"
+             for method, figures in summary.items() for field, what in _POLICY_FIT_FIELDS if figures.get(field)]
     return [""] + lines if lines else []
 
 

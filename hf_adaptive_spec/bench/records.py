@@ -35,6 +35,8 @@ class TurnRecord:
             ``stock``'s call); kept for ``stock`` only, None in float32 runs and in runs before 2026-12-01.
         policy_cost_curve_mismatch: the engine's report of a policy trained on another cost curve
             than the call's (``SpeculationStats.policy_cost_curve_mismatch``); None otherwise.
+        policy_drafter_mismatch: the engine's report of a policy trained with another drafter than the
+            call's (``SpeculationStats.policy_drafter_mismatch``); None otherwise.
     """
 
     turn: int
@@ -57,6 +59,7 @@ class TurnRecord:
     fp32_reference_ids: list[int] | None = None
     fp32_reference_seconds: float | None = None
     policy_cost_curve_mismatch: str | None = None
+    policy_drafter_mismatch: str | None = None
 
     @property
     def throughput(self) -> float:

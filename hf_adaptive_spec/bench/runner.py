@@ -202,6 +202,7 @@ def _turn_record(
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens,
         policy_cost_curve_mismatch=getattr(stats, "policy_cost_curve_mismatch", None),
+        policy_drafter_mismatch=getattr(stats, "policy_drafter_mismatch", None),
     )
 
 

@@ -41,6 +41,7 @@ class MethodSummary:
             None for eager methods and when one warm-up call leaves it unmeasured.
         policy_cost_curve_mismatch: the engine's report when the method's policy was trained on
             another cost curve than the one it ran on (the first turn's that said so); else None.
+        policy_drafter_mismatch: likewise when it was trained with another drafter than the one it ran with.
     """
 
     method: str
@@ -65,6 +66,7 @@ class MethodSummary:
     fp32_identical_share: float | None = None
     compile_seconds: float | None = None
     policy_cost_curve_mismatch: str | None = None
+    policy_drafter_mismatch: str | None = None
 
 
 def summarize(
@@ -136,6 +138,7 @@ def _summarize_method(
         fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
         fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
         policy_cost_curve_mismatch=next((t.policy_cost_curve_mismatch for t in turns if t.policy_cost_curve_mismatch), None),
+        policy_drafter_mismatch=next((t.policy_drafter_mismatch for t in turns if t.policy_drafter_mismatch), None),
     )
 
 

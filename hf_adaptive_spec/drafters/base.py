@@ -150,6 +150,12 @@ class Drafter(ABC):
         """Seconds this ``generate`` call spent compiling the drafter's graphs (reset by :meth:`bind`)."""
         return 0.0
 
+    def weights_digest(self) -> str | None:
+        """A digest of the weights that make this drafter's drafts (:func:`~hf_adaptive_spec.core.drafter_identity.
+        weights_digest`), by which a learned policy recognises the drafter it was trained with; None (the
+        default) for a drafter that cannot be recognised so."""
+        return None
+
     def observe(self, outcome: DraftOutcome) -> None:
         """Feedback after each cycle that drafted: what the target kept of the draft (e.g. for a
         drafter that learns online). The default ignores it."""

@@ -9,6 +9,7 @@ from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
 from ..core.attention import check_tree_attention_support, tree_extension_mask
+from ..core.drafter_identity import cached_weights_digest
 from ..core.features import decoder_layers, unwrap_peft
 from ..core.kv_cache import drop_tail
 from ..core.tree import DraftTree
@@ -90,6 +91,10 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         self._committed = 0
         self._fed = []
         self._reset_static_shapes()
+
+    def weights_digest(self) -> str:
+        """The draft model's :func:`~hf_adaptive_spec.core.drafter_identity.weights_digest`."""
+        return cached_weights_digest(self.model)
 
     _static_step = staticmethod(_causal_step)
 

@@ -49,7 +49,7 @@ from ..profiling.hardware import (
     measure_in_generate,
     measure_verification,
 )
-from ..profiling.identity import artifact_name, drafter_weights_digest, eagle3_name, model_name
+from ..profiling.identity import artifact_name, eagle3_name, model_name
 from ..training_data import (
     Conversation,
     drop_leaked,
@@ -289,7 +289,7 @@ def write_profile(
         context_length=args.profile_context_length, verify_tokens=tokens, verify_seconds=verify_seconds,
         draft_step_seconds=draft_step, policy_call_seconds=policy_call, model=model_name(model),
         catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
-        drafter=eagle3_name(args.eagle3_checkpoint), drafter_weights=drafter_weights_digest(drafter),
+        drafter=eagle3_name(args.eagle3_checkpoint), drafter_weights=drafter.weights_digest(),
     )
     profile.save(args.profile)
     logger.info("profile: verify 1 token %.1f ms, %d tokens %.1f ms; draft step %.1f ms -> %s",

@@ -23,6 +23,7 @@ from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
 from ..core.cache_contents import check_continuation, remember_tokens
 from ..core.cost_curve import CostCurve, cost_curve_mismatch
+from ..core.drafter_identity import drafter_mismatch
 from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
 from ..core.static_cache import is_static_cache
@@ -302,7 +303,7 @@ class _Decoder:
         stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
         stats.packaged = target.packaged
         stats.cache = "static" if isinstance(target, StaticTarget) else "dynamic"
-        self._report_cost_curve(stats)
+        self._report_policy_fit(stats)
         self.model.last_speculation = stats
         returned = target.cache_for_caller() if self.config.return_dict_in_generate else None
         self._remember_cache_contents(out.sequence, returned)
@@ -319,15 +320,22 @@ class _Decoder:
         if caller_cache is not None:
             remember_tokens(caller_cache, sequence[0, :-1])
 
-    def _report_cost_curve(self, stats: SpeculationStats) -> None:
-        """Name this call's cost curve; report a policy trained on another one (and warn once)."""
+    def _report_policy_fit(self, stats: SpeculationStats) -> None:
+        """Name this call's cost curve; report a policy trained on another one, or with another drafter (and
+        warn once of each)."""
         path = "compiled" if stats.compiled else "static" if stats.cache == "static" else "eager"
         running = CostCurve.of(self.model.device, self.model.dtype, path)
         stats.cost_curve = str(running)
+        policy_name = type(self.policy).__name__
         trained_on = getattr(self.policy, "trained_on", None)
-        stats.policy_cost_curve_mismatch = cost_curve_mismatch(type(self.policy).__name__, trained_on, running)
-        if stats.policy_cost_curve_mismatch:
-            logger.warning_once(stats.policy_cost_curve_mismatch)
+        stats.policy_cost_curve_mismatch = cost_curve_mismatch(policy_name, trained_on, running)
+        trained_for = getattr(self.policy, "trained_for_drafter", None)
+        if trained_for is not None:  # the drafter's digest is only computed for a policy that records one
+            weights = self.drafter.weights_digest()
+            stats.policy_drafter_mismatch = drafter_mismatch(policy_name, trained_for, type(self.drafter).__name__, weights)
+        for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch):
+            if report:
+                logger.warning_once(report)
 
     def cycle(self, out: _Output, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """Run one cycle after ``out.sequence``; returns the features of the tokens it committed (plus

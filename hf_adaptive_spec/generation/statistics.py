@@ -51,6 +51,10 @@ class SpeculationStats:
     #: set when the policy was trained on another cost curve than this call's: what differs and
     #: what to do. None when they match or the policy is not trained on one (static trees).
     policy_cost_curve_mismatch: str | None = None
+    #: set when the policy was trained with another drafter than this call's (by the digest of its weights,
+    #: ``DraftPolicy.trained_for_drafter``): what differs and what to do. None when they match or the policy
+    #: records no drafter.
+    policy_drafter_mismatch: str | None = None
 
     @property
     def cycles(self) -> int:

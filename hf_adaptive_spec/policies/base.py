@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core.cost_curve import CostCurve
+from ..core.drafter_identity import DrafterIdentity
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,16 @@ class DraftPolicy:
     ignore feedback. Set ``feature_layers`` to receive target hidden states (transformers'
     ``hidden_states`` numbering) in :class:`CycleState`. A policy trained on measured costs sets
     ``trained_on``: the engine reports a call on another cost curve
-    (``out.speculation.policy_cost_curve_mismatch``).
+    (``out.speculation.policy_cost_curve_mismatch``); one trained on a drafter's recorded acceptance sets
+    ``trained_for_drafter``: the engine reports a call with another drafter
+    (``out.speculation.policy_drafter_mismatch``).
     """
 
     feature_layers: tuple[int, ...] = ()
     #: the cost curve the policy was trained on (None: not trained on costs).
     trained_on: CostCurve | None = None
+    #: the drafter it was trained with (None: not trained on a drafter's acceptance, or not recorded).
+    trained_for_drafter: DrafterIdentity | None = None
 
     def begin_generation(self) -> None:
         """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what

@@ -13,6 +13,7 @@ A policy class opts in with one line; config-only policies (``StaticTreePolicy``
 from __future__ import annotations
 
 from ..core.cost_curve import CostCurve
+from ..core.drafter_identity import DrafterIdentity
 from ..hub import AutoArtifact, HubArtifactMixin
 from .base import DraftPolicy, TreeConfig
 
@@ -20,10 +21,12 @@ from .base import DraftPolicy, TreeConfig
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
 
-    def mark_trained_on(self, curve: CostCurve) -> None:
-        """Record the cost curve this policy is (re)trained on: the engine compares it with each
-        call's, and ``save_pretrained`` writes it to ``config.json`` as ``trained_on``."""
+    def mark_trained_on(self, curve: CostCurve, drafter: DrafterIdentity | None = None) -> None:
+        """Record the cost curve this policy is (re)trained on and the drafter whose acceptance it learns from:
+        the engine compares both with each call's, and ``save_pretrained`` writes them to ``config.json`` as
+        ``trained_on`` and ``trained_for_drafter``."""
         self.trained_on = curve
+        self.trained_for_drafter = drafter
 
 
 def tree_settings(tree: TreeConfig) -> dict[str, int]:
@@ -32,9 +35,10 @@ def tree_settings(tree: TreeConfig) -> dict[str, int]:
 
 
 def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | None]:
-    """A learned policy's ``trained_on`` argument, read from the curve it holds now."""
-    curve = policy.trained_on
-    return {"trained_on": None if curve is None else curve.to_config()}
+    """A learned policy's ``trained_on`` and ``trained_for_drafter`` arguments, read from what it holds now."""
+    curve, drafter = policy.trained_on, policy.trained_for_drafter
+    return {"trained_on": None if curve is None else curve.to_config(),
+            "trained_for_drafter": None if drafter is None else drafter.to_config()}
 
 
 class AutoDraftPolicy(AutoArtifact):

@@ -9,6 +9,7 @@ import torch
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve, converts_bfloat16, instruction_set_of
+from ..core.drafter_identity import DrafterIdentity
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path, fast_path_compile_config
@@ -28,7 +29,7 @@ from .hardware import (
     measure_verification,
     static_cache_slots,
 )
-from .identity import drafter_weights_digest, eagle3_name, model_name, shipped_policies_misfit
+from .identity import eagle3_name, model_name, shipped_policies_misfit
 from .recommendation import default_profile_path
 
 #: the shipped learned policies the profile checks against the measured curve.
@@ -215,7 +216,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
         drafter=eagle3_name(args.eagle3) if args.eagle3 else f"early exit: {args.drafter_layers} layers",
-        drafter_weights=drafter_weights_digest(drafter) if args.eagle3 else None,
+        drafter_weights=drafter.weights_digest() if args.eagle3 else None,
         instruction_set=instruction_set_of(model.device),
     )
     return profile, compile_seconds
@@ -311,7 +312,7 @@ def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list,
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
     curve = profile.cost_curve()
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on.fits(curve),
-             "fit": curve_fit(policy.trained_on, curve)}
+             "fit": curve_fit(policy.trained_on, curve) + drafter_fit(policy.trained_for_drafter, profile.drafter_identity())}
     environments = [lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings]
     if len(recordings) > 1 and len({r.tree_config.top_k for r in recordings}) == len(recordings):
         environments.append(lambda: MultiReplayEnvironment(recordings, profile, lookup_tokens=lookup_tokens))
@@ -333,7 +334,8 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
     curve = profile.cost_curve()
     recommendation = profile.recommendation
     if not recommendation:
-        return shipped_policy_fit(curve, shipped_policies_misfit(profile.model, profile.drafter)) + [
+        misfit = shipped_policies_misfit(profile.model, profile.drafter)
+        return shipped_policy_fit(curve, misfit, profile.drafter_identity()) + [
             "no --recording: pass one to rank the static trees and pick this machine's default policy"
         ]
     tree, plain = recommendation["tree"], recommendation["plain_tokens_per_second"]
@@ -377,16 +379,28 @@ def replayed_speed(ratio: float, recommendation: dict) -> str:
     return f"replayed {ratio:.3f}x the best static tree{verdict}"
 
 
-def shipped_policy_fit(curve: CostCurve, misfit: str | None = None) -> list[str]:
-    """For each shipped learned policy, whether it was trained on this cost curve; ``misfit``: why they are not
-    for the profile's target and drafter (:func:`~hf_adaptive_spec.profiling.identity.shipped_policies_misfit`)."""
+def shipped_policy_fit(curve: CostCurve, misfit: str | None = None, timed: DrafterIdentity | None = None) -> list[str]:
+    """For each shipped learned policy, whether it was trained on this cost curve and with the drafter ``timed``
+    (the profile's, when it kept its weights' digest); ``misfit``: why they are not for the profile's target and
+    drafter (:func:`~hf_adaptive_spec.profiling.identity.shipped_policies_misfit`)."""
     if misfit:
         return [not_for_this_model(name, misfit) for name in SHIPPED_POLICIES]
     lines = []
     for name in SHIPPED_POLICIES:
-        trained_on = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve)).trained_on
-        lines.append(f"shipped {name} policy: trained on {trained_on}; {curve_fit(trained_on, curve)}")
+        policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve))
+        fit = curve_fit(policy.trained_on, curve) + drafter_fit(policy.trained_for_drafter, timed)
+        lines.append(f"shipped {name} policy: trained on {policy.trained_on}; {fit}")
     return lines
+
+
+def drafter_fit(trained_for: DrafterIdentity | None, timed: DrafterIdentity | None) -> str:
+    """What to add to a policy's curve fit when it was trained with other weights than the drafter a profile
+    timed (empty when they match or either is not known). Its replay on the profile's recording measures it
+    with the timed drafter all the same."""
+    if trained_for is None or timed is None or trained_for.weights == timed.weights:
+        return ""
+    return (f"; trained with other drafter weights than this profile's ({trained_for.weights[:12]}, not "
+            f"{timed.weights[:12]}): retrain it on a recording of this drafter")
 
 
 def curve_fit(trained_on: CostCurve, curve: CostCurve) -> str:

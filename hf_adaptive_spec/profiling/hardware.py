@@ -16,6 +16,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ..core.cost_curve import CostCurve
+from ..core.drafter_identity import DrafterIdentity
 from ..core.timing import timed
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
@@ -72,7 +73,7 @@ class HardwareProfile:
             :func:`~hf_adaptive_spec.profiling.recommended_policy` refuses the profile for others. None in
             profiles made before they were recorded.
         drafter_weights: a digest of the timed EAGLE-3 drafter's weights
-            (:func:`~hf_adaptive_spec.profiling.identity.drafter_weights_digest`), by which a loaded drafter
+            (:meth:`~hf_adaptive_spec.drafters.base.Drafter.weights_digest`), by which a loaded drafter
             object is recognised; None without an EAGLE-3 drafter and in profiles made before it was kept.
         instruction_set: the processor's matrix instruction set (:func:`~hf_adaptive_spec.core.cost_curve.instruction_set_of`:
             a CPU's, which decides what a many-token forward costs in bfloat16, or a GPU's compute capability);
@@ -131,6 +132,13 @@ class HardwareProfile:
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
         return replace(CostCurve.of(self.device, self.dtype, self.path), instruction_set=self.instruction_set)
+
+    def drafter_identity(self) -> DrafterIdentity | None:
+        """The EAGLE-3 drafter this profile timed, by name and weights (what a policy trained on it records as
+        ``trained_for_drafter``); None for a profile that timed no EAGLE-3 drafter or made before the digest was kept."""
+        if self.drafter is None or self.drafter_weights is None:
+            return None
+        return DrafterIdentity(self.drafter, self.drafter_weights)
 
     def bucket_for(self, num_tokens: int) -> int:
         """The bucket a tree of ``num_tokens`` nodes is padded to (the largest for larger trees, which the

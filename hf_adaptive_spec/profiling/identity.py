@@ -14,10 +14,8 @@ drafter is another.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-import torch
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
@@ -47,19 +45,6 @@ def model_name(model: PreTrainedModel | str) -> str:
 def eagle3_name(checkpoint: str | Path | None) -> str:
     """An EAGLE-3 drafter's name: its checkpoint's, the shipped one's when None."""
     return artifact_name(shipped_checkpoint("eagle3") if checkpoint is None else checkpoint)
-
-
-def drafter_weights_digest(drafter: Eagle3Drafter) -> str:
-    """A digest of an EAGLE-3 drafter's weights that does not depend on the dtype or device it was loaded in:
-    each floating tensor is rounded to bfloat16 first, so one checkpoint loaded in float32 or bfloat16 gives one
-    digest. A loaded drafter does not know its checkpoint; this is how a profile recognises it."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name, tensor in sorted(drafter.model.state_dict().items()):
-        dtype = torch.bfloat16 if tensor.is_floating_point() else tensor.dtype
-        data = tensor.detach().to("cpu", dtype).contiguous().reshape(-1)
-        digest.update(f"{name}:{tuple(tensor.shape)};".encode())
-        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
-    return digest.hexdigest()
 
 
 def check_profiled(
@@ -97,7 +82,7 @@ def _check_drafter_weights(profile, where: str, drafter: Eagle3Drafter) -> None:
             "pass its checkpoint instead (drafter=\"PATH_OR_HUB_ID\"), or profile again with `hf-adaptive-spec profile "
             "--eagle3 ...`."
         )
-    if drafter_weights_digest(drafter) != profile.drafter_weights:
+    if drafter.weights_digest() != profile.drafter_weights:
         raise ValueError(
             f"The hardware profile {where} timed the drafter {profile.drafter}, and this drafter's weights are not "
             "its: its costs and the tree it recommends are another drafter's. Profile this one (`hf-adaptive-spec "

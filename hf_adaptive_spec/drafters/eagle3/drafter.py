@@ -9,6 +9,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ...core.attention import check_tree_attention_support, tree_extension_mask
+from ...core.drafter_identity import cached_weights_digest
 from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
@@ -56,6 +57,11 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
+
+    def weights_digest(self) -> str:
+        """The draft model's :func:`~hf_adaptive_spec.core.drafter_identity.weights_digest` (one checkpoint, one
+        digest, whatever dtype or device it was loaded in)."""
+        return cached_weights_digest(self.model)
 
     # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
 

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ...core.cost_curve import CostCurve
+from ...core.drafter_identity import DrafterIdentity
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..networks import tanh_mlp
@@ -90,6 +91,8 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
             training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
             saved in ``config.json``, compared with each call's by the engine.
+        trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
+            from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
 
     Example:
         >>> policy = LTDPolicy.from_pretrained("org/ltd-smollm2")
@@ -109,9 +112,11 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         size_actor: Sequence[int] = (1024, 256),
         size_critic: Sequence[int] = (1024, 256),
         trained_on: dict[str, str] | None = None,
+        trained_for_drafter: dict[str, str] | None = None,
     ):
         nn.Module.__init__(self)
         self.trained_on = CostCurve.from_config(trained_on)
+        self.trained_for_drafter = DrafterIdentity.from_config(trained_for_drafter)
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
         _check_size_choices(self.size_choices, total_tokens)

@@ -23,6 +23,7 @@ from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
 from ...core.cost_curve import CostCurve
+from ...core.drafter_identity import DrafterIdentity
 from ...core.tree import full_tree_size
 from ...core.features import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
@@ -113,6 +114,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
             training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
             saved in ``config.json``, compared with each call's by the engine.
+        trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
+            from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
 
     Example:
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
@@ -131,9 +134,11 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         temperature: float = 0.0,
         observation_clip: float = 10.0,
         trained_on: dict[str, str] | None = None,
+        trained_for_drafter: dict[str, str] | None = None,
     ):
         super().__init__()
         self.trained_on = CostCurve.from_config(trained_on)
+        self.trained_for_drafter = DrafterIdentity.from_config(trained_for_drafter)
         if not actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:

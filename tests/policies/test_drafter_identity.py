@@ -1,0 +1,96 @@
+"""A learned policy says which drafter it was trained with; a call with another drafter is reported."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core import CostCurve
+from hf_adaptive_spec.core.drafter_identity import DrafterIdentity, drafter_mismatch, weights_digest
+from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+from tiny_models import prompt, tiny_model
+
+SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+EAGER_FP32 = {"device": "cpu", "dtype": "float32", "path": "eager"}
+
+
+def _speculation(model, drafter, policy):
+    out = model.generate(prompt(6), max_new_tokens=6, do_sample=False, assistant_model=drafter,
+                         assistant_policy=policy, return_dict_in_generate=True)
+    return out.speculation
+
+
+def test_the_engine_reports_a_policy_trained_with_another_drafter():
+    """Recognised by the weights, not the name: the same drafter object changed in place (a retrained drafter
+    keeps its folder's name) is another drafter, and so is one of other weights."""
+    model = tiny_model("llama")
+    drafter, other = (hfas.CausalLMDrafter.from_target_layers(model, layers) for layers in (2, 1))
+    policy = LTDPolicy(trained_on=EAGER_FP32, **SMALL)
+    policy.mark_trained_on(CostCurve(**EAGER_FP32), DrafterIdentity("org/drafter", drafter.weights_digest()))
+    assert _speculation(model, drafter, policy).policy_drafter_mismatch is None
+    note = _speculation(model, other, policy).policy_drafter_mismatch
+    assert "LTDPolicy was trained with the drafter org/drafter" in note
+    assert "this call drafts with CausalLMDrafter, whose weights are not those" in note and "Retrain the policy" in note
+    with torch.no_grad():
+        drafter.model.lm_head.weight.mul_(1.5)  # the drafter retrained in place: its versions move
+    assert "whose weights are not those" in _speculation(model, drafter, policy).policy_drafter_mismatch
+    untagged = LTDPolicy(trained_on=EAGER_FP32, **SMALL)  # trained before drafters were recorded
+    assert _speculation(model, other, untagged).policy_drafter_mismatch is None
+
+
+def test_a_drafter_that_cannot_be_matched_by_its_weights_is_reported_as_such():
+    assert drafter_mismatch("P", None, "D", None) is None
+    trained_for = DrafterIdentity("org/drafter", "ab" * 16)
+    assert drafter_mismatch("P", trained_for, "D", "ab" * 16) is None
+    note = drafter_mismatch("P", trained_for, "DVIDrafter", None)
+    assert "this call drafts with DVIDrafter, which cannot be matched to it by its weights" in note
+
+
+def test_the_digest_does_not_depend_on_the_dtype_the_weights_were_loaded_in():
+    model = tiny_model("llama")
+    module = hfas.CausalLMDrafter.from_target_layers(model, 2).model
+    digest = weights_digest(module)
+    assert weights_digest(module.to(torch.bfloat16)) == digest
+    with torch.no_grad():
+        next(module.parameters()).add_(1.0)
+    assert weights_digest(module) != digest
+
+
+@pytest.mark.parametrize("policy_class,kwargs", [
+    (LTDPolicy, SMALL),
+    (RadarPolicy, dict(depth=2, top_k=2, total_tokens=4)),
+    (ReSpSPolicy, dict(hidden_size=16, num_target_layers=2)),
+])
+def test_trained_for_drafter_is_saved_and_set_from_the_training_profile(tmp_path, policy_class, kwargs):
+    policy = policy_class(**kwargs)
+    assert policy.trained_for_drafter is None
+    profile = HardwareProfile(device="cpu", dtype="float32", num_threads=2, context_length=8, verify_tokens=[1],
+                              verify_seconds=[0.01], drafter="org/drafter", drafter_weights="cd" * 16)
+    policy.mark_trained_on(profile.cost_curve(), profile.drafter_identity())
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["trained_for_drafter"] == {
+        "name": "org/drafter", "weights": "cd" * 16}
+    assert AutoDraftPolicy.from_pretrained(tmp_path).trained_for_drafter == DrafterIdentity("org/drafter", "cd" * 16)
+    unkept = HardwareProfile(device="cpu", dtype="float32", num_threads=2, context_length=8, verify_tokens=[1],
+                             verify_seconds=[0.01], drafter="org/drafter")  # a profile made before digests were kept
+    assert unkept.drafter_identity() is None
+
+
+def test_a_malformed_trained_for_drafter_entry_names_the_fix():
+    for malformed in ({"name": "org/drafter"}, {"name": "a", "weights": "b", "step": 3}, "org/drafter"):
+        with pytest.raises(ValueError, match="trained_for_drafter must be a dict with name and weights.*config.json"):
+            LTDPolicy(**SMALL, trained_for_drafter=malformed)
+
+
+@pytest.mark.parametrize("method", ["ltd", "radar", "resps"])
+def test_each_shipped_policy_names_the_drafter_it_was_trained_with(method):
+    """The shipped policies record the EAGLE-3 drafter weights they were trained with, so a call with the drafter
+    shipped now is compared with them (the engine says when they are another drafter's)."""
+    policy = AutoDraftPolicy.from_pretrained(hfas.shipped_checkpoint(method))
+    assert policy.trained_for_drafter is not None
+    assert policy.trained_for_drafter.name == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"
+    assert len(policy.trained_for_drafter.weights) == 32
