@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hf_adaptive_spec as hfas
-from tiny_models import FAMILIES, OTHER_LAYOUTS, PlainStepsBetweenTrees, prompt, tiny_model
+from tiny_models import FAMILIES, OTHER_LAYOUTS, PlainStepsBetweenTrees, prompt, tiny_eagle3, tiny_model
 
 SHAPES = {
     "chain": hfas.StaticTreePolicy.chain(4),
@@ -267,3 +267,20 @@ def test_plain_decoding_steps_between_trees(llama, drafter_name):
     plain_steps = stats.cycles - len(trees_begun)
     assert plain_steps > 0 and len(trees_begun) > 0
     assert stats.verified_tokens.count(1) >= plain_steps
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_a_tree_of_the_root_alone_drafts_nothing_and_the_drafter_catches_up(llama, cache):
+    """A tree of ``total_tokens=1`` verifies the root alone whatever its ``depth`` (Re-SpS's grid holds such
+    actions): the drafter does not run, so the engine keeps the target features it has yet to read, as after a
+    depth-0 cycle. EAGLE-3 reads each committed token's features once; dropping them failed the next tree."""
+    ids = prompt(9, seed=5)
+    expected = llama.generate(ids, max_new_tokens=24, do_sample=False)
+    root_alone = hfas.TreeConfig(depth=2, top_k=1, total_tokens=1)
+    policy = PlainStepsBetweenTrees()
+    policy.tree_config = lambda state: (policy.tree if state.context_length % 3 == 0 else root_alone)
+    extra = {"cache_implementation": "static"} if cache == "static" else {}
+    out = llama.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=tiny_eagle3(llama),
+                         assistant_policy=policy, return_dict_in_generate=True, **extra)
+    assert torch.equal(out.sequences, expected)
+    assert 0 < out.speculation.verified_tokens.count(1) < out.speculation.cycles
