@@ -9,7 +9,8 @@ from ..core.cost_curve import CostCurve
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct). The three policies are
 #: the outputs of their recipes (trainers/recipes/ltd_smollm2_skip.yaml, radar_smollm2_skip.yaml,
 #: resps_smollm2_plain.yaml with the bench-fitted profile; each card gives its command), copied here:
-#: trained on this CPU's eager float32 curve.
+#: trained on this CPU's eager float32 curve, with the stage-4 EAGLE-3 drafter (their configs' ``trained_for_drafter``;
+#: the engine reports it with the stage-15 drafter shipped now: ``out.speculation.policy_drafter_mismatch``).
 SHIPPED = {
     "eagle3": "eagle3-smollm2-135m-instruct",
     "ltd": "ltd-smollm2-135m-instruct",
