@@ -387,17 +387,17 @@ class _Decoder:
             raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
         if config.sample_drafts:  # sampled sibling groups must stay whole: no chain grafted among them
             chain = []
+        max_depth = min(config.depth, room)
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
             config = self._fit_largest_bucket(config, len(chain))
-        # what the builder drafts: no deeper than a tree of total_tokens nodes (the root alone drafts nothing, and
-        # the drafter then has yet to read this cycle's features)
-        max_depth = min(config.reachable_depth, room)
         context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)
         tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
         drafter_nodes = len(tree)
         graft_chain(tree, chain)  # its new nodes are numbered after the drafter's
-        return tree, drafter_nodes, draft_depth, max_depth >= 1
+        # drafted: the drafter ran (the builder counts its steps; a tree of the root alone runs none, and the drafter
+        # then has yet to read this cycle's features)
+        return tree, drafter_nodes, draft_depth, times.levels > 0
 
     def _fit_largest_bucket(self, config: TreeConfig, chain_length: int) -> TreeConfig:
         """Lower ``total_tokens`` so the tree and the lookup chain fit the largest bucket; counted in
