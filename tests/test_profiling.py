@@ -385,6 +385,32 @@ def test_profile_times_the_target_and_drafter_its_recordings_were_made_with(tmp_
         assert message in capsys.readouterr().err
 
 
+def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp_path, monkeypatch, capsys):
+    """A drafter retrained in its folder keeps its name: a profile timing the new weights refuses to rank a recording
+    whose manifest records the old weights' digest (the ranking would weigh the old drafter's acceptance)."""
+    from hf_adaptive_spec.environments import record_replay
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    model = tiny_model("llama")
+    folder = tmp_path / "recording"
+    record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
+                  TreeConfig(depth=2, top_k=2, total_tokens=4), 8).save(folder)
+    (folder / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "drafter_weights": "old"}))
+    timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4], [1.0, 1.2], draft_step_seconds=0.1, policy_call_seconds=0.0,
+                            catch_up_tokens=[1], catch_up_seconds=[0.1],
+                            drafter="org/drafter", drafter_weights="new")
+    monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
+    monkeypatch.setattr(cli, "measure_profile", lambda args: (timed, 0.0))
+    argv = ["--recording", str(folder), "--json", str(tmp_path / "profile.json")]
+    with pytest.raises(SystemExit):
+        cli.main(argv)
+    assert "timed drafter weights with digest new, and the recording" in capsys.readouterr().err
+    assert not (tmp_path / "profile.json").exists()
+    timed.drafter_weights = "old"
+    assert cli.main(argv) == 0 and HardwareProfile.load(tmp_path / "profile.json").recommendation is not None
+
+
 def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):
     from hf_adaptive_spec.environments.static_grid import RankedTree
     from hf_adaptive_spec.profiling import cli

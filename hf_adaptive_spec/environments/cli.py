@@ -209,6 +209,9 @@ def check_manifest(directory: Path, settings: dict) -> None:
     on_disk = json.loads(path.read_text(encoding="utf-8"))
     resolved = _with_resolved_names(on_disk)
     earlier = without_unused_prompt_set(resolved)
+    check_same_drafter_weights(directory, earlier, settings)
+    if "drafter_weights" not in earlier:  # recorded before digests were kept: its shards' weights are unknown
+        settings = {key: value for key, value in settings.items() if key != "drafter_weights"}
     if earlier != settings:
         changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
         raise ValueError(
@@ -217,6 +220,18 @@ def check_manifest(directory: Path, settings: dict) -> None:
         )
     if resolved != on_disk:
         _write_manifest(path, resolved)
+
+
+def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -> None:
+    """Refuse to add shards drafted by other weights than the earlier shards' under the same drafter name (a
+    drafter retrained in its folder): one recording would hold two drafters' acceptance."""
+    before, now = earlier.get("drafter_weights"), settings.get("drafter_weights")
+    if before is not None and before != now:
+        raise ValueError(
+            f"{directory} was recorded with other drafter weights (digest {before}; this drafter's is {now}), under "
+            f"the same name {settings.get('eagle3_checkpoint') or settings.get('drafter')}: the drafter was retrained "
+            "or replaced since. Record into another --output (a policy trained on both would learn two drafters)."
+        )
 
 
 def _write_manifest(path: Path, manifest: dict) -> None:
@@ -325,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         check_manifest(output, {
             **({"model": artifact_name(args.model)} if args.model else {}),
             "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint and artifact_name(args.eagle3_checkpoint),
+            "drafter_weights": drafter.weights_digest(),
             **prompt_source(args),
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,

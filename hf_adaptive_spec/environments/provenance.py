@@ -2,9 +2,10 @@
 EAGLE-3 drafter, named as profiles name them, and the prompts.
 
 The policy trainers read it twice: a hardware profile that timed another target or drafter than the
-recording's is refused (:func:`load_profile_for_recordings`: a policy would learn another model's
-costs), and the card names the recording's target, drafter and prompts unless given others
-(:func:`card_names`). A recording saved without the manifest (``ReplayRecording.save``) says nothing.
+recording's, or other weights of a drafter of the same name, is refused (:func:`load_profile_for_recordings`:
+a policy would learn another model's costs), and the card names the recording's target, drafter and prompts
+unless given others (:func:`card_names`). A recording saved without the manifest (``ReplayRecording.save``)
+says nothing.
 """
 
 from __future__ import annotations
@@ -41,11 +42,28 @@ def load_profile_for_recordings(
     when it timed another target or drafter than a recording of ``recording_paths`` (None entries skipped) was made
     with."""
     profile = HardwareProfile.load(profile_path)
-    for path in recording_paths:
-        pair = recorded_pair(path) if path is not None else None
+    paths = [path for path in recording_paths if path is not None]
+    for path in paths:
+        pair = recorded_pair(path)
         if pair is not None:
             check_profiled(profile, f"{profile_path} (given with the recording {path})", *pair)
+    check_recorded_drafter_weights(profile.drafter_weights, paths, f"The hardware profile {profile_path}")
     return profile
+
+
+def check_recorded_drafter_weights(timed: str | None, recording_paths: Iterable[str | Path], what: str) -> None:
+    """Refuse a drafter whose weights' digest ``timed`` (None: unknown, not compared) is not the one a recording of
+    ``recording_paths`` was drafted with under the same name (a drafter retrained in its folder): its acceptance is
+    another drafter's. Recordings made before the digest was kept are not compared."""
+    for path in recording_paths:
+        recorded = (recording_manifest(path) or {}).get("drafter_weights")
+        if timed is not None and recorded is not None and recorded != timed:
+            raise ValueError(
+                f"{what} timed drafter weights with digest {timed}, and the recording {path} was drafted by weights "
+                f"with digest {recorded} under the same name: the drafter was retrained or replaced between them, so "
+                "the recorded acceptance is not this drafter's. Record again with this drafter (`hf-adaptive-spec "
+                "record --output NEW ...`), or profile the drafter the recording was made with."
+            )
 
 
 def card_names(

@@ -15,7 +15,7 @@ from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
-from ..environments.provenance import recorded_pair
+from ..environments.provenance import check_recorded_drafter_weights, recorded_pair
 from ..environments.storage import recording_manifest
 from ..environments.static_grid import lookup_counts_from_text, rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     profile, compile_seconds = measure_profile(args)
+    try:
+        check_recorded_drafter_weights(profile.drafter_weights, args.recording, "This profile")
+    except ValueError as error:
+        parser.error(str(error))
     if recordings:
         profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
     path = Path(args.json) if args.json else default_profile_path()

@@ -84,6 +84,35 @@ def test_record_refuses_to_mix_settings(tiny_cli, tmp_path, capsys):
         assert f"{option[2:].replace('-', '_')} differ" in capsys.readouterr().err
 
 
+def test_the_manifest_keeps_the_drafters_weights_and_refuses_shards_of_other_weights(tiny_cli, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A drafter retrained in its folder keeps its name: the manifest records its weights' digest, and shards drafted
+    by other weights under that name are refused, not mixed into one recording. A folder recorded before the digest
+    was kept resumes, and its manifest does not claim a digest for shards of unknown weights."""
+    output = tmp_path / "rec"
+    argv = ["--output", str(output), "--num-prompts", "1", *TREE]
+    assert cli.main(argv) == 0
+    manifest = json.loads((output / "record_args.json").read_text())
+    assert manifest["drafter_weights"] == _eagle3(tiny_cli).weights_digest()
+
+    def retrained(model, checkpoint):
+        drafter = _eagle3(model)
+        with torch.no_grad():
+            next(drafter.model.parameters()).add_(0.5)
+        return drafter
+
+    monkeypatch.setattr(cli, "load_drafter", retrained)
+    assert cli.main(["--output", str(output), "--start", "1", "--num-prompts", "1", *TREE]) == 2
+    error = capsys.readouterr().err
+    assert f"other drafter weights (digest {manifest['drafter_weights']}" in error and "another --output" in error
+    assert len(load_recording(output).prompts) == 1
+
+    del manifest["drafter_weights"]  # as written before digests were kept
+    (output / "record_args.json").write_text(json.dumps(manifest))
+    assert cli.main(["--output", str(output), "--start", "1", "--num-prompts", "1", *TREE]) == 0
+    assert "drafter_weights" not in json.loads((output / "record_args.json").read_text())
+
+
 def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(tiny_cli, tmp_path):
     """With --prompts-file the manifest said "prompts": "sharegpt" (the unused default): it names only the file now,
     and a folder recorded with the earlier form is resumed, not refused."""

@@ -4,6 +4,7 @@ profile must have timed, the names on the card, and Re-SpS's state layers."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,22 @@ def test_a_profile_of_another_model_is_refused_and_the_card_names_the_recordings
     _train(method, recording_dir, own, tmp_path / "named", names[0], "org/my-model-hub-id", names[1], "my prompts")
     card = (tmp_path / "named" / "README.md").read_text()
     assert "**Target model:** org/my-model-hub-id" in card and "my prompts" in card and "heldout.jsonl" not in card
+
+
+def test_a_profile_of_other_weights_under_the_recorded_drafters_name_is_refused(recording_dir, tmp_path):
+    """A drafter retrained in its folder keeps its name: a profile timed with the new weights, given with a recording
+    drafted by the old ones, is refused naming both digests; the same digest, or a recording or profile without one
+    (made before digests were kept), trains."""
+    recorded = tmp_path / "recorded"
+    shutil.copytree(recording_dir, recorded)
+    (recorded / "record_args.json").write_text(json.dumps({**MANIFEST, "drafter_weights": "old"}), encoding="utf-8")
+    retrained = _profile(tmp_path / "new.json", {**OWN, "drafter_weights": "new"})
+    with pytest.raises(ValueError, match=r"new.json timed drafter weights with digest new, and the recording "
+                                         r".*recorded was drafted by weights with digest old"):
+        _train("radar", recorded, retrained, tmp_path / "refused")
+    assert not (tmp_path / "refused" / "config.json").exists()
+    _train("radar", recorded, _profile(tmp_path / "old.json", {**OWN, "drafter_weights": "old"}), tmp_path / "same")
+    _train("radar", recording_dir, retrained, tmp_path / "unknown")  # the fixture's manifest records no digest
 
 
 def test_a_recording_without_a_manifest_is_taken_as_made_with_what_the_profile_timed(recording_dir, tmp_path):
