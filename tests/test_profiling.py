@@ -274,17 +274,18 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
     from hf_adaptive_spec.core import CostCurve
     from hf_adaptive_spec.profiling.cli import shipped_policy_fit
 
-    assert all(line.endswith("trained on cpu/float32/eager; fits this curve")
-               for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager")))
-    assert all(line.endswith("trained on cpu/float32/eager; fits this curve's device, dtype and path (the policy did "
-                             "not record its instruction set, this curve's is AVX2)")
-               for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager", "AVX2")))
+    eager = "trained on cpu/float32/eager (AVX2)"  # the default policies: the eager float32 curve of an AVX2 EPYC
+    assert all(line.endswith(f"{eager}; fits this curve")
+               for curve in (CostCurve("cpu", "float32", "eager"), CostCurve("cpu", "float32", "eager", "AVX2"))
+               for line in shipped_policy_fit(curve))
+    assert all(line.endswith(f"{eager}; trained on another curve: retrain it on this profile")
+               for line in shipped_policy_fit(CostCurve("cpu", "float32", "eager", "AMX")))
     curve = CostCurve("cpu", "bfloat16", "compiled")
     for name, line in zip(("ltd", "resps", "radar"), shipped_policy_fit(curve)):
         retrained = (name, curve.key) in checkpoints.SHIPPED_FOR_CURVE  # a variant shipped for this curve
         assert line.startswith(f"shipped {name} policy: ")
         assert line.endswith("trained on cpu/bfloat16/compiled; fits this curve" if retrained else
-                             "trained on cpu/float32/eager; trained on another curve: retrain it on this profile")
+                             f"{eager}; trained on another curve: retrain it on this profile")
 
 
 def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):
@@ -397,7 +398,8 @@ def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp
     record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
                   TreeConfig(depth=2, top_k=2, total_tokens=4), 8).save(folder)
     (folder / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "drafter_weights": "old"}))
-    timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4], [1.0, 1.2], draft_step_seconds=0.1, policy_call_seconds=0.0,
+    timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4], [1.0, 1.2], draft_step_seconds=0.1,
+                            policy_call_seconds=0.0,
                             catch_up_tokens=[1], catch_up_seconds=[0.1],
                             drafter="org/drafter", drafter_weights="new")
     monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
@@ -447,7 +449,8 @@ def test_recommended_policy_names_what_is_missing(tmp_path):
         hfas.recommended_policy(bare)
     compiled = HardwareProfile("cuda", "bfloat16", 1, 64, [1, 8], [1.0, 1.0], path="compiled",
                                recommendation={"policy": "ltd", "tree": {}})  # a curve no ltd variant is shipped for
-    with pytest.raises(ValueError, match="trained on cpu/float32/eager and the profile measured cuda/bfloat16/compiled"):
+    with pytest.raises(ValueError,
+                       match=r"trained on cpu/float32/eager \(AVX2\) and the profile measured cuda/bfloat16/compiled"):
         hfas.recommended_policy(compiled)
 
 

@@ -148,10 +148,13 @@ def test_dvi_replay_is_exact_on_smollm2(smollm2):
     [("ltd", hfas.LTDPolicy), ("resps", hfas.ReSpSPolicy), ("radar", hfas.RadarPolicy)],
 )
 def test_shipped_policies_drive_the_shipped_drafter_losslessly(smollm2, name, policy_type):
-    """What `bench --methods eagle3-<name>` and the quickstart load: the package's policy for this drafter."""
+    """What `bench --methods eagle3-<name>` and the quickstart load: the package's policy for this drafter, trained
+    with its weights (no drafter mismatch reported), with and without the prompt-lookup branch it was trained with."""
     model, tokenizer = smollm2
     drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
     policy = hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint(name)))
     assert type(policy) is policy_type
-    verified = [n for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3]) for n in stats.verified_tokens]
-    assert max(verified) > 1  # it speculates on some cycles
+    stats = _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3])
+    stats += _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:2], prompt_lookup_num_tokens=4)
+    assert max(n for s in stats for n in s.verified_tokens) > 1  # it speculates on some cycles
+    assert all(s.policy_drafter_mismatch is None for s in stats)  # trained with the shipped drafter's weights

@@ -8,9 +8,10 @@ from ..core.cost_curve import CostCurve
 
 #: name -> folder of each shipped checkpoint (for SmolLM2-135M-Instruct). The three policies are
 #: the outputs of their recipes (trainers/recipes/ltd_smollm2_skip.yaml, radar_smollm2_skip.yaml,
-#: resps_smollm2_plain.yaml with the bench-fitted profile; each card gives its command), copied here:
-#: trained on this CPU's eager float32 curve, with the stage-4 EAGLE-3 drafter (their configs' ``trained_for_drafter``;
-#: the engine reports it with the stage-15 drafter shipped now: ``out.speculation.policy_drafter_mismatch``).
+#: resps_smollm2_plain.yaml: skip-or-verify action sets) retrained for the shipped stage-15 EAGLE-3 drafter on
+#: the eager float32 curve of an AVX2-only EPYC with the 4-token prompt-lookup branch
+#: (results/policies_eager/avx2_fp32/retrain.sh; each card gives its command and live results). Their configs
+#: record that drafter's weights (``trained_for_drafter``) and that curve (``trained_on``).
 SHIPPED = {
     "eagle3": "eagle3-smollm2-135m-instruct",
     "ltd": "ltd-smollm2-135m-instruct",
