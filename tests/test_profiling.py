@@ -386,6 +386,28 @@ def test_profile_times_the_target_and_drafter_its_recordings_were_made_with(tmp_
         assert message in capsys.readouterr().err
 
 
+def test_eager_verification_is_timed_as_generate_verifies_each_size(monkeypatch):
+    """The eager profile times each size as generate's cycles verify it (a bare forward timed size after size
+    mispriced them on the EPYC): one static tree per size, the root alone for one token, every size once per
+    round, the first round a warm-up."""
+    from hf_adaptive_spec.profiling.hardware import measure_verification_in_generate
+
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    calls, real = [], model.generate
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((kwargs["assistant_policy"].config.total_tokens, max(out.speculation.verified_tokens)))
+        return out
+
+    monkeypatch.setattr(model, "generate", spy)
+    seconds = measure_verification_in_generate(model, prompt(12), drafter, [1, 4, 6], rounds=2, max_new_tokens=8)
+    assert len(seconds) == 3 and all(s > 0 for s in seconds)
+    assert [size for size, _ in calls] == [1, 4, 6] * 3  # in turn, round after round
+    assert all(verified == size for size, verified in calls)  # each cycle verified its size
+
+
 def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp_path, monkeypatch, capsys):
     """A drafter retrained in its folder keeps its name: a profile timing the new weights refuses to rank a recording
     whose manifest records the old weights' digest (the ranking would weigh the old drafter's acceptance)."""

@@ -26,7 +26,7 @@ from .hardware import (
     measure_catch_up_in_generate,
     measure_in_generate,
     measure_static_verification,
-    measure_verification,
+    measure_verification_in_generate,
     static_cache_slots,
 )
 from .identity import eagle3_name, model_name, shipped_policies_misfit
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-threads", type=int, default=None)
     parser.add_argument("--context-length", type=int, default=256)
     parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timings per verification size (eager: a third of it, at least 3, rounds of generate)")
     parser.add_argument("--eagle3", default=None, help="EAGLE-3 drafter checkpoint to time (default: the --recording's drafter, "
                         "else an early exit)")
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
@@ -189,8 +190,8 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         # --static times the eager static path: on a GPU generate would compile a static cache on its own
         generate_kwargs = {"cache_implementation": "static",
                            **({"compile_config": compile_config} if args.compile else {"disable_compile": True})}
-    else:
-        tokens, seconds = measure_verification(model, args.context_length, sizes, args.repeats)
+    else:  # timed inside generate once the drafter is loaded
+        tokens, seconds = list(sizes), None
     drafter = (
         Eagle3Drafter.from_pretrained(args.eagle3, target=model)
         if args.eagle3
@@ -201,6 +202,8 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
     long_ids = long_prompt(tokenizer, args.context_length)  # a later level's cost grows with the context it reads
+    if seconds is None:
+        seconds = measure_verification_in_generate(model, long_ids, drafter, tokens, rounds=max(3, args.repeats // 3))
     draft_step, policy_call = measure_in_generate(
         model, long_ids, drafter, policy, max_new_tokens=BUCKET_RUN_TOKENS, **generate_kwargs
     )

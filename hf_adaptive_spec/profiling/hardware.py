@@ -39,7 +39,9 @@ class HardwareProfile:
 
     Args:
         verify_tokens / verify_seconds: target forward time for ``n`` new tokens (a tree of ``n``
-            nodes) after ``context_length`` cached tokens.
+            nodes) after ``context_length`` cached tokens; on the eager path ``profile`` times each as ``generate``
+            verifies it (:func:`measure_verification_in_generate`; profiles made before 2026-12-02 hold a bare
+            forward's time, :func:`measure_verification`).
         draft_step_seconds: drafter time per draft level after a cycle's first, measured inside ``generate``
             (:func:`measure_in_generate`; profiles made before 2026-12-01 hold the mean over every level).
         catch_up_tokens / catch_up_seconds: what a cycle drafting one level costs when its first step reads
@@ -389,6 +391,32 @@ def bucket_filling_tree(bucket: int, top_k: int = 4) -> StaticTreePolicy:
     while full_tree_size(depth, top_k) < bucket:
         depth += 1
     return StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=bucket)
+
+
+def measure_verification_in_generate(
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    drafter: Drafter,
+    tokens: list[int],
+    rounds: int = 3,
+    max_new_tokens: int = 48,
+) -> list[float]:
+    """Seconds per verification of each of ``tokens`` tree tokens as ``generate`` runs it on the eager path: the
+    median over ``rounds`` (after one that warms up) of the verify time per cycle of a static tree of that size (one
+    token: a plain step, the root alone), the sizes taken in turn within each round so that a machine's drift
+    reaches all of them alike. A bare forward timed size after size (:func:`measure_verification`) misprices these
+    cycles on an AVX2 EPYC in float32 (4-6 tokens dearer than 12 there, cheaper in ``generate``; results/README.md,
+    session 59), and a policy trained on it learns the error."""
+    policies = [StaticTreePolicy(0, 1, 1) if n == 1 else bucket_filling_tree(n) for n in tokens]
+    per_size: list[list[float]] = [[] for _ in tokens]
+    for _ in range(rounds + 1):  # the first round warms up
+        for runs, policy in zip(per_size, policies):
+            out = model.generate(
+                input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
+                assistant_policy=policy, return_dict_in_generate=True,
+            )
+            runs.append(out.speculation.verify_time / max(out.speculation.cycles, 1))
+    return [statistics.median(runs[1:]) for runs in per_size]
 
 
 def measure_buckets_in_generate(
