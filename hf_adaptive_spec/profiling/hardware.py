@@ -406,7 +406,7 @@ def measure_verification_in_generate(
     token: a plain step, the root alone), the sizes taken in turn within each round so that a machine's drift
     reaches all of them alike: what the replay charges a cycle is its verify time in ``generate`` (acceptance and
     cache update included), not a bare forward's timed size after size (:func:`measure_verification`; on an AVX2
-    EPYC in float32 that charged 4-6 tokens 10-15% more than 12, ``generate`` 7% more, with differences of that
+    EPYC in float32 that charged 4-6 tokens 10-15% more than 12, ``generate`` 7-9% more, with differences of that
     size varying between measurements; results/README.md, session 59)."""
     policies = [StaticTreePolicy(0, 1, 1) if n == 1 else bucket_filling_tree(n) for n in tokens]
     per_size: list[list[float]] = [[] for _ in tokens]
