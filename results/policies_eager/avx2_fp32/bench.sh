@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 58, the eager float32 curve on the AVX2-only EPYC with the shipped stage-15 drafter: eager float32 stock,
 # the static tree profile.sh recommends (2/4/9 with the 4-token branch) and the three learned policies with the same
-# branch, Spec-Bench 13 x 1, 128 tokens, no compile. POLICIES=shipped (default): the package's default policies,
-# trained for the stage-4 drafter; POLICIES=retrained: retrain.sh's, trained for this drafter on this curve.
+# branch, Spec-Bench 13 x 1, 128 tokens, no compile. POLICIES=shipped (default): the package's default policies
+# (session 58's shipped_* run: the stage-4 ones; since session 59 the retrained ones); POLICIES=retrained:
+# retrain.sh's artifacts, trained for this drafter on this curve (shipped since session 59).
 # About 20 minutes alone.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
