@@ -80,7 +80,7 @@ def test_a_drafting_cycle_pays_for_the_committed_tokens_its_first_step_reads(tmp
 def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_every_kth_time(llama):
     """Drafting one level every k-th cycle makes the drafting cycles read about k cycles' tokens; the first reads
     the prompt, the largest point. Points are grouped by the drafter's step buckets, ascending."""
-    from hf_adaptive_spec.profiling.hardware import _DraftEveryKthCycle, catch_up_points, measure_catch_up_in_generate
+    from hf_adaptive_spec.profiling.measure import _DraftEveryKthCycle, catch_up_points, measure_catch_up_in_generate
 
     ids = prompt(40)
     out = llama.generate(ids, max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
@@ -98,7 +98,7 @@ def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_e
 
 @pytest.mark.parametrize("bucket", [8, 12, 16, 32])
 def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, bucket):
-    from hf_adaptive_spec.profiling.hardware import bucket_filling_tree
+    from hf_adaptive_spec.profiling.measure import bucket_filling_tree
 
     out = llama.generate(
         prompt(6), max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
@@ -108,7 +108,7 @@ def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, buc
 
 
 def test_bucket_measurements_refuse_what_they_cannot_time(llama):
-    from hf_adaptive_spec.profiling.hardware import bucket_filling_tree, measure_buckets_in_generate, measure_static_verification
+    from hf_adaptive_spec.profiling.measure import bucket_filling_tree, measure_buckets_in_generate, measure_static_verification
 
     drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
     with pytest.raises(ValueError, match=r"Buckets \[10\] are not the engine's \(\[8, 12, 16, 32\]\)"):
@@ -124,7 +124,7 @@ def test_bucket_measurements_refuse_what_they_cannot_time(llama):
 def test_sliding_window_models_are_timed_in_full_length_static_layers():
     """The static path keeps sliding layers full-length: a ring buffer would roll the tree's slots (silently wrong
     times) and generate refuses one."""
-    from hf_adaptive_spec.profiling.hardware import measure_buckets_in_generate, measure_static_verification
+    from hf_adaptive_spec.profiling.measure import measure_buckets_in_generate, measure_static_verification
 
     model = tiny_model("qwen2-hybrid")  # sliding window 5 in its first layers, full attention after
     tokens, seconds, _ = measure_static_verification(model, context_length=16, tokens=(1, 8), repeats=1)
@@ -184,7 +184,7 @@ def test_a_later_draft_level_is_timed_apart_from_the_first():
     """``draft_step_seconds`` is what ``HardwareProfile.draft_time`` charges each level after the first: the deep
     cycles' drafting less the one-level cycles', per level between. A mean over every level would count the first
     level's cheaper step in (here 12.5 ms against the 15 ms a later level costs)."""
-    from hf_adaptive_spec.profiling.hardware import later_level_seconds
+    from hf_adaptive_spec.profiling.measure import later_level_seconds
 
     levels, seconds = [3, 1, 3, 1, 3, 1], [0.040, 0.010, 0.041, 0.011, 0.039, 0.010]
     assert later_level_seconds(levels, seconds) == pytest.approx(0.015)
@@ -390,7 +390,7 @@ def test_eager_verification_is_timed_as_generate_verifies_each_size(monkeypatch)
     """The eager profile times each size as generate's cycles verify it (a bare forward timed size after size
     mispriced them on the EPYC): one static tree per size, the root alone for one token, every size once per
     round, the first round a warm-up."""
-    from hf_adaptive_spec.profiling.hardware import measure_verification_in_generate
+    from hf_adaptive_spec.profiling.measure import measure_verification_in_generate
 
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)

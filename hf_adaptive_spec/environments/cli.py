@@ -42,13 +42,8 @@ from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
-from ..profiling.hardware import (
-    DEFAULT_VERIFY_TOKENS,
-    HardwareProfile,
-    measure_catch_up_in_generate,
-    measure_in_generate,
-    measure_verification_in_generate,
-)
+from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile
+from ..profiling.measure import measure_catch_up_in_generate, measure_in_generate, measure_verification_in_generate
 from ..profiling.identity import artifact_name, eagle3_name, model_name
 from ..training_data import (
     Conversation,

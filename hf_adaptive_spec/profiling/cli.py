@@ -19,15 +19,13 @@ from ..environments.provenance import check_recorded_drafter_weights, recorded_p
 from ..environments.storage import recording_manifest
 from ..environments.static_grid import lookup_counts_from_text, rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
-from .hardware import (
-    DEFAULT_VERIFY_TOKENS,
-    HardwareProfile,
+from .hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, static_cache_slots
+from .measure import (
     measure_buckets_in_generate,
     measure_catch_up_in_generate,
     measure_in_generate,
     measure_static_verification,
     measure_verification_in_generate,
-    static_cache_slots,
 )
 from .identity import eagle3_name, model_name, shipped_policies_misfit
 from .recommendation import default_profile_path

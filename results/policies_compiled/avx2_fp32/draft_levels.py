@@ -23,7 +23,8 @@ from hf_adaptive_spec.drafters import Eagle3Drafter
 from hf_adaptive_spec.generation import enable, fast_path, fast_path_compile_config
 from hf_adaptive_spec.policies import StaticTreePolicy
 from hf_adaptive_spec.profiling.cli import PROMPT, long_prompt
-from hf_adaptive_spec.profiling.hardware import measure_in_generate, static_cache_slots
+from hf_adaptive_spec.profiling.hardware import static_cache_slots
+from hf_adaptive_spec.profiling.measure import measure_in_generate
 
 TREES = {1: (1, 4, 8), 2: (2, 4, 8), 3: (3, 4, 12), 4: (4, 4, 12)}
 
