@@ -562,6 +562,24 @@ def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_the
         hfas.recommended_policy(written_before)
 
 
+def test_a_recommendation_of_a_shipped_policy_with_another_branch_than_it_was_trained_with_is_refused():
+    """A profile written before policies recorded their branch could recommend the shipped LTD policy without it
+    (``generate`` would then report it as misused); it is refused with the fix, and read with its own branch."""
+    from hf_adaptive_spec.profiling.identity import eagle3_name
+
+    def written(lookup_tokens):
+        return HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], model="HuggingFaceTB/SmolLM2-135M-Instruct",
+                               drafter=eagle3_name(None), recommendation={"policy": "ltd", "tree": {},
+                                                                          "lookup_tokens": lookup_tokens})
+
+    with pytest.raises(ValueError, match=r"recommends the shipped ltd policy with prompt_lookup_num_tokens=None, but it "
+                                         r"was trained with 4 prompt-lookup tokens.*profile --recording DIR"):
+        hfas.recommended_policy(written(0))
+    with pytest.warns(UserWarning, match="pass prompt_lookup_num_tokens=4 to generate too"):
+        assert isinstance(hfas.recommended_policy(written(4)), hfas.LTDPolicy)
+    assert hfas.recommended_generate_kwargs(written(4))["prompt_lookup_num_tokens"] == 4
+
+
 def _eagle3_folder(target, folder, seed: int):
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 
@@ -650,8 +668,8 @@ def test_a_recommended_lookup_branch_comes_with_the_policy_and_is_never_silently
 
 def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain_steps(monkeypatch):
     """``recommend`` ranks every lookup length asked for and no branch (plain steps stay the reference even when
-    only a branch is asked for); the winner's branch is the recommendation's, and a learned policy's fastest
-    branch is the one recorded for it."""
+    only a branch is asked for); the winner's branch is the recommendation's, and a learned policy that does not
+    record the branch it was trained with is replayed with each, its fastest recorded for it."""
     from hf_adaptive_spec.environments.static_grid import RankedTree
     from hf_adaptive_spec.profiling import cli
 
@@ -663,6 +681,7 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
                 RankedTree(0, 4, 1, 1.0, 8.0)]
 
     monkeypatch.setattr(cli, "rank_over_recordings", ranked)
+    monkeypatch.setattr(cli, "branches_to_replay", lambda name, profile, counts: counts)  # policies that record none
     speeds = {0: 10.0, 1: 11.0}
     monkeypatch.setattr(cli, "shipped_policy_replay", lambda name, profile, recordings, n: {
         "fits_curve": False, "trained_on": "x", "tokens_per_second": speeds[n], "lookup_tokens": n})
@@ -674,6 +693,20 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
     lines = cli.recommendation_lines(profile)
     assert lines[0] == "best static tree: the 1-token prompt-lookup branch alone, nothing drafted (tau 1.30, modelled 1.50x plain steps)"
     assert "with prompt_lookup_num_tokens=1" in lines[-1] and "recommended_generate_kwargs" in lines[-1]
+
+
+def test_a_policy_that_records_its_branch_is_replayed_with_that_branch_alone(monkeypatch):
+    """With another branch ``generate`` reports it as misused (``policy_lookup_mismatch``): the profile must not
+    recommend it with one, nor rank it by one."""
+    from hf_adaptive_spec.profiling import cli
+
+    profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], draft_step_seconds=0.1)
+    assert cli.branches_to_replay("ltd", profile, (0, 1)) == (4,)  # the shipped ones were trained with 4 tokens
+    for recorded, expected in ((None, (0, 1)), (0, (0,)), (2, (2,))):
+        policy = hfas.StaticTreePolicy()
+        policy.trained_with_lookup_tokens = recorded
+        monkeypatch.setattr(cli.AutoDraftPolicy, "from_pretrained", lambda path, policy=policy: policy)
+        assert cli.branches_to_replay("ltd", profile, (0, 1)) == expected
 
 
 @pytest.mark.parametrize("text", ["-1", "1,x", ""])

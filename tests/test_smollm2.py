@@ -149,12 +149,16 @@ def test_dvi_replay_is_exact_on_smollm2(smollm2):
 )
 def test_shipped_policies_drive_the_shipped_drafter_losslessly(smollm2, name, policy_type):
     """What `bench --methods eagle3-<name>` and the quickstart load: the package's policy for this drafter, trained
-    with its weights (no drafter mismatch reported), with and without the prompt-lookup branch it was trained with."""
+    with its weights (no drafter mismatch reported), with the prompt-lookup branch it was trained with and without it
+    (then reported as another branch)."""
     model, tokenizer = smollm2
     drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
     policy = hfas.AutoDraftPolicy.from_pretrained(str(hfas.shipped_checkpoint(name)))
     assert type(policy) is policy_type
-    stats = _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3])
-    stats += _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:2], prompt_lookup_num_tokens=4)
+    without = _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3])
+    with_branch = _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:2], prompt_lookup_num_tokens=4)
+    stats = without + with_branch
     assert max(n for s in stats for n in s.verified_tokens) > 1  # it speculates on some cycles
     assert all(s.policy_drafter_mismatch is None for s in stats)  # trained with the shipped drafter's weights
+    assert all(s.policy_lookup_mismatch is None for s in with_branch)  # and with the 4-token branch
+    assert all("trained with the 4-token prompt-lookup branch" in s.policy_lookup_mismatch for s in without)

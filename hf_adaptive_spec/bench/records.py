@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: the engine's reports of a policy that does not fit its call (``SpeculationStats``), kept per turn and per method
+POLICY_FIT_REPORTS = ("policy_cost_curve_mismatch", "policy_drafter_mismatch", "policy_lookup_mismatch")
+
 
 @dataclass
 class TurnRecord:
@@ -37,6 +40,8 @@ class TurnRecord:
             than the call's (``SpeculationStats.policy_cost_curve_mismatch``); None otherwise.
         policy_drafter_mismatch: the engine's report of a policy trained with another drafter than the
             call's (``SpeculationStats.policy_drafter_mismatch``); None otherwise.
+        policy_lookup_mismatch: the engine's report of a policy trained with another prompt-lookup branch than
+            the call's (``SpeculationStats.policy_lookup_mismatch``); None otherwise.
     """
 
     turn: int
@@ -60,6 +65,7 @@ class TurnRecord:
     fp32_reference_seconds: float | None = None
     policy_cost_curve_mismatch: str | None = None
     policy_drafter_mismatch: str | None = None
+    policy_lookup_mismatch: str | None = None
 
     @property
     def throughput(self) -> float:

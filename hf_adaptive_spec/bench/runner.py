@@ -16,7 +16,7 @@ from .counting import TargetPassCounter
 from .methods import REFERENCE_METHOD, BenchMethod, SpeculationStatsLike
 from .progress import ProgressLog
 from .questions import Question
-from .records import QuestionRecord, TurnRecord
+from .records import POLICY_FIT_REPORTS, QuestionRecord, TurnRecord
 
 
 def run_benchmark(
@@ -201,8 +201,7 @@ def _turn_record(
         verify_time=stats.verify_time if stats is not None else None,
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens,
-        policy_cost_curve_mismatch=getattr(stats, "policy_cost_curve_mismatch", None),
-        policy_drafter_mismatch=getattr(stats, "policy_drafter_mismatch", None),
+        **{report: getattr(stats, report, None) for report in POLICY_FIT_REPORTS},
     )
 
 

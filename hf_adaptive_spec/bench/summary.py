@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .methods import REFERENCE_METHOD
-from .records import QuestionRecord, TurnRecord
+from .records import POLICY_FIT_REPORTS, QuestionRecord, TurnRecord
 
 
 @dataclass
@@ -42,6 +42,7 @@ class MethodSummary:
         policy_cost_curve_mismatch: the engine's report when the method's policy was trained on
             another cost curve than the one it ran on (the first turn's that said so); else None.
         policy_drafter_mismatch: likewise when it was trained with another drafter than the one it ran with.
+        policy_lookup_mismatch: likewise when it was trained with another prompt-lookup branch.
     """
 
     method: str
@@ -67,6 +68,7 @@ class MethodSummary:
     compile_seconds: float | None = None
     policy_cost_curve_mismatch: str | None = None
     policy_drafter_mismatch: str | None = None
+    policy_lookup_mismatch: str | None = None
 
 
 def summarize(
@@ -137,8 +139,7 @@ def _summarize_method(
         mean_verified_tokens=_cycle_mean(turns, "verified_tokens"),
         fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
         fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
-        policy_cost_curve_mismatch=next((t.policy_cost_curve_mismatch for t in turns if t.policy_cost_curve_mismatch), None),
-        policy_drafter_mismatch=next((t.policy_drafter_mismatch for t in turns if t.policy_drafter_mismatch), None),
+        **{report: next(filter(None, (getattr(t, report) for t in turns)), None) for report in POLICY_FIT_REPORTS},
     )
 
 

@@ -18,7 +18,7 @@ from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging
 
 from ..drafters.base import DraftContext, DraftOutcome, Drafter
-from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
+from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from ..core.attention import check_tree_attention_support
 from ..core.cache_contents import check_continuation, remember_tokens
@@ -321,8 +321,8 @@ class _Decoder:
             remember_tokens(caller_cache, sequence[0, :-1])
 
     def _report_policy_fit(self, stats: SpeculationStats) -> None:
-        """Name this call's cost curve; report a policy trained on another one, or with another drafter (and
-        warn once of each)."""
+        """Name this call's cost curve; report a policy trained on another one, with another drafter or with
+        another prompt-lookup branch (and warn once of each)."""
         path = "compiled" if stats.compiled else "static" if stats.cache == "static" else "eager"
         running = CostCurve.of(self.model.device, self.model.dtype, path)
         stats.cost_curve = str(running)
@@ -333,7 +333,9 @@ class _Decoder:
         if trained_for is not None:  # the drafter's digest is only computed for a policy that records one
             weights = self.drafter.weights_digest()
             stats.policy_drafter_mismatch = drafter_mismatch(policy_name, trained_for, type(self.drafter).__name__, weights)
-        for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch):
+        trained_with = getattr(self.policy, "trained_with_lookup_tokens", None)
+        stats.policy_lookup_mismatch = lookup_mismatch(policy_name, trained_with, self.lookup.num_tokens)
+        for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch, stats.policy_lookup_mismatch):
             if report:
                 logger.warning_once(report)
 

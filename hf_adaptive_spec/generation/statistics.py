@@ -55,6 +55,10 @@ class SpeculationStats:
     #: ``DraftPolicy.trained_for_drafter``): what differs and what to do. None when they match or the policy
     #: records no drafter.
     policy_drafter_mismatch: str | None = None
+    #: set when the policy was trained with another prompt-lookup branch than this call's
+    #: (``DraftPolicy.trained_with_lookup_tokens`` against ``prompt_lookup_num_tokens``): what differs and what to
+    #: do. None when they match or the policy records none.
+    policy_lookup_mismatch: str | None = None
 
     @property
     def cycles(self) -> int:

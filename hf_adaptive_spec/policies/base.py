@@ -132,7 +132,9 @@ class DraftPolicy:
     ``trained_on``: the engine reports a call on another cost curve
     (``out.speculation.policy_cost_curve_mismatch``); one trained on a drafter's recorded acceptance sets
     ``trained_for_drafter``: the engine reports a call with another drafter
-    (``out.speculation.policy_drafter_mismatch``).
+    (``out.speculation.policy_drafter_mismatch``); one trained on replayed trees that carried the prompt-lookup
+    branch (or none) sets ``trained_with_lookup_tokens``: the engine reports a call with another branch
+    (``out.speculation.policy_lookup_mismatch``).
     """
 
     feature_layers: tuple[int, ...] = ()
@@ -140,6 +142,8 @@ class DraftPolicy:
     trained_on: CostCurve | None = None
     #: the drafter it was trained with (None: not trained on a drafter's acceptance, or not recorded).
     trained_for_drafter: DrafterIdentity | None = None
+    #: the prompt-lookup branch's length it was trained with (0: none; None: not recorded).
+    trained_with_lookup_tokens: int | None = None
 
     def begin_generation(self) -> None:
         """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what
@@ -157,3 +161,28 @@ class DraftPolicy:
 
     def observe(self, feedback: CycleFeedback) -> None:
         return None
+
+
+def lookup_mismatch(policy_name: str, trained_with: int | None, lookup_tokens: int) -> str | None:
+    """The report for a policy trained with another prompt-lookup branch than the call's ``lookup_tokens``
+    (``prompt_lookup_num_tokens``, 0 without the branch); None when they match or the policy records none.
+
+    A policy trained on trees that carried the branch learned how often its chain carries the accepted path:
+    without it (or with another length) its choices assume acceptance the call does not have, and the output,
+    exact either way, does not show it.
+    """
+    if trained_with is None or trained_with == lookup_tokens:
+        return None
+
+    def branch(tokens: int) -> str:
+        return f"the {tokens}-token prompt-lookup branch" if tokens else "no prompt-lookup branch"
+
+    advice = (
+        f"pass prompt_lookup_num_tokens={trained_with} to generate" if trained_with
+        else "drop prompt_lookup_num_tokens"
+    )
+    return (
+        f"{policy_name} was trained with {branch(trained_with)} and this call runs with {branch(lookup_tokens)}: its "
+        f"choices assume another acceptance. {advice[0].upper() + advice[1:]}, or retrain the policy with "
+        f"--lookup_tokens {lookup_tokens}."
+    )

@@ -21,12 +21,35 @@ from .base import DraftPolicy, TreeConfig
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
 
-    def mark_trained_on(self, curve: CostCurve, drafter: DrafterIdentity | None = None) -> None:
-        """Record the cost curve this policy is (re)trained on and the drafter whose acceptance it learns from:
-        the engine compares both with each call's, and ``save_pretrained`` writes them to ``config.json`` as
-        ``trained_on`` and ``trained_for_drafter``."""
+    def mark_trained_on(
+        self, curve: CostCurve, drafter: DrafterIdentity | None = None, lookup_tokens: int | None = None
+    ) -> None:
+        """Record the cost curve this policy is (re)trained on, the drafter whose acceptance it learns from and
+        the prompt-lookup branch every replayed tree carried (``lookup_tokens``; 0: none, None: not recorded):
+        the engine compares them with each call's, and ``save_pretrained`` writes them to ``config.json`` as
+        ``trained_on``, ``trained_for_drafter`` and ``trained_with_lookup_tokens``."""
         self.trained_on = curve
         self.trained_for_drafter = drafter
+        self.trained_with_lookup_tokens = _checked_lookup_tokens(lookup_tokens)
+
+    def _read_training_record(
+        self, trained_on: dict | None, trained_for_drafter: dict | None, trained_with_lookup_tokens: int | None
+    ) -> None:
+        """Restore what :meth:`mark_trained_on` recorded from a ``config.json``'s entries."""
+        self.mark_trained_on(
+            CostCurve.from_config(trained_on), DrafterIdentity.from_config(trained_for_drafter),
+            trained_with_lookup_tokens,
+        )
+
+
+def _checked_lookup_tokens(value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(
+            f"A policy's trained_with_lookup_tokens must be the prompt-lookup branch's length it was trained with "
+            f"(an integer >= 0, 0 for none) or None when not recorded, got {value!r}: fix or remove it in the "
+            "policy's config.json."
+        )
+    return value
 
 
 def tree_settings(tree: TreeConfig) -> dict[str, int]:
@@ -34,11 +57,13 @@ def tree_settings(tree: TreeConfig) -> dict[str, int]:
     return {"depth": tree.depth, "top_k": tree.top_k, "total_tokens": tree.total_tokens}
 
 
-def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | None]:
-    """A learned policy's ``trained_on`` and ``trained_for_drafter`` arguments, read from what it holds now."""
+def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | int | None]:
+    """A learned policy's ``trained_on``, ``trained_for_drafter`` and ``trained_with_lookup_tokens`` arguments,
+    read from what it holds now."""
     curve, drafter = policy.trained_on, policy.trained_for_drafter
     return {"trained_on": None if curve is None else curve.to_config(),
-            "trained_for_drafter": None if drafter is None else drafter.to_config()}
+            "trained_for_drafter": None if drafter is None else drafter.to_config(),
+            "trained_with_lookup_tokens": policy.trained_with_lookup_tokens}
 
 
 class AutoDraftPolicy(AutoArtifact):

@@ -271,17 +271,18 @@ def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
 
 def recommend(profile: HardwareProfile, recordings: list, names: list[str], lookup_counts: tuple[int, ...]) -> dict:
     """The best static tree on ``recordings`` with ``profile``'s costs, with each prompt-lookup branch length of
-    ``lookup_counts`` and without, and each shipped learned policy's replayed speed (with its best branch); a
-    learned policy is recommended only if trained for the profile's target and drafter and on this curve, and
-    faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`). ``lookup_tokens`` is the
-    recommendation's branch, for ``generate``'s ``prompt_lookup_num_tokens`` (0: none)."""
+    ``lookup_counts`` and without, and each shipped learned policy's replayed speed (with the branch it was trained
+    with, else its best branch); a learned policy is recommended only if trained for the profile's target and drafter
+    and on this curve, and faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`).
+    ``lookup_tokens`` is the recommendation's branch, for ``generate``'s ``prompt_lookup_num_tokens`` (0: none)."""
     counts = tuple(sorted({0, *lookup_counts}))
     ranked = rank_over_recordings(recordings, profile, counts)
     best = ranked[0]
     misfit = shipped_policies_misfit(profile.model, profile.drafter)
     policies = {
         name: {"not_for_this_model": misfit} if misfit
-        else fastest_replay(shipped_policy_replay(name, profile, recordings, n) for n in counts)
+        else fastest_replay(shipped_policy_replay(name, profile, recordings, n)
+                            for n in branches_to_replay(name, profile, counts))
         for name in SHIPPED_POLICIES
     }
     to_beat = REPLAY_MARGIN * best.tokens_per_second
@@ -307,6 +308,14 @@ def fastest_replay(entries) -> dict:
     entries = list(entries)
     replayed = [entry for entry in entries if entry.get("tokens_per_second")]
     return max(replayed, key=lambda entry: entry["tokens_per_second"]) if replayed else entries[0]
+
+
+def branches_to_replay(name: str, profile: HardwareProfile, counts: tuple[int, ...]) -> tuple[int, ...]:
+    """The prompt-lookup branch lengths to replay the shipped ``name`` policy with: the one it was trained with
+    when it records it (with another, ``generate`` reports the policy as misused), else each of ``counts``."""
+    policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
+    trained_with = policy.trained_with_lookup_tokens
+    return counts if trained_with is None else (trained_with,)
 
 
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:

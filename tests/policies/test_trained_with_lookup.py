@@ -1,0 +1,83 @@
+"""A learned policy says which prompt-lookup branch it was trained with; a call with another one is reported.
+
+A policy trained on replayed trees that carried the branch learned how often the branch's chain carries the
+accepted path; run without it, its choices assume acceptance the call does not have, and the output is exact either
+way: only ``out.speculation.policy_lookup_mismatch`` (and the bench's note) can say so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core import CostCurve
+from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy
+from hf_adaptive_spec.policies.base import lookup_mismatch
+from tiny_models import prompt, tiny_model
+
+SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+EAGER_FP32 = CostCurve(device="cpu", dtype="float32", path="eager")
+
+
+def _speculation(model, drafter, policy, **lookup):
+    out = model.generate(prompt(6), max_new_tokens=6, do_sample=False, assistant_model=drafter,
+                         assistant_policy=policy, return_dict_in_generate=True, **lookup)
+    return out.speculation
+
+
+def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    policy = LTDPolicy(**SMALL)
+    policy.mark_trained_on(EAGER_FP32, None, 2)
+    assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
+    note = _speculation(model, drafter, policy).policy_lookup_mismatch
+    assert note.startswith("LTDPolicy was trained with the 2-token prompt-lookup branch and this call runs with no "
+                           "prompt-lookup branch")
+    assert "Pass prompt_lookup_num_tokens=2 to generate, or retrain the policy with --lookup_tokens 0." in note
+    longer = _speculation(model, drafter, policy, prompt_lookup_num_tokens=3).policy_lookup_mismatch
+    assert "this call runs with the 3-token prompt-lookup branch" in longer
+    policy.mark_trained_on(EAGER_FP32, None, 0)  # trained without the branch, called with it
+    note = _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch
+    assert "trained with no prompt-lookup branch" in note and "Drop prompt_lookup_num_tokens" in note
+    assert _speculation(model, drafter, policy).policy_lookup_mismatch is None
+    untagged = LTDPolicy(**SMALL)  # trained before the branch was recorded: nothing to compare
+    assert _speculation(model, drafter, untagged, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
+    assert _speculation(model, drafter, hfas.StaticTreePolicy()).policy_lookup_mismatch is None
+
+
+def test_the_report_is_none_only_when_the_branches_match_or_none_is_recorded():
+    assert lookup_mismatch("P", None, 4) is None
+    assert lookup_mismatch("P", 4, 4) is None and lookup_mismatch("P", 0, 0) is None
+    assert lookup_mismatch("P", 4, 0) is not None and lookup_mismatch("P", 0, 4) is not None
+    assert lookup_mismatch("P", 4, 10) is not None
+
+
+@pytest.mark.parametrize("policy_class,kwargs", [
+    (LTDPolicy, SMALL),
+    (RadarPolicy, dict(depth=2, top_k=2, total_tokens=4)),
+    (ReSpSPolicy, dict(hidden_size=16, num_target_layers=2)),
+])
+def test_trained_with_lookup_tokens_is_saved_and_checked(tmp_path, policy_class, kwargs):
+    policy = policy_class(**kwargs)
+    assert policy.trained_with_lookup_tokens is None
+    policy.mark_trained_on(EAGER_FP32, None, 4)
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["trained_with_lookup_tokens"] == 4
+    assert AutoDraftPolicy.from_pretrained(tmp_path).trained_with_lookup_tokens == 4
+    for bad in (-1, True, "4", 2.0):
+        with pytest.raises(ValueError, match=r"trained_with_lookup_tokens must be .* got"):
+            policy_class(**kwargs, trained_with_lookup_tokens=bad)
+
+
+def test_the_shipped_learned_policies_record_the_branch_they_were_trained_with():
+    """Each was trained with the 4-token branch (its card's command has --lookup_tokens 4: session 58's
+    results/policies_eager/avx2_fp32/retrain.sh, and RADAR's compiled float32 one)."""
+    folders = [path.parent for path in hfas.shipped_checkpoint("ltd").parent.glob("*/config.json")]
+    learned = [f for f in folders if json.loads((f / "config.json").read_text()).get("trained_on")]
+    assert len(learned) == 4
+    for folder in learned:
+        assert json.loads((folder / "config.json").read_text())["trained_with_lookup_tokens"] == 4, folder.name
+        assert "--lookup_tokens 4 " in (folder / "README.md").read_text(), folder.name
