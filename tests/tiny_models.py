@@ -141,3 +141,13 @@ class PlainStepsBetweenTrees(hfas.DraftPolicy):
 
     def tree_config(self, state: hfas.CycleState) -> hfas.TreeConfig:
         return self.tree if state.context_length % 3 == 0 else hfas.TreeConfig(depth=0, top_k=1, total_tokens=1)
+
+
+#: an LTDPolicy's arguments at a size tests build in milliseconds
+SMALL_LTD = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+#: (class, arguments) of each learned policy at such a size: what tests of what every learned policy records run over
+SMALL_LEARNED_POLICIES = [
+    (hfas.LTDPolicy, SMALL_LTD),
+    (hfas.RadarPolicy, dict(depth=2, top_k=2, total_tokens=4)),
+    (hfas.ReSpSPolicy, dict(hidden_size=16, num_target_layers=2)),
+]

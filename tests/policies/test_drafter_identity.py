@@ -10,11 +10,10 @@ import torch
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve
 from hf_adaptive_spec.core.drafter_identity import DrafterIdentity, drafter_mismatch, weights_digest
-from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy
+from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from tiny_models import prompt, tiny_model
+from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
-SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
 EAGER_FP32 = {"device": "cpu", "dtype": "float32", "path": "eager"}
 
 
@@ -29,7 +28,7 @@ def test_the_engine_reports_a_policy_trained_with_another_drafter():
     keeps its folder's name) is another drafter, and so is one of other weights."""
     model = tiny_model("llama")
     drafter, other = (hfas.CausalLMDrafter.from_target_layers(model, layers) for layers in (2, 1))
-    policy = LTDPolicy(trained_on=EAGER_FP32, **SMALL)
+    policy = LTDPolicy(trained_on=EAGER_FP32, **SMALL_LTD)
     policy.mark_trained_on(CostCurve(**EAGER_FP32), DrafterIdentity("org/drafter", drafter.weights_digest()))
     assert _speculation(model, drafter, policy).policy_drafter_mismatch is None
     note = _speculation(model, other, policy).policy_drafter_mismatch
@@ -38,7 +37,7 @@ def test_the_engine_reports_a_policy_trained_with_another_drafter():
     with torch.no_grad():
         drafter.model.lm_head.weight.mul_(1.5)  # the drafter retrained in place: its versions move
     assert "whose weights are not those" in _speculation(model, drafter, policy).policy_drafter_mismatch
-    untagged = LTDPolicy(trained_on=EAGER_FP32, **SMALL)  # trained before drafters were recorded
+    untagged = LTDPolicy(trained_on=EAGER_FP32, **SMALL_LTD)  # trained before drafters were recorded
     assert _speculation(model, other, untagged).policy_drafter_mismatch is None
 
 
@@ -60,11 +59,7 @@ def test_the_digest_does_not_depend_on_the_dtype_the_weights_were_loaded_in():
     assert weights_digest(module) != digest
 
 
-@pytest.mark.parametrize("policy_class,kwargs", [
-    (LTDPolicy, SMALL),
-    (RadarPolicy, dict(depth=2, top_k=2, total_tokens=4)),
-    (ReSpSPolicy, dict(hidden_size=16, num_target_layers=2)),
-])
+@pytest.mark.parametrize("policy_class,kwargs", SMALL_LEARNED_POLICIES)
 def test_trained_for_drafter_is_saved_and_set_from_the_training_profile(tmp_path, policy_class, kwargs):
     policy = policy_class(**kwargs)
     assert policy.trained_for_drafter is None
@@ -83,7 +78,7 @@ def test_trained_for_drafter_is_saved_and_set_from_the_training_profile(tmp_path
 def test_a_malformed_trained_for_drafter_entry_names_the_fix():
     for malformed in ({"name": "org/drafter"}, {"name": "a", "weights": "b", "step": 3}, "org/drafter"):
         with pytest.raises(ValueError, match="trained_for_drafter must be a dict with name and weights.*config.json"):
-            LTDPolicy(**SMALL, trained_for_drafter=malformed)
+            LTDPolicy(**SMALL_LTD, trained_for_drafter=malformed)
 
 
 @pytest.mark.parametrize("method", ["ltd", "radar", "resps"])

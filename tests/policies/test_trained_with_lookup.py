@@ -13,11 +13,10 @@ import pytest
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve
-from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy
+from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy
 from hf_adaptive_spec.policies.base import lookup_mismatch
-from tiny_models import prompt, tiny_model
+from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
-SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
 EAGER_FP32 = CostCurve(device="cpu", dtype="float32", path="eager")
 
 
@@ -30,7 +29,7 @@ def _speculation(model, drafter, policy, **lookup):
 def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
-    policy = LTDPolicy(**SMALL)
+    policy = LTDPolicy(**SMALL_LTD)
     policy.mark_trained_on(EAGER_FP32, None, 2)
     assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
     note = _speculation(model, drafter, policy).policy_lookup_mismatch
@@ -43,7 +42,7 @@ def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
     note = _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch
     assert "trained with no prompt-lookup branch" in note and "Drop prompt_lookup_num_tokens" in note
     assert _speculation(model, drafter, policy).policy_lookup_mismatch is None
-    untagged = LTDPolicy(**SMALL)  # trained before the branch was recorded: nothing to compare
+    untagged = LTDPolicy(**SMALL_LTD)  # trained before the branch was recorded: nothing to compare
     assert _speculation(model, drafter, untagged, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
     assert _speculation(model, drafter, hfas.StaticTreePolicy()).policy_lookup_mismatch is None
 
@@ -55,11 +54,7 @@ def test_the_report_is_none_only_when_the_branches_match_or_none_is_recorded():
     assert lookup_mismatch("P", 4, 10) is not None
 
 
-@pytest.mark.parametrize("policy_class,kwargs", [
-    (LTDPolicy, SMALL),
-    (RadarPolicy, dict(depth=2, top_k=2, total_tokens=4)),
-    (ReSpSPolicy, dict(hidden_size=16, num_target_layers=2)),
-])
+@pytest.mark.parametrize("policy_class,kwargs", SMALL_LEARNED_POLICIES)
 def test_trained_with_lookup_tokens_is_saved_and_checked(tmp_path, policy_class, kwargs):
     policy = policy_class(**kwargs)
     assert policy.trained_with_lookup_tokens is None
