@@ -14,6 +14,15 @@ wrong where verification cost is not monotone in size (on the EPYC, 2–4 tokens
 On the static-cache path (a ``--like`` profile with buckets, from a ``--compile`` bench) a verified size costs its
 bucket: the fit is per bucket and becomes the profile's ``bucket_seconds``, each in the bench's cache
 (``--max_cache_len``); a bucket the run never verified keeps the ``--like`` profile's time.
+
+On the eager path a machine's speed drifts within a run (stock 6.3 to 15.0 tokens/s within one session on an AVX2
+EPYC), and a tree of n nodes costs about one token plus a step plus a little per node. ``--curve linear`` fits that
+shape, f(1) = a and f(n) = a + b + c (n - 2) for n >= 2, over every speculative turn of one or more runs (bench JSON or
+``--progress`` files), each turn's verify time counted in eager stock's seconds per token in the same question and turn
+of the same run, so the drift cancels; the profile keeps ``--like``'s one-token time and takes the fitted shape:
+
+    python examples/profile_from_bench.py --curve linear --like PROFILE.json --output FITTED.json \
+        --bench RUN1.progress.jsonl RUN2.json ...
 """
 
 from __future__ import annotations
@@ -58,13 +67,24 @@ def fill_unfitted_sizes(measured: HardwareProfile, sizes: list[int], seconds: li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", required=True, help="bench JSON (--json of hf-adaptive-spec bench)")
+    parser.add_argument("--bench", required=True, nargs="+",
+                        help="bench JSON (--json of hf-adaptive-spec bench) or progress JSONL; several with --curve linear")
     parser.add_argument("--like", required=True, help="a HardwareProfile to copy the other fields from")
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
     parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
+    parser.add_argument("--curve", choices=("per-size", "linear"), default="per-size",
+                        help="per-size: a time per verified size (or bucket), in seconds; linear: the eager path's "
+                             "a / a + b + c (n - 2) shape, each turn against eager stock's in the same run")
     args = parser.parse_args()
-    bench = json.loads(Path(args.bench).read_text(encoding="utf-8"))
     measured = HardwareProfile.load(args.like)
+    if args.curve == "linear":
+        profile = linear_profile(measured, [turn for path in args.bench for turn in turns_against_stock(load_records(path))])
+        profile.save(args.output)
+        print(f"-> {args.output}")
+        return
+    if len(args.bench) != 1:
+        raise SystemExit("--curve per-size fits one bench run (its seconds drift with the machine): give one --bench.")
+    bench = json.loads(Path(args.bench[0]).read_text(encoding="utf-8"))
     turns = fitted_turns(bench, bucketed=bool(measured.buckets))
     draft, drafted_by = draft_step_seconds(turns)
     if measured.buckets:
@@ -79,6 +99,62 @@ def main() -> None:
         print("with the other measured sizes scaled: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     profile.save(args.output)
     print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """A run's per-question records: a bench JSON's ``records`` or a progress file's lines (its settings line left out)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if str(path).endswith(".jsonl"):
+        return [record for record in map(json.loads, text.splitlines()) if "method" in record]
+    return json.loads(text)["records"]
+
+
+def turns_against_stock(records: list[dict], stock: str = "stock") -> list[dict]:
+    """The speculative turns of one run, each with ``stock_seconds_per_token``: the ``stock`` method's wall time per
+    token in the same question and turn (turns of questions without a stock record are left out)."""
+    stock_turns = {(record["question_id"], turn["turn"]): turn["wall_time"] / turn["new_tokens"]
+                   for record in records if record["method"] == stock for turn in record["turns"]}
+    if not stock_turns:
+        raise ValueError(f"No {stock!r} turns in this run: --curve linear counts each turn in stock's time per token, "
+                         f"so bench with --methods {stock},...")
+    return [{**turn, "stock_seconds_per_token": stock_turns[record["question_id"], turn["turn"]]}
+            for record in records if record["method"] != stock for turn in record["turns"]
+            if turn["verified_tokens"] and (record["question_id"], turn["turn"]) in stock_turns]
+
+
+def linear_curve_terms(verified_tokens: list[int]) -> list[float]:
+    """A turn's cycles as the linear curve's terms: cycles (a), cycles verifying 2 or more tokens (b), and their
+    tokens past 2 (c)."""
+    return [len(verified_tokens), sum(n >= 2 for n in verified_tokens), sum(max(n - 2, 0) for n in verified_tokens)]
+
+
+def fit_linear_curve(turns: list[dict]) -> tuple[float, float, float]:
+    """``(a, b, c)`` of the verification curve f(1) = a, f(n) = a + b + c (n - 2), in stock's time per token, by least
+    squares over ``turns`` (each with ``stock_seconds_per_token``, :func:`turns_against_stock`)."""
+    if len(turns) < 3:
+        raise ValueError(f"Fitting three coefficients needs at least 3 turns with verified tokens, got {len(turns)}.")
+    terms = np.array([linear_curve_terms(turn["verified_tokens"]) for turn in turns], dtype=float)
+    times = np.array([turn["verify_time"] / turn["stock_seconds_per_token"] for turn in turns])
+    a, b, c = np.linalg.lstsq(terms, times, rcond=None)[0]
+    return float(a), float(b), float(c)
+
+
+def linear_profile(measured: HardwareProfile, turns: list[dict]) -> HardwareProfile:
+    """``measured`` with its verification curve replaced by the linear fit's shape at its one-token time, at its sizes
+    and 1 and 2 (the curve's corners, so that interpolating between them is the fit). Refuses a fit that is not
+    monotone (a negative b or c) or a profile with buckets (the static path's cost is a step per bucket)."""
+    if measured.buckets:
+        raise ValueError("--curve linear fits the eager path; a profile with buckets is fitted per bucket (--curve per-size).")
+    a, b, c = fit_linear_curve(turns)
+    print(f"{len(turns)} turns, {sum(len(t['verified_tokens']) for t in turns)} cycles; in stock's time per token: "
+          f"f(1) = {a:.3f}, f(n >= 2) = {a + b:.3f} + {c:.4f} (n - 2)")
+    if min(a, b, c) < 0:
+        raise ValueError(f"The fit is not monotone in the tokens verified (a={a:.3f}, b={b:.3f}, c={c:.4f}): the runs "
+                         "do not separate the sizes; add runs whose methods verify other sizes.")
+    sizes = sorted({1, 2, *measured.verify_tokens})
+    seconds = [measured.verify_time(1) * (1 if n == 1 else (a + b + c * (n - 2)) / a) for n in sizes]
+    print("per cycle: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    return replace(measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, recommendation=None)
 
 
 def fitted_turns(bench: dict, bucketed: bool) -> list[dict]:

@@ -144,6 +144,8 @@ class MethodOptions:
         ltd_policy / resps_policy / radar_policy: the policies of ``eagle3-ltd``, ``eagle3-resps``
             and ``eagle3-radar`` (folder or Hub id; default: the ones shipped for SmolLM2, which are refused with
             another ``model`` or ``eagle3_checkpoint``: they were trained for SmolLM2 and its shipped drafter).
+        candidate_policy: the policy of ``eagle3-candidate-policy`` (any saved policy's folder or Hub id), to compare
+            with the shipped ones in one run.
         compile: run every method of this project's engine on the compiled fast path (a fixed
             StaticCache and ``torch.compile``, as ``stock-compiled`` runs stock generate).
         max_cache_len: slots of the StaticCache of ``stock-compiled`` and ``--compile`` (one cache
@@ -209,6 +211,10 @@ class MethodOptions:
     radar_policy: str | None = field(
         default=None,
         metadata={"help": "eagle3-radar: RADAR policy (default: the one shipped for SmolLM2 and its drafter)."},
+    )
+    candidate_policy: str | None = field(
+        default=None,
+        metadata={"help": "eagle3-candidate-policy: a saved policy (folder or Hub id) to compare with the shipped ones."},
     )
     compile: bool = field(
         default=False, metadata={"help": "Run this project's engine methods on the compiled static-cache path."}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .records import FP32_REFERENCE_METHOD
+from .records import FP32_REFERENCE_METHOD, POLICY_FIT_REPORTS
 
 TIME_PARTS = ("draft", "verify", "policy", "other")
 
@@ -67,16 +67,11 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 #: (summary field, what the note says) for each way a method's policy may not fit its run
-_POLICY_FIT_FIELDS = (("policy_cost_curve_mismatch", "policy on another cost curve"),
-                      ("policy_drafter_mismatch", "policy trained with another drafter"),
-                      ("policy_lookup_mismatch", "policy trained with another prompt-lookup branch"))
-
-
 def _policy_fit_notes(summary: dict[str, Any]) -> list[str]:
     """One line per method and way its policy does not fit this run: trained on another cost curve, with
     another drafter or with another prompt-lookup branch."""
     lines = [f"**`{method}`: {what}.** {figures[field]}"
-             for method, figures in summary.items() for field, what in _POLICY_FIT_FIELDS if figures.get(field)]
+             for method, figures in summary.items() for field, what in POLICY_FIT_REPORTS.items() if figures.get(field)]
     return [""] + lines if lines else []
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: the engine's reports of a policy that does not fit its call (``SpeculationStats``), kept per turn and per method
-POLICY_FIT_REPORTS = ("policy_cost_curve_mismatch", "policy_drafter_mismatch", "policy_lookup_mismatch")
+#: the engine's reports of a policy that does not fit its call (``SpeculationStats``), kept per turn and per method,
+#: each with how the markdown report names it
+POLICY_FIT_REPORTS = {
+    "policy_cost_curve_mismatch": "policy on another cost curve",
+    "policy_drafter_mismatch": "policy trained with another drafter",
+    "policy_lookup_mismatch": "policy trained with another prompt-lookup branch",
+}
 
 
 @dataclass

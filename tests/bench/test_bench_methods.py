@@ -33,7 +33,7 @@ def test_registry_names():
     assert list(METHODS) == [
         "stock", "stock-compiled", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
         "eagle3", "eagle3-candidate", "eagle3-lookup-first", "eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd",
-        "eagle3-resps", "eagle3-radar", "dvi",
+        "eagle3-resps", "eagle3-radar", "eagle3-candidate-policy", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
@@ -293,7 +293,9 @@ def test_dvi_learning_online_matches_stock(bench_model):
 
 
 @pytest.mark.parametrize(
-    "name", ["eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd", "eagle3-radar", "eagle3-resps"]
+    "name",
+    ["eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd", "eagle3-radar", "eagle3-resps",
+     "eagle3-candidate-policy"],
 )
 def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     from hf_adaptive_spec import (
@@ -307,6 +309,7 @@ def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     policies = {
         "eagle3-ltd": ("ltd_policy", LTDPolicy(depth=3, top_k=2, total_tokens=6)),
+        "eagle3-candidate-policy": ("candidate_policy", LTDPolicy(depth=2, top_k=2, total_tokens=4)),
         "eagle3-radar": ("radar_policy", RadarPolicy(depth=3, top_k=2, total_tokens=6)),
         "eagle3-resps": (
             "resps_policy",
@@ -359,6 +362,8 @@ def test_learned_policy_without_a_checkpoint_names_the_option(bench_model, monke
     options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
     with pytest.raises(MethodUnavailableError, match="shipped ltd checkpoint is missing.*--ltd-policy"):
         METHODS["eagle3-ltd"]().prepare(model, tokenizer, options)
+    with pytest.raises(MethodUnavailableError, match="eagle3-candidate-policy needs --candidate-policy PATH"):
+        METHODS["eagle3-candidate-policy"]().prepare(model, tokenizer, options)  # it has no shipped policy
 
 
 @pytest.mark.parametrize("name", ["eagle3-ltd", "eagle3-resps", "eagle3-radar"])

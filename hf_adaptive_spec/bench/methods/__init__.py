@@ -20,13 +20,15 @@ from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
 from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch, split_lookup
-from .learned_policies import Eagle3Confidence, Eagle3DefaultTree, Eagle3HeuristicLength, Eagle3LTD, Eagle3Radar, Eagle3ReSpS
+from .learned_policies import (
+    Eagle3CandidatePolicy, Eagle3Confidence, Eagle3DefaultTree, Eagle3HeuristicLength, Eagle3LTD, Eagle3Radar, Eagle3ReSpS,
+)
 from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
 
 METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
     Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3LookupFirst, Eagle3DefaultTree,
-    Eagle3Confidence, Eagle3HeuristicLength, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, DVI,
+    Eagle3Confidence, Eagle3HeuristicLength, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, Eagle3CandidatePolicy, DVI,
 )
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 #: ``<method>+sized``: the engine decodes each call in a StaticCache sized for it (see ``BenchMethod.sized_cache``).

@@ -1,5 +1,6 @@
-"""``eagle3-default-tree``, transformers' heuristics (``eagle3-confidence``, ``eagle3-heuristic``) and
-the learned policies (``eagle3-ltd``, ``eagle3-resps``, ``eagle3-radar``).
+"""``eagle3-default-tree``, transformers' heuristics (``eagle3-confidence``, ``eagle3-heuristic``),
+the learned policies (``eagle3-ltd``, ``eagle3-resps``, ``eagle3-radar``) and a candidate policy
+(``eagle3-candidate-policy``).
 
 Each runs the ``eagle3`` drafter with another policy, so one interleaved run compares the
 static tree set by ``--tree-*`` (the best one found on this machine), EAGLE-3's default tree,
@@ -102,3 +103,15 @@ class Eagle3ReSpS(Eagle3LearnedPolicy):
 
 class Eagle3Radar(Eagle3LearnedPolicy):
     name, policy = "eagle3-radar", "radar"
+
+
+class Eagle3CandidatePolicy(Eagle3LearnedPolicy):
+    """``eagle3`` with a second saved policy (``--candidate-policy``: any policy folder or Hub id), so one interleaved run
+    compares, e.g., a retrained policy with the shipped one of ``eagle3-ltd``, as ``eagle3-candidate`` compares drafters."""
+
+    name, policy = "eagle3-candidate-policy", "candidate"
+
+    def shipped_policy(self, model: PreTrainedModel, options: MethodOptions) -> str:
+        raise MethodUnavailableError(
+            f"{self.name} needs --candidate-policy PATH (a saved policy's folder or Hub id) to compare with the shipped ones."
+        )

@@ -1,0 +1,82 @@
+"""examples/profile_from_bench.py --curve linear: the eager verification curve fitted from bench turns, each counted in
+eager stock's time per token of the same question and turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from example_scripts import load_example
+
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
+
+fit = load_example("profile_from_bench")
+
+A, B, C = 0.8, 0.6, 0.04  # f(1) = A, f(n >= 2) = A + B + C (n - 2), in stock's seconds per token
+
+
+def curve(n: int) -> float:
+    return A if n == 1 else A + B + C * (n - 2)
+
+
+def run_records(speeds: list[float]) -> list[dict]:
+    """A run of one question per speed (stock's seconds per token there: the machine drifting between questions), each
+    with stock and a speculative method whose turns verify exactly ``curve`` in those seconds."""
+    records = []
+    for question, unit in enumerate(speeds):
+        stock_turns, turns = [], []
+        for turn in range(2):
+            verified = [1, 5, 9, 13, 1, 2][turn + question % 3:] + [9] * (question % 4)
+            stock_turns.append({"turn": turn, "new_tokens": 64, "wall_time": 64 * unit * (1 + turn), "verified_tokens": None})
+            turns.append({"turn": turn, "verified_tokens": verified,
+                          "verify_time": sum(curve(n) for n in verified) * unit * (1 + turn)})
+        records += [{"question_id": question, "method": "stock", "turns": stock_turns},
+                    {"question_id": question, "method": "eagle3", "turns": turns}]
+    return records
+
+
+def eager_profile(**changes) -> HardwareProfile:
+    values = dict(device="cpu", dtype="float32", num_threads=2, context_length=256, verify_tokens=[1, 4, 8, 16],
+                  verify_seconds=[0.1, 0.3, 0.2, 0.25], draft_step_seconds=0.02)
+    return HardwareProfile(**{**values, **changes})
+
+
+def test_the_fit_recovers_the_curve_through_the_machine_s_drift():
+    turns = fit.turns_against_stock(run_records([0.05, 0.1, 0.2, 0.07, 0.15, 0.3]))
+    assert fit.fit_linear_curve(turns) == pytest.approx((A, B, C), rel=1e-9)
+
+
+def test_each_turn_is_counted_in_stock_s_time_of_its_own_question_and_turn():
+    records = run_records([0.05, 0.2]) + [{"question_id": 7, "method": "eagle3", "turns": [
+        {"turn": 0, "verified_tokens": [4], "verify_time": 1.0}]}]  # no stock for question 7
+    turns = fit.turns_against_stock(records)
+    assert [turn["stock_seconds_per_token"] for turn in turns] == pytest.approx([0.05, 0.1, 0.2, 0.4])
+    with pytest.raises(ValueError, match="No 'stock' turns"):
+        fit.turns_against_stock([record for record in records if record["method"] != "stock"])
+
+
+def test_the_profile_keeps_its_one_token_time_and_takes_the_fitted_shape():
+    profile = fit.linear_profile(eager_profile(), fit.turns_against_stock(run_records([0.05, 0.1, 0.2, 0.07])))
+    assert profile.verify_tokens == [1, 2, 4, 8, 16]
+    for n in (1, 2, 3, 4, 6, 8, 12, 16):  # interpolating between its sizes is the fitted line
+        assert profile.verify_time(n) == pytest.approx(0.1 * curve(n) / A)
+    assert profile.context_length == 0 and profile.draft_step_seconds == 0.02
+
+
+def test_a_fit_that_is_not_monotone_or_a_bucketed_profile_is_refused():
+    flat = [{"verified_tokens": [1, 9], "verify_time": 2.0, "stock_seconds_per_token": 1.0},
+            {"verified_tokens": [1, 1, 9, 9], "verify_time": 4.0, "stock_seconds_per_token": 1.0},
+            {"verified_tokens": [5, 9], "verify_time": 5.0, "stock_seconds_per_token": 1.0},
+            {"verified_tokens": [1, 5], "verify_time": 3.0, "stock_seconds_per_token": 1.0}]
+    with pytest.raises(ValueError, match="not monotone"):
+        fit.linear_profile(eager_profile(), flat)
+    with pytest.raises(ValueError, match="fits the eager path"):
+        fit.linear_profile(eager_profile(buckets=[4, 8], verify_tokens=[1, 4, 8], verify_seconds=[0.1, 0.2, 0.3]),
+                           fit.turns_against_stock(run_records([0.1, 0.2, 0.3])))
+
+
+def test_records_load_from_a_bench_json_and_a_progress_file(tmp_path):
+    records = run_records([0.1, 0.2])
+    (tmp_path / "run.json").write_text(json.dumps({"settings": {}, "records": records}))
+    (tmp_path / "run.progress.jsonl").write_text("\n".join(json.dumps(line) for line in [{"settings": {}}, *records]))
+    assert fit.load_records(tmp_path / "run.json") == records == fit.load_records(tmp_path / "run.progress.jsonl")
