@@ -18,7 +18,7 @@ bucket: the fit is per bucket and becomes the profile's ``bucket_seconds``, each
 On the eager path a machine's speed drifts within a run (stock 6.3 to 15.0 tokens/s within one session on an AVX2
 EPYC), and a tree of n nodes costs about one token plus a step plus a little per node. ``--curve linear`` fits that
 shape, f(1) = a and f(n) = a + b + c (n - 2) for n >= 2, over every speculative turn of one or more runs (bench JSON or
-``--progress`` files), each turn's verify time counted in eager stock's seconds per token in the same question and turn
+progress files), each turn's verify time counted in eager stock's seconds per token in the same question and turn
 of the same run, so the drift cancels; the profile keeps ``--like``'s one-token time and takes the fitted shape:
 
     python examples/profile_from_bench.py --curve linear --like PROFILE.json --output FITTED.json \
