@@ -388,8 +388,9 @@ def test_profile_times_the_target_and_drafter_its_recordings_were_made_with(tmp_
 
 def test_eager_verification_is_timed_as_generate_verifies_each_size(monkeypatch):
     """The eager profile times each size as generate's cycles verify it (a bare forward timed size after size
-    mispriced them on the EPYC): one static tree per size, the root alone for one token, every size once per
-    round, the first round a warm-up."""
+    mispriced them on the EPYC): one static tree per size, the root alone for one token, the sizes taken in turn
+    cycle by cycle inside each call (timed a call per size, the machine's drift between calls ranked them by noise),
+    the first call a warm-up."""
     from hf_adaptive_spec.profiling.measure import measure_verification_in_generate
 
     model = tiny_model("llama")
@@ -398,14 +399,29 @@ def test_eager_verification_is_timed_as_generate_verifies_each_size(monkeypatch)
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
-        calls.append((kwargs["assistant_policy"].config.total_tokens, max(out.speculation.verified_tokens)))
+        calls.append(out.speculation)
+        out.speculation.verify_times = [0.001 * n for n in out.speculation.verified_tokens]  # 1 ms a token
         return out
 
     monkeypatch.setattr(model, "generate", spy)
-    seconds = measure_verification_in_generate(model, prompt(12), drafter, [1, 4, 6], rounds=2, max_new_tokens=8)
-    assert len(seconds) == 3 and all(s > 0 for s in seconds)
-    assert [size for size, _ in calls] == [1, 4, 6] * 3  # in turn, round after round
-    assert all(verified == size for size, verified in calls)  # each cycle verified its size
+    seconds = measure_verification_in_generate(model, prompt(12), drafter, [1, 4, 6], rounds=2, cycles_per_size=2)
+    assert seconds == pytest.approx([0.001, 0.004, 0.006])  # each cycle counted for its own size
+    assert len(calls) == 3  # a warm-up, then the rounds
+    for stats in calls:
+        assert stats.cycles >= 6 and len(stats.verify_times) == stats.cycles
+        full = stats.verified_tokens[:6]  # the first rotations: no tree cut short by max_new_tokens
+        assert full == [1, 4, 6, 1, 4, 6]  # every cycle verified its size, in turn
+
+
+def test_verification_times_are_made_non_decreasing_in_size():
+    """A dip in the measured curve is noise a replay would pick a tree from: adjacent sizes that cost less than a
+    smaller one are pooled to their mean (the least-squares non-decreasing fit), the rest left as measured."""
+    from hf_adaptive_spec.profiling.measure import monotone_seconds
+
+    assert monotone_seconds([0.10, 0.18, 0.20, 0.18, 0.21, 0.22]) == pytest.approx([0.10, 0.18, 0.19, 0.19, 0.21, 0.22])
+    assert monotone_seconds([0.10, 0.20, 0.19, 0.18, 0.25]) == pytest.approx([0.10, 0.19, 0.19, 0.19, 0.25])
+    assert monotone_seconds([0.3, 0.2, 0.1]) == pytest.approx([0.2, 0.2, 0.2])
+    assert monotone_seconds([0.1, 0.2]) == [0.1, 0.2]
 
 
 def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp_path, monkeypatch, capsys):

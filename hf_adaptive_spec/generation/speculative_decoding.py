@@ -422,9 +422,8 @@ class _Decoder:
         the rest, and τ counts what generate returns); the policy observes what verification accepted."""
         stats = self.stats
         stats.record(accepted=emitted - 1, depth=draft_depth, verified=len(tree), levels=times.levels,
-                     draft_seconds=times.draft)
+                     draft_seconds=times.draft, verify_seconds=verify_time)
         stats.policy_time += times.policy
-        stats.verify_time += verify_time
         tick = time.perf_counter()
         self.policy.observe(
             CycleFeedback(

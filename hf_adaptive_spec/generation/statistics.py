@@ -29,6 +29,9 @@ class SpeculationStats:
     #: excluded). A cycle that drafts after cycles that did not first reads every token committed since: what the
     #: profile's catch-up table prices (``HardwareProfile.catch_up_seconds``).
     draft_times: list[float] = field(default_factory=list)
+    #: per cycle, seconds verifying (the target's forward over the tree, acceptance and the cache update): what
+    #: the profile's verification curve prices, cycle by cycle (``HardwareProfile.verify_seconds``).
+    verify_times: list[float] = field(default_factory=list)
     draft_time: float = 0.0
     verify_time: float = 0.0
     policy_time: float = 0.0
@@ -80,13 +83,16 @@ class SpeculationStats:
     def accepted_length_histogram(self) -> dict[int, int]:
         return dict(sorted(Counter(self.accepted_lengths).items()))
 
-    def record(self, accepted: int, depth: int, verified: int, levels: int = 0, draft_seconds: float = 0.0) -> None:
+    def record(self, accepted: int, depth: int, verified: int, levels: int = 0, draft_seconds: float = 0.0,
+               verify_seconds: float = 0.0) -> None:
         self.accepted_lengths.append(accepted)
         self.draft_depths.append(depth)
         self.verified_tokens.append(verified)
         self.draft_levels.append(levels)
         self.draft_times.append(draft_seconds)
         self.draft_time += draft_seconds
+        self.verify_times.append(verify_seconds)
+        self.verify_time += verify_seconds
 
     def to_dict(self) -> dict:
         """Plain-JSON summary, including the derived means."""

@@ -25,8 +25,9 @@ class HardwareProfile:
     Args:
         verify_tokens / verify_seconds: target forward time for ``n`` new tokens (a tree of ``n``
             nodes) after ``context_length`` cached tokens; on the eager path ``profile`` times each as ``generate``
-            verifies it (:func:`.measure.measure_verification_in_generate`; profiles made before 2026-12-02 hold a bare
-            forward's time, :func:`.measure.measure_verification`).
+            verifies it, the sizes in turn cycle by cycle, made non-decreasing in size
+            (:func:`.measure.measure_verification_in_generate`; profiles made before 2026-12-02 hold a bare forward's
+            time, :func:`.measure.measure_verification`, and those of 2026-12-02 a call per size, unsmoothed).
         draft_step_seconds: drafter time per draft level after a cycle's first, measured inside ``generate``
             (:func:`.measure.measure_in_generate`; profiles made before 2026-12-01 hold the mean over every level).
         catch_up_tokens / catch_up_seconds: what a cycle drafting one level costs when its first step reads

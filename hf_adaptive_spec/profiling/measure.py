@@ -216,31 +216,59 @@ def bucket_filling_tree(bucket: int, top_k: int = 4) -> StaticTreePolicy:
     return StaticTreePolicy(depth=depth, top_k=top_k, total_tokens=bucket)
 
 
+#: cycles each verification size gets per ``generate`` call of :func:`measure_verification_in_generate`
+CYCLES_PER_SIZE = 6
+
+
 def measure_verification_in_generate(
     model: PreTrainedModel,
     input_ids: torch.LongTensor,
     drafter: Drafter,
     tokens: list[int],
     rounds: int = 3,
-    max_new_tokens: int = 48,
+    cycles_per_size: int = CYCLES_PER_SIZE,
 ) -> list[float]:
-    """Seconds per verification of each of ``tokens`` tree tokens as ``generate`` runs it on the eager path: the
-    median over ``rounds`` (after one that warms up) of the verify time per cycle of a static tree of that size (one
-    token: a plain step, the root alone), the sizes taken in turn within each round so that a machine's drift
-    reaches all of them alike: what the replay charges a cycle is its verify time in ``generate`` (acceptance and
-    cache update included), not a bare forward's timed size after size (:func:`measure_verification`; on an AVX2
-    EPYC in float32 that charged 4-6 tokens 10-15% more than 12, ``generate`` 7-9% more, with differences of that
-    size varying between measurements; results/README.md, session 59)."""
-    policies = [StaticTreePolicy(0, 1, 1) if n == 1 else bucket_filling_tree(n) for n in tokens]
+    """Seconds per verification of each of ``tokens`` tree tokens as ``generate`` runs it on the eager path: what
+    the replay charges a cycle is its verify time in ``generate`` (acceptance and cache update included), not a bare
+    forward's (:func:`measure_verification`). One static tree per size (one token: a plain step, the root alone),
+    the sizes taken in turn cycle by cycle inside each call (:class:`_TreeRotation`), so that the machine's drift
+    reaches every size alike; the median per size of every cycle of ``rounds`` calls after one that warms up, made
+    non-decreasing in size (:func:`monotone_seconds`).
+
+    Timed a call per size instead, the drift between calls ranked the sizes by noise: on an AVX2 EPYC in float32,
+    4-6 tokens cost 1.97-2.01x one token and 8-12 tokens 1.84x, and the replay put the shipped LTD at 0.988x the
+    static tree where live it ran 1.090x (results/README.md, sessions 59-62)."""
+    configs = [TreeConfig(0, 1, 1) if n == 1 else bucket_filling_tree(n).config for n in tokens]
     per_size: list[list[float]] = [[] for _ in tokens]
-    for _ in range(rounds + 1):  # the first round warms up
-        for runs, policy in zip(per_size, policies):
-            out = model.generate(
-                input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
-                assistant_policy=policy, return_dict_in_generate=True,
-            )
-            runs.append(out.speculation.verify_time / max(out.speculation.cycles, 1))
-    return [statistics.median(runs[1:]) for runs in per_size]
+    max_new_tokens = cycles_per_size * sum(config.reachable_depth + 1 for config in configs)  # the most it may accept
+    for call in range(rounds + 1):  # the first call warms up
+        out = model.generate(
+            input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
+            assistant_policy=_TreeRotation(configs), return_dict_in_generate=True,
+        )
+        if call:
+            for cycle, seconds in enumerate(out.speculation.verify_times):
+                per_size[cycle % len(tokens)].append(seconds)
+    unmeasured = [n for n, runs in zip(tokens, per_size) if not runs]
+    if unmeasured:
+        raise ValueError(
+            f"No cycle verified {unmeasured} tokens (generation stopped after {len(per_size[0])} rotations): time a "
+            "prompt that does not end in an end-of-sequence token, or fewer sizes."
+        )
+    return monotone_seconds([statistics.median(runs) for runs in per_size])
+
+
+def monotone_seconds(seconds: list[float]) -> list[float]:
+    """The non-decreasing sequence closest to ``seconds`` (least squares: adjacent sizes that cost less than a
+    smaller one are pooled to their mean). A larger tree does not cost less to verify on the eager path; a measured
+    dip is noise, and a replay would pick the tree that sits in it."""
+    pools: list[tuple[float, int]] = []  # (mean, sizes pooled)
+    for value in seconds:
+        pools.append((value, 1))
+        while len(pools) > 1 and pools[-2][0] > pools[-1][0]:
+            (right, n_right), (left, n_left) = pools.pop(), pools.pop()
+            pools.append(((left * n_left + right * n_right) / (n_left + n_right), n_left + n_right))
+    return [mean for mean, count in pools for _ in range(count)]
 
 
 def measure_buckets_in_generate(
