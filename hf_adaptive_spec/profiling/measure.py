@@ -141,6 +141,10 @@ def later_level_seconds(draft_levels: list[int], draft_times: list[float]) -> fl
     return max((statistics.median(deep) - statistics.median(shallow)) / (depth - 1), 0.0)
 
 
+#: a cycle that drafts nothing and verifies the root alone: a plain decoding step inside the speculative engine
+PLAIN_STEP = TreeConfig(depth=0, top_k=1, total_tokens=1)
+
+
 class _TreeRotation(DraftPolicy):
     """Drafts ``trees`` in turn, one a cycle, from the first at each generation (the profile's measurements)."""
 
@@ -160,8 +164,8 @@ class _DraftEveryKthCycle(_TreeRotation):
     read about ``interval`` times the committed tokens of a cycle (the profile's catch-up measurement)."""
 
     def __init__(self, interval: int):
-        drafting, resting = TreeConfig(depth=1, top_k=1, total_tokens=2), TreeConfig(depth=0, top_k=1, total_tokens=1)
-        super().__init__([drafting] + [resting] * (interval - 1))
+        drafting = TreeConfig(depth=1, top_k=1, total_tokens=2)
+        super().__init__([drafting] + [PLAIN_STEP] * (interval - 1))
 
 
 def catch_up_points(unread: list[int], seconds: list[float], bounds: tuple[int, ...]) -> tuple[list[float], list[float]]:
@@ -238,7 +242,7 @@ def measure_verification_in_generate(
     Timed a call per size instead, the drift between calls ranked the sizes by noise: on an AVX2 EPYC in float32,
     4-6 tokens cost 1.97-2.01x one token and 8-12 tokens 1.84x, and the replay put the shipped LTD at 0.988x the
     static tree where live it ran 1.090x (results/README.md, sessions 59-62)."""
-    configs = [TreeConfig(0, 1, 1) if n == 1 else bucket_filling_tree(n).config for n in tokens]
+    configs = [PLAIN_STEP if n == 1 else bucket_filling_tree(n).config for n in tokens]
     per_size: list[list[float]] = [[] for _ in tokens]
     max_new_tokens = cycles_per_size * sum(config.reachable_depth + 1 for config in configs)  # the most it may accept
     for call in range(rounds + 1):  # the first call warms up
@@ -252,7 +256,7 @@ def measure_verification_in_generate(
     unmeasured = [n for n, runs in zip(tokens, per_size) if not runs]
     if unmeasured:
         raise ValueError(
-            f"No cycle verified {unmeasured} tokens (generation stopped after {len(per_size[0])} rotations): time a "
+            f"No cycle verified {unmeasured} tokens (generation stopped within {len(tokens)} cycles of a call): time a "
             "prompt that does not end in an end-of-sequence token, or fewer sizes."
         )
     return monotone_seconds([statistics.median(runs) for runs in per_size])
