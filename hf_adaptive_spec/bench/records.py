@@ -30,7 +30,8 @@ class TurnRecord:
         draft_depths / verified_tokens: per cycle, the verified tree's depth and size (root
             included), for methods reporting speculation stats.
         draft_time: seconds drafting (speculation stats only); likewise ``verify_time``, ``policy_time``.
-        draft_times: per cycle, seconds drafting (speculation stats only).
+        draft_times / verify_times: per cycle, seconds drafting / verifying (speculation stats only; runs
+            before 2026-12-02 hold no ``verify_times``): with ``verified_tokens``, the live verification curve.
         output_ids: the generated tokens; kept for ``stock`` (the reference when resuming), and for every
             method with ``--keep_outputs``.
         compile_time: seconds the call spent compiling graphs (reported by the engine), taken out
@@ -61,6 +62,7 @@ class TurnRecord:
     draft_time: float | None = None
     draft_times: list[float] | None = None
     verify_time: float | None = None
+    verify_times: list[float] | None = None
     policy_time: float | None = None
     output_ids: list[int] | None = None
     compile_time: float | None = None

@@ -197,12 +197,19 @@ def _turn_record(
         draft_depths=list(stats.draft_depths) if stats is not None else None,
         verified_tokens=list(stats.verified_tokens) if stats is not None else None,
         draft_time=stats.draft_time if stats is not None else None,
-        draft_times=list(stats.draft_times) if getattr(stats, "draft_times", None) is not None else None,
+        draft_times=_per_cycle(stats, "draft_times"),
         verify_time=stats.verify_time if stats is not None else None,
+        verify_times=_per_cycle(stats, "verify_times"),
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens,
         **{report: getattr(stats, report, None) for report in POLICY_FIT_REPORTS},
     )
+
+
+def _per_cycle(stats: SpeculationStatsLike | None, name: str) -> list[float] | None:
+    """A per-cycle list of the speculation stats (``draft_times``, ``verify_times``), None where they hold none."""
+    values = getattr(stats, name, None)
+    return None if values is None else list(values)
 
 
 def turn_seed(seed: int, question_id: int | str, turn: int) -> int:

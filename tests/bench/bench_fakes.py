@@ -19,6 +19,7 @@ class FakeStats:
     verified_tokens: list[int] = field(default_factory=lambda: [4, 4, 4])
     draft_time: float = 0.01
     verify_time: float = 0.02
+    verify_times: list[float] = field(default_factory=lambda: [0.005, 0.007, 0.008])
     policy_time: float = 0.001
 
 

@@ -50,6 +50,7 @@ def test_every_method_sees_stocks_answer_in_turn_two(bench_model, questions_file
     assert by_method["other"].turns[0].output_ids is None
     assert by_method["same"].turns[1].accepted_lengths == [2, 0, 3]
     assert by_method["same"].turns[1].draft_time == FakeStats().draft_time
+    assert by_method["same"].turns[1].verify_times == FakeStats().verify_times
 
 
 def test_methods_are_interleaved_per_question_after_warmup(bench_model, questions_file: Path):
