@@ -80,7 +80,7 @@ class MultiReplayEnvironment(ReplayLoop):
         if not self.environments:
             raise ValueError("MultiReplayEnvironment needs at least one recording.")
         self.profile = profile
-        self.lookup_tokens = lookup_tokens
+        self.lookup_tokens, self.lookup_ngram_size = lookup_tokens, lookup_ngram_size
         ordered = [env.recording for _, env in sorted(self.environments.items())]
         counts = sorted({len(r.prompts) for r in ordered})
         if len(counts) > 1:  # the recorder's prompt order is seeded: the shorter recordings hold a prefix

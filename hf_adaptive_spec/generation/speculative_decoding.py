@@ -334,7 +334,10 @@ class _Decoder:
             weights = self.drafter.weights_digest()
             stats.policy_drafter_mismatch = drafter_mismatch(policy_name, trained_for, type(self.drafter).__name__, weights)
         trained_with = getattr(self.policy, "trained_with_lookup_tokens", None)
-        stats.policy_lookup_mismatch = lookup_mismatch(policy_name, trained_with, self.lookup.num_tokens)
+        trained_ngram_size = getattr(self.policy, "trained_with_lookup_ngram_size", None)
+        stats.policy_lookup_mismatch = lookup_mismatch(
+            policy_name, trained_with, self.lookup.num_tokens, trained_ngram_size, self.lookup.ngram_size
+        )
         for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch, stats.policy_lookup_mismatch):
             if report:
                 logger.warning_once(report)

@@ -133,8 +133,8 @@ class DraftPolicy:
     (``out.speculation.policy_cost_curve_mismatch``); one trained on a drafter's recorded acceptance sets
     ``trained_for_drafter``: the engine reports a call with another drafter
     (``out.speculation.policy_drafter_mismatch``); one trained on replayed trees that carried the prompt-lookup
-    branch (or none) sets ``trained_with_lookup_tokens``: the engine reports a call with another branch
-    (``out.speculation.policy_lookup_mismatch``).
+    branch (or none) sets ``trained_with_lookup_tokens`` (and the branch's ``trained_with_lookup_ngram_size``): the
+    engine reports a call with another branch (``out.speculation.policy_lookup_mismatch``).
     """
 
     feature_layers: tuple[int, ...] = ()
@@ -144,6 +144,8 @@ class DraftPolicy:
     trained_for_drafter: DrafterIdentity | None = None
     #: the prompt-lookup branch's length it was trained with (0: none; None: not recorded).
     trained_with_lookup_tokens: int | None = None
+    #: the longest n-gram that branch matched in training (``max_matching_ngram_size``; None: not recorded).
+    trained_with_lookup_ngram_size: int | None = None
 
     def begin_generation(self) -> None:
         """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what
@@ -163,17 +165,36 @@ class DraftPolicy:
         return None
 
 
-def lookup_mismatch(policy_name: str, trained_with: int | None, lookup_tokens: int) -> str | None:
-    """The report for a policy trained with another prompt-lookup branch than the call's ``lookup_tokens``
-    (``prompt_lookup_num_tokens``, 0 without the branch); None when they match or the policy records none.
+def lookup_mismatch(
+    policy_name: str,
+    trained_with: int | None,
+    lookup_tokens: int,
+    trained_ngram_size: int | None = None,
+    ngram_size: int | None = None,
+) -> str | None:
+    """The report for a policy trained with another prompt-lookup branch than the call's: another length
+    (``lookup_tokens``, ``prompt_lookup_num_tokens``, 0 without the branch), or the same length matching other
+    n-grams (``ngram_size``, ``max_matching_ngram_size``); None when they match or the policy records none.
 
     A policy trained on trees that carried the branch learned how often its chain carries the accepted path:
-    without it (or with another length) its choices assume acceptance the call does not have, and the output,
-    exact either way, does not show it.
+    without it, with another length or with other n-grams matched, its choices assume acceptance the call does not
+    have, and the output, exact either way, does not show it.
     """
-    if trained_with is None or trained_with == lookup_tokens:
+    if trained_with is None:
         return None
+    if trained_with != lookup_tokens:
+        return _other_branch_length(policy_name, trained_with, lookup_tokens)
+    if trained_with and trained_ngram_size is not None and ngram_size is not None and trained_ngram_size != ngram_size:
+        return (
+            f"{policy_name} was trained with a prompt-lookup branch matching n-grams of up to {trained_ngram_size} "
+            f"tokens and this call matches up to {ngram_size}: its choices assume another acceptance. Pass "
+            f"max_matching_ngram_size={trained_ngram_size} to generate, or retrain the policy with --lookup_ngram_size "
+            f"{ngram_size}."
+        )
+    return None
 
+
+def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int) -> str:
     def branch(tokens: int) -> str:
         return f"the {tokens}-token prompt-lookup branch" if tokens else "no prompt-lookup branch"
 

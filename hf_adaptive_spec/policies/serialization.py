@@ -22,32 +22,46 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
 
     def mark_trained_on(
-        self, curve: CostCurve, drafter: DrafterIdentity | None = None, lookup_tokens: int | None = None
+        self,
+        curve: CostCurve,
+        drafter: DrafterIdentity | None = None,
+        lookup_tokens: int | None = None,
+        lookup_ngram_size: int | None = None,
     ) -> None:
         """Record the cost curve this policy is (re)trained on, the drafter whose acceptance it learns from and
-        the prompt-lookup branch every replayed tree carried (``lookup_tokens``; 0: none, None: not recorded):
-        the engine compares them with each call's, and ``save_pretrained`` writes them to ``config.json`` as
-        ``trained_on``, ``trained_for_drafter`` and ``trained_with_lookup_tokens``."""
+        the prompt-lookup branch every replayed tree carried (``lookup_tokens``; 0: none, None: not recorded;
+        ``lookup_ngram_size``: the longest n-gram it matched, recorded only with a branch): the engine compares
+        them with each call's, and ``save_pretrained`` writes them to ``config.json`` as ``trained_on``,
+        ``trained_for_drafter``, ``trained_with_lookup_tokens`` and ``trained_with_lookup_ngram_size``."""
         self.trained_on = curve
         self.trained_for_drafter = drafter
-        self.trained_with_lookup_tokens = _checked_lookup_tokens(lookup_tokens)
+        self.trained_with_lookup_tokens = _checked_count("trained_with_lookup_tokens", lookup_tokens, minimum=0)
+        ngram_size = _checked_count("trained_with_lookup_ngram_size", lookup_ngram_size, minimum=1)
+        self.trained_with_lookup_ngram_size = ngram_size if self.trained_with_lookup_tokens else None
 
     def _read_training_record(
-        self, trained_on: dict | None, trained_for_drafter: dict | None, trained_with_lookup_tokens: int | None
+        self,
+        trained_on: dict | None,
+        trained_for_drafter: dict | None,
+        trained_with_lookup_tokens: int | None,
+        trained_with_lookup_ngram_size: int | None = None,
     ) -> None:
         """Restore what :meth:`mark_trained_on` recorded from a ``config.json``'s entries."""
         self.mark_trained_on(
             CostCurve.from_config(trained_on), DrafterIdentity.from_config(trained_for_drafter),
-            trained_with_lookup_tokens,
+            trained_with_lookup_tokens, trained_with_lookup_ngram_size,
         )
 
 
-def _checked_lookup_tokens(value: int | None) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+def _checked_count(name: str, value: int | None, minimum: int) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        what = {
+            "trained_with_lookup_tokens": "the prompt-lookup branch's length it was trained with (0 for none)",
+            "trained_with_lookup_ngram_size": "the longest n-gram its prompt-lookup branch matched in training",
+        }[name]
         raise ValueError(
-            f"A policy's trained_with_lookup_tokens must be the prompt-lookup branch's length it was trained with "
-            f"(an integer >= 0, 0 for none) or None when not recorded, got {value!r}: fix or remove it in the "
-            "policy's config.json."
+            f"A policy's {name} must be {what}, an integer >= {minimum}, or None when not recorded, got {value!r}: fix "
+            "or remove it in the policy's config.json."
         )
     return value
 
@@ -58,12 +72,13 @@ def tree_settings(tree: TreeConfig) -> dict[str, int]:
 
 
 def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | int | None]:
-    """A learned policy's ``trained_on``, ``trained_for_drafter`` and ``trained_with_lookup_tokens`` arguments,
-    read from what it holds now."""
+    """A learned policy's ``trained_on``, ``trained_for_drafter``, ``trained_with_lookup_tokens`` and
+    ``trained_with_lookup_ngram_size`` arguments, read from what it holds now."""
     curve, drafter = policy.trained_on, policy.trained_for_drafter
     return {"trained_on": None if curve is None else curve.to_config(),
             "trained_for_drafter": None if drafter is None else drafter.to_config(),
-            "trained_with_lookup_tokens": policy.trained_with_lookup_tokens}
+            "trained_with_lookup_tokens": policy.trained_with_lookup_tokens,
+            "trained_with_lookup_ngram_size": policy.trained_with_lookup_ngram_size}
 
 
 class AutoDraftPolicy(AutoArtifact):

@@ -19,6 +19,7 @@ from transformers.utils import logging as transformers_logging
 from trl import TrlParser
 
 from ..core.settings import changed_settings
+from ..generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 
 
 class SpecTrainer(Trainer):
@@ -173,21 +174,23 @@ class LookupBranchArguments:
             "prompt_lookup_num_tokens); 0: none. The recordings must keep their prompt ids."
         },
     )
-    lookup_ngram_size: int = field(default=2, metadata={"help": "The lookup branch's max_matching_ngram_size."})
+    lookup_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "The lookup branch's max_matching_ngram_size."})
 
     def lookup_kwargs(self) -> dict[str, Any]:
         """``lookup_tokens`` and ``lookup_ngram_size``, as the replay environments take them."""
         return {"lookup_tokens": self.lookup_tokens, "lookup_ngram_size": self.lookup_ngram_size}
 
 
-def lookup_branch_note(lookup_tokens: int) -> str:
+def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:
     """The model-card sentence for a policy trained on replays with the prompt-lookup branch ("" without)."""
     if not lookup_tokens:
         return ""
+    ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
     return (
-        f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens: use the policy with "
-        f"`generate(..., prompt_lookup_num_tokens={lookup_tokens})` (`trained_with_lookup_tokens` in `config.json`: "
-        "the engine reports a call with another branch in `out.speculation.policy_lookup_mismatch`)."
+        f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens, matching n-grams of up to "
+        f"{ngram_size}: use the policy with `generate(..., prompt_lookup_num_tokens={lookup_tokens}{ngrams})` "
+        "(`trained_with_lookup_tokens` and `trained_with_lookup_ngram_size` in `config.json`: the engine reports a call "
+        "with another branch in `out.speculation.policy_lookup_mismatch`)."
     )
 
 

@@ -163,3 +163,5 @@ def test_each_trainer_records_the_prompt_lookup_branch_it_replayed(method, recor
     for folder, tokens in (("with", 3), ("without", 0)):
         assert json.loads((tmp_path / folder / "config.json").read_text())["trained_with_lookup_tokens"] == tokens
         assert AutoDraftPolicy.from_pretrained(tmp_path / folder).trained_with_lookup_tokens == tokens
+        ngram_size = json.loads((tmp_path / folder / "config.json").read_text())["trained_with_lookup_ngram_size"]
+        assert ngram_size == (2 if tokens else None)

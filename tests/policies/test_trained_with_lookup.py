@@ -47,11 +47,30 @@ def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
     assert _speculation(model, drafter, hfas.StaticTreePolicy()).policy_lookup_mismatch is None
 
 
+def test_the_engine_reports_a_call_matching_other_ngrams_with_the_same_branch():
+    """The branch's length alone did not tell: a policy trained with 2-token n-grams, called with the same 2-token
+    branch matching up to 3-token n-grams (max_matching_ngram_size=3), assumes another acceptance."""
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    policy = LTDPolicy(**SMALL_LTD)
+    policy.mark_trained_on(EAGER_FP32, None, 2, 2)
+    assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
+    note = _speculation(model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3).policy_lookup_mismatch
+    assert note.startswith("LTDPolicy was trained with a prompt-lookup branch matching n-grams of up to 2 tokens and "
+                           "this call matches up to 3")
+    assert "Pass max_matching_ngram_size=2 to generate, or retrain the policy with --lookup_ngram_size 3." in note
+    policy.mark_trained_on(EAGER_FP32, None, 2)  # the n-gram size not recorded: nothing to compare
+    assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3).policy_lookup_mismatch is None
+
+
 def test_the_report_is_none_only_when_the_branches_match_or_none_is_recorded():
     assert lookup_mismatch("P", None, 4) is None
     assert lookup_mismatch("P", 4, 4) is None and lookup_mismatch("P", 0, 0) is None
     assert lookup_mismatch("P", 4, 0) is not None and lookup_mismatch("P", 0, 4) is not None
     assert lookup_mismatch("P", 4, 10) is not None
+    assert lookup_mismatch("P", 4, 4, 2, 2) is None and lookup_mismatch("P", 4, 4, None, 3) is None
+    assert lookup_mismatch("P", 4, 4, 2, 3) is not None and lookup_mismatch("P", 4, 4, 3, 1) is not None
+    assert "n-grams" not in lookup_mismatch("P", 4, 0, 2, 3)  # another length: that report, not the n-grams'
 
 
 @pytest.mark.parametrize("policy_class,kwargs", SMALL_LEARNED_POLICIES)
@@ -62,17 +81,29 @@ def test_trained_with_lookup_tokens_is_saved_and_checked(tmp_path, policy_class,
     policy.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["trained_with_lookup_tokens"] == 4
     assert AutoDraftPolicy.from_pretrained(tmp_path).trained_with_lookup_tokens == 4
+    assert AutoDraftPolicy.from_pretrained(tmp_path).trained_with_lookup_ngram_size is None
     for bad in (-1, True, "4", 2.0):
         with pytest.raises(ValueError, match=r"trained_with_lookup_tokens must be .* got"):
             policy_class(**kwargs, trained_with_lookup_tokens=bad)
+    policy.mark_trained_on(EAGER_FP32, None, 4, 3)
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["trained_with_lookup_ngram_size"] == 3
+    assert AutoDraftPolicy.from_pretrained(tmp_path).trained_with_lookup_ngram_size == 3
+    for bad in (0, True, "2", 2.0):
+        with pytest.raises(ValueError, match=r"trained_with_lookup_ngram_size must be .* got"):
+            policy_class(**kwargs, trained_with_lookup_tokens=4, trained_with_lookup_ngram_size=bad)
+    policy.mark_trained_on(EAGER_FP32, None, 0, 3)  # no branch: no n-grams to record
+    assert policy.trained_with_lookup_ngram_size is None
 
 
 def test_the_shipped_learned_policies_record_the_branch_they_were_trained_with():
-    """Each was trained with the 4-token branch (its card's command has --lookup_tokens 4: session 58's
+    """Each was trained with the 4-token branch matching n-grams of up to 2 tokens (its card's command has
+    --lookup_tokens 4, and --lookup_ngram_size 2 or none, whose default is 2: session 58's
     results/policies_eager/avx2_fp32/retrain.sh, and RADAR's compiled float32 one)."""
     folders = [path.parent for path in hfas.shipped_checkpoint("ltd").parent.glob("*/config.json")]
     learned = [f for f in folders if json.loads((f / "config.json").read_text()).get("trained_on")]
     assert len(learned) == 4
     for folder in learned:
         assert json.loads((folder / "config.json").read_text())["trained_with_lookup_tokens"] == 4, folder.name
+        assert json.loads((folder / "config.json").read_text())["trained_with_lookup_ngram_size"] == 2, folder.name
         assert "--lookup_tokens 4 " in (folder / "README.md").read_text(), folder.name

@@ -93,6 +93,8 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
         trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
             none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
+        trained_with_lookup_ngram_size: the longest n-gram that branch matched in training (``generate``'s
+            ``max_matching_ngram_size``; None: not recorded); saved and compared likewise.
 
     Example:
         >>> policy = LTDPolicy.from_pretrained("org/ltd-smollm2")
@@ -114,9 +116,12 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
         trained_with_lookup_tokens: int | None = None,
+        trained_with_lookup_ngram_size: int | None = None,
     ):
         nn.Module.__init__(self)
-        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
+        self._read_training_record(
+            trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
+        )
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
         _check_size_choices(self.size_choices, total_tokens)

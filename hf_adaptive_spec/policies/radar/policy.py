@@ -134,6 +134,8 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
         trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
             none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
+        trained_with_lookup_ngram_size: the longest n-gram that branch matched in training (``generate``'s
+            ``max_matching_ngram_size``; None: not recorded); saved and compared likewise.
 
     Example:
         >>> policy = RadarPolicy.from_pretrained("org/radar-smollm2")
@@ -153,9 +155,12 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
         trained_with_lookup_tokens: int | None = None,
+        trained_with_lookup_ngram_size: int | None = None,
     ):
         super().__init__()
-        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
+        self._read_training_record(
+            trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
+        )
         if depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config

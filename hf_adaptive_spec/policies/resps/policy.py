@@ -116,6 +116,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
         trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
             none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
+        trained_with_lookup_ngram_size: the longest n-gram that branch matched in training (``generate``'s
+            ``max_matching_ngram_size``; None: not recorded); saved and compared likewise.
 
     Example:
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
@@ -136,9 +138,12 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
         trained_with_lookup_tokens: int | None = None,
+        trained_with_lookup_ngram_size: int | None = None,
     ):
         super().__init__()
-        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens)
+        self._read_training_record(
+            trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
+        )
         if not actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:

@@ -99,7 +99,9 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     torch.set_num_threads(script_args.num_threads)
     set_seed(training_args.seed)
     policy = build_policy(script_args, recording)
-    policy.mark_trained_on(profile.cost_curve(), profile.drafter_identity(), script_args.lookup_tokens)
+    policy.mark_trained_on(
+        profile.cost_curve(), profile.drafter_identity(), script_args.lookup_tokens, script_args.lookup_ngram_size
+    )
     base_model, drafter, dataset_name = card_names(
         script_args.recording_dir, script_args.base_model, script_args.drafter, script_args.dataset_name
     )

@@ -204,7 +204,8 @@ class LTDTrainer(SpecTrainer):
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: models, data, schedule, results and the command."""
         tree = self.policy.tree
-        branch = lookup_branch_note(self.rollouts.environment.lookup_tokens)
+        environment = self.rollouts.environment
+        branch = lookup_branch_note(environment.lookup_tokens, environment.lookup_ngram_size)
         return {
             "base_model": self.base_model,
             "drafter": self.drafter_name,

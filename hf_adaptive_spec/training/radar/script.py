@@ -118,7 +118,9 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
         depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
         mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout, allow_skip=training_args.allow_skip,
     )
-    policy.mark_trained_on(profile.cost_curve(), profile.drafter_identity(), dataset.lookup_tokens)
+    policy.mark_trained_on(
+        profile.cost_curve(), profile.drafter_identity(), dataset.lookup_tokens, dataset.lookup_ngram_size
+    )
     target_name, drafter_name, dataset_name = card_names(
         recording, script_args.target_name, script_args.drafter_name, script_args.dataset_name
     )

@@ -202,7 +202,7 @@ class RadarTrainer(SpecTrainer):
                     f"The eval_dataset's prompt-lookup branch {dataset.lookup_kwargs()} differs from the "
                     f"train_dataset's {train_dataset.lookup_kwargs()}: build both with the same lookup settings."
                 )
-        self.lookup_tokens = train_dataset.lookup_tokens
+        self.lookup_tokens, self.lookup_ngram_size = train_dataset.lookup_tokens, train_dataset.lookup_ngram_size
         max_tokens = model.tree.total_tokens + train_dataset.lookup_tokens  # a grafted chain adds up to its length
         self.latency = LatencyModel.from_profile(profile, max_tokens, args.policy_step_seconds)
         default_beta = 10.0 * (self.latency.draft_step_seconds + self.latency.policy_step_seconds)  # RADAR README
@@ -303,6 +303,6 @@ class RadarTrainer(SpecTrainer):
                 f"{1000 * latency.first_draft_seconds:.2f} ms, each later one {1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
                 f"{self.policy_step_source()})."
                 + selected
-                + lookup_branch_note(self.lookup_tokens)
+                + lookup_branch_note(self.lookup_tokens, self.lookup_ngram_size)
             ),
         )

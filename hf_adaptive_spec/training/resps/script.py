@@ -125,7 +125,9 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
     set_seed(training_args.seed)  # the policy's initial weights
     policy = build_policy(script_args, training_args, environment)
     profile = environment.profile
-    policy.mark_trained_on(profile.cost_curve(), profile.drafter_identity(), environment.lookup_tokens)
+    policy.mark_trained_on(
+        profile.cost_curve(), profile.drafter_identity(), environment.lookup_tokens, environment.lookup_ngram_size
+    )
     target_name, drafter_name, dataset_name = card_names(
         script_args.recordings[0], script_args.target_model_name, script_args.drafter_name, script_args.dataset_name
     )

@@ -197,7 +197,7 @@ class ReSpSTrainer(SpecTrainer):
             f"({policy.feature_mean.numel()} dims, standardised). An action ({decide}) is held "
             f"{policy.decision_interval} cycles. Trained with PPO on exact replays of recorded generations: "
             f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process."
-        ) + lookup_branch_note(self.environment.lookup_tokens)
+        ) + lookup_branch_note(self.environment.lookup_tokens, self.environment.lookup_ngram_size)
         if self.last_eval is not None:
             speed, ratio, best = self.last_eval
             description += (
