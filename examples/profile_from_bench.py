@@ -23,13 +23,18 @@ of the same run, so the drift cancels; the profile keeps ``--like``'s one-token 
 
     python examples/profile_from_bench.py --curve linear --like PROFILE.json --output FITTED.json \
         --bench RUN1.progress.jsonl RUN2.json ...
+
+Runs since 2026-12-02 keep each cycle's verify seconds (``verify_times``). ``--curve per-cycle`` takes them directly:
+per verified size, the median over its cycles of every run, each cycle counted in eager stock's seconds per token of
+its question and turn (the drift cancels), made non-decreasing in size as ``profile`` makes its own curve
+(``monotone_seconds``), and scaled to ``--like``'s one-token time by the one-token cycles' median.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +42,7 @@ import numpy as np
 
 from hf_adaptive_spec.bench.methods import SIZED_SUFFIX
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
+from hf_adaptive_spec.profiling.measure import monotone_seconds
 
 #: fewer turns drafting one level per cycle than this (e.g. a heuristic's odd turn) do not set the draft step
 MIN_ONE_LEVEL_TURNS = 20
@@ -72,13 +78,18 @@ def main() -> None:
     parser.add_argument("--like", required=True, help="a HardwareProfile to copy the other fields from")
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
     parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
-    parser.add_argument("--curve", choices=("per-size", "linear"), default="per-size",
+    parser.add_argument("--curve", choices=("per-size", "linear", "per-cycle"), default="per-size",
                         help="per-size: a time per verified size (or bucket), in seconds; linear: the eager path's "
-                             "a / a + b + c (n - 2) shape, each turn against eager stock's in the same run")
+                             "a / a + b + c (n - 2) shape, each turn against eager stock's in the same run; per-cycle: "
+                             "the median of each size's cycles (runs keeping verify_times), against stock's likewise")
     args = parser.parse_args()
     measured = HardwareProfile.load(args.like)
-    if args.curve == "linear":
-        profile = linear_profile(measured, [turn for path in args.bench for turn in turns_against_stock(load_records(path))])
+    if args.curve in ("linear", "per-cycle"):
+        turns = [turn for path in args.bench for turn in turns_against_stock(load_records(path))]
+        if args.curve == "linear":
+            profile = linear_profile(measured, turns)
+        else:
+            profile = per_cycle_profile(measured, turns, args.min_cycles)
         profile.save(args.output)
         print(f"-> {args.output}")
         return
@@ -153,6 +164,37 @@ def linear_profile(measured: HardwareProfile, turns: list[dict]) -> HardwareProf
                          "do not separate the sizes; add runs whose methods verify other sizes.")
     sizes = sorted({1, 2, *measured.verify_tokens})
     seconds = [measured.verify_time(1) * (1 if n == 1 else (a + b + c * (n - 2)) / a) for n in sizes]
+    print("per cycle: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    return replace(measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, recommendation=None)
+
+
+def cycle_curve(turns: list[dict], min_cycles: int) -> tuple[list[int], list[float]]:
+    """Per verified size seen in at least ``min_cycles`` cycles, the median of its cycles' verify seconds, each in
+    stock's seconds per token of its question and turn (``turns`` from :func:`turns_against_stock`)."""
+    by_size: dict[int, list[float]] = defaultdict(list)
+    for turn in turns:
+        if turn.get("verify_times") is None:
+            raise ValueError("--curve per-cycle needs each cycle's verify seconds (verify_times), which bench runs keep "
+                             "since 2026-12-02: bench again, or fit older runs with --curve linear.")
+        for size, seconds in zip(turn["verified_tokens"], turn["verify_times"], strict=True):
+            by_size[size].append(seconds / turn["stock_seconds_per_token"])
+    sizes = sorted(size for size, cycles in by_size.items() if len(cycles) >= min_cycles)
+    return sizes, [float(np.median(by_size[size])) for size in sizes]
+
+
+def per_cycle_profile(measured: HardwareProfile, turns: list[dict], min_cycles: int) -> HardwareProfile:
+    """``measured`` with the cycles' own verification curve (:func:`cycle_curve`) at its one-token time, its sizes
+    the runs verified too rarely scaled like the nearest fitted size, then made non-decreasing in size."""
+    if measured.buckets:
+        raise ValueError("--curve per-cycle fits the eager path; a profile with buckets is fitted per bucket (--curve per-size).")
+    sizes, units = cycle_curve(turns, min_cycles)
+    if not sizes or sizes[0] != 1:
+        raise ValueError(f"The runs verified one token alone in fewer than {min_cycles} cycles, which sets the curve's "
+                         "scale: add a method that verifies the root alone (e.g. a policy that skips), or lower --min-cycles.")
+    print(f"{len(turns)} turns; per cycle in one-token cycles: " + ", ".join(f"{n}: {u / units[0]:.3f}" for n, u in zip(sizes, units)))
+    seconds = [measured.verify_time(1) * unit / units[0] for unit in units]
+    sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
+    seconds = monotone_seconds(seconds)
     print("per cycle: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     return replace(measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, recommendation=None)
 

@@ -80,3 +80,38 @@ def test_records_load_from_a_bench_json_and_a_progress_file(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"settings": {}, "records": records}))
     (tmp_path / "run.progress.jsonl").write_text("\n".join(json.dumps(line) for line in [{"settings": {}}, *records]))
     assert fit.load_records(tmp_path / "run.json") == records == fit.load_records(tmp_path / "run.progress.jsonl")
+
+
+def cycle_records(speeds: list[float], curve_of) -> list[dict]:
+    """``run_records``' questions with each cycle's verify seconds kept (``verify_times``), verifying ``curve_of``."""
+    records = run_records(speeds)
+    for record, unit in zip(records[1::2], speeds):
+        for turn in record["turns"]:
+            turn["verify_times"] = [curve_of(n) * unit * (1 + turn["turn"]) for n in turn["verified_tokens"]]
+    return records
+
+
+def test_the_per_cycle_curve_is_each_size_s_median_cycle_through_the_machine_s_drift():
+    turns = fit.turns_against_stock(cycle_records([0.05, 0.1, 0.2, 0.07, 0.15, 0.3], curve))
+    sizes, units = fit.cycle_curve(turns, min_cycles=1)
+    assert sizes == [1, 2, 5, 9, 13] and units == pytest.approx([curve(n) for n in sizes])
+    profile = fit.per_cycle_profile(eager_profile(), turns, min_cycles=1)
+    assert profile.verify_time(1) == pytest.approx(0.1) and profile.verify_time(9) == pytest.approx(0.1 * curve(9) / A)
+    like_13 = 0.25 * (0.1 * curve(13) / A) / eager_profile().verify_time(13)  # --like's 16, scaled like 13
+    assert profile.verify_time(16) == pytest.approx(like_13)
+    assert fit.cycle_curve(turns, min_cycles=7)[0] == [1, 2, 9, 13]  # 5, seen in 6 cycles, is left out
+
+
+def test_the_per_cycle_curve_is_made_non_decreasing_and_needs_one_token_cycles_and_verify_times():
+    dip = {1: 1.0, 2: 1.5, 5: 1.3, 9: 1.6, 13: 1.7}  # 5 tokens measured cheaper than 2: pooled with it
+    profile = fit.per_cycle_profile(eager_profile(), fit.turns_against_stock(cycle_records([0.1, 0.2, 0.3], dip.get)), 1)
+    assert profile.verify_time(2) == pytest.approx(profile.verify_time(5)) and profile.verify_time(2) < 0.1 * dip[2]
+    assert all(a <= b for a, b in zip(profile.verify_seconds, profile.verify_seconds[1:]))
+    no_single = [{**turn, "verified_tokens": [n for n in turn["verified_tokens"] if n > 1]}
+                 for turn in fit.turns_against_stock(cycle_records([0.1, 0.2], curve))]
+    for turn in no_single:
+        turn["verify_times"] = turn["verify_times"][:len(turn["verified_tokens"])]
+    with pytest.raises(ValueError, match="one token alone"):
+        fit.per_cycle_profile(eager_profile(), no_single, 1)
+    with pytest.raises(ValueError, match="needs each cycle's verify seconds"):
+        fit.cycle_curve(fit.turns_against_stock(run_records([0.1, 0.2])), 1)
