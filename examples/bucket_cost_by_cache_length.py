@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--num-threads", type=int, default=None)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--cycles-per-bucket", type=int, default=6, help="cycles each bucket gets per generate call")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     if args.num_threads:
@@ -55,8 +55,8 @@ def main() -> None:
     for slots in (int(value) for value in args.slots.split(",")):
         for round_ in range(args.rounds):
             per_prompt = [
-                measure_buckets_in_generate(model, ids, drafter, buckets, slots, runs=1,
-                                            max_new_tokens=args.max_new_tokens, **kwargs)
+                measure_buckets_in_generate(model, ids, drafter, buckets, slots, rounds=1,
+                                            cycles_per_size=args.cycles_per_bucket, **kwargs)
                 for ids in prompts
             ]
             means = [sum(values) / len(values) for values in zip(*per_prompt)]

@@ -113,8 +113,8 @@ def test_bucket_measurements_refuse_what_they_cannot_time(llama):
     drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
     with pytest.raises(ValueError, match=r"Buckets \[10\] are not the engine's \(\[8, 12, 16, 32\]\)"):
         measure_buckets_in_generate(llama, prompt(6), drafter, [8, 10], cache_length=512)
-    with pytest.raises(ValueError, match="cannot hold a 6-token prompt, 64 new tokens and a 32-token verification"):
-        measure_buckets_in_generate(llama, prompt(6), drafter, [8], cache_length=64)
+    with pytest.raises(ValueError, match="cannot hold a 6-token prompt, 18 new tokens and a 32-token verification"):
+        measure_buckets_in_generate(llama, prompt(6), drafter, [8], cache_length=48)
     with pytest.raises(ValueError, match="give a bucket >= 2 and top_k >= 1"):
         bucket_filling_tree(8, top_k=0)
     with pytest.raises(ValueError, match="cannot hold 16 context tokens and a verification of 8: pass cache_slots >= 25"):
@@ -130,7 +130,7 @@ def test_sliding_window_models_are_timed_in_full_length_static_layers():
     tokens, seconds, _ = measure_static_verification(model, context_length=16, tokens=(1, 8), repeats=1)
     assert tokens == [1, 8] and all(s > 0 for s in seconds)
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
-    assert len(measure_buckets_in_generate(model, prompt(6), drafter, [8], cache_length=512, runs=1, max_new_tokens=8)) == 1
+    assert len(measure_buckets_in_generate(model, prompt(6), drafter, [8], cache_length=512, rounds=1, cycles_per_size=2)) == 1
 
 
 def test_profiles_written_before_the_bucket_fields_load(tmp_path):
@@ -411,6 +411,32 @@ def test_eager_verification_is_timed_as_generate_verifies_each_size(monkeypatch)
         assert stats.cycles >= 6 and len(stats.verify_times) == stats.cycles
         full = stats.verified_tokens[:6]  # the first rotations: no tree cut short by max_new_tokens
         assert full == [1, 4, 6, 1, 4, 6]  # every cycle verified its size, in turn
+
+
+def test_buckets_are_timed_in_turn_inside_each_call_in_the_cache_reset_between_calls(monkeypatch):
+    """The static path's buckets are timed as the eager sizes are (timed a call per bucket, the drift between calls
+    put bucket 12 below bucket 8 on an AMX Xeon): a tree filling each bucket, the buckets in turn cycle by cycle, each
+    call in the one cache of ``cache_length`` slots, emptied before it; each cycle counted for its own bucket."""
+    from hf_adaptive_spec.profiling.measure import measure_buckets_in_generate
+
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    calls, real = [], model.generate
+
+    def spy(*args, **kwargs):
+        cache = kwargs["past_key_values"]
+        assert cache.get_seq_length() == 0 and cache.layers[0].max_cache_len == 512  # emptied before each call
+        out = real(*args, **kwargs)
+        calls.append(out.speculation)
+        out.speculation.verify_times = [0.001 * n for n in out.speculation.verified_tokens]  # 1 ms a token
+        return out
+
+    monkeypatch.setattr(model, "generate", spy)
+    seconds = measure_buckets_in_generate(model, prompt(12), drafter, [8, 12], cache_length=512, rounds=2, cycles_per_size=2)
+    assert seconds == pytest.approx([0.008, 0.012])
+    assert len(calls) == 3  # a warm-up, then the rounds
+    for stats in calls:
+        assert stats.verified_tokens[:4] == [8, 12, 8, 12]  # every cycle filled its bucket, in turn
 
 
 def test_verification_times_are_made_non_decreasing_in_size():

@@ -39,7 +39,8 @@ SHIPPED_POLICIES = ("ltd", "resps", "radar")
 REPLAY_MARGIN = 1.04
 
 PROMPT = "Explain how a bicycle works, step by step."
-#: tokens each run of a bucket's tree generates inside ``generate`` (the last cycle or two of a run verify less)
+#: tokens each ``generate`` call of the in-generate timings (draft steps, catch-up) generates; the static cache is
+#: sized for them, which holds the bucket rotation's calls too
 BUCKET_RUN_TOKENS = 128
 
 
@@ -212,7 +213,7 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     if buckets:  # what a cycle pays for each bucket, after as much context and in as long a cache as the forwards'
         generate_kwargs.pop("cache_implementation")
         bucket_seconds = measure_buckets_in_generate(
-            model, long_ids, drafter, buckets, slots, runs=max(3, args.repeats // 3), max_new_tokens=BUCKET_RUN_TOKENS,
+            model, long_ids, drafter, buckets, slots, rounds=max(3, args.repeats // 3),
             **generate_kwargs,
         )
     profile = HardwareProfile(

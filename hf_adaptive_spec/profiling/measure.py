@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -235,31 +236,53 @@ def measure_verification_in_generate(
     """Seconds per verification of each of ``tokens`` tree tokens as ``generate`` runs it on the eager path: what
     the replay charges a cycle is its verify time in ``generate`` (acceptance and cache update included), not a bare
     forward's (:func:`measure_verification`). One static tree per size (one token: a plain step, the root alone),
-    the sizes taken in turn cycle by cycle inside each call (:class:`_TreeRotation`), so that the machine's drift
-    reaches every size alike; the median per size of every cycle of ``rounds`` calls after one that warms up, made
-    non-decreasing in size (:func:`monotone_seconds`).
+    timed in turn inside each call (:func:`rotated_cycle_seconds`).
 
     Timed a call per size instead, the drift between calls ranked the sizes by noise: on an AVX2 EPYC in float32,
     4-6 tokens cost 1.97-2.01x one token and 8-12 tokens 1.84x, and the replay put the shipped LTD at 0.988x the
     static tree where live it ran 1.090x (results/README.md, sessions 59-62)."""
     configs = [PLAIN_STEP if n == 1 else bucket_filling_tree(n).config for n in tokens]
-    per_size: list[list[float]] = [[] for _ in tokens]
-    max_new_tokens = cycles_per_size * sum(config.reachable_depth + 1 for config in configs)  # the most it may accept
+    return rotated_cycle_seconds(model, input_ids, drafter, dict(zip(tokens, configs)), rounds, cycles_per_size)
+
+
+def rotated_cycle_seconds(
+    model: PreTrainedModel,
+    input_ids: torch.LongTensor,
+    drafter: Drafter,
+    trees: dict[int, TreeConfig],
+    rounds: int,
+    cycles_per_size: int,
+    before_call: Callable[[], None] = lambda: None,
+    **generate_kwargs,
+) -> list[float]:
+    """Seconds per cycle of each of ``trees`` (keyed by the size it verifies), taken in turn cycle by cycle inside
+    each ``generate`` call (:class:`_TreeRotation`), so that the machine's drift reaches every size alike: the median
+    per size of every cycle of ``rounds`` calls after one that warms up (and compiles), made non-decreasing in size
+    (:func:`monotone_seconds`). ``before_call`` runs before each call (e.g. a cache reset)."""
+    sizes, configs = list(trees), list(trees.values())
+    per_size: list[list[float]] = [[] for _ in sizes]
     for call in range(rounds + 1):  # the first call warms up
+        before_call()
         out = model.generate(
-            input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
-            assistant_policy=_TreeRotation(configs), return_dict_in_generate=True,
+            input_ids, max_new_tokens=rotation_tokens(configs, cycles_per_size), do_sample=False,
+            assistant_model=drafter, assistant_policy=_TreeRotation(configs), return_dict_in_generate=True,
+            **generate_kwargs,
         )
         if call:
             for cycle, seconds in enumerate(out.speculation.verify_times):
-                per_size[cycle % len(tokens)].append(seconds)
-    unmeasured = [n for n, runs in zip(tokens, per_size) if not runs]
+                per_size[cycle % len(sizes)].append(seconds)
+    unmeasured = [n for n, runs in zip(sizes, per_size) if not runs]
     if unmeasured:
         raise ValueError(
-            f"No cycle verified {unmeasured} tokens (generation stopped within {len(tokens)} cycles of a call): time a "
+            f"No cycle verified {unmeasured} tokens (generation stopped within {len(sizes)} cycles of a call): time a "
             "prompt that does not end in an end-of-sequence token, or fewer sizes."
         )
     return monotone_seconds([statistics.median(runs) for runs in per_size])
+
+
+def rotation_tokens(configs: list[TreeConfig], cycles_per_size: int) -> int:
+    """New tokens for ``cycles_per_size`` rotations of ``configs``: the most their cycles may accept."""
+    return cycles_per_size * sum(config.reachable_depth + 1 for config in configs)
 
 
 def monotone_seconds(seconds: list[float]) -> list[float]:
@@ -281,15 +304,18 @@ def measure_buckets_in_generate(
     drafter: Drafter,
     buckets: list[int],
     cache_length: int,
-    runs: int = 3,
-    max_new_tokens: int = 64,
+    rounds: int = 3,
+    cycles_per_size: int = CYCLES_PER_SIZE,
     **generate_kwargs,
 ) -> list[float]:
-    """Seconds per verification of each static-path bucket as ``generate`` runs it: the median over
-    ``runs`` generations (after one that compiles) of the verify time per cycle of a tree that fills
-    the bucket, in a ``StaticCache`` of ``cache_length`` slots (attention runs over all of them).
-    ``generate_kwargs``: e.g. the compiled path's ``compile_config``. Cycles cut short by
-    ``max_new_tokens`` verify less; with 64 tokens they are a cycle or two of each run."""
+    """Seconds per verification of each static-path bucket as ``generate`` runs it, in a ``StaticCache`` of
+    ``cache_length`` slots (attention runs over all of them): a tree that fills each bucket, the buckets timed in turn
+    inside each call (:func:`rotated_cycle_seconds`). ``generate_kwargs``: e.g. the compiled path's
+    ``compile_config``.
+
+    Timed a call per bucket instead, the drift between calls inverted them: on a 2-core AMX Xeon, in a 512-slot cache,
+    bucket 12 came out at 39.6 ms and bucket 8 at 47.3 ms, where the bench's cycles measured 61.6 and 57.2 ms
+    (results/README.md, session 63)."""
     path = fast_path(model)
     engine_buckets = path.buckets
     if not set(buckets) <= set(engine_buckets):
@@ -297,23 +323,17 @@ def measure_buckets_in_generate(
             f"Buckets {sorted(set(buckets) - set(engine_buckets))} are not the engine's ({list(engine_buckets)}): a tree is "
             "padded to the engine's next bucket, so time those (fast_path(model, buckets=...) sets them)."
         )
-    needed = path.needed_slots(input_ids.shape[1] + max_new_tokens)
+    trees = {bucket: bucket_filling_tree(bucket).config for bucket in buckets}
+    new_tokens = rotation_tokens(list(trees.values()), cycles_per_size)
+    needed = path.needed_slots(input_ids.shape[1] + new_tokens)
     if needed > cache_length:
         raise ValueError(
-            f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {max_new_tokens} new tokens and "
-            f"a {path.largest_bucket}-token verification: pass cache_length >= {needed} or a shorter prompt."
+            f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {new_tokens} new tokens and "
+            f"a {path.largest_bucket}-token verification: pass cache_length >= {needed}, a shorter prompt or fewer "
+            "cycles per bucket."
         )
     cache = full_length_static_cache(model.config, cache_length)
-    seconds = []
-    for bucket in buckets:
-        policy = bucket_filling_tree(bucket)
-        per_run = []
-        for _ in range(runs + 1):  # the first run warms up (and compiles the bucket's graphs)
-            cache.reset()
-            out = model.generate(
-                input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_model=drafter,
-                assistant_policy=policy, past_key_values=cache, return_dict_in_generate=True, **generate_kwargs,
-            )
-            per_run.append(out.speculation.verify_time / max(out.speculation.cycles, 1))
-        seconds.append(statistics.median(per_run[1:]))
-    return seconds
+    return rotated_cycle_seconds(
+        model, input_ids, drafter, trees, rounds, cycles_per_size, before_call=cache.reset, past_key_values=cache,
+        **generate_kwargs,
+    )
