@@ -21,10 +21,12 @@ from .fast_path import first_turn_slots, static_cache_length
 from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import BenchMethod, build_methods
+from .methods.stock import Stock
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .plots import write_plots
 from .progress import ProgressLog, progress_path_for, read_progress
 from .questions import Question, load_questions
+from .records import FP32_REFERENCE_METHOD
 from .report import build_report, measured_on, write_json
 from .runner import run_benchmark
 
@@ -96,6 +98,19 @@ def _check_lookup_alone(options: MethodOptions, methods: dict[str, BenchMethod])
         )
 
 
+def _check_float32_stock_once(args: BenchArguments, options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
+    """Below float32 the agreement's float32 answers are eager float32 stock, timed beside ``stock`` and reported as
+    ``stock-fp32``: ``stock+fp32`` would decode and time each of them a second time (about 200 s per Spec-Bench
+    13 x 1 on two cores) under another name."""
+    twice = [name for name, method in methods.items() if method.in_float32 and type(method) is Stock]
+    if twice and _measures_fp32_agreement(args, options):
+        raise BenchError(
+            f"{', '.join(twice)} decodes what the float32 agreement already decodes and times (its row "
+            f"{FP32_REFERENCE_METHOD}: eager float32 stock, beside stock): drop {twice[0]}, or pass "
+            "--no_fp32_agreement to time eager float32 stock as a method of its own"
+        )
+
+
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
@@ -109,6 +124,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
     _check_lookup_alone(options, methods)
+    _check_float32_stock_once(args, options, methods)
     if options.lookup_tokens is None:
         options.lookup_tokens = DEFAULT_LOOKUP_TOKENS
     if args.reference not in methods:

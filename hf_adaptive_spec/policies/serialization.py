@@ -35,8 +35,14 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
         ``trained_for_drafter``, ``trained_with_lookup_tokens`` and ``trained_with_lookup_ngram_size``."""
         self.trained_on = curve
         self.trained_for_drafter = drafter
-        self.trained_with_lookup_tokens = _checked_count("trained_with_lookup_tokens", lookup_tokens, minimum=0)
-        ngram_size = _checked_count("trained_with_lookup_ngram_size", lookup_ngram_size, minimum=1)
+        self.trained_with_lookup_tokens = _checked_count(
+            "trained_with_lookup_tokens", lookup_tokens,
+            "the prompt-lookup branch's length it was trained with (0 for none)", minimum=0,
+        )
+        ngram_size = _checked_count(
+            "trained_with_lookup_ngram_size", lookup_ngram_size,
+            "the longest n-gram its prompt-lookup branch matched in training", minimum=1,
+        )
         self.trained_with_lookup_ngram_size = ngram_size if self.trained_with_lookup_tokens else None
 
     def _read_training_record(
@@ -53,12 +59,9 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
         )
 
 
-def _checked_count(name: str, value: int | None, minimum: int) -> int | None:
+def _checked_count(name: str, value: int | None, what: str, minimum: int) -> int | None:
+    """``value`` of the recorded entry ``name``, refused unless an integer >= ``minimum`` (or None: not recorded)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-        what = {
-            "trained_with_lookup_tokens": "the prompt-lookup branch's length it was trained with (0 for none)",
-            "trained_with_lookup_ngram_size": "the longest n-gram its prompt-lookup branch matched in training",
-        }[name]
         raise ValueError(
             f"A policy's {name} must be {what}, an integer >= {minimum}, or None when not recorded, got {value!r}: fix "
             "or remove it in the policy's config.json."

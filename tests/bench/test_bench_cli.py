@@ -278,6 +278,24 @@ def test_no_fp32_agreement_skips_the_float32_answers_and_a_resume_must_match(
     assert "was written with other settings (fp32_agreement: False -> None)" in capsys.readouterr().err
 
 
+def test_float32_stock_as_a_method_is_refused_where_the_agreement_already_times_it(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    """Below float32 the agreement decodes and times eager float32 stock beside stock (row ``stock-fp32``):
+    ``stock+fp32`` would do it again per turn; refused before loading, naming both fixes. Without the agreement
+    it is the one float32 stock row."""
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "1", "--dtype", "bfloat16")
+    argv[argv.index("--methods") + 1] = "stock,stock+fp32"
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "stock+fp32 decodes what the float32 agreement already decodes and times (its row stock-fp32" in error
+    assert "drop stock+fp32, or pass --no_fp32_agreement" in error
+    assert main([*argv, "--no_fp32_agreement"]) == 0
+    summary = json.loads(out.read_text())["summary"]
+    assert "stock+fp32" in summary and "stock-fp32" not in summary
+
+
 def test_keep_outputs_keeps_every_methods_tokens(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
     def outputs(*extra: str) -> dict[str, list]:
         out = tmp_path / f"out{len(extra)}.json"
