@@ -284,8 +284,10 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
     for name, line in zip(("ltd", "resps", "radar"), shipped_policy_fit(curve)):
         retrained = (name, curve.key) in checkpoints.SHIPPED_FOR_CURVE  # a variant shipped for this curve
         assert line.startswith(f"shipped {name} policy: ")
-        assert line.endswith("trained on cpu/bfloat16/compiled; fits this curve" if retrained else
+        assert line.endswith("trained on cpu/bfloat16/compiled (AVX512-BF16); fits this curve" if retrained else
                              f"{eager}; trained on another curve: retrain it on this profile")
+    ltd_on_amx = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled", "AMX"))[0]  # LTD's variant, another processor
+    assert ltd_on_amx.endswith("trained on cpu/bfloat16/compiled (AVX512-BF16); trained on another curve: retrain it on this profile")
 
 
 def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):

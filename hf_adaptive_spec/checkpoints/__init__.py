@@ -24,9 +24,13 @@ SHIPPED = {
 #: one's; ``shipped_checkpoint(name, cost_curve=...)`` prefers it on that curve. RADAR on the compiled float32
 #: curve (trained on an AVX2 EPYC with the stage-15 drafter and the 4-token prompt-lookup branch): live 0.95-1.03x
 #: the static tree 2/4/8 in four Spec-Bench runs, 1.01x on MT-bench (its card; results/README.md, issue 32); what
-#: RADAR should be on that curve, not what `profile` recommends there (a static tree).
+#: RADAR should be on that curve, not what `profile` recommends there (a static tree). LTD on the compiled bfloat16
+#: curve (trained on an AVX512-BF16 EPYC's profile, buckets 2/8/12/16/32, with the 4-token branch): live 1.032x the
+#: best static tree of Spec-Bench 13 x 3 (1/4/4 + branch; paired median 1.025x), 1.13x transformers' +2/-1 schedule
+#: (its card; results/README.md, issue 32, session 64).
 SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {
     ("radar", "cpu/float32/compiled"): "radar-smollm2-135m-instruct-fp32-compiled",
+    ("ltd", "cpu/bfloat16/compiled"): "ltd-smollm2-135m-instruct-bf16-compiled",
 }
 
 

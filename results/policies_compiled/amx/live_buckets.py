@@ -1,20 +1,28 @@
 """Each bucket's verification per cycle as the bench's cycles measured it (their `verify_times`, kept since session
 63), against what the profile charges; and how often each method's cycles fell in each bucket.
 
-    python results/policies_compiled/amx/live_buckets.py
+    python results/policies_compiled/amx/live_buckets.py [PROFILE PROGRESS]
+
+Default: session 63's AMX profile and Spec-Bench run, next to this file; session 64 passed the AVX-512 EPYC's
+(results/policies_compiled/avx512_bf16/live_buckets.log).
 """
 
 import collections
 import json
 import statistics
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-profile = json.loads((HERE / "profile_bf16_compiled_amx.json").read_text())
+profile_path, progress_path = (
+    sys.argv[1:3] if len(sys.argv) == 3
+    else (HERE / "profile_bf16_compiled_amx.json", HERE / "specbench13_bf16_compiled_amx.progress.jsonl")
+)
+profile = json.loads(Path(profile_path).read_text())
 buckets = profile["buckets"]
 charged = dict(zip(buckets, profile["bucket_seconds"]))
 by_method = collections.defaultdict(lambda: collections.defaultdict(list))
-for line in (HERE / "specbench13_bf16_compiled_amx.progress.jsonl").read_text().splitlines()[1:]:
+for line in Path(progress_path).read_text().splitlines()[1:]:
     record = json.loads(line)
     for turn in record["turns"]:
         for size, seconds in zip(turn["verified_tokens"] or [], turn["verify_times"] or [], strict=True):
