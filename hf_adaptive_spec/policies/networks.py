@@ -1,10 +1,12 @@
-"""Small networks shared by the learned policies."""
+"""Small networks shared by the learned policies, and their forward passes on the host for ``generate``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+import numpy as np
+import torch
 from torch import nn
 
 
@@ -21,3 +23,61 @@ def tanh_mlp(in_features: int, hidden: Sequence[int], out_features: int, out_gai
             nn.init.orthogonal_(layer.weight, gain=out_gain if layer is layers[-1] else math.sqrt(2))
             nn.init.zeros_(layer.bias)
     return nn.Sequential(*layers)
+
+
+def host_array(tensor: torch.Tensor) -> np.ndarray:
+    """A float32 numpy copy of ``tensor`` (a weight the host copy of a network keeps)."""
+    return tensor.detach().float().cpu().numpy().copy()
+
+
+class HostTanhMLP:
+    """A :func:`tanh_mlp`'s forward for one observation, in numpy on the host (float32).
+
+    A policy decides inside ``generate`` with one small observation at a time; in torch an MLP of three layers is a
+    handful of tiny ops whose dispatch (with the CPU's thread pool around each) costs more than their arithmetic.
+    The weights are copied once, so the copy does not follow later changes of the module: policies copy again at
+    every generation's start (``begin_generation``, a fraction of a millisecond). Checking the parameters' version
+    counters instead is not enough: the trainers' optimiser steps change the weights without bumping them.
+    """
+
+    def __init__(self, mlp: nn.Sequential):
+        kinds = [type(layer) for layer in mlp]
+        if kinds != [nn.Linear, nn.Tanh] * (len(mlp) // 2) + [nn.Linear]:
+            raise ValueError(f"HostTanhMLP copies a tanh_mlp (Linear, Tanh, ..., Linear), got {[k.__name__ for k in kinds]}.")
+        linears = [layer for layer in mlp if isinstance(layer, nn.Linear)]
+        self.layers = [(host_array(layer.weight), host_array(layer.bias)) for layer in linears]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``[in]`` -> ``[out]``."""
+        *hidden, (weight, bias) = self.layers
+        for inner_weight, inner_bias in hidden:
+            x = np.tanh(inner_weight @ x + inner_bias)
+        return weight @ x + bias
+
+
+class HostDecisions:
+    """A policy whose eval-mode decisions inside ``generate`` run on a host copy of its weights (``_copy_to_host``).
+
+    The copy is made at every generation's start (``begin_generation``: the engine's call and each replayed
+    prompt), dropped at every ``train()`` / ``eval()`` switch (a trainer's rollout begins with one) and made at the
+    first decision where it is missing, so no decision runs stale weights. It is remade rather than checked: an
+    optimiser's step need not bump the parameters' version counters, nor does a ``.data`` assignment.
+    """
+
+    _host = None
+
+    def _copy_to_host(self):
+        raise NotImplementedError
+
+    def begin_generation(self) -> None:
+        self._host = self._copy_to_host()
+
+    def host(self):
+        """The host copy of the weights, made now if missing."""
+        if self._host is None:
+            self._host = self._copy_to_host()
+        return self._host
+
+    def train(self, mode: bool = True):
+        self._host = None
+        return super().train(mode)

@@ -198,3 +198,46 @@ def test_training_mode_samples_and_logs_decisions():
 def test_bad_size_choices_are_refused(choices):
     with pytest.raises(ValueError, match="size_choices"):
         LTDPolicy(total_tokens=9, size_choices=choices, **SMALL)
+
+
+def test_the_engines_host_decisions_are_the_actors_argmax():
+    """In eval mode a head decides with its actor copied to the host (numpy, float32): every decision must be the
+    torch actor's argmax (masked for the size head), and follow the weights from the next generation on however they
+    change: an optimiser's step, a ``.data`` assignment, a load."""
+    policy = _varied_policy(seed=6)
+    generator = torch.Generator().manual_seed(7)
+    policy.begin_generation()
+    decisions = set()
+    for _ in range(50):
+        scores = torch.log(torch.rand(TREE.top_k**2, generator=generator))
+        step = DraftStepInfo(depth=2, context_length=int(torch.randint(1, 900, (1,), generator=generator)),
+                             step_scores=scores, config=TREE)
+        observation = policy.depth_observation(step)
+        with torch.no_grad():
+            want = int(policy.depth_head.actor(observation[None])[0].argmax())
+        assert policy.continue_drafting(step) == (want == 1)
+        decisions.add(want)
+        candidates = int(torch.randint(1, TREE.top_k**2 + 1, (1,), generator=generator))  # some choices clamp
+        info = VerifySizeInfo(context_length=step.context_length, scores=scores[:candidates],
+                              depths=torch.ones(candidates, dtype=torch.long), config=TREE)
+        mask = size_action_mask(info, TREE, policy.choices)
+        with torch.no_grad():
+            logits = policy.size_head.actor(policy.size_observation(info)[None])[0]
+        assert policy.num_tokens_to_verify(info) == policy.size_choices[int(logits.masked_fill(~mask, -torch.inf).argmax())]
+    assert decisions == {0, 1}  # observations that flip the depth head: the comparison can fail
+    step = DraftStepInfo(depth=1, context_length=10, step_scores=torch.log(torch.full((3,), 0.3)), config=TREE)
+    bias = policy.depth_head.actor[-1].bias
+    optimizer = torch.optim.SGD([bias], lr=1.0, foreach=True)  # a trainer's step: no version bump is promised
+    for stop_bias in (50.0, -50.0):
+        bias.grad = bias.detach() - torch.tensor([stop_bias, -stop_bias])  # one step lands on the target bias
+        optimizer.step()
+        policy.begin_generation()
+        assert policy.continue_drafting(step) == (stop_bias < 0)
+    bias.data = torch.tensor([50.0, -50.0])  # a .data assignment (as some loaders do) bumps no version either
+    policy.begin_generation()
+    assert policy.continue_drafting(step) is False
+    state = {key: value.clone() for key, value in policy.state_dict().items()}
+    state["depth_head.actor.2.bias"] = torch.tensor([-50.0, 50.0])
+    policy.load_state_dict(state)
+    policy.begin_generation()
+    assert policy.continue_drafting(step) is True

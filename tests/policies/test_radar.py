@@ -579,7 +579,8 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
 @pytest.mark.parametrize("allow_skip", [False, True])
 def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
     """continue_drafting runs the LSTM cell written out (numpy, on the host); its logits must be forward's,
-    step by step, and follow the weights when they change in place (an optimiser step) from the next generation on."""
+    step by step, and follow the weights from the next generation on when an optimiser's step or a ``.data`` assignment
+    changes them."""
     torch.manual_seed(5)
     policy = RadarPolicy(depth=6, top_k=4, total_tokens=9, lstm_hidden=16, mlp_hidden=8, allow_skip=allow_skip)
     for parameter in policy.parameters():  # away from zero, so that every gate matters
@@ -591,12 +592,18 @@ def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
         policy.tree_config(None)
         got = torch.as_tensor(np.stack([policy._next_logits(step, first_decision=d) for d, step in enumerate(row)]))
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    with torch.no_grad():
-        policy.mlp[3].bias += 1.0
+    bias = policy.mlp[3].bias
+    bias.grad = -torch.ones_like(bias)
+    torch.optim.SGD([bias], lr=1.0, foreach=True).step()  # a trainer's step: no version bump is promised
     policy.begin_generation()
     policy.tree_config(None)
     shifted = policy._next_logits(scores[0, 0], first_decision=0)
     torch.testing.assert_close(torch.as_tensor(shifted), expected[0, 0] + 1.0, atol=1e-5, rtol=1e-5)
+    bias.data = bias.detach() + 1.0  # a .data assignment bumps no version either
+    policy.begin_generation()
+    policy.tree_config(None)
+    shifted = policy._next_logits(scores[0, 0], first_decision=0)
+    torch.testing.assert_close(torch.as_tensor(shifted), expected[0, 0] + 2.0, atol=1e-5, rtol=1e-5)
 
 
 def test_beam_scores_are_the_best_step_scores_best_first_padded_with_minus_infinity():

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
-from ..networks import tanh_mlp
+from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 from .features import (
     depth_observation,
@@ -59,7 +59,7 @@ class Decision:
     action_mask: torch.Tensor | None = None
 
 
-class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.ltd"):
+class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.ltd"):
     """Two small PPO policies deciding, every cycle, when to stop drafting and how much to verify.
 
     The *depth* head is asked after every draft step (continue or stop) and sees the depth, the
@@ -170,13 +170,18 @@ class LTDPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adapti
             raise ValueError(f"LTDPolicy has heads {HEADS}, not {name!r}.")
         return self.depth_head if name == "depth" else self.size_head
 
+    def _copy_to_host(self) -> dict[str, HostTanhMLP]:
+        """The actors copied to the host (:class:`~hf_adaptive_spec.policies.networks.HostTanhMLP`): an eval-mode
+        decision inside ``generate`` is a few matrix-vector products in numpy, not a dozen tiny torch ops."""
+        return {name: HostTanhMLP(self._head(name).actor) for name in HEADS}
+
     @torch.no_grad()
     def _decide(self, name: str, observation: torch.Tensor, mask: torch.Tensor | None = None) -> int:
         head = self._head(name)
+        if not head.training:  # the argmax action, computed on the host (float32, whatever the weights' dtype)
+            logits = self.host()[name](observation.numpy(force=True))
+            return int(logits.argmax() if mask is None else np.where(mask.numpy(force=True), logits, -np.inf).argmax())
         observation = observation.to(self.choices.device, next(head.parameters()).dtype)  # a bfloat16 policy too
-        if not head.training:
-            logits = head.actor(observation[None])[0]
-            return int(logits.argmax() if mask is None else logits.masked_fill(~mask, -math.inf).argmax())
         logits, value = head(observation[None])
         distribution = masked_categorical(logits, None if mask is None else mask[None])
         action = torch.multinomial(distribution.probs, 1, generator=self.generator)[:, 0]

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..networks import HostDecisions, host_array
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
 #: action indices of the policy's logits (RADAR's order: ``probs[..., 0]`` is P(stop)). ``SKIP``
@@ -64,9 +65,7 @@ class HostCell:
     """
 
     def __init__(self, lstm: nn.LSTM, mlp: nn.Sequential):
-        def host(tensor: torch.Tensor) -> np.ndarray:
-            return tensor.detach().float().cpu().numpy().copy()
-
+        host = host_array
         self.hidden_size = lstm.hidden_size
         self.w_gates = np.concatenate([host(lstm.weight_ih_l0), host(lstm.weight_hh_l0)], axis=1)  # [4H, K + H]
         self.bias = host(lstm.bias_ih_l0) + host(lstm.bias_hh_l0)
@@ -103,7 +102,7 @@ class _CycleMemory:
         self.skipping = False
 
 
-class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.radar"):
+class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.radar"):
     """RADAR (RL-adjusted draft generation): after every draft step, continue or stop drafting.
 
     The network is the paper's: an LSTM over the sequence of beam-score vectors of the cycle's
@@ -175,8 +174,6 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             nn.Linear(mlp_hidden, 3 if allow_skip else 2),
         )
         self._cycle = _CycleMemory()
-        self._host: HostCell | None = None  # the weights on the host for the engine's calls
-        self._host_versions: tuple = ()
         self.eval()
 
     def _current_settings(self) -> dict:
@@ -228,10 +225,8 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         """
         return draft_calls(self.decisions(scores))
 
-    def begin_generation(self) -> None:
-        """Brings the host copy of the weights up to date, once a generation (or replayed prompt): the engine
-        waits on every decision, and walking the parameters for their versions costs tens of microseconds."""
-        self._host_cell()
+    def _copy_to_host(self) -> HostCell:
+        return HostCell(self.lstm, self.mlp)
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         """The fixed tree shape; resets the LSTM state and turns dropout off for drafting."""
@@ -252,18 +247,11 @@ class RadarPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         """:meth:`forward` for one step of one cycle, ``[n]`` step scores -> ``[A]`` logits, carrying ``(h, c)``
         from the cycle's earlier steps: the LSTM cell written out in numpy on the host (:class:`HostCell`)."""
         x = np.maximum(_host_beam_scores(step_scores, self.tree.top_k), np.float32(self.min_score))
-        host = self._host if self._host is not None else self._host_cell()
-        logits, self._cycle.hidden = host.step(x, self._cycle.hidden)
+        logits, self._cycle.hidden = self.host().step(x, self._cycle.hidden)
         if self.allow_skip:
             logits = mask_late_skips(torch.from_numpy(logits)[None], first_decision)[0].numpy()
         return logits
 
-    def _host_cell(self) -> HostCell:
-        """The host copy of the weights, rebuilt when any of them changed (an optimiser step, a load)."""
-        versions = tuple((id(p), p._version) for p in self.parameters())
-        if self._host is None or self._host_versions != versions:
-            self._host, self._host_versions = HostCell(self.lstm, self.mlp), versions
-        return self._host
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
         """``total_tokens - 1`` candidates, or none after a ``SKIP``."""
