@@ -35,15 +35,14 @@ class HostTanhMLP:
 
     A policy decides inside ``generate`` with one small observation at a time; in torch an MLP of three layers is a
     handful of tiny ops whose dispatch (with the CPU's thread pool around each) costs more than their arithmetic.
-    The weights are copied once, so the copy does not follow later changes of the module: policies copy again at
-    every generation's start (``begin_generation``, a fraction of a millisecond). Checking the parameters' version
-    counters instead is not enough: the trainers' optimiser steps change the weights without bumping them.
+    The weights are copied once; :class:`HostDecisions` says when a policy copies them again.
     """
 
     def __init__(self, mlp: nn.Sequential):
         kinds = [type(layer) for layer in mlp]
         if kinds != [nn.Linear, nn.Tanh] * (len(mlp) // 2) + [nn.Linear]:
-            raise ValueError(f"HostTanhMLP copies a tanh_mlp (Linear, Tanh, ..., Linear), got {[k.__name__ for k in kinds]}.")
+            names = [kind.__name__ for kind in kinds]
+            raise ValueError(f"HostTanhMLP copies a tanh_mlp (Linear, Tanh, ..., Linear), got {names}.")
         linears = [layer for layer in mlp if isinstance(layer, nn.Linear)]
         self.layers = [(host_array(layer.weight), host_array(layer.bias)) for layer in linears]
 

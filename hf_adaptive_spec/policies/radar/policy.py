@@ -65,12 +65,12 @@ class HostCell:
     """
 
     def __init__(self, lstm: nn.LSTM, mlp: nn.Sequential):
-        host = host_array
         self.hidden_size = lstm.hidden_size
-        self.w_gates = np.concatenate([host(lstm.weight_ih_l0), host(lstm.weight_hh_l0)], axis=1)  # [4H, K + H]
-        self.bias = host(lstm.bias_ih_l0) + host(lstm.bias_hh_l0)
-        self.w_hidden, self.b_hidden = host(mlp[0].weight), host(mlp[0].bias)
-        self.w_out, self.b_out = host(mlp[3].weight), host(mlp[3].bias)
+        input_weights = [host_array(lstm.weight_ih_l0), host_array(lstm.weight_hh_l0)]
+        self.w_gates = np.concatenate(input_weights, axis=1)  # [4H, K + H]
+        self.bias = host_array(lstm.bias_ih_l0) + host_array(lstm.bias_hh_l0)
+        self.w_hidden, self.b_hidden = host_array(mlp[0].weight), host_array(mlp[0].bias)
+        self.w_out, self.b_out = host_array(mlp[3].weight), host_array(mlp[3].bias)
         self.zeros = np.zeros(self.hidden_size, dtype=np.float32)  # (h, c) at a cycle's first step
 
     def step(self, x: np.ndarray, hidden: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, tuple]:
@@ -251,7 +251,6 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         if self.allow_skip:
             logits = mask_late_skips(torch.from_numpy(logits)[None], first_decision)[0].numpy()
         return logits
-
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
         """``total_tokens - 1`` candidates, or none after a ``SKIP``."""

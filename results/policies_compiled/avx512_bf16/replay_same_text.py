@@ -10,11 +10,11 @@ same question: τ in both, whether the live text is the float32 text, and whethe
 same. Part 2: the live τ of 2/4/8, 1/4/4 and LTD by turn and by category group over the whole run."""
 
 import collections
-import json
 import sys
 
 import torch
 
+from hf_adaptive_spec.bench.progress import read_progress
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.policies.static import StaticTreePolicy
 from hf_adaptive_spec.profiling import HardwareProfile
@@ -22,9 +22,9 @@ from hf_adaptive_spec.profiling import HardwareProfile
 torch.set_num_threads(1)
 recording, progress = load_recording(sys.argv[1]), sys.argv[3]
 environment = ReplayEnvironment(recording, HardwareProfile.load(sys.argv[2]), lookup_tokens=4)
-records = [json.loads(line) for line in open(progress)][1:]
-float32_answers = {r["question_id"]: r["turns"][0]["fp32_reference_ids"] for r in records if r["method"] == "stock"}
-first_turns = {(r["question_id"], r["method"]): r["turns"][0] for r in records}
+records = list(read_progress(progress)[1].values())
+float32_answers = {r.question_id: r.turns[0].fp32_reference_ids for r in records if r.method == "stock"}
+first_turns = {(r.question_id, r.method): r.turns[0] for r in records}
 questions = {}
 for prompt in range(environment.num_prompts):
     generated = recording.sequence(prompt)[len(recording.prompt_ids[prompt]):]
@@ -35,17 +35,17 @@ for method, policy in TREES.items():
         live = first_turns[question, method]
         cycles = environment.replay_prompt(prompt, policy)
         replayed_tau = sum(c.committed_tokens for c in cycles) / len(cycles)
-        same = [c.accepted_length for c in cycles] == live["accepted_lengths"]
-        print(f"{method:28s} question {question}: float32 text live {live['fp32_identical']}, tau replay {replayed_tau:.3f} "
-              f"live {live['new_tokens'] / len(live['accepted_lengths']):.3f}, every cycle the same {same}")
+        same = [c.accepted_length for c in cycles] == live.accepted_lengths
+        print(f"{method:28s} question {question}: float32 text live {live.fp32_identical}, tau replay {replayed_tau:.3f} "
+              f"live {live.new_tokens / len(live.accepted_lengths):.3f}, every cycle the same {same}")
 totals = collections.defaultdict(lambda: [0, 0])
 for r in records:
-    if r["method"] in (*TREES, "eagle3-ltd+lookup+sized"):
-        for turn in r["turns"]:
-            group = "MT-bench categories" if r["question_id"] <= 160 else "other categories"
-            for key in (f"turn {turn['turn']}", f"turn {turn['turn']}, {group}"):
-                totals[key, r["method"]][0] += turn["new_tokens"]
-                totals[key, r["method"]][1] += len(turn["accepted_lengths"])
+    if r.method in (*TREES, "eagle3-ltd+lookup+sized"):
+        for turn in r.turns:
+            group = "MT-bench categories" if r.question_id <= 160 else "other categories"
+            for key in (f"turn {turn.turn}", f"turn {turn.turn}, {group}"):
+                totals[key, r.method][0] += turn.new_tokens
+                totals[key, r.method][1] += len(turn.accepted_lengths)
 for key in sorted({k for k, _ in totals}):
     tau = {m: totals[key, m][0] / totals[key, m][1] for m in (*TREES, "eagle3-ltd+lookup+sized")}
     deep, shallow, ltd = tau.values()

@@ -8,12 +8,12 @@ tokens/s, τ, draft, verify and policy milliseconds per cycle, depth and verifie
 the live run's cycles; last, the live draft time by the depth of the verified tree."""
 
 import collections
-import json
 import sys
 
 import numpy as np
 import torch
 
+from hf_adaptive_spec.bench.progress import read_progress
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.policies import AutoDraftPolicy
 from hf_adaptive_spec.policies.static import StaticTreePolicy
@@ -21,6 +21,7 @@ from hf_adaptive_spec.profiling import HardwareProfile
 
 torch.set_num_threads(1)
 RECORDING, PROFILE, PROGRESS = sys.argv[1:4]
+RECORDS = read_progress(PROGRESS)[1]  # (question id, method) -> QuestionRecord
 LTD = "hf_adaptive_spec/checkpoints/ltd-smollm2-135m-instruct-bf16-compiled"
 POLICIES = {"eagle3+lookup+sized": StaticTreePolicy(2, 4, 8), "eagle3@1/4/4+lookup+sized": StaticTreePolicy(1, 4, 4),
             "eagle3-ltd+lookup+sized": AutoDraftPolicy.from_pretrained(LTD)}
@@ -41,15 +42,14 @@ def summary(name: str, cycles: list[dict]) -> None:
 
 def live_cycles(method: str) -> list[dict]:
     cycles = []
-    for line in open(PROGRESS):
-        record = json.loads(line)
-        if record.get("method") != method:
+    for (_, name), record in RECORDS.items():
+        if name != method:
             continue
-        for turn in record["turns"]:
-            policy = (turn["policy_time"] or 0.0) / len(turn["accepted_lengths"])
+        for turn in record.turns:
+            policy = (turn.policy_time or 0.0) / len(turn.accepted_lengths)
             cycles += [dict(committed=a + 1, draft=d, verify=v, policy=policy, depth=depth, verified=n)
-                       for a, d, v, depth, n in zip(turn["accepted_lengths"], turn["draft_times"], turn["verify_times"],
-                                                    turn["draft_depths"], turn["verified_tokens"])]
+                       for a, d, v, depth, n in zip(turn.accepted_lengths, turn.draft_times, turn.verify_times,
+                                                    turn.draft_depths, turn.verified_tokens)]
     return cycles
 
 
