@@ -761,3 +761,49 @@ def test_lookup_lengths_that_cannot_be_ranked_are_refused_before_any_timing(text
         cli.main(["--model", "/nonexistent-model-folder", "--recording", "/nonexistent", "--lookup-tokens", text])
     assert f"--lookup-tokens: expected branch lengths >= 0 separated by commas (0: no branch), e.g. 0,1,4; got {text!r}" \
         in capsys.readouterr().err
+
+
+def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_own_costs(tmp_path, monkeypatch, capsys):
+    """``profile --rerank`` ranks the given recordings on the timings already in the profile (nothing is timed) and
+    replaces its recommendation; without a recording or a profile, or with a recording drafted by other weights
+    than the profile timed, it refuses with the fix."""
+    from hf_adaptive_spec.environments import load_recording, record_replay
+    from hf_adaptive_spec.environments.static_grid import rank_static_trees
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    MANIFEST = {"drafter": "eagle3", "model": "org/tiny", "eagle3_checkpoint": "org/drafter"}
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    folders = [tmp_path / "first", tmp_path / "second"]
+    for folder, seed in zip(folders, (5, 6)):
+        record_replay(model, drafter, [prompt(9, seed=seed)], TreeConfig(depth=3, top_k=2, total_tokens=8), 12).save(folder)
+        (folder / "record_args.json").write_text(json.dumps(dict(MANIFEST, drafter_weights="w")))
+    timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4, 8], [1.0, 1.1, 1.3], draft_step_seconds=0.05,
+                            policy_call_seconds=0.0, catch_up_tokens=[1], catch_up_seconds=[0.05],
+                            model="org/tiny", drafter="org/drafter", drafter_weights="w")
+    path = tmp_path / "profile.json"
+    timed.save(path)
+    monkeypatch.setattr(cli, "measure_profile", lambda args: pytest.fail("--rerank timed the machine"))
+    assert cli.main(["--rerank", "--json", str(path), "--recording", str(folders[1])]) == 0
+    reranked = HardwareProfile.load(path)
+    best = rank_static_trees(load_recording(folders[1]), timed)[0]
+    tree = reranked.recommendation["tree"]
+    assert (tree["depth"], tree["top_k"], tree["total_tokens"], tree["tau"]) == (best.depth, best.top_k, best.total_tokens, best.tau)
+    assert reranked.recommendation["recordings"] == [str(folders[1])]
+    assert (reranked.verify_seconds, reranked.draft_step_seconds) == (timed.verify_seconds, timed.draft_step_seconds)
+    assert "best static tree" in capsys.readouterr().out
+
+    refused = [
+        ({}, ["--rerank", "--json", str(path)], "pass at least one --recording"),
+        ({}, ["--rerank", "--json", str(tmp_path / "none.json"), "--recording", str(folders[0])], "time this machine once"),
+        ({"drafter_weights": "old"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])],
+         "digest w, and the recording"),
+        ({"model": "org/other"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])], "org/other"),
+    ]
+    for manifest, argv, message in refused:
+        (folders[0] / "record_args.json").write_text(json.dumps({**MANIFEST, "drafter_weights": "w", **manifest}))
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert message in capsys.readouterr().err
+    assert HardwareProfile.load(path).recommendation == reranked.recommendation  # a refusal leaves the profile as it was

@@ -11,6 +11,9 @@ accept more than on new ones, and a policy trained on that replay sees optimisti
 bench`` asks them), to evaluate policies or replay ceilings on the benchmark's own prompts; its
 manifest names the file, and :func:`load_training_recording` (what the policy trainers read)
 refuses such a recording.
+``--turns 2`` also records each conversation's second user turn, asked after the target's own greedy answer to the
+first (as ``hf-adaptive-spec bench`` asks MT-bench's second turns): a policy used in conversations meets later turns,
+where the drafter is right at another rate than on first turns.
 The recording is written in shards of ``--shard-size`` prompts
 (``OUTPUT/shard-START-END``, each a :class:`ReplayRecording` folder): a rerun skips finished
 shards and ``--start`` records a later slice, so a long job can be resumed or split.
@@ -26,6 +29,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -86,11 +90,19 @@ def make_parser() -> argparse.ArgumentParser:
         "--prompts: for evaluating policies in replay only; the policy trainers refuse such a recording",
     )
     parser.add_argument("--per-category", type=int, default=None, help="with --questions: the first N of each category")
+    parser.add_argument(
+        "--turns", type=int, default=1,
+        help="user turns recorded per conversation (default 1, the first); turn k is asked after the target's own "
+        "greedy answers to the turns before it. Conversations with fewer user turns give fewer. --prompts-file "
+        "records that hold fewer user turns (a regenerated first exchange) take their later ones from the ShareGPT "
+        "conversation of the same id and first turn",
+    )
     parser.add_argument("--num-prompts", type=int, default=64, help="prompts to record, from --start")
     parser.add_argument("--start", type=int, default=0, help="index of the first prompt in the seeded prompt order")
     parser.add_argument("--shard-size", type=int, default=8, help="prompts per shard folder")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompt order")
-    parser.add_argument("--max-prompt-tokens", type=int, default=512, help="skip longer prompts (chat template incl.)")
+    parser.add_argument("--max-prompt-tokens", type=int, default=512,
+                        help="skip longer prompts (chat template incl.); a later turn over it ends its conversation")
     parser.add_argument("--depth", type=int, default=8, help="depth of every recorded tree (policies may stop earlier)")
     parser.add_argument("--top-k", type=int, default=4, help="top_k of every recorded tree (policies must use it)")
     parser.add_argument("--total-tokens", type=int, default=32, help="largest verification covered, root included")
@@ -147,25 +159,87 @@ def training_conversations(
     return select_subset(drop_leaked(source, questions), args.start + args.num_prompts, args.seed, keep)[args.start :]
 
 
-def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor]:
-    """``[1, T]`` first-turn prompts of ``args.questions`` (file order, ``--per-category``), sliced by ``--start``."""
+def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor | Dialogue]:
+    """``[1, T]`` first-turn prompts of ``args.questions`` (file order, ``--per-category``), sliced by ``--start``; with
+    ``--turns`` above 1, a :class:`Dialogue` of each question's first turns instead."""
     questions = load_questions(Path(args.questions), per_category=args.per_category)
-    ids = [turn_prompt_ids(tokenizer, question.turns, []) for question in questions]
-    kept = [prompt for prompt in ids if prompt.shape[1] <= args.max_prompt_tokens]
-    return kept[args.start : args.start + args.num_prompts]
+    fitting = [q for q in questions if turn_prompt_ids(tokenizer, q.turns, []).shape[1] <= args.max_prompt_tokens]
+    chosen = fitting[args.start : args.start + args.num_prompts]
+    if args.turns > 1:
+        return [Dialogue(list(q.turns[: args.turns]), tokenizer, args.max_prompt_tokens) for q in chosen]
+    return [turn_prompt_ids(tokenizer, question.turns, []) for question in chosen]
 
 
-def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor]:
-    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations` (or ``--questions``)."""
+def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor | Dialogue]:
+    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations` (or ``--questions``);
+    with ``--turns`` above 1, a :class:`Dialogue` of each conversation's first user turns instead."""
     if args.questions:
         return question_prompts(tokenizer, args)
-    ids = [
-        prompt_ids(tokenizer, conversation.messages[:1])
-        for conversation in training_conversations(
-            args, keep=lambda c: len(prompt_ids(tokenizer, c.messages[:1])) <= args.max_prompt_tokens
-        )
-    ]
-    return [torch.tensor([prompt], dtype=torch.long) for prompt in ids]
+    conversations = training_conversations(
+        args, keep=lambda c: len(prompt_ids(tokenizer, c.messages[:1])) <= args.max_prompt_tokens
+    )
+    if args.turns > 1:
+        later = sharegpt_user_turns(conversations, args) if args.prompts_file else {}
+        return [
+            Dialogue(later.get(c.id, user_turns(c))[: args.turns], tokenizer, args.max_prompt_tokens)
+            for c in conversations
+        ]
+    return [torch.tensor([prompt_ids(tokenizer, c.messages[:1])], dtype=torch.long) for c in conversations]
+
+
+def user_turns(conversation: Conversation) -> list[str]:
+    return [message["content"] for message in conversation.messages if message["role"] == "user"]
+
+
+def sharegpt_user_turns(conversations: list[Conversation], args: argparse.Namespace) -> dict[str, list[str]]:
+    """The user turns of the ShareGPT conversations that continue ``--prompts-file`` records holding fewer than
+    ``--turns`` user turns (a regenerated first exchange), by id. A ShareGPT conversation continues a record when
+    its id and first user turns are the record's and it has more; one with an evaluation question in any turn is
+    left out, as the records were."""
+    short = {c.id: user_turns(c) for c in conversations if len(user_turns(c)) < args.turns}
+    if not short:
+        return {}
+    sources = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
+    found = {}
+    for source in drop_leaked(sources, eval_question_digests(args.eval_data_dir)):
+        own, turns = short.get(source.id), user_turns(source)
+        if own is not None and len(turns) > len(own) and turns[: len(own)] == own:
+            found[source.id] = turns
+    logger.info("%d of %d conversations hold fewer than %d user turns; ShareGPT continues %d of them",
+                len(short), len(conversations), args.turns, len(found))
+    return found
+
+
+@dataclass
+class Dialogue:
+    """A conversation's user turns, recorded one after another: each turn is asked after the target's own greedy
+    answers to the turns before it, as ``hf-adaptive-spec bench`` asks a multi-turn question. A turn whose prompt
+    would pass ``max_prompt_tokens`` ends the dialogue."""
+
+    user_turns: list[str]
+    tokenizer: PreTrainedTokenizerBase
+    max_prompt_tokens: int
+
+    def first_prompt(self) -> torch.LongTensor:
+        """``[1, T]``: the first turn's prompt."""
+        return turn_prompt_ids(self.tokenizer, self.user_turns, [])
+
+    def record(self, record_prompt: Callable[[torch.LongTensor], ReplayRecording]) -> ReplayRecording:
+        """The turns' recordings (``record_prompt`` records one ``[1, T]`` prompt), one prompt per turn, in order."""
+        parts: list[ReplayRecording] = []
+        answers: list[list[int]] = []
+        for _ in self.user_turns:
+            ids = turn_prompt_ids(self.tokenizer, self.user_turns, answers)
+            if ids.shape[1] > self.max_prompt_tokens:
+                break
+            parts.append(record_prompt(ids))
+            answers.append(parts[-1].sequence(0)[ids.shape[1] :])
+        if not parts:
+            raise ValueError(
+                f"The first turn of {self.user_turns[0][:60]!r} is over --max-prompt-tokens {self.max_prompt_tokens} "
+                "tokens: leave such conversations out before recording, or raise --max-prompt-tokens."
+            )
+        return ReplayRecording.concatenate(parts)
 
 
 def prompt_source(args: argparse.Namespace) -> dict:
@@ -240,7 +314,7 @@ def _write_manifest(path: Path, manifest: dict) -> None:
 def record_shards(
     model: PreTrainedModel,
     drafter: Drafter,
-    prompts: list[torch.LongTensor],
+    prompts: list[torch.LongTensor | Dialogue],
     output: Path,
     start: int,
     shard_size: int,
@@ -248,7 +322,8 @@ def record_shards(
     max_new_tokens: int,
     feature_layers: tuple[int, ...],
 ) -> None:
-    """Record ``prompts`` (prompt indices ``start, start + 1, ...``) as shards, skipping finished ones.
+    """Record ``prompts`` (prompt indices ``start, start + 1, ...``) as shards, skipping finished ones. A
+    :class:`Dialogue` is one index and records one prompt per turn.
 
     A shard is written to ``shard-START-END.partial`` and renamed when complete, so an interrupted
     run never leaves a shard that looks finished.
@@ -263,6 +338,10 @@ def record_shards(
                 "new shards start where earlier ones end."
             )
     eos = end_of_sequence_ids(model)
+
+    def record_one(ids: torch.LongTensor) -> ReplayRecording:
+        return record_replay(model, drafter, [ids], config, max_new_tokens, feature_layers, eos)
+
     positions, seconds = 0, 0.0
     for lo, hi in planned:
         name = f"shard-{lo:06d}-{hi:06d}"
@@ -272,8 +351,8 @@ def record_shards(
         parts = []
         for index in range(lo, hi):
             tick = time.perf_counter()
-            ids = [prompts[index - start]]
-            parts.append(record_replay(model, drafter, ids, config, max_new_tokens, feature_layers, eos))
+            item = prompts[index - start]
+            parts.append(item.record(record_one) if isinstance(item, Dialogue) else record_one(item))
             elapsed, count = time.perf_counter() - tick, parts[-1].num_positions
             positions, seconds = positions + count, seconds + elapsed
             logger.info(
@@ -325,8 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     try:
-        if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1:
-            raise ValueError("--num-prompts and --shard-size must be positive and --start non-negative.")
+        if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
+            raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
         if args.questions and args.prompts_file:
             raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
         if args.per_category is not None and not args.questions:
@@ -344,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,
             "total_tokens": args.total_tokens, "max_new_tokens": args.max_new_tokens,
             "feature_layers": list(feature_layers),
+            **({"turns": args.turns} if args.turns > 1 else {}),  # first turns only: the manifest as before --turns
             **({"eval_data_dir": args.eval_data_dir} if args.eval_data_dir else {}),  # which prompts were dropped
         })
         prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
@@ -352,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(prompts) < args.num_prompts:
             logger.warning("only %d %s prompts from index %d", len(prompts), source, args.start)
         if args.profile:
-            write_profile(model, drafter, prompts[0], config, args)
+            first = prompts[0]
+            write_profile(model, drafter, first.first_prompt() if isinstance(first, Dialogue) else first, config, args)
         record_shards(
             model, drafter, prompts, output, args.start, args.shard_size, config, args.max_new_tokens, feature_layers
         )

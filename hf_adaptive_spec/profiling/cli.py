@@ -15,7 +15,7 @@ from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..generation import enable, fast_path, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..environments import MultiReplayEnvironment, ReplayEnvironment, load_recording
-from ..environments.provenance import check_recorded_drafter_weights, recorded_pair
+from ..environments.provenance import check_recorded_drafter_weights, load_profile_for_recordings, recorded_pair
 from ..environments.storage import recording_manifest
 from ..environments.static_grid import lookup_counts_from_text, rank_over_recordings
 from ..policies import AutoDraftPolicy, StaticTreePolicy
@@ -93,10 +93,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,2,4 (0, no branch, is always "
                              "ranked; depth 0 with a branch is the branch alone, without drafting); the recommendation "
                              "names the winner's, for generate's prompt_lookup_num_tokens")
+    parser.add_argument("--rerank", action="store_true",
+                        help="rank the --recording folders on the costs already in the profile at --json (nothing is "
+                             "loaded or timed; the timing options are not read) and replace its recommendation: for "
+                             "recordings that follow your use better, e.g. `record --turns 2`")
     args = parser.parse_args(argv)
     args.buckets = parse_buckets(parser, args)
     check_sizes(parser, args)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
+    if args.rerank:
+        return rerank(parser, args, recordings)
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
     if args.recording:
@@ -128,6 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
     for line in instruction_set_lines(profile) + recommendation_lines(profile):
+        print(line)
+    return 0
+
+
+def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings: list) -> int:
+    """``--rerank``: the recommendation of the profile at ``--json`` remade on ``recordings`` with its own costs,
+    refused for recordings of another target or drafter than it timed."""
+    path = Path(args.json) if args.json else default_profile_path()
+    if not recordings:
+        parser.error("--rerank ranks --recording folders on a profile's costs: pass at least one --recording")
+    if not path.is_file():
+        parser.error(f"--rerank reads the profile at {path}, and there is none: time this machine once with "
+                     "`hf-adaptive-spec profile --recording DIR` (without --rerank)")
+    try:
+        profile = load_profile_for_recordings(path, args.recording)
+    except ValueError as error:
+        parser.error(str(error))
+    profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
+    profile.save(path)
+    print(f"ranked {', '.join(args.recording)} on the costs of {path} ({profile.device}, {profile.dtype}, "
+          f"{profile.path} path)")
+    for line in recommendation_lines(profile):
         print(line)
     return 0
 

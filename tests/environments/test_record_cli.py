@@ -273,3 +273,71 @@ def test_questions_options_are_checked(question_cli, tmp_path, capsys):
     assert "pass one of them" in capsys.readouterr().err
     assert cli.main(["--output", output, "--questions", str(tmp_path / "missing.jsonl"), *TREE]) == 2
     assert "question file not found" in capsys.readouterr().err
+
+
+def test_turns_records_each_later_turn_after_the_targets_own_answer(question_cli, tmp_path):
+    """``--turns 2`` asks a question's second turn after the target's recorded greedy answer to its first, as the bench
+    asks it; the manifest names the turns."""
+    target, tokenizer = question_cli
+    questions, output = _question_file(tmp_path), tmp_path / "rec"
+    argv = ["--output", str(output), "--questions", str(questions), "--max-prompt-tokens", "120", "--turns", "2"]
+    assert cli.main(argv + ["--num-prompts", "2", "--shard-size", "1", *TREE]) == 0
+
+    recording, drafter = load_recording(output), _eagle3(target)
+    prompts = []
+    for i in (1, 2):
+        first = turn_prompt_ids(tokenizer, [f"writing question {i}", "x"], [])
+        answer = record_replay(target, drafter, [first], TreeConfig(3, 2, 5), 10, drafter.feature_layers).sequence(0)
+        second = turn_prompt_ids(tokenizer, [f"writing question {i}", "x"], [answer[first.shape[1] :]])
+        assert answer[first.shape[1] :] and tokenizer.decode(answer[first.shape[1] :], skip_special_tokens=True).strip()
+        prompts += [first, second]
+    reference = record_replay(target, drafter, prompts, TreeConfig(3, 2, 5), 10, drafter.feature_layers)
+    assert recording.prompt_ids == reference.prompt_ids
+    assert [_rows(trees) for trees in recording.prompts] == [_rows(trees) for trees in reference.prompts]
+    assert json.loads((output / "record_args.json").read_text())["turns"] == 2
+    assert cli.main(argv + ["--num-prompts", "2", "--turns", "1", *TREE]) == 2  # not the recording's turns
+
+
+def test_a_dialogue_ends_at_a_turn_over_the_prompt_limit(char_tokenizer):
+    tokenizer = copy.deepcopy(char_tokenizer)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    asked = []
+
+    def record_prompt(ids):
+        asked.append(ids.shape[1])
+        return ReplayRecording(TreeConfig(1, 1, 2), 10, 4, [[]], prompt_ids=[ids[0].tolist()])
+
+    recording = cli.Dialogue(["short", "long " * 20, "short"], tokenizer, 60).record(record_prompt)
+    assert len(recording.prompts) == 1 and asked == [len("user: short. assistant: ")]
+    with pytest.raises(ValueError, match="over --max-prompt-tokens 60.*raise --max-prompt-tokens"):
+        cli.Dialogue(["long " * 20], tokenizer, 60).record(record_prompt)
+
+
+def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversation_they_begin(tmp_path, char_tokenizer):
+    """A regenerated first exchange continues with ShareGPT's later user turns of the same id and first turn; another
+    first turn, a conversation without more turns, or an evaluation question in a later turn gives none."""
+    evaluated = "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences and must-see attractions."
+    records = [{"id": f"c{i}", "conversation": [{"role": "user", "content": f"Question {i}?"},
+                                                {"role": "assistant", "content": "Mine."}]} for i in range(5)]
+    sharegpt = [
+        {"id": "c0", "conversations": [{"from": "human", "value": "Question 0?"}, {"from": "gpt", "value": "Theirs."},
+                                       {"from": "human", "value": "And then?"}, {"from": "gpt", "value": "Then."},
+                                       {"from": "human", "value": "Third?"}]},
+        {"id": "c1", "conversations": [{"from": "human", "value": "Another question?"}, {"from": "gpt", "value": "A."},
+                                       {"from": "human", "value": "More?"}]},
+        {"id": "c2", "conversations": [{"from": "human", "value": "Question 2?"}, {"from": "gpt", "value": "A."}]},
+        {"id": "c3", "conversations": [{"from": "human", "value": "Question 3?"}, {"from": "gpt", "value": "A."},
+                                       {"from": "human", "value": evaluated}]},
+    ]
+    path, sharegpt_file = tmp_path / "heldout.jsonl", tmp_path / "sharegpt.json"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    sharegpt_file.write_text(json.dumps(sharegpt), encoding="utf-8")
+    args = argparse.Namespace(prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0,
+                              eval_data_dir=None, sharegpt_file=str(sharegpt_file), turns=2)
+    assert cli.sharegpt_user_turns(cli.training_conversations(args), args) == {"c0": ["Question 0?", "And then?", "Third?"]}
+    assert cli.sharegpt_user_turns(cli.training_conversations(args), argparse.Namespace(**{**vars(args), "turns": 1})) == {}
+
+    tokenizer = copy.deepcopy(char_tokenizer)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    dialogues = cli.load_prompts(tokenizer, argparse.Namespace(**vars(args), questions=None, max_prompt_tokens=200))
+    assert sorted(d.user_turns for d in dialogues) == [["Question 0?", "And then?"]] + [[f"Question {i}?"] for i in range(1, 5)]

@@ -5,8 +5,9 @@ variant with the 4-token branch on the first-turn, second-turn and Spec-Bench fi
 
     python results/policies_compiled/avx512_bf16/record_second_turns.py artifacts/replay/heldout-turn2-d6k4-shipped 16
 
-(log: record_second_turns.log; about 5 minutes). `hf-adaptive-spec record` takes first user turns only; this is the
-evidence for giving it second turns, not a shipped option."""
+(log: record_second_turns.log; about 5 minutes). `hf-adaptive-spec record` then took first user turns only; this was
+the evidence for giving it second turns. Since session 66 `record --turns 2` records them, after the target's own
+recorded answer (128 tokens, as the bench asks) instead of the regenerated file's (replay_turns2.py)."""
 import logging
 import sys
 from pathlib import Path
