@@ -777,7 +777,8 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
     folders = [tmp_path / "first", tmp_path / "second"]
     for folder, seed in zip(folders, (5, 6)):
-        record_replay(model, drafter, [prompt(9, seed=seed)], TreeConfig(depth=3, top_k=2, total_tokens=8), 12).save(folder)
+        tree = TreeConfig(depth=3, top_k=2, total_tokens=8)
+        record_replay(model, drafter, [prompt(9, seed=seed)], tree, 12).save(folder)
         (folder / "record_args.json").write_text(json.dumps(dict(MANIFEST, drafter_weights="w")))
     timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4, 8], [1.0, 1.1, 1.3], draft_step_seconds=0.05,
                             policy_call_seconds=0.0, catch_up_tokens=[1], catch_up_seconds=[0.05],

@@ -313,10 +313,13 @@ def test_a_dialogue_ends_at_a_turn_over_the_prompt_limit(char_tokenizer):
         cli.Dialogue(["long " * 20], tokenizer, 60).record(record_prompt)
 
 
-def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversation_they_begin(tmp_path, char_tokenizer):
+def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversation_they_begin(
+    tmp_path, char_tokenizer
+):
     """A regenerated first exchange continues with ShareGPT's later user turns of the same id and first turn; another
     first turn, a conversation without more turns, or an evaluation question in a later turn gives none."""
-    evaluated = "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences and must-see attractions."
+    evaluated = ("Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural "
+                 "experiences and must-see attractions.")  # MT-bench question 81
     records = [{"id": f"c{i}", "conversation": [{"role": "user", "content": f"Question {i}?"},
                                                 {"role": "assistant", "content": "Mine."}]} for i in range(5)]
     sharegpt = [
@@ -334,10 +337,12 @@ def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversat
     sharegpt_file.write_text(json.dumps(sharegpt), encoding="utf-8")
     args = argparse.Namespace(prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0,
                               eval_data_dir=None, sharegpt_file=str(sharegpt_file), turns=2)
-    assert cli.sharegpt_user_turns(cli.training_conversations(args), args) == {"c0": ["Question 0?", "And then?", "Third?"]}
-    assert cli.sharegpt_user_turns(cli.training_conversations(args), argparse.Namespace(**{**vars(args), "turns": 1})) == {}
+    conversations = cli.training_conversations(args)
+    assert cli.sharegpt_user_turns(conversations, args) == {"c0": ["Question 0?", "And then?", "Third?"]}
+    assert cli.sharegpt_user_turns(conversations, argparse.Namespace(**{**vars(args), "turns": 1})) == {}
 
     tokenizer = copy.deepcopy(char_tokenizer)
     tokenizer.chat_template = CHAT_TEMPLATE
     dialogues = cli.load_prompts(tokenizer, argparse.Namespace(**vars(args), questions=None, max_prompt_tokens=200))
-    assert sorted(d.user_turns for d in dialogues) == [["Question 0?", "And then?"]] + [[f"Question {i}?"] for i in range(1, 5)]
+    expected = [["Question 0?", "And then?"]] + [[f"Question {i}?"] for i in range(1, 5)]
+    assert sorted(d.user_turns for d in dialogues) == expected
