@@ -272,7 +272,7 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
 def test_profile_says_which_shipped_policies_fit_its_curve():
     from hf_adaptive_spec import checkpoints
     from hf_adaptive_spec.core import CostCurve
-    from hf_adaptive_spec.profiling.cli import shipped_policy_fit
+    from hf_adaptive_spec.profiling.ranking import shipped_policy_fit
 
     eager = "trained on cpu/float32/eager (AVX2)"  # the default policies: the eager float32 curve of an AVX2 EPYC
     assert all(line.endswith(f"{eager}; fits this curve")
@@ -481,10 +481,10 @@ def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp
 
 def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):
     from hf_adaptive_spec.environments.static_grid import RankedTree
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import ranking
 
     ranked = [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)]
-    monkeypatch.setattr(cli, "rank_over_recordings", lambda *args: ranked)
+    monkeypatch.setattr(ranking, "rank_over_recordings", lambda *args: ranked)
     profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], draft_step_seconds=0.1)
     for entries, chosen in [
         ({"ltd": (True, 11.0), "resps": (True, 12.0), "radar": (False, 20.0)}, "resps"),  # radar: another curve
@@ -496,12 +496,12 @@ def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_re
             fits, speed = entries[name]
             return {"fits_curve": fits, "trained_on": "x", **({"tokens_per_second": speed, "lookup_tokens": 0} if speed else {})}
 
-        monkeypatch.setattr(cli, "shipped_policy_replay", replay)
-        recommendation = cli.recommend(profile, [], [], (0,))
+        monkeypatch.setattr(ranking, "shipped_policy_replay", replay)
+        recommendation = ranking.recommend(profile, [], [], (0,))
         assert recommendation["policy"] == chosen and recommendation["tree"]["total_tokens"] == 12
         assert recommendation["plain_tokens_per_second"] == 6.0
     profile.recommendation = recommendation
-    lines = cli.recommendation_lines(profile)
+    lines = ranking.recommendation_lines(profile)
     assert "shipped ltd policy: fits this curve; replayed 1.020x the best static tree, within the replay's 4% margin: not a lead" in lines
     assert "shipped resps policy: fits this curve; replayed 1.045x the best static tree" in lines
     assert lines[-1].startswith("recommended: the shipped resps policy")
@@ -542,7 +542,7 @@ def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(
 
     from hf_adaptive_spec.environments import MultiReplayEnvironment, record_replay
     from hf_adaptive_spec.policies.base import TreeConfig
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import ranking
 
     target = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
@@ -556,9 +556,9 @@ def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(
         def tree_config(self, state):
             return TreeConfig(depth=3, top_k=2 if state.context_length % 2 else 3, total_tokens=8)
 
-    monkeypatch.setattr(cli, "shipped_checkpoint", lambda name, curve=None: name)
-    monkeypatch.setattr(cli.AutoDraftPolicy, "from_pretrained", staticmethod(lambda name: SwitchesTopK()))
-    entry = cli.shipped_policy_replay("resps", profile, recordings, 0)
+    monkeypatch.setattr(ranking, "shipped_checkpoint", lambda name, curve=None: name)
+    monkeypatch.setattr(ranking.AutoDraftPolicy, "from_pretrained", staticmethod(lambda name: SwitchesTopK()))
+    entry = ranking.shipped_policy_replay("resps", profile, recordings, 0)
     expected = MultiReplayEnvironment(recordings, profile).replay(SwitchesTopK())
     assert "not_replayed" not in entry and entry["tau"] == expected.mean_accepted_tokens
 
@@ -566,13 +566,13 @@ def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(
 def _fast_shipped_policies(monkeypatch):
     """A ranking and shipped-policy replays in which every shipped policy fits the curve and beats the tree."""
     from hf_adaptive_spec.environments.static_grid import RankedTree
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import ranking
 
-    monkeypatch.setattr(cli, "rank_over_recordings", lambda *args: [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)])
-    monkeypatch.setattr(cli, "shipped_policy_replay",
+    monkeypatch.setattr(ranking, "rank_over_recordings", lambda *args: [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)])
+    monkeypatch.setattr(ranking, "shipped_policy_replay",
                         lambda name, *args: {"fits_curve": True, "trained_on": "cpu/float32/eager", "tokens_per_second": 20.0,
                                                    "lookup_tokens": args[-1]})
-    return cli
+    return ranking
 
 
 def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_they_were_trained_for(monkeypatch):
@@ -581,24 +581,24 @@ def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_the
     from hf_adaptive_spec.core import CostCurve
     from hf_adaptive_spec.profiling.identity import eagle3_name
 
-    cli = _fast_shipped_policies(monkeypatch)
+    ranking = _fast_shipped_policies(monkeypatch)
     costs = dict(device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 8],
                  verify_seconds=[1.0, 1.0], draft_step_seconds=0.1)
     shipped = HardwareProfile(**costs, model="HuggingFaceTB/SmolLM2-135M-Instruct", drafter=eagle3_name(None))
-    assert cli.recommend(shipped, [], [], (0,))["policy"] == "ltd"  # the pair they were trained for
+    assert ranking.recommend(shipped, [], [], (0,))["policy"] == "ltd"  # the pair they were trained for
     for model, drafter in (("org/my-model", "org/my-drafter"), ("HuggingFaceTB/SmolLM2-135M-Instruct", "org/my-drafter")):
         other = HardwareProfile(**costs, model=model, drafter=drafter)
-        other.recommendation = cli.recommend(other, [], [], (0,))
+        other.recommendation = ranking.recommend(other, [], [], (0,))
         assert other.recommendation["policy"] is None
-        lines = cli.recommendation_lines(other)
+        lines = ranking.recommendation_lines(other)
         for name in ("ltd", "resps", "radar"):
             line = next(line for line in lines if line.startswith(f"shipped {name} policy"))
             assert "not for the target and drafter profiled" in line and "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in line
             assert f"--{name}-policy DIR" in line and "fits this curve" not in line
         assert lines[-1].startswith("recommended: the static tree above")
         other.recommendation = None  # without a recording: the curve alone is not enough to say they fit
-        assert all("not for the target and drafter profiled" in line for line in cli.shipped_policy_fit(
-            CostCurve("cpu", "float32", "eager"), cli.shipped_policies_misfit(model, drafter)))
+        assert all("not for the target and drafter profiled" in line for line in ranking.shipped_policy_fit(
+            CostCurve("cpu", "float32", "eager"), ranking.shipped_policies_misfit(model, drafter)))
     written_before = HardwareProfile(**costs, model="org/my-model", drafter="org/my-drafter",
                                      recommendation={"policy": "radar", "tree": {}})  # by a profile before the check
     with pytest.raises(ValueError, match=r"recommends the shipped radar policy, but the shipped policies were trained for "
@@ -715,7 +715,7 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
     only a branch is asked for); the winner's branch is the recommendation's, and a learned policy that does not
     record the branch it was trained with is replayed with each, its fastest recorded for it."""
     from hf_adaptive_spec.environments.static_grid import RankedTree
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import ranking
 
     asked = []
 
@@ -724,17 +724,17 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
         return [RankedTree(0, 4, 1, 1.3, 12.0, lookup_tokens=1), RankedTree(1, 4, 2, 1.5, 11.0),
                 RankedTree(0, 4, 1, 1.0, 8.0)]
 
-    monkeypatch.setattr(cli, "rank_over_recordings", ranked)
-    monkeypatch.setattr(cli, "branches_to_replay", lambda name, profile, counts: counts)  # policies that record none
+    monkeypatch.setattr(ranking, "rank_over_recordings", ranked)
+    monkeypatch.setattr(ranking, "branches_to_replay", lambda name, profile, counts: counts)  # policies that record none
     speeds = {0: 10.0, 1: 11.0}
-    monkeypatch.setattr(cli, "shipped_policy_replay", lambda name, profile, recordings, n: {
+    monkeypatch.setattr(ranking, "shipped_policy_replay", lambda name, profile, recordings, n: {
         "fits_curve": False, "trained_on": "x", "tokens_per_second": speeds[n], "lookup_tokens": n})
     profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], draft_step_seconds=0.1)
-    profile.recommendation = cli.recommend(profile, [], [], (1,))
+    profile.recommendation = ranking.recommend(profile, [], [], (1,))
     assert asked == [(0, 1)] and profile.recommendation["lookup_counts"] == [0, 1]
     assert profile.recommendation["lookup_tokens"] == 1 and profile.recommendation["plain_tokens_per_second"] == 8.0
     assert all(entry["lookup_tokens"] == 1 for entry in profile.recommendation["policies"].values())
-    lines = cli.recommendation_lines(profile)
+    lines = ranking.recommendation_lines(profile)
     assert lines[0] == "best static tree: the 1-token prompt-lookup branch alone, nothing drafted (tau 1.30, modelled 1.50x plain steps)"
     assert "with prompt_lookup_num_tokens=1" in lines[-1] and "recommended_generate_kwargs" in lines[-1]
 
@@ -742,15 +742,15 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
 def test_a_policy_that_records_its_branch_is_replayed_with_that_branch_alone(monkeypatch):
     """With another branch ``generate`` reports it as misused (``policy_lookup_mismatch``): the profile must not
     recommend it with one, nor rank it by one."""
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import ranking
 
     profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], draft_step_seconds=0.1)
-    assert cli.branches_to_replay("ltd", profile, (0, 1)) == (4,)  # the shipped ones were trained with 4 tokens
+    assert ranking.branches_to_replay("ltd", profile, (0, 1)) == (4,)  # the shipped ones were trained with 4 tokens
     for recorded, expected in ((None, (0, 1)), (0, (0,)), (2, (2,))):
         policy = hfas.StaticTreePolicy()
         policy.trained_with_lookup_tokens = recorded
-        monkeypatch.setattr(cli.AutoDraftPolicy, "from_pretrained", lambda path, policy=policy: policy)
-        assert cli.branches_to_replay("ltd", profile, (0, 1)) == expected
+        monkeypatch.setattr(ranking.AutoDraftPolicy, "from_pretrained", lambda path, policy=policy: policy)
+        assert ranking.branches_to_replay("ltd", profile, (0, 1)) == expected
 
 
 @pytest.mark.parametrize("text", ["-1", "1,x", ""])

@@ -181,14 +181,10 @@ def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -
     if args.turns > 1:
         later = sharegpt_user_turns(conversations, args) if args.prompts_file else {}
         return [
-            Dialogue(later.get(c.id, user_turns(c))[: args.turns], tokenizer, args.max_prompt_tokens)
+            Dialogue(later.get(c.id, c.user_turns)[: args.turns], tokenizer, args.max_prompt_tokens)
             for c in conversations
         ]
     return [torch.tensor([prompt_ids(tokenizer, c.messages[:1])], dtype=torch.long) for c in conversations]
-
-
-def user_turns(conversation: Conversation) -> list[str]:
-    return [message["content"] for message in conversation.messages if message["role"] == "user"]
 
 
 def sharegpt_user_turns(conversations: list[Conversation], args: argparse.Namespace) -> dict[str, list[str]]:
@@ -196,13 +192,13 @@ def sharegpt_user_turns(conversations: list[Conversation], args: argparse.Namesp
     ``--turns`` user turns (a regenerated first exchange), by id. A ShareGPT conversation continues a record when
     its id and first user turns are the record's and it has more; one with an evaluation question in any turn is
     left out, as the records were."""
-    short = {c.id: user_turns(c) for c in conversations if len(user_turns(c)) < args.turns}
+    short = {c.id: c.user_turns for c in conversations if len(c.user_turns) < args.turns}
     if not short:
         return {}
     sources = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
     found = {}
     for source in drop_leaked(sources, eval_question_digests(args.eval_data_dir)):
-        own, turns = short.get(source.id), user_turns(source)
+        own, turns = short.get(source.id), source.user_turns
         if own is not None and len(turns) > len(own) and turns[: len(own)] == own:
             found[source.id] = turns
     logger.info("%d of %d conversations hold fewer than %d user turns; ShareGPT continues %d of them",

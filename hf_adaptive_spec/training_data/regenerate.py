@@ -239,8 +239,7 @@ def regenerate(
         if length > config.max_prompt_tokens:
             stats.too_long += 1
             continue
-        user_turns = [message["content"] for message in conversation.messages if message["role"] == "user"]
-        queue.append((length, _Dialogue(conversation.id, user_turns[: config.max_turns])))
+        queue.append((length, _Dialogue(conversation.id, conversation.user_turns[: config.max_turns])))
     queue.sort(key=lambda item: item[0])
     dialogues = [dialogue for _, dialogue in queue]
     batches = [dialogues[i : i + config.batch_size] for i in range(0, len(dialogues), config.batch_size)]

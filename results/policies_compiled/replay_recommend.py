@@ -1,4 +1,4 @@
-"""Replay a stage's three retrained policies with `hf-adaptive-spec profile`'s ranking (cli.recommend), as if
+"""Replay a stage's three retrained policies with `hf-adaptive-spec profile`'s ranking (ranking.recommend), as if
 shipped for the compiled bfloat16 curve, on a given profile (run from the repository root):
 
     python results/policies_compiled/replay_recommend.py                     # log: replay_recommend.log
@@ -22,7 +22,7 @@ import torch
 
 from hf_adaptive_spec import checkpoints
 from hf_adaptive_spec.environments import load_recording
-from hf_adaptive_spec.profiling import HardwareProfile, cli
+from hf_adaptive_spec.profiling import HardwareProfile, ranking
 
 CURVE = "cpu/bfloat16/compiled"
 
@@ -38,13 +38,13 @@ args = parser.parse_args()
 torch.set_num_threads(2)
 recording = args.recording or f"artifacts/replay/heldout-d6k4-stage{args.stage}"
 policy_name = args.policy_name or f"stage{args.stage}{args.suffix}"
-for name in cli.SHIPPED_POLICIES:
+for name in ranking.SHIPPED_POLICIES:
     checkpoints.SHIPPED_FOR_CURVE[(name, args.curve)] = str(Path(f"artifacts/{name}-smollm2-{policy_name}").resolve())
 profile = HardwareProfile.load(args.profile)
 recordings = [load_recording(recording)]
 print(f"{policy_name} policies on {recording}, profile {args.profile}")
 for lookup in (int(n) for n in args.lookup_tokens.split(",")):
-    result = cli.recommend(profile, recordings, [recording], (lookup,))  # each with the branch and without
+    result = ranking.recommend(profile, recordings, [recording], (lookup,))  # each with the branch and without
     tree = result["tree"]["tokens_per_second"]
     print("lookup", lookup, "tree", result["tree"], "chosen", result["policy"])
     for name, entry in result["policies"].items():

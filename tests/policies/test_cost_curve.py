@@ -109,7 +109,7 @@ def test_a_policy_shipped_for_a_curve_is_the_one_that_curve_gets(tmp_path, monke
     """``shipped_checkpoint(name, curve)`` picks the variant retrained for ``curve`` (the profile's replay and
     recommendation and the bench's learned-policy methods ask for it); other curves keep the default one."""
     from hf_adaptive_spec import checkpoints
-    from hf_adaptive_spec.profiling.cli import shipped_policy_fit
+    from hf_adaptive_spec.profiling.ranking import shipped_policy_fit
 
     compiled = CostCurve("cpu", "bfloat16", "compiled")
     policy = LTDPolicy(**SMALL)

@@ -1,4 +1,4 @@
-"""Session 66: `profile`'s ranking (cli.recommend, the 4-token branch) on the held-out conversations recorded with
+"""Session 66: `profile`'s ranking (ranking.recommend, the 4-token branch) on the held-out conversations recorded with
 `record --turns 2` (24 first turns and their second turns), and the replay of 1/4/4, 2/4/8, LookupFirstPolicy 2/4/8,
 the shipped LTD variant and LTD retrained on this recording, on it and on the Spec-Bench first-turn recording
 (log: replay_turns2.log):
@@ -9,15 +9,15 @@ import torch
 
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
-from hf_adaptive_spec.profiling import HardwareProfile, cli
+from hf_adaptive_spec.profiling import HardwareProfile, ranking
 
 torch.set_num_threads(1)
 profile = HardwareProfile.load("results/policies_compiled/avx512_bf16/profile_bf16_compiled_avx512.json")
 turns2 = load_recording("artifacts/replay/heldout-2turns-d6k4-shipped")
-result = cli.recommend(profile, [turns2], ["held-out, 2 turns"], (4,))
+result = ranking.recommend(profile, [turns2], ["held-out, 2 turns"], (4,))
 trees = [result["tree"], *result["runner_up_trees"]]
 print(f"ranking on {len(turns2.prompts)} held-out prompts (first and second turns): " + "; ".join(
-    f"{cli.tree_description(t, 4)}: {t['tokens_per_second']:.1f} tok/s" for t in trees))
+    f"{ranking.tree_description(t, 4)}: {t['tokens_per_second']:.1f} tok/s" for t in trees))
 policies = {
     "1/4/4": StaticTreePolicy(1, 4, 4), "2/4/8": StaticTreePolicy(2, 4, 8), "lookup-first 2/4/8": LookupFirstPolicy(2, 4, 8),
     "LTD shipped": AutoDraftPolicy.from_pretrained("hf_adaptive_spec/checkpoints/ltd-smollm2-135m-instruct-bf16-compiled"),
