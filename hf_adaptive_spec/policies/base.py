@@ -44,6 +44,11 @@ class TreeConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"TreeConfig.{name} must be an int >= {low}, got {value!r}.")
 
+    def plain_step(self) -> TreeConfig:
+        """This tree with nothing drafted (``depth=0``, ``top_k`` kept): the cycle verifies the root and the
+        prompt-lookup chain it grafts, if any (``generate(..., prompt_lookup_num_tokens=N)``)."""
+        return TreeConfig(depth=0, top_k=self.top_k, total_tokens=1)
+
     @property
     def reachable_depth(self) -> int:
         """The deepest this tree can draft: a tree of ``total_tokens`` nodes (root included) is at most

@@ -52,7 +52,7 @@ class LookupFirstPolicy(StaticTreePolicy, artifact_type="hf_adaptive_spec.policy
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         if state.lookup_length:
-            return TreeConfig(depth=0, top_k=self.config.top_k, total_tokens=1)
+            return self.config.plain_step()
         return self.config
 
     def __repr__(self) -> str:

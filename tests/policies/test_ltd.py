@@ -107,6 +107,51 @@ def test_lookup_feature_in_replay_equals_live_generate(setup):
     assert len(lookup_lengths) > 1 and max(lookup_lengths) == 4  # the chain's length, as the branch found it
 
 
+class WatchingLTD(RecordingLTD):
+    """Keeps each cycle's prompt-lookup chain length as the policy saw it at cycle start."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lookup_lengths: list[int] = []
+
+    def tree_config(self, state):
+        self.lookup_lengths.append(state.lookup_length)
+        return super().tree_config(state)
+
+
+def test_lookup_first_verifies_a_matched_chain_alone_live_and_in_replay(setup):
+    target, prompts, environment = setup
+    with_branch = ReplayEnvironment(environment.recording, _profile(), lookup_tokens=4)
+    for index, ids in enumerate(prompts):
+        expected = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)
+        policies = []
+        for _ in range(2):
+            torch.manual_seed(0)
+            policy = WatchingLTD(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, lookup_first=True,
+                                 **SMALL)
+            with torch.no_grad():
+                policy.depth_head.actor[-1].weight.normal_(0.0, 3.0)
+            policies.append(policy)
+        live_policy, replay_policy = policies
+        out = target.generate(
+            ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True, prompt_lookup_num_tokens=4,
+            assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=live_policy,
+        )
+        assert torch.equal(out.sequences, expected)
+        live, matched = out.speculation, live_policy.lookup_lengths
+        assert 0 in matched and any(matched)  # some cycles matched, some did not
+        assert [d for d, n in zip(live.draft_depths, matched) if n] == [0] * (len(matched) - matched.count(0))
+        assert [v for v, n in zip(live.verified_tokens, matched) if n] == [1 + n for n in matched if n]
+        drafted = sum(1 for d, n in zip(live.draft_depths, matched) if d and not n)
+        asked = sum(1 for kind, _ in live_policy.seen if kind == "size")
+        assert drafted and asked == drafted  # the heads decide only the cycles lookup could not fill
+        replayed = with_branch.replay_prompt(index, replay_policy)
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+        assert [c.draft_depth for c in replayed] == live.draft_depths
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        assert replay_policy.lookup_lengths == matched
+
+
 def test_greedy_output_equals_stock_generate():
     target = tiny_model("llama")
     ids = prompt(9, seed=5)
@@ -136,10 +181,13 @@ def test_save_load_round_trip_gives_identical_decisions(setup, tmp_path):
 
 
 def test_custom_shape_round_trips(tmp_path):
-    policy = LTDPolicy(depth=3, top_k=2, total_tokens=7, size_choices=[0, 2, 6], context_scale=500.0, **SMALL)
+    policy = LTDPolicy(
+        depth=3, top_k=2, total_tokens=7, size_choices=[0, 2, 6], context_scale=500.0, lookup_first=True, **SMALL
+    )
     policy.save_pretrained(tmp_path)
     loaded = LTDPolicy.from_pretrained(tmp_path)
     assert loaded.tree == policy.tree and loaded.size_choices == [0, 2, 6] and loaded.context_scale == 500.0
+    assert loaded.lookup_first and not LTDPolicy(**SMALL).lookup_first
 
 
 def test_observation_layout():

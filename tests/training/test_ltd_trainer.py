@@ -14,11 +14,12 @@ from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording, ReplayResult, record_replay
-from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.policies.base import CycleState, TreeConfig
 from hf_adaptive_spec.policies.ltd import LTDPolicy
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
 from hf_adaptive_spec.training.ltd import LTDConfig, LTDTrainer, Phase, build_schedule
+from hf_adaptive_spec.training.ltd.phases import PhasePolicy
 from hf_adaptive_spec.training.ltd.script import main, make_parser
 
 torch.set_num_threads(1)
@@ -144,9 +145,10 @@ def test_policies_outside_the_recording_are_refused(environment, tmp_path):
         LTDTrainer(LTDPolicy(depth=5, top_k=3, total_tokens=9, **SMALL), _args(tmp_path), environment)
 
 
-def test_a_lookup_aware_policy_needs_a_replay_with_the_branch(environment, tmp_path):
-    policy = LTDPolicy(depth=4, top_k=3, total_tokens=9, lookup_feature=True, **SMALL)
-    with pytest.raises(ValueError, match="lookup_tokens=N"):
+@pytest.mark.parametrize("setting", ["lookup_feature", "lookup_first"])
+def test_a_lookup_aware_policy_needs_a_replay_with_the_branch(environment, tmp_path, setting):
+    policy = LTDPolicy(depth=4, top_k=3, total_tokens=9, **{setting: True}, **SMALL)
+    with pytest.raises(ValueError, match=f"{setting}=True .* lookup_tokens=N"):
         LTDTrainer(policy, _args(tmp_path), environment)
 
 
@@ -193,6 +195,21 @@ def test_script_trains_a_lookup_aware_policy_on_the_lookup_branch(recording_dir,
     loaded = AutoDraftPolicy.from_pretrained(tmp_path / "out")
     assert loaded.lookup_feature and loaded.depth_head.actor[0].in_features == 2 + 1 + RECORDED.top_k**2
     assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_script_trains_a_lookup_first_policy_whose_heads_decide_only_unmatched_cycles(recording_dir, tmp_path):
+    argv = _script_argv(recording_dir, tmp_path / "out") + ["--lookup_tokens", "4", "--lookup_first", "true"]
+    trainer = main(*make_parser().parse_args_and_config(args=argv))
+    warmup = PhasePolicy(trainer.policy, Phase("size", 1, random_depth=True), torch.Generator().manual_seed(0))
+    assert warmup.tree_config(CycleState(context_length=9, lookup_length=3)).depth == 0  # a matched cycle: undrafted
+    assert {warmup.tree_config(CycleState(context_length=9)).depth for _ in range(20)} == {1, 2, 3, 4}
+    cycles = trainer.rollouts.collect(trainer.policy, Phase("size", 1, random_depth=True), 32, lambda c: 0.0).cycles
+    assert any(c.draft_depth == 0 and c.verified_tokens > 1 for c in cycles)  # a chain verified alone
+    _, static = trainer.replay()
+    assert any(c.draft_depth == 0 and c.verified_tokens > 1 for c in static.all_cycles)  # the card's tree: lookup-first
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path / "out")
+    assert loaded.lookup_first and not loaded.lookup_feature
+    assert "drafted nothing (`lookup_first`)" in (tmp_path / "out" / "README.md").read_text()
 
 
 def test_two_cpu_ranks_train_on_different_prompts_and_agree(recording_dir, tmp_path):

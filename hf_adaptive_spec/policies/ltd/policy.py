@@ -84,6 +84,9 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         lookup_feature: both heads also see the length of the prompt-lookup chain the cycle will
             graft (``DraftStepInfo.lookup_length``). Train it on a replay with the branch and use
             it with ``generate(..., prompt_lookup_num_tokens=N)``: without the branch it always sees 0.
+        lookup_first: where the prompt-lookup branch matched, the cycle verifies the chain alone and drafts
+            nothing (as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`), so the heads decide only the cycles
+            lookup cannot fill. Train it on a replay with the branch, as the policy is used.
         depth_actor / depth_critic / size_actor / size_critic: hidden widths (paper: ``[1024]``
             for the depth actor, ``[1024, 256]`` for the others).
         trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
@@ -109,6 +112,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         size_choices: list[int] | None = None,
         context_scale: float = 1000.0,
         lookup_feature: bool = False,
+        lookup_first: bool = False,
         depth_actor: Sequence[int] = (1024,),
         depth_critic: Sequence[int] = (1024, 256),
         size_actor: Sequence[int] = (1024, 256),
@@ -129,6 +133,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
         self.context_scale = float(context_scale)
         self.lookup_feature = bool(lookup_feature)
+        self.lookup_first = bool(lookup_first)
         self.register_buffer("choices", torch.tensor(self.size_choices), persistent=False)
         self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
         size_observations = size_observation_size(self.tree, lookup_feature)
@@ -146,6 +151,8 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
 
     # -- the engine's hooks -------------------------------------------------------------------
     def tree_config(self, state: CycleState) -> TreeConfig:
+        if self.lookup_first and state.lookup_length:
+            return self.tree.plain_step()
         return self.tree
 
     def continue_drafting(self, step: DraftStepInfo) -> bool:
@@ -194,6 +201,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         t = self.tree
         shape = f"depth={t.depth}, top_k={t.top_k}, total_tokens={t.total_tokens}"
         lookup = ", lookup_feature=True" if self.lookup_feature else ""
+        lookup += ", lookup_first=True" if self.lookup_first else ""
         return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
 
 

@@ -64,7 +64,7 @@ class PhasePolicy(DraftPolicy):
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         tree = self.policy.tree_config(state)
-        if not self.phase.random_depth:
+        if not self.phase.random_depth or not tree.depth:  # a lookup-first cycle stays undrafted
             return tree
         return replace(tree, depth=int(torch.randint(1, tree.depth + 1, (1,), generator=self.generator)))
 

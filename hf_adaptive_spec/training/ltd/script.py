@@ -47,6 +47,10 @@ class LTDScriptArguments(LookupBranchArguments):
     lookup_feature: bool = field(
         default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
     )
+    lookup_first: bool = field(
+        default=False,
+        metadata={"help": "A new policy verifies a matched lookup chain alone and drafts nothing there (LTDPolicy)."},
+    )
     init_from: str | None = field(
         default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
     )
@@ -81,6 +85,7 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
         total_tokens=script_args.total_tokens or tree.total_tokens,
         size_choices=script_args.size_choices,
         lookup_feature=script_args.lookup_feature,
+        lookup_first=script_args.lookup_first,
     )
 
 

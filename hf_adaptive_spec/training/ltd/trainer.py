@@ -16,7 +16,7 @@ from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
 from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
-from ...policies.static import StaticTreePolicy
+from ...policies.static import LookupFirstPolicy, StaticTreePolicy
 from ..base import SpecTrainer, lookup_branch_note
 from ..rl import ppo_loss
 from .config import LTDConfig
@@ -24,6 +24,10 @@ from .phases import build_schedule, phase_at
 from .rollout import PPOUpdates, ReplayRollouts, load_state, save_state
 
 PAPER_URL = "https://openreview.net/forum?id=IK9cbzzXLt"
+LOOKUP_FIRST_NOTE = (
+    " Where the branch matched, a cycle verified the lookup chain alone and drafted nothing (`lookup_first`): the "
+    "heads decided only the other cycles."
+)
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
@@ -71,11 +75,13 @@ class LTDTrainer(SpecTrainer):
         **kwargs,
     ):
         environment.check_config(model.tree)
-        if model.lookup_feature and not environment.lookup_tokens:
-            raise ValueError(
-                "This LTDPolicy has lookup_feature=True but the replay has no prompt-lookup branch: it would only "
-                "ever see length 0. Build the ReplayEnvironment with lookup_tokens=N (script: --lookup_tokens N)."
-            )
+        for setting in ("lookup_feature", "lookup_first"):
+            if getattr(model, setting) and not environment.lookup_tokens:
+                raise ValueError(
+                    f"This LTDPolicy has {setting}=True but the replay has no prompt-lookup branch: it would train "
+                    "as if the branch never matched. Build the ReplayEnvironment with lookup_tokens=N (script: "
+                    "--lookup_tokens N)."
+                )
         super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
         self.phases = build_schedule(args, model)
         generator = torch.Generator().manual_seed(args.seed + args.process_index)
@@ -140,11 +146,13 @@ class LTDTrainer(SpecTrainer):
         )
 
     def replay(self, environment: ReplayEnvironment | None = None) -> tuple[ReplayResult, ReplayResult]:
-        """Greedy replays of ``(the policy, a StaticTreePolicy of the policy's full tree)``."""
+        """Greedy replays of ``(the policy, a static policy of the policy's full tree)``; the static tree is a
+        :class:`LookupFirstPolicy` where the policy is ``lookup_first``."""
         environment = environment or self.eval_dataset
         policy = self.policy.eval()
         tree = policy.tree
-        static = StaticTreePolicy(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+        static_type = LookupFirstPolicy if policy.lookup_first else StaticTreePolicy
+        static = static_type(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
         return environment.replay(policy), environment.replay(static)
 
     def evaluate(
@@ -218,5 +226,6 @@ class LTDTrainer(SpecTrainer):
                 f"candidates. Trained with PPO for {self.state.global_step} minibatch updates of LTD's collaborative "
                 f"schedule ({len(self.phases)} phases) on exact replays of recorded greedy generations, with "
                 "draft and verification times from a measured hardware profile." + branch
+                + (LOOKUP_FIRST_NOTE if self.policy.lookup_first else "")
             ),
         }
