@@ -9,6 +9,7 @@ import torch
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.tree import DraftTree
 from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation, lookup_hits
+from hf_adaptive_spec.policies.base import TreeConfig
 from tiny_models import FAMILIES, prompt, tiny_model
 
 
@@ -168,3 +169,15 @@ def test_lookup_first_drafts_only_where_the_branch_did_not_match(llama):
     assert 0 in seen and any(seen)  # some cycles matched, some did not
     assert [depth == 0 for depth in stats.draft_depths] == [length > 0 for length in seen]
     assert [verified for verified, length in zip(stats.verified_tokens, seen) if length] == [1 + n for n in seen if n]
+
+
+def test_a_sampled_lookup_first_policy_verifies_a_matched_chain(llama):
+    """A policy drafting sampled trees keeps the branch where it drafts nothing: ``TreeConfig.plain_step()`` is not
+    sampled, so the engine grafts the matched chain instead of making the cycle a one-token step."""
+    torch.manual_seed(0)
+    out = llama.generate(_repetitive_prompt(12, seed=2), max_new_tokens=24, do_sample=True, return_dict_in_generate=True,
+                         assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2), prompt_lookup_num_tokens=3,
+                         assistant_policy=hfas.LookupFirstPolicy(depth=2, top_k=3, total_tokens=5, sample_drafts=True))
+    stats = out.speculation
+    assert any(verified > 1 and depth == 0 for verified, depth in zip(stats.verified_tokens, stats.draft_depths))
+    assert TreeConfig(2, 3, 5, sample_drafts=True).plain_step() == TreeConfig(0, 3, 1)

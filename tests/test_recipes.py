@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hf_adaptive_spec.checkpoints import shipped_checkpoint
+from hf_adaptive_spec.policies.ltd import LTDPolicy
 from hf_adaptive_spec.training.eagle3 import script as eagle3_script
+from hf_adaptive_spec.training.ltd import script as ltd_script
 from hf_adaptive_spec.training.radar import script as radar_script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,3 +34,14 @@ def test_the_eagle3_smoke_recipe_runs_on_data_a_fresh_clone_holds():
     )
     assert (REPO / script_args.dataset_path).is_file()  # committed (artifacts/README.md), read from the repository root
     assert script_args.num_conversations == 64 and training_args.max_steps == 4
+
+
+def test_the_ltd_lookup_first_recipe_trains_the_shipped_compiled_variants_shape():
+    """The recipe behind the shipped ``cpu/bfloat16/compiled`` LTD: lookup first, with the 4-token branch it needs."""
+    script_args, _ = ltd_script.make_parser().parse_args_and_config(
+        args=["--config", str(RECIPES / "ltd_smollm2_compiled_lookup_first.yaml")]
+    )
+    assert script_args.lookup_first and not script_args.lookup_feature and script_args.lookup_tokens == 4
+    shipped = LTDPolicy.from_pretrained(shipped_checkpoint("ltd", "cpu/bfloat16/compiled"))
+    assert shipped.lookup_first and shipped.size_choices == script_args.size_choices
+    assert shipped.trained_with_lookup_tokens == script_args.lookup_tokens

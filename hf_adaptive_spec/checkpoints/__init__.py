@@ -25,9 +25,10 @@ SHIPPED = {
 #: curve (trained on an AVX2 EPYC with the stage-15 drafter and the 4-token prompt-lookup branch): live 0.95-1.03x
 #: the static tree 2/4/8 in four Spec-Bench runs, 1.01x on MT-bench (its card; results/README.md, issue 32); what
 #: RADAR should be on that curve, not what `profile` recommends there (a static tree). LTD on the compiled bfloat16
-#: curve (trained on an AVX512-BF16 EPYC's profile, buckets 2/8/12/16/32, with the 4-token branch): live on Spec-Bench
-#: 13 x 10 1.005x the best static tree (1/4/4 + branch; a tie, bootstrap 0.99-1.02x), 1.04x the profile's tree
-#: 2/4/8 + branch, 1.11x transformers' +2/-1 schedule (its card; results/README.md, issue 32, sessions 64-65).
+#: curve (trained on an AVX512-BF16 EPYC's profile, buckets 2/8/12/16/32, with the 4-token branch, ``lookup_first``:
+#: trainers/recipes/ltd_smollm2_compiled_lookup_first.yaml): live on Spec-Bench 13 x 10 1.010x the best static tree
+#: (LookupFirstPolicy 2/4/8 + branch; bootstrap 0.99-1.03x), 2.32x stock-compiled+sized (its card; results/README.md,
+#: issue 32, session 67).
 SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {
     ("radar", "cpu/float32/compiled"): "radar-smollm2-135m-instruct-fp32-compiled",
     ("ltd", "cpu/bfloat16/compiled"): "ltd-smollm2-135m-instruct-bf16-compiled",

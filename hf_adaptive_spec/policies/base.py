@@ -46,7 +46,8 @@ class TreeConfig:
 
     def plain_step(self) -> TreeConfig:
         """This tree with nothing drafted (``depth=0``, ``top_k`` kept): the cycle verifies the root and the
-        prompt-lookup chain it grafts, if any (``generate(..., prompt_lookup_num_tokens=N)``)."""
+        prompt-lookup chain it grafts, if any (``generate(..., prompt_lookup_num_tokens=N)``). ``sample_drafts`` is
+        dropped: the engine grafts no chain onto a sampled tree, which would make the cycle a one-token step."""
         return TreeConfig(depth=0, top_k=self.top_k, total_tokens=1)
 
     @property
@@ -207,8 +208,10 @@ def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int
         f"pass prompt_lookup_num_tokens={trained_with} to generate" if trained_with
         else "drop prompt_lookup_num_tokens"
     )
+    # a policy that reads the branch (LTD's --lookup_feature, --lookup_first) is retrained without those settings
+    without = "" if lookup_tokens else " and without the settings that need the branch"
     return (
         f"{policy_name} was trained with {branch(trained_with)} and this call runs with {branch(lookup_tokens)}: its "
         f"choices assume another acceptance. {advice[0].upper() + advice[1:]}, or retrain the policy with "
-        f"--lookup_tokens {lookup_tokens}."
+        f"--lookup_tokens {lookup_tokens}{without}."
     )

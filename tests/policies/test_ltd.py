@@ -40,11 +40,12 @@ class RecordingLTD(LTDPolicy):
         return observation
 
 
-def _varied_policy(seed: int = 0, lookup_feature: bool = False) -> RecordingLTD:
-    """A small random policy whose greedy decisions depend on the observation (large output weights)."""
+def _varied_policy(seed: int = 0, cls: type[RecordingLTD] | None = None, **settings) -> RecordingLTD:
+    """A small random policy whose greedy decisions depend on the observation (large output weights); ``settings``
+    are further ``LTDPolicy`` arguments."""
     torch.manual_seed(seed)
-    shape = dict(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, lookup_feature=lookup_feature)
-    policy = RecordingLTD(**shape, **SMALL)
+    shape = dict(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    policy = (cls or RecordingLTD)(**shape, **settings, **SMALL)
     with torch.no_grad():
         for head in (policy.depth_head, policy.size_head):
             head.actor[-1].weight.normal_(0.0, 3.0)
@@ -124,15 +125,7 @@ def test_lookup_first_verifies_a_matched_chain_alone_live_and_in_replay(setup):
     with_branch = ReplayEnvironment(environment.recording, _profile(), lookup_tokens=4)
     for index, ids in enumerate(prompts):
         expected = target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False)
-        policies = []
-        for _ in range(2):
-            torch.manual_seed(0)
-            policy = WatchingLTD(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, lookup_first=True,
-                                 **SMALL)
-            with torch.no_grad():
-                policy.depth_head.actor[-1].weight.normal_(0.0, 3.0)
-            policies.append(policy)
-        live_policy, replay_policy = policies
+        live_policy, replay_policy = (_varied_policy(cls=WatchingLTD, lookup_first=True) for _ in range(2))
         out = target.generate(
             ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True, prompt_lookup_num_tokens=4,
             assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=live_policy,
@@ -187,7 +180,15 @@ def test_custom_shape_round_trips(tmp_path):
     policy.save_pretrained(tmp_path)
     loaded = LTDPolicy.from_pretrained(tmp_path)
     assert loaded.tree == policy.tree and loaded.size_choices == [0, 2, 6] and loaded.context_scale == 500.0
-    assert loaded.lookup_first and not LTDPolicy(**SMALL).lookup_first
+    assert loaded.lookup_first
+    policy.lookup_first = False  # a setting changed after construction is saved as it is now
+    policy.save_pretrained(tmp_path)
+    assert not LTDPolicy.from_pretrained(tmp_path).lookup_first
+
+
+def test_lookup_first_refuses_the_lookup_feature_it_would_never_read():
+    with pytest.raises(ValueError, match="lookup_feature would always read 0"):
+        LTDPolicy(lookup_feature=True, lookup_first=True, **SMALL)
 
 
 def test_observation_layout():

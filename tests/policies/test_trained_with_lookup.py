@@ -35,7 +35,8 @@ def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
     note = _speculation(model, drafter, policy).policy_lookup_mismatch
     assert note.startswith("LTDPolicy was trained with the 2-token prompt-lookup branch and this call runs with no "
                            "prompt-lookup branch")
-    assert "Pass prompt_lookup_num_tokens=2 to generate, or retrain the policy with --lookup_tokens 0." in note
+    assert "Pass prompt_lookup_num_tokens=2 to generate, or retrain the policy with --lookup_tokens 0 and without the settings "
+    "that need the branch." in note
     longer = _speculation(model, drafter, policy, prompt_lookup_num_tokens=3).policy_lookup_mismatch
     assert "this call runs with the 3-token prompt-lookup branch" in longer
     policy.mark_trained_on(EAGER_FP32, None, 0)  # trained without the branch, called with it

@@ -132,6 +132,11 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         if not context_scale > 0:
             raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
         self.context_scale = float(context_scale)
+        if lookup_feature and lookup_first:
+            raise ValueError(
+                "LTDPolicy: lookup_first=True leaves the heads only the cycles where the prompt-lookup branch did not "
+                "match, so lookup_feature would always read 0. Drop lookup_feature (or lookup_first)."
+            )
         self.lookup_feature = bool(lookup_feature)
         self.lookup_first = bool(lookup_first)
         self.register_buffer("choices", torch.tensor(self.size_choices), persistent=False)
@@ -143,7 +148,8 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self.eval()
 
     def _current_settings(self) -> dict:
-        return {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
+        settings = {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
+        return {**settings, "lookup_first": self.lookup_first}
 
     def forward(self, observations: torch.Tensor, head: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``head``'s ``(logits [N, actions], values [N])`` for ``observations`` ``[N, obs]`` (PPO's loss)."""

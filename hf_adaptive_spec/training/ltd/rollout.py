@@ -100,7 +100,8 @@ class ReplayRollouts:
             if idle > self.environment.recording.num_positions:
                 raise ValueError(
                     f"The {phase.learner} head was never asked during a whole pass over the prompts (a depth cap of 1 "
-                    "never asks the depth head): give the policy a deeper tree or drop the depth phases."
+                    "never asks the depth head; a lookup_first policy is not asked where every cycle matched): give "
+                    "the policy a deeper tree, drop the depth phases or record less repetitive prompts."
                 )
             if taken:
                 decisions += policy.decisions

@@ -77,7 +77,13 @@ def make_parser() -> TrlParser:
 def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) -> LTDPolicy:
     """The policy to train: ``init_from``, or a fresh one shaped by the script arguments and the recording."""
     if script_args.init_from:
-        return LTDPolicy.from_pretrained(script_args.init_from)
+        policy = LTDPolicy.from_pretrained(script_args.init_from)
+        if script_args.lookup_first and not policy.lookup_first:
+            raise ValueError(
+                f"--lookup_first shapes a new policy and {script_args.init_from} was trained without it: drop "
+                "--init_from to train a lookup-first policy from scratch, or drop --lookup_first to continue it as is."
+            )
+        return policy
     tree = recording.tree_config
     return LTDPolicy(
         depth=script_args.depth or tree.depth,
