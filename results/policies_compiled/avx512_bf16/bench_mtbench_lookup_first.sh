@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 67, the AVX-512 bfloat16 EPYC: MT-bench 8 x 2 (16 questions, both turns), 128 tokens, compiled bfloat16,
+# caches sized per call, interleaved per question, float32 agreement on: the peer stock-compiled+sized; the best static
+# tree (LookupFirstPolicy 2/4/8 + 4-token branch); transformers' two heuristics (+2/-1 schedule, confidence threshold)
+# with the branch; the LTD shipped now for this curve (lookup_first; no --ltd_policy: SHIPPED_FOR_CURVE's variant).
+# About 25 minutes alone. RESUME=1 resumes.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+O=results/policies_compiled/avx512_bf16
+[ "${RESUME:-0}" = 1 ] && RESUME_ARGS=(--resume) || RESUME_ARGS=()
+METHODS="stock-compiled+sized,eagle3-lookup-first@2/4/8+lookup+sized,eagle3-heuristic+lookup+sized"
+METHODS+=",eagle3-confidence+lookup+sized,eagle3-ltd+lookup+sized"
+.venv/bin/hf-adaptive-spec bench --questions ../shared/data/mt_bench/question.jsonl --per-category 2 --methods "$METHODS" \
+    --compile --dtype bfloat16 --reference stock-compiled+sized --max-new-tokens 128 --warmup 2 --num-threads 2 \
+    --tree_profile $O/profile_bf16_compiled_avx512.json "${RESUME_ARGS[@]}" \
+    --markdown $O/lookup_first_mtbench16_bf16_compiled_avx512.md \
+    --json $O/lookup_first_mtbench16_bf16_compiled_avx512.json >> $O/lookup_first_mtbench16_bf16_compiled_avx512.log 2>&1
+echo DONE
