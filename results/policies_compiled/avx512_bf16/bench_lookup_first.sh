@@ -7,13 +7,9 @@
 #   (candidate policy). About 60 minutes alone. RESUME=1 resumes.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-O=results/policies_compiled/avx512_bf16
-[ "${RESUME:-0}" = 1 ] && RESUME_ARGS=(--resume) || RESUME_ARGS=()
-METHODS="stock-compiled+sized,eagle3-lookup-first@2/4/8+lookup+sized,eagle3-ltd+lookup+sized,eagle3-candidate-policy+lookup+sized"
-.venv/bin/hf-adaptive-spec bench --questions ../shared/data/spec_bench/question.jsonl --per-category 10 --methods "$METHODS" \
-    --compile --dtype bfloat16 --reference stock-compiled+sized --max-new-tokens 128 --warmup 2 --num-threads 2 \
-    --tree_profile $O/profile_bf16_compiled_avx512.json \
-    --candidate_policy artifacts/ltd-smollm2-bf16-compiled-avx512-lookup-first-48 \
-    "${RESUME_ARGS[@]}" --markdown $O/lookup_first_specbench130_bf16_compiled_avx512.md \
-    --json $O/lookup_first_specbench130_bf16_compiled_avx512.json >> $O/lookup_first_specbench130_bf16_compiled_avx512.log 2>&1
+source results/policies_compiled/avx512_bf16/interleaved_bench.sh
+METHODS="stock-compiled+sized,eagle3-lookup-first@2/4/8+lookup+sized,eagle3-ltd+lookup+sized"
+METHODS+=",eagle3-candidate-policy+lookup+sized"
+interleaved_bench ../shared/data/spec_bench/question.jsonl 10 lookup_first_specbench130_bf16_compiled_avx512 \
+    --candidate_policy artifacts/ltd-smollm2-bf16-compiled-avx512-lookup-first-48
 echo DONE

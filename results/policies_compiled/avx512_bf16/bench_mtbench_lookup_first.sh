@@ -6,13 +6,8 @@
 # About 25 minutes alone. RESUME=1 resumes.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-O=results/policies_compiled/avx512_bf16
-[ "${RESUME:-0}" = 1 ] && RESUME_ARGS=(--resume) || RESUME_ARGS=()
+source results/policies_compiled/avx512_bf16/interleaved_bench.sh
 METHODS="stock-compiled+sized,eagle3-lookup-first@2/4/8+lookup+sized,eagle3-heuristic+lookup+sized"
 METHODS+=",eagle3-confidence+lookup+sized,eagle3-ltd+lookup+sized"
-.venv/bin/hf-adaptive-spec bench --questions ../shared/data/mt_bench/question.jsonl --per-category 2 --methods "$METHODS" \
-    --compile --dtype bfloat16 --reference stock-compiled+sized --max-new-tokens 128 --warmup 2 --num-threads 2 \
-    --tree_profile $O/profile_bf16_compiled_avx512.json "${RESUME_ARGS[@]}" \
-    --markdown $O/lookup_first_mtbench16_bf16_compiled_avx512.md \
-    --json $O/lookup_first_mtbench16_bf16_compiled_avx512.json >> $O/lookup_first_mtbench16_bf16_compiled_avx512.log 2>&1
+interleaved_bench ../shared/data/mt_bench/question.jsonl 2 lookup_first_mtbench16_bf16_compiled_avx512
 echo DONE
