@@ -119,8 +119,10 @@ class MultiReplayEnvironment(ReplayLoop):
         return True
 
     def state(self, prompt: int, position: int) -> CycleState:
-        """What a policy sees at the cycle starting at ``position`` of ``prompt``."""
-        return self.reference.prompts[prompt][position].cycle_state()
+        """What a policy sees at the cycle starting at ``position`` of ``prompt``: the reference recording's features
+        and the length of the prompt-lookup chain the cycle grafts (as ``generate`` passes it)."""
+        chain = self.environments[self.reference.tree_config.top_k].lookup_chain(prompt, position)
+        return self.reference.prompts[prompt][position].cycle_state(lookup_length=len(chain))
 
     def states(self, prompts: Iterable[int]) -> Iterator[CycleState]:
         """Every recorded cycle state of ``prompts``."""

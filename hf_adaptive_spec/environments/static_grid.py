@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from ..core.settings import distinct_ints_from_text
 from ..core.tree import full_tree_size
 from ..policies.base import TreeConfig
-from ..policies.static import LookupFirstPolicy, StaticTreePolicy
+from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
 from .recording import ReplayRecording
 from .replay import ReplayEnvironment
@@ -44,8 +44,7 @@ class RankedTree:
         return self.depth == 0 and self.lookup_tokens == 0
 
     def policy(self) -> StaticTreePolicy:
-        policy_class = LookupFirstPolicy if self.lookup_first else StaticTreePolicy
-        return policy_class(depth=self.depth, top_k=self.top_k, total_tokens=self.total_tokens)
+        return static_tree_policy(TreeConfig(self.depth, self.top_k, self.total_tokens), self.lookup_first)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -50,6 +50,11 @@ class TreeConfig:
         dropped: the engine grafts no chain onto a sampled tree, which would make the cycle a one-token step."""
         return TreeConfig(depth=0, top_k=self.top_k, total_tokens=1)
 
+    def lookup_first(self, state: CycleState) -> TreeConfig:
+        """This tree, or :meth:`plain_step` where the prompt-lookup branch matched (``state.lookup_length > 0``): the
+        rule of a lookup-first policy, which verifies a matched chain alone and leaves the drafter the other cycles."""
+        return self.plain_step() if state.lookup_length else self
+
     @property
     def reachable_depth(self) -> int:
         """The deepest this tree can draft: a tree of ``total_tokens`` nodes (root included) is at most

@@ -51,9 +51,14 @@ class LookupFirstPolicy(StaticTreePolicy, artifact_type="hf_adaptive_spec.policy
     """
 
     def tree_config(self, state: CycleState) -> TreeConfig:
-        if state.lookup_length:
-            return self.config.plain_step()
-        return self.config
+        return self.config.lookup_first(state)
 
     def __repr__(self) -> str:
         return "LookupFirstPolicy" + super().__repr__().removeprefix("StaticTreePolicy")
+
+
+def static_tree_policy(tree: TreeConfig, lookup_first: bool = False) -> StaticTreePolicy:
+    """The static policy of ``tree``'s shape: a :class:`LookupFirstPolicy` with ``lookup_first`` (the static tree a
+    lookup-first learned policy is compared with), else a :class:`StaticTreePolicy`."""
+    policy_class = LookupFirstPolicy if lookup_first else StaticTreePolicy
+    return policy_class(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)

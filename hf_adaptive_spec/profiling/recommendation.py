@@ -29,7 +29,8 @@ from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.static_path import DEFAULT_BUCKETS
-from ..policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
+from ..policies import AutoDraftPolicy
+from ..policies.static import static_tree_policy
 from ..policies.base import DraftPolicy, TreeConfig
 from .hardware import HardwareProfile
 from .identity import check_profiled, shipped_policies_misfit
@@ -162,9 +163,7 @@ def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
             )
         _check_recommended_branch(loaded, name, policy)
         return policy
-    tree = recommended_tree(loaded)
-    policy_class = LookupFirstPolicy if loaded.recommendation["tree"].get("lookup_first") else StaticTreePolicy
-    return policy_class(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+    return static_tree_policy(recommended_tree(loaded), bool(loaded.recommendation["tree"].get("lookup_first")))
 
 
 def recommended_tree(

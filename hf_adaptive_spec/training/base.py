@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,23 +175,60 @@ class LookupBranchArguments:
         },
     )
     lookup_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "The lookup branch's max_matching_ngram_size."})
+    lookup_first: bool = field(
+        default=False,
+        metadata={
+            "help": "A new policy verifies a matched lookup chain alone and drafts nothing there (as "
+            "LookupFirstPolicy); it decides only the other cycles. Needs --lookup_tokens."
+        },
+    )
 
     def lookup_kwargs(self) -> dict[str, Any]:
         """``lookup_tokens`` and ``lookup_ngram_size``, as the replay environments take them."""
         return {"lookup_tokens": self.lookup_tokens, "lookup_ngram_size": self.lookup_ngram_size}
 
 
-def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:
-    """The model-card sentence for a policy trained on replays with the prompt-lookup branch ("" without)."""
+def check_branch_settings(policy: Any, lookup_tokens: int, settings: Sequence[str] = ("lookup_first",)) -> None:
+    """Refuse a policy whose ``settings`` (``lookup_first``, LTD's ``lookup_feature``) need the prompt-lookup branch
+    when the replay it is trained on has none: it would train as if the branch never matched."""
+    for setting in settings:
+        if getattr(policy, setting) and not lookup_tokens:
+            raise ValueError(
+                f"This {type(policy).__name__} has {setting}=True but the replay has no prompt-lookup branch: it would "
+                "train as if the branch never matched. Build the replay environment with lookup_tokens=N (script: "
+                "--lookup_tokens N)."
+            )
+
+
+def check_continued_lookup_first(script_args: LookupBranchArguments, policy: Any, init_from: str) -> None:
+    """Refuse ``--lookup_first`` for a run that continues ``init_from``, a policy trained without it: the flag shapes
+    a new policy, and a continued one keeps its own rule."""
+    if script_args.lookup_first and not policy.lookup_first:
+        raise ValueError(
+            f"--lookup_first shapes a new policy and {init_from} was trained without it: drop --init_from to train a "
+            "lookup-first policy from scratch, or drop --lookup_first to continue it as is."
+        )
+
+
+def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE, lookup_first: bool = False) -> str:
+    """The model-card sentences for a policy trained on replays with the prompt-lookup branch, and for a lookup-first
+    one ("" without the branch)."""
     if not lookup_tokens:
         return ""
     ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
-    return (
+    note = (
         f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens, matching n-grams of up to "
         f"{ngram_size}: use the policy with `generate(..., prompt_lookup_num_tokens={lookup_tokens}{ngrams})` "
         "(`trained_with_lookup_tokens` and `trained_with_lookup_ngram_size` in `config.json`: the engine reports a call "
         "with another branch in `out.speculation.policy_lookup_mismatch`)."
     )
+    return note + (LOOKUP_FIRST_NOTE if lookup_first else "")
+
+
+LOOKUP_FIRST_NOTE = (
+    " Where the branch matched, a cycle verified the lookup chain alone and drafted nothing (`lookup_first`): the "
+    "policy decided only the other cycles."
+)
 
 
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:

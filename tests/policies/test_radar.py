@@ -341,6 +341,65 @@ def test_a_skip_with_the_lookup_branch_in_the_dataset_matches_live_generate(setu
     assert chains >= 3  # skipped cycles that verified a lookup chain
 
 
+class LookupWatchingRadarPolicy(LoggingRadarPolicy):
+    """Also logs each cycle's prompt-lookup length."""
+
+    def tree_config(self, state):
+        self.lookup_lengths.append(state.lookup_length)
+        return super().tree_config(state)
+
+
+def test_lookup_first_verifies_a_matched_chain_alone_and_its_dataset_holds_the_other_positions(setup, tmp_path):
+    """A lookup-first dataset is the every-position dataset without the positions where the branch matched; live, a
+    lookup-first policy drafts nothing and decides nothing there, and its other cycles are the dataset's rows."""
+    target, prompts, recording, _ = setup
+    every = build_radar_dataset(recording, lookup_tokens=4)
+    dataset = build_radar_dataset(recording, lookup_tokens=4, lookup_first=True)
+    environment = ReplayEnvironment(recording, _profile(), lookup_tokens=4)
+    positions = list(zip(every.prompt_index.tolist(), every.position.tolist()))
+    kept = [i for i, (p, s) in enumerate(positions) if not environment.lookup_chain(p, s)]
+    assert 0 < len(kept) < len(every) and dataset.lookup_first
+    for name in ("prompt_index", "position", "beam_scores", "accept_probs", "verified_tokens", "skip_accepted"):
+        assert torch.equal(getattr(dataset, name), getattr(every, name)[kept]), name
+    dataset.save(tmp_path)
+    loaded = RadarDataset.load(tmp_path)
+    assert loaded.lookup_first and loaded.select(torch.arange(3)).lookup_first and loaded.lookup_tokens == 4
+    policy = LookupWatchingRadarPolicy(
+        depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, lookup_first=True
+    )
+    policy.load_state_dict(_varied_policy(every).state_dict())
+    matched_cycles = compared = 0
+    for index, ids in enumerate(prompts):
+        policy.lookup_lengths = []
+        stats = _checked_live_cycles(target, ids, policy, environment, index, prompt_lookup_num_tokens=4)
+        rows = _cycle_rows(dataset, index, stats.accepted_lengths)
+        cycles = zip(rows, policy.lookup_lengths, policy.cycles, stats.draft_depths, stats.verified_tokens,
+                     stats.accepted_lengths)
+        for row, matched, (features, decisions), depth, verified, accepted in cycles:
+            if matched:
+                assert (depth, verified, features, row) == (0, 1 + matched, [], None)
+                matched_cycles += 1
+            elif row is not None:
+                calls = len(decisions) if not decisions[-1] else len(decisions) + 1
+                assert accepted == int(dataset.accept_probs[row, calls - 1].argmax())
+                compared += 1
+    assert matched_cycles >= 3 and compared >= 10
+
+
+def test_lookup_first_needs_the_branch_and_a_policy_trained_as_it_is_used(setup, tmp_path):
+    _, _, recording, _ = setup
+    with pytest.raises(ValueError, match="needs the branch: pass lookup_tokens=N"):
+        build_radar_dataset(recording, lookup_first=True)
+    dataset = build_radar_dataset(recording, lookup_tokens=4, lookup_first=True)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    config = RadarConfig(output_dir=str(tmp_path), report_to=[], eval_strategy="no", load_best_model_at_end=False)
+    with pytest.raises(ValueError, match="built with lookup_first=True but the policy has lookup_first=False"):
+        RadarTrainer(policy, config, dataset, _profile())
+    policy.lookup_first = True  # saved as the policy holds it now
+    policy.save_pretrained(tmp_path / "policy")
+    assert RadarPolicy.from_pretrained(tmp_path / "policy").lookup_first
+
+
 def test_a_lookup_chain_longer_than_the_tree_widens_the_accepted_lengths(tmp_path):
     # the generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9, 9
     prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
@@ -533,6 +592,13 @@ def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settin
     with pytest.raises(ValueError, match=r"other settings than asked: the prompt-lookup branch .*lookup_tokens': 0"):
         main(RadarScriptArguments(**script_paths), config)
     main(RadarScriptArguments(**script_paths, lookup_tokens=4, depth=TREE.depth), config)  # the dataset's own settings
+    with pytest.raises(ValueError, match=r"lookup_first True \(the dataset's: False\)"):
+        main(RadarScriptArguments(**script_paths, lookup_tokens=4, lookup_first=True), config)
+    first = {**script_paths, "dataset_path": str(tmp_path / "lookup-first"), "lookup_tokens": 4, "lookup_first": True}
+    main(RadarScriptArguments(**first), config)
+    assert RadarDataset.load(tmp_path / "lookup-first").lookup_first
+    assert RadarPolicy.from_pretrained(tmp_path / "out").lookup_first
+    assert "`lookup_first`" in (tmp_path / "out" / "README.md").read_text()
     other = {"depth": 2, "total_tokens": 4, "recording_path": str(tmp_path / "another-recording")}
     for name, value in other.items():  # each would build another dataset: refused, never silently ignored
         with pytest.raises(ValueError, match=rf"{name} {value} \(the dataset's: "):

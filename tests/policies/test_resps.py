@@ -238,6 +238,78 @@ def test_save_load_round_trip_gives_identical_decisions(setup, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "config.json", "model.safetensors"]
 
 
+class _WatchingReSpS(ReSpSPolicy):
+    """Keeps each cycle's prompt-lookup length and whether the cycle took a new decision."""
+
+    def tree_config(self, state):
+        tree = super().tree_config(state)
+        self.seen.append((state.lookup_length, self.decided))
+        return tree
+
+
+def test_lookup_first_verifies_a_matched_chain_alone_live_and_in_replay(setup):
+    """Where the branch matched, the cycle drafts nothing and verifies root + chain whatever action is held; the
+    other cycles draft the held action's tree. Stock's tokens, and replay equals live cycle by cycle."""
+    target, prompts, recordings = setup
+    environment = _environment(recordings, lookup_tokens=4)
+    policies = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        policy = _WatchingReSpS.for_target(target.config, actions=GRID, decision_interval=2, lookup_first=True)
+        policy.fit_normalizer(environment.states(range(len(prompts))))
+        policy.seen = []
+        policies.append(policy)
+    live_policy, replay_policy = policies
+    for index, ids in enumerate(prompts):
+        live_policy.seen.clear(), replay_policy.seen.clear()
+        out = target.generate(
+            ids, max_new_tokens=MAX_NEW, do_sample=False, return_dict_in_generate=True,
+            assistant_model=_eagle3(target), assistant_policy=live_policy, prompt_lookup_num_tokens=4,
+        )
+        assert torch.equal(out.sequences, target.generate(ids, max_new_tokens=MAX_NEW, do_sample=False))
+        live, matched = out.speculation, [n for n, _ in live_policy.seen]
+        assert [d for d, n in zip(live.draft_depths, matched) if n] == [0] * sum(1 for n in matched if n)
+        assert [v for v, n in zip(live.verified_tokens, matched) if n] == [1 + n for n in matched if n]
+        replayed = environment.replay_prompt(index, replay_policy)
+        assert [c.accepted_length for c in replayed] == live.accepted_lengths
+        assert [c.draft_depth for c in replayed] == live.draft_depths
+        assert [c.verified_tokens for c in replayed] == live.verified_tokens
+        assert replay_policy.seen == live_policy.seen
+    assert any(n for n, _ in live_policy.seen) and any(d for n, d in live_policy.seen if n)  # a decision in a match
+    unmatched = [c for c, (n, _) in zip(replayed, replay_policy.seen) if not n]
+    assert any(c.draft_depth for c in unmatched)
+
+
+def test_a_lookup_first_policy_needs_the_branch_and_is_compared_with_lookup_first_trees(setup, tmp_path):
+    target, prompts, recordings = setup
+    args = ReSpSConfig(output_dir=str(tmp_path), report_to=[], disable_tqdm=True)
+    with pytest.raises(ValueError, match="lookup_first=True but the replay has no prompt-lookup branch"):
+        ReSpSTrainer(_policy(target, lookup_first=True), args, environment=_environment(recordings))
+    environment = _environment(recordings, lookup_tokens=4)
+    trainer = ReSpSTrainer(_policy(target, lookup_first=True), args, environment=environment, eval_dataset=[0, 1])
+    best, speed = trainer.best_static([0, 1])
+    lookup_first = hfas.LookupFirstPolicy(depth=best.depth, top_k=best.top_k, total_tokens=best.total_tokens)
+    assert speed == pytest.approx(environment.replay(lookup_first, (0, 1)).tokens_per_second, rel=1e-4)  # policy time
+    static = environment.replay(hfas.StaticTreePolicy(**vars(best)), (0, 1)).tokens_per_second
+    assert speed != pytest.approx(static, rel=1e-2)
+    trainer.save_model(str(tmp_path / "saved"))
+    assert ReSpSPolicy.from_pretrained(tmp_path / "saved").lookup_first
+    assert "`lookup_first`" in (tmp_path / "saved" / "README.md").read_text()
+
+
+def test_the_script_builds_a_lookup_first_policy_and_refuses_to_continue_one_without_it(setup, tmp_path):
+    from hf_adaptive_spec.training.resps.script import ReSpSScriptArguments, build_policy
+
+    _, _, recordings = setup
+    environment, args = _environment(recordings, lookup_tokens=4), ReSpSConfig(output_dir=str(tmp_path), report_to=[])
+    policy = build_policy(ReSpSScriptArguments(lookup_tokens=4, lookup_first=True), args, environment)
+    assert policy.lookup_first
+    build_policy(ReSpSScriptArguments(lookup_tokens=4), args, environment).save_pretrained(tmp_path / "plain")
+    continued = ReSpSScriptArguments(lookup_tokens=4, lookup_first=True, init_from=str(tmp_path / "plain"))
+    with pytest.raises(ValueError, match="was trained without it: drop --init_from"):
+        build_policy(continued, args, environment)
+
+
 def _decide(policy: ReSpSPolicy, state) -> hfas.TreeConfig:
     policy.end_episode()
     return policy.tree_config(state)

@@ -157,9 +157,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
 
     # -- the engine's hooks -------------------------------------------------------------------
     def tree_config(self, state: CycleState) -> TreeConfig:
-        if self.lookup_first and state.lookup_length:
-            return self.tree.plain_step()
-        return self.tree
+        return self.tree.lookup_first(state) if self.lookup_first else self.tree
 
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         return self._decide("depth", self.depth_observation(step)) == CONTINUE

@@ -126,6 +126,9 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         dropout: dropout of the MLP during training (RADAR: 0.1).
         min_score: log-probs below it (and ``-inf`` padding) enter the network as ``min_score``.
         allow_skip: offer ``SKIP`` at the first decision (the MLP then has 3 outputs).
+        lookup_first: where the prompt-lookup branch matched, the cycle verifies the chain alone and drafts
+            nothing (as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`), so the network decides only the cycles
+            lookup cannot fill. Train it on a dataset built with the branch and ``lookup_first``, as it is used.
         trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
             training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
             saved in ``config.json``, compared with each call's by the engine.
@@ -151,6 +154,7 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         dropout: float = 0.1,
         min_score: float = -30.0,
         allow_skip: bool = False,
+        lookup_first: bool = False,
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
         trained_with_lookup_tokens: int | None = None,
@@ -166,6 +170,7 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score
         self.allow_skip = allow_skip
+        self.lookup_first = bool(lookup_first)
         self.lstm = nn.LSTM(top_k, lstm_hidden, batch_first=True)
         self.mlp = nn.Sequential(  # RADAR's layout: mlp.0 and mlp.3 hold the weights
             nn.Linear(lstm_hidden + top_k, mlp_hidden),
@@ -177,7 +182,8 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         self.eval()
 
     def _current_settings(self) -> dict:
-        return {**trained_on_setting(self), **tree_settings(self.tree), "min_score": self.min_score}
+        settings = {**trained_on_setting(self), **tree_settings(self.tree), "min_score": self.min_score}
+        return {**settings, "lookup_first": self.lookup_first}
 
     def forward(
         self,
@@ -229,12 +235,13 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         return HostCell(self.lstm, self.mlp)
 
     def tree_config(self, state: CycleState) -> TreeConfig:
-        """The fixed tree shape; resets the LSTM state and turns dropout off for drafting."""
+        """The fixed tree shape (nothing drafted where a lookup-first policy's branch matched); resets the LSTM
+        state and turns dropout off for drafting."""
         if self.training:
             self.eval()
         self._cycle.hidden = None
         self._cycle.skipping = False
-        return self.tree
+        return self.tree.lookup_first(state) if self.lookup_first else self.tree
 
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         """One LSTM step on this draft step's beam scores; continue unless P(stop) > 0.5 (or skip)."""
@@ -260,5 +267,6 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         c = self.tree
         return (
             f"RadarPolicy(depth={c.depth}, top_k={c.top_k}, total_tokens={c.total_tokens}, "
-            f"lstm_hidden={self.lstm.hidden_size}, allow_skip={self.allow_skip})"
+            f"lstm_hidden={self.lstm.hidden_size}, allow_skip={self.allow_skip}"
+            + (", lookup_first=True)" if self.lookup_first else ")")
         )

@@ -109,6 +109,9 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         temperature: 0 takes the argmax at inference; > 0 samples ``softmax(logits / T)`` (the
             reference code samples at 1.5).
         observation_clip: standardised features are clipped to ``[-clip, clip]``.
+        lookup_first: where the prompt-lookup branch matched, the cycle verifies the chain alone and drafts
+            nothing (as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`); the held action shapes the other
+            cycles. Train it on replays with the branch, as it is used.
         trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
             training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
             saved in ``config.json``, compared with each call's by the engine.
@@ -135,6 +138,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         training_interval: int = 10,
         temperature: float = 0.0,
         observation_clip: float = 10.0,
+        lookup_first: bool = False,
         trained_on: dict[str, str] | None = None,
         trained_for_drafter: dict[str, str] | None = None,
         trained_with_lookup_tokens: int | None = None,
@@ -160,6 +164,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self.training_interval = training_interval
         self.temperature = temperature
         self.observation_clip = observation_clip
+        self.lookup_first = bool(lookup_first)
         obs_dim = hidden_size * len(self.feature_layers)
         self.actor = tanh_mlp(obs_dim, net_arch, len(self.actions), out_gain=0.01)
         self.critic = tanh_mlp(obs_dim, net_arch, 1, out_gain=1.0)
@@ -182,7 +187,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         return {
             **trained_on_setting(self), "decision_interval": self.decision_interval,
             "training_interval": self.training_interval, "temperature": self.temperature,
-            "observation_clip": self.observation_clip,
+            "observation_clip": self.observation_clip, "lookup_first": self.lookup_first,
         }
 
     def required_recordings(self) -> dict[int, TreeConfig]:
@@ -258,7 +263,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self.decided = self._cycles_left == 0
         if self.decided:
             self._decide(self.observation(state))
-        return self.actions[self._action]
+        tree = self.actions[self._action]
+        return tree.lookup_first(state) if self.lookup_first else tree
 
     def observe(self, feedback: CycleFeedback) -> None:
         self._next_context = feedback.context_length + feedback.accepted_length + 1

@@ -18,7 +18,7 @@ from trl import TrlParser
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
 from ...environments.provenance import card_names, load_profile_for_recordings
 from ...policies.ltd import LTDPolicy
-from ..base import LookupBranchArguments, run_training_script
+from ..base import LookupBranchArguments, check_continued_lookup_first, run_training_script
 from .config import LTDConfig
 from .trainer import LTDTrainer
 
@@ -47,10 +47,6 @@ class LTDScriptArguments(LookupBranchArguments):
     lookup_feature: bool = field(
         default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
     )
-    lookup_first: bool = field(
-        default=False,
-        metadata={"help": "A new policy verifies a matched lookup chain alone and drafts nothing there (LTDPolicy)."},
-    )
     init_from: str | None = field(
         default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
     )
@@ -78,11 +74,7 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
     """The policy to train: ``init_from``, or a fresh one shaped by the script arguments and the recording."""
     if script_args.init_from:
         policy = LTDPolicy.from_pretrained(script_args.init_from)
-        if script_args.lookup_first and not policy.lookup_first:
-            raise ValueError(
-                f"--lookup_first shapes a new policy and {script_args.init_from} was trained without it: drop "
-                "--init_from to train a lookup-first policy from scratch, or drop --lookup_first to continue it as is."
-            )
+        check_continued_lookup_first(script_args, policy, script_args.init_from)
         return policy
     tree = recording.tree_config
     return LTDPolicy(

@@ -16,18 +16,14 @@ from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
 from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
-from ...policies.static import LookupFirstPolicy, StaticTreePolicy
-from ..base import SpecTrainer, lookup_branch_note
+from ...policies.static import static_tree_policy
+from ..base import SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import ppo_loss
 from .config import LTDConfig
 from .phases import build_schedule, phase_at
 from .rollout import PPOUpdates, ReplayRollouts, load_state, save_state
 
 PAPER_URL = "https://openreview.net/forum?id=IK9cbzzXLt"
-LOOKUP_FIRST_NOTE = (
-    " Where the branch matched, a cycle verified the lookup chain alone and drafted nothing (`lookup_first`): the "
-    "heads decided only the other cycles."
-)
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
@@ -75,13 +71,7 @@ class LTDTrainer(SpecTrainer):
         **kwargs,
     ):
         environment.check_config(model.tree)
-        for setting in ("lookup_feature", "lookup_first"):
-            if getattr(model, setting) and not environment.lookup_tokens:
-                raise ValueError(
-                    f"This LTDPolicy has {setting}=True but the replay has no prompt-lookup branch: it would train "
-                    "as if the branch never matched. Build the ReplayEnvironment with lookup_tokens=N (script: "
-                    "--lookup_tokens N)."
-                )
+        check_branch_settings(model, environment.lookup_tokens, ("lookup_feature", "lookup_first"))
         super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
         self.phases = build_schedule(args, model)
         generator = torch.Generator().manual_seed(args.seed + args.process_index)
@@ -150,10 +140,7 @@ class LTDTrainer(SpecTrainer):
         :class:`LookupFirstPolicy` where the policy is ``lookup_first``."""
         environment = environment or self.eval_dataset
         policy = self.policy.eval()
-        tree = policy.tree
-        static_type = LookupFirstPolicy if policy.lookup_first else StaticTreePolicy
-        static = static_type(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
-        return environment.replay(policy), environment.replay(static)
+        return environment.replay(policy), environment.replay(static_tree_policy(policy.tree, policy.lookup_first))
 
     def evaluate(
         self, eval_dataset: ReplayEnvironment | None = None, ignore_keys: list[str] | None = None,
@@ -213,7 +200,7 @@ class LTDTrainer(SpecTrainer):
         """Model-card fields: models, data, schedule, results and the command."""
         tree = self.policy.tree
         environment = self.rollouts.environment
-        branch = lookup_branch_note(environment.lookup_tokens, environment.lookup_ngram_size)
+        branch = lookup_branch_note(environment.lookup_tokens, environment.lookup_ngram_size, self.policy.lookup_first)
         return {
             "base_model": self.base_model,
             "drafter": self.drafter_name,
@@ -226,6 +213,5 @@ class LTDTrainer(SpecTrainer):
                 f"candidates. Trained with PPO for {self.state.global_step} minibatch updates of LTD's collaborative "
                 f"schedule ({len(self.phases)} phases) on exact replays of recorded greedy generations, with "
                 "draft and verification times from a measured hardware profile." + branch
-                + (LOOKUP_FIRST_NOTE if self.policy.lookup_first else "")
             ),
         }

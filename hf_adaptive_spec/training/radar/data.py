@@ -45,6 +45,8 @@ class RadarDataset(Dataset):
             the root alone, so 0 and 1 (the defaults), unless the prompt-lookup branch adds its chain.
         lookup_tokens / lookup_ngram_size: the prompt-lookup branch every replayed cycle carried
             (``generate``'s ``prompt_lookup_num_tokens`` / ``max_matching_ngram_size``; 0 tokens: none).
+        lookup_first: the positions where that branch matched are left out: a lookup-first policy
+            (``RadarPolicy(lookup_first=True)``) verifies the chain alone there and takes no decision.
     """
 
     tree_config: TreeConfig
@@ -57,8 +59,14 @@ class RadarDataset(Dataset):
     skip_verified_tokens: torch.LongTensor | None = None
     lookup_tokens: int = 0
     lookup_ngram_size: int = 2
+    lookup_first: bool = False
 
     def __post_init__(self) -> None:
+        if self.lookup_first and not self.lookup_tokens:
+            raise ValueError(
+                "A lookup_first RADAR dataset leaves out the positions where the prompt-lookup branch matched, so it "
+                "needs the branch: build it with lookup_tokens=N (script: --lookup_tokens N), or drop lookup_first."
+            )
         n, depth, k = len(self.prompt_index), self.tree_config.depth, self.tree_config.top_k
         if self.skip_accepted is None:
             self.skip_accepted = torch.zeros(n, dtype=torch.long)
@@ -86,7 +94,7 @@ class RadarDataset(Dataset):
 
     def select(self, indices: torch.LongTensor) -> RadarDataset:
         tensors = {name: getattr(self, name)[indices] for name in _TENSORS}
-        return RadarDataset(self.tree_config, **tensors, **self.lookup_kwargs())
+        return RadarDataset(self.tree_config, **tensors, **self.lookup_kwargs(), lookup_first=self.lookup_first)
 
     def lookup_kwargs(self) -> dict[str, int]:
         """``lookup_tokens`` and ``lookup_ngram_size``, as :class:`ReplayEnvironment` takes them."""
@@ -116,6 +124,7 @@ class RadarDataset(Dataset):
         c = self.tree_config
         tree = {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens}
         meta = {"format": DATASET_FORMAT, "tree_config": tree, **self.lookup_kwargs()}
+        meta["lookup_first"] = self.lookup_first
         if built_from is not None:
             meta["built_from"] = str(built_from)
         (directory / "radar_dataset.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -138,6 +147,7 @@ class RadarDataset(Dataset):
             )
         tensors = load_file(str(directory / "radar_dataset.safetensors"))
         lookup = {name: meta[name] for name in ("lookup_tokens", "lookup_ngram_size")}
+        lookup["lookup_first"] = meta.get("lookup_first", False)  # saved before 2026-12-03: every position kept
         return cls(TreeConfig(**meta["tree_config"]), **{name: tensors[name] for name in _TENSORS}, **lookup)
 
 
@@ -234,6 +244,7 @@ def build_radar_dataset(
     prompts: list[int] | None = None,
     lookup_tokens: int = 0,
     lookup_ngram_size: int = 2,
+    lookup_first: bool = False,
 ) -> RadarDataset:
     """RADAR's dataset from a replay recording (greedy decoding, so every distribution is one-hot).
 
@@ -252,16 +263,25 @@ def build_radar_dataset(
         prompts: recorded prompts to use (default: all).
         lookup_tokens / lookup_ngram_size: the prompt-lookup branch replayed on every cycle, for a
             recording ``source`` (an environment brings its own).
+        lookup_first: leave out the positions where the branch matched, which a lookup-first policy does not
+            decide (``RadarPolicy(lookup_first=True)``); needs the branch.
     """
     environment = _radar_environment(source, lookup_tokens, lookup_ngram_size)
     config = _radar_tree_config(environment, depth, total_tokens)
+    if lookup_first and not environment.lookup_tokens:
+        raise ValueError(
+            "build_radar_dataset(lookup_first=True) leaves out the positions where the prompt-lookup branch matched, "
+            "so it needs the branch: pass lookup_tokens=N (or an environment built with it), or drop lookup_first."
+        )
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
     for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
         for position in range(len(environment.recording.prompts[p])):
-            _add_position(rows, environment, config, p, position)
+            if not (lookup_first and environment.lookup_chain(p, position)):
+                _add_position(rows, environment, config, p, position)
     if not rows["position"]:
         raise ValueError(
             f"No recorded position leaves room for {config.depth} draft levels: record longer generations."
         )
     lookup = {"lookup_tokens": environment.lookup_tokens, "lookup_ngram_size": environment.lookup_ngram_size}
-    return RadarDataset(config, **{name: torch.stack(rows[name]) for name in _TENSORS}, **lookup)
+    tensors = {name: torch.stack(rows[name]) for name in _TENSORS}
+    return RadarDataset(config, **tensors, **lookup, lookup_first=lookup_first)

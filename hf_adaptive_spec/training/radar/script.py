@@ -70,7 +70,8 @@ def load_or_build_dataset(script_args: RadarScriptArguments) -> RadarDataset:
         )
     recording = load_training_recording(script_args.recording_path)
     dataset = build_radar_dataset(
-        recording, script_args.depth, script_args.total_tokens, **script_args.lookup_kwargs()
+        recording, script_args.depth, script_args.total_tokens, **script_args.lookup_kwargs(),
+        lookup_first=script_args.lookup_first,
     )
     dataset.save(script_args.dataset_path, built_from=script_args.recording_path)
     return dataset
@@ -82,6 +83,7 @@ def _check_cached_dataset(script_args: RadarScriptArguments, dataset: RadarDatas
     built_from = RadarDataset.built_from(script_args.dataset_path)
     asked = {
         "the prompt-lookup branch": (script_args.lookup_kwargs(), dataset.lookup_kwargs()),
+        "lookup_first": (script_args.lookup_first, dataset.lookup_first),
         "depth": (script_args.depth, tree.depth),
         "total_tokens": (script_args.total_tokens, tree.total_tokens),
         "recording_path": (script_args.recording_path, built_from),
@@ -117,6 +119,7 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
     policy = RadarPolicy(
         depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens, lstm_hidden=training_args.lstm_hidden,
         mlp_hidden=training_args.mlp_hidden, dropout=training_args.dropout, allow_skip=training_args.allow_skip,
+        lookup_first=dataset.lookup_first,
     )
     policy.mark_trained_on(
         profile.cost_curve(), profile.drafter_identity(), dataset.lookup_tokens, dataset.lookup_ngram_size

@@ -197,6 +197,12 @@ class RadarTrainer(SpecTrainer):
                     f"The {name}'s tree {dataset.tree_config} differs from the policy's {model.tree}: build the policy "
                     "with the dataset's depth, top_k and total_tokens."
                 )
+            if dataset is not None and dataset.lookup_first != model.lookup_first:
+                raise ValueError(
+                    f"The {name} was built with lookup_first={dataset.lookup_first} but the policy has "
+                    f"lookup_first={model.lookup_first}: a lookup-first policy is trained on the positions where the "
+                    "prompt-lookup branch did not match, and only there. Build both with the same lookup_first."
+                )
             if dataset is not None and dataset.lookup_kwargs() != train_dataset.lookup_kwargs():
                 raise ValueError(
                     f"The eval_dataset's prompt-lookup branch {dataset.lookup_kwargs()} differs from the "
@@ -303,6 +309,6 @@ class RadarTrainer(SpecTrainer):
                 f"{1000 * latency.first_draft_seconds:.2f} ms, each later one {1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
                 f"{self.policy_step_source()})."
                 + selected
-                + lookup_branch_note(self.lookup_tokens, self.lookup_ngram_size)
+                + lookup_branch_note(self.lookup_tokens, self.lookup_ngram_size, policy.lookup_first)
             ),
         )

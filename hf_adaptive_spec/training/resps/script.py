@@ -20,7 +20,7 @@ from ...core.features import default_aux_layer_ids
 from ...environments import MultiReplayEnvironment, ReplayRecording, load_training_recording
 from ...environments.provenance import card_names, load_profile_for_recordings
 from ...policies.resps import ReSpSPolicy
-from ..base import LookupBranchArguments, run_training_script
+from ..base import LookupBranchArguments, check_continued_lookup_first, run_training_script
 from .config import ReSpSConfig
 from .trainer import ReSpSTrainer
 
@@ -82,12 +82,15 @@ def build_policy(
     kwargs = args.policy_kwargs()
     if script_args.init_from:
         keep = ("decision_interval", "training_interval", "temperature")
-        return ReSpSPolicy.from_pretrained(script_args.init_from, **{name: kwargs[name] for name in keep})
+        policy = ReSpSPolicy.from_pretrained(script_args.init_from, **{name: kwargs[name] for name in keep})
+        check_continued_lookup_first(script_args, policy, script_args.init_from)
+        return policy
     features = environment.reference.prompts[0][0].features
     layers = state_layers(script_args.target_num_hidden_layers, environment.reference)
     hidden_size = next(iter(features.values())).numel()
     return ReSpSPolicy(
-        hidden_size=hidden_size, num_target_layers=script_args.target_num_hidden_layers, feature_layers=layers, **kwargs
+        hidden_size=hidden_size, num_target_layers=script_args.target_num_hidden_layers, feature_layers=layers,
+        lookup_first=script_args.lookup_first, **kwargs,
     )
 
 

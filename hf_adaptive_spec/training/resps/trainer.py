@@ -13,8 +13,8 @@ from ...hub.location import ArtifactLocation
 from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
-from ...policies.static import StaticTreePolicy
-from ..base import SpecTrainer, lookup_branch_note
+from ...policies.static import static_tree_policy
+from ..base import SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
 from ...environments import MultiReplayEnvironment
@@ -72,6 +72,7 @@ class ReSpSTrainer(SpecTrainer):
         **kwargs,
     ):
         environment.check_actions(policy.actions)
+        check_branch_settings(policy, environment.lookup_tokens)
         train_prompts = list(range(environment.num_prompts) if train_dataset is None else train_dataset)
         if fit_normalizer:
             policy.fit_normalizer(environment.states(train_prompts))
@@ -125,11 +126,13 @@ class ReSpSTrainer(SpecTrainer):
     # -- evaluation ------------------------------------------------------------------------------
 
     def best_static(self, prompts: Sequence[int]) -> tuple[TreeConfig, float]:
-        """The fastest fixed action of the grid on ``prompts`` and its replayed tokens per second (cached)."""
+        """The fastest fixed action of the grid on ``prompts`` and its replayed tokens per second (cached); each
+        action a :class:`LookupFirstPolicy` where the policy is ``lookup_first``."""
         key = tuple(prompts)
         if key not in self._best_static:
+            lookup_first = self.policy.lookup_first
             speeds = {
-                action: self.environment.replay(StaticTreePolicy(**vars(action)), key).tokens_per_second
+                action: self.environment.replay(static_tree_policy(action, lookup_first), key).tokens_per_second
                 for action in self.policy.actions
             }
             self._best_static[key] = max(speeds.items(), key=lambda item: item[1])
@@ -197,7 +200,7 @@ class ReSpSTrainer(SpecTrainer):
             f"({policy.feature_mean.numel()} dims, standardised). An action ({decide}) is held "
             f"{policy.decision_interval} cycles. Trained with PPO on exact replays of recorded generations: "
             f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process."
-        ) + lookup_branch_note(self.environment.lookup_tokens, self.environment.lookup_ngram_size)
+        ) + lookup_branch_note(self.environment.lookup_tokens, self.environment.lookup_ngram_size, policy.lookup_first)
         if self.last_eval is not None:
             speed, ratio, best = self.last_eval
             description += (
