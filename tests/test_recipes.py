@@ -9,6 +9,7 @@ import pytest
 
 from hf_adaptive_spec.checkpoints import shipped_checkpoint
 from hf_adaptive_spec.policies.ltd import LTDPolicy
+from hf_adaptive_spec.policies.radar import RadarPolicy
 from hf_adaptive_spec.training.eagle3 import script as eagle3_script
 from hf_adaptive_spec.training.ltd import script as ltd_script
 from hf_adaptive_spec.training.radar import script as radar_script
@@ -24,8 +25,9 @@ def test_radar_recipes_take_the_policy_call_from_the_profile(recipe):
     script_args, training_args = parser.parse_args_and_config(args=["--config", str(RECIPES / recipe)])
     assert training_args.policy_step_seconds is None  # unset: the profile's policy_call_seconds
     assert script_args.profile_path and script_args.dataset_path
-    # the header says how to reproduce the committed policy, trained with the EPYC's policy-call time
-    assert "--policy_step_seconds 3.0e-4" in (RECIPES / recipe).read_text(encoding="utf-8")
+    # the header says how the committed policy was trained: with the EPYC's policy-call time, or with the profile's
+    header = (RECIPES / recipe).read_text(encoding="utf-8")
+    assert "--policy_step_seconds 3.0e-4" in header or "trained so (the profile's policy_call_seconds)" in header
 
 
 def test_the_eagle3_smoke_recipe_runs_on_data_a_fresh_clone_holds():
@@ -45,3 +47,14 @@ def test_the_ltd_lookup_first_recipe_trains_the_shipped_compiled_variants_shape(
     shipped = LTDPolicy.from_pretrained(shipped_checkpoint("ltd", "cpu/bfloat16/compiled"))
     assert shipped.lookup_first and shipped.size_choices == script_args.size_choices
     assert shipped.trained_with_lookup_tokens == script_args.lookup_tokens
+
+
+def test_the_radar_lookup_first_recipe_trains_the_shipped_compiled_variants_shape():
+    """The recipe behind the shipped ``cpu/bfloat16/compiled`` RADAR: lookup first, with the 4-token branch it needs."""
+    script_args, training_args = radar_script.make_parser().parse_args_and_config(
+        args=["--config", str(RECIPES / "radar_smollm2_compiled_lookup_first.yaml")]
+    )
+    assert script_args.lookup_first and script_args.lookup_tokens == 4 and training_args.allow_skip
+    shipped = RadarPolicy.from_pretrained(shipped_checkpoint("radar", "cpu/bfloat16/compiled"))
+    assert shipped.lookup_first and shipped.allow_skip and shipped.tree.total_tokens == script_args.total_tokens
+    assert shipped.tree.depth == script_args.depth and shipped.trained_with_lookup_tokens == script_args.lookup_tokens

@@ -28,10 +28,13 @@ SHIPPED = {
 #: curve (trained on an AVX512-BF16 EPYC's profile, buckets 2/8/12/16/32, with the 4-token branch, ``lookup_first``:
 #: trainers/recipes/ltd_smollm2_compiled_lookup_first.yaml): live on Spec-Bench 13 x 10 1.010x the best static tree
 #: (LookupFirstPolicy 2/4/8 + branch; bootstrap 0.99-1.03x), 2.32x stock-compiled+sized (its card; results/README.md,
-#: issue 32, session 67).
+#: issue 32, session 67). RADAR on the compiled bfloat16 curve (the same profile, ``lookup_first``, all 100 held-out
+#: 2-turn conversations: trainers/recipes/radar_smollm2_compiled_lookup_first.yaml): live on Spec-Bench 13 x 10 0.996x
+#: that static tree (bootstrap 0.986-1.005x), a tie (its card; results/README.md, issue 32, session 68).
 SHIPPED_FOR_CURVE: dict[tuple[str, str], str] = {
     ("radar", "cpu/float32/compiled"): "radar-smollm2-135m-instruct-fp32-compiled",
     ("ltd", "cpu/bfloat16/compiled"): "ltd-smollm2-135m-instruct-bf16-compiled",
+    ("radar", "cpu/bfloat16/compiled"): "radar-smollm2-135m-instruct-bf16-compiled",
 }
 
 
