@@ -1,0 +1,42 @@
+"""Session 68: the three learned policies with `lookup_first=True`, trained on the 100-conversation 2-turn held-out
+recording (train_lookup_first_all.sh), replayed against LookupFirstPolicy 2/4/8 (the best static tree live in
+sessions 66-67), 1/4/4, the shipped LTD (lookup_first, 48 conversations) and session 64's RADAR and Re-SpS (trained
+without lookup_first), on the 100-conversation recording (which the policies trained on, whole but for their held-out
+prompts) and on the Spec-Bench first-turn recording, all with the 4-token branch (log: replay_lookup_first_all.log):
+
+    python results/policies_compiled/avx512_bf16/replay_lookup_first_all.py
+"""
+import torch
+
+from hf_adaptive_spec.environments import MultiReplayEnvironment, load_recording
+from hf_adaptive_spec.policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+profile = HardwareProfile.load("results/policies_compiled/avx512_bf16/profile_bf16_compiled_avx512.json")
+policies = {
+    "1/4/4": StaticTreePolicy(1, 4, 4), "lookup-first 2/4/8": LookupFirstPolicy(2, 4, 8),
+    "LTD shipped (lookup-first, 48 conv.)": "hf_adaptive_spec/checkpoints/ltd-smollm2-135m-instruct-bf16-compiled",
+    "RADAR session 64": "artifacts/radar-smollm2-bf16-compiled-avx512",
+    "Re-SpS session 64": "artifacts/resps-smollm2-bf16-compiled-avx512",
+    "LTD lookup-first 100": "artifacts/ltd-smollm2-bf16-compiled-avx512-lookup-first-100",
+    "RADAR lookup-first 100": "artifacts/radar-smollm2-bf16-compiled-avx512-lookup-first-100",
+    "Re-SpS lookup-first 100": "artifacts/resps-smollm2-bf16-compiled-avx512-lookup-first-100",
+}
+policies = {label: AutoDraftPolicy.from_pretrained(p) if isinstance(p, str) else p for label, p in policies.items()}
+for name in ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/replay/specbench13-d6k4-shipped"):
+    # Re-SpS reads target features: the multi-recording environment passes them (one recording, top-k 4)
+    environment = MultiReplayEnvironment([load_recording(name)], profile, lookup_tokens=4)
+    replayed = {}
+    for label, policy in policies.items():
+        replayed[label] = environment.replay(policy)
+        if hasattr(policy, "end_episode"):
+            policy.end_episode()
+    base, best_static = (replayed[label].tokens_per_second for label in ("1/4/4", "lookup-first 2/4/8"))
+    print(f"{name} ({environment.num_prompts} prompts):")
+    for label, r in replayed.items():
+        cycles = r.all_cycles
+        policy_ms = 1e3 * sum(c.policy_time for c in cycles) / len(cycles)
+        print(f"  {label}: tau {r.mean_accepted_tokens:.3f}, {r.tokens_per_second:.1f} tok/s, "
+              f"{r.tokens_per_second / base:.3f}x 1/4/4, {r.tokens_per_second / best_static:.3f}x lookup-first 2/4/8, "
+              f"policy {policy_ms:.3f} ms/cycle", flush=True)
