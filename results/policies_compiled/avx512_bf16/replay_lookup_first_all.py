@@ -11,6 +11,7 @@ import torch
 from hf_adaptive_spec.environments import MultiReplayEnvironment, load_recording
 from hf_adaptive_spec.policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
 from hf_adaptive_spec.profiling import HardwareProfile
+from replay_table import print_replayed  # beside this script
 
 torch.set_num_threads(1)
 profile = HardwareProfile.load("results/policies_compiled/avx512_bf16/profile_bf16_compiled_avx512.json")
@@ -32,11 +33,4 @@ for name in ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/repla
         replayed[label] = environment.replay(policy)
         if hasattr(policy, "end_episode"):
             policy.end_episode()
-    base, best_static = (replayed[label].tokens_per_second for label in ("1/4/4", "lookup-first 2/4/8"))
-    print(f"{name} ({environment.num_prompts} prompts):")
-    for label, r in replayed.items():
-        cycles = r.all_cycles
-        policy_ms = 1e3 * sum(c.policy_time for c in cycles) / len(cycles)
-        print(f"  {label}: tau {r.mean_accepted_tokens:.3f}, {r.tokens_per_second:.1f} tok/s, "
-              f"{r.tokens_per_second / base:.3f}x 1/4/4, {r.tokens_per_second / best_static:.3f}x lookup-first 2/4/8, "
-              f"policy {policy_ms:.3f} ms/cycle", flush=True)
+    print_replayed(name, environment.num_prompts, replayed)
