@@ -181,3 +181,12 @@ def test_a_sampled_lookup_first_policy_verifies_a_matched_chain(llama):
     stats = out.speculation
     assert any(verified > 1 and depth == 0 for verified, depth in zip(stats.verified_tokens, stats.draft_depths))
     assert TreeConfig(2, 3, 5, sample_drafts=True).plain_step() == TreeConfig(0, 3, 1)
+
+
+def test_static_tree_policy_keeps_the_whole_tree_and_picks_the_lookup_first_class():
+    from hf_adaptive_spec.policies.static import static_tree_policy
+
+    tree = hfas.TreeConfig(depth=2, top_k=3, total_tokens=6, sample_drafts=True)
+    for lookup_first, policy_class in ((False, hfas.StaticTreePolicy), (True, hfas.LookupFirstPolicy)):
+        policy = static_tree_policy(tree, lookup_first)
+        assert type(policy) is policy_class and policy.config == tree

@@ -58,7 +58,8 @@ class LookupFirstPolicy(StaticTreePolicy, artifact_type="hf_adaptive_spec.policy
 
 
 def static_tree_policy(tree: TreeConfig, lookup_first: bool = False) -> StaticTreePolicy:
-    """The static policy of ``tree``'s shape: a :class:`LookupFirstPolicy` with ``lookup_first`` (the static tree a
-    lookup-first learned policy is compared with), else a :class:`StaticTreePolicy`."""
+    """The static policy of ``tree`` (its shape and ``sample_drafts``): a :class:`LookupFirstPolicy` with
+    ``lookup_first`` (the static tree a lookup-first learned policy is compared with), else a
+    :class:`StaticTreePolicy`."""
     policy_class = LookupFirstPolicy if lookup_first else StaticTreePolicy
-    return policy_class(depth=tree.depth, top_k=tree.top_k, total_tokens=tree.total_tokens)
+    return policy_class(tree.depth, tree.top_k, tree.total_tokens, sample_drafts=tree.sample_drafts)

@@ -93,7 +93,8 @@ def _check_cached_dataset(script_args: RadarScriptArguments, dataset: RadarDatas
     if differ:
         raise ValueError(
             f"{script_args.dataset_path} already holds a RADAR dataset, built with other settings than asked: "
-            f"{'; '.join(differ)}. Drop those settings to train on it, or pass a new dataset_path to build another."
+            f"{'; '.join(differ)}. Give the dataset's own settings (or leave them unset) to train on it, or pass a new "
+            "dataset_path to build another."
         )
 
 

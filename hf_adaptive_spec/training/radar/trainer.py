@@ -292,6 +292,8 @@ class RadarTrainer(SpecTrainer):
         skip = " After its first draft call it may also skip: verify no drafted token, a plain decoding step."
         best = self.state.best_metric
         selected = f" Best held-out modelled {self.args.metric_for_best_model} so far: {best:.2f}." if best else ""
+        if best and policy.lookup_first:  # the dataset holds only the cycles where the branch did not match
+            selected += " It counts the cycles where the prompt-lookup branch did not match (those the policy decides)."
         return render_card(
             "policy",
             method="radar",
