@@ -100,10 +100,11 @@ def test_trained_with_lookup_tokens_is_saved_and_checked(tmp_path, policy_class,
 def test_the_shipped_learned_policies_record_the_branch_they_were_trained_with():
     """Each was trained with the 4-token branch matching n-grams of up to 2 tokens (its card's command has
     --lookup_tokens 4, and --lookup_ngram_size 2 or none, whose default is 2: session 58's
-    results/policies_eager/avx2_fp32/retrain.sh, RADAR's compiled float32 one and LTD's compiled bfloat16 one)."""
+    results/policies_eager/avx2_fp32/retrain.sh, RADAR's compiled float32 one, LTD's and RADAR's compiled bfloat16
+    ones)."""
     folders = [path.parent for path in hfas.shipped_checkpoint("ltd").parent.glob("*/config.json")]
     learned = [f for f in folders if json.loads((f / "config.json").read_text()).get("trained_on")]
-    assert len(learned) == 5  # the three defaults, RADAR for compiled float32, LTD for compiled bfloat16
+    assert len(learned) == 6  # the three defaults, RADAR for compiled float32, LTD and RADAR for compiled bfloat16
     for folder in learned:
         assert json.loads((folder / "config.json").read_text())["trained_with_lookup_tokens"] == 4, folder.name
         assert json.loads((folder / "config.json").read_text())["trained_with_lookup_ngram_size"] == 2, folder.name
