@@ -62,11 +62,7 @@ class RadarDataset(Dataset):
     lookup_first: bool = False
 
     def __post_init__(self) -> None:
-        if self.lookup_first and not self.lookup_tokens:
-            raise ValueError(
-                "A lookup_first RADAR dataset leaves out the positions where the prompt-lookup branch matched, so it "
-                "needs the branch: build it with lookup_tokens=N (script: --lookup_tokens N), or drop lookup_first."
-            )
+        _check_lookup_first(self.lookup_first, self.lookup_tokens)
         n, depth, k = len(self.prompt_index), self.tree_config.depth, self.tree_config.top_k
         if self.skip_accepted is None:
             self.skip_accepted = torch.zeros(n, dtype=torch.long)
@@ -149,6 +145,15 @@ class RadarDataset(Dataset):
         lookup = {name: meta[name] for name in ("lookup_tokens", "lookup_ngram_size")}
         lookup["lookup_first"] = meta.get("lookup_first", False)  # saved before 2026-12-03: every position kept
         return cls(TreeConfig(**meta["tree_config"]), **{name: tensors[name] for name in _TENSORS}, **lookup)
+
+
+def _check_lookup_first(lookup_first: bool, lookup_tokens: int) -> None:
+    if lookup_first and not lookup_tokens:
+        raise ValueError(
+            "A lookup_first RADAR dataset leaves out the positions where the prompt-lookup branch matched, so it "
+            "needs the branch: pass lookup_tokens=N (script: --lookup_tokens N; or a ReplayEnvironment built with it), "
+            "or drop lookup_first."
+        )
 
 
 class _BeamScoreRecorder(DraftPolicy):
@@ -268,11 +273,7 @@ def build_radar_dataset(
     """
     environment = _radar_environment(source, lookup_tokens, lookup_ngram_size)
     config = _radar_tree_config(environment, depth, total_tokens)
-    if lookup_first and not environment.lookup_tokens:
-        raise ValueError(
-            "build_radar_dataset(lookup_first=True) leaves out the positions where the prompt-lookup branch matched, "
-            "so it needs the branch: pass lookup_tokens=N (or an environment built with it), or drop lookup_first."
-        )
+    _check_lookup_first(lookup_first, environment.lookup_tokens)  # before the replays, not after them
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in _TENSORS}
     for p in range(len(environment.recording.prompts)) if prompts is None else prompts:
         for position in range(len(environment.recording.prompts[p])):
