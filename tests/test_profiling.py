@@ -479,6 +479,33 @@ def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp
     assert cli.main(argv) == 0 and HardwareProfile.load(tmp_path / "profile.json").recommendation is not None
 
 
+def test_profile_times_the_lookup_first_cycles_own_bucket_unless_buckets_are_given(tmp_path, monkeypatch):
+    """Left out, ``--buckets`` is the engine's plus ``1 + L`` for each ranked branch length ``L`` on the static path:
+    where the branch matched a lookup-first cycle verifies the root and the chain alone, in its own bucket."""
+    from hf_adaptive_spec.environments import record_replay
+    from hf_adaptive_spec.generation.static_path import DEFAULT_BUCKETS
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    model = tiny_model("llama")
+    folder = tmp_path / "recording"
+    record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
+                  TreeConfig(depth=2, top_k=2, total_tokens=4), 8).save(folder)
+    timed = []
+
+    def measured(args):
+        timed.append(tuple(args.buckets))
+        raise KeyboardInterrupt  # the buckets are all this test reads
+
+    monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
+    monkeypatch.setattr(cli, "measure_profile", measured)
+    for extra in (["--compile", "--lookup-tokens", "0,4"], ["--static", "--lookup-tokens", "1,2,4"],
+                  ["--compile", "--lookup-tokens", "0,4", "--buckets", "2,8"], ["--compile"], ["--lookup-tokens", "4"]):
+        with pytest.raises(KeyboardInterrupt):
+            cli.main(["--recording", str(folder), "--json", str(tmp_path / "profile.json"), *extra])
+    assert timed == [(5, *DEFAULT_BUCKETS), (2, 3, 5, *DEFAULT_BUCKETS), (2, 8), DEFAULT_BUCKETS, DEFAULT_BUCKETS]
+
+
 def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):
     from hf_adaptive_spec.environments.static_grid import RankedTree
     from hf_adaptive_spec.profiling import ranking

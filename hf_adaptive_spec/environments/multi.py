@@ -47,6 +47,22 @@ def _common_length(trees_per_recording: list[list]) -> int:
     return length
 
 
+def _check_same_generations(recordings: list[ReplayRecording]) -> None:
+    """Refuse recordings that cannot hold the same generations: another length limit (the lookup chain's room and
+    where generations end), vocabulary or end tokens."""
+
+    def settings(recording: ReplayRecording) -> tuple:
+        return recording.max_new_tokens, recording.vocab_size, tuple(recording.eos_token_ids)
+
+    differing = sorted({settings(recording) for recording in recordings})
+    if len(differing) > 1:
+        raise ValueError(
+            f"The recordings were made with different settings (max_new_tokens, vocab size, eos tokens): {differing}. "
+            "A policy that switches top_k replays the same generations on each: record every top_k with the same "
+            "target, --max-new-tokens and prompts."
+        )
+
+
 class MultiReplayEnvironment(ReplayLoop):
     """Replay environments keyed by ``top_k``, over the same recorded generations.
 
@@ -71,6 +87,8 @@ class MultiReplayEnvironment(ReplayLoop):
         lookup_tokens: int = 0,
         lookup_ngram_size: int = 2,
     ):
+        recordings = list(recordings)
+        _check_same_generations(recordings)
         self.environments: dict[int, ReplayEnvironment] = {}
         for recording in recordings:
             top_k = recording.tree_config.top_k

@@ -65,6 +65,15 @@ def _environment(recordings, **lookup) -> MultiReplayEnvironment:
     return MultiReplayEnvironment(recordings, _profile(), **lookup)
 
 
+@pytest.mark.parametrize("setting, value",
+                         [("max_new_tokens", MAX_NEW + 4), ("eos_token_ids", (5,)), ("vocab_size", 7)])
+def test_recordings_of_other_generation_settings_are_refused(setup, setting, value):
+    _, _, recordings = setup
+    other = dataclasses.replace(recordings[1], **{setting: value})
+    with pytest.raises(ValueError, match="different settings .*max_new_tokens.*--max-new-tokens"):
+        _environment([recordings[0], other, *recordings[2:]])
+
+
 def test_recordings_with_more_prompts_replay_the_common_ones(setup):
     _, _, recordings = setup
     shorter = dataclasses.replace(recordings[0], prompts=recordings[0].prompts[:3])
