@@ -6,25 +6,18 @@ shipped LTD (trained on session 64's profile) and the static trees, replayed wit
 """
 import torch
 
-from hf_adaptive_spec.environments import MultiReplayEnvironment, load_recording
-from hf_adaptive_spec.policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
+from hf_adaptive_spec.policies import LookupFirstPolicy, StaticTreePolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from replay_table import print_replayed  # beside this script
+from replay_table import replay_and_print  # beside this script
 
 torch.set_num_threads(1)
 profile = HardwareProfile.load("results/policies_compiled/avx512_bf16/profile_bf16_compiled_avx512_bucket5.json")
 policies = {
-    "1/4/4": StaticTreePolicy(1, 4, 4), "2/4/8": StaticTreePolicy(2, 4, 8), "lookup-first 2/4/8": LookupFirstPolicy(2, 4, 8),
+    "1/4/4": StaticTreePolicy(1, 4, 4), "2/4/8": StaticTreePolicy(2, 4, 8),
+    "lookup-first 2/4/8": LookupFirstPolicy(2, 4, 8),
     "LTD shipped (session 64's profile)": "hf_adaptive_spec/checkpoints/ltd-smollm2-135m-instruct-bf16-compiled",
     "RADAR shipped (session 64's profile)": "hf_adaptive_spec/checkpoints/radar-smollm2-135m-instruct-bf16-compiled",
     "LTD lookup-first 100, bucket-5 profile": "artifacts/ltd-smollm2-bf16-compiled-avx512-lookup-first-100-bucket5",
 }
-policies = {label: AutoDraftPolicy.from_pretrained(p) if isinstance(p, str) else p for label, p in policies.items()}
-for name in ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/replay/specbench13-d6k4-shipped"):
-    environment = MultiReplayEnvironment([load_recording(name)], profile, lookup_tokens=4)
-    replayed = {}
-    for label, policy in policies.items():
-        replayed[label] = environment.replay(policy)
-        if hasattr(policy, "end_episode"):
-            policy.end_episode()
-    print_replayed(name, environment.num_prompts, replayed)
+recordings = ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/replay/specbench13-d6k4-shipped")
+replay_and_print(profile, policies, recordings)

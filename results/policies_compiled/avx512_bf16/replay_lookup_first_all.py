@@ -8,10 +8,9 @@ prompts) and on the Spec-Bench first-turn recording, all with the 4-token branch
 """
 import torch
 
-from hf_adaptive_spec.environments import MultiReplayEnvironment, load_recording
-from hf_adaptive_spec.policies import AutoDraftPolicy, LookupFirstPolicy, StaticTreePolicy
+from hf_adaptive_spec.policies import LookupFirstPolicy, StaticTreePolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from replay_table import print_replayed  # beside this script
+from replay_table import replay_and_print  # beside this script
 
 torch.set_num_threads(1)
 profile = HardwareProfile.load("results/policies_compiled/avx512_bf16/profile_bf16_compiled_avx512.json")
@@ -24,13 +23,5 @@ policies = {
     "RADAR lookup-first 100": "artifacts/radar-smollm2-bf16-compiled-avx512-lookup-first-100",
     "Re-SpS lookup-first 100": "artifacts/resps-smollm2-bf16-compiled-avx512-lookup-first-100",
 }
-policies = {label: AutoDraftPolicy.from_pretrained(p) if isinstance(p, str) else p for label, p in policies.items()}
-for name in ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/replay/specbench13-d6k4-shipped"):
-    # Re-SpS reads target features: the multi-recording environment passes them (one recording, top-k 4)
-    environment = MultiReplayEnvironment([load_recording(name)], profile, lookup_tokens=4)
-    replayed = {}
-    for label, policy in policies.items():
-        replayed[label] = environment.replay(policy)
-        if hasattr(policy, "end_episode"):
-            policy.end_episode()
-    print_replayed(name, environment.num_prompts, replayed)
+recordings = ("artifacts/replay/heldout-2turns100-d6k4-shipped", "artifacts/replay/specbench13-d6k4-shipped")
+replay_and_print(profile, policies, recordings)
