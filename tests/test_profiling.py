@@ -255,6 +255,7 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     assert with_buckets.buckets == [2, 4] and len(with_buckets.bucket_seconds) == 2
     assert "bucket   2 inside generate" in capsys.readouterr().out
     for bad, message in ((["--buckets", "2,4"], "--buckets sets the static path's verification sizes: add --static"),
+                         (["--buckets", "8,12,16,32"], "--buckets sets the static path's verification sizes"),
                          (["--static", "--buckets", "1,4"], "give sizes >= 2"),
                          (["--static", "--buckets", "two"], "--buckets: Buckets are sizes separated by commas")):
         with pytest.raises(SystemExit):

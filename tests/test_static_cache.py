@@ -470,3 +470,18 @@ def test_a_committed_step_returns_its_last_rows_outputs_alone():
             (last,) = steps.run("committed", (model,), (tokens,), torch.arange(new), causal, 0, last_row_only=True)
         assert every.shape[0] == new and last.shape[0] == 1
         torch.testing.assert_close(last, every[-1:])
+
+
+def test_a_lookup_branch_longer_than_the_largest_bucket_holds_is_refused_before_decoding():
+    """The chain and the root must fit the largest bucket; otherwise the first long match would fail mid-call."""
+    model = tiny_model("llama")
+    fast_path(model, buckets=(4, 8))
+    ids = prompt(12, seed=3)
+    kwargs = dict(max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                  assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static")
+    refusal = r"prompt_lookup_num_tokens=8 verifies up to 9 .* at most 8 .*prompt_lookup_num_tokens <= 7, or add a "
+    with pytest.raises(ValueError, match=refusal + r"bucket of at least 9: .*buckets=\(4, 8, 9\)"):
+        model.generate(ids, prompt_lookup_num_tokens=8, **kwargs)
+    out = model.generate(ids, prompt_lookup_num_tokens=7, **kwargs)
+    assert torch.equal(out, model.generate(ids, max_new_tokens=12, do_sample=False))
+

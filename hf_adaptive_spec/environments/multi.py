@@ -36,8 +36,12 @@ class _Chosen(DraftPolicy):
         return self.policy.num_tokens_to_verify(info)
 
 
-def _common_length(trees_per_recording: list[list]) -> int:
-    """Positions at which every recording holds the same generation."""
+def _common_length(recordings: list[ReplayRecording], prompt: int) -> int:
+    """Positions of ``prompt`` at which every recording holds the same generation (none where the prompt's ids, as
+    the recordings that keep them hold them, differ: another prompt, whatever tokens its generation shares)."""
+    if len({tuple(r.prompt_ids[prompt]) for r in recordings if r.prompt_ids}) > 1:
+        return 0
+    trees_per_recording = [r.prompts[prompt] for r in recordings]
     length = min(len(trees) for trees in trees_per_recording)
     first = trees_per_recording[0]
     for position in range(length):
@@ -52,14 +56,14 @@ def _check_same_generations(recordings: list[ReplayRecording]) -> None:
     where generations end), vocabulary or end tokens."""
 
     def settings(recording: ReplayRecording) -> tuple:
-        return recording.max_new_tokens, recording.vocab_size, tuple(recording.eos_token_ids)
+        return recording.max_new_tokens, recording.vocab_size, tuple(sorted(set(recording.eos_token_ids)))
 
-    differing = sorted({settings(recording) for recording in recordings})
-    if len(differing) > 1:
+    by_top_k = {recording.tree_config.top_k: settings(recording) for recording in recordings}
+    if len(set(by_top_k.values())) > 1:
         raise ValueError(
-            f"The recordings were made with different settings (max_new_tokens, vocab size, eos tokens): {differing}. "
-            "A policy that switches top_k replays the same generations on each: record every top_k with the same "
-            "target, --max-new-tokens and prompts."
+            "The recordings were made with different settings (max_new_tokens, vocab size, eos tokens), by top_k: "
+            f"{by_top_k}. A policy that switches top_k replays the same generations on each: record every top_k with "
+            "the same target, --max-new-tokens and prompts."
         )
 
 
@@ -99,12 +103,21 @@ class MultiReplayEnvironment(ReplayLoop):
             raise ValueError("MultiReplayEnvironment needs at least one recording.")
         self.profile = profile
         self.lookup_tokens, self.lookup_ngram_size = lookup_tokens, lookup_ngram_size
+        chains: dict = {}  # the replayed positions hold the same prompt and generation on every recording (lengths)
+        for environment in self.environments.values():
+            environment.lookup_chains = chains  # so a cycle's state and its replay on another top_k find it once
         ordered = [env.recording for _, env in sorted(self.environments.items())]
         counts = sorted({len(r.prompts) for r in ordered})
         if len(counts) > 1:  # the recorder's prompt order is seeded: the shorter recordings hold a prefix
             logger.warning("The recordings hold %s prompts: replaying the first %d, common to all.", counts, counts[0])
         self.reference = max(ordered, key=lambda r: (len(r.feature_layers), -r.tree_config.top_k))
-        self.lengths = [_common_length([r.prompts[p] for r in ordered]) for p in range(counts[0])]
+        self.lengths = [_common_length(ordered, p) for p in range(counts[0])]
+        if len(ordered) > 1 and not any(self.lengths):
+            raise ValueError(
+                "The recordings share no generation: each prompt differs from its first position. A policy that "
+                "switches top_k replays the same generations on each: record every top_k from the same prompts "
+                "(the same --prompts, --start and --seed) with the same target."
+            )
         for p, length in enumerate(self.lengths):
             if length < len(self.reference.prompts[p]):
                 logger.warning("Recordings disagree on prompt %d from position %d: replaying up to there.", p, length)

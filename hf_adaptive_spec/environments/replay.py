@@ -242,6 +242,9 @@ class ReplayEnvironment(ReplayLoop):
         self.sequences: list[torch.Tensor] = []  # per prompt, its ids and generation ([T]), for the lookup
         if lookup_tokens:
             self.sequences = [torch.tensor(recording.sequence(p)) for p in range(len(recording.prompts))]
+        #: (prompt, position, lookup_tokens, ngram size) -> the cycle's lookup chain, found once; environments replaying
+        #: the same generations may share one (MultiReplayEnvironment does)
+        self.lookup_chains: dict[tuple[int, int, int, int], tuple[int, ...]] = {}
 
     def check_config(self, config: TreeConfig) -> None:
         """Raise unless the recording contains every tree ``config`` can build (depth 0 builds none)."""
@@ -307,12 +310,17 @@ class ReplayEnvironment(ReplayLoop):
 
     def lookup_chain(self, prompt: int, position: int) -> list[int]:
         """The prompt-lookup chain the cycle at ``position`` grafts (none without ``lookup_tokens``), computed before
-        the policy as ``generate`` computes it: at most ``lookup_tokens``, and no longer than the generation's room."""
+        the policy as ``generate`` computes it: at most ``lookup_tokens``, and no longer than the generation's room.
+        Found once per cycle: a policy's state and its replay, and every later epoch over the recording, reuse it."""
         room = self._room(prompt, position)
         if not self.lookup_tokens or room <= 0:
             return []
-        context_tokens = self.sequences[prompt][: self.recording.prompts[prompt][position].context_length]
-        return lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+        key = (prompt, position, self.lookup_tokens, self.lookup_ngram_size)
+        if key not in self.lookup_chains:
+            context_tokens = self.sequences[prompt][: self.recording.prompts[prompt][position].context_length]
+            chain = lookup_continuation(context_tokens, self.lookup_ngram_size, min(self.lookup_tokens, room))
+            self.lookup_chains[key] = tuple(chain)
+        return list(self.lookup_chains[key])
 
     @property
     def num_prompts(self) -> int:

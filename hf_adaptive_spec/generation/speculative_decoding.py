@@ -271,6 +271,14 @@ class _Decoder:
         self.accept = accept_sampling if config.do_sample else accept_greedy
         self.builder: TreeBuilder | None = None  # once the prefill shows the target's vocabulary
         self.capacity = target.path.largest_bucket if isinstance(target, StaticTarget) else None
+        if self.capacity is not None and lookup.num_tokens >= self.capacity:  # else a long match fails mid-call
+            raise ValueError(
+                f"prompt_lookup_num_tokens={lookup.num_tokens} verifies up to {lookup.num_tokens + 1} tokens per cycle "
+                f"(the chain and the cycle's root), but the static-cache path verifies at most {self.capacity} (its "
+                f"largest bucket): pass prompt_lookup_num_tokens <= {self.capacity - 1}, or add a bucket of at least "
+                f"{lookup.num_tokens + 1}: hf_adaptive_spec.fast_path(model, buckets="
+                f"{(*target.path.buckets, lookup.num_tokens + 1)}) before generate."
+            )
         self.stats = SpeculationStats()
 
     def run(self, out: _Output, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:

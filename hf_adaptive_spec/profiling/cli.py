@@ -257,13 +257,12 @@ def parse_buckets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     static = args.static or args.compile
     if args.buckets is None:
         return default_buckets(args.lookup_tokens) if static else DEFAULT_BUCKETS
+    if not static:  # the eager path verifies any size: given alone the sizes would be ignored
+        parser.error("--buckets sets the static path's verification sizes: add --static or --compile")
     try:
-        buckets = buckets_from_text(args.buckets)
+        return buckets_from_text(args.buckets)
     except ValueError as error:
         parser.error(f"--buckets: {error}")
-    if buckets != DEFAULT_BUCKETS and not static:
-        parser.error("--buckets sets the static path's verification sizes: add --static or --compile")
-    return buckets
 
 
 def default_buckets(lookup_tokens: list[int]) -> tuple[int, ...]:

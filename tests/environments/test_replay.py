@@ -197,6 +197,33 @@ def test_replayed_lookup_branch_accepts_what_the_context_repeats():
     assert [c.drafter_accepted_length for c in cycles] == [0, 0]  # the lookup chain's, not the drafter's 9
 
 
+def test_the_replay_finds_each_cycles_lookup_chain_once_however_often_it_is_replayed(monkeypatch):
+    import hf_adaptive_spec.environments.replay as replay
+
+    prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
+    sequence = prompt_ids + generated
+    trees = [
+        ReplayTree(context_length=len(prompt_ids) + t + 1, tokens=[sequence[len(prompt_ids) + t], 9], parents=[-1, 0],
+                   depths=[0, 1], scores=[0.0, -0.1], target_next=[sequence[len(prompt_ids) + t + 1], -1])
+        for t in range(len(generated) - 1)
+    ]
+    recording = ReplayRecording(TreeConfig(depth=1, top_k=1, total_tokens=2), 10, len(generated), [trees],
+                                prompt_ids=[prompt_ids])
+    searches, search = [], replay.lookup_continuation
+    monkeypatch.setattr(replay, "lookup_continuation", lambda *args: searches.append(args) or search(*args))
+    environment = ReplayEnvironment(recording, _profile(), lookup_tokens=3)
+    policy = hfas.StaticTreePolicy(depth=1, top_k=1, total_tokens=2)
+    first = [(c.accepted_length, c.verified_tokens) for c in environment.replay_prompt(0, policy)]
+    assert first == [(3, 5), (1, 3)] and len(searches) == 2
+    for _ in range(3):  # later epochs, and the state a policy is shown, read the chain found the first time
+        assert [(c.accepted_length, c.verified_tokens) for c in environment.replay_prompt(0, policy)] == first
+        assert [len(environment.lookup_chain(0, position)) for position in (0, 4)] == [3, 1]
+    assert len(searches) == 2
+    chain = environment.lookup_chain(0, 0)
+    chain.append(7)  # a caller's list is its own
+    assert environment.lookup_chain(0, 0) == [4, 5, 1]
+
+
 def test_replaying_a_lookup_branch_needs_the_prompt_ids():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 8)

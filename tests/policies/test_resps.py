@@ -74,12 +74,44 @@ def test_recordings_of_other_generation_settings_are_refused(setup, setting, val
         _environment([recordings[0], other, *recordings[2:]])
 
 
+def test_the_same_end_tokens_in_another_order_are_the_same_setting(setup):
+    _, _, recordings = setup
+    ordered = [dataclasses.replace(r, eos_token_ids=(3, 2) if i % 2 else (2, 3)) for i, r in enumerate(recordings)]
+    assert _environment(ordered).lengths == _environment(recordings).lengths
+
+
 def test_recordings_with_more_prompts_replay_the_common_ones(setup):
     _, _, recordings = setup
     shorter = dataclasses.replace(recordings[0], prompts=recordings[0].prompts[:3])
     environment = _environment([shorter, *recordings[1:]])
     assert environment.num_prompts == 3
     assert environment.lengths == _environment(recordings).lengths[:3]
+
+
+def test_recordings_of_other_prompts_are_refused_and_a_prompt_that_differs_is_not_replayed(setup):
+    _, _, recordings = setup
+    others = dataclasses.replace(recordings[1], prompt_ids=[[*ids, 7] for ids in recordings[1].prompt_ids])
+    with pytest.raises(ValueError, match="share no generation.*same --prompts, --start and --seed"):
+        _environment([recordings[0], others, *recordings[2:]])
+    first_differs = dataclasses.replace(recordings[1], prompt_ids=[[7, *recordings[1].prompt_ids[0][1:]],
+                                                                   *recordings[1].prompt_ids[1:]])
+    environment = _environment([recordings[0], first_differs, *recordings[2:]])
+    assert environment.lengths[0] == 0 < min(environment.lengths[1:])  # its trees agree, its prompt does not
+    assert environment.lengths[1:] == _environment(recordings).lengths[1:]
+
+
+def test_a_cycle_replayed_on_another_top_k_than_its_state_s_finds_its_lookup_chain_once(setup, monkeypatch):
+    import hf_adaptive_spec.environments.replay as replay
+
+    _, _, recordings = setup
+    environment = _environment(recordings, lookup_tokens=4)
+    other_top_k = max(environment.environments)
+    assert other_top_k != environment.reference.tree_config.top_k  # states come from the reference recording
+    searches, search = [], replay.lookup_continuation
+    monkeypatch.setattr(replay, "lookup_continuation", lambda *args: searches.append(args) or search(*args))
+    policy = hfas.StaticTreePolicy(depth=2, top_k=other_top_k, total_tokens=4)
+    cycles = [cycle for p in range(environment.num_prompts) for cycle in environment.replay_prompt(p, policy)]
+    assert 0 < len(searches) <= len(cycles)  # the state's search serves the replay on the other recording
 
 
 def test_action_grid_filter_on_a_hand_checked_case():

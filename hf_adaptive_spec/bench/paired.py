@@ -1,0 +1,161 @@
+"""Paired comparison of the methods of one bench run against one of them, question by question.
+
+In bfloat16 each method decodes a text of its own, so two methods' totals differ by speed and by how predictable
+each text was; over many questions the paired ratio and a bootstrap over questions say how sure a difference is.
+
+    python -m hf_adaptive_spec.bench.paired results/run.json --base eagle3-lookup-first@2/4/8+lookup+sized
+
+reads a report (``--json``'s file) or the progress file of a run still going.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BenchError
+from .progress import read_progress
+from .records import QuestionRecord
+from .summary import _throughput
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """One method against the base over the questions both ran.
+
+    Args:
+        method: the method compared; ``questions``: questions both ran.
+        total: tokens/s over all those questions, as a ratio of the base's (a ratio of sums).
+        median: the median of the per-question ratios; ``faster_in``: questions where the method was faster.
+        low, high: the 2.5% and 97.5% points of ``total`` over a bootstrap resampling the questions (None for a
+            single question).
+    """
+
+    method: str
+    questions: int
+    total: float
+    median: float
+    faster_in: int
+    low: float | None
+    high: float | None
+
+
+def compare_paired(
+    records: list[QuestionRecord], base: str, resamples: int = 2000, seed: int = 0
+) -> list[PairedComparison]:
+    """Every method of ``records`` against ``base``, in the order the methods first appear.
+
+    Raises:
+        BenchError: when no record is of ``base``.
+    """
+    by_method: dict[str, dict[int | str, QuestionRecord]] = {}
+    for record in records:
+        by_method.setdefault(record.method, {})[record.question_id] = record
+    if base not in by_method:
+        raise BenchError(f"no record of the base method {base!r}; the run's methods are {sorted(by_method)}")
+    return [
+        _compare(method, by_method[method], by_method[base], resamples, random.Random(seed))
+        for method in by_method
+    ]
+
+
+def _compare(
+    method: str,
+    records: dict[int | str, QuestionRecord],
+    base: dict[int | str, QuestionRecord],
+    resamples: int,
+    rng: random.Random,
+) -> PairedComparison:
+    pairs = [
+        (_tokens_and_seconds(records[q]), _tokens_and_seconds(base[q]))
+        for q in records
+        if q in base and _throughput(base[q].turns) > 0 and _throughput(records[q].turns) > 0
+    ]
+    ratios = [_total_ratio([pair]) for pair in pairs]
+    low = high = None
+    if len(pairs) > 1:
+        totals = sorted(_total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(resamples))
+        low, high = totals[int(0.025 * resamples)], totals[min(int(0.975 * resamples), resamples - 1)]
+    return PairedComparison(
+        method=method,
+        questions=len(pairs),
+        total=_total_ratio(pairs) if pairs else float("nan"),
+        median=statistics.median(ratios) if ratios else float("nan"),
+        faster_in=sum(ratio > 1 for ratio in ratios),
+        low=low,
+        high=high,
+    )
+
+
+def _tokens_and_seconds(record: QuestionRecord) -> tuple[int, float]:
+    return sum(turn.new_tokens for turn in record.turns), sum(turn.wall_time for turn in record.turns)
+
+
+def _total_ratio(pairs: list[tuple[tuple[int, float], tuple[int, float]]]) -> float:
+    tokens = sum(method[0] for method, _ in pairs)
+    seconds = sum(method[1] for method, _ in pairs)
+    base_tokens = sum(base[0] for _, base in pairs)
+    base_seconds = sum(base[1] for _, base in pairs)
+    return (tokens / seconds) / (base_tokens / base_seconds)
+
+
+def load_records(path: Path) -> list[QuestionRecord]:
+    """The records of a bench report (``.json``) or of a progress file (``.jsonl``)."""
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        return list(read_progress(path)[1].values())
+    try:
+        records = json.loads(path.read_text())["records"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise BenchError(
+            f"{path} is not a bench report (a JSON object with 'records'); give the file --json wrote, or its "
+            "progress file (.jsonl)"
+        ) from None
+    return [QuestionRecord.from_dict(record) for record in records]
+
+
+def _of_categories(records: list[QuestionRecord], categories: list[str]) -> list[QuestionRecord]:
+    unknown = sorted(set(categories) - {record.category for record in records})
+    if unknown:
+        raise BenchError(f"no question of --categories {unknown}; the run's are {sorted({r.category for r in records})}")
+    return [record for record in records if record.category in categories]
+
+
+def format_comparisons(comparisons: list[PairedComparison], base: str) -> str:
+    lines = [f"against {base} (tokens/s ratios; bootstrap 95% over questions)"]
+    for c in comparisons:
+        spread = f"  [{c.low:.3f}-{c.high:.3f}]" if c.low is not None and c.method != base else ""
+        lines.append(
+            f"{c.method:46s} n={c.questions:4d}  total {c.total:.3f}x  median {c.median:.3f}x  "
+            f"faster in {c.faster_in} of {c.questions}{spread}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hf_adaptive_spec.bench.paired", description=__doc__.split("\n")[0])
+    parser.add_argument("report", type=Path, help="a bench report (.json) or its progress file (.jsonl)")
+    parser.add_argument("--base", required=True, help="the method the others are compared with")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--categories", help="only the questions of these categories (comma-separated)")
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error(f"--resamples must be at least 1, got {args.resamples}")
+    try:
+        records = load_records(args.report)
+        if args.categories:
+            records = _of_categories(records, args.categories.split(","))
+        comparisons = compare_paired(records, args.base, args.resamples, args.seed)
+    except (BenchError, OSError) as error:
+        parser.exit(2, f"error: {error}\n")
+    print(format_comparisons(comparisons, args.base))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,80 @@
+"""The paired comparison: ratios of sums per method against a base, medians, and a bootstrap over questions."""
+
+import json
+
+import pytest
+
+from hf_adaptive_spec.bench.errors import BenchError
+from hf_adaptive_spec.bench.paired import compare_paired, load_records, main
+from hf_adaptive_spec.bench.records import QuestionRecord, TurnRecord
+
+
+def _record(question, method, tokens, seconds):
+    return QuestionRecord(question, "writing", method, [TurnRecord(0, tokens, seconds, None)])
+
+
+def _by_method(comparisons):
+    return {c.method: c for c in comparisons}
+
+
+def test_a_method_twice_as_fast_on_every_question_is_twice_as_fast_with_no_spread():
+    records = [_record(q, "base", 100, 2.0) for q in range(5)] + [_record(q, "fast", 100, 1.0) for q in range(5)]
+    fast = _by_method(compare_paired(records, "base"))["fast"]
+    assert (fast.questions, fast.total, fast.median, fast.faster_in) == (5, 2.0, 2.0, 5)
+    assert fast.low == fast.high == 2.0
+
+
+def test_the_total_is_a_ratio_of_sums_not_a_mean_of_the_per_question_ratios():
+    # base: 100 tokens in 1 s, then 100 tokens in 10 s; the method: 4x on the short question, 0.5x on the long one
+    records = [_record(0, "base", 100, 1.0), _record(1, "base", 100, 10.0)]
+    records += [_record(0, "m", 100, 0.25), _record(1, "m", 100, 20.0)]
+    m = _by_method(compare_paired(records, "base"))["m"]
+    assert m.total == pytest.approx((200 / 20.25) / (200 / 11.0))  # 0.543x: the long question dominates
+    assert m.median == pytest.approx((4.0 + 0.5) / 2)
+    assert m.faster_in == 1
+    assert m.low <= m.total <= m.high
+
+
+def test_only_questions_both_ran_are_paired_and_the_bootstrap_is_reproducible():
+    records = [_record(q, "base", 100, 1.0 + q) for q in range(6)]
+    records += [_record(q, "m", 100, 0.8 + q * 0.9) for q in range(4)]  # two questions not run yet
+    first, second = compare_paired(records, "base", seed=3), compare_paired(records, "base", seed=3)
+    assert _by_method(first)["m"].questions == 4
+    assert first == second
+
+
+def test_an_unknown_base_is_refused_with_the_run_s_methods():
+    with pytest.raises(BenchError, match=r"no record of the base method 'stok'.*'stock'"):
+        compare_paired([_record(0, "stock", 10, 1.0)], "stok")
+
+
+def test_the_command_reads_a_report_and_its_progress_file(tmp_path, capsys):
+    records = [_record(q, "base", 100, 2.0) for q in range(3)] + [_record(q, "fast", 100, 1.0) for q in range(3)]
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    progress = tmp_path / "run.progress.jsonl"
+    progress.write_text("\n".join([json.dumps({"settings": {}})] + [json.dumps(r.to_dict()) for r in records]) + "\n")
+    assert load_records(report) == load_records(progress) == records
+    assert main([str(report), "--base", "base"]) == 0
+    fast_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("fast"))
+    assert "total 2.000x" in fast_line and "faster in 3 of 3" in fast_line
+
+
+def test_a_file_that_is_not_a_report_is_refused(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(BenchError, match="is not a bench report"):
+        load_records(path)
+
+
+def test_the_command_compares_the_questions_of_the_categories_asked_and_refuses_a_category_not_run(tmp_path, capsys):
+    records = [_record(0, "base", 100, 2.0), _record(0, "fast", 100, 1.0)]
+    records += [QuestionRecord(1, "math", m, [TurnRecord(0, 100, 1.0, None)]) for m in ("base", "fast")]
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    assert main([str(report), "--base", "base", "--categories", "math"]) == 0
+    fast_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("fast"))
+    assert "n=   1" in fast_line and "total 1.000x" in fast_line
+    with pytest.raises(SystemExit):
+        main([str(report), "--base", "base", "--categories", "maths"])
+    assert "no question of --categories ['maths']; the run's are ['math', 'writing']" in capsys.readouterr().err
