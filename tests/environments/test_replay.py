@@ -178,8 +178,8 @@ def test_each_replayed_prompt_begins_a_generation_as_each_generate_call_does():
     assert policy.generations == 3  # through the online environment's recorder too
 
 
-def test_replayed_lookup_branch_accepts_what_the_context_repeats():
-    # the generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9
+def _repeating_recording() -> ReplayRecording:
+    """A depth-1 recording whose generation continues the prompt's pattern 1 2 3 4 5; the drafter always proposes 9."""
     prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
     sequence = prompt_ids + generated
     trees = [
@@ -187,8 +187,12 @@ def test_replayed_lookup_branch_accepts_what_the_context_repeats():
                    depths=[0, 1], scores=[0.0, -0.1], target_next=[sequence[len(prompt_ids) + t + 1], -1])
         for t in range(len(generated) - 1)
     ]
-    shape = TreeConfig(depth=1, top_k=1, total_tokens=2)
-    recording = ReplayRecording(shape, 10, len(generated), [trees], prompt_ids=[prompt_ids])
+    return ReplayRecording(TreeConfig(depth=1, top_k=1, total_tokens=2), 10, len(generated), [trees],
+                           prompt_ids=[prompt_ids])
+
+
+def test_replayed_lookup_branch_accepts_what_the_context_repeats():
+    recording = _repeating_recording()
     policy = hfas.StaticTreePolicy(depth=1, top_k=1, total_tokens=2)
     assert [c.accepted_length for c in ReplayEnvironment(recording, _profile()).replay_prompt(0, policy)] == [0] * 6
     cycles = ReplayEnvironment(recording, _profile(), lookup_tokens=3).replay_prompt(0, policy)
@@ -200,15 +204,7 @@ def test_replayed_lookup_branch_accepts_what_the_context_repeats():
 def test_the_replay_finds_each_cycles_lookup_chain_once_however_often_it_is_replayed(monkeypatch):
     import hf_adaptive_spec.environments.replay as replay
 
-    prompt_ids, generated = [1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 1, 2, 3, 4]
-    sequence = prompt_ids + generated
-    trees = [
-        ReplayTree(context_length=len(prompt_ids) + t + 1, tokens=[sequence[len(prompt_ids) + t], 9], parents=[-1, 0],
-                   depths=[0, 1], scores=[0.0, -0.1], target_next=[sequence[len(prompt_ids) + t + 1], -1])
-        for t in range(len(generated) - 1)
-    ]
-    recording = ReplayRecording(TreeConfig(depth=1, top_k=1, total_tokens=2), 10, len(generated), [trees],
-                                prompt_ids=[prompt_ids])
+    recording = _repeating_recording()
     searches, search = [], replay.lookup_continuation
     monkeypatch.setattr(replay, "lookup_continuation", lambda *args: searches.append(args) or search(*args))
     environment = ReplayEnvironment(recording, _profile(), lookup_tokens=3)
