@@ -56,7 +56,7 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass it with --recording")
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
     parser.add_argument("--json", default=None, help=f"where to write the profile (default: {default_profile_path()})")
     parser.add_argument("--model", default=None, help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -92,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="rank the --recording folders on the costs already in the profile at --json (nothing is "
                              "loaded or timed; the timing options are not read) and replace its recommendation: for "
                              "recordings that follow your use better, e.g. `record --turns 2`")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
     check_sizes(parser, args)
     args.buckets = parse_buckets(parser, args)
@@ -114,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.json) if args.json else default_profile_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     profile.save(path)
+    print_profile(profile, path, compile_seconds if args.compile else None)
+    return 0
+
+
+def print_profile(profile: HardwareProfile, path: Path, compile_seconds: float | None) -> None:
+    """What was timed, where it was saved, and the recommendation."""
     base = profile.verify_seconds[0]
     for n, s in zip(profile.verify_tokens, profile.verify_seconds):
         print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
@@ -126,11 +137,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
     print("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
         f"{tokens:.0f}: {1000 * seconds:.1f} ms" for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
-    if args.compile:
+    if compile_seconds is not None:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
     for line in instruction_set_lines(profile) + recommendation_lines(profile):
         print(line)
-    return 0
 
 
 def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings: list) -> int:
