@@ -164,6 +164,12 @@ def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespac
     ``--turns`` above 1, a :class:`Dialogue` of each question's first turns instead."""
     questions = load_questions(Path(args.questions), per_category=args.per_category)
     fitting = [q for q in questions if turn_prompt_ids(tokenizer, q.turns, []).shape[1] <= args.max_prompt_tokens]
+    if len(fitting) < len(questions):
+        left_out = [q.question_id for q in questions if q not in fitting]
+        logger.warning(
+            "%d of the %d questions are over --max-prompt-tokens %d and left out (question ids %s): raise "
+            "--max-prompt-tokens to record them", len(left_out), len(questions), args.max_prompt_tokens, left_out,
+        )
     chosen = fitting[args.start : args.start + args.num_prompts]
     if args.turns > 1:
         return [Dialogue(list(q.turns[: args.turns]), tokenizer, args.max_prompt_tokens) for q in chosen]

@@ -225,11 +225,13 @@ def question_cli(monkeypatch, char_tokenizer):
     return target, tokenizer
 
 
-def test_questions_are_recorded_as_the_bench_asks_them_and_trainers_refuse_them(question_cli, tmp_path):
+def test_questions_are_recorded_as_the_bench_asks_them_and_trainers_refuse_them(question_cli, tmp_path, caplog):
     target, tokenizer = question_cli
     questions, output = _question_file(tmp_path), tmp_path / "rec"
     argv = ["--output", str(output), "--questions", str(questions), "--per-category", "2", "--max-prompt-tokens", "60"]
-    assert cli.main(argv + ["--num-prompts", "3", *TREE]) == 0
+    with caplog.at_level("WARNING", logger=cli.logger.name):
+        assert cli.main(argv + ["--num-prompts", "3", *TREE]) == 0
+    assert "1 of the 5 questions are over --max-prompt-tokens 60 and left out (question ids [4])" in caplog.text
 
     # the first 2 per category, first turns only, the one over 60 tokens (question 4) left out, then 3 of them
     kept = [(1, "writing"), (2, "writing"), (5, "math")]
