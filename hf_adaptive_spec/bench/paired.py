@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import BenchError
 from .progress import read_progress
 from .records import QuestionRecord
-from .summary import _throughput
+from .summary import _per_question_speedups, _throughput
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _compare(
         for q in records
         if q in base and _throughput(base[q].turns) > 0 and _throughput(records[q].turns) > 0
     ]
-    ratios = [_total_ratio([pair]) for pair in pairs]
+    ratios = _per_question_speedups(list(records.values()), base)
     low = high = None
     if len(pairs) > 1:
         totals = sorted(_total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(resamples))
