@@ -10,6 +10,7 @@ from .data import (
     read_conversations,
     tokenize_conversation,
 )
+from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
 from .heldout import (
     HeldOutCurveCallback,
@@ -31,6 +32,7 @@ __all__ = [
     "ConversationStream",
     "Eagle3Config",
     "Eagle3Trainer",
+    "FeatureCache",
     "HeldOutCurveCallback",
     "HeldOutPoint",
     "HeldOutSet",
@@ -50,6 +52,7 @@ __all__ = [
     "padding_id",
     "read_conversations",
     "read_curve",
+    "target_signature",
     "tokenize_conversation",
     "ttt_loss",
     "ttt_unroll",

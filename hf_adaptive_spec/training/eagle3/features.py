@@ -6,6 +6,7 @@ import torch
 from transformers import Cache, PreTrainedModel
 
 from ...core.features import FeatureCapture, decoder_layers
+from .feature_cache import FeatureCache, read_through
 
 
 class TargetFeatures:
@@ -15,7 +16,13 @@ class TargetFeatures:
         target: the target causal LM (frozen, eval mode).
         layer_ids: the drafter's feature layers (``hidden_states`` numbering).
         draft_to_target: ``[draft_vocab]`` target ids of the draft vocabulary.
+
+    Attributes:
+        cache: a :class:`FeatureCache` the training batches read each conversation's outputs from when it holds them
+            (and store them in when it does not); None runs the target on every batch.
     """
+
+    cache: FeatureCache | None = None
 
     def __init__(self, target: PreTrainedModel, layer_ids: list[int], draft_to_target: torch.LongTensor):
         self.target = target.eval().requires_grad_(False)
@@ -40,5 +47,8 @@ class TargetFeatures:
 
     def __call__(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(features [B, S, len(layer_ids) * H], target_logits [B, S, draft_vocab])``."""
-        features, final_hidden = self.run(input_ids, attention_mask)
+        if self.cache is None:
+            features, final_hidden = self.run(input_ids, attention_mask)
+        else:
+            features, final_hidden = read_through(self.cache, self.run, input_ids, attention_mask)
         return features, self.draft_vocab_logits(final_hidden)

@@ -13,6 +13,7 @@ from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, check_base_model, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
+from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
 from .heldout import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .ttt import TTTBatch, ttt_loss
@@ -21,7 +22,8 @@ from .ttt import TTTBatch, ttt_loss
 class Eagle3Trainer(SpecTrainer):
     """Trains :class:`Eagle3DraftModel` with EAGLE-3's training-time test.
 
-    Target features are computed on the fly by the frozen ``target_model`` (it never trains).
+    Target features are computed on the fly by the frozen ``target_model`` (it never trains), or read from
+    ``args.feature_cache_dir`` for the conversations an earlier pass computed them for.
     Saves write the SpecForge checkpoint layout (safetensors) plus ``training_config.json``; no
     pickled training arguments. With a :class:`HeldOutCurveCallback`, every saved folder also holds
     the held-out learning curve so far (``heldout_curve.jsonl``).
@@ -51,9 +53,21 @@ class Eagle3Trainer(SpecTrainer):
         self.target_features = self._target_features_class(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
         )
+        self.target_features.cache = self._feature_cache(target_model, model.config.aux_hidden_state_layer_ids)
+        self._cache_counted = (0, 0)
+
+    def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> FeatureCache | None:
+        """``args.feature_cache_dir``'s cache (one folder per rank), or None."""
+        if not self.args.feature_cache_dir:
+            return None
+        directory = self.args.feature_cache_dir
+        if self.args.world_size > 1:
+            directory = os.path.join(directory, f"rank{self.args.process_index}")
+        return FeatureCache(directory, self.args.feature_cache_max_gb, target_signature(target_model, layer_ids))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
+        self._log_feature_cache()
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
         loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
         batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
@@ -65,6 +79,17 @@ class Eagle3Trainer(SpecTrainer):
             self._metrics[f"loss_step{step}"].append(step_loss)
             self._metrics[f"acc_step{step}"].append(accuracy)
         return (loss, {"loss": loss}) if return_outputs else loss
+
+    def _log_feature_cache(self) -> None:
+        """Log the share of this batch's conversations read from the feature cache, and how many rows it has had no
+        room for so far (those run the target every pass: raise feature_cache_max_gb if the disk allows)."""
+        cache = self.target_features.cache
+        if cache is None:
+            return
+        hits, misses = cache.hits - self._cache_counted[0], cache.misses - self._cache_counted[1]
+        self._cache_counted = (cache.hits, cache.misses)
+        self._metrics["feature_cache_hit_rate"].append(hits / max(1, hits + misses))
+        self._metrics["feature_cache_refused"].append(float(cache.refused))
 
     def _loss_weight(self, input_ids: torch.LongTensor) -> torch.Tensor | None:
         """``1 + copy_loss_weight`` on the tokens a prompt lookup would have proposed, 1 elsewhere (None: no weighting)."""

@@ -104,6 +104,10 @@ class PPOWTrainer(Eagle3Trainer):
         self._rollouts: dict[int, WindowRollout] = {}
         self._micro_step = 0
 
+    def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> None:
+        """None: PPOW's target pass keeps a KV cache for verifying each step's sampled windows, so it runs every step."""
+        return None
+
     def _d2t(self, model) -> torch.LongTensor:
         return self.accelerator.unwrap_model(model).d2t
 
