@@ -95,7 +95,7 @@ _RUN_DEFINING = frozenset({
 
 def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> None:
     """Refuse to resume ``checkpoint`` with settings that define the run other than its ``training_config.json``'s,
-    naming each as ``name: stored -> new``."""
+    naming each as ``name: stored -> new`` (a config's ``resume_may_change`` fields aside)."""
     path = os.path.join(str(checkpoint), "training_config.json")
     if not os.path.isfile(path):
         return  # resume_from_checkpoint=True (the latest one, found by Trainer) or a checkpoint saved without it
@@ -103,7 +103,7 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> No
         stored = json.load(handle)
     current = json.loads(args.to_json_string())
     own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
-    compared = (own | _RUN_DEFINING) & stored.keys()
+    compared = ((own | _RUN_DEFINING) - getattr(args, "resume_may_change", frozenset())) & stored.keys()
     changed = changed_settings({k: stored[k] for k in compared}, {k: current.get(k) for k in compared})
     if changed:
         raise ValueError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import types
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from hf_adaptive_spec.training.eagle3 import (
     target_signature,
     ttt_loss,
 )
+from hf_adaptive_spec.training.base import check_resume_settings
 
 torch.set_num_threads(1)
 
@@ -89,39 +92,86 @@ def test_a_mixed_batch_runs_the_target_on_its_missing_rows_only(setup, tmp_path)
 
 
 def test_the_cache_stores_up_to_its_bound_and_is_read_again_after_a_restart(setup, tmp_path):
-    target, draft, samples = setup
-    cache = _cache(tmp_path, target, draft)
-    row_bytes = cache.row_bytes
-    bounded = _cache(tmp_path / "bounded", target, draft, max_gigabytes=(14 * row_bytes + 1) / 2**30)
-    rows = {length: torch.randn(length, cache.width) for length in (9, 6, 14)}
+    target, draft, _ = setup
+    folder = tmp_path / "bounded"
+    cache = _cache(folder, target, draft)
+    size = (14 * cache.row_bytes + 1) / 2**30
+    cache.close()
+    bounded = _cache(folder, target, draft, max_gigabytes=size)
+    rows = {length: torch.randn(length, bounded.width) for length in (9, 6, 14)}
     assert bounded.put(list(range(9)), rows[9]) and not bounded.put(list(range(6)), rows[6])  # 15 rows > 14
     assert bounded.refused == 1 and bounded.get(list(range(6))) is None
-    reopened = _cache(tmp_path / "bounded", target, draft, max_gigabytes=(14 * row_bytes + 1) / 2**30)
+    with pytest.raises(ValueError, match=rf"\[6, {bounded.width}\] torch.float32, got \[9, {bounded.width}\]"):
+        bounded.put(list(range(6)), rows[9])
+    bounded.close()
+    reopened = _cache(folder, target, draft, max_gigabytes=size)
     assert torch.equal(reopened.get(list(range(9))), rows[9])
     assert reopened.get(list(range(1, 10))) is None  # another conversation of the same length is not that row
-    with open(tmp_path / "bounded" / "index.jsonl", "a") as index:
-        index.write('{"key": "cut mid-wri')  # a run killed while writing its index line
-    after_crash = _cache(tmp_path / "bounded", target, draft)
-    assert torch.equal(after_crash.get(list(range(9))), rows[9]) and after_crash.put(list(range(14)), rows[14])
-    reread = _cache(tmp_path / "bounded", target, draft)
-    assert torch.equal(reread.get(list(range(14))), rows[14])  # its index line was not glued to the cut one
-    with pytest.raises(ValueError, match=rf"\[6, {cache.width}\] torch.float32, got \[9, {cache.width}\]"):
-        cache.put(list(range(6)), rows[9])
+    reopened.close()
+
+
+def test_a_folder_is_held_by_one_open_cache_at_a_time(setup, tmp_path):
+    target, draft, _ = setup
+    first = _cache(tmp_path, target, draft)
+    with pytest.raises(RuntimeError, match="open in another process.*its own feature_cache_dir"):
+        _cache(tmp_path, target, draft)
+    first.close()
+    _cache(tmp_path, target, draft).close()
+
+
+def test_opening_the_cache_drops_what_a_crash_left_unfinished(setup, tmp_path):
+    """An index line cut mid-write, an index line whose bytes never reached the disk, bytes without an index line:
+    none may later serve another conversation's row."""
+    target, draft, _ = setup
+    cache = _cache(tmp_path, target, draft)
+    rows = [torch.randn(length, cache.width) for length in (5, 7, 3)]
+    assert cache.put(list(range(5)), rows[0]) and cache.put(list(range(7)), rows[1])
+    cache.close()
+    with open(tmp_path / "index.jsonl", "a") as index:
+        index.write('{"key": "cut mid-wri')
+    os.truncate(tmp_path / "features.bin", 5 * cache.row_bytes + 10)  # the second row's bytes lost, 10 bytes left over
+    cache = _cache(tmp_path, target, draft)
+    assert torch.equal(cache.get(list(range(5))), rows[0]) and cache.get(list(range(7))) is None
+    assert cache.put(list(range(3)), rows[2]) and cache.size == 8 * cache.row_bytes
+    cache.close()
+    cache = _cache(tmp_path, target, draft)  # the lost row's old line must not now point into the new row's bytes
+    assert cache.get(list(range(7))) is None and torch.equal(cache.get(list(range(3))), rows[2])
+    cache.close()
+
+
+def test_a_bfloat16_target_s_rows_come_back_bit_for_bit(setup, tmp_path):
+    target, draft, _ = setup
+    bfloat16 = copy.deepcopy(target).to(torch.bfloat16)
+    cache = _cache(tmp_path, bfloat16, draft)
+    row = torch.randn(6, cache.width).to(torch.bfloat16)
+    assert cache.dtype == torch.bfloat16 and cache.row_bytes == 2 * cache.width and cache.put(list(range(6)), row)
+    assert torch.equal(cache.get(list(range(6))), row)
+
+
+def _changed(target, change):
+    other = copy.deepcopy(target)
+    with torch.no_grad():
+        change(other)
+    return other
 
 
 def test_a_cache_written_for_another_target_or_other_layers_is_refused(setup, tmp_path):
     target, draft, _ = setup
-    _cache(tmp_path, target, draft)
-    other = copy.deepcopy(target)
-    with torch.no_grad():
-        other.model.layers[1].mlp.down_proj.weight.mul_(1.01)
-    with pytest.raises(ValueError, match="another target setup.*target_weights.*new folder"):
-        _cache(tmp_path, other, draft)
+    _cache(tmp_path, target, draft).close()
+    layer_ids = draft.config.aux_hidden_state_layer_ids
+    others = {
+        "a whole weight": _changed(target, lambda m: m.model.layers[1].mlp.down_proj.weight.mul_(1.01)),
+        "one value between the sampled ones": _changed(target, lambda m: m.model.embed_tokens.weight[7, 1].add_(1e-3)),
+        "the configuration": _changed(target, lambda m: setattr(m.config, "rms_norm_eps", 1e-3)),
+    }
+    for what, other in others.items():
+        with pytest.raises(ValueError, match="another target setup.*target.*new folder"):
+            _cache(tmp_path, other, draft)
     with pytest.raises(ValueError, match="layer_ids"):
         FeatureCache(tmp_path, 1.0, target_signature(target, [0, 1, 2]))
     with pytest.raises(ValueError, match="dtype"):
-        bfloat16 = copy.deepcopy(target).to(torch.bfloat16)
-        FeatureCache(tmp_path, 1.0, target_signature(bfloat16, draft.config.aux_hidden_state_layer_ids))
+        FeatureCache(tmp_path, 1.0, target_signature(copy.deepcopy(target).to(torch.bfloat16), layer_ids))
+    _cache(tmp_path, copy.deepcopy(target), draft).close()  # the same target, another object: accepted
 
 
 def test_a_left_padded_batch_is_refused(setup, tmp_path):
@@ -157,3 +207,27 @@ def test_the_trainer_reads_later_epochs_from_the_cache_and_trains_the_same_draft
 def test_the_config_refuses_a_bound_that_stores_nothing(tmp_path):
     with pytest.raises(ValueError, match="feature_cache_max_gb must be positive.*leave feature_cache_dir unset"):
         Eagle3Config(output_dir=str(tmp_path), report_to=[], feature_cache_dir=str(tmp_path), feature_cache_max_gb=0)
+
+
+def test_evaluation_runs_the_target_and_leaves_the_cache_alone(setup, tmp_path):
+    target, draft, samples = setup
+    trainer = _train(target, draft, samples, tmp_path / "run", feature_cache_dir=str(tmp_path / "cache"))
+    cache = trainer.target_features.cache
+    counts = (cache.hits, cache.misses, len(cache.index))
+    metrics = trainer.evaluate(eval_dataset=samples[:2] + [{**samples[2], "input_ids": samples[2]["input_ids"][::-1]}])
+    assert (cache.hits, cache.misses, len(cache.index)) == counts and "eval_feature_cache_hit_rate" not in metrics
+
+
+def test_a_run_of_several_processes_is_refused():
+    stub = types.SimpleNamespace(args=types.SimpleNamespace(feature_cache_dir="/unused", world_size=2))
+    with pytest.raises(ValueError, match="works in one process, and this run has 2.*Train in one process"):
+        Eagle3Trainer._feature_cache(stub, None, [])
+
+
+def test_a_checkpoint_resumes_with_a_cache_added_but_not_with_another_rate(tmp_path):
+    stored = Eagle3Config(output_dir=str(tmp_path), report_to=[])
+    (tmp_path / "training_config.json").write_text(stored.to_json_string())
+    check_resume_settings(Eagle3Config(output_dir=str(tmp_path), report_to=[], feature_cache_dir="/tmp/c",
+                                       feature_cache_max_gb=8), str(tmp_path))
+    with pytest.raises(ValueError, match="learning_rate"):
+        check_resume_settings(Eagle3Config(output_dir=str(tmp_path), report_to=[], learning_rate=1.0), str(tmp_path))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from transformers import TrainingArguments
 
@@ -47,10 +48,15 @@ class Eagle3Config(TrainingArguments):
         feature_cache_dir: a folder where the frozen target's outputs for each training conversation are kept after
             the first time it computes them, so later passes (epochs) read them instead of running the target
             (:class:`~hf_adaptive_spec.training.eagle3.feature_cache.FeatureCache`; reusable across runs with the
-            same target, dtype and feature layers, refused otherwise). Unset (the default): no cache.
+            same target, dtype and feature layers, refused otherwise; one process at a time, and a run of several
+            processes is refused). Evaluation batches run the target. Unset (the default): no cache.
         feature_cache_max_gb: the most the cache may hold on disk; conversations past it are computed every pass.
             A row costs ``(feature layers + 1) × hidden × dtype bytes`` a token: 4.5 KiB in bfloat16 for SmolLM2.
     """
+
+    #: fields a resumed run may change (:func:`~hf_adaptive_spec.training.base.check_resume_settings`): where and how
+    #: much the target's outputs are cached changes no step of training
+    resume_may_change: ClassVar[frozenset[str]] = frozenset({"feature_cache_dir", "feature_cache_max_gb"})
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
     ploss_decay: float = field(default=0.8, metadata={"help": "Weight decay**k of draft step k's loss."})

@@ -8,14 +8,15 @@ pass, as without a cache) and holds one batch in memory at a time. A folder writ
 feature layers is refused for another (:meth:`FeatureCache.check_signature`).
 
 Layout of the folder: ``manifest.json`` (the signature), ``features.bin`` (rows appended, ``[tokens, width]`` each)
-and ``index.jsonl`` (one ``{"key", "offset", "tokens"}`` line per row, written after its data, so a run killed
-mid-write leaves no entry pointing at missing bytes). One process writes a folder: each rank of a multi-process
-run takes its own (``Eagle3Trainer`` adds ``rank<N>``).
+and ``index.jsonl`` (one ``{"key", "offset", "tokens"}`` line per row, written after its data is synced; opening the
+folder cuts both back to the rows stored whole). One process holds a folder at a time (a lock file; a second is
+refused).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Callable
@@ -24,26 +25,45 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
-MANIFEST, DATA, INDEX = "manifest.json", "features.bin", "index.jsonl"
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+MANIFEST, DATA, INDEX, LOCK = "manifest.json", "features.bin", "index.jsonl", "lock"
+#: the layout of ``features.bin``'s rows (``[features of layer_ids..., final hidden]`` per token); a new layout is a new
+#: version, and a folder of another version is refused
+CACHE_VERSION = 1
 _FINGERPRINT_SAMPLES = 256
+_SUM_CHUNK = 1 << 24
+
+
+def _tensor_fingerprint(tensor: torch.Tensor) -> str:
+    """Float64 sum and sum of squares (chunked, on the tensor's device) and evenly spaced values of ``tensor``."""
+    flat = tensor.detach().reshape(-1)
+    total = squares = 0.0
+    for chunk in flat.split(_SUM_CHUNK):
+        wide = chunk.double()
+        total, squares = total + float(wide.sum()), squares + float(wide.square().sum())
+    count = min(_FINGERPRINT_SAMPLES, flat.numel())
+    picks = (torch.arange(count) * (flat.numel() - 1) // max(count - 1, 1)).to(flat.device)  # integers: exact
+    return f"{tuple(tensor.shape)}{total:.12g}{squares:.12g}{flat[picks].float().cpu().numpy().tobytes().hex()}"
 
 
 def target_signature(target: PreTrainedModel, layer_ids: list[int]) -> dict:
-    """What the cached rows depend on: a fingerprint of the target's weights (evenly spaced values of every
-    parameter, with names and shapes), its dtype, the feature layers and the row width."""
-    digest = hashlib.sha256()
-    for name, parameter in target.named_parameters():
-        flat = parameter.detach().reshape(-1)
-        count = min(_FINGERPRINT_SAMPLES, flat.numel())
-        picks = (torch.arange(count) * (flat.numel() - 1) // max(count - 1, 1)).to(flat.device)  # integers: exact
-        digest.update(f"{name}{tuple(parameter.shape)}".encode())
-        digest.update(flat[picks].float().cpu().numpy().tobytes())
-    hidden = target.config.hidden_size
+    """What the cached rows depend on: the target's configuration (its name aside) and a fingerprint of every
+    parameter and buffer (:func:`_tensor_fingerprint`), its dtype, the feature layers, the row width and layout."""
+    config = target.config.to_diff_dict()
+    config.pop("_name_or_path", None)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+    for name, tensor in itertools.chain(target.named_parameters(), target.named_buffers()):
+        digest.update(f"{name}{_tensor_fingerprint(tensor)}".encode())
     return {
-        "target_weights": digest.hexdigest()[:32],
+        "version": CACHE_VERSION,
+        "target": digest.hexdigest()[:32],
         "dtype": str(target.dtype).removeprefix("torch."),
         "layer_ids": [int(i) for i in layer_ids],
-        "width": (len(layer_ids) + 1) * hidden,
+        "width": (len(layer_ids) + 1) * target.config.hidden_size,
     }
 
 
@@ -51,10 +71,12 @@ class FeatureCache:
     """Rows of target outputs on disk, keyed by the conversation's tokens.
 
     Args:
-        directory: the cache's folder (made if missing; reused across runs and stages with the same signature).
+        directory: the cache's folder (made if missing; reused across runs and stages with the same signature, by
+            one process at a time: a folder another open cache holds is refused).
         max_gigabytes: the most ``features.bin`` may hold; rows that would pass it are not stored.
         signature: :func:`target_signature` of the target the rows come from.
 
+    Opening it drops what a crash left unfinished (index lines without their bytes, bytes without their index line).
     Counts ``hits``, ``misses`` and ``refused`` (rows not stored for want of room) since it was opened.
     """
 
@@ -65,16 +87,19 @@ class FeatureCache:
             )
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_folder(self.directory)
         self.check_signature(signature)
         self.max_bytes = int(max_gigabytes * 2**30)
         self.dtype = getattr(torch, signature["dtype"])
         self.width = signature["width"]
         self.hidden_size = self.width // (len(signature["layer_ids"]) + 1)
         self.row_bytes = self.width * torch.empty((), dtype=self.dtype).element_size()
-        (self.directory / DATA).touch()
-        self.size = os.path.getsize(self.directory / DATA)
-        self.index = self._read_index()
+        self.index, self.size = self._recover()
         self.hits = self.misses = self.refused = 0
+
+    def close(self) -> None:
+        """Release the folder for another process (or another cache of this one)."""
+        self._lock.close()
 
     def check_signature(self, signature: dict) -> None:
         """Write the manifest of a new folder; refuse a folder written for another target, dtype or layers."""
@@ -84,6 +109,7 @@ class FeatureCache:
             return
         stored = json.loads(manifest.read_text())
         if stored != signature:
+            self.close()
             changed = sorted(k for k in {*stored, *signature} if stored.get(k) != signature.get(k))
             cached, now = [stored.get(k) for k in changed], [signature.get(k) for k in changed]
             raise ValueError(
@@ -93,22 +119,25 @@ class FeatureCache:
                 "or delete this one."
             )
 
-    def _read_index(self) -> dict[str, tuple[int, int]]:
-        """``key -> (offset, tokens)`` of every row whose bytes are on disk (a line cut by a crash is skipped)."""
-        index = {}
-        path = self.directory / INDEX
-        text = path.read_text() if path.exists() else ""
-        if text and not text.endswith("\n"):  # a line cut by a crash: end it, so the next entry starts its own
-            with open(path, "a") as cut:
-                cut.write("\n")
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if entry["offset"] + entry["tokens"] * self.row_bytes <= self.size:
-                index[entry["key"]] = (entry["offset"], entry["tokens"])
-        return index
+    def _recover(self) -> tuple[dict[str, tuple[int, int]], int]:
+        """``(key -> (offset, tokens), end)`` of the rows stored whole, in order; the index and data files are cut
+        back to them (a crash, a full disk or a deleted data file can leave lines without bytes, or bytes after)."""
+        data, index_path = self.directory / DATA, self.directory / INDEX
+        data.touch()
+        size, index, end = os.path.getsize(data), {}, 0
+        lines = index_path.read_text().splitlines() if index_path.exists() else []
+        for line in lines:
+            entry = _parse_index_line(line)
+            if entry is None or entry["offset"] != end or end + entry["tokens"] * self.row_bytes > size:
+                break
+            index[entry["key"]] = (end, entry["tokens"])
+            end += entry["tokens"] * self.row_bytes
+        if len(index) < len(lines) or end < size:
+            kept = "".join(json.dumps({"key": k, "offset": o, "tokens": t}) + "\n" for k, (o, t) in index.items())
+            index_path.with_suffix(".tmp").write_text(kept)
+            os.replace(index_path.with_suffix(".tmp"), index_path)
+            os.truncate(data, end)
+        return index, end
 
     @staticmethod
     def key(token_ids: list[int]) -> str:
@@ -127,23 +156,72 @@ class FeatureCache:
         return torch.frombuffer(bytearray(raw), dtype=self.dtype).view(tokens, self.width)
 
     def put(self, token_ids: list[int], row: torch.Tensor) -> bool:
-        """Store ``row`` (``[len(token_ids), width]``, the cache's dtype) unless it is held or would pass the bound."""
-        if row.shape != (len(token_ids), self.width) or row.dtype != self.dtype:
-            raise ValueError(f"A row of {len(token_ids)} tokens must be [{len(token_ids)}, {self.width}] {self.dtype}, "
-                             f"got {list(row.shape)} {row.dtype}.")
-        key = self.key(token_ids)
-        if key in self.index:
-            return True
-        if self.size + len(token_ids) * self.row_bytes > self.max_bytes:
-            self.refused += 1
-            return False
-        with open(self.directory / DATA, "ab") as data:
-            data.write(row.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-        with open(self.directory / INDEX, "a") as index:
-            index.write(json.dumps({"key": key, "offset": self.size, "tokens": len(token_ids)}) + "\n")
-        self.index[key] = (self.size, len(token_ids))
-        self.size += len(token_ids) * self.row_bytes
-        return True
+        """Store one row (:meth:`put_many`); whether the cache holds it now."""
+        return self.put_many([(token_ids, row)]) == 1
+
+    def put_many(self, rows: list[tuple[list[int], torch.Tensor]]) -> int:
+        """Store each ``(token_ids, [len(token_ids), width] row in the cache's dtype)`` it does not hold and has room
+        for: data first (synced), then its index lines. A full disk stores none of them. Returns how many it holds."""
+        new, held, room = {}, 0, self.max_bytes - self.size
+        for token_ids, row in rows:
+            if row.shape != (len(token_ids), self.width) or row.dtype != self.dtype:
+                raise ValueError(f"A row of {len(token_ids)} tokens must be [{len(token_ids)}, {self.width}] "
+                                 f"{self.dtype}, got {list(row.shape)} {row.dtype}.")
+            key = self.key(token_ids)
+            if key in self.index or key in new:
+                held += 1
+            elif len(token_ids) * self.row_bytes > room:
+                self.refused += 1
+            else:
+                new[key], room = row, room - len(token_ids) * self.row_bytes
+        return held + self._append(new)
+
+    def _append(self, rows: dict[str, torch.Tensor]) -> int:
+        """Append ``key -> row`` to the data, then the index; on an ``OSError`` (a full disk) cut both back."""
+        if not rows:
+            return 0
+        entries, offset = [], self.size
+        try:
+            with open(self.directory / DATA, "ab") as data:
+                for key, row in rows.items():
+                    data.write(row.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+                    entries.append({"key": key, "offset": offset, "tokens": row.shape[0]})
+                    offset += row.shape[0] * self.row_bytes
+                data.flush()
+                os.fsync(data.fileno())
+            with open(self.directory / INDEX, "a") as index:
+                index.write("".join(json.dumps(entry) + "\n" for entry in entries))
+        except OSError:
+            self.refused += len(rows)
+            self.index, self.size = self._recover()
+            return 0
+        self.index.update({entry["key"]: (entry["offset"], entry["tokens"]) for entry in entries})
+        self.size = offset
+        return len(rows)
+
+
+def _parse_index_line(line: str) -> dict | None:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return entry if isinstance(entry, dict) and {"key", "offset", "tokens"} <= entry.keys() else None
+
+
+def _lock_folder(directory: Path):
+    """An exclusive lock on ``directory`` held by the returned open file (released when it closes)."""
+    handle = open(directory / LOCK, "w")
+    if fcntl is None:  # no flock (Windows): one process per folder is the user's to keep
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RuntimeError(
+            f"The feature cache {directory} is open in another process (or another cache here): two writers would "
+            "interleave their rows. Give each run its own feature_cache_dir, or wait for the other to end."
+        ) from None
+    return handle
 
 
 def right_padded_lengths(attention_mask: torch.Tensor) -> list[int]:
@@ -175,7 +253,7 @@ def read_through(
         computed = torch.cat([features, final_hidden], dim=-1)
         for position, row in enumerate(missing):
             rows[row] = computed[position, : lengths[row]]
-            cache.put(tokens[row], rows[row])
+        cache.put_many([(tokens[row], rows[row]) for row in missing])
     batch = torch.zeros(*input_ids.shape, cache.width, dtype=cache.dtype, device=input_ids.device)
     for row, values in enumerate(rows):
         batch[row, : lengths[row]] = values.to(input_ids.device)

@@ -45,9 +45,12 @@ class TargetFeatures:
         """Target logits over the draft vocabulary only, from final-norm hidden states."""
         return final_hidden @ self.head.T
 
-    def __call__(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(features [B, S, len(layer_ids) * H], target_logits [B, S, draft_vocab])``."""
-        if self.cache is None:
+    def __call__(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, cached: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(features [B, S, len(layer_ids) * H], target_logits [B, S, draft_vocab])``; ``cached=False`` runs the
+        target even with a :attr:`cache`, and stores nothing in it."""
+        if self.cache is None or not cached:
             features, final_hidden = self.run(input_ids, attention_mask)
         else:
             features, final_hidden = read_through(self.cache, self.run, input_ids, attention_mask)

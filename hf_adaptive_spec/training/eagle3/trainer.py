@@ -57,17 +57,24 @@ class Eagle3Trainer(SpecTrainer):
         self._cache_counted = (0, 0)
 
     def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> FeatureCache | None:
-        """``args.feature_cache_dir``'s cache (one folder per rank), or None."""
+        """``args.feature_cache_dir``'s cache, or None; refused with more than one process."""
         if not self.args.feature_cache_dir:
             return None
-        directory = self.args.feature_cache_dir
         if self.args.world_size > 1:
-            directory = os.path.join(directory, f"rank{self.args.process_index}")
-        return FeatureCache(directory, self.args.feature_cache_max_gb, target_signature(target_model, layer_ids))
+            raise ValueError(
+                f"feature_cache_dir works in one process, and this run has {self.args.world_size}: every pass deals the "
+                "conversations to the processes anew, so each would meet its own cached ones a fraction of the time "
+                "while storing up to feature_cache_max_gb of its own. Train in one process, or leave feature_cache_dir "
+                "unset."
+            )
+        return FeatureCache(self.args.feature_cache_dir, self.args.feature_cache_max_gb,
+                            target_signature(target_model, layer_ids))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        features, target_logits = self.target_features(inputs["input_ids"], inputs["attention_mask"])
-        self._log_feature_cache()
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        features, target_logits = self.target_features(ids, mask, cached=model.training)
+        if model.training:  # evaluation batches run the target: the cache holds the training conversations only
+            self._log_feature_cache()
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
         loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
         batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
