@@ -163,9 +163,13 @@ def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespac
     """``[1, T]`` first-turn prompts of ``args.questions`` (file order, ``--per-category``), sliced by ``--start``; with
     ``--turns`` above 1, a :class:`Dialogue` of each question's first turns instead."""
     questions = load_questions(Path(args.questions), per_category=args.per_category)
-    fitting = [q for q in questions if turn_prompt_ids(tokenizer, q.turns, []).shape[1] <= args.max_prompt_tokens]
-    if len(fitting) < len(questions):
-        left_out = [q.question_id for q in questions if q not in fitting]
+    fitting, left_out = [], []
+    for q in questions:
+        if turn_prompt_ids(tokenizer, q.turns, []).shape[1] <= args.max_prompt_tokens:
+            fitting.append(q)
+        else:
+            left_out.append(q.question_id)
+    if left_out:
         logger.warning(
             "%d of the %d questions are over --max-prompt-tokens %d and left out (question ids %s): raise "
             "--max-prompt-tokens to record them", len(left_out), len(questions), args.max_prompt_tokens, left_out,

@@ -161,7 +161,7 @@ def test_a_cache_written_for_another_target_or_other_layers_is_refused(setup, tm
     layer_ids = draft.config.aux_hidden_state_layer_ids
     others = {
         "a whole weight": _changed(target, lambda m: m.model.layers[1].mlp.down_proj.weight.mul_(1.01)),
-        "one value between the sampled ones": _changed(target, lambda m: m.model.embed_tokens.weight[7, 1].add_(1e-3)),
+        "a single weight value": _changed(target, lambda m: m.model.embed_tokens.weight[7, 1].add_(1e-3)),
         "the configuration": _changed(target, lambda m: setattr(m.config, "rms_norm_eps", 1e-3)),
     }
     for what, other in others.items():

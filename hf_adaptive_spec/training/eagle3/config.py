@@ -8,6 +8,7 @@ from typing import ClassVar
 from transformers import TrainingArguments
 
 from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
+from .feature_cache import check_bound
 
 
 DEFAULT_DRAFT_VOCAB_SIZE = 8192
@@ -103,8 +104,4 @@ class Eagle3Config(TrainingArguments):
             raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")
-        if self.feature_cache_max_gb <= 0:
-            raise ValueError(
-                f"feature_cache_max_gb must be positive, got {self.feature_cache_max_gb}: to train without a cache, "
-                "leave feature_cache_dir unset."
-            )
+        check_bound(self.feature_cache_max_gb)

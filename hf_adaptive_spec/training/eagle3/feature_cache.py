@@ -16,7 +16,6 @@ refused).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 from collections.abc import Callable
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel
+
+from ...core.packaged import weights_digest
 
 try:
     import fcntl
@@ -34,30 +35,16 @@ MANIFEST, DATA, INDEX, LOCK = "manifest.json", "features.bin", "index.jsonl", "l
 #: the layout of ``features.bin``'s rows (``[features of layer_ids..., final hidden]`` per token); a new layout is a new
 #: version, and a folder of another version is refused
 CACHE_VERSION = 1
-_FINGERPRINT_SAMPLES = 256
-_SUM_CHUNK = 1 << 24
-
-
-def _tensor_fingerprint(tensor: torch.Tensor) -> str:
-    """Float64 sum and sum of squares (chunked, on the tensor's device) and evenly spaced values of ``tensor``."""
-    flat = tensor.detach().reshape(-1)
-    total = squares = 0.0
-    for chunk in flat.split(_SUM_CHUNK):
-        wide = chunk.double()
-        total, squares = total + float(wide.sum()), squares + float(wide.square().sum())
-    count = min(_FINGERPRINT_SAMPLES, flat.numel())
-    picks = (torch.arange(count) * (flat.numel() - 1) // max(count - 1, 1)).to(flat.device)  # integers: exact
-    return f"{tuple(tensor.shape)}{total:.12g}{squares:.12g}{flat[picks].float().cpu().numpy().tobytes().hex()}"
 
 
 def target_signature(target: PreTrainedModel, layer_ids: list[int]) -> dict:
-    """What the cached rows depend on: the target's configuration (its name aside) and a fingerprint of every
-    parameter and buffer (:func:`_tensor_fingerprint`), its dtype, the feature layers, the row width and layout."""
+    """What the cached rows depend on: the target's configuration (its name aside) and every byte of its weights
+    (:func:`~hf_adaptive_spec.core.packaged.weights_digest`), its dtype, the feature layers, the row width and
+    layout."""
     config = target.config.to_diff_dict()
     config.pop("_name_or_path", None)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
-    for name, tensor in itertools.chain(target.named_parameters(), target.named_buffers()):
-        digest.update(f"{name}{_tensor_fingerprint(tensor)}".encode())
+    digest.update(weights_digest(target).encode())
     return {
         "version": CACHE_VERSION,
         "target": digest.hexdigest()[:32],
@@ -81,10 +68,7 @@ class FeatureCache:
     """
 
     def __init__(self, directory: str | Path, max_gigabytes: float, signature: dict):
-        if max_gigabytes <= 0:
-            raise ValueError(
-                f"feature_cache_max_gb must be positive, got {max_gigabytes}: leave feature_cache_dir unset instead."
-            )
+        check_bound(max_gigabytes)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_folder(self.directory)
@@ -198,6 +182,15 @@ class FeatureCache:
         self.index.update({entry["key"]: (entry["offset"], entry["tokens"]) for entry in entries})
         self.size = offset
         return len(rows)
+
+
+def check_bound(max_gigabytes: float) -> None:
+    """Refuse a bound that stores nothing (``Eagle3Config`` checks ``feature_cache_max_gb`` with it on parsing)."""
+    if max_gigabytes <= 0:
+        raise ValueError(
+            f"feature_cache_max_gb must be positive, got {max_gigabytes}: to train without a cache, leave "
+            "feature_cache_dir unset."
+        )
 
 
 def _parse_index_line(line: str) -> dict | None:
