@@ -70,9 +70,7 @@ def run_benchmark(
     try:
         if pending and warmup:
             prompt = turn_prompt_ids(tokenizer, questions[0].turns, []).to(model.device)
-            times = _warm_up(methods, prompt, warmup)
-            for _ in range(warmup if reference_answer is not None else 0):
-                reference_answer(prompt)  # timed beside stock later: its first calls' one-off costs go here
+            times = _warm_up(methods, prompt, warmup, reference_answer)
             if warmup_seconds is not None:
                 warmup_seconds.update(times)
         for question, name in tqdm(pending, desc="bench", unit="run", disable=not show_progress):
@@ -105,14 +103,19 @@ def _pending_runs(questions: list[Question], names: list[str], done: dict) -> li
     ]
 
 
-def _warm_up(methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int) -> dict[str, list[list[float]]]:
-    """Untimed calls per method and cache length (``+sized`` decodes in several); returns each compiled method's
-    calls' seconds (its first call in each length holds its compile; an eager method's holds none)."""
+def _warm_up(
+    methods: dict[str, BenchMethod], prompt: torch.LongTensor, calls: int, reference_answer: _Fp32Reference | None
+) -> dict[str, list[list[float]]]:
+    """Untimed calls per method and cache length (``+sized`` decodes in several), then of the float32 reference (timed
+    beside stock later: its first calls' one-off costs go here); returns each compiled method's calls' seconds (its
+    first call in each length holds its compile; an eager method's holds none)."""
     seconds = {}
     for name, method in methods.items():
         calls_seconds = method.warm_up(prompt, calls)
         if method.static_cache is not None:
             seconds[name] = calls_seconds
+    for _ in range(calls if reference_answer is not None else 0):
+        reference_answer(prompt)
     return seconds
 
 

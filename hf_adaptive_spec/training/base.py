@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 from transformers.utils import logging as transformers_logging
@@ -234,16 +235,31 @@ LOOKUP_FIRST_NOTE = (
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
     """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``.
     The model card's command is the recipe's with this run's command-line overrides appended; the script arguments are
-    written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`)."""
-    script_args, training_args = parser.parse_args_and_config(args=argv)
-    script_args.reproduce_command = with_overrides(
-        getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
-    )
-    configure_logging(training_args)
-    check_resumed_script_args(script_args, training_args)
-    write_script_args(script_args, training_args.output_dir)
-    main(script_args, training_args)
+    written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`).
+    A process group opened during the run (under ``torchrun``) is closed at its end, even a failed one
+    (:func:`end_process_group`); one the caller had opened is left to the caller."""
+    had_process_group = torch.distributed.is_available() and torch.distributed.is_initialized()
+    try:
+        script_args, training_args = parser.parse_args_and_config(args=argv)
+        script_args.reproduce_command = with_overrides(
+            getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
+        )
+        configure_logging(training_args)
+        check_resumed_script_args(script_args, training_args)
+        write_script_args(script_args, training_args.output_dir)
+        main(script_args, training_args)
+    finally:
+        if not had_process_group:
+            end_process_group()
     return 0
+
+
+def end_process_group() -> None:
+    """Destroy torch.distributed's default process group, if one is open (a run under ``torchrun``; the Trainer opens
+    it and never closes it). Left open, gloo's worker threads can still hold tensors while the interpreter finalizes,
+    and a process whose training has finished dies of SIGABRT (torchrun then fails the whole run). Call it last."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def configure_logging(training_args: TrainingArguments) -> None:

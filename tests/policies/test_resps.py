@@ -435,6 +435,7 @@ _DDP_ENTRY = """
 import sys
 from pathlib import Path
 import torch
+from hf_adaptive_spec.training.base import end_process_group
 from hf_adaptive_spec.training.resps.script import main, make_parser
 torch.set_num_threads(1)
 script_args, training_args = make_parser().parse_args_and_config(args=sys.argv[1:])
@@ -444,6 +445,7 @@ prompts = trainer.rollouts.prompts
 Path(training_args.output_dir, f"rank{trainer.args.process_index}.txt").write_text(
     f"{trainer.args.world_size} {weights.sum().item():.12e} {weights.abs().sum().item():.12e} {prompts}"
 )
+end_process_group()
 """
 
 

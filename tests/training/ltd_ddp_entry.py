@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from hf_adaptive_spec.training.base import end_process_group
 from hf_adaptive_spec.training.ltd.script import main, make_parser
 
 torch.set_num_threads(1)
@@ -19,3 +20,4 @@ report = {
     "weights": [f"{weights.sum().item():.12e}", f"{weights.abs().sum().item():.12e}"],
 }
 Path(training_args.output_dir, f"rank{trainer.args.process_index}.json").write_text(json.dumps(report))
+end_process_group()  # as run_training_script does: an open gloo group can abort the exit

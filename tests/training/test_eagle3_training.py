@@ -274,7 +274,7 @@ def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, "\n".join(line for line in result.stderr.splitlines() if "rank1" in line)[-6000:]
+    assert result.returncode == 0, result.stderr[-8000:]
     ranks = [(out / f"rank{r}.txt").read_text().split() for r in (0, 1)]
     assert ranks[0][0] == ranks[1][0] == "2"  # a real two-process world, not two single-process runs
     assert ranks[0] == ranks[1]

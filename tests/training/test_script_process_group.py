@@ -1,0 +1,46 @@
+"""A training script closes the process group its run opened: left open, gloo's worker threads may still hold tensors
+while the interpreter finalizes, and a rank that finished training dies of SIGABRT (torchrun then fails the run)."""
+
+from __future__ import annotations
+
+import pytest
+import torch.distributed as dist
+
+from hf_adaptive_spec.training.base import run_training_script
+from hf_adaptive_spec.training.ltd.script import make_parser
+
+
+def _open_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+
+
+def _argv(tmp_path):
+    return ["--output_dir", str(tmp_path / "out"), "--profile_path", "p.json", "--recording_dir", "rec"]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_group_opened_during_the_run_is_closed_at_its_end_even_a_failed_one(tmp_path, fails):
+    def main(script_args, training_args):  # as the Trainer does under torchrun
+        _open_group(tmp_path)
+        if fails:
+            raise RuntimeError("training failed")
+
+    try:
+        if fails:
+            with pytest.raises(RuntimeError, match="training failed"):
+                run_training_script(make_parser(), main, _argv(tmp_path))
+        else:
+            assert run_training_script(make_parser(), main, _argv(tmp_path)) == 0
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_a_group_the_caller_opened_is_left_to_the_caller(tmp_path):
+    _open_group(tmp_path)
+    try:
+        run_training_script(make_parser(), lambda *_: None, _argv(tmp_path))
+        assert dist.is_initialized()
+    finally:
+        dist.destroy_process_group()
