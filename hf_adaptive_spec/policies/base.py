@@ -149,9 +149,12 @@ class DraftPolicy:
     """
 
     feature_layers: tuple[int, ...] = ()
-    #: the cost curve the policy was trained on (None: not trained on costs).
+    #: the cost curve the policy was trained on (the training profile's
+    #: :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`; ``{"device", "dtype", "path"}`` in
+    #: ``config.json``; None: not trained on costs).
     trained_on: CostCurve | None = None
-    #: the drafter it was trained with (None: not trained on a drafter's acceptance, or not recorded).
+    #: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}`` in ``config.json``, from the
+    #: training profile; None: not trained on a drafter's acceptance, or not recorded).
     trained_for_drafter: DrafterIdentity | None = None
     #: the prompt-lookup branch's length it was trained with (0: none; None: not recorded).
     trained_with_lookup_tokens: int | None = None

@@ -129,15 +129,10 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         lookup_first: where the prompt-lookup branch matched, the cycle verifies the chain alone and drafts
             nothing (as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`), so the network decides only the cycles
             lookup cannot fill. Train it on a dataset built with the branch and ``lookup_first``, as it is used.
-        trained_on: the cost curve it was trained on (``{"device", "dtype", "path"}``, from the
-            training profile's :meth:`~hf_adaptive_spec.profiling.HardwareProfile.cost_curve`);
-            saved in ``config.json``, compared with each call's by the engine.
-        trained_for_drafter: the drafter whose recorded acceptance it was trained on (``{"name", "weights"}``,
-            from the training profile); saved in ``config.json``, compared with each call's drafter by the engine.
-        trained_with_lookup_tokens: the prompt-lookup branch's length every replayed tree carried in training (0:
-            none; None: not recorded); saved in ``config.json``, compared with each call's by the engine.
-        trained_with_lookup_ngram_size: the longest n-gram that branch matched in training (``generate``'s
-            ``max_matching_ngram_size``; None: not recorded); saved and compared likewise.
+        trained_on / trained_for_drafter / trained_with_lookup_tokens / trained_with_lookup_ngram_size: what it was
+            trained on (cost curve, drafter, prompt-lookup branch), as ``config.json`` holds them; the engine compares
+            them with each call's (:class:`~hf_adaptive_spec.policies.DraftPolicy`,
+            :meth:`~hf_adaptive_spec.policies.serialization.PolicyHubMixin.mark_trained_on`).
 
     Example:
         >>> policy = RadarPolicy.from_pretrained("org/radar-smollm2")
