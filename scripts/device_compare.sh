@@ -10,7 +10,8 @@
 # Stage 15 (2026-11-28): RECIPE=trainers/recipes/eagle3_smollm2_stage14_gpu.yaml INIT=eagle3-smollm2-stage14
 #   DATA=sharegpt_smollm2_target14 CALL_SECONDS=565 VARIANTS="stage15-ttt5:|stage15-ttt7:--ttt_steps 7"
 #   (results/README.md, "Stage 15"); the 5-step arm is artifacts/eagle3-smollm2-stage15.
-# Transfers as for scripts/device_stage9.sh (GGUF parts and wheels in $STAGE by earlier calls); this call
+# Transfers: scripts/device_kit.sh packs them and says the calls (GGUF parts and wheels in $STAGE by earlier calls,
+# then this call with XFER=.xfer/c). Before it, as for scripts/device_stage9.sh by hand: this call
 # carries .xfer3/ with the starting drafter's folder (INIT, default eagle3-smollm2-stage12), the held-out set
 # and the training set gzipped (DATA, default sharegpt_smollm2_target12: target9 + sampled11 + sampled12;
 # from stage 14 on: RECIPE=trainers/recipes/eagle3_smollm2_stage14_gpu.yaml INIT=eagle3-smollm2-stage14
