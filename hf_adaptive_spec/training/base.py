@@ -120,7 +120,7 @@ SCRIPT_ARGS_NAME = "script_args.json"
 _MAY_CHANGE_ON_RESUME = frozenset({
     "base_model", "drafter", "dataset_name", "reproduce_command", "target_name", "drafter_name", "target_model_name",
     "num_threads", "max_train_minutes", "eval_recording_dir", "heldout_path", "heldout_conversations",
-    "heldout_every_steps", "heldout_depth", "heldout_max_length",
+    "heldout_every_steps", "heldout_depth", "heldout_max_length", "profile_steps",
 })
 
 

@@ -21,6 +21,7 @@ from trl import TrlParser
 from ...default_model import load_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
+from ..step_profile import StepProfileCallback
 from ..time_budget import TimeBudgetCallback
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
@@ -85,6 +86,13 @@ class Eagle3ScriptArguments:
         metadata={
             "help": "Stop after this many minutes of training, with the learning-rate schedule run over that time "
             "(a stage sized for a working block or a lent GPU); max_steps still ends the run if reached first."
+        },
+    )
+    profile_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Profile this many optimizer steps with torch.profiler, after three unprofiled ones, and write the "
+            "operator table to output_dir/step_profile.txt: where a step's time goes on this machine (0: off)."
         },
     )
 
@@ -179,6 +187,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         callbacks=[
             *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
             *([TimeBudgetCallback(script_args.max_train_minutes)] if script_args.max_train_minutes else []),
+            *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],
     )
     trainer.train_save_and_push()

@@ -6,6 +6,7 @@ import os
 
 import torch
 from huggingface_hub import ModelCard
+from torch.profiler import record_function
 from transformers import PreTrainedModel
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
@@ -72,16 +73,18 @@ class Eagle3Trainer(SpecTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
-        features, target_logits = self.target_features(ids, mask, cached=model.training)
+        with record_function("train.target_features"):  # named for StepProfileCallback's phase summary
+            features, target_logits = self.target_features(ids, mask, cached=model.training)
         if model.training:  # evaluation batches run the target: the cache holds the training conversations only
             self._log_feature_cache()
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
         loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
         batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
         t2d = self.accelerator.unwrap_model(model).t2d
-        loss, step_losses, step_accuracy = ttt_loss(
-            model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax
-        )
+        with record_function("train.draft_and_loss"):
+            loss, step_losses, step_accuracy = ttt_loss(
+                model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax
+            )
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self._metrics[f"loss_step{step}"].append(step_loss)
             self._metrics[f"acc_step{step}"].append(accuracy)

@@ -1,0 +1,93 @@
+"""Where a training step's time goes: ``torch.profiler`` over a few optimizer steps, its table written beside the run.
+
+A lent accelerator is held for minutes, and a stage that spends a few seconds of them profiling tells the next one
+what to make cheaper per token (the target's forward, the drafter's unrolled steps, the loss, the host's share).
+:class:`StepProfileCallback` profiles ``steps`` optimizer steps after ``skip`` warm-up steps and writes the operator
+table, sorted by accelerator time where there is one (host time on a CPU), to ``output_dir/step_profile.txt``,
+after the phases: the ranges a trainer names ``train.<phase>`` with ``torch.profiler.record_function`` (the EAGLE-3
+trainer: ``train.target_features``, ``train.draft_and_loss``), the optimizer's step and the data loader's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+PROFILE_FILE = "step_profile.txt"
+#: the rows the phase summary lists: a trainer's own ranges, then the ones torch and the Trainer name themselves.
+PHASE_PREFIXES = ("train.", "Optimizer.step", "enumerate(DataLoader)")
+
+
+class StepProfileCallback(TrainerCallback):
+    """Profile optimizer steps ``skip + 1 .. skip + steps`` of this run (counted from where it starts or resumes).
+
+    Args:
+        steps: optimizer steps profiled.
+        skip: steps run first, unprofiled (one-off costs: allocator growth, kernel selection, compilation).
+        row_limit: operators listed in the table.
+    """
+
+    def __init__(self, steps: int, skip: int = 3, row_limit: int = 30):
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"profile steps must be a positive integer, got {steps!r} (0 turns profiling off).")
+        if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+            raise ValueError(f"The steps run before profiling must be an integer >= 0, got {skip!r}.")
+        self.steps, self.skip, self.row_limit = steps, skip, row_limit
+        self.first_step: int | None = None
+        self.profiler: profile | None = None
+        self.started_at = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.first_step = state.global_step + self.skip
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.profiler is None and state.global_step == self.first_step:
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+            self.profiler = profile(activities=activities)
+            self.profiler.__enter__()
+            self.started_at = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.profiler is not None and state.global_step >= self.first_step + self.steps:
+            self._finish(args, state)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.profiler is not None:  # the run ended inside the profiled steps: report the ones it ran
+            self._finish(args, state)
+
+    def _finish(self, args, state) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - self.started_at
+        self.profiler.__exit__(None, None, None)
+        profiled, self.profiler = self.profiler, None
+        steps = state.global_step - self.first_step
+        if not state.is_world_process_zero:
+            return
+        sort_by = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+        averages = profiled.key_averages()
+        table = averages.table(sort_by=sort_by, row_limit=self.row_limit)
+        header = (f"optimizer steps {self.first_step + 1}..{state.global_step} ({steps}): {seconds:.3f} s wall, "
+                  f"{seconds / max(steps, 1):.3f} s a step\n{phase_summary(averages, steps)}operators by {sort_by}\n")
+        os.makedirs(args.output_dir, exist_ok=True)
+        with open(os.path.join(args.output_dir, PROFILE_FILE), "w", encoding="utf-8") as handle:
+            handle.write(header + table + "\n")
+        logger.info("step profile (%s):\n%s%s", PROFILE_FILE, header, table)
+
+
+def phase_summary(averages, steps: int) -> str:
+    """One line per named phase (:data:`PHASE_PREFIXES`): its host and accelerator milliseconds a step, and calls."""
+    lines = [
+        f"  {row.key}: host {row.cpu_time_total / 1e3 / max(steps, 1):.2f} ms, accelerator "
+        f"{row.device_time_total / 1e3 / max(steps, 1):.2f} ms a step ({row.count} calls)\n"
+        for row in averages
+        if row.key.startswith(PHASE_PREFIXES)
+    ]
+    return "phases:\n" + "".join(lines) if lines else ""
