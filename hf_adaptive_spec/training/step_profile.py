@@ -50,8 +50,14 @@ class StepProfileCallback(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         if self.profiler is None and state.global_step == self.first_step:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-            self.profiler = profile(activities=activities)
-            self.profiler.__enter__()
+            try:
+                self.profiler = profile(activities=activities)
+                self.profiler.__enter__()
+            except Exception as error:  # a machine whose profiler does not start still trains the stage
+                self.profiler = None
+                self._write(args, state, f"the profiler did not start ({type(error).__name__}: {error}); training went "
+                                         "on unprofiled\n", logging.WARNING)
+                return
             self.started_at = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -66,20 +72,29 @@ class StepProfileCallback(TrainerCallback):
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         seconds = time.perf_counter() - self.started_at
-        self.profiler.__exit__(None, None, None)
         profiled, self.profiler = self.profiler, None
-        steps = state.global_step - self.first_step
-        if not state.is_world_process_zero:
+        try:
+            profiled.__exit__(None, None, None)
+            averages = profiled.key_averages()
+        except Exception as error:  # the steps are trained; only their profile is lost
+            failure = f"the profiler did not finish ({type(error).__name__}: {error})\n"
+            self._write(args, state, failure, logging.WARNING)
             return
+        steps = state.global_step - self.first_step
         sort_by = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-        averages = profiled.key_averages()
-        table = averages.table(sort_by=sort_by, row_limit=self.row_limit)
         header = (f"optimizer steps {self.first_step + 1}..{state.global_step} ({steps}): {seconds:.3f} s wall, "
                   f"{seconds / max(steps, 1):.3f} s a step\n{phase_summary(averages, steps)}operators by {sort_by}\n")
+        self._write(args, state, header + averages.table(sort_by=sort_by, row_limit=self.row_limit) + "\n")
+
+    @staticmethod
+    def _write(args, state, text: str, level: int = logging.INFO) -> None:
+        """``text`` to ``output_dir/step_profile.txt`` and the log, from the main process."""
+        if not state.is_world_process_zero:
+            return
         os.makedirs(args.output_dir, exist_ok=True)
         with open(os.path.join(args.output_dir, PROFILE_FILE), "w", encoding="utf-8") as handle:
-            handle.write(header + table + "\n")
-        logger.info("step profile (%s):\n%s%s", PROFILE_FILE, header, table)
+            handle.write(text)
+        logger.log(level, "step profile, written to %s:\n%s", PROFILE_FILE, text)
 
 
 def phase_summary(averages, steps: int) -> str:

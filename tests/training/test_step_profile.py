@@ -48,3 +48,15 @@ def test_no_profile_unless_asked(tmp_path, monkeypatch):
 def test_a_profile_of_no_steps_is_refused(steps, skip):
     with pytest.raises(ValueError, match="must be"):
         StepProfileCallback(steps, skip)
+
+
+def test_a_profiler_that_does_not_start_leaves_the_stage_training_and_says_so(tmp_path, monkeypatch):
+    """A lent GPU's call is minutes long: a profiler that fails there must not cost the stage."""
+    import hf_adaptive_spec.training.step_profile as step_profile
+
+    def broken(**_):
+        raise RuntimeError("CUPTI could not be loaded")
+
+    monkeypatch.setattr(step_profile, "profile", broken)
+    text = _train(tmp_path, monkeypatch, max_steps=6, profile_steps=2).read_text()
+    assert text.startswith("the profiler did not start (RuntimeError: CUPTI could not be loaded); training went on")
