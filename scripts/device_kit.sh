@@ -8,13 +8,16 @@
 #   bash scripts/device_kit.sh slim      # results/, artifacts/ and the shipped checkpoints stop travelling
 #   bash scripts/device_kit.sh size      # MiB each call would send (tree + its carried folder), checked against 64
 #   bash scripts/device_kit.sh restore   # the index and the exclude file as they were before slim
-# Commit nothing while slim is in force (the index then lacks those folders): restore refuses if HEAD moved.
+# Stage, stash, check out or commit nothing while slim is in force (the index then lacks those folders): restore
+# refuses if HEAD moved or the index holds anything but slim's own removals.
 # Then three `run` calls, each sent within 30 s of the last reply (a machine idle for 30 s goes back, and with
 # it /tmp/stage):
 #   1. carry [".xfer/a"]  command "mkdir -p /tmp/stage && cp -r .xfer/a/. /tmp/stage/"            timeout_s 120
 #   2. carry [".xfer/b"]  command "cp -r .xfer/b/. /tmp/stage/ && ls /tmp/stage /tmp/stage/whl"    timeout_s 120
-#   3. carry [".xfer/c"]  command "XFER=.xfer/c $STAGE_COMMAND"                                    timeout_s 600
-# where STAGE_COMMAND is artifacts/README.md's command for the stage (RECIPE, INIT, DATA, CALL_SECONDS, VARIANTS).
+#   3. carry [".xfer/c"]  command "XFER=.xfer/c CALL_SECONDS=<S> $STAGE_COMMAND"                   timeout_s <S + 30>
+# where STAGE_COMMAND is artifacts/README.md's command for the stage (RECIPE, INIT, DATA, VARIANTS). The device time
+# counts the machine's start, calls 1-2 and the gaps: before call 3 read `status`'s budget_left_s and set S to it
+# less 60, at most 565 (a call cut by the budget before device_compare.sh's export loses the whole stage).
 # What comes back is as scripts/device_compare.sh says; run restore afterwards.
 # The wheels: KINDS.md (the device library) lists the H200 image's packages: Python 3.12, transformers 5.17,
 # tokenizers 0.23, safetensors 0.8, huggingface_hub 1.33, pandas, pyarrow, numpy; no trl, datasets, gguf or
@@ -30,7 +33,9 @@ DATA=${DATA:-sharegpt_smollm2_target14}
 WHEELS=${WHEELS:-"transformers==5.23.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0
     gymnasium==1.4.0 farama-notifications==0.0.6 peft==0.21.2 accelerate==1.16.0"}
 SLIMMED=(results artifacts)
-BACKUP=.git/index.before-device-slim
+INDEX=$(git rev-parse --git-path index)
+EXCLUDE=$(git rev-parse --git-path info/exclude)
+BACKUP=$INDEX.before-device-slim
 BEGIN="# device_kit slim: scripts/device_kit.sh restore removes this block"
 END="# end of device_kit slim"
 
@@ -39,8 +44,8 @@ checkpoint_folders() {  # the shipped checkpoints' folders; the package's checkp
 }
 
 pack() {
-    mkdir -p "$KIT"/a "$KIT"/b/whl "$KIT"/c .git/info
-    grep -qx "/$KIT/" .git/info/exclude 2>/dev/null || echo "/$KIT/" >> .git/info/exclude
+    mkdir -p "$KIT"/a "$KIT"/b/whl "$KIT"/c
+    grep -qx "/$KIT/" "$EXCLUDE" 2>/dev/null || append_to_exclude "/$KIT/"
     local gguf
     gguf=$($PY -c "from hf_adaptive_spec.default_model import embedded_gguf_path; print(embedded_gguf_path() or '')")
     if [ -z "$gguf" ]; then
@@ -71,10 +76,18 @@ training_data() {  # $1: the folder. The stage-14 set rebuilt from the committed
     echo "$DATA: $(gunzip -c "$1/$DATA.jsonl.gz" | wc -l) conversations"
 }
 
+append_to_exclude() {  # each argument a line of git's exclude file, after a newline if its last line lacks one
+    mkdir -p "$(dirname "$EXCLUDE")"
+    [ ! -s "$EXCLUDE" ] || [ -z "$(tail -c 1 "$EXCLUDE")" ] || echo >> "$EXCLUDE"
+    printf '%s\n' "$@" >> "$EXCLUDE"
+}
+
 mib() { du -sb "$@" 2>/dev/null | awk '{s += $1} END {printf "%.1f", s / 1048576}'; }
 
 travelling_tree_mib() {  # tracked files and untracked ones git does not ignore, as the device tool sends them
-    { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 -r du -cb 2>/dev/null \
+    # (a tracked file deleted from the working tree is not sent: du skips it)
+    { git ls-files -z; git ls-files -z --others --exclude-standard; } \
+        | { xargs -0 -r du -cb 2>/dev/null || true; } \
         | awk '$2 == "total" {s += $1} END {printf "%.1f", s / 1048576}'
 }
 
@@ -95,26 +108,44 @@ size() {
 slim() {
     [ ! -e "$BACKUP" ] || { echo "slim is already in force ($BACKUP): run restore first." >&2; exit 2; }
     git diff --cached --quiet || { echo "The index holds staged changes: commit or unstage them first." >&2; exit 2; }
-    cp .git/index "$BACKUP"
+    cp "$INDEX" "$BACKUP"
     git rev-parse HEAD > "$BACKUP.head"
     local folders
     mapfile -t folders < <(checkpoint_folders)
     git rm -r -q --cached "${SLIMMED[@]}" "${folders[@]}"
-    mkdir -p .git/info
-    { echo "$BEGIN"; printf '/%s/\n' "${SLIMMED[@]}" "${folders[@]}"; echo "$END"; } >> .git/info/exclude
+    local patterns=() path
+    for path in "${SLIMMED[@]}" "${folders[@]}"; do patterns+=("/$path/"); done
+    append_to_exclude "$BEGIN" "${patterns[@]}" "$END"
     echo "slimmed: ${SLIMMED[*]} and ${#folders[@]} shipped checkpoint folders no longer travel"
 }
 
 restore() {
     [ -e "$BACKUP" ] || { echo "No slim in force (no $BACKUP)." >&2; exit 2; }
-    [ "$(git rev-parse HEAD)" = "$(cat "$BACKUP.head")" ] || {
-        echo "HEAD moved while slim was in force: a commit may have recorded the slimmed folders as deleted." \
-             "Check it, then move $BACKUP back to .git/index by hand." >&2; exit 2; }
-    mv "$BACKUP" .git/index
+    local head
+    head=$(cat "$BACKUP.head")
+    if [ "$(git rev-parse HEAD)" != "$head" ]; then
+        echo "HEAD moved while slim was in force: a commit may have recorded the slimmed folders as deleted. Put" \
+             "them back with: git checkout $head -- ${SLIMMED[*]} hf_adaptive_spec/checkpoints; then remove" \
+             "$BACKUP and $BACKUP.head and the device_kit block of $EXCLUDE." >&2
+        exit 2
+    fi
+    local others
+    local slimmed_removal="^D\s+(results|artifacts|hf_adaptive_spec/checkpoints/[^/]+)/"
+    others=$(git diff --cached --name-status | grep -Ev "$slimmed_removal" || true)
+    if [ -n "$others" ]; then
+        echo "The index holds changes staged while slim was in force; restore would drop them:" >&2
+        echo "$others" >&2
+        echo "Unstage them (git restore --staged PATH), then restore; stage them again after." >&2
+        exit 2
+    fi
+    mv "$BACKUP" "$INDEX"
     rm -f "$BACKUP.head"
-    awk -v b="$BEGIN" -v e="$END" '$0 == b {skip = 1} !skip {print} $0 == e {skip = 0}' .git/info/exclude \
-        > "$BACKUP.exclude"
-    mv "$BACKUP.exclude" .git/info/exclude
+    awk -v b="$BEGIN" -v e="$END" '$0 == b {skip = 1} !skip {print} $0 == e {skip = 0}' "$EXCLUDE" > "$EXCLUDE.new"
+    mv "$EXCLUDE.new" "$EXCLUDE"
+    if grep -qxF "$BEGIN" "$EXCLUDE"; then
+        echo "The device_kit block is still in $EXCLUDE: remove it by hand." >&2
+        exit 1
+    fi
     echo "restored: git status shows what it showed before slim"
 }
 

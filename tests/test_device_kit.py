@@ -55,3 +55,29 @@ def test_restore_refuses_when_a_commit_was_made_while_slim(repo):
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "records the folders as deleted")
     refused = kit(repo, "restore")
     assert refused.returncode == 2 and "HEAD moved while slim was in force" in refused.stderr
+
+
+def test_an_exclude_file_without_a_final_newline_keeps_its_last_pattern(repo):
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.write_text("*.log")  # no newline: the block must not be glued to the user's pattern
+    assert kit(repo, "slim").returncode == 0 and kit(repo, "restore").returncode == 0
+    assert exclude.read_text() == "*.log\n"
+    (repo / "results" / "new.md").write_text("a new result")
+    assert git(repo, "status", "--porcelain") == "?? results/new.md\n"  # shown, not ignored
+
+
+def test_restore_refuses_to_drop_what_was_staged_while_slim(repo):
+    assert kit(repo, "slim").returncode == 0
+    (repo / "trainers" / "eagle3.py").write_text("changed")
+    git(repo, "add", "trainers/eagle3.py")
+    refused = kit(repo, "restore")
+    assert refused.returncode == 2 and "M\ttrainers/eagle3.py" in refused.stderr
+    git(repo, "restore", "--staged", "trainers/eagle3.py")
+    assert kit(repo, "restore").returncode == 0
+    assert git(repo, "status", "--porcelain") == " M trainers/eagle3.py\n"
+
+
+def test_size_counts_what_travels_when_a_tracked_file_was_deleted(repo):
+    (repo / "trainers" / "eagle3.py").unlink()
+    sized = kit(repo, "size")
+    assert sized.returncode == 0 and "tree: 5.7 MiB" in sized.stdout  # it used to stop there, silently, with 123

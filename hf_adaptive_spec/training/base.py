@@ -22,6 +22,8 @@ from trl import TrlParser
 from ..core.settings import changed_settings
 from ..generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 
+logger = logging.getLogger(__name__)
+
 
 class SpecTrainer(Trainer):
     """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
@@ -250,7 +252,10 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
         main(script_args, training_args)
     finally:
         if not had_process_group:
-            end_process_group()
+            try:
+                end_process_group()
+            except Exception as error:  # never in place of the run's own error, nor failing a finished run
+                logger.warning("The process group this run opened could not be closed: %s", error)
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 import time
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback
 
@@ -46,63 +47,78 @@ class StepProfileCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.first_step = state.global_step + self.skip
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if self.profiler is None and state.global_step == self.first_step:
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-            try:
-                self.profiler = profile(activities=activities)
-                self.profiler.__enter__()
-            except Exception as error:  # a machine whose profiler does not start still trains the stage
-                self.profiler = None
-                self._write(args, state, f"the profiler did not start ({type(error).__name__}: {error}); training went "
-                                         "on unprofiled\n", logging.WARNING)
-                return
-            self.started_at = time.perf_counter()
+        if self.skip == 0:
+            self._start(args, state)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.profiler is not None and state.global_step >= self.first_step + self.steps:
+        """The window runs from the end of step ``first_step`` to the end of ``first_step + steps``: whole steps, their
+        batches' loading included (the Trainer fetches a step's batches before its ``on_step_begin``)."""
+        if self.profiler is None and state.global_step == self.first_step and not self.started_at:
+            self._start(args, state)
+        elif self.profiler is not None and state.global_step >= self.first_step + self.steps:
             self._finish(args, state)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.profiler is not None:  # the run ended inside the profiled steps: report the ones it ran
             self._finish(args, state)
 
+    def _start(self, args, state) -> None:
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.profiler = profile(activities=activities)
+            self.profiler.__enter__()
+        except Exception as error:  # a machine whose profiler does not start still trains the stage
+            self.profiler = None
+            self._report(args, state, f"the profiler did not start ({type(error).__name__}: {error}); training went "
+                                      "on unprofiled\n", logging.WARNING)
+        self.started_at = time.perf_counter()
+
     def _finish(self, args, state) -> None:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - self.started_at
         profiled, self.profiler = self.profiler, None
         try:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - self.started_at
             profiled.__exit__(None, None, None)
-            averages = profiled.key_averages()
+            text = self._profile_text(profiled.key_averages(), state.global_step - self.first_step, seconds)
         except Exception as error:  # the steps are trained; only their profile is lost
-            failure = f"the profiler did not finish ({type(error).__name__}: {error})\n"
-            self._write(args, state, failure, logging.WARNING)
-            return
-        steps = state.global_step - self.first_step
+            text = f"the profiler did not finish ({type(error).__name__}: {error})\n"
+        self._report(args, state, text, logging.WARNING if text.startswith("the profiler") else logging.INFO)
+
+    def _profile_text(self, averages, steps: int, seconds: float) -> str:
         sort_by = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-        header = (f"optimizer steps {self.first_step + 1}..{state.global_step} ({steps}): {seconds:.3f} s wall, "
-                  f"{seconds / max(steps, 1):.3f} s a step\n{phase_summary(averages, steps)}operators by {sort_by}\n")
-        self._write(args, state, header + averages.table(sort_by=sort_by, row_limit=self.row_limit) + "\n")
+        return (f"optimizer steps {self.first_step + 1}..{self.first_step + steps} ({steps}): {seconds:.3f} s wall, "
+                f"{seconds / max(steps, 1):.3f} s a step\n{phase_summary(averages, steps)}operators by {sort_by}\n"
+                f"{averages.table(sort_by=sort_by, row_limit=self.row_limit)}\n")
 
     @staticmethod
-    def _write(args, state, text: str, level: int = logging.INFO) -> None:
-        """``text`` to ``output_dir/step_profile.txt`` and the log, from the main process."""
+    def _report(args, state, text: str, level: int) -> None:
+        """``text`` to the log and, from the main process, to ``output_dir/step_profile.txt`` (a file that cannot be
+        written is logged: the stage trains on)."""
+        logger.log(level, "step profile (%s):\n%s", PROFILE_FILE, text)
         if not state.is_world_process_zero:
             return
-        os.makedirs(args.output_dir, exist_ok=True)
-        with open(os.path.join(args.output_dir, PROFILE_FILE), "w", encoding="utf-8") as handle:
-            handle.write(text)
-        logger.log(level, "step profile, written to %s:\n%s", PROFILE_FILE, text)
+        try:
+            os.makedirs(args.output_dir, exist_ok=True)
+            with open(os.path.join(args.output_dir, PROFILE_FILE), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as error:
+            logger.warning("The step profile could not be written to %s: %s", args.output_dir, error)
 
 
 def phase_summary(averages, steps: int) -> str:
-    """One line per named phase (:data:`PHASE_PREFIXES`): its host and accelerator milliseconds a step, and calls."""
-    lines = [
-        f"  {row.key}: host {row.cpu_time_total / 1e3 / max(steps, 1):.2f} ms, accelerator "
-        f"{row.device_time_total / 1e3 / max(steps, 1):.2f} ms a step ({row.count} calls)\n"
-        for row in averages
-        if row.key.startswith(PHASE_PREFIXES)
-    ]
+    """One line per named phase (:data:`PHASE_PREFIXES`): its host and accelerator milliseconds a step, and calls.
+    On CUDA a range has two rows, the host's and the device's span of its kernels; the line takes each time from its
+    own row (the device row's when there is one)."""
+    host, device = {}, {}
+    for row in averages:
+        if row.key.startswith(PHASE_PREFIXES):
+            (host if row.device_type == DeviceType.CPU else device)[row.key] = row
+    lines = []
+    for key, row in host.items():
+        accelerator = device[key].device_time_total if key in device else row.device_time_total
+        lines.append(f"  {key}: host {row.cpu_time_total / 1e3 / max(steps, 1):.2f} ms, accelerator "
+                     f"{accelerator / 1e3 / max(steps, 1):.2f} ms a step ({row.count} calls)\n")
     return "phases:\n" + "".join(lines) if lines else ""

@@ -44,3 +44,23 @@ def test_a_group_the_caller_opened_is_left_to_the_caller(tmp_path):
         assert dist.is_initialized()
     finally:
         dist.destroy_process_group()
+
+
+def test_a_group_that_cannot_be_closed_does_not_replace_the_runs_own_error(tmp_path, monkeypatch):
+    import hf_adaptive_spec.training.base as base
+
+    def stuck():
+        raise RuntimeError("a peer is gone")
+
+    monkeypatch.setattr(base, "end_process_group", stuck)
+
+    def main(script_args, training_args):
+        _open_group(tmp_path)
+        raise ValueError("the run's own error")
+
+    try:
+        with pytest.raises(ValueError, match="the run's own error"):
+            run_training_script(make_parser(), main, _argv(tmp_path))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
