@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core.files import write_text_atomically
 from ..profiling.identity import artifact_name
 from .storage import MANIFEST
 
@@ -63,7 +64,5 @@ def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -
 
 
 def _write_manifest(path: Path, manifest: dict) -> None:
-    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed over it)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    partial.replace(path)
+    """Write ``manifest`` to ``path`` whole or not at all."""
+    write_text_atomically(path, json.dumps(manifest, indent=2) + "\n")

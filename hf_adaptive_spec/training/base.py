@@ -240,7 +240,7 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`).
     A process group opened during the run (under ``torchrun``) is closed at its end, even a failed one
     (:func:`end_process_group`); one the caller had opened is left to the caller."""
-    had_process_group = torch.distributed.is_available() and torch.distributed.is_initialized()
+    had_process_group = process_group_open()
     try:
         script_args, training_args = parser.parse_args_and_config(args=argv)
         script_args.reproduce_command = with_overrides(
@@ -259,11 +259,16 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     return 0
 
 
+def process_group_open() -> bool:
+    """Whether torch.distributed's default process group is open in this process."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def end_process_group() -> None:
     """Destroy torch.distributed's default process group, if one is open (a run under ``torchrun``; the Trainer opens
     it and never closes it). Left open, gloo's worker threads can still hold tensors while the interpreter finalizes,
     and a process whose training has finished dies of SIGABRT (torchrun then fails the whole run). Call it last."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if process_group_open():
         torch.distributed.destroy_process_group()
 
 

@@ -53,7 +53,7 @@ class StepProfileCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         """The window runs from the end of step ``first_step`` to the end of ``first_step + steps``: whole steps, their
         batches' loading included (the Trainer fetches a step's batches before its ``on_step_begin``)."""
-        if self.profiler is None and state.global_step == self.first_step and not self.started_at:
+        if state.global_step == self.first_step:  # once a run: steps only count up
             self._start(args, state)
         elif self.profiler is not None and state.global_step >= self.first_step + self.steps:
             self._finish(args, state)
@@ -84,8 +84,10 @@ class StepProfileCallback(TrainerCallback):
             profiled.__exit__(None, None, None)
             text = self._profile_text(profiled.key_averages(), state.global_step - self.first_step, seconds)
         except Exception as error:  # the steps are trained; only their profile is lost
-            text = f"the profiler did not finish ({type(error).__name__}: {error})\n"
-        self._report(args, state, text, logging.WARNING if text.startswith("the profiler") else logging.INFO)
+            lost = f"the profiler did not finish ({type(error).__name__}: {error})\n"
+            self._report(args, state, lost, logging.WARNING)
+            return
+        self._report(args, state, text, logging.INFO)
 
     def _profile_text(self, averages, steps: int, seconds: float) -> str:
         sort_by = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
+from ...core.files import write_text_atomically
 from ...core.packaged import weights_digest
 
 try:
@@ -118,8 +119,7 @@ class FeatureCache:
             end += entry["tokens"] * self.row_bytes
         if len(index) < len(lines) or end < size:
             kept = "".join(json.dumps({"key": k, "offset": o, "tokens": t}) + "\n" for k, (o, t) in index.items())
-            index_path.with_suffix(".tmp").write_text(kept)
-            os.replace(index_path.with_suffix(".tmp"), index_path)
+            write_text_atomically(index_path, kept)
             os.truncate(data, end)
         return index, end
 

@@ -78,8 +78,8 @@ class Eagle3Trainer(SpecTrainer):
         if model.training:  # evaluation batches run the target: the cache holds the training conversations only
             self._log_feature_cache()
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
-        loss_mask = inputs["loss_mask"] * inputs["attention_mask"]
-        batch = TTTBatch(inputs["input_ids"], features, target_logits, loss_mask, self._loss_weight(inputs["input_ids"]))
+        loss_mask = inputs["loss_mask"] * mask
+        batch = TTTBatch(ids, features, target_logits, loss_mask, self._loss_weight(ids))
         t2d = self.accelerator.unwrap_model(model).t2d
         with record_function("train.draft_and_loss"):
             loss, step_losses, step_accuracy = ttt_loss(
