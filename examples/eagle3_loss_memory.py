@@ -1,7 +1,8 @@
-"""What recomputing the TTT loss's softmaxes costs and saves (``Eagle3Config.recompute_loss_softmax``):
-one forward+backward of the training-time-test loss (5 steps) on the stage-12 drafter (12,288-token
-head) over 2 held-out conversations cut at 256 tokens, in bfloat16 autocast as GPU training runs,
-recomputed against kept, interleaved, median of 5 after one warm-up; and the bytes of the distinct
+"""What recomputing the TTT loss's log-softmax and compiling the loss cost and save
+(``Eagle3Config.recompute_loss_softmax``, ``Eagle3Config.compile_loss``): one forward+backward of the
+training-time-test loss (5 steps) on the stage-12 drafter (12,288-token head) over 2 held-out
+conversations cut at 256 tokens, in bfloat16 autocast as GPU training runs, kept, recomputed and
+compiled, interleaved, median of 5 after one warm-up (which compiles); and the bytes of the distinct
 storages autograd keeps for the backward pass.
 
     python examples/eagle3_loss_memory.py
@@ -30,21 +31,22 @@ def main() -> None:
         feats, target_logits = features(inputs["input_ids"], inputs["attention_mask"])
     batch = TTTBatch(inputs["input_ids"], feats, target_logits, inputs["loss_mask"])
 
-    def loss(recompute: bool) -> torch.Tensor:
+    def loss(variant: tuple[bool, bool]) -> torch.Tensor:
+        recompute, compiled = variant
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            return ttt_loss(draft, batch, steps=5, decay=0.8, recompute_softmax=recompute)[0]
+            return ttt_loss(draft, batch, steps=5, decay=0.8, recompute_softmax=recompute, compile_loss=compiled)[0]
 
-    variants = {"recomputed": True, "kept": False}
+    variants = {"recomputed": (True, False), "kept": (False, False), "compiled": (False, True)}
     times: dict[str, list[float]] = {name: [] for name in variants}
     for repeat in range(6):  # the first round warms up
-        for name, recompute in variants.items():
+        for name, variant in variants.items():
             draft.zero_grad()
             start = time.perf_counter()
-            loss(recompute).backward()
+            loss(variant).backward()
             if repeat:
                 times[name].append(time.perf_counter() - start)
-    for name, recompute in variants.items():
-        _, kept = kept_for_backward(lambda: loss(recompute))
+    for name, variant in variants.items():
+        _, kept = kept_for_backward(lambda: loss(variant))
         print(f"{name}: median {statistics.median(times[name]):.3f} s per forward+backward, "
               f"autograd keeps {kept / 1e6:.1f} MB", flush=True)
     print("shape", tuple(batch.input_ids.shape), "draft vocab", draft.config.draft_vocab_size)

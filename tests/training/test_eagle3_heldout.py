@@ -189,11 +189,11 @@ def test_held_out_copy_acceptance_is_acceptance_on_the_tokens_a_prompt_lookup_pr
         steps = ttt_unroll(draft, TTTBatch(input_ids, fused, target_logits, loss_mask), 2)
         ids = input_ids[0]
         for k, step in enumerate(steps):
-            hit = (step.logits.argmax(-1) == step.target_logits.argmax(-1)) & step.mask.bool()
-            for t in range(ids.shape[0] - 2 - k):  # step k at root t drafts token t + 2 + k
+            for t in range(ids.shape[0] - 2 - k):  # step k at root t drafts token t + 2 + k, the target's at t + 1 + k
                 j = t + 2 + k
+                hit = step.logits[0, t].argmax() == target_logits[0, t + 1 + k].argmax() and step.mask[0, t]
                 if sample["loss_mask"][j] and lookup_continuation(ids[:j], 2, 1) == [int(ids[j])]:
-                    hits[k] += int(hit[0, t])
+                    hits[k] += int(hit)
                     copied[k] += 1
         answers += sum(sample["loss_mask"][2:])
     assert point.copy_share == pytest.approx(copied[0] / answers)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from tiny_models import make_char_tokenizer, prompt, tiny_model
 from transformers import DynamicCache
 
@@ -22,7 +23,7 @@ from hf_adaptive_spec.training.eagle3 import (
     ttt_loss,
     ttt_unroll,
 )
-from hf_adaptive_spec.training.eagle3.ttt import ttt_attention_mask
+from hf_adaptive_spec.training.eagle3.ttt import shift_positions, soft_cross_entropy_sum, ttt_attention_mask
 from hf_adaptive_spec.training.memory import kept_for_backward
 
 torch.set_num_threads(1)
@@ -107,13 +108,42 @@ def test_training_time_test_equals_inference_drafting(setup, num_layers):
             torch.testing.assert_close(steps[k].logits[0, t], node.logits[0, -1], atol=1e-5, rtol=1e-5)
         # the target side: logits restricted to the draft vocabulary, at the position predicting the same token
         full = target(ids[:, : t + 2]).logits[0, -1]
-        torch.testing.assert_close(steps[0].target_logits[0, t], full[draft.draft_to_target()], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(target_logits[0, t + 1], full[draft.draft_to_target()], atol=1e-4, rtol=1e-4)
+        assert int(steps[0].target_argmax[0, t]) == int(full[draft.draft_to_target()].argmax())
+        assert int(steps[2].target_argmax[0, t]) == int(target_logits[0, t + 3].argmax())
+
+
+def _reference_ttt_loss(draft, batch, steps, decay):
+    """The loss as written in EAGLE-3's terms: each step against its own shifted, padded copy of the target's
+    logits, over every position (past the sequence the mask is 0)."""
+    total = 0.0
+    for k, step in enumerate(ttt_unroll(draft, batch, steps)):
+        total = total + decay**k * (_soft_cross_entropy(step, batch.target_logits, k) * step.mask).sum() / step.mask.sum()
+    return total
+
+
+def _kept_by_shape(fn, vocabulary, model):
+    """``fn()`` and the bytes of the distinct storages autograd saved whose last dimension is ``vocabulary``,
+    by dtype, the model's parameters left out (the head's weight, transposed)."""
+    storages, weights = {}, {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def pack(tensor):
+        if tensor.dim() and tensor.shape[-1] == vocabulary and tensor.untyped_storage().data_ptr() not in weights:
+            storages[tensor.untyped_storage().data_ptr()] = (tensor.dtype, tensor.untyped_storage().nbytes())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = fn()
+    kept = {}
+    for dtype, nbytes in storages.values():
+        kept[dtype] = kept.get(dtype, 0) + nbytes
+    return result, kept
 
 
 def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
-    """In bfloat16 the loss keeps the logits and targets per step for the backward pass (2 + 2 bytes
-    a [batch, length, vocabulary] element), not their float32 softmaxes (4 + 4), and its value and
-    gradients are those of the same loss computed without checkpointing."""
+    """In bfloat16 the loss keeps per step the draft logits for the backward pass (2 bytes a [batch, length,
+    vocabulary] element), not their float32 log-softmax (4), and the target's float32 distribution once for
+    every step; its value and gradients are those of the plain loss and of the loss against per-step copies."""
     target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
     ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
@@ -122,12 +152,21 @@ def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
 
     (loss, _, _), kept = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True))
     (reference, _, _), kept_plain = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8))
+    written = _reference_ttt_loss(draft, batch, steps, 0.8)
     torch.testing.assert_close(loss, reference)
+    torch.testing.assert_close(loss, written)
     parameters = [p for p in draft.parameters() if p.requires_grad]
-    for mine, theirs in zip(torch.autograd.grad(loss, parameters), torch.autograd.grad(reference, parameters)):
-        torch.testing.assert_close(mine, theirs)
-    float32_step = ids.shape[0] * (ids.shape[1] - 1) * draft.config.draft_vocab_size * 4
-    assert kept_plain - kept >= 0.9 * steps * float32_step  # 8 bytes an element kept in place of 4 (exactly 0.98 here)
+    gradients = [torch.autograd.grad(value, parameters) for value in (loss, reference, written)]
+    for mine, plain, as_written in zip(*gradients):
+        torch.testing.assert_close(mine, plain)
+        torch.testing.assert_close(mine, as_written)
+
+    rows, length, vocabulary = ids.shape[0], ids.shape[1] - 1, draft.config.draft_vocab_size
+    assert kept_plain - kept == steps * rows * length * vocabulary * (4 - 2)
+    _, by_dtype = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True),
+                                 vocabulary, draft)
+    assert by_dtype == {torch.float32: rows * (ids.shape[1] + steps) * vocabulary * 4,  # the target's, once, padded
+                        torch.bfloat16: steps * rows * length * vocabulary * 2}  # each step's logits
 
 
 def _samples(target, count=12, length=24):
@@ -166,28 +205,95 @@ def test_trainer_learns_saves_safetensors_and_reloads(setup, tmp_path):
         torch.testing.assert_close(reloaded.state_dict()[key], value)
 
 
-def test_trainer_hands_recompute_loss_softmax_to_the_loss(setup, tmp_path, monkeypatch):
+def test_trainer_hands_the_loss_settings_to_the_loss(setup, tmp_path, monkeypatch):
     import hf_adaptive_spec.training.eagle3.trainer as trainer_module
 
     target, draft = setup
     seen = []
 
     def recording_loss(*args):
-        seen.append(args[-1])
-        return ttt_loss(*args)
+        seen.append(args[-2:])
+        return ttt_loss(*args[:-1])  # compiled or not, the same loss (test_compiled_loss_...)
 
     monkeypatch.setattr(trainer_module, "ttt_loss", recording_loss)
     samples = _samples(target, count=2)
-    for flag in (True, False):
-        args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[], recompute_loss_softmax=flag)
+    for recompute, compiled in ((True, False), (False, True)):
+        args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[], recompute_loss_softmax=recompute,
+                            compile_loss=compiled)
         trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
                                 data_collator=lambda b: collate(b, pad_token_id=0))
         trainer.compute_loss(draft, collate(samples, pad_token_id=0)).backward()
-    assert seen == [True, False]
+    assert seen == [(True, False), (False, True)]
 
 
-def _soft_cross_entropy(step):
-    return -(torch.softmax(step.target_logits.float(), -1) * torch.log_softmax(step.logits.float(), -1)).sum(-1)
+def test_a_checkpoint_resumes_with_the_loss_compiled_or_recomputed(tmp_path):
+    """How the loss is computed changes what a step costs, not what it trains: a resumed run may switch it."""
+    from hf_adaptive_spec.training.base import check_resume_settings
+
+    (tmp_path / "training_config.json").write_text(Eagle3Config(output_dir=str(tmp_path), report_to=[]).to_json_string())
+    check_resume_settings(Eagle3Config(output_dir=str(tmp_path), report_to=[], compile_loss=True,
+                                       recompute_loss_softmax=True), str(tmp_path))
+    with pytest.raises(ValueError, match="ttt_steps"):
+        check_resume_settings(Eagle3Config(output_dir=str(tmp_path), report_to=[], ttt_steps=3), str(tmp_path))
+
+
+def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setup):
+    """Inductor fuses each step's cross-entropy and recomputes its log-softmax in backward: the same value and
+    gradients as the plain loss, and for backward the storages ``recompute_softmax`` keeps (bfloat16 logits per
+    step, the target's distribution once), at two lengths (dynamic shapes: one compilation serves both)."""
+    target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
+    vocabulary, parameters = draft.config.draft_vocab_size, [p for p in draft.parameters() if p.requires_grad]
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    for length in (12, 17):
+        ids = torch.cat([prompt(length, seed=4), prompt(length, seed=5)])
+        feats, target_logits = features(ids, torch.ones_like(ids))
+        batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
+        (compiled, _, _), kept = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=3, compile_loss=True), vocabulary, draft)
+        (plain, _, _), kept_recomputed = _kept_by_shape(
+            lambda: ttt_loss(draft, batch, steps=3, recompute_softmax=True), vocabulary, draft
+        )
+        torch.testing.assert_close(compiled, plain, rtol=1e-5, atol=1e-5)
+        for mine, theirs in zip(torch.autograd.grad(compiled, parameters), torch.autograd.grad(plain, parameters)):
+            torch.testing.assert_close(mine, theirs, rtol=1e-2, atol=1e-4)  # bfloat16 weights' gradients
+        assert kept == kept_recomputed
+
+
+def test_a_loss_inductor_cannot_compile_runs_uncompiled_and_says_why_once(setup, caplog):
+    """No C++ compiler on a CPU or no Triton on a GPU: the run keeps training, recomputing the log-softmax (the
+    compiled loss's memory), and the log says why, once."""
+    from hf_adaptive_spec.training.eagle3.ttt import CompiledCrossEntropy
+
+    target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
+    ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
+    feats, target_logits = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())(
+        ids, torch.ones_like(ids)
+    )
+    batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
+    loss = CompiledCrossEntropy()
+    calls = []
+
+    def no_compiler(*inputs):
+        calls.append(1)
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+
+    loss.compiled = no_compiler
+    steps = ttt_unroll(draft, batch, 2)
+    inputs = (steps[1].logits, F.pad(torch.softmax(target_logits.float(), -1), (0, 0, 0, 2))[:, 2:13], steps[1].mask)
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.training.eagle3.ttt"):
+        first, second = loss(*inputs), loss(*inputs)
+    torch.testing.assert_close(first, soft_cross_entropy_sum(*inputs))
+    torch.testing.assert_close(second, first)
+    assert calls == [1] and "No working C++ compiler" in loss.failure
+    assert [r.getMessage().count("could not compile") for r in caplog.records] == [1]
+    _, kept = _kept_by_shape(lambda: loss(*inputs), draft.config.draft_vocab_size, draft)
+    assert kept == {torch.bfloat16: inputs[0].untyped_storage().nbytes(),  # the logits, not their log-softmax
+                    torch.float32: inputs[1].untyped_storage().nbytes()}
+
+
+def _soft_cross_entropy(step, target_logits, k):
+    """The loss at every position of step ``k``, against the target's logits shifted by ``1 + k`` and padded."""
+    shifted = shift_positions(target_logits, 1 + k, step.logits.shape[1])
+    return -(torch.softmax(shifted.float(), -1) * torch.log_softmax(step.logits.float(), -1)).sum(-1)
 
 
 @torch.no_grad()
@@ -205,7 +311,7 @@ def test_ttt_loss_weighs_each_tokens_loss_and_counts_accuracy_unweighted(setup):
     expected = []
     for k, step in enumerate(ttt_unroll(draft, plain, steps=3)):
         aligned = torch.cat([weight[:, 2 + k :], torch.zeros(2, k + 1)], dim=1)[:, : step.mask.shape[1]] * step.mask
-        expected.append(float((_soft_cross_entropy(step) * aligned).sum() / aligned.sum()))
+        expected.append(float((_soft_cross_entropy(step, target_logits, k) * aligned).sum() / aligned.sum()))
     assert step_losses == pytest.approx(expected, rel=1e-5)
     assert float(loss) == pytest.approx(sum(0.5**k * e for k, e in enumerate(expected)), rel=1e-5)
     assert step_losses != pytest.approx(plain_losses, rel=1e-3)  # the weights changed the loss

@@ -30,9 +30,13 @@ class Eagle3Config(TrainingArguments):
         max_length: tokens kept per conversation.
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
-        recompute_loss_softmax: recompute the loss's float32 softmaxes in the backward pass instead of
-            keeping them (:func:`ttt_loss`): halves the memory the loss keeps in bfloat16, for a larger batch
-            on a GPU; nothing to gain in float32, where it only costs time.
+        recompute_loss_softmax: recompute each training-time-test step's float32 log-softmax in the backward
+            pass instead of keeping it (:func:`ttt_loss`): halves what each step keeps for the loss in bfloat16,
+            for a larger batch on a GPU; nothing to gain in float32, where it only costs time.
+        compile_loss: compile each step's cross-entropy with ``torch.compile`` (inductor; on a CPU it needs a C++
+            compiler): the float32 cast, log-softmax and sums run fused, and the backward pass recomputes the
+            log-softmax, so it keeps what ``recompute_loss_softmax`` keeps and runs faster than the plain loss.
+            Compiled on the first batch (seconds to a minute); off by default.
         draft_intermediate_size: MLP width of a new drafter's layer (default: the target's); a
             capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``. With
             ``init_from``, a larger width widens the trained drafter without changing its output
@@ -56,8 +60,11 @@ class Eagle3Config(TrainingArguments):
     """
 
     #: fields a resumed run may change (:func:`~hf_adaptive_spec.training.base.check_resume_settings`): where and how
-    #: much the target's outputs are cached changes no step of training
-    resume_may_change: ClassVar[frozenset[str]] = frozenset({"feature_cache_dir", "feature_cache_max_gb"})
+    #: much the target's outputs are cached, and how the loss is computed (compiled, recomputed in backward), change
+    #: what a step costs, not what it trains
+    resume_may_change: ClassVar[frozenset[str]] = frozenset(
+        {"feature_cache_dir", "feature_cache_max_gb", "compile_loss", "recompute_loss_softmax"}
+    )
 
     ttt_steps: int = field(default=7, metadata={"help": "Draft steps unrolled per position (training-time test)."})
     ploss_decay: float = field(default=0.8, metadata={"help": "Weight decay**k of draft step k's loss."})
@@ -69,7 +76,10 @@ class Eagle3Config(TrainingArguments):
         default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
     )
     recompute_loss_softmax: bool = field(
-        default=False, metadata={"help": "Recompute the loss's float32 softmaxes in backward (less memory in bf16)."}
+        default=False, metadata={"help": "Recompute each step's float32 log-softmax in backward (less memory in bf16)."}
+    )
+    compile_loss: bool = field(
+        default=False, metadata={"help": "Compile the loss (torch.compile): faster; keeps what recompute_loss_softmax keeps."}
     )
     draft_intermediate_size: int | None = field(
         default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}

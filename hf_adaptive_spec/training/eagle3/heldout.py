@@ -283,7 +283,7 @@ class HeldOutCounts:
     def add(self, steps: list[TTTStep], ended: torch.Tensor | None = None, copied: torch.Tensor | None = None) -> None:
         """Tally one batch's unrolled steps; ``ended`` as :func:`decoding_walk` takes it; ``copied[b, j]`` says
         a prompt lookup would have proposed token ``j`` (:func:`lookup_hits`)."""
-        hits = [(s.logits.argmax(-1) == s.target_logits.argmax(-1)) & s.mask.bool() for s in steps]
+        hits = [(s.logits.argmax(-1) == s.target_argmax) & s.mask.bool() for s in steps]
         for k, (hit, step) in enumerate(zip(hits, steps)):
             self.hits[k] += int(hit.sum())
             self.answers[k] += int(step.answer_mask.sum())

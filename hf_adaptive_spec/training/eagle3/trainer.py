@@ -83,7 +83,8 @@ class Eagle3Trainer(SpecTrainer):
         t2d = self.accelerator.unwrap_model(model).t2d
         with record_function("train.draft_and_loss"):
             loss, step_losses, step_accuracy = ttt_loss(
-                model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax
+                model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax,
+                self.args.compile_loss,
             )
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self._metrics[f"loss_step{step}"].append(step_loss)

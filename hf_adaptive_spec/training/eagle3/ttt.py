@@ -10,13 +10,18 @@ the target's next-token distribution restricted to the draft vocabulary.
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers import DynamicCache
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,8 +65,8 @@ def ttt_attention_mask(length: int, step: int, dtype: torch.dtype, device: torch
 
 @dataclass
 class TTTStep:
-    """One unrolled draft step: logits ``[B, L, draft_vocab]``, the target logits and masks aligned
-    with them (``[B, L, draft_vocab]`` and ``[B, L]``).
+    """One unrolled draft step: logits ``[B, L, draft_vocab]``, and aligned with them (``[B, L]``) the
+    target's argmax over the draft vocabulary (``-1`` past the sequence) and the masks.
 
     ``mask`` (the loss's) holds the answer positions whose token the draft vocabulary can say;
     ``answer_mask`` holds every answer position, so that a measure of acceptance counts a token
@@ -70,7 +75,7 @@ class TTTStep:
     """
 
     logits: torch.Tensor
-    target_logits: torch.Tensor
+    target_argmax: torch.Tensor
     mask: torch.Tensor
     answer_mask: torch.Tensor
     loss_weight: torch.Tensor
@@ -85,6 +90,7 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
     length = input_ids.shape[1] - 1  # draft position t needs token t + 1
     positions = torch.arange(length, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
     in_draft_vocab = (model.t2d if t2d is None else t2d)[input_ids]
+    target_argmax = batch.target_logits.argmax(-1)  # once: every step reads it shifted
     cache = DynamicCache()
     hidden, from_target = features[:, :length], True
     unrolled = []
@@ -100,16 +106,65 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
         answer = shift_positions(batch.loss_mask, 2 + step, length).float()
         mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
         weight = mask if batch.loss_weight is None else mask * shift_positions(batch.loss_weight, 2 + step, length)
-        unrolled.append(TTTStep(out.logits, shift_positions(batch.target_logits, 1 + step, length), mask, answer, weight))
+        argmax = shift_positions(target_argmax, 1 + step, length, fill=-1)
+        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight))
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
 
-def soft_cross_entropy_sum(logits: torch.Tensor, target_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``sum(mask * -sum_v softmax(target) * log_softmax(logits))``, computed in float32."""
+def soft_cross_entropy_sum(logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``sum(weight * -sum_v target_probs * log_softmax(logits))``, computed in float32."""
     log_q = torch.log_softmax(logits.float(), dim=-1)
-    p = torch.softmax(target_logits.float(), dim=-1)
-    return (-(p * log_q).sum(-1) * mask).sum()
+    return (-(target_probs * log_q).sum(-1) * weight).sum()
+
+
+class CompiledCrossEntropy:
+    """:func:`soft_cross_entropy_sum` compiled by inductor, with dynamic shapes (every batch has its own length).
+
+    The cast, log-softmax, product and sums run fused, and the partitioner keeps the logits for the backward
+    pass and recomputes the log-softmax there: what ``recompute_softmax`` keeps, faster than either way
+    uncompiled. Compiled on first use. Where inductor cannot compile (no C++ compiler on a CPU, no Triton on a
+    GPU), it says why once, as a warning, and runs the loss uncompiled with the log-softmax recomputed, so a run
+    sized for the compiled loss's memory keeps training.
+    """
+
+    def __init__(self):
+        self.compiled = torch.compile(soft_cross_entropy_sum, dynamic=True)
+        self.failure: str | None = None
+
+    def __call__(self, logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if self.failure is None:
+            try:
+                return self.compiled(logits, target_probs, weight)
+            except Exception as error:  # dynamo's and inductor's failures share no base class
+                self.failure = f"{type(error).__name__}: {error}"
+                logger.warning("compile_loss: torch.compile could not compile the loss here (%s); it runs uncompiled, "
+                               "with the log-softmax recomputed in backward (recompute_loss_softmax).", self.failure)
+        return recomputed_soft_cross_entropy_sum(logits, target_probs, weight)
+
+
+@functools.cache
+def compiled_soft_cross_entropy_sum() -> CompiledCrossEntropy:
+    """The process's one :class:`CompiledCrossEntropy` (its compilations are reused by every later batch)."""
+    return CompiledCrossEntropy()
+
+
+def recomputed_soft_cross_entropy_sum(
+    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor
+) -> torch.Tensor:
+    """:func:`soft_cross_entropy_sum` with its log-softmax recomputed in backward (activation checkpointing)."""
+    if not logits.requires_grad:
+        return soft_cross_entropy_sum(logits, target_probs, weight)
+    return checkpoint(soft_cross_entropy_sum, logits, target_probs, weight, use_reentrant=False)
+
+
+def step_cross_entropy(inputs: tuple[torch.Tensor, ...], recompute_softmax: bool, compiled: bool) -> torch.Tensor:
+    """One step's :func:`soft_cross_entropy_sum`, compiled, recomputed in backward, or plain."""
+    if compiled:
+        return compiled_soft_cross_entropy_sum()(*inputs)
+    if recompute_softmax:
+        return recomputed_soft_cross_entropy_sum(*inputs)
+    return soft_cross_entropy_sum(*inputs)
 
 
 def ttt_loss(
@@ -119,6 +174,7 @@ def ttt_loss(
     decay: float = 0.8,
     t2d: torch.Tensor | None = None,
     recompute_softmax: bool = False,
+    compile_loss: bool = False,
 ) -> tuple[torch.Tensor, list[float], list[float]]:
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
@@ -127,21 +183,28 @@ def ttt_loss(
     one). Accuracy is the share of masked positions where the draft argmax equals the target's argmax,
     every position counting once.
 
-    ``recompute_softmax`` recomputes the float32 softmaxes in the backward pass instead of keeping
-    them (activation checkpointing): per step autograd then keeps the logits and targets in their
-    own dtype (2 + 2 bytes an element of ``[batch, length, draft vocabulary]`` in bfloat16) instead of
-    two float32 tensors (4 + 4). Worth it on a GPU in bfloat16, where it bounds the batch once the
-    draft vocabulary is large; in float32 it saves nothing and costs the recomputation.
+    The target's float32 distribution is computed once per batch, padded with ``steps`` rows of no
+    probability; step ``k`` reads it shifted by ``k``, as a view (its last ``k + 1`` positions predict
+    past the sequence, where the mask is 0 and the padding adds nothing).
+
+    ``recompute_softmax`` recomputes each step's float32 log-softmax in the backward pass instead of
+    keeping it (activation checkpointing): per step autograd then keeps the logits in their own
+    dtype (2 bytes an element of ``[batch, length, draft vocabulary]`` in bfloat16) instead of a
+    float32 tensor (4). Worth it on a GPU in bfloat16, where it bounds the batch once the draft
+    vocabulary is large; in float32 it saves nothing and costs the recomputation. ``compile_loss``
+    compiles each step's cross-entropy (:func:`compiled_soft_cross_entropy_sum`): it keeps what
+    ``recompute_softmax`` keeps and runs faster than the plain loss, so with it that flag changes nothing.
     """
     total = batch.features.new_zeros((), dtype=torch.float32)
+    target_probs = F.pad(torch.softmax(batch.target_logits.float(), dim=-1), (0, 0, 0, steps))
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
-        inputs = (unrolled.logits, unrolled.target_logits, unrolled.loss_weight)
-        recompute = recompute_softmax and unrolled.logits.requires_grad
-        summed = checkpoint(soft_cross_entropy_sum, *inputs, use_reentrant=False) if recompute else soft_cross_entropy_sum(*inputs)
+        target = target_probs[:, 1 + step : 1 + step + unrolled.logits.shape[1]]
+        inputs = (unrolled.logits, target, unrolled.loss_weight)
+        summed = step_cross_entropy(inputs, recompute_softmax, compile_loss)
         step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
         total = total + decay**step * step_loss
-        hits = (unrolled.logits.argmax(-1) == unrolled.target_logits.argmax(-1)).float()
+        hits = (unrolled.logits.argmax(-1) == unrolled.target_argmax).float()
         step_losses.append(float(step_loss.detach()))
         step_accuracy.append(float((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0)))
     return total, step_losses, step_accuracy

@@ -26,7 +26,7 @@ with torch.no_grad():
             valid = s.answer_mask.bool()[0]
             probs = s.logits[0].float().softmax(-1)
             top_p, top_i = probs.topk(4, dim=-1)
-            target_arg = s.target_logits[0].argmax(-1)
+            target_arg = s.target_argmax[0]
             in_vocab = s.mask.bool()[0]
             for r in range(4):
                 hit = (top_i[:, r] == target_arg) & in_vocab
