@@ -13,7 +13,6 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import DraftTree, TopLogitsRescorer, prepare_cache_for_trees
 from hf_adaptive_spec.generation.static_path import fast_path
 from hf_adaptive_spec.generation.targets import DynamicTarget, StaticTarget

@@ -8,7 +8,7 @@ from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
 from ..environments import MultiReplayEnvironment, ReplayEnvironment
 from ..environments.static_grid import rank_over_recordings
-from ..policies import AutoDraftPolicy, LookupFirstPolicy
+from ..policies import AutoDraftPolicy
 from .hardware import HardwareProfile
 from .identity import shipped_policies_misfit
 

@@ -51,9 +51,9 @@ def _live_and_replayed(update_every: int, num_prompts: int) -> tuple[DVIDrafter,
     target = tiny_model("llama")
     live, replayed = _drafter(target, update_every=update_every), _drafter(target, update_every=update_every)
     replay = _replay(target, replayed)
-    for prompt in prompts(num_prompts):
-        live_lengths = _live(target, live, prompt)
-        assert replay.run(prompt[0].tolist(), _completion(target, prompt)).accepted_lengths == live_lengths
+    for ids in prompts(num_prompts):
+        live_lengths = _live(target, live, ids)
+        assert replay.run(ids[0].tolist(), _completion(target, ids)).accepted_lengths == live_lengths
     return live, replayed
 
 
@@ -102,8 +102,8 @@ def test_a_frozen_drafter_is_evaluated_without_logging():
     live.freeze()
     replayed.freeze()
     replay = _replay(target, replayed)
-    for prompt in prompts(2):
-        assert replay.run(prompt[0].tolist(), _completion(target, prompt)).accepted_lengths == _live(target, live, prompt)
+    for ids in prompts(2):
+        assert replay.run(ids[0].tolist(), _completion(target, ids)).accepted_lengths == _live(target, live, ids)
         assert replay.last_greedy_agreement == 1.0  # the completion is the target's greedy output
     assert len(replayed.updater.buffer) == 0
 
