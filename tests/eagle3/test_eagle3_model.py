@@ -61,6 +61,23 @@ def test_trainable_forward(target, num_layers):
     assert all(p.grad is not None for name, p in model.named_parameters() if name != "embed_tokens.weight")
 
 
+@torch.no_grad()
+def test_logits_mask_computes_the_rows_it_selects(target):
+    """``logits_mask`` gives the logits of its True positions, in row-major order, as a ``[rows, vocab]`` tensor;
+    with ``logits_to_keep`` too it is refused (each picks the positions)."""
+    model = make_draft_model(target)
+    ids = torch.cat([prompt(9, seed=1), prompt(9, seed=2)])
+    features = model.gather_target_features(target(ids, output_hidden_states=True).hidden_states)
+    full = model(ids[:, 1:], features[:, :-1])
+    chosen = torch.tensor([[0, 1, 0, 0, 1, 1, 0, 0], [1, 0, 0, 0, 0, 0, 0, 1]], dtype=torch.bool)
+    rows = model(ids[:, 1:], features[:, :-1], logits_mask=chosen)
+    torch.testing.assert_close(rows.logits, full.logits[chosen])
+    assert rows.logits.shape == (5, model.config.draft_vocab_size)
+    torch.testing.assert_close(rows.prenorm_hidden_states, full.prenorm_hidden_states)  # every position's, as before
+    with pytest.raises(ValueError, match="logits_to_keep or logits_mask, not both"):
+        model(ids[:, 1:], features[:, :-1], logits_mask=chosen, logits_to_keep=1)
+
+
 def test_vocab_mapping_must_be_distinct_target_ids(target, frequent_tokens):
     model = make_draft_model(target, draft_to_target=frequent_tokens)
     duplicated = frequent_tokens.clone()

@@ -24,7 +24,6 @@ from hf_adaptive_spec.training.eagle3 import (
     ttt_unroll,
 )
 from hf_adaptive_spec.training.eagle3.ttt import shift_positions, soft_cross_entropy_sum, ttt_attention_mask
-from hf_adaptive_spec.training.memory import kept_for_backward
 
 torch.set_num_threads(1)
 
@@ -118,7 +117,8 @@ def _reference_ttt_loss(draft, batch, steps, decay):
     logits, over every position (past the sequence the mask is 0)."""
     total = 0.0
     for k, step in enumerate(ttt_unroll(draft, batch, steps)):
-        total = total + decay**k * (_soft_cross_entropy(step, batch.target_logits, k) * step.mask).sum() / step.mask.sum()
+        losses = _soft_cross_entropy(step, batch.target_logits, k) * step.mask
+        total = total + decay**k * losses.sum() / step.mask.sum()
     return total
 
 
@@ -141,17 +141,18 @@ def _kept_by_shape(fn, vocabulary, model):
 
 
 def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
-    """In bfloat16 the loss keeps per step the draft logits for the backward pass (2 bytes a [batch, length,
-    vocabulary] element), not their float32 log-softmax (4), and the target's float32 distribution once for
-    every step; its value and gradients are those of the plain loss and of the loss against per-step copies."""
+    """Each step's logits are computed at the positions its loss reads only. In bfloat16 the loss keeps per step
+    those logits for the backward pass (2 bytes a [rows, vocabulary] element), not their float32 log-softmax and
+    the target's gathered rows (4 + 4), and the target's float32 distribution once for every step; its value and
+    gradients are those of the plain loss and of the loss as written over every position with per-step copies."""
     target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
     ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
     feats, target_logits = features(ids, torch.ones_like(ids))
     batch, steps = TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), 3
 
-    (loss, _, _), kept = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True))
-    (reference, _, _), kept_plain = kept_for_backward(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8))
+    loss, _, _ = ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True)
+    reference, _, _ = ttt_loss(draft, batch, steps=steps, decay=0.8)
     written = _reference_ttt_loss(draft, batch, steps, 0.8)
     torch.testing.assert_close(loss, reference)
     torch.testing.assert_close(loss, written)
@@ -161,12 +162,14 @@ def test_ttt_loss_recomputes_its_softmaxes_and_equals_the_plain_loss(setup):
         torch.testing.assert_close(mine, plain)
         torch.testing.assert_close(mine, as_written)
 
-    rows, length, vocabulary = ids.shape[0], ids.shape[1] - 1, draft.config.draft_vocab_size
-    assert kept_plain - kept == steps * rows * length * vocabulary * (4 - 2)
-    _, by_dtype = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=steps, decay=0.8, recompute_softmax=True),
-                                 vocabulary, draft)
-    assert by_dtype == {torch.float32: rows * (ids.shape[1] + steps) * vocabulary * 4,  # the target's, once, padded
-                        torch.bfloat16: steps * rows * length * vocabulary * 2}  # each step's logits
+    vocabulary = draft.config.draft_vocab_size
+    rows = sum(int(step.mask.sum()) for step in ttt_unroll(draft, batch, steps))  # over the steps
+    assert 0 < rows < steps * ids.shape[0] * (ids.shape[1] - 1)  # the draft vocabulary holds half the tokens
+    _, kept = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=steps, recompute_softmax=True), vocabulary, draft)
+    assert kept == {torch.bfloat16: rows * vocabulary * 2,  # each step's logits, at its rows
+                    torch.float32: ids.numel() * vocabulary * 4}  # the target's distribution, once
+    _, kept_plain = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=steps), vocabulary, draft)
+    assert kept_plain == {torch.float32: rows * vocabulary * (4 + 4)}  # log-softmax and the target's gathered rows
 
 
 def _samples(target, count=12, length=24):
@@ -230,7 +233,8 @@ def test_a_checkpoint_resumes_with_the_loss_compiled_or_recomputed(tmp_path):
     """How the loss is computed changes what a step costs, not what it trains: a resumed run may switch it."""
     from hf_adaptive_spec.training.base import check_resume_settings
 
-    (tmp_path / "training_config.json").write_text(Eagle3Config(output_dir=str(tmp_path), report_to=[]).to_json_string())
+    stored = Eagle3Config(output_dir=str(tmp_path), report_to=[])
+    (tmp_path / "training_config.json").write_text(stored.to_json_string())
     check_resume_settings(Eagle3Config(output_dir=str(tmp_path), report_to=[], compile_loss=True,
                                        recompute_loss_softmax=True), str(tmp_path))
     with pytest.raises(ValueError, match="ttt_steps"):
@@ -248,7 +252,9 @@ def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setu
         ids = torch.cat([prompt(length, seed=4), prompt(length, seed=5)])
         feats, target_logits = features(ids, torch.ones_like(ids))
         batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
-        (compiled, _, _), kept = _kept_by_shape(lambda: ttt_loss(draft, batch, steps=3, compile_loss=True), vocabulary, draft)
+        (compiled, _, _), kept = _kept_by_shape(
+            lambda: ttt_loss(draft, batch, steps=3, compile_loss=True), vocabulary, draft
+        )
         (plain, _, _), kept_recomputed = _kept_by_shape(
             lambda: ttt_loss(draft, batch, steps=3, recompute_softmax=True), vocabulary, draft
         )

@@ -35,7 +35,7 @@ class Eagle3DraftOutput(ModelOutput):
 
     Args:
         logits: ``[batch, kept positions, draft_vocab_size]`` logits over the draft vocabulary
-            (None when the step was asked not to compute them).
+            (``[rows, draft_vocab_size]`` with a ``logits_mask``; None when the step was asked not to compute them).
         prenorm_hidden_states: ``[batch, seq, hidden_size]`` layer output before the final norm: the
             hidden input of the next draft step (EAGLE feeds these back, not the normed ones).
     """
@@ -235,6 +235,7 @@ class Eagle3DraftModel(PreTrainedModel):
         past_key_values: Cache | None = None,
         logits_to_keep: int = 0,
         compute_logits: bool = True,
+        logits_mask: torch.Tensor | None = None,
     ) -> Eagle3DraftOutput:
         """One draft step over ``seq`` positions.
 
@@ -251,7 +252,11 @@ class Eagle3DraftModel(PreTrainedModel):
             logits_to_keep: compute logits for the last positions only (0: all).
             compute_logits: False skips the norm and ``lm_head`` (the caller applies them, as the
                 engine plug-in does through :class:`~hf_adaptive_spec.core.OutputHead`).
+            logits_mask: ``[batch, seq]`` booleans: logits only where True, returned as ``[rows, draft_vocab_size]``
+                in row-major order (``hidden[logits_mask]``'s), e.g. the positions a training loss reads.
         """
+        if logits_mask is not None and logits_to_keep:
+            raise ValueError("Pass logits_to_keep or logits_mask, not both: each chooses the positions given logits.")
         self.check_embeddings()
         width = self.fc.in_features if target_features and self.fc is not None else self.config.hidden_size
         if hidden_states.shape[-1] != width:
@@ -279,7 +284,10 @@ class Eagle3DraftModel(PreTrainedModel):
             )
         if not compute_logits:
             return Eagle3DraftOutput(prenorm_hidden_states=hidden_states)
-        kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states
+        if logits_mask is not None:
+            kept = hidden_states[logits_mask]
+        else:
+            kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states
         return Eagle3DraftOutput(logits=self.lm_head(self.norm(kept)), prenorm_hidden_states=hidden_states)
 
     @classmethod

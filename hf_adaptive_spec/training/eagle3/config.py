@@ -34,9 +34,10 @@ class Eagle3Config(TrainingArguments):
             pass instead of keeping it (:func:`ttt_loss`): halves what each step keeps for the loss in bfloat16,
             for a larger batch on a GPU; nothing to gain in float32, where it only costs time.
         compile_loss: compile each step's cross-entropy with ``torch.compile`` (inductor; on a CPU it needs a C++
-            compiler): the float32 cast, log-softmax and sums run fused, and the backward pass recomputes the
-            log-softmax, so it keeps what ``recompute_loss_softmax`` keeps and runs faster than the plain loss.
-            Compiled on the first batch (seconds to a minute); off by default.
+            compiler): the gather, float32 cast, log-softmax and sums run fused, and the backward pass recomputes
+            them, so it keeps what ``recompute_loss_softmax`` keeps. Compiled on the first batch (seconds to a
+            minute); off by default: on a 2-core CPU the loss alone ran faster, a whole training step slower
+            (results/README.md); on a GPU not measured.
         draft_intermediate_size: MLP width of a new drafter's layer (default: the target's); a
             capacity knob that vLLM's and SGLang's EAGLE-3 loaders read from ``config.json``. With
             ``init_from``, a larger width widens the trained drafter without changing its output
@@ -79,7 +80,7 @@ class Eagle3Config(TrainingArguments):
         default=False, metadata={"help": "Recompute each step's float32 log-softmax in backward (less memory in bf16)."}
     )
     compile_loss: bool = field(
-        default=False, metadata={"help": "Compile the loss (torch.compile): faster; keeps what recompute_loss_softmax keeps."}
+        default=False, metadata={"help": "Compile the loss (torch.compile); keeps what recompute_loss_softmax keeps."}
     )
     draft_intermediate_size: int | None = field(
         default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}

@@ -243,7 +243,7 @@ class HeldOutSet:
                 batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
                 ended = torch.isin(batch.input_ids[:, 1:], self.end_ids.to(device))  # token t + 1 ends the answer
                 copied = lookup_hits(batch.input_ids, DEFAULT_MAX_NGRAM_SIZE)
-                counts.add(ttt_unroll(draft, batch, self.depth), ended, copied)
+                counts.add(ttt_unroll(draft, batch, self.depth, loss_rows_only=True), ended, copied)
         finally:
             draft.train(was_training)
         return counts
@@ -283,7 +283,7 @@ class HeldOutCounts:
     def add(self, steps: list[TTTStep], ended: torch.Tensor | None = None, copied: torch.Tensor | None = None) -> None:
         """Tally one batch's unrolled steps; ``ended`` as :func:`decoding_walk` takes it; ``copied[b, j]`` says
         a prompt lookup would have proposed token ``j`` (:func:`lookup_hits`)."""
-        hits = [(s.logits.argmax(-1) == s.target_argmax) & s.mask.bool() for s in steps]
+        hits = [(s.draft_argmax() == s.target_argmax) & s.mask.bool() for s in steps]
         for k, (hit, step) in enumerate(zip(hits, steps)):
             self.hits[k] += int(hit.sum())
             self.answers[k] += int(step.answer_mask.sum())

@@ -15,7 +15,6 @@ import logging
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers import DynamicCache
 
@@ -65,13 +64,15 @@ def ttt_attention_mask(length: int, step: int, dtype: torch.dtype, device: torch
 
 @dataclass
 class TTTStep:
-    """One unrolled draft step: logits ``[B, L, draft_vocab]``, and aligned with them (``[B, L]``) the
-    target's argmax over the draft vocabulary (``-1`` past the sequence) and the masks.
+    """One unrolled draft step: logits ``[B, L, draft_vocab]`` (``[rows, draft_vocab]`` at the positions of
+    ``rows`` when unrolled with ``loss_rows_only``), and aligned with the positions (``[B, L]``) the target's
+    argmax over the draft vocabulary (``-1`` past the sequence) and the masks.
 
     ``mask`` (the loss's) holds the answer positions whose token the draft vocabulary can say;
     ``answer_mask`` holds every answer position, so that a measure of acceptance counts a token
     outside the draft vocabulary as the miss it is when drafting; ``loss_weight`` is ``mask`` times
-    the batch's ``loss_weight`` (``mask`` itself when the batch has none).
+    the batch's ``loss_weight`` (``mask`` itself when the batch has none); ``rows`` (booleans, None: every
+    position) says where ``logits`` were computed.
     """
 
     logits: torch.Tensor
@@ -79,12 +80,25 @@ class TTTStep:
     mask: torch.Tensor
     answer_mask: torch.Tensor
     loss_weight: torch.Tensor
+    rows: torch.Tensor | None = None
+
+    def draft_argmax(self) -> torch.Tensor:
+        """``[B, L]`` the drafter's argmax at each position, ``-1`` where no logits were computed."""
+        if self.rows is None:
+            return self.logits.argmax(-1)
+        argmax = torch.full(self.rows.shape, -1, dtype=torch.long, device=self.rows.device)
+        argmax[self.rows] = self.logits.argmax(-1)
+        return argmax
 
 
-def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None) -> list[TTTStep]:
+def ttt_unroll(
+    model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None, loss_rows_only: bool = False
+) -> list[TTTStep]:
     """Run the ``steps`` draft steps of the training-time test over every position at once.
 
     ``model`` may be wrapped (DDP); ``t2d`` is then the unwrapped model's draft-vocabulary mask.
+    ``loss_rows_only`` computes each step's logits only where its ``mask`` holds (the positions a loss or
+    an acceptance count reads: not the prompt, not the padding).
     """
     input_ids, features = batch.input_ids, batch.features
     length = input_ids.shape[1] - 1  # draft position t needs token t + 1
@@ -95,6 +109,9 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
     hidden, from_target = features[:, :length], True
     unrolled = []
     for step in range(steps):
+        answer = shift_positions(batch.loss_mask, 2 + step, length).float()
+        mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
+        rows = mask.bool() if loss_rows_only else None
         out = model(
             input_ids=shift_positions(input_ids, 1 + step, length),
             hidden_states=hidden,
@@ -102,45 +119,55 @@ def ttt_unroll(model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.
             position_ids=positions + step,
             attention_mask=ttt_attention_mask(length, step, hidden.dtype, hidden.device),
             past_key_values=cache,
+            logits_mask=rows,
         )
-        answer = shift_positions(batch.loss_mask, 2 + step, length).float()
-        mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
         weight = mask if batch.loss_weight is None else mask * shift_positions(batch.loss_weight, 2 + step, length)
         argmax = shift_positions(target_argmax, 1 + step, length, fill=-1)
-        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight))
+        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight, rows))
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
 
-def soft_cross_entropy_sum(logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``sum(weight * -sum_v target_probs * log_softmax(logits))``, computed in float32."""
+def soft_cross_entropy_sum(
+    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor, rows: tuple[torch.Tensor, ...] | None = None
+) -> torch.Tensor:
+    """``sum(weight * -sum_v target_probs * log_softmax(logits))``, computed in float32.
+
+    With ``rows`` (index tensors, as ``mask.nonzero(as_tuple=True)``), ``logits`` and ``weight`` hold those
+    positions only and ``target_probs`` every position: the target's rows are gathered here, so that a
+    recomputed or compiled loss keeps the indices for backward, not a copy of the rows.
+    """
+    if rows is not None:
+        target_probs = target_probs[rows]
     log_q = torch.log_softmax(logits.float(), dim=-1)
     return (-(target_probs * log_q).sum(-1) * weight).sum()
 
 
 class CompiledCrossEntropy:
-    """:func:`soft_cross_entropy_sum` compiled by inductor, with dynamic shapes (every batch has its own length).
+    """:func:`recomputed_soft_cross_entropy_sum` compiled by inductor, with dynamic shapes (every batch has its own
+    length and rows).
 
-    The cast, log-softmax, product and sums run fused, and the partitioner keeps the logits for the backward
-    pass and recomputes the log-softmax there: what ``recompute_softmax`` keeps, faster than either way
-    uncompiled. Compiled on first use. Where inductor cannot compile (no C++ compiler on a CPU, no Triton on a
-    GPU), it says why once, as a warning, and runs the loss uncompiled with the log-softmax recomputed, so a run
-    sized for the compiled loss's memory keeps training.
+    The gather, cast, log-softmax, product and sums run fused, and the checkpoint inside the compiled region
+    keeps what ``recompute_softmax`` keeps (compiled without it, the partitioner keeps each step's gathered
+    target rows in float32 instead of gathering them again). Compiled on first use. Where inductor cannot
+    compile (no C++ compiler on a CPU, no Triton on a GPU), it says why once, as a warning, and runs the loss
+    uncompiled with the log-softmax recomputed, so a run sized for the compiled loss's memory keeps training.
     """
 
     def __init__(self):
-        self.compiled = torch.compile(soft_cross_entropy_sum, dynamic=True)
+        self.compiled = torch.compile(recomputed_soft_cross_entropy_sum, dynamic=True)
         self.failure: str | None = None
 
-    def __call__(self, logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def __call__(self, *inputs) -> torch.Tensor:
+        """:func:`soft_cross_entropy_sum` of ``inputs``, compiled where inductor can."""
         if self.failure is None:
             try:
-                return self.compiled(logits, target_probs, weight)
+                return self.compiled(*inputs)
             except Exception as error:  # dynamo's and inductor's failures share no base class
                 self.failure = f"{type(error).__name__}: {error}"
                 logger.warning("compile_loss: torch.compile could not compile the loss here (%s); it runs uncompiled, "
                                "with the log-softmax recomputed in backward (recompute_loss_softmax).", self.failure)
-        return recomputed_soft_cross_entropy_sum(logits, target_probs, weight)
+        return recomputed_soft_cross_entropy_sum(*inputs)
 
 
 @functools.cache
@@ -149,13 +176,11 @@ def compiled_soft_cross_entropy_sum() -> CompiledCrossEntropy:
     return CompiledCrossEntropy()
 
 
-def recomputed_soft_cross_entropy_sum(
-    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor
-) -> torch.Tensor:
+def recomputed_soft_cross_entropy_sum(logits: torch.Tensor, *inputs) -> torch.Tensor:
     """:func:`soft_cross_entropy_sum` with its log-softmax recomputed in backward (activation checkpointing)."""
     if not logits.requires_grad:
-        return soft_cross_entropy_sum(logits, target_probs, weight)
-    return checkpoint(soft_cross_entropy_sum, logits, target_probs, weight, use_reentrant=False)
+        return soft_cross_entropy_sum(logits, *inputs)
+    return checkpoint(soft_cross_entropy_sum, logits, *inputs, use_reentrant=False)
 
 
 def step_cross_entropy(inputs: tuple[torch.Tensor, ...], recompute_softmax: bool, compiled: bool) -> torch.Tensor:
@@ -183,28 +208,29 @@ def ttt_loss(
     one). Accuracy is the share of masked positions where the draft argmax equals the target's argmax,
     every position counting once.
 
-    The target's float32 distribution is computed once per batch, padded with ``steps`` rows of no
-    probability; step ``k`` reads it shifted by ``k``, as a view (its last ``k + 1`` positions predict
-    past the sequence, where the mask is 0 and the padding adds nothing).
+    The target's float32 distribution is computed once per batch. Each step computes its logits only at
+    the positions its loss reads (answer tokens the draft vocabulary holds: not the prompt, not the
+    padding; ``loss_rows_only``), and its cross-entropy gathers the target's rows for them, shifted by
+    the step.
 
     ``recompute_softmax`` recomputes each step's float32 log-softmax in the backward pass instead of
     keeping it (activation checkpointing): per step autograd then keeps the logits in their own
-    dtype (2 bytes an element of ``[batch, length, draft vocabulary]`` in bfloat16) instead of a
-    float32 tensor (4). Worth it on a GPU in bfloat16, where it bounds the batch once the draft
-    vocabulary is large; in float32 it saves nothing and costs the recomputation. ``compile_loss``
+    dtype (2 bytes an element of ``[rows, draft vocabulary]`` in bfloat16) and the rows' indices instead
+    of float32 tensors (4 + 4). Worth it on a GPU in bfloat16, where it bounds the batch once the draft
+    vocabulary is large; in float32 it saves the gathered rows and costs the recomputation. ``compile_loss``
     compiles each step's cross-entropy (:func:`compiled_soft_cross_entropy_sum`): it keeps what
-    ``recompute_softmax`` keeps and runs faster than the plain loss, so with it that flag changes nothing.
+    ``recompute_softmax`` keeps, so with it that flag changes nothing.
     """
     total = batch.features.new_zeros((), dtype=torch.float32)
-    target_probs = F.pad(torch.softmax(batch.target_logits.float(), dim=-1), (0, 0, 0, steps))
+    target_probs = torch.softmax(batch.target_logits.float(), dim=-1)
     step_losses, step_accuracy = [], []
-    for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d)):
-        target = target_probs[:, 1 + step : 1 + step + unrolled.logits.shape[1]]
-        inputs = (unrolled.logits, target, unrolled.loss_weight)
+    for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d, loss_rows_only=True)):
+        row, position = unrolled.rows.nonzero(as_tuple=True)  # t drafts token t + 2 + step, the target's t + 1 + step
+        inputs = (unrolled.logits, target_probs, unrolled.loss_weight[row, position], (row, position + 1 + step))
         summed = step_cross_entropy(inputs, recompute_softmax, compile_loss)
         step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
         total = total + decay**step * step_loss
-        hits = (unrolled.logits.argmax(-1) == unrolled.target_argmax).float()
+        hits = (unrolled.draft_argmax() == unrolled.target_argmax).float()
         step_losses.append(float(step_loss.detach()))
         step_accuracy.append(float((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0)))
     return total, step_losses, step_accuracy
