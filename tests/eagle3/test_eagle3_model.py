@@ -62,20 +62,22 @@ def test_trainable_forward(target, num_layers):
 
 
 @torch.no_grad()
-def test_logits_mask_computes_the_rows_it_selects(target):
-    """``logits_mask`` gives the logits of its True positions, in row-major order, as a ``[rows, vocab]`` tensor;
-    with ``logits_to_keep`` too it is refused (each picks the positions)."""
+def test_logits_index_computes_the_rows_it_selects(target):
+    """``logits_index`` gives the logits of its (batch, position) pairs, in their order, as a ``[rows, vocab]``
+    tensor; given with ``logits_to_keep``, or as a boolean mask, it is refused with the fix."""
     model = make_draft_model(target)
     ids = torch.cat([prompt(9, seed=1), prompt(9, seed=2)])
     features = model.gather_target_features(target(ids, output_hidden_states=True).hidden_states)
     full = model(ids[:, 1:], features[:, :-1])
     chosen = torch.tensor([[0, 1, 0, 0, 1, 1, 0, 0], [1, 0, 0, 0, 0, 0, 0, 1]], dtype=torch.bool)
-    rows = model(ids[:, 1:], features[:, :-1], logits_mask=chosen)
+    rows = model(ids[:, 1:], features[:, :-1], logits_index=chosen.nonzero(as_tuple=True))
     torch.testing.assert_close(rows.logits, full.logits[chosen])
     assert rows.logits.shape == (5, model.config.draft_vocab_size)
     torch.testing.assert_close(rows.prenorm_hidden_states, full.prenorm_hidden_states)  # every position's, as before
-    with pytest.raises(ValueError, match="logits_to_keep or logits_mask, not both"):
-        model(ids[:, 1:], features[:, :-1], logits_mask=chosen, logits_to_keep=1)
+    with pytest.raises(ValueError, match="logits_to_keep or logits_index, not both"):
+        model(ids[:, 1:], features[:, :-1], logits_index=chosen.nonzero(as_tuple=True), logits_to_keep=1)
+    with pytest.raises(ValueError, match=r"got Tensor. For a boolean mask, pass mask.nonzero\(as_tuple=True\)"):
+        model(ids[:, 1:], features[:, :-1], logits_index=chosen)
 
 
 def test_vocab_mapping_must_be_distinct_target_ids(target, frequent_tokens):

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 from tiny_models import make_char_tokenizer, prompt, tiny_model
 from transformers import DynamicCache
 
@@ -23,7 +22,12 @@ from hf_adaptive_spec.training.eagle3 import (
     ttt_loss,
     ttt_unroll,
 )
-from hf_adaptive_spec.training.eagle3.ttt import shift_positions, soft_cross_entropy_sum, ttt_attention_mask
+from hf_adaptive_spec.training.eagle3.ttt import (
+    compiled_soft_cross_entropy_sum,
+    shift_positions,
+    soft_cross_entropy_sum,
+    ttt_attention_mask,
+)
 
 torch.set_num_threads(1)
 
@@ -245,9 +249,11 @@ def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setu
     """Inductor fuses each step's cross-entropy and recomputes its log-softmax in backward: the same value and
     gradients as the plain loss, and for backward the storages ``recompute_softmax`` keeps (bfloat16 logits per
     step, the target's distribution once), at two lengths (dynamic shapes: one compilation serves both)."""
+    import torch._dynamo
     target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
     vocabulary, parameters = draft.config.draft_vocab_size, [p for p in draft.parameters() if p.requires_grad]
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    torch._dynamo.reset()  # a compilation of this process's earlier tests would hide whether this one compiles
     for length in (12, 17):
         ids = torch.cat([prompt(length, seed=4), prompt(length, seed=5)])
         feats, target_logits = features(ids, torch.ones_like(ids))
@@ -258,6 +264,8 @@ def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setu
         (plain, _, _), kept_recomputed = _kept_by_shape(
             lambda: ttt_loss(draft, batch, steps=3, recompute_softmax=True), vocabulary, draft
         )
+        assert compiled_soft_cross_entropy_sum().failure is None  # compiled, not fallen back
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
         torch.testing.assert_close(compiled, plain, rtol=1e-5, atol=1e-5)
         for mine, theirs in zip(torch.autograd.grad(compiled, parameters), torch.autograd.grad(plain, parameters)):
             torch.testing.assert_close(mine, theirs, rtol=1e-2, atol=1e-4)  # bfloat16 weights' gradients
@@ -266,7 +274,7 @@ def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setu
 
 def test_a_loss_inductor_cannot_compile_runs_uncompiled_and_says_why_once(setup, caplog):
     """No C++ compiler on a CPU or no Triton on a GPU: the run keeps training, recomputing the log-softmax (the
-    compiled loss's memory), and the log says why, once."""
+    compiled loss's memory), and the log says why, once; running out of memory is raised as it is."""
     from hf_adaptive_spec.training.eagle3.ttt import CompiledCrossEntropy
 
     target, draft = (copy.deepcopy(m).to(torch.bfloat16) for m in setup)
@@ -274,17 +282,16 @@ def test_a_loss_inductor_cannot_compile_runs_uncompiled_and_says_why_once(setup,
     feats, target_logits = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())(
         ids, torch.ones_like(ids)
     )
-    batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
-    loss = CompiledCrossEntropy()
-    calls = []
+    step = ttt_unroll(draft, TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), 2, loss_rows_only=True)[1]
+    row, position = step.row_index
+    inputs = (step.logits, torch.softmax(target_logits.float(), -1), step.loss_weight[row, position], (row, position + 2))
+    loss, calls = CompiledCrossEntropy(), []
 
-    def no_compiler(*inputs):
+    def no_compiler(*args):
         calls.append(1)
         raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
 
     loss.compiled = no_compiler
-    steps = ttt_unroll(draft, batch, 2)
-    inputs = (steps[1].logits, F.pad(torch.softmax(target_logits.float(), -1), (0, 0, 0, 2))[:, 2:13], steps[1].mask)
     with caplog.at_level("WARNING", logger="hf_adaptive_spec.training.eagle3.ttt"):
         first, second = loss(*inputs), loss(*inputs)
     torch.testing.assert_close(first, soft_cross_entropy_sum(*inputs))
@@ -292,8 +299,14 @@ def test_a_loss_inductor_cannot_compile_runs_uncompiled_and_says_why_once(setup,
     assert calls == [1] and "No working C++ compiler" in loss.failure
     assert [r.getMessage().count("could not compile") for r in caplog.records] == [1]
     _, kept = _kept_by_shape(lambda: loss(*inputs), draft.config.draft_vocab_size, draft)
-    assert kept == {torch.bfloat16: inputs[0].untyped_storage().nbytes(),  # the logits, not their log-softmax
-                    torch.float32: inputs[1].untyped_storage().nbytes()}
+    assert kept == {torch.bfloat16: inputs[0].untyped_storage().nbytes(),  # the rows' logits, not their log-softmax
+                    torch.float32: inputs[1].untyped_storage().nbytes()}  # the target's, not its gathered rows
+
+    out_of_memory = CompiledCrossEntropy()
+    out_of_memory.compiled = lambda *args: (_ for _ in ()).throw(torch.OutOfMemoryError("CUDA out of memory"))
+    with pytest.raises(torch.OutOfMemoryError):
+        out_of_memory(*inputs)
+    assert out_of_memory.failure is None
 
 
 def _soft_cross_entropy(step, target_logits, k):

@@ -35,13 +35,27 @@ class Eagle3DraftOutput(ModelOutput):
 
     Args:
         logits: ``[batch, kept positions, draft_vocab_size]`` logits over the draft vocabulary
-            (``[rows, draft_vocab_size]`` with a ``logits_mask``; None when the step was asked not to compute them).
+            (``[rows, draft_vocab_size]`` with a ``logits_index``; None when the step was asked not to compute them).
         prenorm_hidden_states: ``[batch, seq, hidden_size]`` layer output before the final norm: the
             hidden input of the next draft step (EAGLE feeds these back, not the normed ones).
     """
 
     logits: torch.FloatTensor | None = None
     prenorm_hidden_states: torch.FloatTensor | None = None
+
+
+def check_logits_index(logits_index: tuple[torch.Tensor, torch.Tensor] | None, logits_to_keep: int) -> None:
+    """Refuse a ``logits_index`` that is not two index tensors, or one given with ``logits_to_keep``."""
+    if logits_index is None:
+        return
+    if logits_to_keep:
+        raise ValueError("Pass logits_to_keep or logits_index, not both: each chooses the positions given logits.")
+    is_pair = isinstance(logits_index, tuple) and len(logits_index) == 2
+    if not (is_pair and all(torch.is_tensor(index) for index in logits_index)):
+        raise ValueError(
+            f"logits_index takes (batch indices, position indices), as mask.nonzero(as_tuple=True); got "
+            f"{type(logits_index).__name__}. For a boolean mask, pass mask.nonzero(as_tuple=True)."
+        )
 
 
 class Eagle3Attention(LlamaAttention):
@@ -235,7 +249,7 @@ class Eagle3DraftModel(PreTrainedModel):
         past_key_values: Cache | None = None,
         logits_to_keep: int = 0,
         compute_logits: bool = True,
-        logits_mask: torch.Tensor | None = None,
+        logits_index: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> Eagle3DraftOutput:
         """One draft step over ``seq`` positions.
 
@@ -252,11 +266,11 @@ class Eagle3DraftModel(PreTrainedModel):
             logits_to_keep: compute logits for the last positions only (0: all).
             compute_logits: False skips the norm and ``lm_head`` (the caller applies them, as the
                 engine plug-in does through :class:`~hf_adaptive_spec.core.OutputHead`).
-            logits_mask: ``[batch, seq]`` booleans: logits only where True, returned as ``[rows, draft_vocab_size]``
-                in row-major order (``hidden[logits_mask]``'s), e.g. the positions a training loss reads.
+            logits_index: ``(batch indices, position indices)``, as ``mask.nonzero(as_tuple=True)``: logits only
+                there, returned as ``[rows, draft_vocab_size]`` in the indices' order, e.g. the positions a
+                training loss reads.
         """
-        if logits_mask is not None and logits_to_keep:
-            raise ValueError("Pass logits_to_keep or logits_mask, not both: each chooses the positions given logits.")
+        check_logits_index(logits_index, logits_to_keep)
         self.check_embeddings()
         width = self.fc.in_features if target_features and self.fc is not None else self.config.hidden_size
         if hidden_states.shape[-1] != width:
@@ -284,8 +298,8 @@ class Eagle3DraftModel(PreTrainedModel):
             )
         if not compute_logits:
             return Eagle3DraftOutput(prenorm_hidden_states=hidden_states)
-        if logits_mask is not None:
-            kept = hidden_states[logits_mask]
+        if logits_index is not None:
+            kept = hidden_states[logits_index]
         else:
             kept = hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states
         return Eagle3DraftOutput(logits=self.lm_head(self.norm(kept)), prenorm_hidden_states=hidden_states)

@@ -31,8 +31,9 @@ class Eagle3Config(TrainingArguments):
         initialization: starting point of a new drafter: ``"random"`` (EAGLE-3's) or
             ``"target_layer"`` (the target's last decoder layer, :func:`copy_target_layer`).
         recompute_loss_softmax: recompute each training-time-test step's float32 log-softmax in the backward
-            pass instead of keeping it (:func:`ttt_loss`): halves what each step keeps for the loss in bfloat16,
-            for a larger batch on a GPU; nothing to gain in float32, where it only costs time.
+            pass instead of keeping it (:func:`ttt_loss`): in bfloat16 each step keeps 2 bytes an element of its
+            logits instead of 8 (the log-softmax and the target's gathered rows), for a larger batch on a GPU;
+            it costs the recomputation.
         compile_loss: compile each step's cross-entropy with ``torch.compile`` (inductor; on a CPU it needs a C++
             compiler): the gather, float32 cast, log-softmax and sums run fused, and the backward pass recomputes
             them, so it keeps what ``recompute_loss_softmax`` keeps. Compiled on the first batch (seconds to a

@@ -22,6 +22,9 @@ from ...drafters.eagle3.modeling import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
 
+#: batch and position indices of a tensor's rows, as ``mask.nonzero(as_tuple=True)``
+RowIndex = tuple[torch.Tensor, torch.Tensor]
+
 
 @dataclass
 class TTTBatch:
@@ -64,15 +67,15 @@ def ttt_attention_mask(length: int, step: int, dtype: torch.dtype, device: torch
 
 @dataclass
 class TTTStep:
-    """One unrolled draft step: logits ``[B, L, draft_vocab]`` (``[rows, draft_vocab]`` at the positions of
-    ``rows`` when unrolled with ``loss_rows_only``), and aligned with the positions (``[B, L]``) the target's
-    argmax over the draft vocabulary (``-1`` past the sequence) and the masks.
+    """One unrolled draft step: logits ``[B, L, draft_vocab]`` (``[rows, draft_vocab]`` at ``row_index`` when
+    unrolled with ``loss_rows_only``), and aligned with the positions (``[B, L]``) the target's argmax over the
+    draft vocabulary (``-1`` past the sequence) and the masks.
 
     ``mask`` (the loss's) holds the answer positions whose token the draft vocabulary can say;
     ``answer_mask`` holds every answer position, so that a measure of acceptance counts a token
     outside the draft vocabulary as the miss it is when drafting; ``loss_weight`` is ``mask`` times
-    the batch's ``loss_weight`` (``mask`` itself when the batch has none); ``rows`` (booleans, None: every
-    position) says where ``logits`` were computed.
+    the batch's ``loss_weight`` (``mask`` itself when the batch has none); ``row_index`` (batch and position
+    indices, ``mask.nonzero(as_tuple=True)``; None: every position) says where ``logits`` were computed.
     """
 
     logits: torch.Tensor
@@ -80,14 +83,14 @@ class TTTStep:
     mask: torch.Tensor
     answer_mask: torch.Tensor
     loss_weight: torch.Tensor
-    rows: torch.Tensor | None = None
+    row_index: RowIndex | None = None
 
     def draft_argmax(self) -> torch.Tensor:
         """``[B, L]`` the drafter's argmax at each position, ``-1`` where no logits were computed."""
-        if self.rows is None:
+        if self.row_index is None:
             return self.logits.argmax(-1)
-        argmax = torch.full(self.rows.shape, -1, dtype=torch.long, device=self.rows.device)
-        argmax[self.rows] = self.logits.argmax(-1)
+        argmax = torch.full(self.mask.shape, -1, dtype=torch.long, device=self.mask.device)
+        argmax[self.row_index] = self.logits.argmax(-1)
         return argmax
 
 
@@ -111,7 +114,7 @@ def ttt_unroll(
     for step in range(steps):
         answer = shift_positions(batch.loss_mask, 2 + step, length).float()
         mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
-        rows = mask.bool() if loss_rows_only else None
+        row_index = mask.nonzero(as_tuple=True) if loss_rows_only else None  # one host sync on an accelerator
         out = model(
             input_ids=shift_positions(input_ids, 1 + step, length),
             hidden_states=hidden,
@@ -119,55 +122,74 @@ def ttt_unroll(
             position_ids=positions + step,
             attention_mask=ttt_attention_mask(length, step, hidden.dtype, hidden.device),
             past_key_values=cache,
-            logits_mask=rows,
+            logits_index=row_index,
         )
         weight = mask if batch.loss_weight is None else mask * shift_positions(batch.loss_weight, 2 + step, length)
         argmax = shift_positions(target_argmax, 1 + step, length, fill=-1)
-        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight, rows))
+        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight, row_index))
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
 
 def soft_cross_entropy_sum(
-    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor, rows: tuple[torch.Tensor, ...] | None = None
+    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor, target_rows: RowIndex | None = None
 ) -> torch.Tensor:
     """``sum(weight * -sum_v target_probs * log_softmax(logits))``, computed in float32.
 
-    With ``rows`` (index tensors, as ``mask.nonzero(as_tuple=True)``), ``logits`` and ``weight`` hold those
-    positions only and ``target_probs`` every position: the target's rows are gathered here, so that a
-    recomputed or compiled loss keeps the indices for backward, not a copy of the rows.
+    With ``target_rows`` (batch and position indices), ``logits`` and ``weight`` hold those rows only and
+    ``target_probs`` every position: the target's rows are gathered here, so that a recomputed or compiled loss
+    keeps the indices for backward, not a copy of the rows.
     """
-    if rows is not None:
-        target_probs = target_probs[rows]
+    if target_rows is not None:
+        target_probs = target_probs[target_rows]
     log_q = torch.log_softmax(logits.float(), dim=-1)
     return (-(target_probs * log_q).sum(-1) * weight).sum()
 
 
+def recomputed_soft_cross_entropy_sum(
+    logits: torch.Tensor, target_probs: torch.Tensor, weight: torch.Tensor, target_rows: RowIndex | None = None
+) -> torch.Tensor:
+    """:func:`soft_cross_entropy_sum` with its log-softmax recomputed in backward (activation checkpointing)."""
+    if not logits.requires_grad:
+        return soft_cross_entropy_sum(logits, target_probs, weight, target_rows)
+    return checkpoint(soft_cross_entropy_sum, logits, target_probs, weight, target_rows, use_reentrant=False)
+
+
 class CompiledCrossEntropy:
-    """:func:`recomputed_soft_cross_entropy_sum` compiled by inductor, with dynamic shapes (every batch has its own
-    length and rows).
+    """:func:`recomputed_soft_cross_entropy_sum` compiled by inductor, with dynamic shapes (batch lengths and row
+    counts share a compilation; sizes 0 and 1 get their own, as dynamo specialises them).
 
     The gather, cast, log-softmax, product and sums run fused, and the checkpoint inside the compiled region
     keeps what ``recompute_softmax`` keeps (compiled without it, the partitioner keeps each step's gathered
-    target rows in float32 instead of gathering them again). Compiled on first use. Where inductor cannot
-    compile (no C++ compiler on a CPU, no Triton on a GPU), it says why once, as a warning, and runs the loss
-    uncompiled with the log-softmax recomputed, so a run sized for the compiled loss's memory keeps training.
+    target rows in float32 instead of gathering them again). Compiled on first use. Where the first call's
+    compilation raises (no C++ compiler on a CPU, no Triton on a GPU), it says why once, as a warning, and runs
+    the loss uncompiled with the log-softmax recomputed, so a run sized for the compiled loss's memory keeps
+    training. Running out of memory is raised, not taken for a failure to compile; a failure while compiling
+    the backward pass surfaces in ``backward()``.
     """
 
     def __init__(self):
         self.compiled = torch.compile(recomputed_soft_cross_entropy_sum, dynamic=True)
         self.failure: str | None = None
 
-    def __call__(self, *inputs) -> torch.Tensor:
-        """:func:`soft_cross_entropy_sum` of ``inputs``, compiled where inductor can."""
+    def __call__(
+        self,
+        logits: torch.Tensor,
+        target_probs: torch.Tensor,
+        weight: torch.Tensor,
+        target_rows: RowIndex | None = None,
+    ) -> torch.Tensor:
+        """:func:`soft_cross_entropy_sum`, compiled where inductor can."""
         if self.failure is None:
             try:
-                return self.compiled(*inputs)
+                return self.compiled(logits, target_probs, weight, target_rows)
+            except torch.OutOfMemoryError:
+                raise
             except Exception as error:  # dynamo's and inductor's failures share no base class
                 self.failure = f"{type(error).__name__}: {error}"
                 logger.warning("compile_loss: torch.compile could not compile the loss here (%s); it runs uncompiled, "
                                "with the log-softmax recomputed in backward (recompute_loss_softmax).", self.failure)
-        return recomputed_soft_cross_entropy_sum(*inputs)
+        return recomputed_soft_cross_entropy_sum(logits, target_probs, weight, target_rows)
 
 
 @functools.cache
@@ -176,20 +198,17 @@ def compiled_soft_cross_entropy_sum() -> CompiledCrossEntropy:
     return CompiledCrossEntropy()
 
 
-def recomputed_soft_cross_entropy_sum(logits: torch.Tensor, *inputs) -> torch.Tensor:
-    """:func:`soft_cross_entropy_sum` with its log-softmax recomputed in backward (activation checkpointing)."""
-    if not logits.requires_grad:
-        return soft_cross_entropy_sum(logits, *inputs)
-    return checkpoint(soft_cross_entropy_sum, logits, *inputs, use_reentrant=False)
-
-
-def step_cross_entropy(inputs: tuple[torch.Tensor, ...], recompute_softmax: bool, compiled: bool) -> torch.Tensor:
-    """One step's :func:`soft_cross_entropy_sum`, compiled, recomputed in backward, or plain."""
+def step_cross_entropy(
+    step: TTTStep, shift: int, target_probs: torch.Tensor, recompute: bool, compiled: bool
+) -> torch.Tensor:
+    """``step``'s :func:`soft_cross_entropy_sum` at its rows against the target's rows ``shift`` positions on:
+    compiled, recomputed in backward, or plain."""
+    row, position = step.row_index
     if compiled:
-        return compiled_soft_cross_entropy_sum()(*inputs)
-    if recompute_softmax:
-        return recomputed_soft_cross_entropy_sum(*inputs)
-    return soft_cross_entropy_sum(*inputs)
+        loss = compiled_soft_cross_entropy_sum()
+    else:
+        loss = recomputed_soft_cross_entropy_sum if recompute else soft_cross_entropy_sum
+    return loss(step.logits, target_probs, step.loss_weight[row, position], (row, position + shift))
 
 
 def ttt_loss(
@@ -225,9 +244,8 @@ def ttt_loss(
     target_probs = torch.softmax(batch.target_logits.float(), dim=-1)
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d, loss_rows_only=True)):
-        row, position = unrolled.rows.nonzero(as_tuple=True)  # t drafts token t + 2 + step, the target's t + 1 + step
-        inputs = (unrolled.logits, target_probs, unrolled.loss_weight[row, position], (row, position + 1 + step))
-        summed = step_cross_entropy(inputs, recompute_softmax, compile_loss)
+        # position t drafts token t + 2 + step, which the target's distribution at t + 1 + step predicts
+        summed = step_cross_entropy(unrolled, 1 + step, target_probs, recompute_softmax, compile_loss)
         step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
         total = total + decay**step * step_loss
         hits = (unrolled.draft_argmax() == unrolled.target_argmax).float()

@@ -1,8 +1,8 @@
 """The stage-15 drafter's held-out point (32 conversations, depth 6) as the checked-out package measures it.
 
 Run from the repository root. For another commit, run it from a folder without the package, with PYTHONPATH at that
-commit's worktree and the artifact paths made absolute. Session 74 compared cc6ee27 with 46143b4: every field was the
-same (heldout_point_46143b4.txt).
+commit's worktree and the artifact paths made absolute. Session 74 compared cc6ee27 with its own change: every field
+was the same (heldout_point_cc6ee27.txt, heldout_point_session74.txt).
 
     python results/eagle3_curve/step_profile/loss_once/heldout_point.py
 """
