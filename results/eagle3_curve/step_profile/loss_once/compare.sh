@@ -5,6 +5,7 @@
 # alone. ARMS holds name=checkout[=extra flags] entries separated by ';'. Session 74 ran, in order:
 #   ARMS="before=/tmp/old;once=/tmp/once;once_compiled=/tmp/once=--compile_loss true"   (cc6ee27, 94f261e)
 #   ARMS="before=/tmp/old;once=/tmp/once;rows=$PWD;rows_compiled=$PWD=--compile_loss true"   (+ the rows commit)
+#   ARMS="before=/tmp/old;head=$PWD"   (after the review mends, f8a7d0c)
 set -euo pipefail
 OUT=${OUT:-/tmp/loss_once}
 ROUNDS=${ROUNDS:-2}
