@@ -44,10 +44,8 @@ class Eagle3DraftOutput(ModelOutput):
     prenorm_hidden_states: torch.FloatTensor | None = None
 
 
-def check_logits_index(logits_index: tuple[torch.Tensor, torch.Tensor] | None, logits_to_keep: int) -> None:
+def check_logits_index(logits_index: tuple[torch.Tensor, torch.Tensor], logits_to_keep: int) -> None:
     """Refuse a ``logits_index`` that is not two index tensors, or one given with ``logits_to_keep``."""
-    if logits_index is None:
-        return
     if logits_to_keep:
         raise ValueError("Pass logits_to_keep or logits_index, not both: each chooses the positions given logits.")
     is_pair = isinstance(logits_index, tuple) and len(logits_index) == 2
@@ -270,7 +268,8 @@ class Eagle3DraftModel(PreTrainedModel):
                 there, returned as ``[rows, draft_vocab_size]`` in the indices' order, e.g. the positions a
                 training loss reads.
         """
-        check_logits_index(logits_index, logits_to_keep)
+        if logits_index is not None:  # the decoding path passes none: no call there
+            check_logits_index(logits_index, logits_to_keep)
         self.check_embeddings()
         width = self.fc.in_features if target_features and self.fc is not None else self.config.hidden_size
         if hidden_states.shape[-1] != width:
