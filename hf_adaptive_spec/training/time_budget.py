@@ -5,6 +5,12 @@ steps a minute buys differ by machine (about 11 s a step on two CPU cores, a fra
 a GPU). :class:`TimeBudgetCallback` makes the schedule's progress the share of the budget spent, so
 the rate has warmed up and decayed to zero whenever the budget ends; training then stops and the
 trainer saves as it does at ``max_steps``.
+
+A stage that a later stage resumes from should not end annealed: each restart from a decayed drafter paid a
+warm-up dip (stage 15 started at 0.585 held-out acceptance, fell to 0.571 as its rate warmed up, and was back above
+its start only at the next point, step 100 of 261; stage 18, on a CPU, never got back in its 199). With ``warmup_stable_decay`` the rate holds its peak and decays only over the last
+``decay_ratio`` of the budget; :class:`StablePointCallback` saves the run once as the decay begins, the point a
+next stage resumes from, while the decayed end is the drafter to ship.
 """
 
 from __future__ import annotations
@@ -14,53 +20,70 @@ import time
 from collections.abc import Callable
 
 from torch.optim.lr_scheduler import LambdaLR
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState, TrainingArguments
 
-TIME_SCHEDULES = ("constant", "linear", "cosine")
+TIME_SCHEDULES = ("constant", "linear", "cosine", "warmup_stable_decay")
 
 
-def schedule_factor(shape: str, progress: float, warmup: float) -> float:
-    """Multiplier of the peak rate at ``progress`` (0..1) of a schedule with ``warmup`` share of warm-up."""
+def schedule_factor(shape: str, progress: float, warmup: float, decay_ratio: float | None = None) -> float:
+    """Multiplier of the peak rate at ``progress`` (0..1) of a schedule with ``warmup`` share of warm-up.
+
+    ``linear`` and ``cosine`` decay over everything after the warm-up; ``warmup_stable_decay`` holds the peak and
+    decays (cosine) over the last ``decay_ratio`` of the progress only.
+    """
     if progress < warmup:
         return progress / warmup
     if shape == "constant":
         return 1.0
-    decay = min(1.0, (progress - warmup) / max(1.0 - warmup, 1e-9))
+    start = warmup
+    if shape == "warmup_stable_decay":
+        start = 1.0 - decay_ratio
+        if progress < start:
+            return 1.0
+    decay = min(1.0, (progress - start) / max(1.0 - start, 1e-9))
     if shape == "linear":
         return 1.0 - decay
     return 0.5 * (1.0 + math.cos(math.pi * decay))
 
 
+def scheduler_shape(args) -> str:
+    """``args.lr_scheduler_type`` as a plain string (it may be a ``SchedulerType``)."""
+    return str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+
+
 class TimeBudgetCallback(TrainerCallback):
     """Stops training after ``minutes`` of wall time, with the learning-rate schedule run over that time.
 
-    The trainer's own schedule (``lr_scheduler_type`` ``constant``, ``linear`` or ``cosine`` with
-    ``warmup_ratio``) keeps its shape, but its clock becomes the budget: ``max_steps`` still ends a
+    The trainer's own schedule (``lr_scheduler_type`` ``constant``, ``linear``, ``cosine`` or ``warmup_stable_decay``
+    with ``warmup_ratio``) keeps its shape, but its clock becomes the budget: ``max_steps`` still ends a
     run that reaches it first, at whatever rate the clock has reached then.
 
     Args:
         minutes: wall-time budget of the training loop (loading and the final save are outside it).
         clock: seconds, monotonic; injectable for tests.
+        decay_ratio: with ``warmup_stable_decay`` (and only then), the share of the budget the rate decays over.
     """
 
-    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic, decay_ratio: float | None = None):
         if not minutes > 0:
             raise ValueError(f"A time budget must be positive, got {minutes} minutes.")
+        if decay_ratio is not None and not 0 < decay_ratio <= 1:
+            raise ValueError(f"decay_ratio is a share of the time budget, in (0, 1]; got {decay_ratio}.")
         self.seconds = 60.0 * minutes
         self.clock = clock
+        self.decay_ratio = decay_ratio
         self.start: float | None = None
 
     def progress(self) -> float:
         """Share of the budget spent (0 before training starts)."""
         return 0.0 if self.start is None else min(1.0, (self.clock() - self.start) / self.seconds)
 
+    def decaying(self, _state=None) -> bool:
+        """Whether a ``warmup_stable_decay`` schedule has begun to decay (never for the other shapes)."""
+        return self.start is not None and self.decay_ratio is not None and self.progress() >= 1.0 - self.decay_ratio
+
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
-        shape = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
-        if shape not in TIME_SCHEDULES:
-            raise ValueError(
-                f"A time budget runs the schedule over time, which it can for {', '.join(TIME_SCHEDULES)}; "
-                f"lr_scheduler_type={shape!r} is not one of them. Set one of those, or drop the time budget."
-            )
+        shape = self.check_schedule(args)
         scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate may wrap it
         if not isinstance(scheduler, LambdaLR):
             raise TypeError(f"A time budget needs the trainer's LambdaLR schedule, got {type(scheduler).__name__}.")
@@ -68,14 +91,103 @@ class TimeBudgetCallback(TrainerCallback):
         self.start = self.clock()
 
         def by_time(_step: int) -> float:
-            return schedule_factor(shape, self.progress(), warmup)
+            return schedule_factor(shape, self.progress(), warmup, self.decay_ratio)
 
         scheduler.lr_lambdas = [by_time] * len(scheduler.lr_lambdas)
         for group, base in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
             group["lr"] = base * by_time(0)
         scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
 
+    def check_schedule(self, args: TrainingArguments) -> str:
+        """``args``' schedule shape; a schedule the budget cannot run, or a decay share that does not fit it, is
+        refused."""
+        shape, warmup = scheduler_shape(args), args.warmup_ratio or 0.0
+        if shape not in TIME_SCHEDULES:
+            raise ValueError(
+                f"A time budget runs the schedule over time, which it can for {', '.join(TIME_SCHEDULES)}; "
+                f"lr_scheduler_type={shape!r} is not one of them. Set one of those, or drop the time budget."
+            )
+        if (shape == "warmup_stable_decay") != (self.decay_ratio is not None):
+            raise ValueError(
+                f"lr_scheduler_type={shape!r} with decay_ratio={self.decay_ratio}: under a time budget, "
+                "warmup_stable_decay needs decay_ratio (the share of the budget the rate decays over, e.g. 0.2) and "
+                "the other schedules take none. Set both or neither."
+            )
+        if self.decay_ratio is not None and warmup + self.decay_ratio > 1:
+            raise ValueError(
+                f"warmup_ratio={warmup} and decay_ratio={self.decay_ratio} add up to more than the budget; "
+                "lower one of them."
+            )
+        return shape
+
     def on_step_end(self, args, state, control, **kwargs):
         if self.progress() >= 1.0:
             control.should_training_stop = True
         return control
+
+
+def time_budget(minutes: float | None, decay_ratio: float | None, args: TrainingArguments) -> TimeBudgetCallback | None:
+    """The run's :class:`TimeBudgetCallback` (None without ``minutes``), refusing what the budget would ignore.
+
+    Under a budget the schedule is the budget's, so ``lr_scheduler_kwargs`` are refused; ``warmup_stable_decay``
+    gets the ``num_decay_steps`` transformers needs to build its step schedule, which the budget then replaces.
+    """
+    if not minutes:
+        if decay_ratio is not None:
+            raise ValueError(
+                f"decay_ratio={decay_ratio} shares out a time budget, and max_train_minutes is not set. Set it, or for a "
+                "run counted in steps give warmup_stable_decay lr_scheduler_kwargs={'num_decay_steps': N} instead."
+            )
+        kwargs = args.lr_scheduler_kwargs or {}
+        if scheduler_shape(args) == "warmup_stable_decay" and "num_decay_steps" not in kwargs:
+            raise ValueError(
+                "lr_scheduler_type='warmup_stable_decay' counted in steps needs lr_scheduler_kwargs={'num_decay_steps': "
+                "N} (transformers' get_wsd_schedule); under a time budget (max_train_minutes) set decay_ratio instead."
+            )
+        return None
+    if args.lr_scheduler_kwargs:
+        raise ValueError(
+            f"A time budget (max_train_minutes={minutes}) runs its own schedule over time and would ignore "
+            f"lr_scheduler_kwargs={args.lr_scheduler_kwargs}. Drop them (warmup_stable_decay's decay is decay_ratio "
+            "under a budget), or drop the budget."
+        )
+    budget = TimeBudgetCallback(minutes, decay_ratio=decay_ratio)
+    if budget.check_schedule(args) == "warmup_stable_decay":
+        args.lr_scheduler_kwargs = {"num_decay_steps": 0}
+    return budget
+
+
+def decay_start_step(args: TrainingArguments, max_steps: int) -> int:
+    """The optimizer step at which a step-counted ``warmup_stable_decay`` schedule (transformers' ``get_wsd_schedule``,
+    over ``max_steps``) starts to decay."""
+    kwargs = args.lr_scheduler_kwargs or {}
+    if kwargs.get("num_stable_steps") is not None:
+        return args.get_warmup_steps(max_steps) + kwargs["num_stable_steps"]
+    return max_steps - kwargs["num_decay_steps"]
+
+
+class StablePointCallback(TrainerCallback):
+    """Calls ``save`` once, after the first optimizer step at which ``decaying(state)`` holds: the weights at the end
+    of a ``warmup_stable_decay`` schedule's stable phase, which a next stage resumes from instead of the decayed end.
+    Nothing is saved when the run ends before its decay begins (its last weights are then at the peak rate)."""
+
+    def __init__(self, decaying: Callable[[TrainerState], bool], save: Callable[[], None]):
+        self.decaying, self.save = decaying, save
+        self.saved = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self.saved and self.decaying(state):
+            self.saved = True
+            self.save()
+
+
+def stable_point_callback(
+    args: TrainingArguments, budget: TimeBudgetCallback | None, save: Callable[[], None]
+) -> StablePointCallback | None:
+    """A :class:`StablePointCallback` for a ``warmup_stable_decay`` run (timed by ``budget`` or counted in steps), or
+    None for the other schedules."""
+    if scheduler_shape(args) != "warmup_stable_decay":
+        return None
+    if budget is not None:
+        return StablePointCallback(budget.decaying, save)
+    return StablePointCallback(lambda state: state.global_step >= decay_start_step(args, state.max_steps), save)

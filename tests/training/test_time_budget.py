@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
-from tiny_models import tiny_model
+from tiny_models import make_char_tokenizer, tiny_model
 from transformers import TrainerCallback
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, build_draft_vocabulary, collate
-from hf_adaptive_spec.training.time_budget import TimeBudgetCallback, schedule_factor
+from hf_adaptive_spec.training.eagle3.heldout import read_curve
+from hf_adaptive_spec.training.time_budget import (
+    TimeBudgetCallback,
+    schedule_factor,
+    stable_point_callback,
+    time_budget,
+)
 
 from .test_eagle3_training import _samples
 
@@ -46,7 +53,7 @@ class _Tick(TrainerCallback):
         self.clock.now += self.clock.step_seconds
 
 
-def _trainer(tmp_path, budget: TimeBudgetCallback, clock: _Clock, scheduler: str = "cosine") -> Eagle3Trainer:
+def _trainer(tmp_path, budget: TimeBudgetCallback, clock: _Clock, scheduler: str = "cosine", **kwargs) -> Eagle3Trainer:
     target = tiny_model("llama")
     samples = _samples(target, count=4, length=20)
     torch.manual_seed(0)
@@ -54,7 +61,7 @@ def _trainer(tmp_path, budget: TimeBudgetCallback, clock: _Clock, scheduler: str
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=100, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
         lr_scheduler_type=scheduler, warmup_ratio=0.25, logging_steps=1, save_strategy="no", report_to=[],
-        seed=0, disable_tqdm=True,
+        seed=0, disable_tqdm=True, **kwargs,
     )
     return Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
                          data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[_Tick(clock), budget])
@@ -81,3 +88,98 @@ def test_a_schedule_that_cannot_run_over_time_is_refused(tmp_path):
     with pytest.raises(ValueError, match="must be positive"):
         TimeBudgetCallback(0)
     assert not math.isnan(schedule_factor("linear", 1.0, warmup=1.0))
+
+
+WSD = "warmup_stable_decay"
+
+
+def test_warmup_stable_decay_holds_the_peak_and_decays_over_its_share_only():
+    assert schedule_factor(WSD, 0.05, warmup=0.1, decay_ratio=0.2) == pytest.approx(0.5)
+    assert schedule_factor(WSD, 0.5, warmup=0.1, decay_ratio=0.2) == 1.0
+    assert schedule_factor(WSD, 0.79, warmup=0.1, decay_ratio=0.2) == 1.0  # cosine would be at 0.24 by now
+    assert schedule_factor(WSD, 0.9, warmup=0.1, decay_ratio=0.2) == pytest.approx(0.5)
+    assert schedule_factor(WSD, 1.0, warmup=0.1, decay_ratio=0.2) == pytest.approx(0.0)
+
+
+def test_a_warmup_stable_decay_budget_saves_its_stable_point_once_as_the_decay_begins(tmp_path):
+    clock = _Clock(step_seconds=7.5)  # 8 steps fill the budget; its last quarter, steps 7 and 8, decays
+    budget = TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25)
+    trainer = _trainer(tmp_path, budget, clock, scheduler=WSD, lr_scheduler_kwargs={"num_decay_steps": 0})
+    saved = []
+    trainer.add_callback(stable_point_callback(trainer.args, budget, lambda: saved.append(trainer.state.global_step)))
+    trainer.train()
+    assert trainer.state.global_step == 8
+    rates = [entry["learning_rate"] for entry in trainer.state.log_history if "learning_rate" in entry]
+    assert rates == pytest.approx([0.0, 5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5e-4], abs=1e-9)
+    assert saved == [6]  # after the last step at the peak, once
+
+
+def test_no_stable_point_for_the_other_schedules():
+    budget = TimeBudgetCallback(1.0)
+    assert stable_point_callback(Eagle3Config(output_dir="unused", lr_scheduler_type="cosine"), budget, print) is None
+
+
+def _args(scheduler: str = WSD, warmup: float = 0.0, **kwargs) -> Eagle3Config:
+    return Eagle3Config(output_dir="unused", lr_scheduler_type=scheduler, warmup_ratio=warmup, report_to=[], **kwargs)
+
+
+def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fit():
+    with pytest.raises(ValueError, match="max_train_minutes is not set"):
+        time_budget(None, 0.2, _args())
+    with pytest.raises(ValueError, match="would ignore lr_scheduler_kwargs"):
+        time_budget(5, None, _args("cosine", lr_scheduler_kwargs={"num_cycles": 1}))
+    for decay, scheduler in [(None, WSD), (0.2, "cosine")]:
+        with pytest.raises(ValueError, match="Set both or neither"):
+            time_budget(5, decay, _args(scheduler))
+    with pytest.raises(ValueError, match="add up to more than the budget"):
+        time_budget(5, 0.9, _args(warmup=0.2))
+    with pytest.raises(ValueError, match="needs lr_scheduler_kwargs=\\{'num_decay_steps'"):
+        time_budget(None, None, _args())
+    with pytest.raises(ValueError, match=r"in \(0, 1\]"):
+        TimeBudgetCallback(1.0, decay_ratio=0)
+    assert time_budget(None, None, _args("cosine")) is None
+    args = _args()
+    assert time_budget(5, 0.2, args).decay_ratio == 0.2
+    assert args.lr_scheduler_kwargs == {"num_decay_steps": 0}  # what transformers needs to build the step schedule
+
+
+def _stage(tmp_path, monkeypatch, name: str, **settings):
+    """One run of the EAGLE-3 script on a tiny target: 8 conversations, measured on themselves as held out."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+    torch.manual_seed(0)
+    target = tiny_model("llama")
+    monkeypatch.setattr(script, "load_model", lambda name, dtype: (target, tokenizer))
+    data = tmp_path / "data.jsonl"
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}] for i in range(8)]
+    data.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns), encoding="utf-8")
+    script_settings = {k: settings.pop(k) for k in ("init_from", "max_train_minutes", "decay_ratio") if k in settings}
+    args = script.Eagle3Config(output_dir=str(tmp_path / name), per_device_train_batch_size=2, ttt_steps=2,
+                               draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True,
+                               learning_rate=1e-2, **settings)
+    script.main(script.Eagle3ScriptArguments(dataset_path=str(data), heldout_path=str(data), heldout_conversations=4,
+                                             heldout_every_steps=100, **script_settings), args)
+    return tmp_path / name
+
+
+def test_a_stage_resumes_from_the_stable_point_a_step_counted_warmup_stable_decay_run_saved(tmp_path, monkeypatch):
+    out = _stage(tmp_path, monkeypatch, "first", max_steps=6, lr_scheduler_type=WSD,
+                 lr_scheduler_kwargs={"num_decay_steps": 2})
+    stable = out / "stable"
+    assert [p.step for p in read_curve(stable)] == [0, 4]  # a held-out point at the stable point itself
+    assert [p.step for p in read_curve(out)] == [0, 4, 6]
+    assert "stable point" in (stable / "README.md").read_text() and "stable point" not in (out / "README.md").read_text()
+    at_stable = Eagle3DraftModel.from_pretrained(stable, target=tiny_model("llama"))
+    at_end = Eagle3DraftModel.from_pretrained(out, target=tiny_model("llama"))
+    assert not torch.equal(at_stable.fc.weight, at_end.fc.weight)  # the decay's two steps trained on
+    following = _stage(tmp_path, monkeypatch, "next", init_from=str(stable), max_steps=2)
+    assert [p.step for p in read_curve(following)] == [0, 4, 6]  # the lineage counts on from the stable point
+
+
+def test_a_timed_warmup_stable_decay_run_that_ends_before_its_decay_saves_no_stable_point(tmp_path, monkeypatch):
+    out = _stage(tmp_path, monkeypatch, "timed", max_steps=2, lr_scheduler_type=WSD, max_train_minutes=30,
+                 decay_ratio=0.2)
+    assert (out / "config.json").is_file() and not (out / "stable").exists()
+    assert json.loads((out / "training_config.json").read_text())["lr_scheduler_kwargs"] == {"num_decay_steps": 0}

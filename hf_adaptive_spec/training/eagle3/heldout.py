@@ -351,7 +351,7 @@ class HeldOutCurveCallback(TrainerCallback):
             # checkpoint holds its own points)
             or (state.global_step == 0 and last.drafter_shape != drafter_shape(draft))
         ):
-            self._measure(args, state, model)
+            self.measure(args, state, model)
 
     def _points_up_to_checkpoint(self, args, state) -> list[HeldOutPoint]:
         """The resumed checkpoint's curve up to its step (the points before it are not measured again); the
@@ -363,12 +363,13 @@ class HeldOutCurveCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every_steps == 0:
-            self._measure(args, state, model)
+            self.measure(args, state, model)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        self._measure(args, state, model)
+        self.measure(args, state, model)
 
-    def _measure(self, args, state, model) -> None:
+    def measure(self, args, state, model) -> None:
+        """Add the point of ``model`` at ``state``'s step (once a step; on the main process only)."""
         if self._measured_step == state.global_step or not state.is_world_process_zero:
             return
         self._measured_step = state.global_step

@@ -22,12 +22,16 @@ from ...default_model import load_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import run_training_script
 from ..step_profile import StepProfileCallback
-from ..time_budget import TimeBudgetCallback
+from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
+
+
+#: the folder in ``output_dir`` a ``warmup_stable_decay`` run saves its stable point to
+STABLE_POINT_DIR = "stable"
 
 
 @dataclass
@@ -86,6 +90,14 @@ class Eagle3ScriptArguments:
         metadata={
             "help": "Stop after this many minutes of training, with the learning-rate schedule run over that time "
             "(a stage sized for a working block or a lent GPU); max_steps still ends the run if reached first."
+        },
+    )
+    decay_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "With max_train_minutes and lr_scheduler_type warmup_stable_decay: the share of the budget over which "
+            "the rate decays to zero after holding its peak. Every warmup_stable_decay run also saves output_dir/"
+            f"{STABLE_POINT_DIR}, the drafter as the decay begins: the folder a next stage resumes from (init_from)."
         },
     )
     profile_steps: int = field(
@@ -166,6 +178,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
             "stream reads the conversation file in one process: with dataloader_num_workers="
             f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
         )
+    budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # refused before loading
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
@@ -186,10 +199,14 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         base_model=script_args.base_model,
         callbacks=[
             *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
-            *([TimeBudgetCallback(script_args.max_train_minutes)] if script_args.max_train_minutes else []),
+            *([budget] if budget else []),
             *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],
     )
+    stable_dir = str(Path(training_args.output_dir) / STABLE_POINT_DIR)
+    stable_point = stable_point_callback(training_args, budget, functools.partial(trainer.save_stable_point, stable_dir))
+    if stable_point:
+        trainer.add_callback(stable_point)
     trainer.train_save_and_push()
     return trainer
 

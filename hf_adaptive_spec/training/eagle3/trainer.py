@@ -56,6 +56,7 @@ class Eagle3Trainer(SpecTrainer):
         )
         self.target_features.cache = self._feature_cache(target_model, model.config.aux_hidden_state_layer_ids)
         self._cache_counted = (0, 0)
+        self._saving_stable_point = False
 
     def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> FeatureCache | None:
         """``args.feature_cache_dir``'s cache, or None; refused with more than one process."""
@@ -116,12 +117,31 @@ class Eagle3Trainer(SpecTrainer):
             if isinstance(callback, HeldOutCurveCallback):
                 write_curve(output_dir, callback.points)
 
+    def save_stable_point(self, output_dir: str) -> None:
+        """Save the drafter as the learning rate starts to decay (a ``warmup_stable_decay`` run), its held-out curve
+        ending with a point at this step: the folder a next stage's ``init_from`` resumes from, so that the stage
+        does not warm up again from annealed weights."""
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, HeldOutCurveCallback):
+                callback.measure(self.args, self.state, self.model)
+        self._saving_stable_point = True
+        try:
+            self.save_model(output_dir)
+        finally:
+            self._saving_stable_point = False
+
     def _training_description(self) -> str:
-        return (
+        description = (
             f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
             f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
             "conversations per device."
         )
+        if self._saving_stable_point:
+            description += (
+                " This is the run's stable point, saved as its learning rate began to decay: a next stage resumes "
+                "from it (init_from); the drafter to ship is the decayed one the run ended with."
+            )
+        return description
 
     def _held_out_description(self) -> str:
         """The card's sentence on the held-out curve's last point ("" without a curve)."""
