@@ -7,10 +7,11 @@ the rate has warmed up and decayed to zero whenever the budget ends; training th
 trainer saves as it does at ``max_steps``.
 
 A stage that a later stage resumes from should not end annealed: each restart from a decayed drafter paid a
-warm-up dip (stage 15 started at 0.585 held-out acceptance, fell to 0.571 as its rate warmed up, and was back above
-its start only at the next point, step 100 of 261; stage 18, on a CPU, never got back in its 199). With ``warmup_stable_decay`` the rate holds its peak and decays only over the last
-``decay_ratio`` of the budget; :class:`StablePointCallback` saves the run once as the decay begins, the point a
-next stage resumes from, while the decayed end is the drafter to ship.
+dip (stage 15 started at 0.585 held-out acceptance, was at 0.571 50 steps into the restart at the peak rate, and back
+above its start only at the next point, step 100 of 261; stage 18, on a CPU, never got back in its 199). With
+``warmup_stable_decay`` the rate holds its peak and decays only over the last ``decay_ratio`` of the budget;
+:class:`StablePointCallback` saves the run once as the decay begins, the point a next stage resumes from, while the
+decayed end is the drafter to ship.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable
 
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback, TrainerState, TrainingArguments
+
+from .warmup import warmup_share
 
 TIME_SCHEDULES = ("constant", "linear", "cosine", "warmup_stable_decay")
 
@@ -83,11 +86,13 @@ class TimeBudgetCallback(TrainerCallback):
         return self.start is not None and self.decay_ratio is not None and self.progress() >= 1.0 - self.decay_ratio
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
-        shape = self.check_schedule(args)
+        shape, warmup = self.check_schedule(args)
         scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate may wrap it
         if not isinstance(scheduler, LambdaLR):
-            raise TypeError(f"A time budget needs the trainer's LambdaLR schedule, got {type(scheduler).__name__}.")
-        warmup = args.warmup_ratio if args.warmup_ratio else 0.0
+            raise TypeError(
+                f"A time budget needs the trainer's LambdaLR schedule, got {type(scheduler).__name__}: pass no "
+                "optimizers=(..., scheduler) to the trainer, or drop the budget."
+            )
         self.start = self.clock()
 
         def by_time(_step: int) -> float:
@@ -98,10 +103,10 @@ class TimeBudgetCallback(TrainerCallback):
             group["lr"] = base * by_time(0)
         scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
 
-    def check_schedule(self, args: TrainingArguments) -> str:
-        """``args``' schedule shape; a schedule the budget cannot run, or a decay share that does not fit it, is
-        refused."""
-        shape, warmup = scheduler_shape(args), args.warmup_ratio or 0.0
+    def check_schedule(self, args: TrainingArguments) -> tuple[str, float]:
+        """``args``' schedule shape and warm-up share; a schedule the budget cannot run, or a decay share that does not
+        fit it, is refused."""
+        shape, warmup = scheduler_shape(args), warmup_share(args)
         if shape not in TIME_SCHEDULES:
             raise ValueError(
                 f"A time budget runs the schedule over time, which it can for {', '.join(TIME_SCHEDULES)}; "
@@ -118,7 +123,7 @@ class TimeBudgetCallback(TrainerCallback):
                 f"warmup_ratio={warmup} and decay_ratio={self.decay_ratio} add up to more than the budget; "
                 "lower one of them."
             )
-        return shape
+        return shape, warmup
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.progress() >= 1.0:
@@ -127,7 +132,8 @@ class TimeBudgetCallback(TrainerCallback):
 
 
 def time_budget(minutes: float | None, decay_ratio: float | None, args: TrainingArguments) -> TimeBudgetCallback | None:
-    """The run's :class:`TimeBudgetCallback` (None without ``minutes``), refusing what the budget would ignore.
+    """The run's :class:`TimeBudgetCallback` (None without ``minutes``, the schedule then counted in steps and
+    checked as such), refusing what the budget would ignore.
 
     Under a budget the schedule is the budget's, so ``lr_scheduler_kwargs`` are refused; ``warmup_stable_decay``
     gets the ``num_decay_steps`` transformers needs to build its step schedule, which the budget then replaces.
@@ -135,15 +141,10 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
     if not minutes:
         if decay_ratio is not None:
             raise ValueError(
-                f"decay_ratio={decay_ratio} shares out a time budget, and max_train_minutes is not set. Set it, or for a "
-                "run counted in steps give warmup_stable_decay lr_scheduler_kwargs={'num_decay_steps': N} instead."
+                f"decay_ratio={decay_ratio} shares out a time budget, and max_train_minutes is not set. Set it, or for "
+                "a run counted in steps give warmup_stable_decay lr_scheduler_kwargs='{\"num_decay_steps\": N}' instead."
             )
-        kwargs = args.lr_scheduler_kwargs or {}
-        if scheduler_shape(args) == "warmup_stable_decay" and "num_decay_steps" not in kwargs:
-            raise ValueError(
-                "lr_scheduler_type='warmup_stable_decay' counted in steps needs lr_scheduler_kwargs={'num_decay_steps': "
-                "N} (transformers' get_wsd_schedule); under a time budget (max_train_minutes) set decay_ratio instead."
-            )
+        check_step_counted_decay(args)
         return None
     if args.lr_scheduler_kwargs:
         raise ValueError(
@@ -152,9 +153,27 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
             "under a budget), or drop the budget."
         )
     budget = TimeBudgetCallback(minutes, decay_ratio=decay_ratio)
-    if budget.check_schedule(args) == "warmup_stable_decay":
+    if budget.check_schedule(args)[0] == "warmup_stable_decay":
         args.lr_scheduler_kwargs = {"num_decay_steps": 0}
     return budget
+
+
+def check_step_counted_decay(args: TrainingArguments) -> None:
+    """Refuse a step-counted ``warmup_stable_decay`` schedule transformers cannot build, or whose decay would begin
+    inside its warm-up (a negative stable phase)."""
+    if scheduler_shape(args) != "warmup_stable_decay":
+        return
+    if "num_decay_steps" not in (args.lr_scheduler_kwargs or {}):
+        raise ValueError(
+            "lr_scheduler_type='warmup_stable_decay' counted in steps needs lr_scheduler_kwargs='{\"num_decay_steps\": "
+            "N}' (transformers' get_wsd_schedule); under a time budget (max_train_minutes) set decay_ratio instead."
+        )
+    if args.max_steps > 0 and decay_start_step(args, args.max_steps) < args.get_warmup_steps(args.max_steps):
+        raise ValueError(
+            f"warmup_stable_decay over max_steps={args.max_steps} would start decaying at step "
+            f"{decay_start_step(args, args.max_steps)}, inside its {args.get_warmup_steps(args.max_steps)} warm-up "
+            "steps: lower num_decay_steps or the warm-up, or raise max_steps."
+        )
 
 
 def decay_start_step(args: TrainingArguments, max_steps: int) -> int:
@@ -169,11 +188,17 @@ def decay_start_step(args: TrainingArguments, max_steps: int) -> int:
 class StablePointCallback(TrainerCallback):
     """Calls ``save`` once, after the first optimizer step at which ``decaying(state)`` holds: the weights at the end
     of a ``warmup_stable_decay`` schedule's stable phase, which a next stage resumes from instead of the decayed end.
-    Nothing is saved when the run ends before its decay begins (its last weights are then at the peak rate)."""
+    Nothing is saved when the run ends before its decay begins (its last weights are then at the peak rate), nor by a
+    run resumed from a checkpoint past it. A timed run resumed from a checkpoint starts its budget, and so its
+    warm-up, again."""
 
     def __init__(self, decaying: Callable[[TrainerState], bool], save: Callable[[], None]):
         self.decaying, self.save = decaying, save
         self.saved = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # a run resumed past its decay's start saved its stable point before: decayed weights must not replace it
+        self.saved = self.decaying(state)
 
     def on_step_end(self, args, state, control, **kwargs):
         if not self.saved and self.decaying(state):

@@ -8,13 +8,14 @@ import math
 import pytest
 import torch
 from tiny_models import make_char_tokenizer, tiny_model
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, build_draft_vocabulary, collate
 from hf_adaptive_spec.training.eagle3.heldout import read_curve
 from hf_adaptive_spec.training.time_budget import (
     TimeBudgetCallback,
+    decay_start_step,
     schedule_factor,
     stable_point_callback,
     time_budget,
@@ -53,7 +54,9 @@ class _Tick(TrainerCallback):
         self.clock.now += self.clock.step_seconds
 
 
-def _trainer(tmp_path, budget: TimeBudgetCallback, clock: _Clock, scheduler: str = "cosine", **kwargs) -> Eagle3Trainer:
+def _trainer(
+    tmp_path, budget: TimeBudgetCallback, clock: _Clock, scheduler: str = "cosine", **kwargs
+) -> Eagle3Trainer:
     target = tiny_model("llama")
     samples = _samples(target, count=4, length=20)
     torch.manual_seed(0)
@@ -102,7 +105,7 @@ def test_warmup_stable_decay_holds_the_peak_and_decays_over_its_share_only():
 
 
 def test_a_warmup_stable_decay_budget_saves_its_stable_point_once_as_the_decay_begins(tmp_path):
-    clock = _Clock(step_seconds=7.5)  # 8 steps fill the budget; its last quarter, steps 7 and 8, decays
+    clock = _Clock(step_seconds=7.5)  # 8 steps fill the budget; its decay, the last quarter, begins after step 6
     budget = TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25)
     trainer = _trainer(tmp_path, budget, clock, scheduler=WSD, lr_scheduler_kwargs={"num_decay_steps": 0})
     saved = []
@@ -133,11 +136,17 @@ def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fi
             time_budget(5, decay, _args(scheduler))
     with pytest.raises(ValueError, match="add up to more than the budget"):
         time_budget(5, 0.9, _args(warmup=0.2))
-    with pytest.raises(ValueError, match="needs lr_scheduler_kwargs=\\{'num_decay_steps'"):
+    with pytest.raises(ValueError, match="needs lr_scheduler_kwargs='\\{\"num_decay_steps\""):
         time_budget(None, None, _args())
+    with pytest.raises(ValueError, match="start decaying at step 1, inside its 2 warm-up steps"):
+        time_budget(None, None, _args(warmup=0.2, max_steps=10, lr_scheduler_kwargs={"num_decay_steps": 9}))
+    with pytest.raises(ValueError, match="counts the warm-up in steps, which a time budget cannot"):
+        time_budget(5, None, _args("cosine", warmup=0.0, warmup_steps=10))
     with pytest.raises(ValueError, match=r"in \(0, 1\]"):
         TimeBudgetCallback(1.0, decay_ratio=0)
     assert time_budget(None, None, _args("cosine")) is None
+    assert time_budget(5, 1.0, _args()).decay_ratio == 1.0  # all decay: a cosine over the budget
+    assert time_budget(5, 0.8, _args(warmup=0.2)).decay_ratio == 0.8  # warm-up and decay may fill the budget
     args = _args()
     assert time_budget(5, 0.2, args).decay_ratio == 0.2
     assert args.lr_scheduler_kwargs == {"num_decay_steps": 0}  # what transformers needs to build the step schedule
@@ -170,7 +179,8 @@ def test_a_stage_resumes_from_the_stable_point_a_step_counted_warmup_stable_deca
     stable = out / "stable"
     assert [p.step for p in read_curve(stable)] == [0, 4]  # a held-out point at the stable point itself
     assert [p.step for p in read_curve(out)] == [0, 4, 6]
-    assert "stable point" in (stable / "README.md").read_text() and "stable point" not in (out / "README.md").read_text()
+    assert "stable point" in (stable / "README.md").read_text()
+    assert "stable point" not in (out / "README.md").read_text()
     at_stable = Eagle3DraftModel.from_pretrained(stable, target=tiny_model("llama"))
     at_end = Eagle3DraftModel.from_pretrained(out, target=tiny_model("llama"))
     assert not torch.equal(at_stable.fc.weight, at_end.fc.weight)  # the decay's two steps trained on
@@ -183,3 +193,40 @@ def test_a_timed_warmup_stable_decay_run_that_ends_before_its_decay_saves_no_sta
                  decay_ratio=0.2)
     assert (out / "config.json").is_file() and not (out / "stable").exists()
     assert json.loads((out / "training_config.json").read_text())["lr_scheduler_kwargs"] == {"num_decay_steps": 0}
+
+
+def test_the_step_counted_decay_starts_where_transformers_schedule_does():
+    from transformers.optimization import get_wsd_schedule
+
+    for kwargs in ({"num_decay_steps": 3}, {"num_decay_steps": 3, "num_stable_steps": 4}):
+        args = _args(warmup=0.2, max_steps=10, lr_scheduler_kwargs=kwargs)
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        warmup = args.get_warmup_steps(10)
+        schedule = get_wsd_schedule(optimizer, num_warmup_steps=warmup, num_training_steps=10, **kwargs)
+        factors = [schedule.lr_lambdas[0](step) for step in range(10)]
+        start = decay_start_step(args, 10)
+        assert factors[start - 1] == factors[start] == 1.0 and factors[start + 1] < 1.0, (kwargs, factors)
+
+
+def test_a_run_resumed_past_its_decay_keeps_the_stable_point_it_saved():
+    saved = []
+    callback = stable_point_callback(_args(max_steps=10, lr_scheduler_kwargs={"num_decay_steps": 3}), None,
+                                     lambda: saved.append(True))
+    state = TrainerState(global_step=8, max_steps=10)  # resumed from checkpoint-8; the decay began at step 7
+    callback.on_train_begin(None, state, None)
+    state.global_step = 9
+    callback.on_step_end(None, state, None)
+    assert saved == []
+
+
+def test_warmup_ratio_warms_up_a_run_counted_in_steps():
+    """transformers 5 reads warmup_steps alone: a ratio left in warmup_ratio did not warm up at all."""
+    from hf_adaptive_spec.training.ppow import PPOWConfig
+
+    for config in (Eagle3Config, PPOWConfig):
+        assert config(output_dir="unused", warmup_ratio=0.25, report_to=[]).get_warmup_steps(100) == 25
+        assert config(output_dir="unused", warmup_ratio=0.0, warmup_steps=7, report_to=[]).get_warmup_steps(100) == 7
+        with pytest.raises(ValueError, match="both set the warm-up"):
+            config(output_dir="unused", warmup_ratio=0.25, warmup_steps=7, report_to=[])
+        with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+            config(output_dir="unused", warmup_ratio=1.5, report_to=[])

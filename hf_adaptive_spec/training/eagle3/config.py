@@ -8,6 +8,7 @@ from typing import ClassVar
 from transformers import TrainingArguments
 
 from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
+from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
 
 
@@ -111,6 +112,7 @@ class Eagle3Config(TrainingArguments):
     save_safetensors: bool = field(default=True, metadata={"help": "Checkpoints are safetensors only."})
 
     def __post_init__(self):
+        carry_warmup_ratio(self)
         super().__post_init__()
         if self.copy_loss_weight < 0:
             raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")

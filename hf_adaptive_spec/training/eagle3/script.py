@@ -95,9 +95,10 @@ class Eagle3ScriptArguments:
     decay_ratio: float | None = field(
         default=None,
         metadata={
-            "help": "With max_train_minutes and lr_scheduler_type warmup_stable_decay: the share of the budget over which "
-            "the rate decays to zero after holding its peak. Every warmup_stable_decay run also saves output_dir/"
-            f"{STABLE_POINT_DIR}, the drafter as the decay begins: the folder a next stage resumes from (init_from)."
+            "help": "With max_train_minutes and lr_scheduler_type warmup_stable_decay: the share of the budget over "
+            "which the rate decays to zero after holding its peak. A warmup_stable_decay run whose decay begins saves "
+            f"output_dir/{STABLE_POINT_DIR} (pushed with the drafter), the drafter at that moment: the folder a next "
+            "stage resumes from (init_from)."
         },
     )
     profile_steps: int = field(
@@ -178,7 +179,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
             "stream reads the conversation file in one process: with dataloader_num_workers="
             f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
         )
-    budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # refused before loading
+    budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # checked first
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
@@ -204,7 +205,8 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         ],
     )
     stable_dir = str(Path(training_args.output_dir) / STABLE_POINT_DIR)
-    stable_point = stable_point_callback(training_args, budget, functools.partial(trainer.save_stable_point, stable_dir))
+    stable_point = stable_point_callback(training_args, budget,
+                                         functools.partial(trainer.save_stable_point, stable_dir))
     if stable_point:
         trainer.add_callback(stable_point)
     trainer.train_save_and_push()

@@ -126,7 +126,7 @@ class Eagle3Trainer(SpecTrainer):
                 callback.measure(self.args, self.state, self.model)
         self._saving_stable_point = True
         try:
-            self.save_model(output_dir)
+            self.save_model(output_dir, _internal_call=True)  # not pushed mid-run; the final push uploads it
         finally:
             self._saving_stable_point = False
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..warmup import carry_warmup_ratio
+
 
 @dataclass
 class PPOWConfig(TrainingArguments):
@@ -71,6 +73,7 @@ class PPOWConfig(TrainingArguments):
     save_safetensors: bool = field(default=True, metadata={"help": "Checkpoints are safetensors only."})
 
     def __post_init__(self):
+        carry_warmup_ratio(self)
         super().__post_init__()
         if self.num_generations < 2:
             raise ValueError("num_generations must be at least 2: advantages are relative within a group.")
