@@ -109,7 +109,6 @@ class Eagle3Config(TrainingArguments):
     logging_steps: float = field(default=10, metadata={"help": "Log every X update steps."})
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep loss_mask for the loss."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on CPU (set False on an accelerator)."})
-    save_safetensors: bool = field(default=True, metadata={"help": "Checkpoints are safetensors only."})
 
     def __post_init__(self):
         carry_warmup_ratio(self)
