@@ -120,7 +120,7 @@ class Eagle3Trainer(SpecTrainer):
     def save_stable_point(self, output_dir: str) -> None:
         """Save the drafter as the learning rate starts to decay (a ``warmup_stable_decay`` run), its held-out curve
         ending with a point at this step: the folder a next stage's ``init_from`` resumes from, so that the stage
-        does not warm up again from annealed weights."""
+        does not restart from annealed weights."""
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, HeldOutCurveCallback):
                 callback.measure(self.args, self.state, self.model)
