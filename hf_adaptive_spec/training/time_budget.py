@@ -168,11 +168,13 @@ def check_step_counted_decay(args: TrainingArguments) -> None:
             "lr_scheduler_type='warmup_stable_decay' counted in steps needs lr_scheduler_kwargs='{\"num_decay_steps\": "
             "N}' (transformers' get_wsd_schedule); under a time budget (max_train_minutes) set decay_ratio instead."
         )
-    if args.max_steps > 0 and decay_start_step(args, args.max_steps) < args.get_warmup_steps(args.max_steps):
+    if args.max_steps <= 0:
+        return
+    start, warmup = decay_start_step(args, args.max_steps), args.get_warmup_steps(args.max_steps)
+    if start < warmup:
         raise ValueError(
-            f"warmup_stable_decay over max_steps={args.max_steps} would start decaying at step "
-            f"{decay_start_step(args, args.max_steps)}, inside its {args.get_warmup_steps(args.max_steps)} warm-up "
-            "steps: lower num_decay_steps or the warm-up, or raise max_steps."
+            f"warmup_stable_decay over max_steps={args.max_steps} would start decaying at step {start}, inside its "
+            f"{warmup} warm-up steps: lower num_decay_steps or the warm-up, or raise max_steps."
         )
 
 

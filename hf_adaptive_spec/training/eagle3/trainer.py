@@ -113,17 +113,19 @@ class Eagle3Trainer(SpecTrainer):
     def save_artifact(self, output_dir: str) -> None:
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         self.model_card().save(os.path.join(output_dir, "README.md"))
-        for callback in self.callback_handler.callbacks:
-            if isinstance(callback, HeldOutCurveCallback):
-                write_curve(output_dir, callback.points)
+        for callback in self._held_out_callbacks():
+            write_curve(output_dir, callback.points)
+
+    def _held_out_callbacks(self) -> list[HeldOutCurveCallback]:
+        """The run's held-out curve callbacks (none without ``heldout_path``)."""
+        return [c for c in self.callback_handler.callbacks if isinstance(c, HeldOutCurveCallback)]
 
     def save_stable_point(self, output_dir: str) -> None:
         """Save the drafter as the learning rate starts to decay (a ``warmup_stable_decay`` run), its held-out curve
         ending with a point at this step: the folder a next stage's ``init_from`` resumes from, so that the stage
         does not restart from annealed weights."""
-        for callback in self.callback_handler.callbacks:
-            if isinstance(callback, HeldOutCurveCallback):
-                callback.measure(self.args, self.state, self.model)
+        for callback in self._held_out_callbacks():
+            callback.measure(self.args, self.state, self.model)
         self._saving_stable_point = True
         try:
             self.save_model(output_dir, _internal_call=True)  # not pushed mid-run; the final push uploads it
@@ -145,7 +147,7 @@ class Eagle3Trainer(SpecTrainer):
 
     def _held_out_description(self) -> str:
         """The card's sentence on the held-out curve's last point ("" without a curve)."""
-        points = [c.points for c in self.callback_handler.callbacks if isinstance(c, HeldOutCurveCallback) and c.points]
+        points = [c.points for c in self._held_out_callbacks() if c.points]
         if not points:
             return ""
         last = points[0][-1]
