@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable
 
+import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback, TrainerState, TrainingArguments
 
@@ -61,13 +62,25 @@ class TimeBudgetCallback(TrainerCallback):
     with ``warmup_ratio``) keeps its shape, but its clock becomes the budget: ``max_steps`` still ends a
     run that reaches it first, at whatever rate the clock has reached then.
 
+    The budget's clock is read once per optimizer step, and in a run of several processes the main process's reading
+    is the one every process uses (:func:`main_process_value`): each reads its own clock otherwise, so the processes
+    would step at different rates, their replicas drifting apart, and stop at different steps, one of them then
+    waiting for the others in a collective that never comes.
+
     Args:
         minutes: wall-time budget of the training loop (loading and the final save are outside it).
         clock: seconds, monotonic; injectable for tests.
         decay_ratio: with ``warmup_stable_decay`` (and only then), the share of the budget the rate decays over.
+        agree: how the processes agree on the step's reading (``(reading, args) -> reading``); injectable for tests.
     """
 
-    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic, decay_ratio: float | None = None):
+    def __init__(
+        self,
+        minutes: float,
+        clock: Callable[[], float] = time.monotonic,
+        decay_ratio: float | None = None,
+        agree: Callable[[float, TrainingArguments], float] | None = None,
+    ):
         if not minutes > 0:
             raise ValueError(f"A time budget must be positive, got {minutes} minutes.")
         if decay_ratio is not None and not 0 < decay_ratio <= 1:
@@ -75,15 +88,17 @@ class TimeBudgetCallback(TrainerCallback):
         self.seconds = 60.0 * minutes
         self.clock = clock
         self.decay_ratio = decay_ratio
+        self.agree = agree or main_process_value
         self.start: float | None = None
+        self.spent = 0.0  # share of the budget spent, as of the current optimizer step, the same on every process
 
     def progress(self) -> float:
-        """Share of the budget spent (0 before training starts)."""
+        """Share of the budget this process's clock says is spent (0 before training starts)."""
         return 0.0 if self.start is None else min(1.0, (self.clock() - self.start) / self.seconds)
 
     def decaying(self, _state=None) -> bool:
         """Whether a ``warmup_stable_decay`` schedule has begun to decay (never for the other shapes)."""
-        return self.start is not None and self.decay_ratio is not None and self.progress() >= 1.0 - self.decay_ratio
+        return self.start is not None and self.decay_ratio is not None and self.spent >= 1.0 - self.decay_ratio
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
         shape, warmup = self.check_schedule(args)
@@ -93,10 +108,10 @@ class TimeBudgetCallback(TrainerCallback):
                 f"A time budget needs the trainer's LambdaLR schedule, got {type(scheduler).__name__}: pass no "
                 "optimizers=(..., scheduler) to the trainer, or drop the budget."
             )
-        self.start = self.clock()
+        self.start, self.spent = self.clock(), 0.0
 
         def by_time(_step: int) -> float:
-            return schedule_factor(shape, self.progress(), warmup, self.decay_ratio)
+            return schedule_factor(shape, self.spent, warmup, self.decay_ratio)
 
         scheduler.lr_lambdas = [by_time] * len(scheduler.lr_lambdas)
         for group, base in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
@@ -125,10 +140,26 @@ class TimeBudgetCallback(TrainerCallback):
             )
         return shape, warmup
 
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        # read once per step, before the scheduler's step sets the next rate from it
+        self.spent = self.agree(self.progress(), args)
+
     def on_step_end(self, args, state, control, **kwargs):
-        if self.progress() >= 1.0:
+        if self.spent >= 1.0:
             control.should_training_stop = True
         return control
+
+
+def main_process_value(value: float, args: TrainingArguments) -> float:
+    """``value`` as the main process (rank 0) has it, on every process of a distributed run (a broadcast on
+    ``args.device``, which NCCL needs to be the process's accelerator); ``value`` itself in a run of one process."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return value
+    if torch.distributed.get_world_size() == 1:
+        return value
+    shared = torch.tensor([value], dtype=torch.float64, device=args.device)
+    torch.distributed.broadcast(shared, src=0)
+    return float(shared.item())
 
 
 def time_budget(minutes: float | None, decay_ratio: float | None, args: TrainingArguments) -> TimeBudgetCallback | None:

@@ -230,3 +230,56 @@ def test_warmup_ratio_warms_up_a_run_counted_in_steps():
             config(output_dir="unused", warmup_ratio=0.25, warmup_steps=7, report_to=[])
         with pytest.raises(ValueError, match=r"in \[0, 1\)"):
             config(output_dir="unused", warmup_ratio=1.5, report_to=[])
+
+
+_RANK = """
+import json, sys
+from types import SimpleNamespace
+import torch, torch.distributed as dist
+from transformers import TrainerControl
+from hf_adaptive_spec.training.time_budget import TimeBudgetCallback
+rank, rendezvous, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+now = [100.0]
+budget = TimeBudgetCallback(1.0, clock=lambda: now[0], decay_ratio=0.25)
+budget.start = 100.0
+args, steps = SimpleNamespace(device=torch.device("cpu")), []
+# rank 1's clock runs ahead of rank 0's: at the first step it says 59 of the 60 s are spent, rank 0's 30
+for seconds in ((30.0, 59.0), (61.0, 61.5)):
+    now[0] = 100.0 + seconds[rank]
+    control = TrainerControl()
+    budget.on_optimizer_step(args, None, control)
+    budget.on_step_end(args, None, control)
+    steps.append([budget.spent, budget.decaying(), control.should_training_stop])
+json.dump(steps, open(out, "w"))
+dist.destroy_process_group()
+"""
+
+
+def test_the_processes_of_a_distributed_run_share_the_main_process_budget_reading(tmp_path):
+    """Each process reading its own clock would set its own rate (the replicas drift apart) and stop on its own step
+    (the others then wait in a collective forever): every process takes rank 0's reading."""
+    import subprocess
+    import sys
+
+    outputs = [tmp_path / f"rank{rank}.json" for rank in range(2)]
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(rank), str(tmp_path / "rendezvous"), str(out)])
+             for rank, out in enumerate(outputs)]
+    assert [process.wait(timeout=120) for process in ranks] == [0, 0]
+    steps = [json.loads(out.read_text()) for out in outputs]
+    assert steps[0] == steps[1] == [[0.5, False, False], [1.0, True, True]]
+
+
+def test_the_rate_the_stop_and_the_decay_read_the_step_reading_the_processes_agreed_on(tmp_path):
+    clock = _Clock(step_seconds=7.5)  # this process's clock alone would run 8 steps
+    agreed = iter([0.5, 0.8, 1.0])  # what the main process read at steps 1-3
+    budget = TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25, agree=lambda reading, args: next(agreed))
+    trainer = _trainer(tmp_path, budget, clock, scheduler=WSD, lr_scheduler_kwargs={"num_decay_steps": 0})
+    saved = []
+    trainer.add_callback(stable_point_callback(trainer.args, budget, lambda: saved.append(trainer.state.global_step)))
+    trainer.train()
+    assert trainer.state.global_step == 3
+    rates = [entry["learning_rate"] for entry in trainer.state.log_history if "learning_rate" in entry]
+    # step k runs at the rate set from step k - 1's agreed reading (the first at the warm-up's start)
+    assert rates == pytest.approx([0.0, 1e-3, 1e-3 * schedule_factor(WSD, 0.8, 0.25, 0.25)], abs=1e-9)
+    assert saved == [2]  # step 2's reading, 0.8, is past the decay's start (0.75)
