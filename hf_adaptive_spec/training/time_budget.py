@@ -27,6 +27,9 @@ from transformers import TrainerCallback, TrainerState, TrainingArguments
 from .warmup import warmup_share
 
 TIME_SCHEDULES = ("constant", "linear", "cosine", "warmup_stable_decay")
+#: what a time budget gives transformers to build its step-counted ``warmup_stable_decay`` schedule, which the budget
+#: then replaces; a budgeted run's ``training_config.json`` stores it, so a budget accepts it back
+BUDGET_WSD_KWARGS = {"num_decay_steps": 0}
 
 
 def schedule_factor(shape: str, progress: float, warmup: float, decay_ratio: float | None = None) -> float:
@@ -177,7 +180,8 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
             )
         check_step_counted_decay(args)
         return None
-    if args.lr_scheduler_kwargs:
+    own_placeholder = scheduler_shape(args) == "warmup_stable_decay" and args.lr_scheduler_kwargs == BUDGET_WSD_KWARGS
+    if args.lr_scheduler_kwargs and not own_placeholder:
         raise ValueError(
             f"A time budget (max_train_minutes={minutes}) runs its own schedule over time and would ignore "
             f"lr_scheduler_kwargs={args.lr_scheduler_kwargs}. Drop them (warmup_stable_decay's decay is decay_ratio "
@@ -185,7 +189,7 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
         )
     budget = TimeBudgetCallback(minutes, decay_ratio=decay_ratio)
     if budget.check_schedule(args)[0] == "warmup_stable_decay":
-        args.lr_scheduler_kwargs = {"num_decay_steps": 0}
+        args.lr_scheduler_kwargs = dict(BUDGET_WSD_KWARGS)
     return budget
 
 

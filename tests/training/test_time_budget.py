@@ -150,6 +150,15 @@ def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fi
     args = _args()
     assert time_budget(5, 0.2, args).decay_ratio == 0.2
     assert args.lr_scheduler_kwargs == {"num_decay_steps": 0}  # what transformers needs to build the step schedule
+    # a budgeted run's training_config.json stores that placeholder: the same settings given back are accepted
+    stored = json.loads(args.to_json_string())
+    again = Eagle3Config(**{k: v for k, v in stored.items() if k in ("output_dir", "lr_scheduler_type",
+                                                                         "lr_scheduler_kwargs", "report_to")})
+    assert time_budget(5, 0.2, again).decay_ratio == 0.2
+    with pytest.raises(ValueError, match="would ignore lr_scheduler_kwargs"):
+        time_budget(5, 0.2, _args(lr_scheduler_kwargs={"num_decay_steps": 3}))
+    with pytest.raises(ValueError, match="would ignore lr_scheduler_kwargs"):
+        time_budget(5, None, _args("cosine", lr_scheduler_kwargs={"num_decay_steps": 0}))
 
 
 def _stage(tmp_path, monkeypatch, name: str, **settings):
