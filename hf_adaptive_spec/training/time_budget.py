@@ -144,7 +144,8 @@ class TimeBudgetCallback(TrainerCallback):
         return shape, warmup
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        # read once per step, before the scheduler's step sets the next rate from it
+        # read once per step, before the scheduler's step sets the next rate from it (under DeepSpeed the engine
+        # steps the scheduler inside backward, so the rate follows the reading one step later, on every rank alike)
         self.spent = self.agree(self.progress(), args)
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -156,11 +157,9 @@ class TimeBudgetCallback(TrainerCallback):
 def main_process_value(value: float, args: TrainingArguments) -> float:
     """``value`` as the main process (rank 0) has it, on every process of a distributed run (a broadcast on
     ``args.device``, which NCCL needs to be the process's accelerator); ``value`` itself in a run of one process."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if args.world_size <= 1 or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return value
-    if torch.distributed.get_world_size() == 1:
-        return value
-    shared = torch.tensor([value], dtype=torch.float64, device=args.device)
+    shared = torch.tensor([value], dtype=torch.float32, device=args.device)  # float64: not on every backend
     torch.distributed.broadcast(shared, src=0)
     return float(shared.item())
 
@@ -170,7 +169,8 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
     checked as such), refusing what the budget would ignore.
 
     Under a budget the schedule is the budget's, so ``lr_scheduler_kwargs`` are refused; ``warmup_stable_decay``
-    gets the ``num_decay_steps`` transformers needs to build its step schedule, which the budget then replaces.
+    gets the ``num_decay_steps`` transformers needs to build its step schedule (``BUDGET_WSD_KWARGS``), which the
+    budget then replaces, and which a budgeted run's stored ``training_config.json`` may give back.
     """
     if not minutes:
         if decay_ratio is not None:
@@ -203,6 +203,12 @@ def check_step_counted_decay(args: TrainingArguments) -> None:
             "lr_scheduler_type='warmup_stable_decay' counted in steps needs lr_scheduler_kwargs='{\"num_decay_steps\": "
             "N}' (transformers' get_wsd_schedule); under a time budget (max_train_minutes) set decay_ratio instead."
         )
+    if not args.lr_scheduler_kwargs["num_decay_steps"] > 0:
+        raise ValueError(
+            f"warmup_stable_decay with num_decay_steps={args.lr_scheduler_kwargs['num_decay_steps']} never decays: "
+            f"{BUDGET_WSD_KWARGS} is what a time budget stores in training_config.json, so give max_train_minutes and "
+            "decay_ratio back with it; counted in steps, set a positive num_decay_steps."
+        )
     if args.max_steps <= 0:
         return
     start, warmup = decay_start_step(args, args.max_steps), args.get_warmup_steps(args.max_steps)
@@ -226,15 +232,16 @@ class StablePointCallback(TrainerCallback):
     """Calls ``save`` once, after the first optimizer step at which ``decaying(state)`` holds: the weights at the end
     of a ``warmup_stable_decay`` schedule's stable phase, which a next stage resumes from instead of the decayed end.
     Nothing is saved when the run ends before its decay begins (its last weights are then at the peak rate), nor by a
-    run resumed from a checkpoint past it. A timed run resumed from a checkpoint starts its budget, and so its
-    warm-up, again."""
+    run counted in steps resumed from a checkpoint past it. A timed run resumed from a checkpoint starts its budget,
+    and so its warm-up and stable phase, again: it saves the end of that new stable phase, replacing the earlier one."""
 
     def __init__(self, decaying: Callable[[TrainerState], bool], save: Callable[[], None]):
         self.decaying, self.save = decaying, save
         self.saved = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # a run resumed past its decay's start saved its stable point before: decayed weights must not replace it
+        # a step-counted run resumed past its decay's start saved its stable point before: decayed weights must not
+        # replace it (a timed run's budget restarts, so it is never decaying here)
         self.saved = self.decaying(state)
 
     def on_step_end(self, args, state, control, **kwargs):

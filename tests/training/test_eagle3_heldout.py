@@ -415,6 +415,22 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     assert fresh.config.num_hidden_layers == 3 and list(fresh.layers) == ["1", "2"]
 
 
+def test_a_new_drafter_is_the_seeds_whatever_ran_before(setup, tmp_path):
+    """The Trainer seeds after the drafter is built: a new drafter's random weights came from whatever the global
+    generator held (two runs of one recipe started from different drafters)."""
+    target, samples, _ = setup
+    script_args = Eagle3ScriptArguments(dataset_path="unused.jsonl")
+
+    def built(seed: int) -> dict[str, torch.Tensor]:
+        torch.randn(7)  # whatever ran before moves the global generator
+        args = Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=4, seed=seed, report_to=[])
+        return build_drafter(script_args, args, target, samples).state_dict()
+
+    first, again, other = built(3), built(3), built(4)
+    assert all(torch.equal(first[key], again[key]) for key in first)
+    assert not torch.equal(first["fc.weight"], other["fc.weight"])
+
+
 def test_streaming_with_dataloader_workers_is_refused(tmp_path):
     """Each worker would read the whole file: every conversation trained once per worker."""
     from hf_adaptive_spec.training.eagle3.script import main

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +161,8 @@ def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fi
         time_budget(5, 0.2, _args(lr_scheduler_kwargs={"num_decay_steps": 3}))
     with pytest.raises(ValueError, match="would ignore lr_scheduler_kwargs"):
         time_budget(5, None, _args("cosine", lr_scheduler_kwargs={"num_decay_steps": 0}))
+    with pytest.raises(ValueError, match="num_decay_steps=0 never decays"):  # the stored placeholder without a budget
+        time_budget(None, None, again)
 
 
 def _stage(tmp_path, monkeypatch, name: str, **settings):
@@ -243,18 +247,21 @@ def test_warmup_ratio_warms_up_a_run_counted_in_steps():
 
 _RANK = """
 import json, sys
+from datetime import timedelta
 from types import SimpleNamespace
 import torch, torch.distributed as dist
 from transformers import TrainerControl
 from hf_adaptive_spec.training.time_budget import TimeBudgetCallback
 rank, rendezvous, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2,
+                        timeout=timedelta(seconds=60))
 now = [100.0]
 budget = TimeBudgetCallback(1.0, clock=lambda: now[0], decay_ratio=0.25)
 budget.start = 100.0
-args, steps = SimpleNamespace(device=torch.device("cpu")), []
-# rank 1's clock runs ahead of rank 0's: at the first step it says 59 of the 60 s are spent, rank 0's 30
-for seconds in ((30.0, 59.0), (61.0, 61.5)):
+args, steps = SimpleNamespace(device=torch.device("cpu"), world_size=2), []
+# rank 1's clock runs ahead of rank 0's: at the first step it says the 60 s are spent (it would stop alone), rank 0's
+# that half are
+for seconds in ((30.0, 60.5), (61.0, 61.5)):
     now[0] = 100.0 + seconds[rank]
     control = TrainerControl()
     budget.on_optimizer_step(args, None, control)
@@ -272,9 +279,16 @@ def test_the_processes_of_a_distributed_run_share_the_main_process_budget_readin
     import sys
 
     outputs = [tmp_path / f"rank{rank}.json" for rank in range(2)]
-    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(rank), str(tmp_path / "rendezvous"), str(out)])
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), *sys.path])}
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(rank), str(tmp_path / "rendezvous"), str(out)],
+                              env=environment, stderr=subprocess.PIPE, text=True)
              for rank, out in enumerate(outputs)]
-    assert [process.wait(timeout=120) for process in ranks] == [0, 0]
+    try:
+        errors = [process.communicate(timeout=120)[1] for process in ranks]
+    finally:
+        for process in ranks:
+            process.kill()
+    assert [process.returncode for process in ranks] == [0, 0], errors
     steps = [json.loads(out.read_text()) for out in outputs]
     assert steps[0] == steps[1] == [[0.5, False, False], [1.0, True, True]]
 

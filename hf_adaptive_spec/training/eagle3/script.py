@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset
+from transformers import set_seed
 from trl import TrlParser
 
 from ...default_model import load_model
@@ -145,7 +146,7 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
     """The drafter to train, in float32 whatever the target's dtype: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``,
     deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the configured
-    vocabulary, width, depth and starting point."""
+    vocabulary, width, depth and starting point, its random weights drawn from ``training_args.seed``."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
     depth = training_args.draft_num_hidden_layers
     if script_args.init_from:
@@ -163,6 +164,7 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
         return widen_vocabulary(draft, target, build_draft_vocabulary(samples, vocab_size, target.config.vocab_size, keep=kept))
     vocabulary = build_draft_vocabulary(samples, vocab_size or DEFAULT_DRAFT_VOCAB_SIZE, target.config.vocab_size)
     shape = {"intermediate_size": width, "num_hidden_layers": depth}
+    set_seed(training_args.seed)  # a new drafter's random weights are the run's seed's (the Trainer seeds only after)
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, dtype=torch.float32,
                                          **{k: v for k, v in shape.items() if v})
     return initialize_drafter(draft, target, training_args.initialization)
