@@ -96,6 +96,22 @@ def test_trainer_replay_rollout_trains_from_completions(tmp_path):
         DVIConfig(output_dir=str(tmp_path), rollout="beam")
 
 
+def test_a_new_lora_head_is_the_seeds_whatever_ran_before(tmp_path):
+    """The Trainer seeds after the drafter is built: a new head's LoRA weights came from whatever the global generator
+    held."""
+    target = tiny_model("llama")
+    data = [{"input_ids": p[0].tolist()} for p in prompts(1)]
+
+    def head(seed: int) -> dict[str, torch.Tensor]:
+        torch.randn(7)  # whatever ran before moves the global generator
+        args = DVIConfig(output_dir=str(tmp_path), exit_layer=EXIT_LAYER, seed=seed, report_to=[])
+        return lora_state(DVITrainer(target_model=target, args=args, train_dataset=data).drafter)
+
+    first, again, other = head(3), head(3), head(4)
+    assert all(torch.equal(first[name], again[name]) for name in first)
+    assert any(not torch.equal(first[name], other[name]) for name in first)
+
+
 def test_a_frozen_drafter_is_evaluated_without_logging():
     target = tiny_model("llama")
     live, replayed = _drafter(target, update_every=0), _drafter(target, update_every=0)

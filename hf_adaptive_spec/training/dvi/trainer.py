@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import torch
 from huggingface_hub import ModelCard
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, set_seed
 from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
@@ -105,7 +105,9 @@ class DVITrainer(SpecTrainer):
         target_model = enable(target_model.to(args.device).eval())
         if drafter is not None:
             adopt_adapter_settings(args, drafter)
-        drafter = drafter or DVIDrafter(target_model, args.exit_layer, lora_config=args.lora_config())
+        if drafter is None:
+            set_seed(args.seed)  # the new LoRA head's random weights are the run's seed's (the Trainer seeds only after)
+            drafter = DVIDrafter(target_model, args.exit_layer, lora_config=args.lora_config())
         updater = drafter.enable_online(args.online_config())
         self.target_model = target_model
         self.drafter = drafter
