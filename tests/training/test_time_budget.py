@@ -106,15 +106,22 @@ def test_warmup_stable_decay_holds_the_peak_and_decays_over_its_share_only():
     assert schedule_factor(WSD, 1.0, warmup=0.1, decay_ratio=0.2) == pytest.approx(0.0)
 
 
-def test_a_warmup_stable_decay_budget_saves_its_stable_point_once_as_the_decay_begins(tmp_path):
-    clock = _Clock(step_seconds=7.5)  # 8 steps fill the budget; its decay, the last quarter, begins after step 6
-    budget = TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25)
+def _train_with_stable_point(tmp_path, budget: TimeBudgetCallback, clock: _Clock) -> tuple[int, list[float], list[int]]:
+    """Train a timed warmup_stable_decay run; its steps, the rate each step ran at, the steps its stable point saved
+    after."""
     trainer = _trainer(tmp_path, budget, clock, scheduler=WSD, lr_scheduler_kwargs={"num_decay_steps": 0})
     saved = []
     trainer.add_callback(stable_point_callback(trainer.args, budget, lambda: saved.append(trainer.state.global_step)))
     trainer.train()
-    assert trainer.state.global_step == 8
     rates = [entry["learning_rate"] for entry in trainer.state.log_history if "learning_rate" in entry]
+    return trainer.state.global_step, rates, saved
+
+
+def test_a_warmup_stable_decay_budget_saves_its_stable_point_once_as_the_decay_begins(tmp_path):
+    clock = _Clock(step_seconds=7.5)  # 8 steps fill the budget; its decay, the last quarter, begins after step 6
+    steps, rates, saved = _train_with_stable_point(tmp_path, TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25),
+                                                   clock)
+    assert steps == 8
     assert rates == pytest.approx([0.0, 5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5e-4], abs=1e-9)
     assert saved == [6]  # after the last step at the peak, once
 
@@ -297,12 +304,8 @@ def test_the_rate_the_stop_and_the_decay_read_the_step_reading_the_processes_agr
     clock = _Clock(step_seconds=7.5)  # this process's clock alone would run 8 steps
     agreed = iter([0.5, 0.8, 1.0])  # what the main process read at steps 1-3
     budget = TimeBudgetCallback(1.0, clock=clock, decay_ratio=0.25, agree=lambda reading, args: next(agreed))
-    trainer = _trainer(tmp_path, budget, clock, scheduler=WSD, lr_scheduler_kwargs={"num_decay_steps": 0})
-    saved = []
-    trainer.add_callback(stable_point_callback(trainer.args, budget, lambda: saved.append(trainer.state.global_step)))
-    trainer.train()
-    assert trainer.state.global_step == 3
-    rates = [entry["learning_rate"] for entry in trainer.state.log_history if "learning_rate" in entry]
+    steps, rates, saved = _train_with_stable_point(tmp_path, budget, clock)
+    assert steps == 3
     # step k runs at the rate set from step k - 1's agreed reading (the first at the warm-up's start)
     assert rates == pytest.approx([0.0, 1e-3, 1e-3 * schedule_factor(WSD, 0.8, 0.25, 0.25)], abs=1e-9)
     assert saved == [2]  # step 2's reading, 0.8, is past the decay's start (0.75)

@@ -106,7 +106,7 @@ class DVITrainer(SpecTrainer):
         if drafter is not None:
             adopt_adapter_settings(args, drafter)
         if drafter is None:
-            set_seed(args.seed)  # the new LoRA head's random weights are the run's seed's (the Trainer seeds only after)
+            set_seed(args.seed)  # the new LoRA head's random weights: the run's seed's (the Trainer seeds after)
             drafter = DVIDrafter(target_model, args.exit_layer, lora_config=args.lora_config())
         updater = drafter.enable_online(args.online_config())
         self.target_model = target_model
