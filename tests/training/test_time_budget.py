@@ -266,8 +266,8 @@ now = [100.0]
 budget = TimeBudgetCallback(1.0, clock=lambda: now[0], decay_ratio=0.25)
 budget.start = 100.0
 args, steps = SimpleNamespace(device=torch.device("cpu"), world_size=2), []
-# rank 1's clock runs ahead of rank 0's: at the first step it says the 60 s are spent (it would stop alone), rank 0's
-# that half are
+# rank 1's clock runs ahead of rank 0's: at the first step it says the 60 s are spent (alone it would stop there),
+# rank 0's says half are
 for seconds in ((30.0, 60.5), (61.0, 61.5)):
     now[0] = 100.0 + seconds[rank]
     control = TrainerControl()
