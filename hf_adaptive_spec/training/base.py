@@ -11,15 +11,19 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 from transformers.utils import logging as transformers_logging
 from trl import TrlParser
 
 from ..core.settings import changed_settings
+from ..default_model import load_model
+from ..environments.provenance import card_names
 from ..generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 
 logger = logging.getLogger(__name__)
@@ -117,10 +121,13 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> No
 
 #: the script arguments of a run, written to its ``output_dir`` (what a resumed run is compared with).
 SCRIPT_ARGS_NAME = "script_args.json"
-#: script arguments a resumed run may change: names in the model card, threads, the time budget and what is only
-#: evaluated. The others (recordings, profiles, datasets, shapes, ``init_from``, the lookup branch) define the run.
+#: script arguments renamed so that every training script names the card's fields alike: old name -> new name
+RENAMED_SCRIPT_ARGUMENTS = {"target_name": "base_model", "target_model_name": "base_model", "drafter": "drafter_name"}
+#: script arguments a resumed run may change: names in the model card (their old names too, as a run started before
+#: the renaming wrote them), threads, the time budget and what is only evaluated. The others (recordings, profiles,
+#: datasets, shapes, ``init_from``, the lookup branch) define the run.
 _MAY_CHANGE_ON_RESUME = frozenset({
-    "base_model", "drafter", "dataset_name", "reproduce_command", "target_name", "drafter_name", "target_model_name",
+    "base_model", "drafter_name", "dataset_name", "reproduce_command", *RENAMED_SCRIPT_ARGUMENTS,
     "num_threads", "max_train_minutes", "eval_recording_dir", "heldout_path", "heldout_conversations",
     "heldout_every_steps", "heldout_depth", "heldout_max_length", "profile_steps",
 })
@@ -166,6 +173,93 @@ def write_script_args(script_args: Any, output_dir: str) -> None:
         json.dump(dataclasses.asdict(script_args), handle, indent=2)
 
 
+@dataclass(frozen=True)
+class CardNames:
+    """What a trained model's card names besides its results: the target (``base_model``, a Hub id in its metadata),
+    the drafter (policies), the training data and the command that reproduces the run."""
+
+    base_model: str | None = None
+    drafter_name: str | None = None
+    dataset_name: str | None = None
+    reproduce_command: str | None = None
+
+    def trainer_kwargs(self) -> dict[str, str | None]:
+        """The names as the trainers take them (``base_model=``, ``drafter_name=``, ...)."""
+        return dataclasses.asdict(self)
+
+    def card_fields(self) -> dict[str, Any]:
+        """The names as ``render_card`` and ``generate_model_card`` take them."""
+        return {
+            "base_model": self.base_model,
+            "drafter": self.drafter_name,
+            "datasets": [self.dataset_name] if self.dataset_name else (),
+            "reproduce_command": self.reproduce_command,
+        }
+
+
+@dataclass(kw_only=True)
+class ModelCardArguments:
+    """Script arguments naming what the model card names (shared by every training script)."""
+
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Target model as the card names it (a Hub id also goes in the card's metadata); unset: the target "
+            "the run loads when its name is a Hub id, or the one its recordings name."
+        },
+    )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={"help": "Training data as the card names it; unset: the file, prompts or recordings the run reads."},
+    )
+    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+
+    def card_dataset_name(self, data_file: str | None, default: str | None = None) -> str | None:
+        """The training data as the card names it: ``dataset_name`` when given, else the name of the file the data was
+        read from (a user's own file is not ShareGPT), else ``default`` (what the script reads when given no file)."""
+        if self.dataset_name:
+            return self.dataset_name
+        return Path(data_file).name if data_file else default
+
+
+@dataclass(kw_only=True)
+class DrafterScriptArguments(ModelCardArguments):
+    """What the drafter scripts (EAGLE-3, PPOW, DVI) share: the frozen target, and the card's names."""
+
+    target_model_name_or_path: str = field(
+        default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
+    )
+
+
+#: the dtypes a drafter script's frozen target may run in
+TARGET_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def load_target(name_or_path: str, dtype: str = "float32"):
+    """The frozen target in ``dtype`` (float32 or bfloat16): ``"default"`` is the embedded SmolLM2-135M-Instruct."""
+    if dtype not in TARGET_DTYPES:
+        raise ValueError(f"target_dtype={dtype!r} is not supported: use one of {sorted(TARGET_DTYPES)}.")
+    return load_model(name_or_path, TARGET_DTYPES[dtype])
+
+
+def check_renamed_arguments(parser: TrlParser, argv: list[str]) -> None:
+    """Refuse an argument this script knew under another name (in ``argv`` or its ``--config`` YAML), naming the new
+    one, rather than TRL's bare "unknown argument"."""
+    given = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
+    if "--config" in argv and argv.index("--config") + 1 < len(argv):
+        with open(argv[argv.index("--config") + 1], encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+        given |= set(config) if isinstance(config, dict) else set()
+    known = {action.dest for action in parser._actions}
+    renamed = [f"{old} is now {RENAMED_SCRIPT_ARGUMENTS[old]}" for old in sorted(given)
+               if old in RENAMED_SCRIPT_ARGUMENTS and old not in known and RENAMED_SCRIPT_ARGUMENTS[old] in known]
+    if renamed:
+        raise ValueError(
+            f"Renamed script arguments: {'; '.join(renamed)} (every training script names the card's target "
+            "base_model and its drafter drafter_name). Rename them in the recipe or on the command line."
+        )
+
+
 @dataclass(kw_only=True)
 class LookupBranchArguments:
     """Script arguments of the prompt-lookup branch replayed on every tree (shared by the policy scripts)."""
@@ -189,6 +283,23 @@ class LookupBranchArguments:
     def lookup_kwargs(self) -> dict[str, Any]:
         """``lookup_tokens`` and ``lookup_ngram_size``, as the replay environments take them."""
         return {"lookup_tokens": self.lookup_tokens, "lookup_ngram_size": self.lookup_ngram_size}
+
+
+@dataclass(kw_only=True)
+class PolicyScriptArguments(LookupBranchArguments, ModelCardArguments):
+    """What the policy scripts share: the prompt-lookup branch replayed, and the card's names, which default to the
+    recording's target, drafter and prompts."""
+
+    drafter_name: str | None = field(
+        default=None, metadata={"help": "Drafter as the card names it; unset: the one the recording names."}
+    )
+
+    def card_names(self, recording: str | os.PathLike | None) -> CardNames:
+        """The card's names: each one given, else the one ``recording``'s manifest names (unset without one)."""
+        base_model, drafter_name, dataset_name = card_names(
+            recording, self.base_model, self.drafter_name, self.dataset_name
+        )
+        return CardNames(base_model, drafter_name, dataset_name, self.reproduce_command)
 
 
 def check_branch_settings(policy: Any, lookup_tokens: int, settings: Sequence[str] = ("lookup_first",)) -> None:
@@ -242,9 +353,11 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     (:func:`end_process_group`); one the caller had opened is left to the caller."""
     had_process_group = process_group_open()
     try:
+        argv = sys.argv[1:] if argv is None else argv
+        check_renamed_arguments(parser, argv)
         script_args, training_args = parser.parse_args_and_config(args=argv)
         script_args.reproduce_command = with_overrides(
-            getattr(script_args, "reproduce_command", None), sys.argv[1:] if argv is None else argv
+            getattr(script_args, "reproduce_command", None), argv
         )
         configure_logging(training_args)
         check_resumed_script_args(script_args, training_args)

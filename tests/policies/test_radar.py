@@ -547,7 +547,7 @@ def script_paths(setup, tmp_path) -> dict[str, str | float]:
 
 
 def test_script_is_seeded_keeps_the_best_checkpoint_and_resumes(script_paths, tmp_path):
-    script_args = RadarScriptArguments(**script_paths, target_name="tiny-llama")
+    script_args = RadarScriptArguments(**script_paths, base_model="tiny-llama")
 
     def config(**overrides):
         return RadarConfig(**{

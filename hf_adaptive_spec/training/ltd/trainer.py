@@ -17,7 +17,7 @@ from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
 from ...policies.static import static_tree_policy
-from ..base import SpecTrainer, check_branch_settings, lookup_branch_note
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import ppo_loss
 from .config import LTDConfig
 from .phases import build_schedule, phase_at
@@ -48,7 +48,7 @@ class LTDTrainer(SpecTrainer):
         environment: training replay environment.
         eval_environment: replayed greedily by :meth:`evaluate` (default: ``environment``);
             passed to ``Trainer`` as ``eval_dataset``, so ``eval_strategy`` works.
-        base_model / drafter / dataset_name / reproduce_command: model-card fields.
+        base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "ltd", "speculative-decoding"]
@@ -65,7 +65,7 @@ class LTDTrainer(SpecTrainer):
         environment: ReplayEnvironment,
         eval_environment: ReplayEnvironment | None = None,
         base_model: str | None = None,
-        drafter: str | None = None,
+        drafter_name: str | None = None,
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
         **kwargs,
@@ -78,10 +78,7 @@ class LTDTrainer(SpecTrainer):
         shard = list(range(args.process_index, len(environment.recording.prompts), args.world_size))
         self.rollouts = ReplayRollouts(environment, shard, generator)
         self.updates: PPOUpdates | None = None
-        self.base_model = base_model
-        self.drafter_name = drafter
-        self.dataset_name = dataset_name
-        self.reproduce_command = reproduce_command
+        self.card_names = CardNames(base_model, drafter_name, dataset_name, reproduce_command)
         self.card_results: tuple[CardResult, ...] = ()
 
     @property
@@ -161,7 +158,7 @@ class LTDTrainer(SpecTrainer):
         profile = environment.profile
         self.card_results = (
             CardResult(
-                benchmark=f"replay of {self.dataset_name or 'the training recording'} (modelled time)",
+                benchmark=f"replay of {self.card_names.dataset_name or 'the training recording'} (modelled time)",
                 tau=learned.mean_accepted_tokens,
                 speedup=metrics[f"{metric_key_prefix}_speedup"],
                 hardware=f"{profile.device}, {profile.dtype}, {profile.num_threads} threads",
@@ -202,11 +199,8 @@ class LTDTrainer(SpecTrainer):
         environment = self.rollouts.environment
         branch = lookup_branch_note(environment.lookup_tokens, environment.lookup_ngram_size, self.policy.lookup_first)
         return {
-            "base_model": self.base_model,
-            "drafter": self.drafter_name,
-            "datasets": [self.dataset_name] if self.dataset_name else (),
+            **self.card_names.card_fields(),
             "results": self.card_results,
-            "reproduce_command": self.reproduce_command,
             "paper_url": PAPER_URL,
             "description": (
                 f"Trees up to depth {tree.depth}, top-k {tree.top_k}, verifying one of {self.policy.size_choices} "

@@ -16,16 +16,15 @@ from datasets import Dataset
 from trl import TrlParser
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ..base import run_training_script
+from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..eagle3.data import collate, load_samples, padding_id
-from ..eagle3.script import card_dataset_name, load_target
 from .config import PPOWConfig
 from .trainer import PPOWTrainer
 
 
 @dataclass
-class PPOWScriptArguments:
-    """Data and model arguments of the PPOW script."""
+class PPOWScriptArguments(DrafterScriptArguments):
+    """Data and model arguments of the PPOW script (the target and the card's names: :class:`DrafterScriptArguments`)."""
 
     drafter_name_or_path: str = field(metadata={"help": "The supervised EAGLE-3 drafter to post-train (local or Hub)."})
     dataset_path: str = field(
@@ -33,26 +32,11 @@ class PPOWScriptArguments:
                   "(the proximity reward's greedy reference window is then exact)."},
     )
     num_conversations: int | None = field(default=None, metadata={"help": "Use only the first N conversations."})
-    target_model_name_or_path: str = field(
-        default="default", metadata={"help": "Target model; 'default' is the embedded SmolLM2-135M-Instruct."}
-    )
     ignore_target_mismatch: bool = field(
         default=False,
         metadata={
             "help": "Post-train a drafter saved for a target of another depth on purpose (Eagle3DraftModel."
             "from_pretrained's ignore_target_mismatch); its feature layers follow the target's."
-        },
-    )
-    dataset_name: str | None = field(
-        default=None,
-        metadata={"help": "Training data as named in the model card (default: dataset_path's file name)."},
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "Hub id of the target, named in the card's metadata (default: the target's name when it is a Hub "
-            "id; a target loaded from a local folder is named by its path in the card's text only)."
         },
     )
 
@@ -74,7 +58,7 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
         target_model=target,
         train_dataset=Dataset.from_list(samples),
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
-        dataset_name=card_dataset_name(script_args.dataset_name, script_args.dataset_path),
+        dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         drafter_name_or_path=script_args.drafter_name_or_path,

@@ -18,17 +18,18 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...environments import load_training_recording
-from ...environments.provenance import card_names, load_profile_for_recordings
+from ...environments.provenance import load_profile_for_recordings
 from ...policies.radar.policy import RadarPolicy
-from ..base import LookupBranchArguments, run_training_script
+from ..base import PolicyScriptArguments, run_training_script
 from .config import RadarConfig
 from .data import RadarDataset, build_radar_dataset
 from .trainer import RadarTrainer
 
 
 @dataclass
-class RadarScriptArguments(LookupBranchArguments):
-    """Data, lookup-branch and model-card arguments of the RADAR training script."""
+class RadarScriptArguments(PolicyScriptArguments):
+    """Data arguments of the RADAR training script (the lookup branch and the card's names:
+    :class:`PolicyScriptArguments`)."""
 
     profile_path: str = field(metadata={"help": "Hardware profile JSON (`hf-adaptive-spec profile --json ...`)."})
     dataset_path: str = field(metadata={"help": "RADAR dataset folder; built from recording_path when absent."})
@@ -42,16 +43,6 @@ class RadarScriptArguments(LookupBranchArguments):
         default=None, metadata={"help": "Verified tokens per cycle (root included); unset: the recording's."}
     )
     eval_fraction: float = field(default=0.1, metadata={"help": "Share of recorded prompts held out for evaluation."})
-    target_name: str | None = field(
-        default=None, metadata={"help": "Target model as named in the model card; unset: the recording's."}
-    )
-    drafter_name: str | None = field(
-        default=None, metadata={"help": "Drafter as named in the model card; unset: the recording's."}
-    )
-    dataset_name: str | None = field(
-        default=None, metadata={"help": "Recorded prompts as named in the model card; unset: the recording's."}
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
 
 
 def make_parser() -> TrlParser:
@@ -125,19 +116,13 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
     policy.mark_trained_on(
         profile.cost_curve(), profile.drafter_identity(), dataset.lookup_tokens, dataset.lookup_ngram_size
     )
-    target_name, drafter_name, dataset_name = card_names(
-        recording, script_args.target_name, script_args.drafter_name, script_args.dataset_name
-    )
     trainer = RadarTrainer(
         model=policy,
         args=training_args,
         train_dataset=train_set,
         eval_dataset=held_out if len(held_out) else None,
         profile=profile,
-        target_name=target_name,
-        drafter_name=drafter_name,
-        dataset_name=dataset_name,
-        reproduce_command=script_args.reproduce_command,
+        **script_args.card_names(recording).trainer_kwargs(),
     )
     trainer.train_save_and_push()
     return trainer

@@ -14,7 +14,7 @@ from transformers import Trainer
 from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...profiling.hardware import HardwareProfile
-from ..base import SpecTrainer, lookup_branch_note
+from ..base import CardNames, SpecTrainer, lookup_branch_note
 from .config import RadarConfig
 from .data import RadarDataset
 
@@ -163,7 +163,7 @@ class RadarTrainer(SpecTrainer):
         args: the :class:`RadarConfig`.
         train_dataset / eval_dataset: :class:`RadarDataset` records (``build_radar_dataset``).
         profile: the hardware profile behind the latency model.
-        target_name / drafter_name / dataset_name / reproduce_command: model-card fields.
+        base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "radar", "speculative-decoding"]
@@ -180,7 +180,7 @@ class RadarTrainer(SpecTrainer):
         train_dataset: RadarDataset,
         profile: HardwareProfile,
         eval_dataset: RadarDataset | None = None,
-        target_name: str | None = None,
+        base_model: str | None = None,
         drafter_name: str | None = None,
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
@@ -214,10 +214,7 @@ class RadarTrainer(SpecTrainer):
         default_beta = 10.0 * (self.latency.draft_step_seconds + self.latency.policy_step_seconds)  # RADAR README
         self.beta = args.beta if args.beta is not None else default_beta
         self.profile_device = profile.device
-        self.target_name = target_name
-        self.drafter_name = drafter_name
-        self.dataset_name = dataset_name
-        self.reproduce_command = reproduce_command
+        self.card_names = CardNames(base_model, drafter_name, dataset_name, reproduce_command)
         super().__init__(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -297,10 +294,7 @@ class RadarTrainer(SpecTrainer):
         return render_card(
             "policy",
             method="radar",
-            base_model=self.target_name,
-            drafter=self.drafter_name,
-            datasets=[self.dataset_name] if self.dataset_name else (),
-            reproduce_command=self.reproduce_command,
+            **self.card_names.card_fields(),
             description=(
                 f"RADAR: an LSTM over each draft step's top-{tree.top_k} beam scores decides after every draft call "
                 f"whether to continue (at most {tree.depth} calls, {tree.total_tokens} verified tokens); it stops when "

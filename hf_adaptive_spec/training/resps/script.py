@@ -18,16 +18,17 @@ from trl import TrlParser
 
 from ...core.features import default_aux_layer_ids
 from ...environments import MultiReplayEnvironment, ReplayRecording, load_training_recording
-from ...environments.provenance import card_names, load_profile_for_recordings
+from ...environments.provenance import load_profile_for_recordings
 from ...policies.resps import ReSpSPolicy
-from ..base import LookupBranchArguments, check_continued_lookup_first, run_training_script
+from ..base import PolicyScriptArguments, check_continued_lookup_first, run_training_script
 from .config import ReSpSConfig
 from .trainer import ReSpSTrainer
 
 
 @dataclass
-class ReSpSScriptArguments(LookupBranchArguments):
-    """Recording, profile, lookup-branch and model-card arguments of the Re-SpS training script."""
+class ReSpSScriptArguments(PolicyScriptArguments):
+    """Recording and profile arguments of the Re-SpS training script (the lookup branch and the card's names, from
+    the first recording: :class:`PolicyScriptArguments`)."""
 
     recordings: list[str] = field(
         default_factory=list,
@@ -48,16 +49,6 @@ class ReSpSScriptArguments(LookupBranchArguments):
         default=None,
         metadata={"help": "Continue from this Re-SpS policy (folder or Hub repo): its grid, networks and statistics."},
     )
-    target_model_name: str | None = field(
-        default=None, metadata={"help": "Target model, as named in the model card; unset: the recordings'."}
-    )
-    drafter_name: str | None = field(
-        default=None, metadata={"help": "Drafter of the recordings, for the model card; unset: the recordings'."}
-    )
-    dataset_name: str | None = field(
-        default=None, metadata={"help": "Prompts of the recordings, for the model card; unset: the first recording's."}
-    )
-    reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
 
 
 def make_parser() -> TrlParser:
@@ -131,9 +122,6 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
     policy.mark_trained_on(
         profile.cost_curve(), profile.drafter_identity(), environment.lookup_tokens, environment.lookup_ngram_size
     )
-    target_name, drafter_name, dataset_name = card_names(
-        script_args.recordings[0], script_args.target_model_name, script_args.drafter_name, script_args.dataset_name
-    )
     trainer = ReSpSTrainer(
         policy=policy,
         args=training_args,
@@ -141,10 +129,7 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
         train_dataset=range(num_train),
         eval_dataset=range(num_train, environment.num_prompts) if script_args.num_eval_prompts else None,
         fit_normalizer=not script_args.init_from,
-        target_name=target_name,
-        drafter_name=drafter_name,
-        dataset_name=dataset_name,
-        reproduce_command=script_args.reproduce_command,
+        **script_args.card_names(script_args.recordings[0]).trainer_kwargs(),
     )
     trainer.train_save_and_push()
     return trainer

@@ -14,7 +14,7 @@ from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ...policies.static import static_tree_policy
-from ..base import SpecTrainer, check_branch_settings, lookup_branch_note
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
 from ...environments import MultiReplayEnvironment
@@ -47,7 +47,7 @@ class ReSpSTrainer(SpecTrainer):
         eval_dataset: held-out prompt indices for :meth:`evaluate`.
         fit_normalizer: first fit the policy's feature statistics on the training states
             (False when continuing from a trained policy).
-        target_name / drafter_name / dataset_name / reproduce_command: model card fields.
+        base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "resps", "speculative-decoding"]
@@ -65,7 +65,7 @@ class ReSpSTrainer(SpecTrainer):
         train_dataset: Sequence[int] | None = None,
         eval_dataset: Sequence[int] | None = None,
         fit_normalizer: bool = True,
-        target_name: str | None = None,
+        base_model: str | None = None,
         drafter_name: str | None = None,
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
@@ -78,8 +78,7 @@ class ReSpSTrainer(SpecTrainer):
             policy.fit_normalizer(environment.states(train_prompts))
         self.environment = environment
         self.autoregressive_tokens_per_second = 1.0 / environment.profile.verify_time(1)
-        self.target_name, self.drafter_name = target_name, drafter_name
-        self.dataset_name, self.reproduce_command = dataset_name, reproduce_command
+        self.card_names = CardNames(base_model, drafter_name, dataset_name, reproduce_command)
         self.last_eval: tuple[float, float, TreeConfig] | None = None  # tokens/s, ratio to best static, best static
         self._best_static: dict[tuple[int, ...], tuple[TreeConfig, float]] = {}
         super().__init__(
@@ -208,10 +207,7 @@ class ReSpSTrainer(SpecTrainer):
                 f"the best fixed tree (total_tokens={best.total_tokens}, depth={best.depth}, top_k={best.top_k})."
             )
         return {
-            "base_model": self.target_name,
-            "drafter": self.drafter_name,
-            "datasets": [self.dataset_name] if self.dataset_name else (),
-            "reproduce_command": self.reproduce_command,
+            **self.card_names.card_fields(),
             "description": description,
             "title": "Re-SpS draft policy",
         }

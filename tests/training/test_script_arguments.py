@@ -1,0 +1,53 @@
+"""Every training script names the model card's fields alike, and an argument renamed for that is refused by its new
+name rather than by TRL's bare "unknown argument"."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hf_adaptive_spec.training.base import RENAMED_SCRIPT_ARGUMENTS, run_training_script
+from hf_adaptive_spec.training.dvi import script as dvi_script
+from hf_adaptive_spec.training.eagle3 import script as eagle3_script
+from hf_adaptive_spec.training.ltd import script as ltd_script
+from hf_adaptive_spec.training.ppow import script as ppow_script
+from hf_adaptive_spec.training.radar import script as radar_script
+from hf_adaptive_spec.training.resps import script as resps_script
+
+POLICY_SCRIPTS = {"ltd": ltd_script, "radar": radar_script, "resps": resps_script}
+DRAFTER_SCRIPTS = {"eagle3": eagle3_script, "ppow": ppow_script, "dvi": dvi_script}
+
+
+def _script_fields(script) -> set[str]:
+    script_type = script.make_parser().dataclass_types[0]
+    return {field.name for field in dataclasses.fields(script_type)}
+
+
+@pytest.mark.parametrize("method", [*POLICY_SCRIPTS, *DRAFTER_SCRIPTS])
+def test_every_script_names_the_cards_target_data_and_command_alike(method):
+    script = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method]
+    fields = _script_fields(script)
+    assert {"base_model", "dataset_name", "reproduce_command"} <= fields
+    assert ("drafter_name" in fields) == (method in POLICY_SCRIPTS)  # a drafter script trains the drafter it would name
+    assert not fields & set(RENAMED_SCRIPT_ARGUMENTS)
+
+
+def _never_called(*_):
+    raise AssertionError("main ran: the renamed argument was not refused")
+
+
+@pytest.mark.parametrize("method", list(POLICY_SCRIPTS))
+@pytest.mark.parametrize("old", list(RENAMED_SCRIPT_ARGUMENTS))
+def test_an_old_name_is_refused_naming_the_new_one_in_a_recipe_and_on_the_command_line(method, old, tmp_path):
+    new = RENAMED_SCRIPT_ARGUMENTS[old]
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"output_dir: {tmp_path / 'out'}\n{old}: org/some-name\n", encoding="utf-8")
+    parser = POLICY_SCRIPTS[method].make_parser()
+    message = f"{old} is now {new}"
+    with pytest.raises(ValueError, match=message):
+        run_training_script(parser, _never_called, ["--config", str(recipe)])
+    with pytest.raises(ValueError, match=message):
+        run_training_script(parser, _never_called, ["--output_dir", str(tmp_path), f"--{old}", "org/some-name"])
+    with pytest.raises(ValueError, match=message):
+        run_training_script(parser, _never_called, ["--output_dir", str(tmp_path), f"--{old}=org/some-name"])
