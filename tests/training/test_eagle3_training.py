@@ -219,18 +219,45 @@ def test_trainer_hands_the_loss_settings_to_the_loss(setup, tmp_path, monkeypatc
     seen = []
 
     def recording_loss(*args):
-        seen.append(args[-2:])
-        return ttt_loss(*args[:-1])  # compiled or not, the same loss (test_compiled_loss_...)
+        seen.append(args[-3:])
+        return ttt_loss(*args[:-2], target_temperature=args[-1])  # compiled or not, the same loss (test_compiled_...)
 
     monkeypatch.setattr(trainer_module, "ttt_loss", recording_loss)
     samples = _samples(target, count=2)
-    for recompute, compiled in ((True, False), (False, True)):
+    for recompute, compiled, temperature in ((True, False, 1.0), (False, True, 0.5)):
         args = Eagle3Config(output_dir=str(tmp_path), ttt_steps=2, report_to=[], recompute_loss_softmax=recompute,
-                            compile_loss=compiled)
+                            compile_loss=compiled, target_temperature=temperature)
         trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
                                 data_collator=lambda b: collate(b, pad_token_id=0))
         trainer.compute_loss(draft, collate(samples, pad_token_id=0)).backward()
-    assert seen == [(True, False), (False, True)]
+        assert ("at temperature 0.5" in trainer._training_description()) == (temperature != 1.0)  # the card says so
+    assert seen == [(True, False, 1.0), (False, True, 0.5)]
+
+
+def test_a_target_temperature_sharpens_the_distribution_the_loss_reads(setup):
+    """At temperature T the loss is EAGLE-3's against softmax(target logits / T), in value and gradients, recomputed
+    in backward or not; T = 1 is the plain loss, and T <= 0 is refused naming the setting."""
+    target, draft = setup
+    ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
+    features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
+    feats, target_logits = features(ids, torch.ones_like(ids))
+    batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
+    sharpened = TTTBatch(ids, feats, target_logits / 0.5, torch.ones_like(ids))
+    parameters = [p for p in draft.parameters() if p.requires_grad]
+    written = _reference_ttt_loss(draft, sharpened, 3, 0.8)
+    for recompute in (False, True):
+        loss, _, _ = ttt_loss(draft, batch, steps=3, decay=0.8, recompute_softmax=recompute, target_temperature=0.5)
+        torch.testing.assert_close(loss, written)
+        for mine, reference in zip(torch.autograd.grad(loss, parameters), torch.autograd.grad(written, parameters,
+                                                                                                retain_graph=True)):
+            torch.testing.assert_close(mine, reference)
+    plain, _, _ = ttt_loss(draft, batch, steps=3, decay=0.8, target_temperature=1.0)
+    torch.testing.assert_close(plain, _reference_ttt_loss(draft, batch, 3, 0.8))
+    assert not torch.isclose(plain, written)
+    with pytest.raises(ValueError, match="target_temperature must be above 0"):
+        ttt_loss(draft, batch, steps=3, target_temperature=0.0)
+    with pytest.raises(ValueError, match="target_temperature must be above 0"):
+        Eagle3Config(output_dir="unused", report_to=[], target_temperature=-1.0)
 
 
 def test_a_checkpoint_resumes_with_the_loss_compiled_or_recomputed(tmp_path):

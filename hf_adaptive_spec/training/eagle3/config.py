@@ -53,6 +53,9 @@ class Eagle3Config(TrainingArguments):
             curve reports acceptance on those tokens whatever the weight.
         copy_ngram_size: the longest n-gram that lookup matches (transformers' ``max_matching_ngram_size``
             default, 2).
+        target_temperature: temperature of the target distribution the loss reads (:func:`ttt_loss`): below 1 it
+            sharpens it toward the target's top token, the one greedy verification accepts; 1 (the default) is the
+            target's own distribution, EAGLE-3's loss.
         feature_cache_dir: a folder where the frozen target's outputs for each training conversation are kept after
             the first time it computes them, so later passes (epochs) read them instead of running the target
             (:class:`~hf_adaptive_spec.training.eagle3.feature_cache.FeatureCache`; reusable across runs with the
@@ -93,6 +96,11 @@ class Eagle3Config(TrainingArguments):
     copy_loss_weight: float = field(
         default=0.0, metadata={"help": "Extra loss weight of answer tokens a prompt lookup would propose (0: none)."}
     )
+    target_temperature: float = field(
+        default=1.0,
+        metadata={"help": "Temperature of the target distribution the loss reads: below 1 sharpens it toward its top "
+                  "token (what greedy verification accepts); 1: the target's own."},
+    )
     copy_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
     feature_cache_dir: str | None = field(
         default=None, metadata={"help": "Keep the target's outputs per conversation here; later passes read them."}
@@ -115,6 +123,10 @@ class Eagle3Config(TrainingArguments):
         super().__post_init__()
         if self.copy_loss_weight < 0:
             raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
+        if not self.target_temperature > 0:
+            raise ValueError(
+                f"target_temperature must be above 0 (1: the target's own distribution), got {self.target_temperature}."
+            )
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")
         check_bound(self.feature_cache_max_gb)

@@ -85,7 +85,7 @@ class Eagle3Trainer(SpecTrainer):
         with record_function("train.draft_and_loss"):
             loss, step_losses, step_accuracy = ttt_loss(
                 model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax,
-                self.args.compile_loss,
+                self.args.compile_loss, self.args.target_temperature,
             )
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self._metrics[f"loss_step{step}"].append(step_loss)
@@ -138,6 +138,11 @@ class Eagle3Trainer(SpecTrainer):
             f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
             "conversations per device."
         )
+        if self.args.target_temperature != 1.0:
+            description += (
+                f" The loss read the target's distribution at temperature {self.args.target_temperature:g} "
+                "(sharpened toward its top token)."
+            )
         if self._saving_stable_point:
             description += (
                 " This is the run's stable point, saved as its learning rate began to decay: a next stage resumes "

@@ -219,13 +219,16 @@ def ttt_loss(
     t2d: torch.Tensor | None = None,
     recompute_softmax: bool = False,
     compile_loss: bool = False,
+    target_temperature: float = 1.0,
 ) -> tuple[torch.Tensor, list[float], list[float]]:
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
     Each step's loss is the soft cross-entropy against the target distribution over the draft
     vocabulary, averaged over masked positions (weighted by the batch's ``loss_weight`` when it has
     one). Accuracy is the share of masked positions where the draft argmax equals the target's argmax,
-    every position counting once.
+    every position counting once. ``target_temperature`` below 1 sharpens the target distribution the
+    loss reads (``softmax(logits / T)``: the same argmax, more of the mass on it), toward what greedy
+    verification accepts, the target's top token.
 
     The target's float32 distribution is computed once per batch. Each step computes its logits only at
     the positions its loss reads (answer tokens the draft vocabulary holds: not the prompt, not the
@@ -240,8 +243,10 @@ def ttt_loss(
     compiles each step's cross-entropy (:func:`compiled_soft_cross_entropy_sum`): it keeps what
     ``recompute_softmax`` keeps, so with it that flag changes nothing.
     """
+    if not target_temperature > 0:
+        raise ValueError(f"target_temperature must be above 0 (1: the target's own distribution), got {target_temperature}.")
     total = batch.features.new_zeros((), dtype=torch.float32)
-    target_probs = torch.softmax(batch.target_logits.float(), dim=-1)
+    target_probs = torch.softmax(batch.target_logits.float() / target_temperature, dim=-1)
     step_losses, step_accuracy = [], []
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d, loss_rows_only=True)):
         # position t drafts token t + 2 + step, which the target's distribution at t + 1 + step predicts
