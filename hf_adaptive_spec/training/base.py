@@ -204,13 +204,18 @@ class ModelCardArguments:
     base_model: str | None = field(
         default=None,
         metadata={
-            "help": "Target model as the card names it (a Hub id also goes in the card's metadata); unset: the target "
-            "the run loads when its name is a Hub id, or the one its recordings name."
+            "help": "Target model as the card names it (a Hub id also goes in the card's metadata); unset: in the "
+            "drafter scripts the loaded target's name (a local folder's path is named in the card's text only), in "
+            "the policy scripts the recording's target."
         },
     )
     dataset_name: str | None = field(
         default=None,
-        metadata={"help": "Training data as the card names it; unset: the file, prompts or recordings the run reads."},
+        metadata={
+            "help": "Training data as the card names it; unset: in the drafter scripts the file read (DVI: "
+            "completions_path or sharegpt_file, else the ShareGPT wheel's prompts), in the policy scripts the "
+            "recording's prompts."
+        },
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
 
@@ -252,11 +257,15 @@ def check_renamed_arguments(parser: TrlParser, argv: list[str]) -> None:
         given |= set(config) if isinstance(config, dict) else set()
     known = {action.dest for action in parser._actions}
     renamed = [f"{old} is now {RENAMED_SCRIPT_ARGUMENTS[old]}" for old in sorted(given)
-               if old in RENAMED_SCRIPT_ARGUMENTS and old not in known and RENAMED_SCRIPT_ARGUMENTS[old] in known]
+               if old in RENAMED_SCRIPT_ARGUMENTS and RENAMED_SCRIPT_ARGUMENTS[old] in known
+               and not any(name.startswith(old) and name != RENAMED_SCRIPT_ARGUMENTS[old] for name in known)]
+    # (argparse reads a prefix of another option as that option: the drafter scripts' --target_model_name is their
+    # --target_model_name_or_path, not Re-SpS's old name)
     if renamed:
         raise ValueError(
             f"Renamed script arguments: {'; '.join(renamed)} (every training script names the card's target "
-            "base_model and its drafter drafter_name). Rename them in the recipe or on the command line."
+            "base_model, and the policy scripts its drafter drafter_name). Rename them in the recipe or on the command "
+            "line."
         )
 
 

@@ -230,13 +230,17 @@ def test_trainer_hands_the_loss_settings_to_the_loss(setup, tmp_path, monkeypatc
         trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
                                 data_collator=lambda b: collate(b, pad_token_id=0))
         trainer.compute_loss(draft, collate(samples, pad_token_id=0)).backward()
-        assert ("at temperature 0.5" in trainer._training_description()) == (temperature != 1.0)  # the card says so
+        assert ("at temperature 0.5 (sharpened" in trainer._training_description()) == (temperature != 1.0)  # the card
+    args = Eagle3Config(output_dir=str(tmp_path), report_to=[], target_temperature=2.0)
+    trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                            data_collator=lambda b: collate(b, pad_token_id=0))
+    assert "at temperature 2 (flattened)" in trainer._training_description()
     assert seen == [(True, False, 1.0), (False, True, 0.5)]
 
 
 def test_a_target_temperature_sharpens_the_distribution_the_loss_reads(setup):
     """At temperature T the loss is EAGLE-3's against softmax(target logits / T), in value and gradients, recomputed
-    in backward or not; T = 1 is the plain loss, and T <= 0 is refused naming the setting."""
+    in backward or not; T = 1 is the plain loss, and T <= 0 or not finite is refused naming the setting."""
     target, draft = setup
     ids = torch.cat([prompt(12, seed=4), prompt(12, seed=5)])
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
@@ -254,10 +258,12 @@ def test_a_target_temperature_sharpens_the_distribution_the_loss_reads(setup):
     plain, _, _ = ttt_loss(draft, batch, steps=3, decay=0.8, target_temperature=1.0)
     torch.testing.assert_close(plain, _reference_ttt_loss(draft, batch, 3, 0.8))
     assert not torch.isclose(plain, written)
-    with pytest.raises(ValueError, match="target_temperature must be above 0"):
-        ttt_loss(draft, batch, steps=3, target_temperature=0.0)
-    with pytest.raises(ValueError, match="target_temperature must be above 0"):
-        Eagle3Config(output_dir="unused", report_to=[], target_temperature=-1.0)
+    for refused in (0.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="target_temperature must be a finite number above 0"):
+            ttt_loss(draft, batch, steps=3, target_temperature=refused)
+    for refused in (-1.0, float("inf")):
+        with pytest.raises(ValueError, match="target_temperature must be a finite number above 0"):
+            Eagle3Config(output_dir="unused", report_to=[], target_temperature=refused)
 
 
 def test_a_checkpoint_resumes_with_the_loss_compiled_or_recomputed(tmp_path):

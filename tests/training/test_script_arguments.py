@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from hf_adaptive_spec.training.base import RENAMED_SCRIPT_ARGUMENTS, run_training_script
+from hf_adaptive_spec.training.base import RENAMED_SCRIPT_ARGUMENTS, check_renamed_arguments, run_training_script
 from hf_adaptive_spec.training.dvi import script as dvi_script
 from hf_adaptive_spec.training.eagle3 import script as eagle3_script
 from hf_adaptive_spec.training.ltd import script as ltd_script
@@ -51,3 +51,14 @@ def test_an_old_name_is_refused_naming_the_new_one_in_a_recipe_and_on_the_comman
         run_training_script(parser, _never_called, ["--output_dir", str(tmp_path), f"--{old}", "org/some-name"])
     with pytest.raises(ValueError, match=message):
         run_training_script(parser, _never_called, ["--output_dir", str(tmp_path), f"--{old}=org/some-name"])
+
+
+def test_a_prefix_of_a_drafter_scripts_own_argument_is_not_taken_for_an_old_name():
+    """argparse takes ``--target_model_name`` for ``--target_model_name_or_path`` in the drafter scripts: refusing it
+    as Re-SpS's old ``target_model_name`` would send the user to ``base_model`` and train on the default target."""
+    for script in DRAFTER_SCRIPTS.values():
+        check_renamed_arguments(script.make_parser(), ["--target_model_name", "org/my-target"])
+    script_args, _ = eagle3_script.make_parser().parse_args_and_config(
+        ["--dataset_path", "d.jsonl", "--output_dir", "out", "--target_model_name", "org/my-target"]
+    )
+    assert script_args.target_model_name_or_path == "org/my-target" and script_args.base_model is None

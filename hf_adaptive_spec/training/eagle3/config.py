@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -54,8 +55,8 @@ class Eagle3Config(TrainingArguments):
         copy_ngram_size: the longest n-gram that lookup matches (transformers' ``max_matching_ngram_size``
             default, 2).
         target_temperature: temperature of the target distribution the loss reads (:func:`ttt_loss`): below 1 it
-            sharpens it toward the target's top token, the one greedy verification accepts; 1 (the default) is the
-            target's own distribution, EAGLE-3's loss.
+            sharpens it toward the target's top token, the one greedy verification accepts, above 1 it flattens it;
+            1 (the default) is the target's own distribution, EAGLE-3's loss. A finite number above 0.
         feature_cache_dir: a folder where the frozen target's outputs for each training conversation are kept after
             the first time it computes them, so later passes (epochs) read them instead of running the target
             (:class:`~hf_adaptive_spec.training.eagle3.feature_cache.FeatureCache`; reusable across runs with the
@@ -99,7 +100,7 @@ class Eagle3Config(TrainingArguments):
     target_temperature: float = field(
         default=1.0,
         metadata={"help": "Temperature of the target distribution the loss reads: below 1 sharpens it toward its top "
-                  "token (what greedy verification accepts); 1: the target's own."},
+                  "token (what greedy verification accepts), above 1 flattens it; 1: the target's own."},
     )
     copy_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
     feature_cache_dir: str | None = field(
@@ -123,9 +124,10 @@ class Eagle3Config(TrainingArguments):
         super().__post_init__()
         if self.copy_loss_weight < 0:
             raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
-        if not self.target_temperature > 0:
+        if not 0 < self.target_temperature < math.inf:
             raise ValueError(
-                f"target_temperature must be above 0 (1: the target's own distribution), got {self.target_temperature}."
+                f"target_temperature must be a finite number above 0 (1: the target's own distribution), got "
+                f"{self.target_temperature}."
             )
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")

@@ -140,8 +140,8 @@ class Eagle3Trainer(SpecTrainer):
         )
         if self.args.target_temperature != 1.0:
             description += (
-                f" The loss read the target's distribution at temperature {self.args.target_temperature:g} "
-                "(sharpened toward its top token)."
+                f" The loss read the target's distribution at temperature {self.args.target_temperature:g} ("
+                + ("sharpened toward its top token)." if self.args.target_temperature < 1 else "flattened).")
             )
         if self._saving_stable_point:
             description += (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from dataclasses import dataclass
 
 import torch
@@ -243,8 +244,11 @@ def ttt_loss(
     compiles each step's cross-entropy (:func:`compiled_soft_cross_entropy_sum`): it keeps what
     ``recompute_softmax`` keeps, so with it that flag changes nothing.
     """
-    if not target_temperature > 0:
-        raise ValueError(f"target_temperature must be above 0 (1: the target's own distribution), got {target_temperature}.")
+    if not 0 < target_temperature < math.inf:
+        raise ValueError(
+            f"target_temperature must be a finite number above 0 (1: the target's own distribution), got "
+            f"{target_temperature}."
+        )
     total = batch.features.new_zeros((), dtype=torch.float32)
     target_probs = torch.softmax(batch.target_logits.float() / target_temperature, dim=-1)
     step_losses, step_accuracy = [], []
