@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -11,6 +10,7 @@ from transformers import TrainingArguments
 from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
+from .ttt import check_target_temperature
 
 
 DEFAULT_DRAFT_VOCAB_SIZE = 8192
@@ -124,11 +124,7 @@ class Eagle3Config(TrainingArguments):
         super().__post_init__()
         if self.copy_loss_weight < 0:
             raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
-        if not 0 < self.target_temperature < math.inf:
-            raise ValueError(
-                f"target_temperature must be a finite number above 0 (1: the target's own distribution), got "
-                f"{self.target_temperature}."
-            )
+        check_target_temperature(self.target_temperature)
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")
         check_bound(self.feature_cache_max_gb)

@@ -212,6 +212,14 @@ def step_cross_entropy(
     return loss(step.logits, target_probs, step.loss_weight[row, position], (row, position + shift))
 
 
+def check_target_temperature(value: float) -> None:
+    """Refuse a temperature of the loss's target distribution that is not a finite number above 0."""
+    if not 0 < value < math.inf:
+        raise ValueError(
+            f"target_temperature must be a finite number above 0 (1: the target's own distribution), got {value}."
+        )
+
+
 def ttt_loss(
     model: Eagle3DraftModel,
     batch: TTTBatch,
@@ -244,11 +252,7 @@ def ttt_loss(
     compiles each step's cross-entropy (:func:`compiled_soft_cross_entropy_sum`): it keeps what
     ``recompute_softmax`` keeps, so with it that flag changes nothing.
     """
-    if not 0 < target_temperature < math.inf:
-        raise ValueError(
-            f"target_temperature must be a finite number above 0 (1: the target's own distribution), got "
-            f"{target_temperature}."
-        )
+    check_target_temperature(target_temperature)
     total = batch.features.new_zeros((), dtype=torch.float32)
     target_probs = torch.softmax(batch.target_logits.float() / target_temperature, dim=-1)
     step_losses, step_accuracy = [], []
