@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -70,7 +71,7 @@ def window_acceptance(draft, verifier, samples, window_size, temperature, num_pr
 def bench_samples(path: str, tokenizer) -> dict[str, list[dict[str, list[int]]]]:
     """One sample per turn of a bench run's ``stock`` records (prompt as the bench built it, then
     the target's answer as the loss mask), grouped by category."""
-    report = json.loads(open(path, encoding="utf-8").read())
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
     questions = {str(q.question_id): q for q in load_questions(report["settings"]["questions"])}
     groups: dict[str, list[dict[str, list[int]]]] = defaultdict(list)
     for record in report["records"]:

@@ -16,7 +16,7 @@ import ast
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def read_log(path: str) -> list[dict[str, float]]:

@@ -27,9 +27,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve  # noqa: E402
+from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve
 
 
 def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: str, reference_label: str) -> None:

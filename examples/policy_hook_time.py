@@ -24,7 +24,7 @@ from hf_adaptive_spec.policies.base import CycleFeedback, CycleState, DraftStepI
 def synthetic_levels(top_k: int, depth: int, generator: torch.Generator) -> list[torch.Tensor]:
     """Cumulative log-probs of each level's candidates: ``top_k`` at depth 1, ``top_k²`` below."""
     levels, parent = [], torch.zeros(1)
-    for level in range(depth):
+    for _ in range(depth):
         children = parent.repeat_interleave(top_k) - torch.rand(parent.numel() * top_k, generator=generator) * 2
         levels.append(children)
         parent = children.topk(min(top_k, children.numel())).values

@@ -41,8 +41,8 @@ import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import common_prefix_length
 from hf_adaptive_spec.core.compiled import inductor_settings
 from hf_adaptive_spec.core.cost_curve import converts_bfloat16, cpu_instruction_set
-from hf_adaptive_spec.profiling import default_profile_path
 from hf_adaptive_spec.core.timing import timed
+from hf_adaptive_spec.profiling import default_profile_path
 
 TREE = (2, 4, 8)  # (depth, top_k, total_tokens): the compiled bfloat16 grid's best on an AMD EPYC (results/README.md)
 

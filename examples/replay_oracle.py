@@ -25,10 +25,9 @@ from functools import cache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
-from hf_adaptive_spec.environments.static_grid import recorded_tree_shapes
 from hf_adaptive_spec.environments.replay import ReplayedCycle
+from hf_adaptive_spec.environments.static_grid import recorded_tree_shapes
 from hf_adaptive_spec.profiling.hardware import HardwareProfile, unread_after
-
 
 PLAIN_STEP = "plain step"
 

@@ -237,7 +237,7 @@ def best_predicted_rate(
     rate, chosen = start_rate, []
     for _ in range(20):
         choice = allowed[np.argmax(predicted[:, allowed] - rate * marginal[:, allowed], axis=1)]
-        new_rate, _, chosen = walk(lambda row: int(choice[row]), outcomes)
+        new_rate, _, chosen = walk(lambda row: int(choice[row]), outcomes)  # noqa: B023 (called within the iteration)
         if abs(new_rate - rate) < 1e-6:
             break
         rate = new_rate

@@ -120,7 +120,7 @@ def main() -> None:
             cycles = prompts[index]
             rules = {
                 "draft probabilities": lambda p, c=cycles: np.array(c[p][0].scores),
-                "calibrated": lambda p, c=cycles: calibrated_scores(c[p][0], c[p][2], weights),
+                "calibrated": lambda p, c=cycles, w=weights: calibrated_scores(c[p][0], c[p][2], w),
                 "in hindsight": lambda p, c=cycles: np.where(c[p][1], 100.0 - np.array(c[p][0].depths), -100.0),
             }
             for name, rule in rules.items():

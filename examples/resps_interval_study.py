@@ -22,13 +22,13 @@ import time
 import warnings
 
 import torch
+from transformers.trainer_callback import PrinterCallback
 
 from hf_adaptive_spec.environments import MultiReplayEnvironment, load_recording
 from hf_adaptive_spec.policies.resps import ReSpSPolicy
 from hf_adaptive_spec.policies.static import StaticTreePolicy
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.resps import ReSpSConfig, ReSpSTrainer
-from transformers.trainer_callback import PrinterCallback
 
 PLAIN = dict(depth=0, top_k=8, total_tokens=1)
 

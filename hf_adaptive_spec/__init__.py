@@ -8,13 +8,21 @@
 """
 
 from .checkpoints import shipped_checkpoint
+from .core import DraftTree
 from .default_model import load_default_model
 from .drafters import (
-    CausalLMDrafter, DVIDrafter, DVIOnlineLearnerConfig, DraftContext, DraftOutcome, Drafter, Eagle3DrafterConfig, Eagle3DraftModel,
-    Eagle3Drafter, SharedCacheVerification, truncated_causal_lm,
+    CausalLMDrafter,
+    DraftContext,
+    Drafter,
+    DraftOutcome,
+    DVIDrafter,
+    DVIOnlineLearnerConfig,
+    Eagle3Drafter,
+    Eagle3DrafterConfig,
+    Eagle3DraftModel,
+    SharedCacheVerification,
+    truncated_causal_lm,
 )
-from .core import DraftTree
-from .profiling import recommended_buckets, recommended_generate_kwargs, recommended_lookup_tokens, recommended_policy
 from .generation import SpeculationStats, SpeculativeDecoderOnlyOutput, enable, fast_path, fast_path_compile_config
 from .policies import (
     AutoDraftPolicy,
@@ -24,24 +32,22 @@ from .policies import (
     DraftPolicy,
     DraftStepInfo,
     HeuristicLengthPolicy,
-    LTDPolicy,
     LookupFirstPolicy,
+    LTDPolicy,
     RadarPolicy,
     ReSpSPolicy,
     StaticTreePolicy,
     TreeConfig,
     VerifySizeInfo,
 )
+from .profiling import recommended_buckets, recommended_generate_kwargs, recommended_lookup_tokens, recommended_policy
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "recommended_buckets",
-    "recommended_generate_kwargs",
-    "recommended_lookup_tokens",
-    "recommended_policy",
     "AutoDraftPolicy",
     "CausalLMDrafter",
+    "ConfidenceThresholdPolicy",
     "CycleFeedback",
     "CycleState",
     "DVIDrafter",
@@ -52,25 +58,28 @@ __all__ = [
     "DraftStepInfo",
     "DraftTree",
     "Drafter",
-    "SharedCacheVerification",
-    "Eagle3DrafterConfig",
     "Eagle3DraftModel",
     "Eagle3Drafter",
+    "Eagle3DrafterConfig",
+    "HeuristicLengthPolicy",
     "LTDPolicy",
     "LookupFirstPolicy",
     "RadarPolicy",
     "ReSpSPolicy",
+    "SharedCacheVerification",
     "SpeculationStats",
     "SpeculativeDecoderOnlyOutput",
     "StaticTreePolicy",
-    "ConfidenceThresholdPolicy",
-    "HeuristicLengthPolicy",
     "TreeConfig",
     "VerifySizeInfo",
     "enable",
     "fast_path",
     "fast_path_compile_config",
     "load_default_model",
+    "recommended_buckets",
+    "recommended_generate_kwargs",
+    "recommended_lookup_tokens",
+    "recommended_policy",
     "shipped_checkpoint",
     "truncated_causal_lm",
 ]

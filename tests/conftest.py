@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from transformers import PreTrainedTokenizerFast
-
 from tiny_models import make_char_tokenizer, tiny_model
+from transformers import PreTrainedTokenizerFast
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import prompt, tiny_model
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 import hf_adaptive_spec as hfas
@@ -26,7 +27,6 @@ from hf_adaptive_spec.bench.cli import main as bench_main
 from hf_adaptive_spec.core import FeatureCapture
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.hub import ArtifactError, ArtifactTypeError, MissingArtifactFileError
-from tiny_models import prompt, tiny_model
 
 
 @dataclass

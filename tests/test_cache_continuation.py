@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_model
 from transformers import DynamicCache, StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.compiled import graphs_compiled
-from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_model
 
 POLICY = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
 

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_models import FAMILIES, prompt, tiny_model
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
-from tiny_models import FAMILIES, prompt, tiny_model
 from hf_adaptive_spec.core import (
     FeatureCapture,
     compact_cache,
@@ -21,7 +21,7 @@ from hf_adaptive_spec.core import (
 
 def _tree() -> hfas.DraftTree:
     tree = hfas.DraftTree.with_root(5)
-    a, b, c = tree.add_children(0, [7, 8, 9], [-0.1, -0.5, -1.0])
+    a, _, _ = tree.add_children(0, [7, 8, 9], [-0.1, -0.5, -1.0])
     tree.add_children(a, [10, 11], [-0.2, -0.3])
     return tree
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
+from tiny_models import prompt, tiny_model
 from transformers import (
     GenerationConfig,
     LogitsProcessor,
@@ -15,7 +18,6 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 
 import hf_adaptive_spec as hfas
-from tiny_models import prompt, tiny_model
 
 
 def _spec(model, depth=4):
@@ -43,7 +45,7 @@ def test_streamer_receives_prompt_then_exactly_the_generated_tokens(llama):
     out = llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=ours, **_spec(llama))
     assert torch.equal(out, expected)
     assert ours.puts[0] == stock.puts[0] == ids[0].tolist()
-    assert sum(ours.puts[1:], []) == sum(stock.puts[1:], []) == expected[0, ids.shape[1] :].tolist()
+    assert list(itertools.chain(*ours.puts[1:])) == list(itertools.chain(*stock.puts[1:])) == expected[0, ids.shape[1] :].tolist()
     assert ours.ended == stock.ended == 1
     assert any(len(chunk) > 1 for chunk in ours.puts[1:])  # accepted blocks arrive together
     # [1, k] per cycle, as transformers' assisted decoding puts them: dimension 0 is the batch, as in stock's [1]
@@ -265,7 +267,7 @@ def test_the_drafter_observes_every_cycle_as_the_output_received_it(llama):
                          stopping_criteria=StoppingCriteriaList([stop]))
     assert out.shape[1] == ids.shape[1] + 8
     assert [len(o.committed_tokens) for o in drafter.outcomes] == [5, 2]
-    assert sum((o.committed_tokens for o in drafter.outcomes), []) == out[0, ids.shape[1] + 1 :].tolist()
+    assert [t for o in drafter.outcomes for t in o.committed_tokens] == out[0, ids.shape[1] + 1 :].tolist()
     for outcome in drafter.outcomes:
         path_tokens = [outcome.tree.tokens[i] for i in outcome.accepted_path[1:]]
         assert path_tokens == outcome.committed_tokens[: len(path_tokens)]

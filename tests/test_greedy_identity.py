@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import FAMILIES, OTHER_LAYOUTS, PlainStepsBetweenTrees, prompt, tiny_eagle3, tiny_model
 
 import hf_adaptive_spec as hfas
-from tiny_models import FAMILIES, OTHER_LAYOUTS, PlainStepsBetweenTrees, prompt, tiny_eagle3, tiny_model
 
 SHAPES = {
     "chain": hfas.StaticTreePolicy.chain(4),

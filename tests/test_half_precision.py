@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import prompt, tiny_model
 from torch import nn
 from transformers import DynamicCache
 
 from hf_adaptive_spec.core import DraftTree, TopLogitsRescorer, prepare_cache_for_trees
 from hf_adaptive_spec.generation.static_path import fast_path
 from hf_adaptive_spec.generation.targets import DynamicTarget, StaticTarget
-from tiny_models import prompt, tiny_model
 
 
 def _near_tie_rows(seed: int = 0, rows: int = 400, vocab: int = 2048, hidden: int = 64):

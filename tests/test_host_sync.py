@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections import Counter
 
 import torch
+from tiny_models import prompt, tiny_model
 from torch.overrides import TorchFunctionMode
 
 import hf_adaptive_spec as hfas
-from tiny_models import prompt, tiny_model
 
 READS = {torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__,
          torch.Tensor.__index__}  # fmt: skip

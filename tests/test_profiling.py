@@ -108,7 +108,11 @@ def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, buc
 
 
 def test_bucket_measurements_refuse_what_they_cannot_time(llama):
-    from hf_adaptive_spec.profiling.measure import bucket_filling_tree, measure_buckets_in_generate, measure_static_verification
+    from hf_adaptive_spec.profiling.measure import (
+        bucket_filling_tree,
+        measure_buckets_in_generate,
+        measure_static_verification,
+    )
 
     drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
     with pytest.raises(ValueError, match=r"Buckets \[10\] are not the engine's \(\[8, 12, 16, 32\]\)"):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import FAMILIES, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.tree import DraftTree
 from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation, lookup_hits
 from hf_adaptive_spec.policies.base import TreeConfig
-from tiny_models import FAMILIES, prompt, tiny_model
 
 
 def _lookup(tokens, max_ngram_size=2, num_tokens=3):

@@ -30,7 +30,7 @@ def test_every_recipe_parses_with_its_methods_script(recipe):
     A GPU recipe's ``bf16`` and ``tf32`` are refused on a machine without one: turned off here to read the rest."""
     method = recipe.split("_", 1)[0]
     assert method in SCRIPTS, f"{recipe}: name recipes <method>_..., for a method of trainers/"
-    script_args, training_args = SCRIPTS[method].make_parser().parse_args_and_config(
+    _, training_args = SCRIPTS[method].make_parser().parse_args_and_config(
         args=["--config", str(RECIPES / recipe), *(("--bf16", "false", "--tf32", "false") if "gpu" in recipe else ())]
     )
     assert training_args.output_dir

@@ -119,7 +119,7 @@ def test_the_ceilings_walk_the_static_baseline_as_the_replay_does(oracle, score_
     rate, _, _ = score_ceiling.walk(lambda row: plain if lookup_first and found[row] else static, outcomes)
 
     result = environment.replay(oracle.static_policy(2, 2, 3, lookup_first))
-    caught_up = [c.unread_tokens > before.committed_tokens for p in result.cycles for before, c in zip(p, p[1:])]
+    caught_up = [c.unread_tokens > before.committed_tokens for p in result.cycles for before, c in itertools.pairwise(p)]
     assert any(caught_up) == lookup_first  # a drafting cycle after skipped ones reads what they committed
     replayed = result.all_cycles
     seconds = sum(c.draft_time + c.verify_time for c in replayed)

@@ -11,11 +11,11 @@ from collections import Counter
 
 import pytest
 import torch
+from stats_utils import chi_square
 from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.generation import acceptance
-from stats_utils import chi_square
 
 SMALL_VOCAB = 6
 NEW_TOKENS = 3
@@ -143,7 +143,7 @@ def test_eagle3_drafter_of_two_layers_and_a_reduced_vocabulary_samples_exactly(e
     proposal probabilities reach the acceptance rule through the draft-to-target mapping (scattering
     them unmapped fails this test, chi2 4119 against 89), and its second decoder layer drafts from a
     cache of its own. (A top-k tree's drafts are deterministic, so no proposal probabilities.)"""
-    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel, Eagle3Drafter
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 
     model, prompt_ids, probs = eagle3_target
     torch.manual_seed(7)

@@ -3,15 +3,17 @@ generate, padded buckets, the compiled forward, and the errors of the static lay
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
+from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_eagle3, tiny_model
 from torch._dynamo.exc import FailOnRecompileLimitHit
 from transformers import CompileConfig, StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
 from hf_adaptive_spec.generation.static_path import fast_path
-from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_eagle3, tiny_model
 
 POLICIES = {
     "chain": hfas.StaticTreePolicy.chain(4),
@@ -112,7 +114,7 @@ def test_a_drafters_static_cache_grows_geometrically(kind):
         drafter.use_static_shapes(max_length, None)
         if not lengths or drafter._static.max_cache_len != lengths[-1]:
             lengths.append(drafter._static.max_cache_len)
-    assert len(lengths) <= 5 and all(b >= 2 * a for a, b in zip(lengths, lengths[1:])), lengths
+    assert len(lengths) <= 5 and all(b >= 2 * a for a, b in itertools.pairwise(lengths)), lengths
 
 
 def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():

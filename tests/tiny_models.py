@@ -136,8 +136,8 @@ class PlainStepsBetweenTrees(hfas.DraftPolicy):
     then ``tree``. Stateless, so live and replayed runs choose alike; runs of plain steps make the
     drafter catch up on several committed tokens at once."""
 
-    def __init__(self, tree: hfas.TreeConfig = hfas.TreeConfig(depth=3, top_k=3, total_tokens=8)):
-        self.tree = tree
+    def __init__(self, tree: hfas.TreeConfig | None = None):
+        self.tree = tree or hfas.TreeConfig(depth=3, top_k=3, total_tokens=8)
 
     def tree_config(self, state: hfas.CycleState) -> hfas.TreeConfig:
         return self.tree if state.context_length % 3 == 0 else hfas.TreeConfig(depth=0, top_k=1, total_tokens=1)

@@ -36,7 +36,6 @@ from transformers import HfArgumentParser, set_seed
 
 from hf_adaptive_spec.core.settings import changed_settings
 from hf_adaptive_spec.default_model import load_model, resolve_device
-from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data import (
     TASK_PROMPTS,
     RegenerationConfig,
@@ -49,6 +48,7 @@ from hf_adaptive_spec.training_data import (
     select_subset,
     task_prompts,
 )
+from hf_adaptive_spec.training_data.jsonl_output import written_ids
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")

@@ -21,8 +21,8 @@ from .fast_path import first_turn_slots, static_cache_length
 from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import BenchMethod, build_methods
-from .methods.stock import Stock
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
+from .methods.stock import Stock
 from .plots import write_plots
 from .progress import ProgressLog, progress_path_for, read_progress
 from .questions import Question, load_questions
@@ -239,7 +239,7 @@ def _check_fast_path_options(args: BenchArguments, options: MethodOptions, metho
         raise BenchError("--verify_buckets sets the verification sizes of this package's methods on the compiled fast "
                          "path, and none runs there: add --compile and a tree or eagle3 method, or drop it")
     try:
-        options.bucket_sizes
+        _ = options.bucket_sizes  # parses --verify_buckets
     except ValueError as error:
         raise BenchError(f"--verify_buckets: {error}") from error
     if fast and args.warmup == 0:

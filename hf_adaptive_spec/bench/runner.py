@@ -8,9 +8,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..core.timing import timed
 from ..core.sequences import common_prefix_length
-
+from ..core.timing import timed
 from .conversation import turn_prompt_ids
 from .counting import TargetPassCounter
 from .methods import REFERENCE_METHOD, BenchMethod, SpeculationStatsLike
@@ -157,7 +156,7 @@ def _run_question(
         input_ids = turn_prompt_ids(tokenizer, question.turns, answers[:index]).to(device)
         counter.reset()
         torch.manual_seed(turn_seed(seed, question.question_id, index))
-        (tokens, stats), seconds = timed(device, lambda: method.generate(input_ids))
+        (tokens, stats), seconds = timed(device, lambda: method.generate(input_ids))  # noqa: B023 (called here)
         is_reference = reference is None
         if is_reference:
             answers.append(tokens)

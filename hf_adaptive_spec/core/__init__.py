@@ -1,8 +1,8 @@
 """Primitives shared by the engine and the drafters: the draft tree, tree attention masks,
 KV cache compaction, target hidden-state capture and the target's output head."""
 
-from .cost_curve import CostCurve, cost_curve_mismatch
 from .attention import TREE_MASK_ATTENTION, check_tree_attention_support, tree_attention_mask, tree_extension_mask
+from .cost_curve import CostCurve, cost_curve_mismatch
 from .features import FeatureCapture, decoder_layers
 from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead, TopLogitsRescorer
@@ -19,11 +19,11 @@ __all__ = [
     "TopLogitsRescorer",
     "check_tree_attention_support",
     "common_prefix_length",
-    "end_of_sequence_ids",
     "compact_cache",
     "cost_curve_mismatch",
     "decoder_layers",
     "drop_tail",
+    "end_of_sequence_ids",
     "full_length_static_cache",
     "full_tree_size",
     "prepare_cache_for_trees",

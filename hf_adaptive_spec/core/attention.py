@@ -131,7 +131,7 @@ def tree_attention_mask(
         key: _layer_mask(cache, idx, window, query_positions, tail_positions, tail_visible, dtype)
         for key, idx, window in _mask_groups(config, first_layer)
     }
-    return masks[None] if None in masks else masks
+    return masks.get(None, masks)
 
 
 def tail_visibility(tree: DraftTree, fed: list[int], nodes: list[int]) -> torch.Tensor:

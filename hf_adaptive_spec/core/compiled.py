@@ -69,7 +69,7 @@ class CompiledForward:
         try:
             with inductor_config.patch(self._inductor_patches), dynamo_config.patch(GRAPH_LIMITS):
                 result = self._compiled(*args)
-        except Exception as error:  # noqa: BLE001 - re-raised with the way out named
+        except Exception as error:
             if key in self._warm:
                 raise
             raise RuntimeError(compile_failure_message(error)) from error

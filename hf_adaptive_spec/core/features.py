@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable
 
@@ -136,7 +137,7 @@ def aux_layer_ids_problem(ids: list[int], num_target_layers: int | None) -> str 
     """Why ``ids`` cannot be EAGLE-3's fused features (None if they can): vLLM and SGLang capture
     them in ascending layer order, once each, at the input of layers ``1..L-1`` (layer 0 has no
     residual yet; ``L`` is never captured), so they must be strictly increasing within that range."""
-    if any(later <= earlier for earlier, later in zip(ids, ids[1:])):
+    if any(later <= earlier for earlier, later in itertools.pairwise(ids)):
         return "must be strictly increasing (serving engines capture them in ascending order, once each)"
     if num_target_layers is not None and not all(1 <= i <= num_target_layers - 1 for i in ids):
         return (

@@ -198,7 +198,7 @@ class PackagedForward:
             os.replace(partial, path)  # atomic: another process sees no package or a whole one
         except StaleWeightsError:
             raise
-        except Exception as error:  # noqa: BLE001 - re-raised with the way out named
+        except Exception as error:
             raise PackageBuildError(
                 f"Building an ahead-of-time package of a speculative-decoding forward failed ({type(error).__name__}: "
                 f"{error}). To compile in-process without packages: "
@@ -211,7 +211,7 @@ class PackagedForward:
     def _load(self, path: Path, required: bool = False):
         try:
             runner = torch._inductor.aoti_load_package(str(path))
-        except Exception as error:  # noqa: BLE001 - a damaged package is rebuilt, with a word
+        except Exception as error:
             if required:
                 raise RuntimeError(f"The ahead-of-time package {path} was just built but does not load: {error}") from error
             warnings.warn(f"The ahead-of-time package {path} does not load ({error}); building it again.", stacklevel=3)

@@ -117,10 +117,10 @@ class Drafter(ABC):
         :meth:`expand` calls of this cycle (or are the root).
         """
 
-    def end_tree(self) -> None:
+    def end_tree(self) -> None:  # noqa: B027 (an optional hook)
         """Forget this cycle's tree (the committed prefix stays)."""
 
-    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:
+    def use_static_shapes(self, max_length: int, compile_options: dict | None) -> None:  # noqa: B027 (an optional hook)
         """Called after :meth:`bind` when the engine verifies on the static-cache path.
 
         ``max_length`` is the longest sequence of the call; ``compile_options`` are the
@@ -156,7 +156,7 @@ class Drafter(ABC):
         default) for a drafter that cannot be recognised so."""
         return None
 
-    def observe(self, outcome: DraftOutcome) -> None:
+    def observe(self, outcome: DraftOutcome) -> None:  # noqa: B027 (an optional hook)
         """Feedback after each cycle that drafted: what the target kept of the draft (e.g. for a
         drafter that learns online). The default ignores it."""
 

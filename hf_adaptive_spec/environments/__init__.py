@@ -10,7 +10,6 @@ from .storage import load_recording, load_training_recording
 
 __all__ = [
     "DraftStepEnv",
-    "TreeConfigEnv",
     "MultiReplayEnvironment",
     "OnlineEnvironment",
     "ReplayDrafter",
@@ -19,6 +18,7 @@ __all__ = [
     "ReplayResult",
     "ReplayTree",
     "ReplayedCycle",
+    "TreeConfigEnv",
     "load_recording",
     "load_training_recording",
     "record_greedy_trees",

@@ -42,8 +42,8 @@ from ..generation.enable import enable
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile
-from ..profiling.measure import measure_catch_up_in_generate, measure_in_generate, measure_verification_in_generate
 from ..profiling.identity import artifact_name, eagle3_name, model_name
+from ..profiling.measure import measure_catch_up_in_generate, measure_in_generate, measure_verification_in_generate
 from .record_manifest import check_manifest
 from .record_prompts import Dialogue, load_prompts, prompt_source
 from .recording import ReplayRecording, record_replay

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -140,7 +140,7 @@ class DraftStepEnv(gym.Env):
     0 continues. :meth:`action_masks` gives the meaningful actions (for maskable PPO).
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, list[str]]] = {"render_modes": []}
 
     def __init__(
         self,
@@ -277,7 +277,7 @@ class TreeConfigEnv(gym.Env):
         prompts: recorded prompts to draw episodes from; default all.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, list[str]]] = {"render_modes": []}
 
     def __init__(
         self,

@@ -8,7 +8,6 @@ For greedy decoding the accepted lengths equal replay's; only the times differ.
 
 from __future__ import annotations
 
-
 import torch
 from transformers import PreTrainedModel
 

@@ -21,7 +21,7 @@ from transformers import DynamicCache, PreTrainedModel
 from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
 from ..core.tree import DraftTree, full_tree_size
-from ..drafters.base import DraftContext, DraftOutcome, Drafter
+from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..generation.targets import verify_tree
 from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
 from ..policies.base import CycleState, DraftPolicy, TreeConfig, VerifySizeInfo

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ def finished_shards(directory: Path) -> list[tuple[int, int, Path]]:
         for path in directory.iterdir()
         if (match := SHARD_NAME.fullmatch(path.name)) and (path / "recording.json").is_file()
     ) if directory.is_dir() else []
-    for (_, end, first), (start, _, second) in zip(found, found[1:]):
+    for (_, end, first), (start, _, second) in itertools.pairwise(found):
         if start < end:
             raise ValueError(f"Shards {first.name} and {second.name} overlap: delete one of them (in {directory}).")
     return found

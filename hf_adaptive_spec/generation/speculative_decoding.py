@@ -14,23 +14,29 @@ from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel,
 from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging
 
-from ..drafters.base import DraftContext, DraftOutcome, Drafter
-from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
-from .acceptance import Acceptance, accept_greedy, accept_sampling
-from .input_checks import check_supported
 from ..core.cache_contents import check_continuation, remember_tokens
 from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.drafter_identity import drafter_mismatch
-from ..core.kv_cache import prepare_cache_for_trees
 from ..core.exclusive import exclusive_use
+from ..core.kv_cache import prepare_cache_for_trees
 from ..core.static_cache import is_static_cache
 from ..core.timing import synchronize
-from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from ..core.tree import DraftTree
+from ..drafters.base import DraftContext, Drafter, DraftOutcome
+from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
+from .acceptance import Acceptance, accept_greedy, accept_sampling
+from .input_checks import check_supported
 from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, graft_chain, lookup_continuation
 from .static_path import fast_path
+from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from .targets import (
-    DynamicTarget, SharedCacheTarget, StaticTarget, TargetForward, TreeLogits, check_cache_sharing, static_target,
+    DynamicTarget,
+    SharedCacheTarget,
+    StaticTarget,
+    TargetForward,
+    TreeLogits,
+    check_cache_sharing,
+    static_target,
 )
 from .tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 

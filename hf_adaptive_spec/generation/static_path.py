@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import CompileConfig, GenerationConfig, PreTrainedModel, StaticCache
 
+from ..core.attention import attention_mask_argument
 from ..core.compiled import CompiledForward, split_inductor_patches
 from ..core.packaged import (
     PackageBuildError,
@@ -26,9 +27,8 @@ from ..core.packaged import (
     weight_sharing_twin,
     weights_digest,
 )
-from ..core.attention import attention_mask_argument
-from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
 from ..core.settings import distinct_ints_from_text
+from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
@@ -285,7 +285,7 @@ class FastPath:
         the config (attention implementation included) and the compile options."""
         try:
             weights = weights_digest(self.model)
-        except Exception as error:  # noqa: BLE001 - e.g. weights on the meta device: no package, say why
+        except Exception as error:
             raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
         return {"weights": weights, "config": self.model.config.to_json_string(),
                 "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..policies.base import DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
-from ..core.tree import DraftTree
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import safetensors
 import safetensors.torch
 import torch
-import safetensors
 from safetensors import SafetensorError
 from torch import nn
 
@@ -70,7 +70,7 @@ def saved_floating_dtype(location: ArtifactLocation, filename: str = WEIGHTS_NAM
     path = resolve_safetensors(location, filename)
     try:
         with safetensors.safe_open(str(path), framework="pt") as file:
-            names = {file.get_slice(key).get_dtype() for key in file.keys()}
+            names = {file.get_slice(key).get_dtype() for key in file.keys()}  # noqa: SIM118 (safe_open has no __iter__)
     except SafetensorError as error:
         raise corrupt_weights_error(path, error) from error
     floating = {SAFETENSORS_FLOAT_DTYPES[name] for name in names if name in SAFETENSORS_FLOAT_DTYPES}

@@ -1,16 +1,15 @@
 """Draft policies: who decides the tree shape each cycle."""
 
 from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
-from .serialization import AutoDraftPolicy, PolicyHubMixin
 from .heuristics import ConfidenceThresholdPolicy, HeuristicLengthPolicy
 from .ltd import LTDPolicy
 from .radar import RadarPolicy
 from .resps import ReSpSPolicy
+from .serialization import AutoDraftPolicy, PolicyHubMixin
 from .static import LookupFirstPolicy, StaticTreePolicy
 
 __all__ = [
     "AutoDraftPolicy",
-    "PolicyHubMixin",
     "ConfidenceThresholdPolicy",
     "CycleFeedback",
     "CycleState",
@@ -19,6 +18,7 @@ __all__ = [
     "HeuristicLengthPolicy",
     "LTDPolicy",
     "LookupFirstPolicy",
+    "PolicyHubMixin",
     "RadarPolicy",
     "ReSpSPolicy",
     "StaticTreePolicy",

@@ -18,6 +18,7 @@ Defaults are transformers' (``GenerationConfig``: 20 assistant tokens, threshold
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -61,7 +62,7 @@ def chain_probabilities(info: VerifySizeInfo) -> list[float]:
     log-probs of the candidates, one per depth)."""
     order = torch.argsort(info.depths)
     cumulative = [0.0] + info.scores[order].tolist()
-    return [math.exp(b - a) for a, b in zip(cumulative, cumulative[1:])]
+    return [math.exp(b - a) for a, b in itertools.pairwise(cumulative)]
 
 
 class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.confidence_threshold"):

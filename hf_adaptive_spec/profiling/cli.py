@@ -11,14 +11,15 @@ from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import converts_bfloat16, instruction_set_of
 from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
-from ..generation import enable, fast_path, fast_path_compile_config
-from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..environments import load_recording
 from ..environments.provenance import check_recorded_drafter_weights, load_profile_for_recordings, recorded_pair
-from ..environments.storage import recording_manifest
 from ..environments.static_grid import lookup_counts_from_text
+from ..environments.storage import recording_manifest
+from ..generation import enable, fast_path, fast_path_compile_config
+from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
 from ..policies import StaticTreePolicy
 from .hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, static_cache_slots
+from .identity import eagle3_name, model_name
 from .measure import (
     measure_buckets_in_generate,
     measure_catch_up_in_generate,
@@ -26,7 +27,6 @@ from .measure import (
     measure_static_verification,
     measure_verification_in_generate,
 )
-from .identity import eagle3_name, model_name
 from .ranking import recommend, recommendation_lines
 from .recommendation import default_profile_path
 

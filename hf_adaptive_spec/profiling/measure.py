@@ -8,16 +8,17 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ..core.timing import timed
 from ..core.attention import tree_attention_mask
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
+from ..core.output_head import OutputHead
 from ..core.static_cache import full_length_static_cache
 from ..core.static_steps import DRAFT_BUCKETS
-from ..core.output_head import OutputHead
+from ..core.timing import timed
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import Drafter
 from ..generation.static_path import FastPath, fast_path
@@ -47,18 +48,22 @@ def measure_verification(
             model.config, cache, positions, positions, torch.ones(n, n, dtype=torch.bool, device=device).tril(), model.dtype
         )
         ids = torch.randint(0, model.config.vocab_size, (1, n), generator=generator).to(device)
+        verification = partial(_verify_chain, decoder, head, ids, mask, positions, cache)
         runs = []
         for _ in range(repeats + 1):  # the first run warms up
-            def verification():  # the engine runs the lm_head on the ~τ nodes its acceptance walk visits
-                hidden = decoder(
-                    input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True
-                ).last_hidden_state
-                return [head(hidden[0, row : row + 1]) for row in range(min(n, 2))]
-
             runs.append(timed(device, verification)[1])  # on a GPU, the kernels' time, not their launch
             drop_tail(cache, n)
         seconds.append(statistics.median(runs[1:]))
     return list(tokens), seconds
+
+
+def _verify_chain(decoder, head: OutputHead, ids, mask, positions, cache) -> list[torch.Tensor]:
+    """One verification forward as the engine runs it: the decoder over every node, the lm_head on the ~τ nodes its
+    acceptance walk visits (two here)."""
+    hidden = decoder(
+        input_ids=ids, attention_mask=mask, position_ids=positions[None], past_key_values=cache, use_cache=True
+    ).last_hidden_state
+    return [head(hidden[0, row : row + 1]) for row in range(min(ids.shape[1], 2))]
 
 
 @torch.no_grad()
@@ -97,7 +102,7 @@ def measure_static_verification(
         )  # a chain: same cost as any tree of n nodes
         runs = []
         for _ in range(repeats + 1):  # the first run warms up (and compiles)
-            runs.append(timed(model.device, lambda: target.verify(chain, context_length)[0])[1])
+            runs.append(timed(model.device, lambda: target.verify(chain, context_length)[0])[1])  # noqa: B023
         seconds.append(statistics.median(runs[1:]))
     return list(sizes), seconds, target.compile_time
 

@@ -30,8 +30,8 @@ from ..core.cost_curve import CostCurve
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.static_path import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy
-from ..policies.static import static_tree_policy
 from ..policies.base import DraftPolicy, TreeConfig
+from ..policies.static import static_tree_policy
 from .hardware import HardwareProfile
 from .identity import check_profiled, shipped_policies_misfit
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import yaml
@@ -33,7 +33,7 @@ class SpecTrainer(Trainer):
     """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
     pattern) and saves its arguments as ``training_config.json`` (never a pickle)."""
 
-    _tag_names: list[str] = ["hf-adaptive-spec", "speculative-decoding"]
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "speculative-decoding"]
 
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, list[float]] = defaultdict(list)

@@ -9,8 +9,8 @@ import pytest
 
 from hf_adaptive_spec import cli as top_level
 from hf_adaptive_spec.bench.arguments import MethodOptions
-from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.bench.cli import _size_static_cache, main
+from hf_adaptive_spec.bench.errors import BenchError
 
 
 def bench_argv(model_dir: Path, questions: Path, out: Path, *extra: str) -> list[str]:

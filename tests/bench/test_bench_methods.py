@@ -299,7 +299,12 @@ def test_dvi_learning_online_matches_stock(bench_model):
 )
 def test_eagle3_with_other_policies_matches_stock(bench_model, tmp_path, name):
     from hf_adaptive_spec import (
-        ConfidenceThresholdPolicy, HeuristicLengthPolicy, LTDPolicy, RadarPolicy, ReSpSPolicy, StaticTreePolicy,
+        ConfidenceThresholdPolicy,
+        HeuristicLengthPolicy,
+        LTDPolicy,
+        RadarPolicy,
+        ReSpSPolicy,
+        StaticTreePolicy,
     )
     from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 
@@ -450,7 +455,7 @@ def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
     options = dataclasses.replace(OPTIONS, compile=True, max_cache_len=1024)
     methods = build_methods(["plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"])
     assert list(methods) == ["stock", "plain-steps", "plain-steps+sized", "plain-steps+lookup+sized"]
-    for name, method in methods.items():
+    for method in methods.values():
         method.prepare(model, tokenizer, options)
     ids, long_ids = prompt(tokenizer), torch.zeros((1, 1000), dtype=torch.long)  # needs 2,048 slots
     shared = methods["plain-steps"].call_kwargs(ids)["past_key_values"]
@@ -500,7 +505,7 @@ def test_warm_up_of_a_sized_method_compiles_every_cache_length_a_call_can_take(b
         decoder = getattr(method, "base", method)  # +lookup decodes through the method it wraps
         decoder.generate = lambda ids, decoder=decoder, name=name: seen.append((name, cache_length(decoder, ids), ids.shape[1]))
     long_prompt = torch.ones((1, 900), dtype=torch.long)
-    for name, method in methods.items():
+    for method in methods.values():
         assert [len(calls) for calls in method.warm_up(long_prompt, calls=2)] == [2] * len(method.warm_up_lengths())
     sized = [(512, 352), (512, 352), (1024, 864), (1024, 864), (1408, 900), (1408, 900)]
     assert seen[:2] == [("stock", None, 900)] * 2  # stock decodes in generate's own cache

@@ -60,7 +60,10 @@ def test_shared_layers_never_recompute_a_token(target, share):
     feeds every node but the leaf while drafting, and the leaf at verification)."""
     drafter = make_drafter(target, online=False, share_cache=share)
     ids = prompt(9, seed=4)
-    run = lambda: target.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=CHAIN)
+
+    def run():
+        return target.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=drafter, assistant_policy=CHAIN)
+
     first = _rows_through(target.model.layers[0], run)
     stats = target.last_speculation
     deep = _rows_through(target.model.layers[EXIT_LAYER], run)

@@ -101,7 +101,7 @@ def test_draft_step_env_equals_replay_cycle(recording, verify_sizes):
             observations, terminated, rewards = [observation], False, []
             while not terminated:
                 assert env.action_masks().sum() == (2 if info["phase"] == "depth" else len(verify_sizes))
-                observation, reward, terminated, truncated, info = env.step(_agent(observations[-1]))
+                observation, reward, terminated, _, info = env.step(_agent(observations[-1]))
                 rewards.append(reward)
                 if not terminated:
                     observations.append(observation)

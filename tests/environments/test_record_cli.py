@@ -11,10 +11,16 @@ import torch
 from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.bench.conversation import turn_prompt_ids
-from hf_adaptive_spec.environments import ReplayRecording, load_recording, load_training_recording, record_replay
-from hf_adaptive_spec.environments import cli, record_prompts
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.environments import (
+    ReplayRecording,
+    cli,
+    load_recording,
+    load_training_recording,
+    record_prompts,
+    record_replay,
+)
 from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
 from hf_adaptive_spec.training.ltd import script as ltd_script

@@ -121,7 +121,7 @@ class _HubHandler(BaseHTTPRequestHandler):
     timeout = 10  # seconds a client may stall mid-request
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args: object) -> None:
         return None
 
     def do_GET(self) -> None:

@@ -21,12 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from artifacts import MLP_TYPE, TinyGRUPolicy, TinyMLPPolicy
 from huggingface_hub import HfApi
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from artifacts import MLP_TYPE, TinyGRUPolicy, TinyMLPPolicy
 from hf_adaptive_spec.drafters.dvi import DVIDrafter
 from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 from hf_adaptive_spec.hub import CardResult, render_card

@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
+from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve, cost_curve_mismatch
 from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
 from hf_adaptive_spec.policies import LTDPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from tiny_models import prompt, tiny_model
 
 SMALL = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
 EAGER_FP32 = {"device": "cpu", "dtype": "float32", "path": "eager"}

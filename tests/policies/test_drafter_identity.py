@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
+from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve
 from hf_adaptive_spec.core.drafter_identity import DrafterIdentity, drafter_mismatch, weights_digest
 from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
 EAGER_FP32 = {"device": "cpu", "dtype": "float32", "path": "eager"}
 

@@ -4,7 +4,6 @@ save/load, and PPO training on replayed generations."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import subprocess
@@ -17,11 +16,10 @@ from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.environments import record_replay
+from hf_adaptive_spec.environments import MultiReplayEnvironment, record_replay
 from hf_adaptive_spec.policies.resps import ACTION_GRIDS, ReSpSPolicy, action_grid
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
-from hf_adaptive_spec.environments import MultiReplayEnvironment
 from hf_adaptive_spec.training.resps import ReSpSConfig, ReSpSTrainer
 
 torch.set_num_threads(1)
@@ -322,7 +320,7 @@ def test_lookup_first_verifies_a_matched_chain_alone_live_and_in_replay(setup):
 
 
 def test_a_lookup_first_policy_needs_the_branch_and_is_compared_with_lookup_first_trees(setup, tmp_path):
-    target, prompts, recordings = setup
+    target, _, recordings = setup
     args = ReSpSConfig(output_dir=str(tmp_path), report_to=[], disable_tqdm=True)
     with pytest.raises(ValueError, match="lookup_first=True but the replay has no prompt-lookup branch"):
         ReSpSTrainer(_policy(target, lookup_first=True), args, environment=_environment(recordings))

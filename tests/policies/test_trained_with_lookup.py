@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import CostCurve
 from hf_adaptive_spec.policies import AutoDraftPolicy, LTDPolicy
 from hf_adaptive_spec.policies.base import lookup_mismatch
-from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
 
 EAGER_FP32 = CostCurve(device="cpu", dtype="float32", path="eager")
 
@@ -35,8 +35,8 @@ def test_the_engine_reports_a_call_with_another_prompt_lookup_branch():
     note = _speculation(model, drafter, policy).policy_lookup_mismatch
     assert note.startswith("LTDPolicy was trained with the 2-token prompt-lookup branch and this call runs with no "
                            "prompt-lookup branch")
-    assert "Pass prompt_lookup_num_tokens=2 to generate, or retrain the policy with --lookup_tokens 0 and without the settings "
-    "that need the branch." in note
+    assert ("Pass prompt_lookup_num_tokens=2 to generate, or retrain the policy with --lookup_tokens 0 and without the "
+            "settings that need the branch." in note)
     longer = _speculation(model, drafter, policy, prompt_lookup_num_tokens=3).policy_lookup_mismatch
     assert "this call runs with the 3-token prompt-lookup branch" in longer
     policy.mark_trained_on(EAGER_FP32, None, 0)  # trained without the branch, called with it

@@ -11,6 +11,7 @@ import torch
 from tiny_models import prompt, tiny_model
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.training.base import check_resume_settings
 from hf_adaptive_spec.training.eagle3 import (
     Eagle3Config,
     Eagle3Trainer,
@@ -21,7 +22,6 @@ from hf_adaptive_spec.training.eagle3 import (
     target_signature,
     ttt_loss,
 )
-from hf_adaptive_spec.training.base import check_resume_settings
 
 torch.set_num_threads(1)
 
@@ -164,7 +164,7 @@ def test_a_cache_written_for_another_target_or_other_layers_is_refused(setup, tm
         "a single weight value": _changed(target, lambda m: m.model.embed_tokens.weight[7, 1].add_(1e-3)),
         "the configuration": _changed(target, lambda m: setattr(m.config, "rms_norm_eps", 1e-3)),
     }
-    for what, other in others.items():
+    for other in others.values():
         with pytest.raises(ValueError, match="another target setup.*target.*new folder"):
             _cache(tmp_path, other, draft)
     with pytest.raises(ValueError, match="layer_ids"):

@@ -292,10 +292,10 @@ def test_compiled_loss_equals_the_plain_loss_and_keeps_what_recompute_keeps(setu
         feats, target_logits = features(ids, torch.ones_like(ids))
         batch = TTTBatch(ids, feats, target_logits, torch.ones_like(ids))
         (compiled, _, _), kept = _kept_by_shape(
-            lambda: ttt_loss(draft, batch, steps=3, compile_loss=True), vocabulary, draft
+            lambda: ttt_loss(draft, batch, steps=3, compile_loss=True), vocabulary, draft  # noqa: B023 (called here)
         )
         (plain, _, _), kept_recomputed = _kept_by_shape(
-            lambda: ttt_loss(draft, batch, steps=3, recompute_softmax=True), vocabulary, draft
+            lambda: ttt_loss(draft, batch, steps=3, recompute_softmax=True), vocabulary, draft  # noqa: B023
         )
         assert compiled_soft_cross_entropy_sum().failure is None  # compiled, not fallen back
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1

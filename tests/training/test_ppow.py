@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 from tiny_models import prompt, tiny_model
+from transformers import DynamicCache
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, build_draft_vocabulary, collate
 from hf_adaptive_spec.training.ppow import (
     PPOWConfig,
@@ -29,9 +31,7 @@ from hf_adaptive_spec.training.ppow import (
     window_rewards,
     window_starts,
 )
-from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.rl import group_relative_advantages
-from transformers import DynamicCache
 
 torch.set_num_threads(1)
 
@@ -257,7 +257,7 @@ def _post_train(target, supervised, tmp_path, steps=30):
 
 def test_ppow_raises_accepted_length_and_a_flipped_reward_does_not(peaky_target, supervised, tmp_path, monkeypatch):
     before = mean_accepted_length(supervised[0], peaky_target, supervised[1])
-    trainer, after = _post_train(peaky_target, supervised, tmp_path / "ppow")
+    _, after = _post_train(peaky_target, supervised, tmp_path / "ppow")
     import hf_adaptive_spec.training.ppow.trainer as trainer_module
 
     monkeypatch.setattr(trainer_module, "window_rewards", lambda *a, **k: -window_rewards(*a, **k))

@@ -16,6 +16,7 @@ from hf_adaptive_spec.training_data.regenerate import (
 )
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
+
 def generate_replies(model, tokenizer, prompts, config):
     """:func:`generate_reply_ids` with each reply decoded as regeneration writes its text."""
     replies, new_tokens, truncated = generate_reply_ids(model, tokenizer, prompts, config)

@@ -130,8 +130,8 @@ def test_select_subset_is_seeded_order_independent_and_nested() -> None:
     first = select_subset(pool, 20, seed=1)
     assert len(first) == 20
     assert first == select_subset(list(reversed(pool)), 20, seed=1)
-    assert set(c.id for c in first) < set(c.id for c in select_subset(pool, 30, seed=1))
-    assert set(c.id for c in first) != set(c.id for c in select_subset(pool, 20, seed=2))
+    assert {c.id for c in first} < {c.id for c in select_subset(pool, 30, seed=1)}
+    assert {c.id for c in first} != {c.id for c in select_subset(pool, 20, seed=2)}
 
 
 def test_select_subset_fills_up_with_kept_conversations_only() -> None:

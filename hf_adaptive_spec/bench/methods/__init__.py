@@ -19,10 +19,16 @@ from .eagle3 import Eagle3, Eagle3Candidate, Eagle3LookupFirst
 from .hf_assistant import HfAssistant
 from .hf_early_exit import HfEarlyExit
 from .hf_prompt_lookup import HfPromptLookup
-from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch, split_lookup
 from .learned_policies import (
-    Eagle3CandidatePolicy, Eagle3Confidence, Eagle3DefaultTree, Eagle3HeuristicLength, Eagle3LTD, Eagle3Radar, Eagle3ReSpS,
+    Eagle3CandidatePolicy,
+    Eagle3Confidence,
+    Eagle3DefaultTree,
+    Eagle3HeuristicLength,
+    Eagle3LTD,
+    Eagle3Radar,
+    Eagle3ReSpS,
 )
+from .lookup_branch import LOOKUP_SUFFIX, WithLookupBranch, split_lookup
 from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
 
@@ -103,9 +109,9 @@ def _tree_shape(shaped_name: str, method: BenchMethod) -> tuple[int, int, int]:
 
 
 __all__ = [
+    "FLOAT32_SUFFIX",
     "METHODS",
     "REFERENCE_METHOD",
-    "FLOAT32_SUFFIX",
     "SIZED_SUFFIX",
     "TREE_SHAPE_SEPARATOR",
     "BenchMethod",

@@ -16,7 +16,6 @@ from ..arguments import MethodOptions
 from ..errors import MethodUnavailableError
 from .tree import Tree
 
-
 #: one drafter object per (target, checkpoint) for every method of a run: with freezing, each drafter object compiles
 #: its own step graphs, and one per method ended a 13-method compiled Spec-Bench run at dynamo's graph limit
 _DRAFTERS: weakref.WeakKeyDictionary[PreTrainedModel, dict[str, Eagle3Drafter]] = weakref.WeakKeyDictionary()

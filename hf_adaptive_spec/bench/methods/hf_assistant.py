@@ -6,9 +6,9 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ...drafters import truncated_causal_lm
 from ..arguments import MethodOptions
 from .assistant_config import apply_assistant_knobs
-from ...drafters import truncated_causal_lm
 from .base import BenchMethod
 
 

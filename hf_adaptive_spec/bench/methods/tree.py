@@ -8,10 +8,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..arguments import MethodOptions
 from ...drafters import CausalLMDrafter
 from ...generation import enable
 from ...policies import StaticTreePolicy
+from ..arguments import MethodOptions
 from .base import BenchMethod, SpeculationStatsLike, new_token_ids
 
 

@@ -15,8 +15,8 @@ from ...hub.cards import render_card
 from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
-from ...hub.registry import load_hint, registered_class
 from ...hub.mixin import HubArtifactMixin
+from ...hub.registry import load_hint, registered_class
 from ...hub.weights import read_safetensors, resolve_safetensors
 from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
 

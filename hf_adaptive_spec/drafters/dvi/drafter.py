@@ -13,7 +13,7 @@ from ...core.attention import check_tree_attention_support, is_sliding_layer, tr
 from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import drop_tail
 from ...core.tree import DraftTree
-from ..base import DraftContext, DraftOutcome, Drafter
+from ..base import DraftContext, Drafter, DraftOutcome
 from ..causal_lm import truncated_causal_lm
 from ..static_shapes import StaticShapesMixin
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin

@@ -13,12 +13,12 @@ from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
 from ...core.tree import DraftTree
-from ..base import DraftContext, Drafter
 from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.errors import ArtifactTypeError
-from ...hub.registry import load_hint, registered_class
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
+from ...hub.registry import load_hint, registered_class
+from ..base import DraftContext, Drafter
 from ..static_shapes import StaticShapesMixin
 from .checkpoint import EAGLE3_ARTIFACT_TYPE, holds_causal_lm_weights, load_checkpoint, save_checkpoint
 from .modeling import Eagle3DraftModel

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..distributions import masked_categorical
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 from .features import (

@@ -22,8 +22,8 @@ from torch import nn
 from torch.distributions import Categorical
 from transformers import PretrainedConfig
 
-from ...core.tree import full_tree_size
 from ...core.features import default_aux_layer_ids
+from ...core.tree import full_tree_size
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting

@@ -12,7 +12,6 @@ from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
 from .ttt import check_target_temperature
 
-
 DEFAULT_DRAFT_VOCAB_SIZE = 8192
 
 

@@ -203,7 +203,7 @@ def _parse_index_line(line: str) -> dict | None:
 
 def _lock_folder(directory: Path):
     """An exclusive lock on ``directory`` held by the returned open file (released when it closes)."""
-    handle = open(directory / LOCK, "w")
+    handle = open(directory / LOCK, "w")  # noqa: SIM115 (the lock lives as long as the returned file)
     if fcntl is None:  # no flock (Windows): one process per folder is the user's to keep
         return handle
     try:

@@ -29,7 +29,6 @@ from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 
-
 #: the folder in ``output_dir`` a ``warmup_stable_decay`` run saves its stable point to
 STABLE_POINT_DIR = "stable"
 

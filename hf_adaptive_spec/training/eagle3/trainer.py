@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
 import torch
 from huggingface_hub import ModelCard
@@ -30,10 +31,10 @@ class Eagle3Trainer(SpecTrainer):
     the held-out learning curve so far (``heldout_curve.jsonl``).
     """
 
-    _tag_names = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
     _target_features_class = TargetFeatures
     _name = "EAGLE-3"
-    _paper = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
+    _paper: ClassVar[dict[str, str]] = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
 
     def __init__(
         self,

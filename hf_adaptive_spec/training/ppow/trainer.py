@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -83,9 +84,9 @@ class PPOWTrainer(Eagle3Trainer):
         **kwargs: :class:`Eagle3Trainer`'s (``dataset_name``, ``reproduce_command``, ``base_model``, ``Trainer``'s).
     """
 
-    _tag_names = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
+    _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
     _name = "PPOW"
-    _paper = {"title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"}
+    _paper: ClassVar[dict[str, str]] = {"title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"}
     _target_features_class = WindowVerifier
 
     def __init__(

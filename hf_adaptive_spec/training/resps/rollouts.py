@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ...environments import MultiReplayEnvironment
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ..rl import RolloutBatch, gae, minibatches
 from .config import ReSpSConfig
-from ...environments import MultiReplayEnvironment
 
 STATE_NAME = "resps_rollouts_{rank}.json"
 

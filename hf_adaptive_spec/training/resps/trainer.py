@@ -9,6 +9,7 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import Trainer
 
+from ...environments import MultiReplayEnvironment
 from ...hub.location import ArtifactLocation
 from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
@@ -17,7 +18,6 @@ from ...policies.static import static_tree_policy
 from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
-from ...environments import MultiReplayEnvironment
 from .rollouts import ReplayRollouts
 
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
