@@ -52,8 +52,8 @@ def main() -> None:
         stats = out.speculation
         total += stats.compile_time
         print(f"prompt of {ids.shape[1]:3d} tokens: call {time.perf_counter() - start:6.1f} s, of which compiling "
-              f"{stats.compile_time:6.1f} s (compiled={stats.compiled}, packaged={stats.packaged}, cache={stats.cache})",
-              flush=True)
+              f"{stats.compile_time:6.1f} s (compiled={stats.compiled}, packaged={stats.packaged}, "
+              f"cache={stats.cache})", flush=True)
     packages = path.packaged_forward
     built = f"; packages built {packages.built}, loaded from disk {packages.loaded}" if packages is not None else ""
     print(f"compiling in all: {total:.1f} s{built}")

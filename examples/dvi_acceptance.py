@@ -9,7 +9,8 @@ layer by measurement (train a head per layer) or for comparing trained adapters.
 
 With ``--exit-layers``, for each exit layer k it trains a fresh LoRA head with ``DVITrainer`` (replay rollout, chains of
 ``--train-depth``, one update per prompt, the default KL→RL schedule) on the first
-``--train-prompts`` target-answered conversations, freezes it; with ``--adapters`` it loads each saved adapter (frozen). Then it
+``--train-prompts`` target-answered conversations, freezes it; with ``--adapters`` it loads each saved adapter
+(frozen). Then it
 
 * replays greedy chains of each depth d over the held-out answers: τ(k, d), tokens per target
   forward (exact for greedy decoding when the answers are the target's greedy output);
@@ -77,7 +78,9 @@ def seconds_per_stock_token(model, prompts, max_new_tokens: int) -> float:
     for ids in prompts:
         prompt = torch.tensor([ids])
         start = time.perf_counter()
-        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new_tokens, do_sample=False)
+        out = model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new_tokens, do_sample=False
+        )
         total += time.perf_counter() - start
         tokens += out.shape[1] - prompt.shape[1]
     return total / tokens
@@ -104,7 +107,11 @@ def main() -> None:
     torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
     hfas.enable(model)
-    train = load_completions(tokenizer, args.completions, args.train_prompts, args.max_prompt_tokens) if args.exit_layers else []
+    train = (
+        load_completions(tokenizer, args.completions, args.train_prompts, args.max_prompt_tokens)
+        if args.exit_layers
+        else []
+    )
     held_out = load_completions(tokenizer, args.held_out, args.held_out_prompts, args.max_prompt_tokens)
     timing_prompts = [record["input_ids"] for record in held_out[: args.timing_prompts]]
     eos = [tokenizer.eos_token_id]
@@ -120,14 +127,21 @@ def main() -> None:
         else:
             drafter = DVIDrafter.from_pretrained(name, target=model)
         train_seconds = time.perf_counter() - started
-        label, exit_layer = (f"trained on {len(train)} prompts", name) if args.exit_layers else (name, drafter.exit_layer)
+        if args.exit_layers:
+            label, exit_layer = f"trained on {len(train)} prompts", name
+        else:
+            label, exit_layer = name, drafter.exit_layer
         for depth in args.depths:
             tau, first = held_out_tau(model, drafter, held_out, depth, args.max_new_tokens, eos)
             cycle = seconds_per_cycle(model, drafter, timing_prompts, depth, args.timing_new_tokens)
             speedup = tau * stock_token / cycle
-            rows.append({"drafter": label, "exit_layer": exit_layer, "depth": depth, "tau": tau, "first_draft_acceptance": first,
-                         "seconds_per_cycle": cycle, "modelled_speedup": speedup, "train_seconds": train_seconds if args.exit_layers else None})
-            print(f"| {label} | {exit_layer} | {depth} | {tau:.3f} | {first:.3f} | {1000 * cycle:.1f} | {speedup:.2f}x |", flush=True)
+            rows.append({
+                "drafter": label, "exit_layer": exit_layer, "depth": depth, "tau": tau, "first_draft_acceptance": first,
+                "seconds_per_cycle": cycle, "modelled_speedup": speedup,
+                "train_seconds": train_seconds if args.exit_layers else None,
+            })
+            print(f"| {label} | {exit_layer} | {depth} | {tau:.3f} | {first:.3f} | {1000 * cycle:.1f} "
+                  f"| {speedup:.2f}x |", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"args": vars(args), "seconds_per_stock_token": stock_token, "rows": rows}, handle, indent=1)

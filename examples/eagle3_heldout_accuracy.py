@@ -38,9 +38,11 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
         point = held_out.point(draft, step=0, input_tokens_seen=0)
         depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
         copying = " / ".join(f"{a:.4f}" for a in point.copy_step_accuracy)
-        print(f"{name}{label}: first-draft acceptance {point.first_draft_acceptance:.4f} ({point.in_vocabulary_acceptance:.4f} of "
+        print(f"{name}{label}: first-draft acceptance {point.first_draft_acceptance:.4f} "
+              f"({point.in_vocabulary_acceptance:.4f} of "
               f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
-              f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), {point.positions} positions; "
+              f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), "
+              f"{point.positions} positions; "
               f"on the {point.copy_share:.3f} a prompt lookup would copy, by depth {copying}",
               flush=True)
 
@@ -53,8 +55,12 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--num-threads", type=int, default=None)
-    parser.add_argument("--widen-to", type=int, nargs="*", default=[], help="also measure at these draft vocabulary sizes")
-    parser.add_argument("--vocabulary-from", nargs="*", default=[], help="JSONL conversations whose frequent tokens widen it")
+    parser.add_argument(
+        "--widen-to", type=int, nargs="*", default=[], help="also measure at these draft vocabulary sizes"
+    )
+    parser.add_argument(
+        "--vocabulary-from", nargs="*", default=[], help="JSONL conversations whose frequent tokens widen it"
+    )
     args = parser.parse_args()
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
@@ -66,7 +72,8 @@ def main() -> None:
     samples = [s for path in args.vocabulary_from for s in load_samples(tokenizer, path, 1024)]
     for size in args.widen_to:
         vocabulary = build_draft_vocabulary(samples, size, model.config.vocab_size, keep=draft.draft_to_target())
-        measure(model, tokenizer, widen_vocabulary(draft, model, vocabulary).eval(), args.set, args, f"widened to {size}, ")
+        widened = widen_vocabulary(draft, model, vocabulary).eval()
+        measure(model, tokenizer, widened, args.set, args, f"widened to {size}, ")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """τ of EAGLE-3 drafters on held-out conversations, offline: chains of W tokens drafted at many
 prefixes of conversations the target answered itself, verified by the target in one forward.
 
-    python examples/eagle3_window_acceptance.py --checkpoints hf_adaptive_spec/checkpoints/eagle3-smollm2-135m-instruct \
+    python examples/eagle3_window_acceptance.py \
+        --checkpoints hf_adaptive_spec/checkpoints/eagle3-smollm2-135m-instruct \
         --dataset artifacts/eagle3_heldout_regenerated.jsonl --temperatures 0 1
 
 For each drafter and temperature it prints τ(d) = 1 + mean(min(L, d)), the tokens per target
@@ -45,7 +46,9 @@ from hf_adaptive_spec.training.ppow import (
 
 
 @torch.no_grad()
-def window_acceptance(draft, verifier, samples, window_size, temperature, num_prefixes, group_size, seed=0) -> torch.Tensor:
+def window_acceptance(
+    draft, verifier, samples, window_size, temperature, num_prefixes, group_size, seed=0
+) -> torch.Tensor:
     """Accepted lengths of windows at ``num_prefixes`` random eligible prefixes of each conversation."""
     generator = torch.Generator().manual_seed(seed)
     lengths = []
@@ -81,7 +84,10 @@ def bench_samples(path: str, tokenizer) -> dict[str, list[dict[str, list[int]]]]
         for turn in record["turns"]:
             prompt = turn_prompt_ids(tokenizer, question.turns, answers)[0].tolist()
             groups[record["category"]].append(
-                {"input_ids": prompt + turn["output_ids"], "loss_mask": [0] * len(prompt) + [1] * len(turn["output_ids"])}
+                {
+                    "input_ids": prompt + turn["output_ids"],
+                    "loss_mask": [0] * len(prompt) + [1] * len(turn["output_ids"]),
+                }
             )
             answers.append(turn["output_ids"])
     return dict(groups)
@@ -107,13 +113,16 @@ def main() -> None:
         else {"all": load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)}
     )
     profile = HardwareProfile.load(args.profile) if args.profile else None
-    print(f"{sum(map(len, groups.values()))} conversations, windows of {args.window_size}, {args.prefixes} prefixes each")
+    print(f"{sum(map(len, groups.values()))} conversations, windows of {args.window_size}, "
+          f"{args.prefixes} prefixes each")
     for checkpoint in args.checkpoints or [hfas.shipped_checkpoint("eagle3")]:
         draft = Eagle3DraftModel.from_pretrained(checkpoint, target=model).float().eval()
         verifier = WindowVerifier(model, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
         for temperature in args.temperatures:
             lengths = {
-                name: window_acceptance(draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size)
+                name: window_acceptance(
+                    draft, verifier, samples, args.window_size, temperature, args.prefixes, args.group_size
+                )
                 for name, samples in groups.items()
             }
             if len(lengths) > 1:
@@ -127,7 +136,8 @@ def main() -> None:
                     tau * profile.verify_time(1) / (profile.verify_time(depth + 1) + depth * profile.draft_step_seconds)
                     for depth, tau in enumerate(taus, start=1)
                 ]
-                print("    modelled chain speedup by depth (all): " + " ".join(f"{s:.2f}" for s in speedups), flush=True)
+                print("    modelled chain speedup by depth (all): " + " ".join(f"{s:.2f}" for s in speedups),
+                      flush=True)
 
 if __name__ == "__main__":
     main()

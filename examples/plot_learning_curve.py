@@ -36,8 +36,13 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
     figure, (acceptance, tau) = plt.subplots(1, 2, figsize=(11, 4))
     for label, points in curves.items():
         tokens = [p.input_tokens_seen / 1e6 for p in points]
-        acceptance.plot(tokens, [p.in_vocabulary_acceptance for p in points], marker="o", label=f"{label}, tokens in the draft vocabulary")
-        counted = [(t, p.first_draft_acceptance) for t, p in zip(tokens, points) if p.first_draft_acceptance is not None]
+        acceptance.plot(
+            tokens, [p.in_vocabulary_acceptance for p in points], marker="o",
+            label=f"{label}, tokens in the draft vocabulary",
+        )
+        counted = [
+            (t, p.first_draft_acceptance) for t, p in zip(tokens, points) if p.first_draft_acceptance is not None
+        ]
         if counted:
             acceptance.plot(*zip(*counted), marker="s", linestyle="--", label=f"{label}, every token")
         tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=f"{label}, every position")
@@ -59,8 +64,8 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     lines = [
-        "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary | accuracy by depth | chain τ "
-        "| decoding τ | copyable tokens: share, accuracy by depth | target dtype |",
+        "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary "
+        "| accuracy by depth | chain τ | decoding τ | copyable tokens: share, accuracy by depth | target dtype |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, points in curves.items():
@@ -68,20 +73,26 @@ def table(curves: dict[str, list[HeldOutPoint]]) -> str:
             depths = " / ".join(f"{a:.3f}" for a in p.step_accuracy)
             every = "–" if p.first_draft_acceptance is None else f"{p.first_draft_acceptance:.3f}"
             walked = "–" if p.decoding_tau is None else f"{p.decoding_tau:.3f}"
-            copying = "–" if p.copy_share is None else f"{p.copy_share:.3f}: " + " / ".join(f"{a:.3f}" for a in p.copy_step_accuracy)
-            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} | {depths} "
-                         f"| {p.chain_tau:.3f} | {walked} | {copying} | {p.measured_in} |")
+            copying = "–" if p.copy_share is None else (
+                f"{p.copy_share:.3f}: " + " / ".join(f"{a:.3f}" for a in p.copy_step_accuracy)
+            )
+            lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} "
+                         f"| {depths} | {p.chain_tau:.3f} | {walked} | {copying} | {p.measured_in} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--curve", action="append", required=True, help="LABEL=FOLDER holding heldout_curve.jsonl, or LABEL=a curve file")
+    parser.add_argument(
+        "--curve", action="append", required=True,
+        help="LABEL=FOLDER holding heldout_curve.jsonl, or LABEL=a curve file",
+    )
     parser.add_argument("--reference", type=float, default=None, help="a first-draft acceptance to draw as a line")
     parser.add_argument("--reference-label", default="shipped drafter", help="the line's legend (e.g. 'target 0.55')")
     parser.add_argument(
         "--from-step", type=int, default=0,
-        help="draw only points at or after this lineage step (a stage's curve file holds its whole lineage from step 0)",
+        help="draw only points at or after this lineage step (a stage's curve file holds its whole lineage from "
+        "step 0)",
     )
     parser.add_argument(
         "--output", required=True, help="path without extension: writes OUTPUT.png and OUTPUT.md (folders created)"
@@ -92,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
         label, _, folder = spec.partition("=")
         points = [p for p in read_curve(folder) if p.step >= args.from_step]
         if not points:
-            parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} (train with --heldout_path).")
+            parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} "
+                         "(train with --heldout_path).")
         curves[label] = points
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     plot(curves, args.reference, args.output + ".png", args.reference_label)

@@ -36,7 +36,9 @@ def one_cycle(policy, state: CycleState, levels: list[torch.Tensor]) -> None:
     drafted = []
     for depth, scores in enumerate(levels[: config.depth], 1):
         drafted.append(scores)
-        if depth == config.depth or not policy.continue_drafting(DraftStepInfo(depth, state.context_length, scores, config)):
+        if depth == config.depth or not policy.continue_drafting(
+            DraftStepInfo(depth, state.context_length, scores, config)
+        ):
             break
     depths = torch.cat([torch.full((s.numel(),), d) for d, s in enumerate(drafted, 1)])
     verified = policy.num_tokens_to_verify(VerifySizeInfo(state.context_length, torch.cat(drafted), depths, config))
@@ -50,7 +52,9 @@ def main() -> None:
     parser.add_argument("--num-threads", type=int, default=2)
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--hidden-size", type=int, default=576, help="the target's hidden size (Re-SpS reads its states)")
+    parser.add_argument(
+        "--hidden-size", type=int, default=576, help="the target's hidden size (Re-SpS reads its states)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.num_threads)
     policy = AutoDraftPolicy.from_pretrained(args.policy)
@@ -65,7 +69,8 @@ def main() -> None:
             for number, levels in enumerate(cycles):
                 one_cycle(policy, CycleState(200 + number, features), levels)
             timings.append((time.perf_counter() - start) / len(cycles) * 1e6)
-    print(f"{type(policy).__name__} ({args.policy}): {statistics.median(timings[1:]):.0f} us per cycle (median of {args.repeats}; "
+    print(f"{type(policy).__name__} ({args.policy}): {statistics.median(timings[1:]):.0f} us per cycle "
+          f"(median of {args.repeats}; "
           f"each {', '.join(f'{t:.0f}' for t in timings[1:])})")
 
 

@@ -54,12 +54,16 @@ def fit_verify_seconds(turns: list[dict], min_cycles: int, size_of=lambda size: 
     seen = Counter(size_of(size) for turn in turns for size in turn["verified_tokens"])
     sizes = sorted(size for size, count in seen.items() if count >= min_cycles)
     turns = [turn for turn in turns if {size_of(size) for size in turn["verified_tokens"]} <= set(sizes)]
-    counts = np.array([[Counter(map(size_of, turn["verified_tokens"]))[size] for size in sizes] for turn in turns], dtype=float)
+    counts = np.array(
+        [[Counter(map(size_of, turn["verified_tokens"]))[size] for size in sizes] for turn in turns], dtype=float
+    )
     seconds = np.linalg.lstsq(counts, np.array([turn["verify_time"] for turn in turns]), rcond=None)[0]
     return sizes, [float(s) for s in seconds]
 
 
-def fill_unfitted_sizes(measured: HardwareProfile, sizes: list[int], seconds: list[float]) -> tuple[list[int], list[float]]:
+def fill_unfitted_sizes(
+    measured: HardwareProfile, sizes: list[int], seconds: list[float]
+) -> tuple[list[int], list[float]]:
     """Fitted sizes plus every other size of ``measured``, scaled like its nearest fitted size."""
     fitted = dict(zip(sizes, seconds))
     own = dict(zip(measured.verify_tokens, measured.verify_seconds))
@@ -74,7 +78,8 @@ def fill_unfitted_sizes(measured: HardwareProfile, sizes: list[int], seconds: li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", required=True, nargs="+",
-                        help="bench JSON (--json of hf-adaptive-spec bench) or progress JSONL; several with --curve linear")
+                        help="bench JSON (--json of hf-adaptive-spec bench) or progress JSONL; several with "
+                        "--curve linear")
     parser.add_argument("--like", required=True, help="a HardwareProfile to copy the other fields from")
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
     parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
@@ -99,21 +104,25 @@ def main() -> None:
     turns = fitted_turns(bench, bucketed=bool(measured.buckets))
     draft, drafted_by = draft_step_seconds(turns)
     if measured.buckets:
-        profile = bucketed_profile(measured, turns, args.min_cycles, draft, bench["settings"]["options"]["max_cache_len"])
+        cache_slots = bench["settings"]["options"]["max_cache_len"]
+        profile = bucketed_profile(measured, turns, args.min_cycles, draft, cache_slots)
     else:
         sizes, seconds = fit_verify_seconds(turns, args.min_cycles)
-        print(f"{len(turns)} speculative turns; " + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+        print(f"{len(turns)} speculative turns; "
+              + ", ".join(f"verify {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
         sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
         profile = replace(  # context_length 0: fitted over the run's contexts, not measured at one
             measured, context_length=0, verify_tokens=sizes, verify_seconds=seconds, draft_step_seconds=draft
         )
-        print("with the other measured sizes scaled: " + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+        print("with the other measured sizes scaled: "
+              + ", ".join(f"{n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     profile.save(args.output)
     print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
 
 
 def load_records(path: str | Path) -> list[dict]:
-    """A run's per-question records: a bench JSON's ``records`` or a progress file's lines (its settings line left out)."""
+    """A run's per-question records: a bench JSON's ``records`` or a progress file's lines (its settings line left
+    out)."""
     text = Path(path).read_text(encoding="utf-8")
     if str(path).endswith(".jsonl"):
         return [record for record in map(json.loads, text.splitlines()) if "method" in record]
@@ -155,7 +164,8 @@ def linear_profile(measured: HardwareProfile, turns: list[dict]) -> HardwareProf
     and 1 and 2 (the curve's corners, so that interpolating between them is the fit). Refuses a fit that is not
     monotone (a negative b or c) or a profile with buckets (the static path's cost is a step per bucket)."""
     if measured.buckets:
-        raise ValueError("--curve linear fits the eager path; a profile with buckets is fitted per bucket (--curve per-size).")
+        raise ValueError("--curve linear fits the eager path; a profile with buckets is fitted per bucket "
+                         "(--curve per-size).")
     a, b, c = fit_linear_curve(turns)
     print(f"{len(turns)} turns, {sum(len(t['verified_tokens']) for t in turns)} cycles; in stock's time per token: "
           f"f(1) = {a:.3f}, f(n >= 2) = {a + b:.3f} + {c:.4f} (n - 2)")
@@ -174,8 +184,8 @@ def cycle_curve(turns: list[dict], min_cycles: int) -> tuple[list[int], list[flo
     by_size: dict[int, list[float]] = defaultdict(list)
     for turn in turns:
         if turn.get("verify_times") is None:
-            raise ValueError("--curve per-cycle needs each cycle's verify seconds (verify_times), which bench runs keep "
-                             "since 2026-12-02: bench again, or fit older runs with --curve linear.")
+            raise ValueError("--curve per-cycle needs each cycle's verify seconds (verify_times), which bench runs "
+                             "keep since 2026-12-02: bench again, or fit older runs with --curve linear.")
         for size, seconds in zip(turn["verified_tokens"], turn["verify_times"], strict=True):
             by_size[size].append(seconds / turn["stock_seconds_per_token"])
     sizes = sorted(size for size, cycles in by_size.items() if len(cycles) >= min_cycles)
@@ -186,12 +196,15 @@ def per_cycle_profile(measured: HardwareProfile, turns: list[dict], min_cycles: 
     """``measured`` with the cycles' own verification curve (:func:`cycle_curve`) at its one-token time, its sizes
     the runs verified too rarely scaled like the nearest fitted size, then made non-decreasing in size."""
     if measured.buckets:
-        raise ValueError("--curve per-cycle fits the eager path; a profile with buckets is fitted per bucket (--curve per-size).")
+        raise ValueError("--curve per-cycle fits the eager path; a profile with buckets is fitted per bucket "
+                         "(--curve per-size).")
     sizes, units = cycle_curve(turns, min_cycles)
     if not sizes or sizes[0] != 1:
         raise ValueError(f"The runs verified one token alone in fewer than {min_cycles} cycles, which sets the curve's "
-                         "scale: add a method that verifies the root alone (e.g. a policy that skips), or lower --min-cycles.")
-    print(f"{len(turns)} turns; per cycle in one-token cycles: " + ", ".join(f"{n}: {u / units[0]:.3f}" for n, u in zip(sizes, units)))
+                         "scale: add a method that verifies the root alone (e.g. a policy that skips), or lower "
+                         "--min-cycles.")
+    print(f"{len(turns)} turns; per cycle in one-token cycles: "
+          + ", ".join(f"{n}: {u / units[0]:.3f}" for n, u in zip(sizes, units)))
     seconds = [measured.verify_time(1) * unit / units[0] for unit in units]
     sizes, seconds = fill_unfitted_sizes(measured, sizes, seconds)
     seconds = monotone_seconds(seconds)
@@ -209,8 +222,9 @@ def fitted_turns(bench: dict, bucketed: bool) -> list[dict]:
 
 
 def draft_step_seconds(turns: list[dict]) -> tuple[float, str]:
-    """Drafting seconds per draft level: from the turns that drafted one level per cycle (if enough did), else from all turns
-    (per level of the verified trees, which a bench keeps: a pruned level's drafting is spread over the others)."""
+    """Drafting seconds per draft level: from the turns that drafted one level per cycle (if enough did), else from all
+    turns (per level of the verified trees, which a bench keeps: a pruned level's drafting is spread over the
+    others)."""
     one_level = [turn for turn in turns if set(turn["draft_depths"]) == {1}]  # every cycle drafted one level
     chosen = one_level if len(one_level) >= MIN_ONE_LEVEL_TURNS else turns
     levels = sum(sum(turn["draft_depths"]) for turn in chosen)  # a bench keeps the verified trees' depths
@@ -225,14 +239,16 @@ def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: i
     """``measured`` with each bucket's fitted cycle time as its ``bucket_seconds``; a bucket the run verified too
     rarely keeps ``measured``'s time scaled like the nearest fitted bucket (it was timed in another cache)."""
     sizes, seconds = fit_verify_seconds(turns, min_cycles, measured.bucket_for)
-    print(f"{len(turns)} speculative turns; " + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
+    print(f"{len(turns)} speculative turns; "
+          + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
     if not sizes:
         raise ValueError(f"No bucket was verified in {min_cycles} cycles: lower --min-cycles or bench longer.")
     filled = dict(zip(*fill_unfitted_sizes(measured, sizes, seconds)))
     bucket_seconds = [filled[bucket] for bucket in measured.buckets]
     unfitted = [bucket for bucket in measured.buckets if bucket not in sizes]
     if unfitted:
-        print(f"buckets {unfitted} verified in fewer than {min_cycles} cycles: --like's times scaled like the nearest fitted")
+        print(f"buckets {unfitted} verified in fewer than {min_cycles} cycles: --like's times scaled like the "
+              "nearest fitted")
     return replace(measured, context_length=0, bucket_seconds=bucket_seconds, draft_step_seconds=draft,
                    cache_slots=cache_slots, recommendation=None)
 

@@ -114,7 +114,9 @@ def main() -> None:
                           compile_config=compile_config)
 
     def speculative(ids):
-        return _timed(model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, **speculation, **fast_path)
+        return _timed(
+            model, ids, max_new_tokens=args.max_new_tokens, assistant_model=drafter, **speculation, **fast_path
+        )
 
     peer = "stock-eager" if args.eager else "stock-compiled"  # in --dtype, the cache and compilation of speculative
     totals = {"stock": 0.0, peer: 0.0, "speculative": 0.0}
@@ -125,7 +127,8 @@ def main() -> None:
             start = time.perf_counter()
             stock_compiled(ids)
             speculative(ids)
-            print(f"warmed up{'' if args.eager else ' (compiling the fast path)'} in {time.perf_counter() - start:.0f} s\n")
+            compiling = "" if args.eager else " (compiling the fast path)"
+            print(f"warmed up{compiling} in {time.perf_counter() - start:.0f} s\n")
         ref_tokens, ref_seconds, _ = _timed(reference, ids, max_new_tokens=args.max_new_tokens)
         runs = {peer: stock_compiled(ids), "speculative": speculative(ids)}
         totals["stock"] += ref_seconds

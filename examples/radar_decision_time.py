@@ -49,7 +49,9 @@ def main() -> None:
     steps = random_cycle(3.0)
     for _ in range(5):
         timings = {}
-        for name, decide in (("forward (nn.LSTM)", forward_step), ("continue_drafting (cell)", policy.continue_drafting)):
+        for name, decide in (
+            ("forward (nn.LSTM)", forward_step), ("continue_drafting (cell)", policy.continue_drafting)
+        ):
             start = time.perf_counter()
             for _ in range(args.cycles):
                 cycle(decide, steps)

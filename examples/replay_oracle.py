@@ -120,7 +120,9 @@ def main() -> None:
         for p in range(environment.num_prompts)
     ]
     for label, allowed in choices.items():
-        seconds = sum(least_seconds(outcomes, positions, allowed, profile, length) for outcomes, positions, length in per_prompt)
+        seconds = sum(
+            least_seconds(outcomes, positions, allowed, profile, length) for outcomes, positions, length in per_prompt
+        )
         print(f"| {label} | {tokens / seconds:.2f} | {tokens / seconds / static.tokens_per_second:.3f}x |")
 
 

@@ -77,7 +77,9 @@ def target_state(environment: ReplayEnvironment, prompt: int) -> np.ndarray:
     trees = environment.recording.prompts[prompt]
     if not trees[0].features:
         raise ValueError("The recording holds no target features: record it with --feature-layers.")
-    return np.stack([np.concatenate([tree.features[layer].float().numpy() for layer in sorted(tree.features)]) for tree in trees])
+    return np.stack(
+        [np.concatenate([tree.features[layer].float().numpy() for layer in sorted(tree.features)]) for tree in trees]
+    )
 
 
 def lookup_features(environment: ReplayEnvironment, prompt: int, after_drafting: bool) -> np.ndarray:
@@ -291,7 +293,9 @@ def main() -> None:
         help="the rule predicting each shape's tokens: linear (ridge) or a small MLP (nonlinear)",
     )
     parser.add_argument("--after-level", type=int, default=1, help="choose after drafting this many levels (0: before)")
-    parser.add_argument("--with-history", action="store_true", help="add the previous positions' acceptance to the features")
+    parser.add_argument(
+        "--with-history", action="store_true", help="add the previous positions' acceptance to the features"
+    )
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     parser.add_argument(
         "--target-state-components", type=int, default=0,
@@ -324,7 +328,8 @@ def main() -> None:
         "plain step or any recorded shape": names,
     }
     print(f"{environment.num_prompts} prompts; {baseline} {args.static}: {static:.2f} tokens/s (modelled)")
-    print(f"| choice after seeing {args.after_level} level(s) of drafts | tokens/s | vs {baseline} | cycles per choice |")
+    print(f"| choice after seeing {args.after_level} level(s) of drafts | tokens/s | vs {baseline} "
+          "| cycles per choice |")
     print("|---|---|---|---|")
     looked_at = outcomes.looked_at(args.after_level)  # a shallower shape still pays the levels looked at
     for label, allowed in choices.items():

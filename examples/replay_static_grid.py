@@ -41,8 +41,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for tree in ranked[: args.top]:
         drafted = "where lookup missed" if tree.lookup_first else ("every cycle" if tree.depth else "never")
-        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.lookup_tokens} | {drafted} | {tree.tau:.2f} "
-              f"| {tree.tokens_per_second:.1f} | {tree.tokens_per_second / one_token:.2f}× |")
+        print(f"| {tree.depth} | {tree.top_k} | {tree.total_tokens} | {tree.lookup_tokens} | {drafted} "
+              f"| {tree.tau:.2f} | {tree.tokens_per_second:.1f} | {tree.tokens_per_second / one_token:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def parse() -> argparse.Namespace:
     p.add_argument(
         "--profiles",
         nargs="+",
-        default=["artifacts/policy_logs/profile_from_bench_policies_specbench130_epyc.json", "artifacts/replay/profile.json"],
+        default=[
+            "artifacts/policy_logs/profile_from_bench_policies_specbench130_epyc.json", "artifacts/replay/profile.json"
+        ],
     )
     p.add_argument("--intervals", nargs="+", type=int, default=[1, 2, 5, 10, 30])
     p.add_argument("--num-eval-prompts", type=int, default=4, help="the recipe's num_eval_prompts: the last N prompts")

@@ -62,12 +62,17 @@ def main() -> None:
     shapes = args.shapes or [(d, 1, d + 1) for d in CHAIN_DEPTHS] + list(itertools.product(*TREES.values()))
     lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
     prompts = [json.loads(line)["turns"][0] for line in lines[: args.questions]]
-    totals = {shape: [0, 0.0, 0, 0, 0] for shape in [None, *shapes]}  # tokens, seconds, cycles, identical, emitted in cycles
+    # per shape: tokens, seconds, cycles, identical, emitted in cycles
+    totals = {shape: [0, 0.0, 0, 0, 0] for shape in [None, *shapes]}
     for text in prompts:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
         reference = None
         for shape in [None, *shapes]:
-            kwargs = {} if shape is None else {"assistant_model": drafter, "assistant_policy": hfas.StaticTreePolicy(*shape)}
+            kwargs = {}
+            if shape is not None:
+                kwargs = {"assistant_model": drafter, "assistant_policy": hfas.StaticTreePolicy(*shape)}
             if shape is not None and args.lookup_tokens:
                 kwargs["prompt_lookup_num_tokens"] = args.lookup_tokens
             kwargs.update(fast)

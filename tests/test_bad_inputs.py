@@ -173,7 +173,8 @@ GENERATE = {
         ValueError, "_FeatureReadingDrafter reads the target's hidden states .* holding 3 tokens.*continue_after",
     ),
     "policy-top-k-zero": BadInput(
-        lambda m, t: _generate(m, assistant_policy=_BadConfigPolicy()), ValueError, "TreeConfig.top_k must be an int >= 1"
+        lambda m, t: _generate(m, assistant_policy=_BadConfigPolicy()), ValueError,
+        "TreeConfig.top_k must be an int >= 1",
     ),
     "policy-config-not-a-tree-config": BadInput(
         lambda m, t: _generate(m, assistant_policy=_NotAConfigPolicy()), ValueError,
@@ -222,7 +223,8 @@ GENERATE = {
     ),
     "inputs-embeds": BadInput(
         lambda m, t: m.generate(inputs_embeds=m.get_input_embeddings()(prompt(5)), max_new_tokens=4,
-                                assistant_model=hfas.CausalLMDrafter(m), assistant_policy=hfas.StaticTreePolicy.chain(2)),
+                                assistant_model=hfas.CausalLMDrafter(m),
+                                assistant_policy=hfas.StaticTreePolicy.chain(2)),
         ValueError, "needs input_ids, not inputs_embeds",
     ),
     "output-attentions": BadInput(
@@ -235,7 +237,8 @@ GENERATE = {
     ),
     "num-return-sequences": BadInput(
         lambda m, t: m.generate(prompt(5), max_new_tokens=4, num_return_sequences=2, do_sample=True,
-                                assistant_model=hfas.CausalLMDrafter(m), assistant_policy=hfas.StaticTreePolicy.chain(2)),
+                                assistant_model=hfas.CausalLMDrafter(m),
+                                assistant_policy=hfas.StaticTreePolicy.chain(2)),
         ValueError, r"returns one sequence per call \(num_return_sequences=2\): call generate once per sequence",
     ),
     "prompt-lookup-with-a-cache-sharing-drafter": BadInput(
@@ -284,14 +287,16 @@ GENERATE = {
     ),
     "eagle3-drafter-loaded-with-a-dtype": BadInput(
         _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError,
-        r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'ignore_target_mismatch', 'target'\].*after loading",
+        r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'ignore_target_mismatch', 'target'\]"
+        r".*after loading",
     ),
     "eagle3-drafter-loaded-with-its-own-saved-dtype": BadInput(  # equal to config.json's, and still not obeyed
         _load_saved_drafter("eagle3", torch_dtype="float32", ignore_target_mismatch=False), TypeError,
         r"does not take \['torch_dtype'\]",
     ),
     "dvi-drafter-loaded-with-another-exit-layer": BadInput(
-        _load_saved_drafter("dvi", exit_layer=1), TypeError, r"DVIDrafter.from_pretrained does not take \['exit_layer'\]",
+        _load_saved_drafter("dvi", exit_layer=1), TypeError,
+        r"DVIDrafter.from_pretrained does not take \['exit_layer'\]",
     ),
     "bare-eagle3-network-as-assistant-model": BadInput(
         lambda m, t: _generate(m, assistant_model=Eagle3DraftModel.from_target(m)), ValueError,
@@ -384,7 +389,8 @@ FOLDERS = {
         r"\(DVIDrafter\), which is not a DraftPolicy.*Load it with DVIDrafter.from_pretrained\(path, target=model\)",
     ),
     "legacy-dvi-adapter-given-as-a-policy": BadInput(
-        _legacy_dvi_adapter_as_policy, ArtifactTypeError, r"has no 'config.json': it is a DVI adapter: load it with DVIDrafter"
+        _legacy_dvi_adapter_as_policy, ArtifactTypeError,
+        r"has no 'config.json': it is a DVI adapter: load it with DVIDrafter",
     ),
     "eagle3-drafter-given-as-a-policy": BadInput(
         _eagle3_as_policy, ArtifactTypeError, r"not an hf-adaptive-spec artifact; it looks like an EAGLE-3 drafter"
@@ -481,7 +487,8 @@ def test_a_huge_top_k_drafts_no_more_than_total_tokens_can_verify(llama):
     past total_tokens - 1 are never verified, so they are not drafted; the tokens stay stock's."""
     policy = hfas.StaticTreePolicy(depth=4, top_k=10**6, total_tokens=8)
     drafter = _FrontierLimit(tiny_model("llama", seed=1))
-    out = llama.generate(prompt(6), max_new_tokens=12, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+    out = llama.generate(prompt(6), max_new_tokens=12, do_sample=False, assistant_model=drafter,
+                         assistant_policy=policy)
     assert torch.equal(out, llama.generate(prompt(6), max_new_tokens=12, do_sample=False))
 
 

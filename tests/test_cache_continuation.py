@@ -18,7 +18,8 @@ POLICY = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
 
 
 def _cache(kind: str, model):
-    return DynamicCache(config=model.config) if kind == "dynamic" else StaticCache(config=model.config, max_cache_len=128)
+    return (DynamicCache(config=model.config) if kind == "dynamic"
+            else StaticCache(config=model.config, max_cache_len=128))
 
 
 def _speculate(model, ids, drafter, **kwargs):
@@ -73,8 +74,8 @@ def test_a_second_turn_continues_from_the_first_calls_cache(kind, cache_kind):
         ids = _second_turn(out.sequences)
 
 
-@pytest.mark.parametrize(("family", "cache_kind"), [("llama", "dynamic"), ("llama", "static"), ("mistral-sliding", "dynamic"),
-                                                 ("qwen2-hybrid", "dynamic")])
+@pytest.mark.parametrize(("family", "cache_kind"), [("llama", "dynamic"), ("llama", "static"),
+                                                    ("mistral-sliding", "dynamic"), ("qwen2-hybrid", "dynamic")])
 def test_stock_and_the_engine_continue_from_each_others_caches(family, cache_kind):
     """A cache filled by stock generate continues in the engine, and the engine's in stock generate (which
     reads its length to place the new tokens): both outputs are stock's from scratch. Stock's sliding-window
@@ -105,10 +106,12 @@ def test_a_cache_reused_for_another_prompt_is_refused_until_reset(cache_kind):
     _speculate(model, prompt(9, seed=1), drafter, past_key_values=cache)
     other = prompt(30, seed=3)
     crop = "" if cache_kind == "static" else r"call cache.crop\(-20\); "
-    with pytest.raises(ValueError, match=f"holds the 20 tokens .* differs from them at token 0 .*{crop}.*call cache.reset"):
+    with pytest.raises(ValueError,
+                       match=f"holds the 20 tokens .* differs from them at token 0 .*{crop}.*call cache.reset"):
         _speculate(model, other, drafter, past_key_values=cache)
     cache.reset()
-    assert torch.equal(_speculate(model, other, drafter, past_key_values=cache).sequences, _stock(model, other).sequences)
+    assert torch.equal(_speculate(model, other, drafter, past_key_values=cache).sequences,
+                       _stock(model, other).sequences)
 
 
 @pytest.mark.parametrize("cache_kind", ["dynamic", "static"])

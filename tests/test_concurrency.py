@@ -170,10 +170,12 @@ def test_a_nested_call_with_a_held_drafter_is_refused(llama):
 
     class NestingPolicy(hfas.StaticTreePolicy):
         def observe(self, feedback):
-            llama.generate(prompt(4), max_new_tokens=2, assistant_model=drafter, assistant_policy=hfas.StaticTreePolicy.chain(1))
+            llama.generate(prompt(4), max_new_tokens=2, assistant_model=drafter,
+                           assistant_policy=hfas.StaticTreePolicy.chain(1))
 
     with pytest.raises(RuntimeError, match="The drafter .* in use by another generate call, in this thread"):
-        llama.generate(prompt(5), max_new_tokens=4, assistant_model=drafter, assistant_policy=NestingPolicy(depth=1, top_k=1, total_tokens=2))
+        llama.generate(prompt(5), max_new_tokens=4, assistant_model=drafter,
+                       assistant_policy=NestingPolicy(depth=1, top_k=1, total_tokens=2))
 
 
 def test_a_hook_removed_by_another_thread_mid_forward_is_harmless():

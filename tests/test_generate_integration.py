@@ -21,7 +21,8 @@ import hf_adaptive_spec as hfas
 
 
 def _spec(model, depth=4):
-    return dict(assistant_model=hfas.CausalLMDrafter(model), assistant_policy=hfas.StaticTreePolicy(depth=depth, top_k=2, total_tokens=8))
+    return dict(assistant_model=hfas.CausalLMDrafter(model),
+                assistant_policy=hfas.StaticTreePolicy(depth=depth, top_k=2, total_tokens=8))
 
 
 class RecordingStreamer(BaseStreamer):
@@ -45,11 +46,13 @@ def test_streamer_receives_prompt_then_exactly_the_generated_tokens(llama):
     out = llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=ours, **_spec(llama))
     assert torch.equal(out, expected)
     assert ours.puts[0] == stock.puts[0] == ids[0].tolist()
-    assert list(itertools.chain(*ours.puts[1:])) == list(itertools.chain(*stock.puts[1:])) == expected[0, ids.shape[1] :].tolist()
+    assert (list(itertools.chain(*ours.puts[1:])) == list(itertools.chain(*stock.puts[1:]))
+            == expected[0, ids.shape[1] :].tolist())
     assert ours.ended == stock.ended == 1
     assert any(len(chunk) > 1 for chunk in ours.puts[1:])  # accepted blocks arrive together
     # [1, k] per cycle, as transformers' assisted decoding puts them: dimension 0 is the batch, as in stock's [1]
-    assert all(len(shape) == 2 and shape[0] == 1 for shape in ours.shapes[1:]) and all(s == (1,) for s in stock.shapes[1:])
+    assert (all(len(shape) == 2 and shape[0] == 1 for shape in ours.shapes[1:])
+            and all(s == (1,) for s in stock.shapes[1:]))
 
 
 def test_gemma_style_hybrid_cache_default_decodes_as_stock(llama):
@@ -69,7 +72,8 @@ def test_outputs_generate_ignores_without_a_dict_are_ignored_as_stock_ignores_th
     states; the engine decodes too (with a dict it refuses them: tests/test_bad_inputs.py)."""
     ids = prompt(6, seed=13)
     expected = llama.generate(ids, max_new_tokens=12, do_sample=False, **{option: True})
-    assert torch.equal(llama.generate(ids, max_new_tokens=12, do_sample=False, **{option: True}, **_spec(llama)), expected)
+    assert torch.equal(llama.generate(ids, max_new_tokens=12, do_sample=False, **{option: True}, **_spec(llama)),
+                       expected)
 
 
 def test_a_generation_config_without_stop_strings_draws_no_warning(llama, caplog):
@@ -108,7 +112,8 @@ def test_text_streamers_print_the_same_text(llama, char_tokenizer, capsys):
     ids = prompt(6, seed=12)
     llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True))
     stock_text = capsys.readouterr().out
-    llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True), **_spec(llama))
+    llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True),
+                   **_spec(llama))
     assert capsys.readouterr().out == stock_text and stock_text.strip()
     iterator = TextIteratorStreamer(char_tokenizer, skip_prompt=True)
     llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=iterator, **_spec(llama))
@@ -122,7 +127,8 @@ def test_stop_strings_with_tokenizer(llama, char_tokenizer):
     stop = text[14:16]  # a string the model produces mid-way
     expected = llama.generate(ids, max_new_tokens=40, do_sample=False, stop_strings=[stop], tokenizer=char_tokenizer)
     assert expected.shape[1] < free.shape[1]
-    out = llama.generate(ids, max_new_tokens=40, do_sample=False, stop_strings=[stop], tokenizer=char_tokenizer, **_spec(llama, depth=6))
+    out = llama.generate(ids, max_new_tokens=40, do_sample=False, stop_strings=[stop], tokenizer=char_tokenizer,
+                         **_spec(llama, depth=6))
     assert torch.equal(out, expected)
 
 
@@ -288,7 +294,8 @@ def test_the_returned_cache_continues_like_stocks_when_generation_stops_inside_a
     ids = prompt(5, seed=16)
     plain = model.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1] :].tolist()
     stop = next(i for i in range(2, 20) if plain[i] not in plain[:i] and i % 5 != 0)  # not a cycle's last token
-    kwargs = dict(max_new_tokens=20, do_sample=False, eos_token_id=plain[stop], pad_token_id=0, return_dict_in_generate=True)
+    kwargs = dict(max_new_tokens=20, do_sample=False, eos_token_id=plain[stop], pad_token_id=0,
+                  return_dict_in_generate=True)
     caches = {"engine static": dict(cache_implementation="static"),
               "caller's static": dict(past_key_values=StaticCache(config=model.config, max_cache_len=64))}
     out = model.generate(ids, **kwargs, **caches.get(cache, {}), **_spec(model))

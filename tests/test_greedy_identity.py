@@ -32,7 +32,8 @@ def test_tree_shapes_match_stock_greedy(family, prompt_length):
     expected = model.generate(ids, max_new_tokens=24, do_sample=False)
     for drafter_name, drafter in _drafters(model).items():
         for shape, policy in SHAPES.items():
-            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter,
+                                 assistant_policy=policy)
             assert torch.equal(out, expected), (family, drafter_name, shape)
 
 
@@ -124,7 +125,8 @@ def test_several_eos_ids(llama):
     expected = llama.generate(ids, max_new_tokens=30, do_sample=False, eos_token_id=eos_ids)
     out = llama.generate(
         ids, max_new_tokens=30, do_sample=False, eos_token_id=eos_ids,
-        assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy(depth=5, top_k=2, total_tokens=9),
+        assistant_model=hfas.CausalLMDrafter(llama),
+        assistant_policy=hfas.StaticTreePolicy(depth=5, top_k=2, total_tokens=9),
     )
     assert torch.equal(out, expected)
 
@@ -172,16 +174,19 @@ def test_eager_attention_matches(llama):
     expected = model.generate(ids, max_new_tokens=20, do_sample=False)
     out = model.generate(
         ids, max_new_tokens=20, do_sample=False,
-        assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8),
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2),
+        assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8),
     )
     assert torch.equal(out, expected)
 
 
 def test_scores_and_logits_match_stock(llama):
     ids = prompt(5, seed=9)
-    kwargs = dict(max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_scores=True, output_logits=True)
+    kwargs = dict(max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_scores=True,
+                  output_logits=True)
     expected = llama.generate(ids, **kwargs)
-    out = llama.generate(ids, **kwargs, assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=hfas.StaticTreePolicy.chain(3))
+    out = llama.generate(ids, **kwargs, assistant_model=hfas.CausalLMDrafter(llama),
+                         assistant_policy=hfas.StaticTreePolicy.chain(3))
     assert torch.equal(out.sequences, expected.sequences)
     assert len(out.scores) == len(expected.scores) == 12
     for ours, theirs in zip(out.scores, expected.scores):
@@ -210,9 +215,10 @@ def test_models_with_logit_softcapping_keep_full_logits():
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
     torch.manual_seed(0)
-    config = Gemma2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=2, head_dim=16, final_logit_softcapping=5.0, attn_logit_softcapping=None,
-                          sliding_window=6, initializer_range=0.3, eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    config = Gemma2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, final_logit_softcapping=5.0,
+                          attn_logit_softcapping=None, sliding_window=6, initializer_range=0.3, eos_token_id=None,
+                          bos_token_id=None, pad_token_id=None)
     model = hfas.enable(Gemma2ForCausalLM(config).eval())
     model.set_attn_implementation("eager")
     ids = prompt(9, seed=22)
@@ -234,8 +240,8 @@ def test_targets_whose_final_norm_has_another_name(architecture):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
-    config = AutoConfig.for_model(architecture, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, vocab_size=96,
-                                  **OTHER_NORM_LAYOUTS[architecture])
+    config = AutoConfig.for_model(architecture, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                                  vocab_size=96, **OTHER_NORM_LAYOUTS[architecture])
     model = hfas.enable(AutoModelForCausalLM.from_config(config).eval())
     ids = prompt(6, seed=3)
     expected = model.generate(ids, max_new_tokens=20, do_sample=False)

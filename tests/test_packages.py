@@ -57,8 +57,10 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
         path = fast_path(model, package_dir={str(tmp_path / "packages")!r})
         out = model.generate(torch.tensor({ids.tolist()}), max_new_tokens=24, do_sample=False,
             assistant_policy=hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1), prompt_lookup_num_tokens=3,
-            cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"), return_dict_in_generate=True)
-        print(path.packaged_forward.built, path.packaged_forward.loaded, out.speculation.packaged, out.sequences.tolist())
+            cache_implementation="static", compile_config=hfas.fast_path_compile_config("cpu"),
+            return_dict_in_generate=True)
+        print(path.packaged_forward.built, path.packaged_forward.loaded, out.speculation.packaged,
+              out.sequences.tolist())
     """)
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, check=True)
     built, loaded, packaged, sequences = result.stdout.strip().splitlines()[-1].split(" ", 3)
@@ -131,7 +133,8 @@ def test_a_model_that_does_not_export_compiles_in_process_and_says_so(tmp_path, 
     model = tiny_model("llama", seed=3)
     fast_path(model, package_dir=tmp_path)
     ids = prompt(6, seed=4)
-    with pytest.warns(UserWarning, match=r"ahead-of-time package.*failed.*data-dependent control flow.*package_dir=None.*in-process"):
+    with pytest.warns(UserWarning, match=r"ahead-of-time package.*failed.*data-dependent control flow"
+                                         r".*package_dir=None.*in-process"):
         out = _frozen_generate(model, ids)
     assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=24, do_sample=False))
     assert out.speculation.compiled and not out.speculation.packaged and not _packages(tmp_path)
@@ -214,8 +217,12 @@ def test_a_package_key_covers_what_the_forward_depends_on(tmp_path):
     same = PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {"freezing": True})
     assert forward.path_for(((1, 8),)) == same.path_for(((1, 8),))
     assert forward.path_for(((1, 8),)) != forward.path_for(((1, 12),))
-    assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "b", "config": "{}"}, {"freezing": True}).path_for(((1, 8),))
-    assert forward.path_for(((1, 8),)) != PackagedForward(tmp_path, {"weights": "a", "config": "{}"}, {}).path_for(((1, 8),))
+    assert forward.path_for(((1, 8),)) != PackagedForward(
+        tmp_path, {"weights": "b", "config": "{}"}, {"freezing": True}
+    ).path_for(((1, 8),))
+    assert forward.path_for(((1, 8),)) != PackagedForward(
+        tmp_path, {"weights": "a", "config": "{}"}, {}
+    ).path_for(((1, 8),))
 
 
 def test_a_hooked_forward_is_compiled_in_process_not_run_from_a_package(tmp_path):

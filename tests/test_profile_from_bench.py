@@ -27,7 +27,8 @@ def run_records(speeds: list[float]) -> list[dict]:
         stock_turns, turns = [], []
         for turn in range(2):
             verified = [1, 5, 9, 13, 1, 2][turn + question % 3:] + [9] * (question % 4)
-            stock_turns.append({"turn": turn, "new_tokens": 64, "wall_time": 64 * unit * (1 + turn), "verified_tokens": None})
+            stock_turns.append({"turn": turn, "new_tokens": 64, "wall_time": 64 * unit * (1 + turn),
+                                "verified_tokens": None})
             turns.append({"turn": turn, "verified_tokens": verified,
                           "verify_time": sum(curve(n) for n in verified) * unit * (1 + turn)})
         records += [{"question_id": question, "method": "stock", "turns": stock_turns},
@@ -104,7 +105,9 @@ def test_the_per_cycle_curve_is_each_size_s_median_cycle_through_the_machine_s_d
 
 def test_the_per_cycle_curve_is_made_non_decreasing_and_needs_one_token_cycles_and_verify_times():
     dip = {1: 1.0, 2: 1.5, 5: 1.3, 9: 1.6, 13: 1.7}  # 5 tokens measured cheaper than 2: pooled with it
-    profile = fit.per_cycle_profile(eager_profile(), fit.turns_against_stock(cycle_records([0.1, 0.2, 0.3], dip.get)), 1)
+    profile = fit.per_cycle_profile(
+        eager_profile(), fit.turns_against_stock(cycle_records([0.1, 0.2, 0.3], dip.get)), 1
+    )
     assert profile.verify_time(2) == pytest.approx(profile.verify_time(5)) and profile.verify_time(2) < 0.1 * dip[2]
     assert all(a <= b for a, b in zip(profile.verify_seconds, profile.verify_seconds[1:]))
     no_single = [{**turn, "verified_tokens": [n for n in turn["verified_tokens"] if n > 1]}

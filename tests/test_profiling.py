@@ -22,7 +22,8 @@ def test_profile_interpolates_and_round_trips(tmp_path):
     assert profile.verify_time(0) == 0.01 and profile.verify_time(12) == pytest.approx(0.06)  # the last segment goes on
     profile.save(tmp_path / "p.json")
     assert HardwareProfile.load(tmp_path / "p.json") == profile
-    given_unsorted = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[8, 1, 4], verify_seconds=[0.04, 0.01, 0.02])
+    given_unsorted = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[8, 1, 4],
+                                     verify_seconds=[0.04, 0.01, 0.02])
     assert given_unsorted == profile and given_unsorted.verify_time(6) == pytest.approx(0.03)  # `--verify-tokens 8,1,4`
     with pytest.raises(ValueError, match="measures a size twice"):
         HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 4], verify_seconds=[0.01, 0.02, 0.03])
@@ -39,7 +40,8 @@ def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
     profile.save(tmp_path / "p.json")
     assert HardwareProfile.load(tmp_path / "p.json") == profile
     with pytest.raises(ValueError, match=r"must measure each of them; \[12\] not measured"):
-        HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 16], verify_seconds=[1, 1, 1], buckets=[8, 12, 16])
+        HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 16], verify_seconds=[1, 1, 1],
+                        buckets=[8, 12, 16])
 
 
 def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
@@ -48,11 +50,14 @@ def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
     forwards = dict(verify_tokens=[1, 8, 12, 16, 32], verify_seconds=[0.026, 0.026, 0.032, 0.040, 0.060])
     profile = HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, path="compiled", buckets=[8, 12, 16, 32],
                               bucket_seconds=[0.031, 0.035, 0.045, 0.068])
-    assert [profile.verify_time(n) for n in (1, 8, 9, 13, 16, 17, 64)] == [0.031, 0.031, 0.035, 0.045, 0.045, 0.068, 0.068]
+    assert [profile.verify_time(n) for n in (1, 8, 9, 13, 16, 17, 64)] == [
+        0.031, 0.031, 0.035, 0.045, 0.045, 0.068, 0.068
+    ]
     profile.save(tmp_path / "p.json")
     assert HardwareProfile.load(tmp_path / "p.json") == profile
     with pytest.raises(ValueError, match=r"3 times for buckets \[8, 12, 16, 32\]: give one time per bucket"):
-        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[8, 12, 16, 32], bucket_seconds=[0.03, 0.03, 0.04])
+        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[8, 12, 16, 32],
+                        bucket_seconds=[0.03, 0.03, 0.04])
     with pytest.raises(ValueError, match="follow the buckets' order: give the buckets sorted"):
         HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[12, 8, 16, 32], bucket_seconds=[1, 2, 3, 4])
 
@@ -83,7 +88,8 @@ def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_e
     from hf_adaptive_spec.profiling.measure import _DraftEveryKthCycle, catch_up_points, measure_catch_up_in_generate
 
     ids = prompt(40)
-    out = llama.generate(ids, max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+    out = llama.generate(ids, max_new_tokens=12, do_sample=False,
+                         assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
                          assistant_policy=_DraftEveryKthCycle(3), return_dict_in_generate=True)
     stats = out.speculation
     assert stats.draft_levels[:6] == [1, 0, 0, 1, 0, 0] and len(stats.draft_times) == stats.cycles
@@ -93,7 +99,8 @@ def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_e
     )
     assert tokens == sorted(tokens) and len(tokens) == len(seconds) >= 2 and all(s > 0 for s in seconds)
     assert tokens[-1] == 40 and tokens[0] <= 4  # the prompt alone in its group; single cycles' tokens in the first
-    assert catch_up_points([1, 3, 6, 40, 2], [1.0, 3.0, 5.0, 9.0, 2.0], (4, 8, 16, 32, 64)) == ([2, 6, 40], [2.0, 5.0, 9.0])
+    assert (catch_up_points([1, 3, 6, 40, 2], [1.0, 3.0, 5.0, 9.0, 2.0], (4, 8, 16, 32, 64))
+            == ([2, 6, 40], [2.0, 5.0, 9.0]))
 
 
 @pytest.mark.parametrize("bucket", [8, 12, 16, 32])
@@ -101,7 +108,8 @@ def test_the_bucket_filling_tree_verifies_its_bucket_every_full_cycle(llama, buc
     from hf_adaptive_spec.profiling.measure import bucket_filling_tree
 
     out = llama.generate(
-        prompt(6), max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+        prompt(6), max_new_tokens=24, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
         assistant_policy=bucket_filling_tree(bucket), return_dict_in_generate=True,
     )
     assert set(out.speculation.verified_tokens[:-2]) == {bucket}  # the last cycles may be cut by max_new_tokens
@@ -121,7 +129,8 @@ def test_bucket_measurements_refuse_what_they_cannot_time(llama):
         measure_buckets_in_generate(llama, prompt(6), drafter, [8], cache_length=48)
     with pytest.raises(ValueError, match="give a bucket >= 2 and top_k >= 1"):
         bucket_filling_tree(8, top_k=0)
-    with pytest.raises(ValueError, match="cannot hold 16 context tokens and a verification of 8: pass cache_slots >= 25"):
+    with pytest.raises(ValueError,
+                       match="cannot hold 16 context tokens and a verification of 8: pass cache_slots >= 25"):
         measure_static_verification(llama, context_length=16, tokens=(1, 8), cache_slots=20)
 
 
@@ -134,7 +143,8 @@ def test_sliding_window_models_are_timed_in_full_length_static_layers():
     tokens, seconds, _ = measure_static_verification(model, context_length=16, tokens=(1, 8), repeats=1)
     assert tokens == [1, 8] and all(s > 0 for s in seconds)
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
-    assert len(measure_buckets_in_generate(model, prompt(6), drafter, [8], cache_length=512, rounds=1, cycles_per_size=2)) == 1
+    assert len(measure_buckets_in_generate(model, prompt(6), drafter, [8], cache_length=512, rounds=1,
+                                           cycles_per_size=2)) == 1
 
 
 def test_profiles_written_before_the_bucket_fields_load(tmp_path):
@@ -152,7 +162,8 @@ def test_draft_levels_count_the_drafter_steps_before_pruning(llama):
     """The profile's seconds per draft level divide by the levels drafted (what replay charges), not
     by the pruned tree's depth: a depth-3 tree pruned to 3 candidates often keeps only 2 levels."""
     out = llama.generate(
-        prompt(6), max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
+        prompt(6), max_new_tokens=12, do_sample=False,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2),
         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=4), return_dict_in_generate=True,
     )
     stats = out.speculation
@@ -179,7 +190,8 @@ def test_measurements_on_a_tiny_model(llama):
     tokens, seconds = measure_verification(llama, context_length=16, tokens=(1, 8), repeats=2)
     assert tokens == [1, 8] and all(s > 0 for s in seconds)
     draft, policy = measure_in_generate(
-        llama, prompt(6), hfas.CausalLMDrafter.from_target_layers(llama, 2), hfas.StaticTreePolicy.chain(3), max_new_tokens=12
+        llama, prompt(6), hfas.CausalLMDrafter.from_target_layers(llama, 2), hfas.StaticTreePolicy.chain(3),
+        max_new_tokens=12,
     )
     assert draft > 0 and policy >= 0
 
@@ -245,8 +257,10 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     profile = HardwareProfile.load(out)
     assert profile.verify_tokens == [1, 4] and profile.draft_step_seconds > 0
     assert profile.catch_up_tokens[-1] > 16 and all(seconds > 0 for seconds in profile.catch_up_seconds)  # the prompt's
-    assert profile.cost_curve() == CostCurve("cpu", "float32", "eager", cpu_instruction_set()) and profile.buckets is None
-    assert profile.instruction_set == cpu_instruction_set() and f"instruction set: {profile.instruction_set}" in capsys.readouterr().out
+    assert (profile.cost_curve() == CostCurve("cpu", "float32", "eager", cpu_instruction_set())
+            and profile.buckets is None)
+    assert (profile.instruction_set == cpu_instruction_set()
+            and f"instruction set: {profile.instruction_set}" in capsys.readouterr().out)
     assert cli.main([*argv, "--static"]) == 0  # the static path measures (at least) the engine's buckets
     profile = HardwareProfile.load(out)
     assert profile.buckets == [8, 12, 16, 32] and profile.verify_tokens == [1, 4, 8, 12, 16, 32]
@@ -270,7 +284,8 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
     assert "add --static or --compile" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # refused before any timing
         cli.main([*argv, "--static", "--cache-slots", "40"])
-    assert "--cache-slots 40 cannot hold --context-length 16 and what the profile writes after it" in capsys.readouterr().err
+    assert ("--cache-slots 40 cannot hold --context-length 16 and what the profile writes after it"
+            in capsys.readouterr().err)
     assert profile.cost_curve() == CostCurve("cpu", "float32", "static", cpu_instruction_set())
 
 
@@ -291,8 +306,10 @@ def test_profile_says_which_shipped_policies_fit_its_curve():
         assert line.startswith(f"shipped {name} policy: ")
         assert line.endswith("trained on cpu/bfloat16/compiled (AVX512-BF16); fits this curve" if retrained else
                              f"{eager}; trained on another curve: retrain it on this profile")
-    ltd_on_amx = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled", "AMX"))[0]  # LTD's variant, another processor
-    assert ltd_on_amx.endswith("trained on cpu/bfloat16/compiled (AVX512-BF16); trained on another curve: retrain it on this profile")
+    # LTD's variant, another processor
+    ltd_on_amx = shipped_policy_fit(CostCurve("cpu", "bfloat16", "compiled", "AMX"))[0]
+    assert ltd_on_amx.endswith("trained on cpu/bfloat16/compiled (AVX512-BF16); "
+                               "trained on another curve: retrain it on this profile")
 
 
 def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tmp_path, monkeypatch):
@@ -317,7 +334,8 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     ranked = rank_static_trees(recording, profile)
     tree = profile.recommendation["tree"]
     shape = (tree["depth"], tree["top_k"], tree["total_tokens"])
-    recommended = next(ranked_tree for ranked_tree in ranked if (ranked_tree.depth, ranked_tree.top_k, ranked_tree.total_tokens) == shape)
+    recommended = next(ranked_tree for ranked_tree in ranked
+                       if (ranked_tree.depth, ranked_tree.top_k, ranked_tree.total_tokens) == shape)
     # the best again, up to the policy's own time, measured in each replay (two trees can be that close on a tiny model)
     assert recommended.tau == tree["tau"] and recommended.tokens_per_second >= 0.99 * ranked[0].tokens_per_second
     best = recommended
@@ -327,7 +345,8 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
         assert "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in entry["not_for_this_model"]
     policy = hfas.recommended_policy()
     assert isinstance(policy, hfas.StaticTreePolicy)
-    assert (policy.config.depth, policy.config.top_k, policy.config.total_tokens) == (best.depth, best.top_k, best.total_tokens)
+    assert ((policy.config.depth, policy.config.top_k, policy.config.total_tokens)
+            == (best.depth, best.top_k, best.total_tokens))
     assert (profile.model, profile.drafter) == (str(folder.resolve()), "early exit: 2 layers")  # what it timed
     assert hfas.recommended_policy(model=AutoModelForCausalLM.from_pretrained(folder)).config == policy.config
     with pytest.raises(ValueError, match="timed the target .*model, not HuggingFaceTB/SmolLM2-135M-Instruct"):
@@ -345,7 +364,8 @@ def _a_profile_from_another_processor_is_refused(profile):
     assert profile.instruction_set == cpu_instruction_set()
     profile.instruction_set = "AMX" if profile.instruction_set != "AMX" else "AVX2"
     with pytest.raises(ValueError, match=f"measured on a cpu with {profile.instruction_set} and this one has "
-                                         f"{cpu_instruction_set()}.*Run `hf-adaptive-spec profile --recording DIR` on this machine"):
+                                         f"{cpu_instruction_set()}.*Run `hf-adaptive-spec profile --recording DIR` "
+                                         "on this machine"):
         hfas.recommended_policy(profile)
     profile.instruction_set = None
     assert isinstance(hfas.recommended_policy(profile), hfas.StaticTreePolicy)
@@ -382,7 +402,8 @@ def test_profile_times_the_target_and_drafter_its_recordings_were_made_with(tmp_
     assert args.eagle3 == str(shipped_checkpoint("eagle3"))  # not an early exit's draft step
     time_the_recorded_pair(parser, argparse.Namespace(recording=[shipped], model=None, eagle3=args.eagle3))
     refused = [
-        (argparse.Namespace(recording=[shipped], model=None, eagle3=str(own_drafter)), "drafted by hf_adaptive_spec:eagle3"),
+        (argparse.Namespace(recording=[shipped], model=None, eagle3=str(own_drafter)),
+         "drafted by hf_adaptive_spec:eagle3"),
         (argparse.Namespace(recording=[shipped], model="org/other", eagle3=None), "not org/other"),
         (argparse.Namespace(recording=[shipped, _recorded_folder(own, eagle3_checkpoint=str(own_drafter))], model=None,
                             eagle3=None), "different targets or drafters"),
@@ -439,7 +460,8 @@ def test_buckets_are_timed_in_turn_inside_each_call_in_the_cache_reset_between_c
         return out
 
     monkeypatch.setattr(model, "generate", spy)
-    seconds = measure_buckets_in_generate(model, prompt(12), drafter, [8, 12], cache_length=512, rounds=2, cycles_per_size=2)
+    seconds = measure_buckets_in_generate(model, prompt(12), drafter, [8, 12], cache_length=512, rounds=2,
+                                          cycles_per_size=2)
     assert seconds == pytest.approx([0.008, 0.012])
     assert len(calls) == 3  # a warm-up, then the rounds
     for stats in calls:
@@ -526,7 +548,8 @@ def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_re
     ]:
         def replay(name, *args, entries=entries):
             fits, speed = entries[name]
-            return {"fits_curve": fits, "trained_on": "x", **({"tokens_per_second": speed, "lookup_tokens": 0} if speed else {})}
+            return {"fits_curve": fits, "trained_on": "x",
+                    **({"tokens_per_second": speed, "lookup_tokens": 0} if speed else {})}
 
         monkeypatch.setattr(ranking, "shipped_policy_replay", replay)
         recommendation = ranking.recommend(profile, [], [], (0,))
@@ -534,7 +557,8 @@ def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_re
         assert recommendation["plain_tokens_per_second"] == 6.0
     profile.recommendation = recommendation
     lines = ranking.recommendation_lines(profile)
-    assert "shipped ltd policy: fits this curve; replayed 1.020x the best static tree, within the replay's 4% margin: not a lead" in lines
+    assert ("shipped ltd policy: fits this curve; replayed 1.020x the best static tree, "
+            "within the replay's 4% margin: not a lead") in lines
     assert "shipped resps policy: fits this curve; replayed 1.045x the best static tree" in lines
     assert lines[-1].startswith("recommended: the shipped resps policy")
 
@@ -579,7 +603,8 @@ def test_a_shipped_policy_that_changes_top_k_replays_on_one_recording_per_top_k(
     target = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
     prompts = [prompt(7, seed=11), prompt(15, seed=12)]
-    recordings = [record_replay(target, drafter, prompts, TreeConfig(depth=3, top_k=k, total_tokens=8), 16) for k in (2, 3)]
+    recordings = [record_replay(target, drafter, prompts, TreeConfig(depth=3, top_k=k, total_tokens=8), 16)
+                  for k in (2, 3)]
     profile = HardwareProfile("cpu", "float32", 1, 64, [1, 4, 16], [1.0, 1.5, 3.0], draft_step_seconds=0.1)
 
     class SwitchesTopK(hfas.DraftPolicy):
@@ -600,10 +625,11 @@ def _fast_shipped_policies(monkeypatch):
     from hf_adaptive_spec.environments.static_grid import RankedTree
     from hf_adaptive_spec.profiling import ranking
 
-    monkeypatch.setattr(ranking, "rank_over_recordings", lambda *args: [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)])
+    monkeypatch.setattr(ranking, "rank_over_recordings",
+                        lambda *args: [RankedTree(3, 4, 12, 2.0, 10.0), RankedTree(0, 4, 1, 1.0, 6.0)])
     monkeypatch.setattr(ranking, "shipped_policy_replay",
-                        lambda name, *args: {"fits_curve": True, "trained_on": "cpu/float32/eager", "tokens_per_second": 20.0,
-                                                   "lookup_tokens": args[-1]})
+                        lambda name, *args: {"fits_curve": True, "trained_on": "cpu/float32/eager",
+                                             "tokens_per_second": 20.0, "lookup_tokens": args[-1]})
     return ranking
 
 
@@ -618,14 +644,16 @@ def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_the
                  verify_seconds=[1.0, 1.0], draft_step_seconds=0.1)
     shipped = HardwareProfile(**costs, model="HuggingFaceTB/SmolLM2-135M-Instruct", drafter=eagle3_name(None))
     assert ranking.recommend(shipped, [], [], (0,))["policy"] == "ltd"  # the pair they were trained for
-    for model, drafter in (("org/my-model", "org/my-drafter"), ("HuggingFaceTB/SmolLM2-135M-Instruct", "org/my-drafter")):
+    for model, drafter in (("org/my-model", "org/my-drafter"),
+                           ("HuggingFaceTB/SmolLM2-135M-Instruct", "org/my-drafter")):
         other = HardwareProfile(**costs, model=model, drafter=drafter)
         other.recommendation = ranking.recommend(other, [], [], (0,))
         assert other.recommendation["policy"] is None
         lines = ranking.recommendation_lines(other)
         for name in ("ltd", "resps", "radar"):
             line = next(line for line in lines if line.startswith(f"shipped {name} policy"))
-            assert "not for the target and drafter profiled" in line and "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in line
+            assert ("not for the target and drafter profiled" in line
+                    and "trained for HuggingFaceTB/SmolLM2-135M-Instruct" in line)
             assert f"--{name}-policy DIR" in line and "fits this curve" not in line
         assert lines[-1].startswith("recommended: the static tree above")
         other.recommendation = None  # without a recording: the curve alone is not enough to say they fit
@@ -633,8 +661,9 @@ def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_the
             CostCurve("cpu", "float32", "eager"), ranking.shipped_policies_misfit(model, drafter)))
     written_before = HardwareProfile(**costs, model="org/my-model", drafter="org/my-drafter",
                                      recommendation={"policy": "radar", "tree": {}})  # by a profile before the check
-    with pytest.raises(ValueError, match=r"recommends the shipped radar policy, but the shipped policies were trained for "
-                                         r"HuggingFaceTB/SmolLM2-135M-Instruct .* not for the target org/my-model"):
+    with pytest.raises(ValueError, match=r"recommends the shipped radar policy, but the shipped policies were "
+                                         r"trained for HuggingFaceTB/SmolLM2-135M-Instruct .* "
+                                         r"not for the target org/my-model"):
         hfas.recommended_policy(written_before)
 
 
@@ -648,8 +677,8 @@ def test_a_recommendation_of_a_shipped_policy_with_another_branch_than_it_was_tr
                                drafter=eagle3_name(None), recommendation={"policy": "ltd", "tree": {},
                                                                           "lookup_tokens": lookup_tokens})
 
-    with pytest.raises(ValueError, match=r"recommends the shipped ltd policy with prompt_lookup_num_tokens=None, but it "
-                                         r"was trained with 4 prompt-lookup tokens.*profile --recording DIR"):
+    with pytest.raises(ValueError, match=r"recommends the shipped ltd policy with prompt_lookup_num_tokens=None, "
+                                         r"but it was trained with 4 prompt-lookup tokens.*profile --recording DIR"):
         hfas.recommended_policy(written(0))
     with pytest.warns(UserWarning, match="pass prompt_lookup_num_tokens=4 to generate too"):
         assert isinstance(hfas.recommended_policy(written(4)), hfas.LTDPolicy)
@@ -725,7 +754,8 @@ def test_a_recommended_lookup_branch_comes_with_the_policy_and_is_never_silently
     kwargs = hfas.recommended_generate_kwargs(alone)
     assert kwargs["prompt_lookup_num_tokens"] == 1 and hfas.recommended_lookup_tokens(alone) == 1
     assert kwargs["assistant_policy"].config.depth == 0
-    with pytest.warns(UserWarning, match="prompt_lookup_num_tokens=1 to generate too .*drafts nothing: plain one-token steps"):
+    with pytest.warns(UserWarning,
+                      match="prompt_lookup_num_tokens=1 to generate too .*drafts nothing: plain one-token steps"):
         hfas.recommended_policy(alone)
     drafted = _lookup_profile({"depth": 1, "top_k": 4, "total_tokens": 2, "tau": 1.6, "tokens_per_second": 26.0}, 2)
     with pytest.warns(UserWarning, match="prompt_lookup_num_tokens=2 to generate too .*is slower than ranked"):
@@ -757,7 +787,8 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
                 RankedTree(0, 4, 1, 1.0, 8.0)]
 
     monkeypatch.setattr(ranking, "rank_over_recordings", ranked)
-    monkeypatch.setattr(ranking, "branches_to_replay", lambda name, profile, counts: counts)  # policies that record none
+    # policies that record none
+    monkeypatch.setattr(ranking, "branches_to_replay", lambda name, profile, counts: counts)
     speeds = {0: 10.0, 1: 11.0}
     monkeypatch.setattr(ranking, "shipped_policy_replay", lambda name, profile, recordings, n: {
         "fits_curve": False, "trained_on": "x", "tokens_per_second": speeds[n], "lookup_tokens": n})
@@ -767,7 +798,8 @@ def test_the_profile_ranks_each_lookup_branch_and_the_branch_alone_against_plain
     assert profile.recommendation["lookup_tokens"] == 1 and profile.recommendation["plain_tokens_per_second"] == 8.0
     assert all(entry["lookup_tokens"] == 1 for entry in profile.recommendation["policies"].values())
     lines = ranking.recommendation_lines(profile)
-    assert lines[0] == "best static tree: the 1-token prompt-lookup branch alone, nothing drafted (tau 1.30, modelled 1.50x plain steps)"
+    assert lines[0] == ("best static tree: the 1-token prompt-lookup branch alone, nothing drafted "
+                        "(tau 1.30, modelled 1.50x plain steps)")
     assert "with prompt_lookup_num_tokens=1" in lines[-1] and "recommended_generate_kwargs" in lines[-1]
 
 
@@ -791,8 +823,8 @@ def test_lookup_lengths_that_cannot_be_ranked_are_refused_before_any_timing(text
 
     with pytest.raises(SystemExit):
         cli.main(["--model", "/nonexistent-model-folder", "--recording", "/nonexistent", "--lookup-tokens", text])
-    assert f"--lookup-tokens: expected branch lengths >= 0 separated by commas (0: no branch), e.g. 0,1,4; got {text!r}" \
-        in capsys.readouterr().err
+    assert (f"--lookup-tokens: expected branch lengths >= 0 separated by commas (0: no branch), e.g. 0,1,4; "
+            f"got {text!r}" in capsys.readouterr().err)
 
 
 def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_own_costs(tmp_path, monkeypatch, capsys):
@@ -822,14 +854,16 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
     reranked = HardwareProfile.load(path)
     best = rank_static_trees(load_recording(folders[1]), timed)[0]
     tree = reranked.recommendation["tree"]
-    assert (tree["depth"], tree["top_k"], tree["total_tokens"], tree["tau"]) == (best.depth, best.top_k, best.total_tokens, best.tau)
+    assert ((tree["depth"], tree["top_k"], tree["total_tokens"], tree["tau"])
+            == (best.depth, best.top_k, best.total_tokens, best.tau))
     assert reranked.recommendation["recordings"] == [str(folders[1])]
     assert (reranked.verify_seconds, reranked.draft_step_seconds) == (timed.verify_seconds, timed.draft_step_seconds)
     assert "best static tree" in capsys.readouterr().out
 
     refused = [
         ({}, ["--rerank", "--json", str(path)], "pass at least one --recording"),
-        ({}, ["--rerank", "--json", str(tmp_path / "none.json"), "--recording", str(folders[0])], "time this machine once"),
+        ({}, ["--rerank", "--json", str(tmp_path / "none.json"), "--recording", str(folders[0])],
+         "time this machine once"),
         ({"drafter_weights": "old"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])],
          "digest w, and the recording"),
         ({"model": "org/other"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])], "org/other"),
@@ -839,4 +873,5 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert message in capsys.readouterr().err
-    assert HardwareProfile.load(path).recommendation == reranked.recommendation  # a refusal leaves the profile as it was
+    # a refusal leaves the profile as it was
+    assert HardwareProfile.load(path).recommendation == reranked.recommendation

@@ -85,7 +85,8 @@ def test_lookup_branch_matches_stock_greedy(family, lookup_tokens):
         assert torch.equal(out.sequences, expected), (family, name)
         stats = out.speculation
         if name == "lookup first":  # a matched cycle verifies its chain and drafts nothing
-            assert any(verified > 1 and depth == 0 for verified, depth in zip(stats.verified_tokens, stats.draft_depths))
+            assert any(verified > 1 and depth == 0
+                       for verified, depth in zip(stats.verified_tokens, stats.draft_depths))
             continue
         drafted = 1 if name == "plain steps" else 5
         assert any(verified > drafted for verified in stats.verified_tokens)  # lookup nodes were verified too
@@ -175,7 +176,8 @@ def test_a_sampled_lookup_first_policy_verifies_a_matched_chain(llama):
     """A policy drafting sampled trees keeps the branch where it drafts nothing: ``TreeConfig.plain_step()`` is not
     sampled, so the engine grafts the matched chain instead of making the cycle a one-token step."""
     torch.manual_seed(0)
-    out = llama.generate(_repetitive_prompt(12, seed=2), max_new_tokens=24, do_sample=True, return_dict_in_generate=True,
+    out = llama.generate(_repetitive_prompt(12, seed=2), max_new_tokens=24, do_sample=True,
+                         return_dict_in_generate=True,
                          assistant_model=hfas.CausalLMDrafter.from_target_layers(llama, 2), prompt_lookup_num_tokens=3,
                          assistant_policy=hfas.LookupFirstPolicy(depth=2, top_k=3, total_tokens=5, sample_drafts=True))
     stats = out.speculation

@@ -100,7 +100,8 @@ def environment():
     target = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
     repeated = torch.cat([prompt(6, seed=21)] * 3, dim=1)  # the prompt-lookup branch finds chains in it
-    recording = record_replay(target, drafter, [repeated, prompt(9, seed=22)], TreeConfig(depth=3, top_k=2, total_tokens=5), 14)
+    recording = record_replay(target, drafter, [repeated, prompt(9, seed=22)],
+                              TreeConfig(depth=3, top_k=2, total_tokens=5), 14)
     return ReplayEnvironment(recording, profile(), lookup_tokens=2)
 
 
@@ -119,7 +120,9 @@ def test_the_ceilings_walk_the_static_baseline_as_the_replay_does(oracle, score_
     rate, _, _ = score_ceiling.walk(lambda row: plain if lookup_first and found[row] else static, outcomes)
 
     result = environment.replay(oracle.static_policy(2, 2, 3, lookup_first))
-    caught_up = [c.unread_tokens > before.committed_tokens for p in result.cycles for before, c in itertools.pairwise(p)]
+    caught_up = [
+        c.unread_tokens > before.committed_tokens for p in result.cycles for before, c in itertools.pairwise(p)
+    ]
     assert any(caught_up) == lookup_first  # a drafting cycle after skipped ones reads what they committed
     replayed = result.all_cycles
     seconds = sum(c.draft_time + c.verify_time for c in replayed)

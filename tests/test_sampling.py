@@ -46,11 +46,15 @@ def _exact_distribution(model, prompt_ids, processors) -> dict[tuple[int, ...], 
     probs = {(): 1.0}
     for _ in range(NEW_TOKENS):
         prefixes = list(probs)
-        batch = torch.cat([prompt_ids.repeat(len(prefixes), 1), torch.tensor(prefixes, dtype=torch.long).view(len(prefixes), -1)], 1)
+        batch = torch.cat(
+            [prompt_ids.repeat(len(prefixes), 1), torch.tensor(prefixes, dtype=torch.long).view(len(prefixes), -1)], 1
+        )
         with torch.no_grad():
             logits = model(batch).logits[:, -1].float()
         next_probs = torch.softmax(processors(batch, logits), dim=-1)
-        probs = {p + (t,): probs[p] * float(next_probs[i, t]) for i, p in enumerate(prefixes) for t in range(SMALL_VOCAB)}
+        probs = {
+            p + (t,): probs[p] * float(next_probs[i, t]) for i, p in enumerate(prefixes) for t in range(SMALL_VOCAB)
+        }
     return probs
 
 

@@ -30,7 +30,9 @@ def smollm2():
 
 def _chat(tokenizer, text: str) -> torch.Tensor:
     messages = [{"role": "user", "content": text}]
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+    return tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )["input_ids"]
 
 
 _STOCK_OUTPUTS: dict[tuple[str, int], torch.Tensor] = {}
@@ -94,7 +96,8 @@ def test_text_streamer_and_stop_strings(smollm2, capsys):
     kwargs = dict(max_new_tokens=40, do_sample=False, stop_strings=["\n"], tokenizer=tokenizer)
     expected = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), **kwargs)
     stock_text = capsys.readouterr().out
-    out = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), assistant_model=drafter, assistant_policy=policy, **kwargs)
+    out = model.generate(ids, streamer=TextStreamer(tokenizer, skip_prompt=True), assistant_model=drafter,
+                         assistant_policy=policy, **kwargs)
     assert torch.equal(out, expected)
     assert capsys.readouterr().out == stock_text and stock_text.strip()
 
@@ -103,7 +106,8 @@ def test_shipped_eagle3_drafter_is_lossless(smollm2):
     model, tokenizer = smollm2
     drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
     assert drafter.model.config.draft_vocab_size == 12288 and drafter.feature_layers == (2, 15, 27)
-    for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4), hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
+    for policy in (hfas.StaticTreePolicy(depth=3, top_k=1, total_tokens=4),
+                   hfas.StaticTreePolicy(depth=5, top_k=4, total_tokens=12)):
         for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3], max_new_tokens=64):
             assert stats.mean_accepted_tokens > 1.0  # the trained drafter is right some of the time
 
@@ -124,7 +128,8 @@ def test_shipped_dvi_adapter_learning_online_is_lossless(smollm2):
     model, tokenizer = smollm2
     drafter = hfas.DVIDrafter.from_pretrained(hfas.shipped_checkpoint("dvi"), target=model, online=True)
     policy = hfas.StaticTreePolicy.chain(2)
-    accepted = sum(sum(stats.accepted_lengths) for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3]))
+    accepted = sum(sum(stats.accepted_lengths)
+                   for stats in _identical_to_stock(model, tokenizer, drafter, policy, PROMPTS[:3]))
     assert accepted > 0 and len(drafter.updater.buffer) > 0  # the trained head is right some of the time, and logs
 
 

@@ -37,7 +37,8 @@ def test_static_cache_matches_stock_greedy(family):
             for lookup in (0, 3):
                 out = model.generate(
                     ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-                    cache_implementation="static", prompt_lookup_num_tokens=lookup or None, return_dict_in_generate=True,
+                    cache_implementation="static", prompt_lookup_num_tokens=lookup or None,
+                    return_dict_in_generate=True,
                 )
                 assert torch.equal(out.sequences, expected), (family, drafter_name, shape, lookup, length)
                 assert out.speculation.cache == "static" and out.speculation.compiled is False
@@ -130,8 +131,8 @@ def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():
     policy = hfas.StaticTreePolicy(depth=6, top_k=8, total_tokens=16)
     for length, new_tokens in ((5, 8), (466, 24)):
         ids = prompt(length, seed=length)
-        out = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-                             cache_implementation="static", return_dict_in_generate=True)
+        out = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, assistant_model=drafter,
+                             assistant_policy=policy, cache_implementation="static", return_dict_in_generate=True)
         assert out.speculation.cache == "static"
         assert torch.equal(out.sequences, model.generate(ids, max_new_tokens=new_tokens, do_sample=False))
     assert drafter._static.max_cache_len >= 466 + 24 + drafter._static.tree_room + 16
@@ -159,8 +160,8 @@ def test_drafters_on_the_static_path_draft_what_they_draft_on_the_dynamic_one(ki
         runs = {}
         for cache in ("dynamic", "static"):
             extra = {"cache_implementation": "static"} if cache == "static" else {}
-            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter, assistant_policy=policy,
-                                 return_dict_in_generate=True, **extra)
+            out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=drafter,
+                                 assistant_policy=policy, return_dict_in_generate=True, **extra)
             assert out.speculation.cache == cache
             runs[cache] = (out.sequences, out.speculation.accepted_lengths)
         assert torch.equal(runs["static"][0], runs["dynamic"][0])
@@ -217,7 +218,8 @@ def test_trees_never_exceed_the_largest_bucket_by_construction(monkeypatch):
 
 def test_padding_rows_are_invisible_to_tree_nodes():
     ancestors = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)
-    mask = static_tree_mask(ancestors, past_length=5, bucket=4, max_cache_len=12, dtype=torch.float32, device="cpu")[0, 0]
+    mask = static_tree_mask(ancestors, past_length=5, bucket=4, max_cache_len=12, dtype=torch.float32,
+                            device="cpu")[0, 0]
     visible = mask == 0
     assert visible[:, :5].all()  # every row sees the committed prefix
     assert visible[:3, 5:8].equal(ancestors)  # tree rows see their ancestors and themselves
@@ -244,8 +246,10 @@ def test_compaction_moves_the_accepted_path_after_the_prefix():
         (dict(past_key_values="short"), r"max_cache_len=32, but this call needs \d+ slots"),
         (dict(past_key_values="holding-the-whole-input"), r"already holds 5 tokens, but input_ids has 5"),
         (dict(cache_implementation="offloaded"), "supports cache_implementation='static' or 'dynamic'"),
-        (dict(cache_implementation="static", past_key_values="fresh"), "either cache_implementation='static' or a past_key_values"),
-        (dict(past_key_values="fewer-layers"), "The static cache has 2 layers and the model 4: build it from this model"),
+        (dict(cache_implementation="static", past_key_values="fresh"),
+         "either cache_implementation='static' or a past_key_values"),
+        (dict(past_key_values="fewer-layers"),
+         "The static cache has 2 layers and the model 4: build it from this model"),
         (dict(past_key_values="laid-out-in-bfloat16"), r"laid out by an earlier call for batch 1 in torch.bfloat16"),
         (dict(past_key_values="laid-out-for-batch-2"), r"laid out by an earlier call for batch 2 in torch.float32"),
     ],
@@ -337,7 +341,8 @@ def test_dvi_drafts_in_its_own_cache_on_the_static_path_and_learns_there():
     assert len(drafter.updater.buffer) > 0
     with pytest.raises(ValueError, match="asked to share the target's KV cache.*leave cache sharing at its default"):
         model.generate(
-            prompt(5), max_new_tokens=8, do_sample=False, assistant_model=hfas.DVIDrafter(model, exit_layer=1, share_cache=True),
+            prompt(5), max_new_tokens=8, do_sample=False,
+            assistant_model=hfas.DVIDrafter(model, exit_layer=1, share_cache=True),
             assistant_policy=hfas.StaticTreePolicy.chain(2), cache_implementation="static",
         )
 
@@ -412,14 +417,17 @@ def test_a_drafters_static_cache_is_allocated_before_any_compiled_step():
     from hf_adaptive_spec.core.static_steps import StaticDraftSteps
     from hf_adaptive_spec.drafters.causal_lm import _causal_step
 
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=2, attn_implementation="sdpa")
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, attn_implementation="sdpa")
     model = LlamaForCausalLM(config).eval()
-    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, {"backend": "eager", "dynamic": False})
+    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64,
+                             {"backend": "eager", "dynamic": False})
     with torch.no_grad():
-        steps.run(None, (model,), (torch.randint(0, 64, (1, 3)),), torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril(), 0)
+        steps.run(None, (model,), (torch.randint(0, 64, (1, 3)),), torch.arange(3),
+                  torch.ones(3, 3, dtype=torch.bool).tril(), 0)
     layer = steps.cache.layers[0]
-    assert hasattr(layer.keys, "_dynamo_static_input_type") and hasattr(layer.cumulative_length, "_dynamo_static_input_type")
+    assert (hasattr(layer.keys, "_dynamo_static_input_type")
+            and hasattr(layer.cumulative_length, "_dynamo_static_input_type"))
 
 
 def test_a_drafters_first_step_runs_eagerly_and_the_next_ones_compiled():
@@ -430,10 +438,11 @@ def test_a_drafters_first_step_runs_eagerly_and_the_next_ones_compiled():
     from hf_adaptive_spec.core.static_steps import StaticDraftSteps
     from hf_adaptive_spec.drafters.causal_lm import _causal_step
 
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=2, attn_implementation="sdpa")
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, attn_implementation="sdpa")
     model = LlamaForCausalLM(config).eval()
-    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, {"backend": "eager", "dynamic": False})
+    steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64,
+                             {"backend": "eager", "dynamic": False})
     compiled, calls = steps.compiled, []
     steps.compiled = lambda key, *args: calls.append(key) or compiled(key, *args)
     causal = torch.ones(3, 3, dtype=torch.bool).tril()
@@ -448,8 +457,9 @@ def test_returned_logits_and_scores_own_their_storage():
     """Verification rows can be views of a compiled graph's output, which its next replay overwrites on a GPU."""
     model, ids = tiny_model("llama"), prompt(6)
     out = model.generate(ids, max_new_tokens=6, do_sample=False, assistant_policy=hfas.StaticTreePolicy(2, 2, 4),
-                         assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), cache_implementation="static",
-                         return_dict_in_generate=True, output_logits=True, output_scores=True)
+                         assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2),
+                         cache_implementation="static", return_dict_in_generate=True, output_logits=True,
+                         output_scores=True)
     assert all(row._base is None for row in (*out.logits, *out.scores))
 
 
@@ -461,8 +471,8 @@ def test_a_committed_step_returns_its_last_rows_outputs_alone():
     from hf_adaptive_spec.core.static_steps import StaticDraftSteps
     from hf_adaptive_spec.drafters.causal_lm import _causal_step
 
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=2, attn_implementation="sdpa")
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, attn_implementation="sdpa")
     model = LlamaForCausalLM(config).eval()
     steps = StaticDraftSteps(_causal_step, config, model.device, model.dtype, 64, None)
     for new in (1, 3, 6, 11, 20):

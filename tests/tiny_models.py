@@ -88,7 +88,9 @@ def tiny_compile_config() -> CompileConfig:
 def tiny_eagle3(target, num_layers: int = 1) -> hfas.Eagle3Drafter:
     """A random EAGLE-3 drafter for ``target``, peaked enough to be right sometimes."""
     torch.manual_seed(1)
-    return hfas.Eagle3Drafter(hfas.Eagle3DraftModel.from_target(target, initializer_range=0.3, num_hidden_layers=num_layers))
+    return hfas.Eagle3Drafter(
+        hfas.Eagle3DraftModel.from_target(target, initializer_range=0.3, num_hidden_layers=num_layers)
+    )
 
 
 def tiny_drafter(kind: str, target):
@@ -144,7 +146,8 @@ class PlainStepsBetweenTrees(hfas.DraftPolicy):
 
 
 #: an LTDPolicy's arguments at a size tests build in milliseconds
-SMALL_LTD = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+SMALL_LTD = dict(depth=2, top_k=2, total_tokens=4, depth_actor=(8,), depth_critic=(8,), size_actor=(8,),
+                 size_critic=(8,))
 #: (class, arguments) of each learned policy at such a size: what tests of what every learned policy records run over
 SMALL_LEARNED_POLICIES = [
     (hfas.LTDPolicy, SMALL_LTD),

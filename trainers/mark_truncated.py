@@ -24,13 +24,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", help="JSONL files of {'conversation': [...]} records, rewritten in place")
     parser.add_argument("--max-new-tokens", type=int, required=True, help="the cap the files were regenerated with")
-    parser.add_argument("--margin", type=int, default=DEFAULT_MARGIN, help="tokens under the cap a cut answer may re-encode to")
+    parser.add_argument(
+        "--margin", type=int, default=DEFAULT_MARGIN, help="tokens under the cap a cut answer may re-encode to"
+    )
     parser.add_argument("--model", default="default", help="the target whose tokenizer regenerated the files")
     args = parser.parse_args(argv)
     _, tokenizer = load_model(args.model)
     for path in args.files:
         found = mark_cut_answers(path, tokenizer, args.max_new_tokens, args.margin)
-        print(f"{path}: {found.marked} of {found.answers} answers marked truncated ({found.already_marked} were already)")
+        print(f"{path}: {found.marked} of {found.answers} answers marked truncated "
+              f"({found.already_marked} were already)")
 
 
 if __name__ == "__main__":

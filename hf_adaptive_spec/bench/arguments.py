@@ -53,9 +53,9 @@ class BenchArguments:
     methods: str = field(
         default=DEFAULT_METHODS,
         metadata={
-            "help": "Comma-separated methods; `stock` is always run as the reference. `<method>@D/K/N` runs tree, eagle3 "
-            "or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized, then +fp32 "
-            "(below float32: the method on a float32 copy of the model, with the default verification buckets)."
+            "help": "Comma-separated methods; `stock` is always run as the reference. `<method>@D/K/N` runs tree, "
+            "eagle3 or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized, then "
+            "+fp32 (below float32: the method on a float32 copy of the model, with the default verification buckets)."
         },
     )
     limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})
@@ -74,8 +74,8 @@ class BenchArguments:
     report_only: bool = field(
         default=False,
         metadata={
-            "help": "Run nothing: write the report (--json, --markdown, --plots) of an interrupted run from its progress "
-            "file, over the selected questions that every method finished (marked partial)."
+            "help": "Run nothing: write the report (--json, --markdown, --plots) of an interrupted run from its "
+            "progress file, over the selected questions that every method finished (marked partial)."
         },
     )
     report_json: Path | None = field(
@@ -163,8 +163,11 @@ class MethodOptions:
     )
     prompt_lookup_num_tokens: int = field(default=10, metadata={"help": "hf-prompt-lookup draft length."})
     lookup_tokens: int | None = field(
-        default=None, metadata={"help": "<method>+lookup: tokens of the prompt-lookup branch (default: --tree_profile's "
-                                f"recommended branch, else {DEFAULT_LOOKUP_TOKENS})."}
+        default=None,
+        metadata={
+            "help": "<method>+lookup: tokens of the prompt-lookup branch (default: --tree_profile's recommended "
+            f"branch, else {DEFAULT_LOOKUP_TOKENS})."
+        },
     )
     lookup_ngram_size: int = field(
         default=2, metadata={"help": "<method>+lookup: longest n-gram matched (transformers' default 2)."}
@@ -214,14 +217,19 @@ class MethodOptions:
     )
     candidate_policy: str | None = field(
         default=None,
-        metadata={"help": "eagle3-candidate-policy: a saved policy (folder or Hub id) to compare with the shipped ones."},
+        metadata={
+            "help": "eagle3-candidate-policy: a saved policy (folder or Hub id) to compare with the shipped ones."
+        },
     )
     compile: bool = field(
         default=False, metadata={"help": "Run this project's engine methods on the compiled static-cache path."}
     )
     max_cache_len: int | None = field(
-        default=None, metadata={"help": "StaticCache length of stock-compiled and --compile (default: fits the questions; one too "
-                          "short for a question's first turn is refused before the run)."}
+        default=None,
+        metadata={
+            "help": "StaticCache length of stock-compiled and --compile (default: fits the questions; one too short "
+            "for a question's first turn is refused before the run)."
+        },
     )
     verify_buckets: str | None = field(
         default=None, metadata={"help": "--compile: the fast path's verification buckets, e.g. 2,3,4,8 (default: "
@@ -230,7 +238,8 @@ class MethodOptions:
 
     @property
     def bucket_sizes(self) -> tuple[int, ...] | None:
-        """``verify_buckets`` as distinct ascending sizes of at least 2 (None: not given; ValueError names a bad one)."""
+        """``verify_buckets`` as distinct ascending sizes of at least 2 (None: not given; ValueError names a bad
+        one)."""
         return None if self.verify_buckets is None else buckets_from_text(self.verify_buckets)
 
 

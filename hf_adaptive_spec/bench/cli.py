@@ -212,7 +212,8 @@ def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:
     """Refuse, before loading anything, sizes below 1 (a zero would run plain decoding under a method's name or fail
     inside torch) and a temperature generate cannot take."""
     for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
-                        ("--max-new-tokens", options.max_new_tokens), ("--warmup", None if args.warmup == 0 else args.warmup),
+                        ("--max-new-tokens", options.max_new_tokens),
+                        ("--warmup", None if args.warmup == 0 else args.warmup),
                         ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
                         ("--lookup-ngram-size", options.lookup_ngram_size),
                         ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
@@ -247,7 +248,9 @@ def _check_fast_path_options(args: BenchArguments, options: MethodOptions, metho
                          "(a compiled method's compile time is its first warm-up call's over its last)")
 
 
-def _restarted_learning(methods: dict, options: MethodOptions, log: ProgressLog | None, questions: int) -> dict[str, int]:
+def _restarted_learning(
+    methods: dict, options: MethodOptions, log: ProgressLog | None, questions: int
+) -> dict[str, int]:
     """Methods that learn across calls and resume part-way (their state starts afresh in this session), with the
     questions they had finished."""
     finished = {name: sum(1 for _, method in (log.completed if log else {}) if method == name) for name in methods}
@@ -322,7 +325,9 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
         "limit": args.limit,
     }
     if len(finished) < len(questions):
-        settings["partial"] = f"{len(finished)} of {len(questions)} selected questions, every method finished (from {path.name})"
+        settings["partial"] = (
+            f"{len(finished)} of {len(questions)} selected questions, every method finished (from {path.name})"
+        )
     else:  # a finished run's report rebuilt, e.g. against another --reference
         settings["rebuilt_from"] = path.name
     device = torch.device(stored.get("device", "cpu"))
@@ -343,8 +348,8 @@ def _rebuilt_report_path(args: BenchArguments) -> Path:
         settings = json.loads(args.json.read_text()).get("settings", {})
         if not settings.get("partial") and not settings.get("rebuilt_from"):
             raise BenchError(
-                f"--report_only would overwrite {args.json}, the finished run's own report (its warm-up compile seconds "
-                "are not in the progress file): pass --report_json PATH for the rebuilt report"
+                f"--report_only would overwrite {args.json}, the finished run's own report (its warm-up compile "
+                "seconds are not in the progress file): pass --report_json PATH for the rebuilt report"
             )
     return args.json
 
@@ -359,7 +364,9 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
     progress files written before the option was added measured it, so no key means measured. A seed other than 0
     is kept likewise."""
-    skipped = {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
+    skipped = (
+        {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
+    )
     seeded = {"seed": args.seed} if args.seed else {}  # each turn's sampling seed; files before the key: seed 0
     return {
         "model": args.model or DEFAULT_MODEL_ID,

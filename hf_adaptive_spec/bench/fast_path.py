@@ -72,7 +72,9 @@ def first_turn_slots(
     run; later turns' grow with the answers, which only the run knows."""
     path = fast_path(model)
     return {
-        question.question_id: path.needed_slots(turn_prompt_ids(tokenizer, question.turns, []).shape[1] + max_new_tokens)
+        question.question_id: path.needed_slots(
+            turn_prompt_ids(tokenizer, question.turns, []).shape[1] + max_new_tokens
+        )
         for question in questions
     }
 

@@ -22,8 +22,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         *(["", f"Report rebuilt from the finished run's `{settings['rebuilt_from']}` (without the warm-up's compile "
                "seconds, which it does not keep)."] if settings.get("rebuilt_from") else []),
         "",
-        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | vs stock | τ | Depth | Verified "
-        "| Identical | fp32 agreement | Compile (s) | "
+        "| Method | Questions | Tokens | Time (s) | Tokens/s | Speedup | Median speedup | vs stock | τ | Depth "
+        "| Verified | Identical | fp32 agreement | Compile (s) | "
         + " | ".join(part.capitalize() for part in TIME_PARTS)
         + " |",
         "|---" * (14 + len(TIME_PARTS)) + "|",
@@ -51,13 +51,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Speedup: tokens/s over `{settings.get('reference', 'stock')}`'s in the same run; vs stock: over `stock`'s. "
         "τ: tokens per target forward († counted from target forward passes, prefill included). Depth: mean levels the "
-        "drafter drafted per cycle (a prompt-lookup chain not counted); Verified: mean size of the verified tree per cycle "
-        "(root and lookup chain included). fp32 agreement (greedy below float32, unless --no_fp32_agreement): mean "
-        "share of the float32 stock answer produced before the first divergence, and the share of turns identical to "
-        "it. Compile: seconds compiling graphs (compiled methods; – when a single warm-up call leaves it unmeasured), "
-        "outside the timed turns. Time columns: share of wall time."
-        + (f" `{FP32_REFERENCE_METHOD}`: those float32 stock answers, eager, each timed right after `stock`'s turn (the "
-           "peer eager float32 stock)." if FP32_REFERENCE_METHOD in summary else ""),
+        "drafter drafted per cycle (a prompt-lookup chain not counted); Verified: mean size of the verified tree per "
+        "cycle (root and lookup chain included). fp32 agreement (greedy below float32, unless --no_fp32_agreement): "
+        "mean share of the float32 stock answer produced before the first divergence, and the share of turns identical "
+        "to it. Compile: seconds compiling graphs (compiled methods; – when a single warm-up call leaves it "
+        "unmeasured), outside the timed turns. Time columns: share of wall time."
+        + (f" `{FP32_REFERENCE_METHOD}`: those float32 stock answers, eager, each timed right after `stock`'s turn "
+           "(the peer eager float32 stock)." if FP32_REFERENCE_METHOD in summary else ""),
         *_policy_fit_notes(summary),
         *_restarted_learning_note(settings),
         "",
@@ -79,7 +79,11 @@ def _restarted_learning_note(settings: dict[str, Any]) -> list[str]:
     """The methods a resumed run restarted learning in (an uninterrupted run carries it from call to call)."""
     restarted = settings.get("restarted_learning") or {}
     listed = ", ".join(f"`{method}` after {done} questions" for method, done in restarted.items())
-    return ["", f"**Resumed run:** what these methods learn across calls started afresh in the last session: {listed}."] if listed else []
+    return (
+        ["", f"**Resumed run:** what these methods learn across calls started afresh in the last session: {listed}."]
+        if listed
+        else []
+    )
 
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:

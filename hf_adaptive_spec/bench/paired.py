@@ -121,7 +121,9 @@ def load_records(path: Path) -> list[QuestionRecord]:
 def _of_categories(records: list[QuestionRecord], categories: list[str]) -> list[QuestionRecord]:
     unknown = sorted(set(categories) - {record.category for record in records})
     if unknown:
-        raise BenchError(f"no question of --categories {unknown}; the run's are {sorted({r.category for r in records})}")
+        raise BenchError(
+            f"no question of --categories {unknown}; the run's are {sorted({r.category for r in records})}"
+        )
     return [record for record in records if record.category in categories]
 
 

@@ -72,7 +72,9 @@ class MethodSummary:
 
 
 def summarize(
-    records: list[QuestionRecord], reference: str = REFERENCE_METHOD, warmup_seconds: dict[str, list[list[float]]] | None = None
+    records: list[QuestionRecord],
+    reference: str = REFERENCE_METHOD,
+    warmup_seconds: dict[str, list[list[float]]] | None = None,
 ) -> dict[str, MethodSummary]:
     """Summaries keyed by method, in first-seen order; speedups are None without the reference's records."""
     by_method: dict[str, list[QuestionRecord]] = {}

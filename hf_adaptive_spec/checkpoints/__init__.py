@@ -48,9 +48,12 @@ def shipped_checkpoint(name: str, cost_curve: CostCurve | str | None = None) -> 
     """
     if name not in SHIPPED:
         raise ValueError(f"No shipped checkpoint named {name!r}; shipped: {', '.join(SHIPPED)}.")
-    folder = Path(__file__).parent / SHIPPED_FOR_CURVE.get((name, getattr(cost_curve, "key", cost_curve)), SHIPPED[name])
+    folder = Path(__file__).parent / SHIPPED_FOR_CURVE.get(
+        (name, getattr(cost_curve, "key", cost_curve)), SHIPPED[name]
+    )
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
-            f"The shipped {name} checkpoint is missing at {folder}: reinstall hf-adaptive-spec, or pass a checkpoint path."
+            f"The shipped {name} checkpoint is missing at {folder}: reinstall hf-adaptive-spec, "
+            "or pass a checkpoint path."
         )
     return folder

@@ -79,7 +79,9 @@ def drafter_mismatch(
     if trained_for is None or drafter_weights == trained_for.weights:
         return None
     running = f"this call drafts with {drafter_name}" + (
-        ", whose weights are not those" if drafter_weights is not None else ", which cannot be matched to it by its weights"
+        ", whose weights are not those"
+        if drafter_weights is not None
+        else ", which cannot be matched to it by its weights"
     )
     return (
         f"{policy_name} was trained with the drafter {trained_for.name} (weights {trained_for.weights[:12]}) and "

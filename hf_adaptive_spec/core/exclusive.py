@@ -28,7 +28,9 @@ def exclusive_use(objects: dict[str, object | None]) -> Iterator[None]:
         for name, obj in claimed.items():
             holder = _HOLDERS.get(id(obj))
             if holder is not None:
-                where = "this thread (a nested generate call)" if holder == threading.get_ident() else f"thread {holder}"
+                where = (
+                    "this thread (a nested generate call)" if holder == threading.get_ident() else f"thread {holder}"
+                )
                 raise RuntimeError(
                     f"The {name} ({type(obj).__name__}) is in use by another generate call, in {where}. A drafter, a "
                     "policy and a cache serve one generate call at a time: give each concurrent call its own (they "

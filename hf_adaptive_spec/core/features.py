@@ -71,7 +71,9 @@ class FeatureCapture:
         num_layers = len(decoder_layers(model)) if self.indices else 0
         for index in self.indices:
             if not 0 <= index <= num_layers:
-                raise ValueError(f"Hidden-state index {index} is out of range for a {num_layers}-layer model (0..{num_layers}).")
+                raise ValueError(
+                    f"Hidden-state index {index} is out of range for a {num_layers}-layer model (0..{num_layers})."
+                )
 
     def __enter__(self) -> FeatureCapture:
         self._thread = threading.get_ident()

@@ -20,7 +20,9 @@ import torch
 from torch import nn
 
 # head -> (storage key, sampled values, transposed weight)
-_TRANSPOSED: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor, torch.Tensor]] = weakref.WeakKeyDictionary()
+_TRANSPOSED: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor, torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _has_hooks(module: nn.Module) -> bool:

@@ -111,7 +111,8 @@ def _reads_only(hook) -> bool:
     transformers' output capturing (added for good by the first forward asked for hidden states or attentions) and
     the one ``enable_input_require_grads`` adds (it sets ``requires_grad``)."""
     function = getattr(hook, "func", hook)  # a functools.partial's function
-    return (getattr(hook, CAPTURE_HOOK, False) or getattr(function, "__module__", "") == "transformers.utils.output_capturing"
+    return (getattr(hook, CAPTURE_HOOK, False)
+            or getattr(function, "__module__", "") == "transformers.utils.output_capturing"
             or getattr(function, "__name__", "") == "make_inputs_require_grads")
 
 
@@ -162,7 +163,9 @@ class PackagedForward:
     def path_for(self, key: Hashable) -> Path:
         return self.directory / f"{package_digest(key=key, **self.identity, inductor=self.inductor_options)}.pt2"
 
-    def __call__(self, key: Hashable, make_module: Callable[[], torch.nn.Module], *args: torch.Tensor) -> tuple[object, float]:
+    def __call__(
+        self, key: Hashable, make_module: Callable[[], torch.nn.Module], *args: torch.Tensor
+    ) -> tuple[object, float]:
         """``(make_module()(*args) by the package of key, seconds spent building or loading it)``.
 
         The module is only made and traced when the package is built; later calls with the same
@@ -193,8 +196,11 @@ class PackagedForward:
         try:
             with torch.no_grad():
                 exported = torch.export.export(make_module(), args, strict=False)
-                torch._inductor.aoti_compile_and_package(exported, package_path=str(partial),
-                                                         inductor_configs=dict(self.inductor_options))  # it adds its own entries
+                torch._inductor.aoti_compile_and_package(
+                    exported,
+                    package_path=str(partial),
+                    inductor_configs=dict(self.inductor_options),  # it adds its own entries
+                )
             os.replace(partial, path)  # atomic: another process sees no package or a whole one
         except StaleWeightsError:
             raise
@@ -213,7 +219,9 @@ class PackagedForward:
             runner = torch._inductor.aoti_load_package(str(path))
         except Exception as error:
             if required:
-                raise RuntimeError(f"The ahead-of-time package {path} was just built but does not load: {error}") from error
+                raise RuntimeError(
+                    f"The ahead-of-time package {path} was just built but does not load: {error}"
+                ) from error
             warnings.warn(f"The ahead-of-time package {path} does not load ({error}); building it again.", stacklevel=3)
             path.unlink(missing_ok=True)
             return None

@@ -58,9 +58,9 @@ def _check_cache_fits_model(cache: Cache, model: torch.nn.Module) -> None:
     mine = (laid_out.dtype, laid_out.device, laid_out.batch_size)
     if mine != (model.dtype, model.device, 1):
         raise ValueError(
-            f"The static cache was laid out by an earlier call for batch {mine[2]} in {mine[0]} on {mine[1]}; this call "
-            f"decodes batch 1 in {model.dtype} on {model.device}. A StaticCache keeps its first call's dtype, device and "
-            "batch size (reset() keeps them too): pass a new StaticCache."
+            f"The static cache was laid out by an earlier call for batch {mine[2]} in {mine[0]} on {mine[1]}; this "
+            f"call decodes batch 1 in {model.dtype} on {model.device}. A StaticCache keeps its first call's dtype, "
+            "device and batch size (reset() keeps them too): pass a new StaticCache."
         )
 
 
@@ -110,8 +110,8 @@ def static_tree_mask(
 
 
 def windowed_static_tree_masks(
-    kinds: list[tuple[str | None, int | None]], visible: torch.Tensor, positions: torch.Tensor, past_length: int, bucket: int,
-    max_cache_len: int, dtype: torch.dtype, device,
+    kinds: list[tuple[str | None, int | None]], visible: torch.Tensor, positions: torch.Tensor, past_length: int,
+    bucket: int, max_cache_len: int, dtype: torch.dtype, device,
 ) -> torch.Tensor:
     """:func:`static_tree_mask` for a tree of ``n`` rows written at slot ``past_length`` (``visible`` ``[n, n]``),
     once per attention kind of the model (``kinds``: :func:`~hf_adaptive_spec.core.attention.mask_kinds`), each with its

@@ -26,7 +26,11 @@ def _pad_rows(rows: torch.Tensor, bucket: int) -> torch.Tensor:
     Always fresh standard strides: a compiled graph guards on strides, and a slice of the growing sequence has
     the sequence's length as its stride, which recompiled the step at every new length."""
     pad = bucket - rows.shape[1]
-    return torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1) if pad else rows.clone(memory_format=torch.contiguous_format)
+    return (
+        torch.cat([rows, rows[:, -1:].expand(1, pad, *rows.shape[2:])], dim=1)
+        if pad
+        else rows.clone(memory_format=torch.contiguous_format)
+    )
 
 
 def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_position: int, device: torch.device):
@@ -76,8 +80,8 @@ class StaticDraftSteps:
 
     def run(self, kind: Hashable, constants: tuple, rows: tuple[torch.Tensor, ...], positions: torch.Tensor,
             visible: torch.Tensor, past_length: int, last_row_only: bool = False) -> tuple[torch.Tensor, ...]:
-        """One step of ``kind`` (a graph per bucket and kind) over ``n`` rows (each of ``rows`` is ``[1, n, ...]``, ``positions`` ``[n]``) written
-        after ``past_length`` slots plus the tail ``visible`` spans (``[n, m]``, see
+        """One step of ``kind`` (a graph per bucket and kind) over ``n`` rows (each of ``rows`` is ``[1, n, ...]``,
+        ``positions`` ``[n]``) written after ``past_length`` slots plus the tail ``visible`` spans (``[n, m]``, see
         :func:`~hf_adaptive_spec.core.static_cache.static_tree_mask`). Returns the real rows of
         each of ``step``'s outputs, or with ``last_row_only`` the last one's alone (``[1, ...]``): a
         step over committed tokens needs the drafter's head on its last row only, and on the others of

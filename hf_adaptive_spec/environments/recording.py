@@ -51,7 +51,9 @@ class ReplayTree:
     features: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def draft_tree(self) -> DraftTree:
-        return DraftTree(tokens=list(self.tokens), parents=list(self.parents), depths=list(self.depths), scores=list(self.scores))
+        return DraftTree(
+            tokens=list(self.tokens), parents=list(self.parents), depths=list(self.depths), scores=list(self.scores)
+        )
 
     def cycle_state(self, lookup_length: int = 0) -> CycleState:
         """What a policy saw at this cycle's start; ``lookup_length``: the prompt-lookup chain the replay grafts."""
@@ -130,7 +132,9 @@ class ReplayRecording:
         for p, trees in enumerate(self.prompts):
             rows = []
             for t, tree in enumerate(trees):
-                rows.append([tree.context_length, tree.tokens, tree.parents, tree.depths, tree.scores, tree.target_next])
+                rows.append(
+                    [tree.context_length, tree.tokens, tree.parents, tree.depths, tree.scores, tree.target_next]
+                )
                 for layer, value in tree.features.items():
                     tensors[f"{p}.{t}.{layer}"] = value.detach().float().contiguous()
             prompts.append(rows)
@@ -154,7 +158,9 @@ class ReplayRecording:
         directory = Path(directory)
         meta = json.loads((directory / "recording.json").read_text(encoding="utf-8"))
         if meta.get("format") != RECORDING_FORMAT:
-            raise ValueError(f"{directory} is not a replay recording ({RECORDING_FORMAT}); record one with record_replay().")
+            raise ValueError(
+                f"{directory} is not a replay recording ({RECORDING_FORMAT}); record one with record_replay()."
+            )
         feature_file = directory / "features.safetensors"
         tensors = load_file(str(feature_file)) if feature_file.exists() else {}
         layers = tuple(meta["feature_layers"])
@@ -220,7 +226,9 @@ def record_greedy_trees(
     if input_ids.shape[0] != 1:
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
     if config.sample_drafts:
-        raise ValueError("Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False.")
+        raise ValueError(
+            "Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False."
+        )
     if config.depth < 1:
         raise ValueError("A recording needs trees to replay: record with depth >= 1 (plain steps need no recording).")
     drafter.bind(model)
@@ -252,7 +260,9 @@ def record_greedy_trees(
                 target_next[node] = greedy[row]
             compact_cache(cache, len(verified), torch.tensor([0], device=device))
             new_features = {i: capture.latest[i][:, :1] for i in wanted}
-            drafter.observe(DraftOutcome(subtree, [0], greedy[:1], {i: new_features[i] for i in drafter.feature_layers}))
+            drafter.observe(
+                DraftOutcome(subtree, [0], greedy[:1], {i: new_features[i] for i in drafter.feature_layers})
+            )
             trees.append(
                 ReplayTree(sequence.shape[1], tree.tokens, tree.parents, tree.depths, tree.scores, target_next, state)
             )
@@ -271,7 +281,8 @@ def record_replay(
 ) -> ReplayRecording:
     """Record each prompt with :func:`record_greedy_trees` into a :class:`ReplayRecording`."""
     recorded = [
-        record_greedy_trees(model, drafter, ids, config, max_new_tokens, feature_layers, eos_token_ids) for ids in prompts
+        record_greedy_trees(model, drafter, ids, config, max_new_tokens, feature_layers, eos_token_ids)
+        for ids in prompts
     ]
     return ReplayRecording(
         tree_config=config,

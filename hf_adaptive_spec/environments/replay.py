@@ -133,7 +133,9 @@ class ReplayedCycle:
     def from_feedback(cls, feedback: CycleFeedback) -> ReplayedCycle:
         """A live cycle as a replayed one: a cycle that committed fewer tokens than it accepted (the generation
         ended inside its path) had that many tokens left."""
-        fields = {name: getattr(feedback, name) for name in CycleFeedback.__dataclass_fields__ if name != "committed_tokens"}
+        fields = {
+            name: getattr(feedback, name) for name in CycleFeedback.__dataclass_fields__ if name != "committed_tokens"
+        }
         cut = feedback.committed_tokens is not None and feedback.committed_tokens < feedback.accepted_length + 1
         return cls(**fields, remaining_tokens=feedback.committed_tokens if cut else None)
 
@@ -175,7 +177,9 @@ def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
     while True:
         wanted = recorded.target_next[recorded_node]
         if wanted < 0:
-            raise ValueError("The recording did not verify a node this policy verifies: record with a larger total_tokens.")
+            raise ValueError(
+                "The recording did not verify a node this policy verifies: record with a larger total_tokens."
+            )
         child = next((c for c in tree.children(node) if tree.tokens[c] == wanted), None)
         if child is None:
             return accepted
@@ -192,7 +196,9 @@ class ReplayLoop:
         """Recorded cycle starts of ``prompt``."""
         raise NotImplementedError
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
+    def replay_cycle(
+        self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None
+    ) -> ReplayedCycle:
         """The cycle at ``position`` of ``prompt`` under ``policy``; ``unread_tokens``: the committed tokens the drafter
         has not read when it begins (None: the prompt at position 0, else 1, as after a drafted cycle that accepted
         nothing). Callers walking a generation pass :meth:`ReplayedCycle.unread_after` of the cycle before."""
@@ -234,7 +240,9 @@ class ReplayEnvironment(ReplayLoop):
         self, recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
     ):
         if profile.draft_step_seconds is None:
-            raise ValueError("The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter.")
+            raise ValueError(
+                "The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter."
+            )
         self.recording = recording
         self.profile = profile
         self.lookup_tokens = lookup_tokens
@@ -260,9 +268,11 @@ class ReplayEnvironment(ReplayLoop):
                 f"total_tokens <= {recorded.total_tokens}, deterministic): record again with this shape."
             )
 
-    def replay_cycle(self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None) -> ReplayedCycle:
-        """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy`` (``unread_tokens``:
-        see :meth:`ReplayLoop.replay_cycle`)."""
+    def replay_cycle(
+        self, prompt: int, position: int, policy: DraftPolicy, unread_tokens: int | None = None
+    ) -> ReplayedCycle:
+        """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy``
+        (``unread_tokens``: see :meth:`ReplayLoop.replay_cycle`)."""
         trees = self.recording.prompts[prompt]
         recorded = trees[position]
         if unread_tokens is None:

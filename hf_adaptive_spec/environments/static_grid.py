@@ -80,7 +80,9 @@ def recorded_tree_shapes(
     return [
         (depth, recorded.top_k, total)
         for depth in range(1, recorded.depth + 1)
-        for total in candidate_sizes(profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)), lookup_tokens)
+        for total in candidate_sizes(
+            profile, min(recorded.total_tokens, full_tree_size(depth, recorded.top_k)), lookup_tokens
+        )
         if TreeConfig(depth, recorded.top_k, total).reachable_depth == depth
     ]
 
@@ -91,7 +93,9 @@ def rank_static_trees(
     """Every static tree ``recording`` holds (and depth 0: plain steps, or with ``lookup_tokens`` the lookup
     branch alone), each with the prompt-lookup branch of ``lookup_tokens``, replayed with ``profile``'s costs,
     best first."""
-    environment = ReplayEnvironment(recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
+    environment = ReplayEnvironment(
+        recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size
+    )
     drafted = recorded_tree_shapes(recording, profile, lookup_tokens)
     candidates = [RankedTree(depth, top_k, total, 0.0, 0.0, lookup_tokens)
                   for depth, top_k, total in [(0, recording.tree_config.top_k, 1), *drafted]]

@@ -35,7 +35,8 @@ def load_recording(path: str | Path) -> ReplayRecording:
     shards = finished_shards(path)
     if not shards:
         raise FileNotFoundError(
-            f"No recording in {path}: expected recording.json or shard-START-END folders from `hf-adaptive-spec record`."
+            f"No recording in {path}: expected recording.json or shard-START-END folders from "
+            "`hf-adaptive-spec record`."
         )
     return ReplayRecording.concatenate([ReplayRecording.load(folder) for _, _, folder in shards])
 

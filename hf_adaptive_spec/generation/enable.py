@@ -135,7 +135,10 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             )
         return stock_generate(self, *args, **kwargs)
     if not isinstance(assistant_policy, DraftPolicy):
-        raise ValueError(f"assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), got {type(assistant_policy).__name__}.")
+        raise ValueError(
+            "assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), "
+            f"got {type(assistant_policy).__name__}."
+        )
     if kwargs.get("custom_generate") is not None:
         raise ValueError("assistant_policy cannot be combined with custom_generate.")
     _check_no_token_healing(self, kwargs)
@@ -166,7 +169,9 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
 def _transformers_model(model: nn.Module) -> PreTrainedModel:
     inner = unwrap_peft(model)
     if not isinstance(inner, PreTrainedModel) or not hasattr(inner, "generate"):
-        raise ValueError(f"enable() needs a transformers causal LM (or a peft model wrapping one), got {type(model).__name__}.")
+        raise ValueError(
+            f"enable() needs a transformers causal LM (or a peft model wrapping one), got {type(model).__name__}."
+        )
     return inner
 
 

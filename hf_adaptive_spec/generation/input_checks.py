@@ -14,7 +14,9 @@ from transformers.generation.configuration_utils import GenerationMode
 from ..core.attention import check_tree_attention_support
 
 
-def check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict) -> None:
+def check_supported(
+    model: PreTrainedModel, input_ids: torch.Tensor, config: GenerationConfig, model_kwargs: dict
+) -> None:
     if (config.num_beams or 1) > 1:
         raise ValueError("assistant_policy cannot be combined with beam search (num_beams > 1): drop num_beams.")
     if (config.num_return_sequences or 1) > 1:
@@ -31,14 +33,19 @@ def check_supported(model: PreTrainedModel, input_ids: torch.Tensor, config: Gen
         raise ValueError("assistant_policy supports decoder-only models only.")
     if config.return_dict_in_generate and (config.output_attentions or config.output_hidden_states):
         # without return_dict_in_generate, generate ignores them (and its config validation says so)
-        raise ValueError("assistant_policy does not return attentions or hidden states; drop output_attentions/output_hidden_states.")
+        raise ValueError(
+            "assistant_policy does not return attentions or hidden states; "
+            "drop output_attentions/output_hidden_states."
+        )
     _check_decoding_mode(config)
     _check_model_inputs(input_ids, model_kwargs)
     check_tree_attention_support(model.config, role="target model")
 
 
 #: the options that make ``generate`` choose a decoding mode other than greedy search or sampling
-_OTHER_DECODING_OPTIONS = ("assistant_early_exit", "use_mtp", "penalty_alpha", "dola_layers", "constraints", "force_words_ids")
+_OTHER_DECODING_OPTIONS = (
+    "assistant_early_exit", "use_mtp", "penalty_alpha", "dola_layers", "constraints", "force_words_ids"
+)
 
 
 def _check_decoding_mode(config: GenerationConfig) -> None:
@@ -51,15 +58,16 @@ def _check_decoding_mode(config: GenerationConfig) -> None:
         asked = [name for name in _OTHER_DECODING_OPTIONS if getattr(config, name, None)]
         raise ValueError(
             f"assistant_policy decodes greedily or by sampling, but this call asks for {mode.value} "
-            f"({', '.join(asked) or 'its options'}): drop {'them' if len(asked) > 1 else 'it'}, or drop assistant_policy "
-            "(assistant_early_exit and use_mtp are transformers' own drafters: the assistant_model passed replaces them)."
+            f"({', '.join(asked) or 'its options'}): drop {'them' if len(asked) > 1 else 'it'}, or drop "
+            "assistant_policy (assistant_early_exit and use_mtp are transformers' own drafters: the assistant_model "
+            "passed replaces them)."
         )
 
 
 #: model inputs ``generate`` prepares for every decoder-only call; the engine feeds the target itself (the two
 #: output flags come from the generation config, which ``check_supported`` reads)
-_PREPARED_INPUTS = frozenset({"attention_mask", "past_key_values", "use_cache", "position_ids", "logits_to_keep", "cache_position",
-                              "output_attentions", "output_hidden_states"})
+_PREPARED_INPUTS = frozenset({"attention_mask", "past_key_values", "use_cache", "position_ids", "logits_to_keep",
+                              "cache_position", "output_attentions", "output_hidden_states"})
 
 
 def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:

@@ -59,7 +59,9 @@ class _Output:
         """Append ``tokens`` (one upload), stopping after the first token the criteria stop at; returns
         how many were appended."""
         base = self.sequence.shape[1]
-        extended = torch.cat([self.sequence, torch.tensor([tokens], dtype=self.sequence.dtype).to(self.sequence.device)], dim=-1)
+        extended = torch.cat(
+            [self.sequence, torch.tensor([tokens], dtype=self.sequence.dtype).to(self.sequence.device)], dim=-1
+        )
         kept = 0
         for score_row, raw_row in zip(score_rows, raw_rows):
             kept += 1
@@ -239,7 +241,11 @@ class _Decoder:
         if returned is None:
             return out.sequence
         return SpeculativeDecoderOnlyOutput(
-            sequences=out.sequence, scores=out.scores, logits=out.raw_logits, past_key_values=returned, speculation=stats
+            sequences=out.sequence,
+            scores=out.scores,
+            logits=out.raw_logits,
+            past_key_values=returned,
+            speculation=stats,
         )
 
     def _remember_cache_contents(self, sequence: torch.LongTensor, returned) -> None:
@@ -261,7 +267,9 @@ class _Decoder:
         trained_for = getattr(self.policy, "trained_for_drafter", None)
         if trained_for is not None:  # the drafter's digest is only computed for a policy that records one
             weights = self.drafter.weights_digest()
-            stats.policy_drafter_mismatch = drafter_mismatch(policy_name, trained_for, type(self.drafter).__name__, weights)
+            stats.policy_drafter_mismatch = drafter_mismatch(
+                policy_name, trained_for, type(self.drafter).__name__, weights
+            )
         trained_with = getattr(self.policy, "trained_with_lookup_tokens", None)
         trained_ngram_size = getattr(self.policy, "trained_with_lookup_ngram_size", None)
         stats.policy_lookup_mismatch = lookup_mismatch(
@@ -324,7 +332,9 @@ class _Decoder:
         max_depth = min(config.depth, room)
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction
             config = self._fit_largest_bucket(config, len(chain))
-        context = DraftContext(sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache)
+        context = DraftContext(
+            sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache
+        )
         tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
         drafter_nodes = len(tree)

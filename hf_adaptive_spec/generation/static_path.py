@@ -44,7 +44,9 @@ def buckets_from_text(text: str) -> tuple[int, ...]:
     if buckets is None:
         raise ValueError(f"Buckets are sizes separated by commas, e.g. 2,3,4,8, not {text!r}.")
     if buckets[0] < 2:
-        raise ValueError(f"Buckets {text}: each verifies a root and at least one draft token: give sizes >= 2, e.g. 2,3,4,8.")
+        raise ValueError(
+            f"Buckets {text}: each verifies a root and at least one draft token: give sizes >= 2, e.g. 2,3,4,8."
+        )
     return buckets
 
 
@@ -168,9 +170,10 @@ class FastPath:
           replaced), drop the graphs and packages compiled from the old ones. Frozen graphs hold the weights as
           constants and a package's name is the digest of the weights it was built from, so both would otherwise
           go on computing with, or be saved under, the old weights.
-        - When what changes the model's forward besides its code changed (:func:`~hf_adaptive_spec.core.packaged.forward_changes`:
-          hooks, a replaced forward), drop the in-process graphs, which keep the hooks they were traced with; while
-          there is any, compile in-process instead of running packages, which are traced without, and say so."""
+        - When what changes the model's forward besides its code changed
+          (:func:`~hf_adaptive_spec.core.packaged.forward_changes`: hooks, a replaced forward), drop the in-process
+          graphs, which keep the hooks they were traced with; while there is any, compile in-process instead of
+          running packages, which are traced without, and say so."""
         with self._lock:
             seen, changes = weights_version(self.model), forward_changes(self.model)
             if self._weights_seen is not None and seen != self._weights_seen:
@@ -228,7 +231,9 @@ class FastPath:
                 return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
                                               feature_layers)
             except PackageBuildError as error:  # this model does not export: compile it in-process, with a word
-                warnings.warn(f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2)
+                warnings.warn(
+                    f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2
+                )
                 self.package_dir = None
         compiled = self._in_process_forward(compile_options, cache)
         return compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
@@ -251,13 +256,17 @@ class FastPath:
         with self._lock:
             if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
                 inductor_options = {**(compile_options.get("options") or {})}
-                self._packaged = PackagedForward(self.package_dir, self.package_identity(compile_options), inductor_options)
+                self._packaged = PackagedForward(
+                    self.package_dir, self.package_identity(compile_options), inductor_options
+                )
             packaged = self._packaged
         identifying = time.perf_counter() - start
         cache_tensors = static_cache_tensors(cache)
         layout = self._cache_layouts.get(cache)  # a cache's tensors keep their layout: read it once, not per cycle
         if layout is None:
-            layout = self._cache_layouts[cache] = tuple((str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors)
+            layout = self._cache_layouts[cache] = tuple(
+                (str(t.dtype), tuple(t.shape), t.stride()) for t in cache_tensors
+            )
         key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers, layout)
 
         digested = packaged.identity["weights"]
@@ -277,7 +286,8 @@ class FastPath:
                 "after such a write.", stacklevel=2,
             )
             self.weights_changed()
-            return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache, feature_layers)
+            return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
+                                          feature_layers)
         return (outputs[0], tuple(outputs[1:])), seconds + identifying
 
     def package_identity(self, compile_options: dict) -> dict:

@@ -43,8 +43,8 @@ class SpeculationStats:
     #: whether the compiled verification forwards ran as ahead-of-time packages, built or loaded
     #: from disk (CPU with weight freezing; see ``generation.static_path.FastPath``).
     packaged: bool = False
-    #: seconds spent compiling graphs (or building and loading packages) during this call (first use of a bucket), included in
-    #: ``total_time`` but not in ``verify_time``.
+    #: seconds spent compiling graphs (or building and loading packages) during this call (first use of a bucket),
+    #: included in ``total_time`` but not in ``verify_time``.
     compile_time: float = 0.0
     #: cycles whose tree the static-cache path lowered to fit its largest verification bucket.
     capped_trees: int = 0

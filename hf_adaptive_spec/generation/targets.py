@@ -10,8 +10,8 @@ Two implementations behind one small interface:
 - :class:`StaticTarget` writes each tree into a fixed-size :class:`~transformers.StaticCache` right
   after the committed prefix, padded to one of a few bucket sizes, so that every verification forward
   has one of a few static shapes. The forward (optionally ``torch.compile``'d, one graph per bucket,
-  kept on the model across calls: :class:`~hf_adaptive_spec.generation.static_path.FastPath`) returns the logits of every row and the hidden
-  states the drafter and policy read, as outputs rather than through hooks.
+  kept on the model across calls: :class:`~hf_adaptive_spec.generation.static_path.FastPath`) returns the logits of
+  every row and the hidden states the drafter and policy read, as outputs rather than through hooks.
 """
 
 from __future__ import annotations
@@ -232,7 +232,9 @@ def check_cache_sharing(drafter: Drafter, wanted: set[int], lookup_tokens: int, 
         )
 
 
-def verify_tree(model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None) -> TreeLogits:
+def verify_tree(
+    model: PreTrainedModel, cache, tree: DraftTree, past_length: int, lazy_head: OutputHead | None
+) -> TreeLogits:
     """One target forward over the whole tree (its rows are appended to ``cache``); with ``lazy_head``
     the decoder only, the head running later on the nodes the acceptance walk visits."""
     device = model.device
@@ -254,8 +256,8 @@ class StaticTarget(TargetForward):
     """Verification of padded trees in a fixed-size static cache (see the module docstring)."""
 
     def __init__(
-        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None, own_cache: bool = False,
-        packaged: bool | None = None, cached_length: int = 0,
+        self, model: PreTrainedModel, cache, wanted: set[int], path: FastPath, options: dict | None,
+        own_cache: bool = False, packaged: bool | None = None, cached_length: int = 0,
     ):
         self.model, self.cache, self.path, self.options = model, cache, path, options
         # whether this call verifies from packages, decided once at its start (FastPath.begin_call)
@@ -339,4 +341,6 @@ def static_target(
     check_static_cache(cache, path.needed_slots(config.max_length), model)
     options = compile_options(model, {**model_kwargs, "past_key_values": cache}, config)
     packaged = path.begin_call(options)
-    return StaticTarget(model, cache, wanted, path, options, own_cache=own_cache, packaged=packaged, cached_length=cached_length)
+    return StaticTarget(
+        model, cache, wanted, path, options, own_cache=own_cache, packaged=packaged, cached_length=cached_length
+    )

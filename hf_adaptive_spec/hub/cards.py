@@ -83,8 +83,8 @@ def render_card(
     """Render the ``kind`` template into a :class:`~huggingface_hub.ModelCard`.
 
     The YAML header gets ``library_name="hf-adaptive-spec"``, ``base_model`` (the target
-    model, when it is a Hub id: :func:`card_target`), ``tags`` (``speculative-decoding``, ``method`` and ``tags``), ``datasets`` and
-    ``pipeline_tag``; of ``datasets`` only Hub ids go to the header (the Hub links them and
+    model, when it is a Hub id: :func:`card_target`), ``tags`` (``speculative-decoding``, ``method`` and ``tags``),
+    ``datasets`` and ``pipeline_tag``; of ``datasets`` only Hub ids go to the header (the Hub links them and
     reads nothing else there), and every entry, ids and descriptions, to the body's training
     data line. The body gets the results table and the command reproducing the
     checkpoint. Extra ``template_vars`` (``repo_id``, ``drafter``, ``paper_url``,
@@ -124,7 +124,9 @@ def card_target(name: str | None) -> tuple[str | None, str | None]:
     if Path(name).expanduser().exists():
         return None, f"a local checkpoint, `{name}` (not a Hub id, so the metadata names no base model)"
     if not is_hub_id(name):
-        logger.warning(f"The target {name!r} is neither a Hub model id nor a folder here: the card names it in its text only.")
+        logger.warning(
+            f"The target {name!r} is neither a Hub model id nor a folder here: the card names it in its text only."
+        )
         return None, f"`{name}` (neither a Hub id nor a folder here, so the metadata names no base model)"
     return name, name
 

@@ -40,7 +40,8 @@ _DVI_ADAPTER = "a DVI adapter: load it with DVIDrafter.from_pretrained(path, tar
 _PEFT_ADAPTER = "a peft adapter: load it with peft's PeftModel.from_pretrained(model, path)"
 _EAGLE3_DRAFTER = "an EAGLE-3 drafter: load it with Eagle3Drafter.from_pretrained(path, target=model)"
 _TRANSFORMERS_MODEL = (
-    "a transformers model: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: CausalLMDrafter(model))"
+    "a transformers model: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: "
+    "CausalLMDrafter(model))"
 )
 
 

@@ -109,7 +109,10 @@ class ArtifactLocation:
 
     def _no_folder_either(self) -> str:
         """For a name read as a repo id: it names no local folder either, which is often what was meant."""
-        return f" No local folder '{self.name}' exists either (relative to {Path.cwd()}); if you meant one, check the path."
+        return (
+            f" No local folder '{self.name}' exists either (relative to {Path.cwd()}); "
+            "if you meant one, check the path."
+        )
 
     def list_files(self) -> list[str]:
         """Files of the folder or repo; for a Hub repo, [] when the Hub cannot be asked."""

@@ -100,6 +100,7 @@ class AutoArtifact:
         if not issubclass(artifact_class, cls.base_class):
             raise ArtifactTypeError(
                 f"{location} holds a '{artifact_type}' artifact ({artifact_class.__name__}), which is not a "
-                f"{cls.base_class.__name__}, so {cls.__name__} cannot load it. Load it with {load_hint(artifact_class)}."
+                f"{cls.base_class.__name__}, so {cls.__name__} cannot load it. "
+                f"Load it with {load_hint(artifact_class)}."
             )
         return artifact_class.from_pretrained(pretrained_model_name_or_path, **hub_kwargs, **kwargs)

@@ -65,7 +65,9 @@ def chain_probabilities(info: VerifySizeInfo) -> list[float]:
     return [math.exp(b - a) for a, b in itertools.pairwise(cumulative)]
 
 
-class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.confidence_threshold"):
+class ConfidenceThresholdPolicy(
+    DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.confidence_threshold"
+):
     """Drafts a chain of up to ``depth`` tokens, stopping after a token below the confidence threshold.
 
     Args:
@@ -118,7 +120,10 @@ class ConfidenceThresholdPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_a
         return {"depth": self.config.depth, "threshold": self.threshold, "adaptive": self.adaptive}
 
     def __repr__(self) -> str:
-        return f"ConfidenceThresholdPolicy(depth={self.config.depth}, threshold={self.threshold:.3f}, adaptive={self.adaptive})"
+        return (
+            f"ConfidenceThresholdPolicy(depth={self.config.depth}, threshold={self.threshold:.3f}, "
+            f"adaptive={self.adaptive})"
+        )
 
 
 class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.heuristic_length"):
@@ -131,7 +136,9 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
 
     def __init__(self, initial_depth: int = 20, max_depth: int = 64):
         if not 1 <= initial_depth <= max_depth:
-            raise ValueError(f"HeuristicLengthPolicy needs 1 <= initial_depth <= max_depth, got {initial_depth}, {max_depth}.")
+            raise ValueError(
+                f"HeuristicLengthPolicy needs 1 <= initial_depth <= max_depth, got {initial_depth}, {max_depth}."
+            )
         self.initial_depth, self.max_depth = initial_depth, max_depth
         self.depth = initial_depth
 
@@ -149,4 +156,6 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         return {"initial_depth": self.depth, "max_depth": self.max_depth}
 
     def __repr__(self) -> str:
-        return f"HeuristicLengthPolicy(depth={self.depth}, initial_depth={self.initial_depth}, max_depth={self.max_depth})"
+        return (
+            f"HeuristicLengthPolicy(depth={self.depth}, initial_depth={self.initial_depth}, max_depth={self.max_depth})"
+        )

@@ -59,15 +59,17 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
     parser.add_argument("--json", default=None, help=f"where to write the profile (default: {default_profile_path()})")
-    parser.add_argument("--model", default=None, help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--model", default=None,
+                        help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--num-threads", type=int, default=None)
     parser.add_argument("--context-length", type=int, default=256)
     parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)))
     parser.add_argument("--repeats", type=int, default=5,
                         help="timings per verification size (eager: a third of it, at least 3, rounds of generate)")
-    parser.add_argument("--eagle3", default=None, help="EAGLE-3 drafter checkpoint to time (default: the --recording's drafter, "
-                        "else an early exit)")
+    parser.add_argument("--eagle3", default=None,
+                        help="EAGLE-3 drafter checkpoint to time (default: the --recording's drafter, "
+                             "else an early exit)")
     parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
     parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
@@ -83,11 +85,12 @@ def make_parser() -> argparse.ArgumentParser:
                              "size of a cycle that verifies the lookup chain alone (LookupFirstPolicy where the "
                              "branch matched)")
     parser.add_argument("--recording", action="append", default=[],
-                        help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on (repeatable)")
+                        help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on "
+                             "(repeatable)")
     parser.add_argument("--lookup-tokens", default="0",
-                        help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,2,4 (0, no branch, is always "
-                             "ranked; depth 0 with a branch is the branch alone, without drafting); the recommendation "
-                             "names the winner's, for generate's prompt_lookup_num_tokens")
+                        help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,2,4 (0, no branch, is "
+                             "always ranked; depth 0 with a branch is the branch alone, without drafting); the "
+                             "recommendation names the winner's, for generate's prompt_lookup_num_tokens")
     parser.add_argument("--rerank", action="store_true",
                         help="rank the --recording folders on the costs already in the profile at --json (nothing is "
                              "loaded or timed; the timing options are not read) and replace its recommendation: for "
@@ -136,7 +139,8 @@ def print_profile(profile: HardwareProfile, path: Path, compile_seconds: float |
     print(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
           f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
     print("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
-        f"{tokens:.0f}: {1000 * seconds:.1f} ms" for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
+        f"{tokens:.0f}: {1000 * seconds:.1f} ms"
+        for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
     if compile_seconds is not None:
         print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
     for line in instruction_set_lines(profile) + recommendation_lines(profile):
@@ -173,8 +177,8 @@ def instruction_set_lines(profile: HardwareProfile) -> list[str]:
     if converts_bfloat16(profile.dtype, profile.instruction_set):
         lines.append(
             "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): a forward over n tokens costs about n "
-            "times one token's in bfloat16, so a draft tree pays for little of itself; profile --dtype float32 too (on an "
-            "AVX2-only EPYC the float32 engine, lossless, ran 1.32x compiled bfloat16 stock: results/README.md)"
+            "times one token's in bfloat16, so a draft tree pays for little of itself; profile --dtype float32 too (on "
+            "an AVX2-only EPYC the float32 engine, lossless, ran 1.32x compiled bfloat16 stock: results/README.md)"
         )
     return lines
 
@@ -230,7 +234,9 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         else CausalLMDrafter.from_target_layers(model, args.drafter_layers)
     )
     messages = [{"role": "user", "content": PROMPT}]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )["input_ids"]
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
     long_ids = long_prompt(tokenizer, args.context_length)  # a later level's cost grows with the context it reads
@@ -250,7 +256,8 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
             **generate_kwargs,
         )
     profile = HardwareProfile(
-        device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(), context_length=args.context_length,
+        device=str(model.device), dtype=args.dtype, num_threads=torch.get_num_threads(),
+        context_length=args.context_length,
         verify_tokens=tokens, verify_seconds=seconds, draft_step_seconds=draft_step, policy_call_seconds=policy_call,
         catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
         path=path, buckets=buckets, bucket_seconds=bucket_seconds, cache_slots=slots, model=model_name(model),
@@ -306,7 +313,9 @@ def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
     ``context_length`` tokens, once at least (what a bucket costs depends a little on the context before it)."""
     def ids(repeats: int) -> torch.LongTensor:
         messages = [{"role": "user", "content": " ".join([PROMPT] * repeats)}]
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+        return tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
 
     per_repeat = max(ids(2).shape[1] - ids(1).shape[1], 1)
     return ids(max(1, 1 + (context_length - ids(1).shape[1]) // per_repeat))

@@ -35,8 +35,9 @@ class HardwareProfile:
             (:func:`.measure.measure_catch_up_in_generate`; ascending token counts, interpolated between them). A cycle
             that drafts after cycles that drafted nothing reads every token committed since (EAGLE-3 on the
             compiled bfloat16 path of two AVX2 cores, live: 5.7 ms for up to 4 tokens, 8.0 ms for 5-8, 12.5 ms
-            for 9-16, 20.6 ms for 17-32; results/README.md), and the first drafted cycle reads the prompt. :meth:`draft_time` charges it; None in
-            profiles made before it was measured, where every level costs ``draft_step_seconds``.
+            for 9-16, 20.6 ms for 17-32; results/README.md), and the first drafted cycle reads the prompt.
+            :meth:`draft_time` charges it; None in profiles made before it was measured, where every level costs
+            ``draft_step_seconds``.
         policy_call_seconds: mean policy time per cycle, measured inside ``generate``.
         path: ``"eager"`` (the DynamicCache engine) or ``"static"`` / ``"compiled"`` (the
             static-cache path, eager or compiled): the curve a policy or replay is trained on.
@@ -63,9 +64,9 @@ class HardwareProfile:
         drafter_weights: a digest of the timed EAGLE-3 drafter's weights
             (:meth:`~hf_adaptive_spec.drafters.base.Drafter.weights_digest`), by which a loaded drafter
             object is recognised; None without an EAGLE-3 drafter and in profiles made before it was kept.
-        instruction_set: the processor's matrix instruction set (:func:`~hf_adaptive_spec.core.cost_curve.instruction_set_of`:
-            a CPU's, which decides what a many-token forward costs in bfloat16, or a GPU's compute capability);
-            None in profiles made before it was recorded.
+        instruction_set: the processor's matrix instruction set
+            (:func:`~hf_adaptive_spec.core.cost_curve.instruction_set_of`: a CPU's, which decides what a many-token
+            forward costs in bfloat16, or a GPU's compute capability); None in profiles made before it was recorded.
     """
 
     device: str
@@ -97,19 +98,23 @@ class HardwareProfile:
         self.verify_tokens, self.verify_seconds = [n for n, _ in pairs], [s for _, s in pairs]
         if self.buckets is not None:
             if self.buckets != sorted(self.buckets) and self.bucket_seconds is not None:
-                raise ValueError(f"bucket_seconds follow the buckets' order: give the buckets sorted, not {self.buckets}.")
+                raise ValueError(
+                    f"bucket_seconds follow the buckets' order: give the buckets sorted, not {self.buckets}."
+                )
             self.buckets = sorted(self.buckets)
             missing = sorted(set(self.buckets) - set(self.verify_tokens))
             if missing:
-                raise ValueError(f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured.")
+                raise ValueError(
+                    f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured."
+                )
         if (self.catch_up_tokens is None) != (self.catch_up_seconds is None) or (
             self.catch_up_tokens is not None
             and (len(self.catch_up_tokens) != len(self.catch_up_seconds) or not self.catch_up_tokens
                  or self.catch_up_tokens != sorted(set(self.catch_up_tokens)))
         ):
             raise ValueError(
-                f"catch_up_tokens {self.catch_up_tokens} and catch_up_seconds {self.catch_up_seconds} need one time per "
-                "token count, the counts distinct and ascending (measure_catch_up_in_generate), or both None."
+                f"catch_up_tokens {self.catch_up_tokens} and catch_up_seconds {self.catch_up_seconds} need one time "
+                "per token count, the counts distinct and ascending (measure_catch_up_in_generate), or both None."
             )
         if self.bucket_seconds is not None and len(self.bucket_seconds) != len(self.buckets or []):
             raise ValueError(
@@ -123,7 +128,8 @@ class HardwareProfile:
 
     def drafter_identity(self) -> DrafterIdentity | None:
         """The EAGLE-3 drafter this profile timed, by name and weights (what a policy trained on it records as
-        ``trained_for_drafter``); None for a profile that timed no EAGLE-3 drafter or made before the digest was kept."""
+        ``trained_for_drafter``); None for a profile that timed no EAGLE-3 drafter or made before the digest was
+        kept."""
         if self.drafter is None or self.drafter_weights is None:
             return None
         return DrafterIdentity(self.drafter, self.drafter_weights)

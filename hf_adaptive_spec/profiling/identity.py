@@ -67,9 +67,9 @@ def check_profiled(
     for role, recorded in (("target", profile.model), ("drafter", profile.drafter)):
         if asked[role] is not None and recorded is not None and asked[role] != recorded:
             raise ValueError(
-                f"The hardware profile {where} timed the {role} {recorded}, not {asked[role]}: its costs and the tree it "
-                "recommends are another model's. Profile this one (`hf-adaptive-spec profile --model ... --eagle3 ... "
-                "--recording ...`), with --json or $HF_ADAPTIVE_SPEC_PROFILE naming another file to keep both."
+                f"The hardware profile {where} timed the {role} {recorded}, not {asked[role]}: its costs and the tree "
+                "it recommends are another model's. Profile this one (`hf-adaptive-spec profile --model ... --eagle3 "
+                "... --recording ...`), with --json or $HF_ADAPTIVE_SPEC_PROFILE naming another file to keep both."
             )
 
 

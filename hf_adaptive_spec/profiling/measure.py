@@ -45,7 +45,12 @@ def measure_verification(
         depths = torch.arange(n, device=device)  # a chain: same cost as any tree of n nodes
         positions = context_length + depths
         mask = tree_attention_mask(
-            model.config, cache, positions, positions, torch.ones(n, n, dtype=torch.bool, device=device).tril(), model.dtype
+            model.config,
+            cache,
+            positions,
+            positions,
+            torch.ones(n, n, dtype=torch.bool, device=device).tril(),
+            model.dtype,
         )
         ids = torch.randint(0, model.config.vocab_size, (1, n), generator=generator).to(device)
         verification = partial(_verify_chain, decoder, head, ids, mask, positions, cache)
@@ -141,8 +146,8 @@ def later_level_seconds(draft_levels: list[int], draft_times: list[float]) -> fl
     shallow = [seconds for levels, seconds in zip(draft_levels, draft_times) if levels == 1]
     if depth < 2 or not shallow:
         raise ValueError(
-            f"Timing a later draft level needs cycles of one level and of more; got levels {sorted(set(draft_levels))}: "
-            "generate more tokens (max_new_tokens) so that the cycles alternate."
+            "Timing a later draft level needs cycles of one level and of more; got levels "
+            f"{sorted(set(draft_levels))}: generate more tokens (max_new_tokens) so that the cycles alternate."
         )
     return max((statistics.median(deep) - statistics.median(shallow)) / (depth - 1), 0.0)
 
@@ -174,7 +179,9 @@ class _DraftEveryKthCycle(_TreeRotation):
         super().__init__([drafting] + [PLAIN_STEP] * (interval - 1))
 
 
-def catch_up_points(unread: list[int], seconds: list[float], bounds: tuple[int, ...]) -> tuple[list[float], list[float]]:
+def catch_up_points(
+    unread: list[int], seconds: list[float], bounds: tuple[int, ...]
+) -> tuple[list[float], list[float]]:
     """``(mean tokens, median seconds)`` of the drafting cycles grouped by the smallest of ``bounds`` their unread
     tokens fit (the drafter's step buckets, then doublings); groups without a cycle are left out."""
     groups: dict[int, list[tuple[int, float]]] = defaultdict(list)
@@ -325,16 +332,16 @@ def measure_buckets_in_generate(
     engine_buckets = path.buckets
     if not set(buckets) <= set(engine_buckets):
         raise ValueError(
-            f"Buckets {sorted(set(buckets) - set(engine_buckets))} are not the engine's ({list(engine_buckets)}): a tree is "
-            "padded to the engine's next bucket, so time those (fast_path(model, buckets=...) sets them)."
+            f"Buckets {sorted(set(buckets) - set(engine_buckets))} are not the engine's ({list(engine_buckets)}): a "
+            "tree is padded to the engine's next bucket, so time those (fast_path(model, buckets=...) sets them)."
         )
     trees = {bucket: bucket_filling_tree(bucket).config for bucket in buckets}
     new_tokens = rotation_tokens(list(trees.values()), cycles_per_size)
     needed = path.needed_slots(input_ids.shape[1] + new_tokens)
     if needed > cache_length:
         raise ValueError(
-            f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {new_tokens} new tokens and "
-            f"a {path.largest_bucket}-token verification: pass cache_length >= {needed}, a shorter prompt or fewer "
+            f"A cache of {cache_length} slots cannot hold a {input_ids.shape[1]}-token prompt, {new_tokens} new tokens "
+            f"and a {path.largest_bucket}-token verification: pass cache_length >= {needed}, a shorter prompt or fewer "
             "cycles per bucket."
         )
     cache = full_length_static_cache(model.config, cache_length)

@@ -78,8 +78,11 @@ def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list,
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
     curve = profile.cost_curve()
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on.fits(curve),
-             "fit": curve_fit(policy.trained_on, curve) + drafter_fit(policy.trained_for_drafter, profile.drafter_identity())}
-    environments = [lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings]
+             "fit": (curve_fit(policy.trained_on, curve)
+                     + drafter_fit(policy.trained_for_drafter, profile.drafter_identity()))}
+    environments = [
+        lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings
+    ]
     if len(recordings) > 1 and len({r.tree_config.top_k for r in recordings}) == len(recordings):
         environments.append(lambda: MultiReplayEnvironment(recordings, profile, lookup_tokens=lookup_tokens))
     errors = []
@@ -122,7 +125,8 @@ def recommendation_lines(profile: HardwareProfile) -> list[str]:
     lookup = recommendation["lookup_tokens"]
     lines.append(f"recommended: {'the shipped ' + chosen + ' policy' if chosen else 'the static tree above'}"
                  + (f" with prompt_lookup_num_tokens={lookup}" if lookup else "")
-                 + " (model.generate(**inputs, assistant_model=drafter, **hfas.recommended_generate_kwargs(model=model)) "
+                 + " (model.generate(**inputs, assistant_model=drafter, "
+                 "**hfas.recommended_generate_kwargs(model=model)) "
                  f"reads it from the profile; use the drafter it timed, {profile.drafter})")
     return lines
 

@@ -57,7 +57,8 @@ def _profile_with_recommendation(
         if not path.is_file():
             raise FileNotFoundError(
                 f"No hardware profile at {path}: measure this machine with `hf-adaptive-spec profile --recording DIR` "
-                f"(it writes there by default; set ${PROFILE_ENV} or pass the file), or choose a StaticTreePolicy yourself."
+                f"(it writes there by default; set ${PROFILE_ENV} or pass the file), "
+                "or choose a StaticTreePolicy yourself."
             )
         loaded, where = HardwareProfile.load(path), str(path)
     if not loaded.recommendation:
@@ -77,9 +78,9 @@ def _check_this_processor(profile: HardwareProfile, where: str) -> None:
     if not measured.fits(here):  # the same device, dtype and path: the instruction sets differ
         raise ValueError(
             f"The hardware profile {where} was measured on a {profile.device} with {profile.instruction_set} and this "
-            f"one has {here.instruction_set}: its costs are not this machine's (a compiled bfloat16 verification of 8 tokens costs "
-            "about one token with bfloat16 matrix instructions and several without). Run `hf-adaptive-spec profile "
-            "--recording DIR` on this machine."
+            f"one has {here.instruction_set}: its costs are not this machine's (a compiled bfloat16 verification of 8 "
+            "tokens costs about one token with bfloat16 matrix instructions and several without). Run "
+            "`hf-adaptive-spec profile --recording DIR` on this machine."
         )
 
 
@@ -127,7 +128,10 @@ def recommended_generate_kwargs(
     (:func:`recommended_buckets`)."""
     loaded = _profile_with_recommendation(profile, model, drafter)
     lookup_tokens = _lookup_tokens(loaded)
-    return {"assistant_policy": _policy_of(loaded), **({"prompt_lookup_num_tokens": lookup_tokens} if lookup_tokens else {})}
+    return {
+        "assistant_policy": _policy_of(loaded),
+        **({"prompt_lookup_num_tokens": lookup_tokens} if lookup_tokens else {}),
+    }
 
 
 def recommended_lookup_tokens(
@@ -198,8 +202,8 @@ def _check_recommended_branch(profile: HardwareProfile, name: str, policy: Draft
     trained_with, recommended = policy.trained_with_lookup_tokens, _lookup_tokens(profile)
     if trained_with is not None and trained_with != recommended:
         raise ValueError(
-            f"The profile recommends the shipped {name} policy with prompt_lookup_num_tokens={recommended or None}, but "
-            f"it was trained with {trained_with or 'no'} prompt-lookup tokens: the package was updated since; run "
+            f"The profile recommends the shipped {name} policy with prompt_lookup_num_tokens={recommended or None}, "
+            f"but it was trained with {trained_with or 'no'} prompt-lookup tokens: the package was updated since; run "
             "`hf-adaptive-spec profile --recording DIR` again."
         )
 

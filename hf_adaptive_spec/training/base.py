@@ -135,7 +135,8 @@ _MAY_CHANGE_ON_RESUME = frozenset({
 
 def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None:
     """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
-    it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as ``name: stored -> new``."""
+    it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as
+    ``name: stored -> new``."""
     checkpoint = args.resume_from_checkpoint
     if not checkpoint:
         return
@@ -280,7 +281,9 @@ class LookupBranchArguments:
             "prompt_lookup_num_tokens); 0: none. The recordings must keep their prompt ids."
         },
     )
-    lookup_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "The lookup branch's max_matching_ngram_size."})
+    lookup_ngram_size: int = field(
+        default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "The lookup branch's max_matching_ngram_size."}
+    )
     lookup_first: bool = field(
         default=False,
         metadata={
@@ -342,8 +345,8 @@ def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_S
     note = (
         f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens, matching n-grams of up to "
         f"{ngram_size}: use the policy with `generate(..., prompt_lookup_num_tokens={lookup_tokens}{ngrams})` "
-        "(`trained_with_lookup_tokens` and `trained_with_lookup_ngram_size` in `config.json`: the engine reports a call "
-        "with another branch in `out.speculation.policy_lookup_mismatch`)."
+        "(`trained_with_lookup_tokens` and `trained_with_lookup_ngram_size` in `config.json`: the engine reports a "
+        "call with another branch in `out.speculation.policy_lookup_mismatch`)."
     )
     return note + (LOOKUP_FIRST_NOTE if lookup_first else "")
 
@@ -355,7 +358,8 @@ LOOKUP_FIRST_NOTE = (
 
 
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
-    """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call ``main(script_args, training_args)``.
+    """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call
+    ``main(script_args, training_args)``.
     The model card's command is the recipe's with this run's command-line overrides appended; the script arguments are
     written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`).
     A process group opened during the run (under ``torchrun``) is closed at its end, even a failed one

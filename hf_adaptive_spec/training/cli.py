@@ -19,6 +19,9 @@ TRAINERS = {
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in TRAINERS:
-        print(f"usage: hf-adaptive-spec train {{{','.join(TRAINERS)}}} --config recipe.yaml [--field value ...]", file=sys.stderr)
+        print(
+            f"usage: hf-adaptive-spec train {{{','.join(TRAINERS)}}} --config recipe.yaml [--field value ...]",
+            file=sys.stderr,
+        )
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     return importlib.import_module(TRAINERS[argv[0]]).run(argv[1:])

@@ -176,7 +176,8 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
         if decay_ratio is not None:
             raise ValueError(
                 f"decay_ratio={decay_ratio} shares out a time budget, and max_train_minutes is not set. Set it, or for "
-                "a run counted in steps give warmup_stable_decay lr_scheduler_kwargs='{\"num_decay_steps\": N}' instead."
+                "a run counted in steps give warmup_stable_decay "
+                "lr_scheduler_kwargs='{\"num_decay_steps\": N}' instead."
             )
         check_step_counted_decay(args)
         return None

@@ -49,7 +49,10 @@ def mark_cut_answers(
     Every other field of a record is kept. The file is replaced in one rename, so an interrupted run leaves
     it as it was."""
     if max_new_tokens <= margin:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must exceed the margin ({margin}): pass the cap the file was regenerated with.")
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} must exceed the margin ({margin}): "
+            "pass the cap the file was regenerated with."
+        )
     path, found = Path(path), CutAnswers()
     records = []
     for line in path.read_text(encoding="utf-8").split("\n"):  # not splitlines: answers hold U+2028 and the like

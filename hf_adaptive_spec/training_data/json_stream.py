@@ -78,8 +78,8 @@ class _ArrayReader:
                     return False, None
                 raise ValueError(
                     f"malformed JSON array: an element cannot be decoded ({error.msg}) with "
-                    f"{len(self._buffer.rstrip()) - error.pos} more characters of the file after the error: a truncated "
-                    "file ends inside its last element, so this one is malformed. Repair or remove it."
+                    f"{len(self._buffer.rstrip()) - error.pos} more characters of the file after the error: a "
+                    "truncated file ends inside its last element, so this one is malformed. Repair or remove it."
                 ) from error
             if end == len(self._buffer):
                 # A value touching the end of the window may continue in the next chunk, and a

@@ -24,9 +24,15 @@ TRANSLATION_PREFIX = "Translate German to English: "
 SUMMARIZATION_PREFIX = "Summarize: "
 
 GERMAN_WORDS = frozenset(
-    ["der", "die", "das", "und", "ist", "nicht", "ich", "zu", "den", "mit", "sich", "des", "auf", "für", "im", "dem", "ein", "eine", "einen", "wir", "sie", "es", "von", "wie", "auch", "bei", "oder", "werden", "wird", "aus", "kann", "sind", "nach", "noch", "über", "nur", "wenn", "durch", "diese", "dieser", "haben", "hat", "war", "um", "zum", "zur"]
+    ["der", "die", "das", "und", "ist", "nicht", "ich", "zu", "den", "mit", "sich", "des", "auf", "für", "im", "dem",
+     "ein", "eine", "einen", "wir", "sie", "es", "von", "wie", "auch", "bei", "oder", "werden", "wird", "aus", "kann",
+     "sind", "nach", "noch", "über", "nur", "wenn", "durch", "diese", "dieser", "haben", "hat", "war", "um",
+     "zum", "zur"]
 )
-ENGLISH_WORDS = frozenset(["the", "and", "is", "to", "of", "a", "in", "that", "it", "for", "you", "with", "this", "are", "be", "on", "as", "was", "by", "or", "from"])
+ENGLISH_WORDS = frozenset(
+    ["the", "and", "is", "to", "of", "a", "in", "that", "it", "for", "you", "with", "this", "are", "be", "on", "as",
+     "was", "by", "or", "from"]
+)
 
 _WORD = re.compile(r"[A-Za-zÄÖÜäöüß]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ\"„])")

@@ -119,9 +119,15 @@ def test_a_cache_too_short_for_a_first_turn_is_refused_before_the_run(
     from hf_adaptive_spec.bench.questions import load_questions
     from hf_adaptive_spec.generation.static_path import fast_path
 
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(bench_model_dir), AutoTokenizer.from_pretrained(bench_model_dir)
+    model, tokenizer = (
+        AutoModelForCausalLM.from_pretrained(bench_model_dir),
+        AutoTokenizer.from_pretrained(bench_model_dir),
+    )
     questions = load_questions(questions_file, None, None, None)
-    needs = {q.question_id: turn_prompt_ids(tokenizer, q.turns, []).shape[1] + 6 + fast_path(model).largest_bucket for q in questions}
+    needs = {
+        q.question_id: turn_prompt_ids(tokenizer, q.turns, []).shape[1] + 6 + fast_path(model).largest_bucket
+        for q in questions
+    }
     assert first_turn_slots(model, tokenizer, questions, 6) == needs
     longest = max(needs.values())
     options = MethodOptions(max_new_tokens=6, compile=True, max_cache_len=longest)
@@ -169,7 +175,9 @@ def test_a_learned_policy_method_on_another_model_needs_its_policy_passed(
     from hf_adaptive_spec.policies import RadarPolicy
 
     torch.manual_seed(0)
-    Eagle3DraftModel.from_target(AutoModelForCausalLM.from_pretrained(bench_model_dir)).save_pretrained(tmp_path / "drafter")
+    Eagle3DraftModel.from_target(
+        AutoModelForCausalLM.from_pretrained(bench_model_dir)
+    ).save_pretrained(tmp_path / "drafter")
     argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json", "--limit", "1"),
             "--methods", "stock,eagle3-radar", "--eagle3-checkpoint", str(tmp_path / "drafter")]
     assert main(argv) == 2
@@ -181,7 +189,9 @@ def test_a_learned_policy_method_on_another_model_needs_its_policy_passed(
 
 
 def _stock_outputs(report: dict) -> dict:
-    return {r["question_id"]: [t["output_ids"] for t in r["turns"]] for r in report["records"] if r["method"] == "stock"}
+    return {
+        r["question_id"]: [t["output_ids"] for t in r["turns"]] for r in report["records"] if r["method"] == "stock"
+    }
 
 
 def test_sampling_run_skips_the_identity_check_and_seeds_every_turn(
@@ -198,7 +208,8 @@ def test_sampling_run_skips_the_identity_check_and_seeds_every_turn(
     markdown = (tmp_path / "all.md").read_text()
     assert "sampling at temperature 1 (identity not checked)" in markdown and "**no**" not in markdown
     # question 2's turns start from the same seeds whether or not question 1 ran before them
-    assert main(bench_argv(bench_model_dir, questions_file, math_only, "--temperature", "1.0", "--categories", "math")) == 0
+    assert main(bench_argv(bench_model_dir, questions_file, math_only, "--temperature", "1.0",
+                           "--categories", "math")) == 0
     assert _stock_outputs(json.loads(math_only.read_text()))[2] == _stock_outputs(report)[2]
 
 
@@ -207,7 +218,8 @@ def test_negative_temperature_is_a_one_line_error(bench_model_dir: Path, questio
     assert "--temperature must be 0 (greedy) or positive" in capsys.readouterr().err
 
 
-def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Path, questions_file: Path,
+                                                             tmp_path: Path):
     """stock-compiled and --compile share one StaticCache and compile configuration; speedups are
     relative to --reference, with speedup_vs_stock kept; below float32 every method's agreement with
     the float32 stock answer is reported; compile time is counted apart from the timed turns."""
@@ -251,7 +263,9 @@ def test_a_float32_method_in_a_bfloat16_run_decodes_with_the_float32_model(
     argv[argv.index("--methods") + 1] = "stock,plain-steps+lookup,plain-steps+lookup+fp32"
     assert main(argv) == 0
     report = json.loads(out.read_text())
-    turns = {name: [t for r in report["records"] if r["method"] == name for t in r["turns"]] for name in report["summary"]}
+    turns = {
+        name: [t for r in report["records"] if r["method"] == name for t in r["turns"]] for name in report["summary"]
+    }
     in_float32 = turns["plain-steps+lookup+fp32"]
     assert in_float32 and all(t["fp32_identical"] for t in in_float32)
     assert all(t["target_passes"] is None for t in in_float32)
@@ -314,15 +328,17 @@ def test_reference_must_be_a_method_that_runs(bench_model_dir: Path, questions_f
     assert "--reference 'stock-compiled' is not among the methods run" in capsys.readouterr().err
 
 
-def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
-                                                                  capsys, monkeypatch):
+def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_dir: Path, questions_file: Path,
+                                                                  tmp_path: Path, capsys, monkeypatch):
     from hf_adaptive_spec.profiling import HardwareProfile
 
     tree = {"depth": 3, "top_k": 2, "total_tokens": 6, "tau": 2.0, "tokens_per_second": 10.0}
     profile = tmp_path / "profile.json"
-    HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree, "policy": None}).save(profile)
+    HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0],
+                    recommendation={"tree": tree, "policy": None}).save(profile)
     out = tmp_path / "out.json"
-    argv = [*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--methods", "stock,tree", "--drafter-layers", "2"]
+    argv = [*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"),
+            "--methods", "stock,tree", "--drafter-layers", "2"]
     assert main([*argv, "--tree_profile", str(profile)]) == 0
     options = json.loads(out.read_text())["settings"]["options"]
     assert (options["tree_depth"], options["tree_top_k"], options["tree_total_tokens"]) == (3, 2, 6)
@@ -330,8 +346,10 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
     assert main([*argv, "--tree_profile", str(profile)]) == 2
     assert "--tree_profile: The hardware profile" in capsys.readouterr().err
     _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch)
-    for timed in ({"model": "org/another-model"}, {"model": str(bench_model_dir.resolve()), "drafter": "early exit: 8 layers"}):
-        HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree}, **timed).save(profile)
+    for timed in ({"model": "org/another-model"},
+                  {"model": str(bench_model_dir.resolve()), "drafter": "early exit: 8 layers"}):
+        HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], recommendation={"tree": tree},
+                        **timed).save(profile)
         assert main([*argv, "--tree_profile", str(profile)]) == 2  # another target's or drafter's tree
         assert "--tree_profile: The hardware profile" in capsys.readouterr().err
 
@@ -355,7 +373,8 @@ def test_tree_profile_of_the_lookup_branch_alone_sets_the_branch_and_refuses_a_m
     assert main([*argv, "--methods", "stock,tree+lookup", "--lookup_tokens", "3"]) == 0
     assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 3
     assert main([*argv, "--methods", "stock,tree,tree@2/2/4"]) == 2
-    assert "--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): tree would run" in capsys.readouterr().err
+    assert ("--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): tree would run"
+            in capsys.readouterr().err)
     assert main([*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--methods", "stock,tree+lookup",
                  "--drafter-layers", "2"]) == 0  # no profile: the default branch
     assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 4
@@ -378,7 +397,8 @@ def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch)
     assert main([*compiled, "--verify_buckets", "3,8"]) == 0 and calls[-1] == (3, 8)
 
 
-def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: Path, questions_file: Path, tmp_path: Path):
+def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: Path, questions_file: Path,
+                                                              tmp_path: Path):
     """A sampled float32 answer is one draw of the distribution: no method's draw is meant to equal it."""
     out = tmp_path / "out.json"
     assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "1", "--dtype", "bfloat16",
@@ -390,9 +410,11 @@ def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: P
 
 @pytest.mark.parametrize("extra, message", [
     (("--compile",), "--compile moves this package's methods to the compiled fast path, and none is selected"),
-    (("--max_cache_len", "256"), "--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there"),
+    (("--max_cache_len", "256"),
+     "--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there"),
     (("--methods", "stock,stock-compiled", "--warmup", "0"), "--warmup 0 would time the compile of stock-compiled"),
-    (("--verify_buckets", "2,4"), "--verify_buckets sets the verification sizes of this package's methods on the compiled"),
+    (("--verify_buckets", "2,4"),
+     "--verify_buckets sets the verification sizes of this package's methods on the compiled"),
     (("--methods", "stock,tree", "--compile", "--verify_buckets", "1,4"), "give sizes >= 2, e.g. 2,3,4,8"),
 ])
 def test_fast_path_options_nothing_would_use_are_refused(bench_model_dir: Path, questions_file: Path, tmp_path: Path,

@@ -32,8 +32,8 @@ def stock_tokens(model, tokenizer) -> list[int]:
 def test_registry_names():
     assert list(METHODS) == [
         "stock", "stock-compiled", "hf-prompt-lookup", "hf-early-exit", "hf-assistant", "tree", "plain-steps",
-        "eagle3", "eagle3-candidate", "eagle3-lookup-first", "eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd",
-        "eagle3-resps", "eagle3-radar", "eagle3-candidate-policy", "dvi",
+        "eagle3", "eagle3-candidate", "eagle3-lookup-first", "eagle3-default-tree", "eagle3-confidence",
+        "eagle3-heuristic", "eagle3-ltd", "eagle3-resps", "eagle3-radar", "eagle3-candidate-policy", "dvi",
     ]
     assert all(name == cls.name for name, cls in METHODS.items())
 
@@ -130,7 +130,8 @@ def test_lookup_suffix_grafts_the_branch_onto_a_tree_method(bench_model):
     assert list(methods) == ["stock", "plain-steps+lookup"]
     method = methods["plain-steps+lookup"]
     method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, lookup_tokens=3, lookup_ngram_size=1))
-    assert method.generate_kwargs["prompt_lookup_num_tokens"] == 3 and method.generate_kwargs["max_matching_ngram_size"] == 1
+    assert (method.generate_kwargs["prompt_lookup_num_tokens"] == 3
+            and method.generate_kwargs["max_matching_ngram_size"] == 1)
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected
     assert set(stats.draft_depths) == {0} and max(stats.verified_tokens) > 1  # lookup nodes on plain steps
@@ -156,7 +157,8 @@ def test_lookup_suffix_needs_a_tree_method(bench_model):
     from hf_adaptive_spec.bench.errors import MethodUnavailableError
 
     model, tokenizer = bench_model
-    with pytest.raises(MethodUnavailableError, match=r"hf-prompt-lookup\+lookup: \+lookup extends this project's tree methods"):
+    with pytest.raises(MethodUnavailableError,
+                       match=r"hf-prompt-lookup\+lookup: \+lookup extends this project's tree methods"):
         build_methods(["hf-prompt-lookup+lookup"])["hf-prompt-lookup+lookup"].prepare(model, tokenizer, OPTIONS)
     with pytest.raises(UnknownMethodError, match="'ppow\\+lookup'"):
         build_methods(["ppow+lookup"])
@@ -197,7 +199,8 @@ def test_float32_suffix_comes_last_and_keeps_the_other_suffixes():
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("plain-steps@1/1/2", r"sets the static tree of tree, eagle3, eagle3-candidate, eagle3-lookup-first; plain-steps does not draft one"),
+        ("plain-steps@1/1/2", r"sets the static tree of tree, eagle3, eagle3-candidate, eagle3-lookup-first; "
+                              r"plain-steps does not draft one"),
         ("eagle3-radar@2/4/8+lookup", r"eagle3-radar does not draft one"),
         ("eagle3@3/8", r"write the tree as eagle3@DEPTH/TOP_K/TOKENS, e\.g\. eagle3@3/8/8"),
         ("eagle3@3/8/x", r"DEPTH/TOP_K/TOKENS"),
@@ -224,7 +227,8 @@ def test_eagle3_with_a_checkpoint_matches_stock(bench_model, tmp_path):
     torch.manual_seed(0)
     Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     method = METHODS["eagle3"]()
-    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, eagle3_checkpoint=str(tmp_path / "drafter"))
+    options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6,
+                            eagle3_checkpoint=str(tmp_path / "drafter"))
     method.prepare(model, tokenizer, options)
     tokens, stats = method.generate(prompt(tokenizer))
     assert tokens == expected and len(stats.accepted_lengths) >= 1
@@ -261,7 +265,8 @@ def test_eagle3_lookup_first_runs_only_with_the_branch_and_drafts_where_it_misse
     Eagle3DraftModel.from_target(model).save_pretrained(tmp_path / "drafter")
     options = MethodOptions(max_new_tokens=12, tree_depth=3, tree_top_k=2, tree_total_tokens=6, lookup_tokens=2,
                             eagle3_checkpoint=str(tmp_path / "drafter"))
-    with pytest.raises(MethodUnavailableError, match=r"run eagle3-lookup-first\+lookup \(without the branch it is eagle3\)"):
+    with pytest.raises(MethodUnavailableError,
+                       match=r"run eagle3-lookup-first\+lookup \(without the branch it is eagle3\)"):
         build_methods(["eagle3-lookup-first"])["eagle3-lookup-first"].prepare(model, tokenizer, options)
     method = build_methods(["eagle3-lookup-first@1/2/2+lookup"])["eagle3-lookup-first@1/2/2+lookup"]
     method.prepare(model, tokenizer, options)
@@ -383,7 +388,8 @@ def test_the_shipped_policies_are_refused_for_another_target_or_drafter(bench_mo
     options = MethodOptions(max_new_tokens=12, eagle3_checkpoint=str(tmp_path / "drafter"))
     policy = name.removeprefix("eagle3-")
     with pytest.raises(MethodUnavailableError, match=rf"{name}: the shipped policies were trained for "
-                       rf"HuggingFaceTB/SmolLM2-135M-Instruct .* not for the target .*tiny-llama.*Pass --{policy}-policy PATH"):
+                       rf"HuggingFaceTB/SmolLM2-135M-Instruct .* not for the target .*tiny-llama.*"
+                       rf"Pass --{policy}-policy PATH"):
         METHODS[name]().prepare(model, tokenizer, options)
 
 
@@ -446,8 +452,8 @@ def test_negative_temperature_is_refused():
 
 def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
     """``<method>+sized`` on the compiled path: the call's StaticCache fits its prompt, new tokens and largest bucket
-    (as the engine sizes its own: 512 slots doubled), never longer than the run's; ``+lookup`` passes it to the method it
-    wraps."""
+    (as the engine sizes its own: 512 slots doubled), never longer than the run's; ``+lookup`` passes it to the
+    method it wraps."""
     from hf_adaptive_spec.bench.fast_path import sized_cache_length
 
     model, tokenizer = bench_model
@@ -463,7 +469,8 @@ def test_sized_suffix_decodes_each_call_in_a_cache_sized_for_it(bench_model):
     assert shared.layers[0].max_cache_len == 1024 and sized.layers[0].max_cache_len == 512
     assert methods["plain-steps+sized"].call_kwargs(long_ids)["past_key_values"] is shared  # capped at the run's cache
     wrapped = methods["plain-steps+lookup+sized"].base
-    assert wrapped.call_kwargs(ids)["past_key_values"] is sized and "prompt_lookup_num_tokens" in wrapped.call_kwargs(ids)
+    assert (wrapped.call_kwargs(ids)["past_key_values"] is sized
+            and "prompt_lookup_num_tokens" in wrapped.call_kwargs(ids))
 
 
 def test_stock_compiled_sized_decodes_in_the_cache_the_engine_would_size(bench_model):
@@ -495,7 +502,8 @@ def test_warm_up_of_a_sized_method_compiles_every_cache_length_a_call_can_take(b
 
     model, tokenizer = bench_model
     assert sized_cache_lengths(model, 128, 1408) == [512, 1024, 1408]
-    assert sized_cache_lengths(model, 128, 1024) == [512, 1024] and sized_cache_lengths(model, 500, 2048) == [1024, 2048]
+    assert (sized_cache_lengths(model, 128, 1024) == [512, 1024]
+            and sized_cache_lengths(model, 500, 2048) == [1024, 2048])
     assert longest_prompt(model, 512, 128) == 352  # sized_cache_length(model, 352, 128) is 512, 353 needs 1024
     options = dataclasses.replace(OPTIONS, compile=True, max_cache_len=1408, max_new_tokens=128)
     methods = build_methods(["stock-compiled+sized", "plain-steps+lookup+sized", "plain-steps"])
@@ -503,19 +511,28 @@ def test_warm_up_of_a_sized_method_compiles_every_cache_length_a_call_can_take(b
     for name, method in methods.items():
         method.prepare(model, tokenizer, options)
         decoder = getattr(method, "base", method)  # +lookup decodes through the method it wraps
-        decoder.generate = lambda ids, decoder=decoder, name=name: seen.append((name, cache_length(decoder, ids), ids.shape[1]))
+        decoder.generate = lambda ids, decoder=decoder, name=name: seen.append(
+            (name, cache_length(decoder, ids), ids.shape[1])
+        )
     long_prompt = torch.ones((1, 900), dtype=torch.long)
     for method in methods.values():
         assert [len(calls) for calls in method.warm_up(long_prompt, calls=2)] == [2] * len(method.warm_up_lengths())
     sized = [(512, 352), (512, 352), (1024, 864), (1024, 864), (1408, 900), (1408, 900)]
     assert seen[:2] == [("stock", None, 900)] * 2  # stock decodes in generate's own cache
-    assert seen[2:] == [("stock-compiled+sized", *call) for call in sized] + [("plain-steps+lookup+sized", *call) for call in sized] + [
-        ("plain-steps", 1408, 900)] * 2
+    assert seen[2:] == (
+        [("stock-compiled+sized", *call) for call in sized]
+        + [("plain-steps+lookup+sized", *call) for call in sized]
+        + [("plain-steps", 1408, 900)] * 2
+    )
     seen.clear()
     short_prompt = torch.ones((1, 20), dtype=torch.long)  # the bench warms up on its first question, often short
     for name in ("stock-compiled+sized", "plain-steps+lookup+sized"):
         methods[name].warm_up(short_prompt, calls=1)
-    assert seen == [(name, length, 20) for name in ("stock-compiled+sized", "plain-steps+lookup+sized") for length in (512, 1024, 1408)]
+    assert seen == [
+        (name, length, 20)
+        for name in ("stock-compiled+sized", "plain-steps+lookup+sized")
+        for length in (512, 1024, 1408)
+    ]
     seen.clear()
     methods["stock-compiled+sized"].generate(short_prompt)
     assert seen == [("stock-compiled+sized", 512, 20)]  # after the warm-up, each call its own size again
@@ -526,14 +543,16 @@ def test_a_fast_path_cache_too_short_for_the_new_tokens_is_refused_with_the_mini
     method = build_methods(["stock-compiled"])["stock-compiled"]
     with pytest.raises(ValueError, match=r"--max_cache_len 160 cannot hold a prompt, --max-new-tokens 128 .* >= 161"):
         method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=160, max_new_tokens=128))
-    method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=161, max_new_tokens=128))  # one prompt token fits
+    # one prompt token fits
+    method.prepare(model, tokenizer, dataclasses.replace(OPTIONS, max_cache_len=161, max_new_tokens=128))
 
 
 def test_sized_suffix_needs_the_compiled_path(bench_model):
     from hf_adaptive_spec.bench.errors import MethodUnavailableError
 
     model, tokenizer = bench_model
-    with pytest.raises(MethodUnavailableError, match=r"plain-steps\+sized: \+sized sizes the StaticCache .* run it with --compile, on a tree method or stock-compiled"):
+    with pytest.raises(MethodUnavailableError, match=r"plain-steps\+sized: \+sized sizes the StaticCache .* "
+                       r"run it with --compile, on a tree method or stock-compiled"):
         build_methods(["plain-steps+sized"])["plain-steps+sized"].prepare(model, tokenizer, OPTIONS)
     with pytest.raises(UnknownMethodError, match=r"'ppow\+sized'.*then \+sized for a StaticCache sized per call"):
         build_methods(["ppow+sized"])

@@ -44,11 +44,13 @@ def test_json_round_trips_with_summary_keys(tmp_path: Path):
 def test_markdown_has_a_row_per_method_and_a_category_table(tmp_path: Path):
     text = render_markdown(report())
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    assert "| 3.60× | 2.00× | 3.60× | 3.00 | 3.00 | 4.00 | **no** (1 turns) | – | – | 16% | 32% | 8% | 44% |" in rows["fast"]
+    assert ("| 3.60× | 2.00× | 3.60× | 3.00 | 3.00 | 4.00 | **no** (1 turns) | – | – | 16% | 32% | 8% | 44% |"
+            in rows["fast"])
     assert "| 1.00× | 1.00× | 1.00× | 1.00† | – | – | yes | – | – | – | – | – | – |" in rows["stock"]
     assert rows["math"] == "| math | 1.00× | 6.00× |"
     instruction_set = report()["environment"]["instruction_set"]
-    assert f"on {report()['environment']['device']} ({instruction_set})," in text  # what a tree costs in bfloat16 hangs on it
+    # what a tree costs in bfloat16 hangs on it
+    assert f"on {report()['environment']['device']} ({instruction_set})," in text
     path = tmp_path / "out.md"
     write_markdown(report(), path)
     assert path.read_text() == text
@@ -87,6 +89,8 @@ def test_the_speedup_plot_is_over_the_runs_reference():
     from hf_adaptive_spec.bench.plots import _speedup_by_category
 
     axes = Figure().add_subplot()
-    _speedup_by_category(axes, build_report(hand_made_records(), SETTINGS, torch.device("cpu"), reference="fast")["summary"])
+    _speedup_by_category(
+        axes, build_report(hand_made_records(), SETTINGS, torch.device("cpu"), reference="fast")["summary"]
+    )
     assert axes.get_ylabel() == "speedup over fast"
     assert [text.get_text() for text in axes.get_legend().get_texts()] == ["stock"]  # the reference is the 1.0 line

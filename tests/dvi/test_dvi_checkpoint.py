@@ -40,7 +40,9 @@ def trained(named_target, tmp_path_factory):
 def test_saved_files_are_a_peft_adapter_in_safetensors(trained):
     _, folder = trained
     files = sorted(p.name for p in folder.iterdir())
-    assert files == ["README.md", "adapter_config.json", "adapter_model.safetensors", "config.json", "dvi_online_state.json"]
+    assert files == [
+        "README.md", "adapter_config.json", "adapter_model.safetensors", "config.json", "dvi_online_state.json"
+    ]
     adapter_config = json.loads((folder / "adapter_config.json").read_text())
     assert adapter_config["base_model_name_or_path"] == "acme/tiny-llama"
     assert adapter_config["peft_type"] == "LORA" and adapter_config["target_modules"] == ["draft_head"]

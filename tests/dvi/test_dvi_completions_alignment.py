@@ -43,7 +43,8 @@ def test_an_answer_starting_with_a_newline_follows_the_prompt_as_generated(mergi
     path = tmp_path / "answers.jsonl"
     _write(path, [("newline", "hello", "\nhi there"), ("plain", "what is it", "a cat")])
     user = [{"role": "user", "content": "hello"}]
-    conversation = tokenizer.apply_chat_template([*user, {"role": "assistant", "content": "\nhi there"}], tokenize=False)
+    conversation = tokenizer.apply_chat_template([*user, {"role": "assistant", "content": "\nhi there"}],
+                                                 tokenize=False)
     assert tokenizer(conversation, add_special_tokens=False)["input_ids"][: len(prompt_ids(tokenizer, user))] != \
         prompt_ids(tokenizer, user)  # the merge this test is about
 
@@ -57,7 +58,8 @@ def test_an_answer_starting_with_a_newline_follows_the_prompt_as_generated(mergi
 
 def test_records_that_cannot_be_aligned_are_skipped_with_one_warning(merging_tokenizer, tmp_path, caplog):
     path = tmp_path / "answers.jsonl"
-    _write(path, [("first", "hello", "hi"), ("blank1", "hello ", "hi"), ("blank2", "what ", "a cat"), ("last", "what", "a")])
+    _write(path, [("first", "hello", "hi"), ("blank1", "hello ", "hi"), ("blank2", "what ", "a cat"),
+                  ("last", "what", "a")])
     with caplog.at_level("WARNING"):
         records = load_completions(merging_tokenizer, path, num_prompts=2, max_prompt_tokens=64)
     assert [merging_tokenizer.decode(r["completion_ids"][:-1]) for r in records] == ["hi", "a"]

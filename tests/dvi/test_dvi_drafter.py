@@ -221,7 +221,8 @@ def test_bind_refuses_another_model(target):
 def test_an_exit_layer_outside_the_target_is_refused_by_its_name(target, exit_layer):
     """The draft path is a strict part of the target: the error names exit_layer and the target's layer count (not
     the truncation helper's num_layers, which a DVI user never passed)."""
-    with pytest.raises(ValueError, match=rf"exit_layer={exit_layer} does not fit a 4-layer target.*exit_layer in 1\.\.3"):
+    with pytest.raises(ValueError,
+                       match=rf"exit_layer={exit_layer} does not fit a 4-layer target.*exit_layer in 1\.\.3"):
         DVIDrafter(target, exit_layer=exit_layer)
 
 

@@ -49,7 +49,9 @@ def test_schedule_weights_at_given_steps():
 
 
 def test_schedule_without_ramp_switches_at_warmup():
-    schedule = KLToRLSchedule(DVIOnlineLearnerConfig(warmup_updates=3, ramp_updates=0, kl_weight=1.0, kl_weight_min=0.1))
+    schedule = KLToRLSchedule(
+        DVIOnlineLearnerConfig(warmup_updates=3, ramp_updates=0, kl_weight=1.0, kl_weight_min=0.1)
+    )
     assert schedule.weights(2) == LossWeights(kl=1.0, ce=0.0, pg=0.0, entropy=0.0)
     assert schedule.weights(3) == pytest.approx(LossWeights(kl=0.1, ce=1.0, pg=0.1, entropy=0.0))
 

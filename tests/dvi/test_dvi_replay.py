@@ -33,13 +33,15 @@ def _live(target, drafter, prompt) -> list[int]:
 
 
 def _completion(target, prompt) -> list[int]:
-    out = target.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
+    out = target.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=MAX_NEW_TOKENS,
+                          do_sample=False)
     return out[0, prompt.shape[1] :].tolist()
 
 
 def _replay(target, drafter) -> GreedyChainReplay:
     eos = target.generation_config.eos_token_id
-    return GreedyChainReplay(target, drafter, depth=4, max_new_tokens=MAX_NEW_TOKENS, eos_token_ids=[eos] if eos is not None else [])
+    return GreedyChainReplay(target, drafter, depth=4, max_new_tokens=MAX_NEW_TOKENS,
+                             eos_token_ids=[eos] if eos is not None else [])
 
 
 def _records(drafter):
@@ -63,8 +65,9 @@ def test_replay_logs_the_records_of_greedy_generate():
     rewards = {reward for _, reward, _ in _records(live)}
     assert rewards == {0.0, 1.0}  # both outcomes occur, so the walk's acceptance rule is exercised
     for a, b in zip(live.updater.buffer, replayed.updater.buffer):
-        torch.testing.assert_close(a.draft_state, b.draft_state, atol=1e-3, rtol=1e-3)  # batched vs incremental rounding
-        torch.testing.assert_close(a.target_state, b.target_state, atol=1e-3, rtol=1e-3)  # batched vs incremental rounding
+        # batched vs incremental rounding
+        torch.testing.assert_close(a.draft_state, b.draft_state, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(a.target_state, b.target_state, atol=1e-3, rtol=1e-3)
 
 
 def test_replay_updates_where_the_online_trigger_updates():

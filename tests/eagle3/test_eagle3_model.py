@@ -16,7 +16,8 @@ def test_config_defaults():
     assert config.aux_hidden_state_layer_ids == default_aux_layer_ids(32) == [2, 16, 29]  # Llama-3.1-8B
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10000.0}
     assert (config.draft_vocab_size, config.target_hidden_size, config.num_hidden_layers) == (32000, 4096, 1)
-    single = Eagle3DrafterConfig(hidden_size=64, num_attention_heads=4, target_num_hidden_layers=4, use_aux_hidden_state=False)
+    single = Eagle3DrafterConfig(hidden_size=64, num_attention_heads=4, target_num_hidden_layers=4,
+                                 use_aux_hidden_state=False)
     assert single.aux_hidden_state_layer_ids == [4]  # the final norm's output, EAGLE-1 style
 
 

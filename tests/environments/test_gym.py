@@ -192,5 +192,6 @@ def test_tree_config_env_replays_whole_generations(recording):
 def test_tree_config_env_refuses_an_observer_of_layers_the_recording_lacks(recording):
     from hf_adaptive_spec.environments.gym import FeatureObservation
 
-    with pytest.raises(ValueError, match=r"hidden states \[2, 3\] that the recording does not keep \(it has \[1, 4\]\)"):
+    with pytest.raises(ValueError,
+                       match=r"hidden states \[2, 3\] that the recording does not keep \(it has \[1, 4\]\)"):
         TreeConfigEnv(recording, PROFILE, [RECORDED], observe=FeatureObservation((1, 2, 3), 8, 100))

@@ -75,10 +75,12 @@ def test_a_live_cycle_keeps_what_it_committed_as_a_replayed_cycle():
     from hf_adaptive_spec.policies.base import CycleFeedback
 
     timing = dict(draft_time=0.1, verify_time=0.2, policy_time=0.0)
-    ended = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4, drafter_accepted_length=4,
-                          committed_tokens=2, **timing)  # an end-of-sequence token after 2 of the 5
+    # an end-of-sequence token after 2 of the 5
+    ended = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4,
+                          drafter_accepted_length=4, committed_tokens=2, **timing)
     cycle = ReplayedCycle.from_feedback(ended)
     assert (cycle.committed_tokens, cycle.accepted_length, cycle.feedback()) == (2, 4, ended)
-    whole = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4, drafter_accepted_length=4,
-                          committed_tokens=5, **timing)
-    assert ReplayedCycle.from_feedback(whole).remaining_tokens is None and ReplayedCycle.from_feedback(whole).committed_tokens == 5
+    whole = CycleFeedback(context_length=9, draft_depth=4, verified_tokens=8, accepted_length=4,
+                          drafter_accepted_length=4, committed_tokens=5, **timing)
+    assert (ReplayedCycle.from_feedback(whole).remaining_tokens is None
+            and ReplayedCycle.from_feedback(whole).committed_tokens == 5)

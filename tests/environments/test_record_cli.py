@@ -71,7 +71,8 @@ def test_record_writes_shards_that_load_as_one_recording(tiny_cli, tmp_path):
                 torch.testing.assert_close(tree.features[layer], reference.features[layer].float())
     measured = HardwareProfile.load(profile)
     assert measured.draft_step_seconds > 0 and 5 in measured.verify_tokens
-    assert measured.drafter == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"  # no --eagle3-checkpoint: the shipped one
+    # no --eagle3-checkpoint: the shipped one
+    assert measured.drafter == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"
 
     shards = {p.name: p.stat().st_mtime_ns for p in output.glob("shard-*")}
     assert cli.main(argv) == 0  # resumed: nothing to do
@@ -130,7 +131,8 @@ def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(ti
     assert cli.main(["--output", str(tmp_path / "plain"), "--num-prompts", "1", *TREE]) == 0
     assert json.loads((tmp_path / "plain" / "record_args.json").read_text())["prompts"] == "sharegpt"  # the set used
     (output / "record_args.json").write_text(json.dumps({**manifest, "prompts": "sharegpt"}))  # as written before
-    assert cli.main(["--output", str(output), "--prompts-file", prompts_file, "--start", "1", "--num-prompts", "1", *TREE]) == 0
+    assert cli.main(["--output", str(output), "--prompts-file", prompts_file, "--start", "1", "--num-prompts", "1",
+                     *TREE]) == 0
     assert len(load_recording(output).prompts) == 2
 
 
@@ -188,14 +190,27 @@ def test_humaneval_prompts_leave_out_the_evaluated_ones():
 
 
 def test_prompts_file_records_are_the_prompts_with_evaluation_questions_dropped(tmp_path):
-    evaluated = "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences and must-see attractions."
+    evaluated = (
+        "Compose an engaging travel blog post about a recent trip to Hawaii, "
+        "highlighting cultural experiences and must-see attractions."
+    )
     assert question_digest(evaluated) in eval_question_digests()  # MT-bench question 81
-    records = [{"id": f"held-{i}", "conversation": [{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": "An answer."}]} for i in range(6)]
+    records = [
+        {
+            "id": f"held-{i}",
+            "conversation": [
+                {"role": "user", "content": f"Question {i}?"},
+                {"role": "assistant", "content": "An answer."},
+            ],
+        }
+        for i in range(6)
+    ]
     records[2]["conversation"][0]["content"] = evaluated
     path = tmp_path / "heldout.jsonl"
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     args = argparse.Namespace(
-        prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0, eval_data_dir=None, sharegpt_file=None
+        prompts="sharegpt", prompts_file=str(path), start=0, num_prompts=10, seed=0, eval_data_dir=None,
+        sharegpt_file=None,
     )
     conversations = record_prompts.training_conversations(args)
     assert sorted(c.id for c in conversations) == ["held-0", "held-1", "held-3", "held-4", "held-5"]

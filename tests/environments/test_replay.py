@@ -42,7 +42,8 @@ def _profile() -> HardwareProfile:
 
 
 def _count_reads(drafter) -> list[int]:
-    """Per ``begin_tree`` call of ``drafter``, the tokens committed since its previous one (the prompt's at the first)."""
+    """Per ``begin_tree`` call of ``drafter``, the tokens committed since its previous one (the prompt's at the
+    first)."""
     reads, seen, begin_tree = [], [1], drafter.begin_tree
 
     def counting(context):
@@ -104,7 +105,8 @@ def test_replay_matches_live_cycles(drafter_name, lookup_tokens, tmp_path):
             assert [c.verified_tokens for c in replayed] == live.verified_tokens, name
             if name == "lookup-first" and lookup_tokens:  # the match decided some cycles: drafted nothing there
                 assert 0 in live.draft_depths, name
-        if lookup_tokens and name != "lookup-first":  # the branch's nodes were verified, and accept at least what the tree alone does
+        if lookup_tokens and name != "lookup-first":
+            # the branch's nodes were verified, and accept at least what the tree alone does
             with_branch, without = environment.replay(policy), tree_only.replay(policy)
             verified = [sum(c.verified_tokens for c in result.all_cycles) for result in (with_branch, without)]
             assert verified[0] > verified[1], name
@@ -122,7 +124,8 @@ def test_replay_counts_no_token_past_the_end_of_sequence_as_generate_does():
     generated = target.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1]:].tolist()
     eos = generated[2]
     assert eos not in generated[:2]
-    recording = record_replay(target, hfas.CausalLMDrafter(perfect), [ids], TreeConfig(6, 3, 16), 20, eos_token_ids=(eos,))
+    recording = record_replay(target, hfas.CausalLMDrafter(perfect), [ids], TreeConfig(6, 3, 16), 20,
+                              eos_token_ids=(eos,))
     recorder = _FeedbackRecorder(policy)
     live = target.generate(ids, max_new_tokens=20, do_sample=False, return_dict_in_generate=True, eos_token_id=eos,
                            assistant_model=hfas.CausalLMDrafter(perfect), assistant_policy=recorder)
@@ -245,20 +248,27 @@ def test_recording_holds_the_greedy_generation():
 def test_replay_times_come_from_the_profile():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 12)
-    environment, policy = ReplayEnvironment(recording, _profile()), hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=4)
+    environment, policy = (
+        ReplayEnvironment(recording, _profile()),
+        hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=4),
+    )
     cycle = environment.replay_cycle(0, 0, policy)
     assert cycle.verified_tokens == 4
-    # three levels drafted, whatever the pruning kept: the first reads the 7-token prompt (1 s per token), then 0.1 s each
+    # three levels drafted, whatever the pruning kept: the first reads the 7-token prompt (1 s per token),
+    # then 0.1 s each
     assert cycle.draft_time == pytest.approx(7.2)
     assert cycle.verify_time == pytest.approx(1.5)
     assert environment.replay_cycle(0, 2, policy, unread_tokens=3).draft_time == pytest.approx(3.2)
-    assert environment.replay_cycle(0, 2, policy).draft_time == pytest.approx(1.2)  # unknown: as after a cycle of one token
+    # unknown: as after a cycle of one token
+    assert environment.replay_cycle(0, 2, policy).draft_time == pytest.approx(1.2)
 
 
 def test_plain_decoding_step_costs_one_token_verification_and_no_draft():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 12)
-    cycle = ReplayEnvironment(recording, _profile()).replay_cycle(0, 0, hfas.StaticTreePolicy(depth=0, top_k=3, total_tokens=4))
+    cycle = ReplayEnvironment(recording, _profile()).replay_cycle(
+        0, 0, hfas.StaticTreePolicy(depth=0, top_k=3, total_tokens=4)
+    )
     assert (cycle.verified_tokens, cycle.accepted_length, cycle.draft_depth) == (1, 0, 0)
     assert cycle.draft_time == 0.0
     assert cycle.verify_time == pytest.approx(1.0)
@@ -267,14 +277,16 @@ def test_plain_decoding_step_costs_one_token_verification_and_no_draft():
 def test_recording_plain_steps_is_refused():
     target = tiny_model("llama")
     with pytest.raises(ValueError, match="record with depth >= 1"):
-        record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], TreeConfig(depth=0, top_k=3, total_tokens=1), 8)
+        record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)],
+                      TreeConfig(depth=0, top_k=3, total_tokens=1), 8)
 
 
 def test_policies_outside_the_recording_are_refused():
     target = tiny_model("llama")
     recording = record_replay(target, _drafters(target)["early-exit"], [prompt(7, seed=2)], RECORDED, 8)
     environment = ReplayEnvironment(recording, _profile())
-    for policy in (hfas.StaticTreePolicy(depth=5, top_k=3, total_tokens=9), hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=9),
+    for policy in (hfas.StaticTreePolicy(depth=5, top_k=3, total_tokens=9),
+                   hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=9),
                    hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=12)):
         with pytest.raises(ValueError, match="outside the recording"):
             environment.replay_cycle(0, 0, policy)

@@ -37,7 +37,9 @@ def test_a_flat_curve_picks_the_most_accepting_tree_and_a_steep_one_plain_steps(
     assert flat[0].tau == max(tree.tau for tree in flat) > 2.0 and flat[0].depth > 0
     assert steep[0].depth == 0 and steep[0].tau == 1.0
     for ranked in (flat, steep):
-        assert [tree.tokens_per_second for tree in ranked] == sorted((tree.tokens_per_second for tree in ranked), reverse=True)
+        assert [tree.tokens_per_second for tree in ranked] == sorted(
+            (tree.tokens_per_second for tree in ranked), reverse=True
+        )
 
 
 def test_each_ranked_tree_is_what_its_static_policy_replays_to(exact_recording):
@@ -81,7 +83,8 @@ def test_each_lookup_branch_length_is_ranked_and_depth_0_with_a_branch_is_the_br
     plain = next(tree for tree in ranked if tree.is_plain)
     assert plain.tau == 1.0 and alone.tau > 1.0  # the recording's generations repeat themselves: the branch is accepted
     first = [tree for tree in ranked if tree.lookup_first]
-    assert first and all(tree.depth and tree.lookup_tokens == 2 for tree in first)  # each drafted tree, drafted where lookup missed
+    # each drafted tree, drafted where lookup missed
+    assert first and all(tree.depth and tree.lookup_tokens == 2 for tree in first)
     assert type(first[0].policy()).__name__ == "LookupFirstPolicy"
     for tree in (alone, first[0], *ranked[:3]):
         replayed = ReplayEnvironment(exact_recording, profile, lookup_tokens=tree.lookup_tokens).replay(tree.policy())

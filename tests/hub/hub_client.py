@@ -91,20 +91,25 @@ def push_eagle3() -> Result:
 
 
 def push_eagle3_trainer() -> Result:
-    """TrainingArguments' push_to_hub path: the trainer saves its output folder, writes its card there and uploads it."""
+    """TrainingArguments' push_to_hub path: the trainer saves its output folder, writes its card there and
+    uploads it."""
     from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, HeldOutCurveCallback, HeldOutSet, collate
 
     target = tiny_llama()
     target.config.name_or_path = "org/tiny-llama"
-    samples = [{"input_ids": [(7 * s + 3 * i) % 63 + 1 for i in range(16)], "loss_mask": [0] * 4 + [1] * 12} for s in range(4)]
+    samples = [
+        {"input_ids": [(7 * s + 3 * i) % 63 + 1 for i in range(16)], "loss_mask": [0] * 4 + [1] * 12} for s in range(4)
+    ]
     torch.manual_seed(4)
     draft = Eagle3DraftModel.from_target(target, draft_to_target=torch.arange(0, 64, 2))
     held_out = HeldOutCurveCallback(HeldOutSet(target, samples[:2], draft, depth=2), every_steps=2)
     with tempfile.TemporaryDirectory() as folder:
-        args = Eagle3Config(output_dir=folder, max_steps=2, per_device_train_batch_size=2, ttt_steps=2, save_strategy="no",
-                            report_to=[], seed=0, disable_tqdm=True, push_to_hub=True, hub_model_id="org/trained-eagle3")
-        trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples, callbacks=[held_out],
-                                data_collator=lambda b: collate(b, pad_token_id=0), dataset_name="org/sharegpt-regenerated",
+        args = Eagle3Config(output_dir=folder, max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                            save_strategy="no", report_to=[], seed=0, disable_tqdm=True, push_to_hub=True,
+                            hub_model_id="org/trained-eagle3")
+        trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                                callbacks=[held_out], data_collator=lambda b: collate(b, pad_token_id=0),
+                                dataset_name="org/sharegpt-regenerated",
                                 reproduce_command="python trainers/eagle3.py --config tiny.yaml")
         trainer.train_save_and_push()
     return {}, draft.state_dict()

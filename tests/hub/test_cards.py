@@ -103,7 +103,8 @@ def test_a_local_folder_is_never_named_as_the_base_model(tmp_path: Path):
 def test_a_local_target_is_named_in_the_text_and_a_malformed_one_too(tmp_path: Path, kind: str):
     """A drafter trained on a local checkpoint says so, instead of "Target model: not specified"."""
     card = render_card(kind, method="m", base_model=str(tmp_path))
-    assert f"- **Target model:** a local checkpoint, `{tmp_path}` (not a Hub id, so the metadata names no base model)" in card.text
+    assert (f"- **Target model:** a local checkpoint, `{tmp_path}` (not a Hub id, so the metadata names no base model)"
+            in card.text)
     assert "- **Target model:** org/target" in render_card(kind, method="m", base_model="org/target").text
     assert "- **Target model:** not specified" in render_card(kind, method="m").text
     moved = render_card(kind, method="m", base_model="my target")  # a card is written after training: never fail then

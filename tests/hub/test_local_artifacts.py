@@ -123,7 +123,8 @@ def test_uncached_hub_repo_offline_is_named(tmp_path: Path):
 
 def test_a_missing_folder_shaped_like_a_repo_id_is_named_as_both(tmp_path: Path):
     """'artifacts/x' may be a repo id or a folder: when neither is found, the error says so, not only the Hub's side."""
-    with pytest.raises(MissingArtifactFileError, match=r"Hub repo 'artifacts/absent'.*No local folder 'artifacts/absent' exists either"):
+    with pytest.raises(MissingArtifactFileError,
+                       match=r"Hub repo 'artifacts/absent'.*No local folder 'artifacts/absent' exists either"):
         TinyMLPPolicy.from_pretrained("artifacts/absent", cache_dir=tmp_path, local_files_only=True)
 
 
@@ -182,7 +183,8 @@ def test_a_subclass_saved_under_its_parents_artifact_type_says_so(tmp_path: Path
 def test_saving_again_writes_the_card_of_what_is_saved_now_and_keeps_a_hand_written_one(tmp_path: Path):
     StaticTreePolicy(depth=6).save_pretrained(tmp_path, model_card_kwargs={"base_model": "org/old-target"})
     StaticTreePolicy(depth=3).save_pretrained(tmp_path, model_card_kwargs={"base_model": "org/new-target"})
-    assert "org/new-target" in (tmp_path / "README.md").read_text() and "org/old-target" not in (tmp_path / "README.md").read_text()
+    assert ("org/new-target" in (tmp_path / "README.md").read_text()
+            and "org/old-target" not in (tmp_path / "README.md").read_text())
     (tmp_path / "README.md").write_text("# My own notes\n")
     StaticTreePolicy(depth=3).save_pretrained(tmp_path)
     assert (tmp_path / "README.md").read_text() == "# My own notes\n"

@@ -117,7 +117,8 @@ def test_heuristic_length_grows_by_two_and_shrinks_by_one():
         hfas.HeuristicLengthPolicy(initial_depth=0)
 
 
-@pytest.mark.parametrize("policy", [hfas.ConfidenceThresholdPolicy(depth=6), hfas.HeuristicLengthPolicy(initial_depth=4)])
+@pytest.mark.parametrize("policy", [hfas.ConfidenceThresholdPolicy(depth=6),
+                                    hfas.HeuristicLengthPolicy(initial_depth=4)])
 def test_heuristic_policies_keep_generate_lossless(policy, tmp_path):
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)

@@ -272,7 +272,9 @@ def test_the_engines_host_decisions_are_the_actors_argmax():
         mask = size_action_mask(info, TREE, policy.choices)
         with torch.no_grad():
             logits = policy.size_head.actor(policy.size_observation(info)[None])[0]
-        assert policy.num_tokens_to_verify(info) == policy.size_choices[int(logits.masked_fill(~mask, -torch.inf).argmax())]
+        assert policy.num_tokens_to_verify(info) == policy.size_choices[
+            int(logits.masked_fill(~mask, -torch.inf).argmax())
+        ]
     assert decisions == {0, 1}  # observations that flip the depth head: the comparison can fail
     step = DraftStepInfo(depth=1, context_length=10, step_scores=torch.log(torch.full((3,), 0.3)), config=TREE)
     bias = policy.depth_head.actor[-1].bias

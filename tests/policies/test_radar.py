@@ -328,7 +328,8 @@ def test_a_skip_with_the_lookup_branch_in_the_dataset_matches_live_generate(setu
     for index, ids in enumerate(prompts):
         stats = _checked_live_cycles(target, ids, policy, environment, index, prompt_lookup_num_tokens=4)
         rows = _cycle_rows(dataset, index, stats.accepted_lengths)
-        for row, (_, actions), accepted, verified in zip(rows, policy.cycles, stats.accepted_lengths, stats.verified_tokens):
+        for row, (_, actions), accepted, verified in zip(rows, policy.cycles, stats.accepted_lengths,
+                                                         stats.verified_tokens):
             if row is None:
                 continue
             if actions[:1] == [SKIP]:
@@ -706,8 +707,10 @@ def test_the_dataset_counts_no_accepted_token_past_the_end_of_sequence():
 
 
 def test_a_depth_the_tree_cannot_reach_is_refused_naming_the_fix(setup):
-    """The engine drafts no deeper than total_tokens - 1; asking RADAR for more used to fail later as 'record longer'."""
+    """The engine drafts no deeper than total_tokens - 1; asking RADAR for more used to fail later as
+    'record longer'."""
     recording = setup[2]
-    with pytest.raises(ValueError, match=r"depth=3 cannot be drafted with total_tokens=3.*Lower depth or raise total_tokens"):
+    with pytest.raises(ValueError,
+                       match=r"depth=3 cannot be drafted with total_tokens=3.*Lower depth or raise total_tokens"):
         build_radar_dataset(recording, depth=3, total_tokens=3)
     assert build_radar_dataset(recording, depth=2, total_tokens=3).tree_config.depth == 2

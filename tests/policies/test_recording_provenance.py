@@ -25,7 +25,8 @@ torch.set_num_threads(1)
 TREE = TreeConfig(depth=3, top_k=2, total_tokens=6)
 #: what `record --model org/my-model --eagle3-checkpoint org/my-drafter --prompts-file data/heldout.jsonl` writes
 MANIFEST = {"model": "org/my-model", "drafter": "eagle3", "eagle3_checkpoint": "org/my-drafter",
-            "prompts_file": "data/heldout.jsonl", "depth": 3, "top_k": 2, "total_tokens": 6, "feature_layers": [1, 2, 3]}
+            "prompts_file": "data/heldout.jsonl", "depth": 3, "top_k": 2, "total_tokens": 6,
+            "feature_layers": [1, 2, 3]}
 SMOLLM2 = {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "drafter": "hf_adaptive_spec:eagle3-smollm2-135m-instruct"}
 OWN = {"model": "org/my-model", "drafter": "org/my-drafter"}
 
@@ -58,7 +59,8 @@ def _train(method: str, recording: Path, profile: str, out: Path, *extra: str):
                   "--eval_fraction", "0.25", "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end",
                   "false"],
         "ltd": ["--recording_dir", str(recording), "--profile_path", profile, "--size_warmup_steps", "2",
-                "--depth_warmup_steps", "2", "--collaborative_rounds", "0", "--n_steps", "16", "--minibatch_size", "16"],
+                "--depth_warmup_steps", "2", "--collaborative_rounds", "0", "--n_steps", "16",
+                "--minibatch_size", "16"],
         "resps": ["--recordings", str(recording), "--hardware_profile", profile, "--max_steps", "2", "--n_steps", "8",
                   "--per_device_train_batch_size", "8", "--ppo_epochs", "1", "--training_interval", "2",
                   "--grid_total_tokens", "4", "6", "--grid_depths", "2", "3", "--grid_top_ks", "2"],
@@ -68,7 +70,8 @@ def _train(method: str, recording: Path, profile: str, out: Path, *extra: str):
 
 
 @pytest.mark.parametrize("method", ["radar", "ltd", "resps"])
-def test_a_profile_of_another_model_is_refused_and_the_card_names_the_recordings_target(method, recording_dir, tmp_path):
+def test_a_profile_of_another_model_is_refused_and_the_card_names_the_recordings_target(method, recording_dir,
+                                                                                        tmp_path):
     """The audit's run: another model's recording with SmolLM2's profile trained silently on SmolLM2's costs. Each
     trainer refuses a profile that timed another target or drafter than the recording's, naming both; with the
     recording's own profile the card names its target, drafter and prompts (explicit names win)."""
@@ -128,8 +131,8 @@ def test_resps_reads_the_recorded_layers_and_refuses_a_layer_count_they_do_not_h
     _train("resps", recording_dir, own, tmp_path / "out")
     policy = AutoDraftPolicy.from_pretrained(tmp_path / "out")
     assert policy.feature_layers == (1, 2, 3)
-    with pytest.raises(ValueError, match=r"target_num_hidden_layers=30 reads the target's hidden states \[2, 15, 27\] .*"
-                                         r"but the recordings hold \[1, 2, 3\]"):
+    with pytest.raises(ValueError, match=r"target_num_hidden_layers=30 reads the target's hidden states "
+                                         r"\[2, 15, 27\] .*but the recordings hold \[1, 2, 3\]"):
         _train("resps", recording_dir, own, tmp_path / "thirty", "--target_num_hidden_layers", "30")
     _train("resps", recording_dir, own, tmp_path / "four", "--target_num_hidden_layers", "4")  # EAGLE-3's for 4 layers
     assert AutoDraftPolicy.from_pretrained(tmp_path / "four").feature_layers == (1, 2, 3)

@@ -56,7 +56,8 @@ def test_resps_settings_set_after_construction_are_saved(tmp_path):
 
 
 def test_ltd_and_radar_trees_and_scales_set_after_construction_are_saved(tmp_path):
-    ltd = LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,))
+    ltd = LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,),
+                    size_critic=(8,))
     ltd.context_scale, ltd.trained_on = 250.0, COMPILED
     again = reloaded(ltd, tmp_path / "ltd")
     assert (again.context_scale, again.trained_on, again.tree) == (250.0, COMPILED, ltd.tree)
@@ -90,7 +91,8 @@ def test_a_float32_policy_stays_float32(tmp_path):
 
 
 @pytest.mark.parametrize("make", [
-    lambda target: LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,), size_critic=(8,)),
+    lambda target: LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,),
+                             size_critic=(8,)),
     lambda target: RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8),
     lambda target: ReSpSPolicy.for_target(target.config, net_arch=(8,)),
 ], ids=["ltd", "radar", "resps"])

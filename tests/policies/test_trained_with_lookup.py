@@ -56,12 +56,16 @@ def test_the_engine_reports_a_call_matching_other_ngrams_with_the_same_branch():
     policy = LTDPolicy(**SMALL_LTD)
     policy.mark_trained_on(EAGER_FP32, None, 2, 2)
     assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2).policy_lookup_mismatch is None
-    note = _speculation(model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3).policy_lookup_mismatch
+    note = _speculation(
+        model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3
+    ).policy_lookup_mismatch
     assert note.startswith("LTDPolicy was trained with a prompt-lookup branch matching n-grams of up to 2 tokens and "
                            "this call matches up to 3")
     assert "Pass max_matching_ngram_size=2 to generate, or retrain the policy with --lookup_ngram_size 3." in note
     policy.mark_trained_on(EAGER_FP32, None, 2)  # the n-gram size not recorded: nothing to compare
-    assert _speculation(model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3).policy_lookup_mismatch is None
+    assert _speculation(
+        model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3
+    ).policy_lookup_mismatch is None
 
 
 def test_the_report_is_none_only_when_the_branches_match_or_none_is_recorded():

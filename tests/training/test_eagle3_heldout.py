@@ -54,7 +54,11 @@ def setup():
 
 
 def test_chain_accepted_stops_at_the_first_miss():
-    hits = [torch.tensor([[True, True, False, True]]), torch.tensor([[True, False, True, True]]), torch.tensor([[False, True, True, True]])]
+    hits = [
+        torch.tensor([[True, True, False, True]]),
+        torch.tensor([[True, False, True, True]]),
+        torch.tensor([[False, True, True, True]]),
+    ]
     valid = torch.tensor([[True, True, True, False]])
     assert chain_accepted(hits, valid).tolist() == [2, 1, 0]
 
@@ -87,12 +91,15 @@ def test_decoding_tau_is_the_tau_generate_gets_on_the_same_answers(setup, end_ma
     depth, live, walked, stopped_early = 3, [], [], 0
     eos = target.generation_config.eos_token_id
     if end_marker:
-        target.generation_config.eos_token_id = Counter(t for s in samples for t in s["input_ids"][10:]).most_common(1)[0][0]
+        target.generation_config.eos_token_id = Counter(
+            t for s in samples for t in s["input_ids"][10:]
+        ).most_common(1)[0][0]
     try:
         for sample in samples:
             ids = torch.tensor([sample["input_ids"][:4]])
-            out = target.generate(ids, max_new_tokens=len(sample["input_ids"]) - 4, do_sample=False, return_dict_in_generate=True,
-                                  assistant_model=Eagle3Drafter(draft), assistant_policy=hfas.StaticTreePolicy.chain(depth))
+            out = target.generate(ids, max_new_tokens=len(sample["input_ids"]) - 4, do_sample=False,
+                                  return_dict_in_generate=True, assistant_model=Eagle3Drafter(draft),
+                                  assistant_policy=hfas.StaticTreePolicy.chain(depth))
             generated = out.sequences[0].tolist()
             assert sample["input_ids"][: len(generated)] == generated
             stopped_early += len(generated) < len(sample["input_ids"])
@@ -121,7 +128,8 @@ def _real_chain(draft, target, ids, t, depth):
         if t + 2 + k >= ids.shape[1] or token != greedy[t + 1 + k]:
             break
         accepted += 1
-        node = draft(token.view(1, 1), hidden, target_features=False, position_ids=torch.tensor([[t + 1 + k]]), past_key_values=cache)
+        node = draft(token.view(1, 1), hidden, target_features=False, position_ids=torch.tensor([[t + 1 + k]]),
+                     past_key_values=cache)
         hidden, token = node.prenorm_hidden_states, draft.draft_to_target()[node.logits[0, -1].argmax()]
     return accepted
 
@@ -134,7 +142,8 @@ def test_teacher_forced_chain_is_greedy_chain_drafting(setup):
     real, out_of_vocabulary = [], 0
     for sample in samples:
         ids = collate([sample], pad_token_id=0)["input_ids"]
-        roots = [t for t in range(ids.shape[1] - 2) if sample["loss_mask"][t + 2]]  # every answer token, as drafting meets them
+        # every answer token, as drafting meets them
+        roots = [t for t in range(ids.shape[1] - 2) if sample["loss_mask"][t + 2]]
         real += [_real_chain(draft, target, ids, t, 3) for t in roots]
         out_of_vocabulary += sum(not draft.t2d[ids[0, t + 2]] for t in roots)
     assert accepted.tolist() == real
@@ -207,8 +216,8 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     torch.manual_seed(0)
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
     held_out = HeldOutSet(target, samples[:2], draft, depth=2)
-    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1], chain_tau=1.1,
-                           positions=5, drafter_shape=drafter_shape(draft))
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
+                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft))
     callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
@@ -241,19 +250,22 @@ def test_a_resumed_run_keeps_the_curve_up_to_its_checkpoint(setup, tmp_path):
         args = Eagle3Config(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, ttt_steps=2,
                             save_strategy="steps", save_steps=2, report_to=[], seed=0, disable_tqdm=True)
         Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
-                      data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train(resume_from_checkpoint=resume)
+                      data_collator=lambda b: collate(b, pad_token_id=0),
+                      callbacks=[callback]).train(resume_from_checkpoint=resume)
         return [p.step for p in read_curve(tmp_path)]
 
     assert run(None) == [0, 1, 2, 3, 4]
     assert run(str(tmp_path / "checkpoint-2")) == [0, 1, 2, 3, 4]  # not [2, 3, 4]: the points before it stay
-    for curve in tmp_path.glob("checkpoint-*/heldout_curve.jsonl"):  # as saved before points recorded the drafter's shape
+    for curve in tmp_path.glob("checkpoint-*/heldout_curve.jsonl"):
+        # as saved before points recorded the drafter's shape
         curve.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "drafter_shape"}) + "\n"
                                  for line in curve.read_text().splitlines()))
     assert run(str(tmp_path / "checkpoint-2")) == [0, 1, 2, 3, 4]  # no second point at step 2
 
 
 def test_curves_saved_before_coverage_was_measured_read_as_in_vocabulary_acceptance(tmp_path):
-    old = '{"step": 5, "input_tokens_seen": 50, "first_draft_acceptance": 0.4, "step_accuracy": [0.4], "chain_tau": 1.4, "positions": 9}'
+    old = ('{"step": 5, "input_tokens_seen": 50, "first_draft_acceptance": 0.4, "step_accuracy": [0.4], '
+           '"chain_tau": 1.4, "positions": 9}')
     (tmp_path / "heldout_curve.jsonl").write_text(old + "\n", encoding="utf-8")
     (point,) = read_curve(tmp_path)
     assert point.first_draft_acceptance is None and point.in_vocabulary_acceptance == 0.4
@@ -283,7 +295,8 @@ def test_target_layer_start_is_the_targets_last_layer_on_the_deepest_feature():
 
 def test_target_layer_start_refuses_a_narrower_drafter():
     target = tiny_model("llama")
-    draft = Eagle3DraftModel.from_target(target, hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+    draft = Eagle3DraftModel.from_target(target, hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
+                                         head_dim=16)
     with pytest.raises(ValueError, match="shaped like the target's layers"):
         copy_target_layer(draft, target)
     wider = Eagle3DraftModel.from_target(target, intermediate_size=256)
@@ -352,7 +365,9 @@ def test_widen_vocabulary_keeps_the_trained_rows_and_maps_the_targets_rows_for_n
     target, samples, _ = setup
     hidden, vocab = target.config.hidden_size, target.config.vocab_size
     torch.manual_seed(2)  # more kept rows than hidden width, as in 8,192 x 576: the map is determined
-    draft = Eagle3DraftModel.from_target(target, draft_to_target=build_draft_vocabulary(samples, hidden + 8, vocab)).eval()
+    draft = Eagle3DraftModel.from_target(
+        target, draft_to_target=build_draft_vocabulary(samples, hidden + 8, vocab)
+    ).eval()
     narrow = draft.draft_to_target()
     vocabulary = build_draft_vocabulary(samples, hidden + 20, vocab, keep=narrow)
     assert torch.isin(narrow, vocabulary).all() and vocabulary.tolist() == sorted(set(vocabulary.tolist()))
@@ -371,7 +386,8 @@ def test_widen_vocabulary_keeps_the_trained_rows_and_maps_the_targets_rows_for_n
     features = TargetFeatures(target, draft.config.aux_hidden_state_layer_ids, draft.draft_to_target())
     feats, _ = features(ids, torch.ones_like(ids))
     with torch.no_grad():  # what the kept rows say is unchanged; the new ones add candidates
-        torch.testing.assert_close(wide(ids[:, 1:], feats[:, :-1]).logits[..., kept], trained(ids[:, 1:], feats[:, :-1]).logits)
+        torch.testing.assert_close(wide(ids[:, 1:], feats[:, :-1]).logits[..., kept],
+                                   trained(ids[:, 1:], feats[:, :-1]).logits)
     assert widen_vocabulary(trained, target, narrow) is trained
     with pytest.raises(ValueError, match="drops tokens of the checkpoint's"):
         widen_vocabulary(trained, target, vocabulary[1:])
@@ -399,19 +415,24 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     built.save_pretrained(tmp_path / "wide")  # vLLM / SGLang read the width from config.json, and so do we
     reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "wide", target=target)
     assert reloaded.config.intermediate_size == draft.config.intermediate_size * 2
-    assert build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples).config.intermediate_size == draft.config.intermediate_size
+    assert build_drafter(
+        script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples
+    ).config.intermediate_size == draft.config.intermediate_size
     with pytest.raises(ValueError, match="init_from loads a trained one"):
-        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"), target, samples)
+        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"),
+                      target, samples)
     larger = Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=draft.config.draft_vocab_size + 4)
     grown = build_drafter(script_args, larger, target, samples)
     assert grown.config.draft_vocab_size == draft.config.draft_vocab_size + 4
     assert torch.isin(draft.draft_to_target(), grown.draft_to_target()).all()
     with pytest.raises(ValueError, match="draft_vocab_size must be in"):
         build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=2), target, samples)
-    deeper = build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=2), target, samples)
+    deeper = build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=2),
+                           target, samples)
     assert deeper.config.num_hidden_layers == 2 and len(deeper.layers) == 1
     fresh = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl"),
-                          Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=3, draft_vocab_size=3), target, samples)
+                          Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=3, draft_vocab_size=3),
+                          target, samples)
     assert fresh.config.num_hidden_layers == 3 and list(fresh.layers) == ["1", "2"]
 
 
@@ -450,7 +471,8 @@ def test_a_held_out_set_refuses_a_drafter_it_was_not_built_for(setup):
         held_out.evaluate(other)
     deeper = tiny_model("llama", num_hidden_layers=6)
     reading = {layers: Eagle3DraftModel.from_target(deeper, draft_to_target=draft.draft_to_target(),
-                                                    aux_hidden_state_layer_ids=list(layers)) for layers in [(1, 3, 5), (2, 3, 4)]}
+                                                    aux_hidden_state_layer_ids=list(layers))
+               for layers in [(1, 3, 5), (2, 3, 4)]}
     with pytest.raises(ValueError, match=r"features of layers \[1, 3, 5\], but the drafter reads layers \[2, 3, 4\]"):
         HeldOutSet(deeper, samples[:2], reading[1, 3, 5], depth=2).evaluate(reading[2, 3, 4])
 

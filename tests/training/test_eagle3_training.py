@@ -45,7 +45,8 @@ def tokenizer():
 
 
 def test_tokenize_masks_exactly_the_assistant_tokens(tokenizer):
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "ok"}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+                {"role": "user", "content": "ok"}]
     sample = tokenize_conversation(tokenizer, messages, max_length=100)
     text = tokenizer.decode(sample["input_ids"])
     masked = tokenizer.decode([t for t, m in zip(sample["input_ids"], sample["loss_mask"]) if m])
@@ -62,7 +63,8 @@ def test_an_answer_cut_at_max_new_tokens_is_trained_without_its_end_marker(token
 
 
 def test_draft_vocabulary_is_the_most_frequent_assistant_tokens():
-    samples = [{"input_ids": [5, 5, 7, 9, 9, 9], "loss_mask": [0, 1, 1, 1, 1, 1]}, {"input_ids": [3, 3], "loss_mask": [0, 0]}]
+    samples = [{"input_ids": [5, 5, 7, 9, 9, 9], "loss_mask": [0, 1, 1, 1, 1, 1]},
+               {"input_ids": [3, 3], "loss_mask": [0, 0]}]
     assert build_draft_vocabulary(samples, 1, vocab_size=12).tolist() == [9]
     assert build_draft_vocabulary(samples, 3, vocab_size=12).tolist() == [5, 7, 9]
     assert build_draft_vocabulary(samples, 5, vocab_size=12).tolist() == [0, 1, 5, 7, 9]  # filled with unused low ids
@@ -317,7 +319,8 @@ def test_a_loss_inductor_cannot_compile_runs_uncompiled_and_says_why_once(setup,
     )
     step = ttt_unroll(draft, TTTBatch(ids, feats, target_logits, torch.ones_like(ids)), 2, loss_rows_only=True)[1]
     row, position = step.row_index
-    inputs = (step.logits, torch.softmax(target_logits.float(), -1), step.loss_weight[row, position], (row, position + 2))
+    inputs = (step.logits, torch.softmax(target_logits.float(), -1), step.loss_weight[row, position],
+              (row, position + 2))
     loss, calls = CompiledCrossEntropy(), []
 
     def no_compiler(*args):
@@ -421,7 +424,8 @@ def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):
     with open(data, "w") as handle:
         for i in range(16):
             reply = "".join("abcdefg"[(i * j) % 7] for j in range(12))
-            handle.write(json.dumps({"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": reply}]}) + "\n")
+            handle.write(json.dumps({"conversation": [{"role": "user", "content": f"q{i}"},
+                                                      {"role": "assistant", "content": reply}]}) + "\n")
     out = tmp_path / "out"
     entry = Path(__file__).with_name("ddp_entry.py")
     command = [
@@ -440,7 +444,8 @@ def test_two_cpu_ranks_train_and_agree(tmp_path, tokenizer):
 
 
 @pytest.mark.parametrize("target_dtype", ["float32", "bfloat16"])
-def test_the_script_runs_the_target_in_target_dtype_and_trains_float32_weights(tokenizer, tmp_path, monkeypatch, target_dtype):
+def test_the_script_runs_the_target_in_target_dtype_and_trains_float32_weights(tokenizer, tmp_path, monkeypatch,
+                                                                               target_dtype):
     import hf_adaptive_spec.training.eagle3.script as script
 
     asked = []
@@ -450,12 +455,16 @@ def test_the_script_runs_the_target_in_target_dtype_and_trains_float32_weights(t
         return tiny_model("llama").to(dtype), tokenizer
 
     monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", load_model)
-    conversations = [{"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"answer {i}"}]}
+    conversations = [{"conversation": [{"role": "user", "content": f"q{i}"},
+                                       {"role": "assistant", "content": f"answer {i}"}]}
                      for i in range(4)]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
-    args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
-                               draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True)
-    trainer = script.main(script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"), target_dtype=target_dtype), args)
+    args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
+                               ttt_steps=2, draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[],
+                               disable_tqdm=True)
+    trainer = script.main(
+        script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"), target_dtype=target_dtype), args
+    )
     assert asked == [getattr(torch, target_dtype)]
     assert trainer.target_features.target.dtype == getattr(torch, target_dtype)
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
@@ -496,13 +505,16 @@ def test_the_card_names_the_data_file_read_unless_given_a_dataset_name(tokenizer
 
     import hf_adaptive_spec.training.eagle3.script as script
 
-    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (tiny_model("llama"), tokenizer))
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model",
+                        lambda name, dtype: (tiny_model("llama"), tokenizer))
     turns = [{"role": "user", "content": "my printer shows error 1"}, {"role": "assistant", "content": "restart it"}]
     (tmp_path / "tickets.jsonl").write_text(json.dumps({"conversation": turns}) + "\n", encoding="utf-8")
-    args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=1, ttt_steps=1,
-                               draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True)
+    args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=1,
+                               ttt_steps=1, draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[],
+                               disable_tqdm=True)
     for dataset_name, named in ((None, "tickets.jsonl"), ("printer tickets", "printer tickets")):
-        script_args = script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "tickets.jsonl"), dataset_name=dataset_name)
+        script_args = script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "tickets.jsonl"),
+                                                   dataset_name=dataset_name)
         card = str(script.main(script_args, args).model_card())
         assert f"**Training data:** {named}" in card and "ShareGPT" not in card
     recipes = Path(__file__).resolve().parents[2] / "trainers" / "recipes"

@@ -64,7 +64,8 @@ def test_ppo_steps_raise_the_probability_of_the_rewarded_action():
             distribution = torch.distributions.Categorical(logits=logits)
             actions = distribution.sample()
         rewards = (actions == 2).float()
-        batch = RolloutBatch(torch.zeros(64, 1), actions, distribution.log_prob(actions), values, rewards, torch.ones(64))
+        batch = RolloutBatch(torch.zeros(64, 1), actions, distribution.log_prob(actions), values, rewards,
+                             torch.ones(64))
         advantages, returns = gae(rewards, values, batch.dones, gamma=0.99, lam=0.95)
         optimizer.zero_grad()
         ppo_loss(model, batch, advantages, returns).loss.backward()

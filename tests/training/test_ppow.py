@@ -218,7 +218,8 @@ def mean_accepted_length(draft, target, samples, temperature=1.0, group_size=32,
     cache = DynamicCache()
     first = first_draft_step(draft, batch["input_ids"], passed.features, cache)
     valid = window_starts(batch["loss_mask"], window_size)
-    prefixes = select_prefixes(torch.zeros(valid.shape), valid, int(valid.sum(1).min()), 0.0, torch.Generator().manual_seed(0))
+    prefixes = select_prefixes(torch.zeros(valid.shape), valid, int(valid.sum(1).min()), 0.0,
+                               torch.Generator().manual_seed(0))
     windows = draft_windows(draft, first, cache, prefixes, group_size, window_size, draft.d2t,
                             temperature=temperature, generator=torch.Generator().manual_seed(0))
     verdicts = verifier.verify(passed, prefixes, windows.tokens + draft.d2t[windows.tokens])
@@ -269,9 +270,11 @@ def test_post_trained_drafter_saves_as_an_eagle3_checkpoint_with_a_ppow_card(pea
     trainer, _ = _post_train(peaky_target, supervised, tmp_path, steps=2)
     trainer.save_model(str(tmp_path / "final"))
     files = sorted(p.name for p in (tmp_path / "final").iterdir())
-    assert "model.safetensors" in files and "config.json" in files and not any(f.endswith((".bin", ".pt")) for f in files)
+    assert ("model.safetensors" in files and "config.json" in files
+            and not any(f.endswith((".bin", ".pt")) for f in files))
     card = (tmp_path / "final" / "README.md").read_text()
-    assert "Post-trained with PPOW for 2 optimizer steps" in card and "proximity reward on" in card and "ADAW on" in card
+    assert ("Post-trained with PPOW for 2 optimizer steps" in card and "proximity reward on" in card
+            and "ADAW on" in card)
     reloaded = Eagle3DraftModel.from_pretrained(str(tmp_path / "final"), target=peaky_target)
     for name, tensor in trainer.model.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[name], tensor)
@@ -318,7 +321,8 @@ def test_ppow_script_post_trains_the_shipped_smollm2_drafter(tmp_path):
     assert (out / "model.safetensors").is_file() and "PPOW" in (out / "README.md").read_text()
     model, _ = hfas.load_default_model()
     shipped = json.loads((hfas.shipped_checkpoint("eagle3") / "config.json").read_text())
-    assert Eagle3DraftModel.from_pretrained(str(out), target=model).config.draft_vocab_size == shipped["draft_vocab_size"]
+    assert (Eagle3DraftModel.from_pretrained(str(out), target=model).config.draft_vocab_size
+            == shipped["draft_vocab_size"])
 
 
 def test_evaluation_samples_its_own_rollout_and_leaves_the_training_buffer(peaky_target, supervised, tmp_path):
@@ -356,8 +360,9 @@ def test_a_hardware_profile_of_another_target_or_drafter_is_refused(peaky_target
     target = model_name(peaky_target)
 
     def trainer(profile, drafter_name="acme/eagle3-tiny"):
-        args = PPOWConfig(output_dir=str(tmp_path), hardware_profile=profile, max_steps=1, per_device_train_batch_size=2,
-                          window_size=3, num_generations=2, num_prefixes=2, report_to=[], disable_tqdm=True)
+        args = PPOWConfig(output_dir=str(tmp_path), hardware_profile=profile, max_steps=1,
+                          per_device_train_batch_size=2, window_size=3, num_generations=2, num_prefixes=2,
+                          report_to=[], disable_tqdm=True)
         return PPOWTrainer(model=copy.deepcopy(draft), args=args, target_model=peaky_target, train_dataset=samples,
                            data_collator=lambda b: collate(b, pad_token_id=0), drafter_name_or_path=drafter_name)
 
@@ -378,7 +383,8 @@ def test_a_hardware_profile_of_another_target_or_drafter_is_refused(peaky_target
     assert "relative cost 0.120 (the relative_cost argument)" in str(plain.model_card())
 
 
-def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth(peaky_target, supervised, tmp_path, monkeypatch):
+def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth(peaky_target, supervised, tmp_path,
+                                                                                 monkeypatch):
     """trainers/ppow.py: --ignore_target_mismatch (which the mismatch error names) loads a drafter saved for a target
     of another depth; the card names the data file read (a user's own data is not ShareGPT) and the drafter."""
     import json
@@ -394,10 +400,14 @@ def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth
     tokenizer.chat_template = ("{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
                                "{% if add_generation_prompt %}{{ 'a,' }}{% endif %}")
     monkeypatch.setattr(script, "load_target", lambda name: (deeper, tokenizer))
-    turns = [{"role": "user", "content": "my printer shows error 1"}, {"role": "assistant", "content": "restart it and wait"}]
-    (tmp_path / "tickets.jsonl").write_text("".join(json.dumps({"id": str(i), "conversation": turns}) + "\n" for i in range(2)))
+    turns = [{"role": "user", "content": "my printer shows error 1"},
+             {"role": "assistant", "content": "restart it and wait"}]
+    (tmp_path / "tickets.jsonl").write_text(
+        "".join(json.dumps({"id": str(i), "conversation": turns}) + "\n" for i in range(2))
+    )
     args = PPOWConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, window_size=3,
-                      num_generations=2, num_prefixes=2, max_length=64, save_strategy="no", report_to=[], disable_tqdm=True)
+                      num_generations=2, num_prefixes=2, max_length=64, save_strategy="no", report_to=[],
+                      disable_tqdm=True)
     script_args = script.PPOWScriptArguments(drafter_name_or_path=str(tmp_path / "drafter"),
                                              dataset_path=str(tmp_path / "tickets.jsonl"))
     with pytest.raises(ValueError, match="ignore_target_mismatch=True"):

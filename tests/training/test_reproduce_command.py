@@ -42,7 +42,8 @@ def test_a_resumed_script_keeps_the_script_arguments_that_define_its_run(tmp_pat
     (out / "checkpoint-5").mkdir()
     resumed = [*base, "--resume_from_checkpoint", str(out / "checkpoint-5")]
     with pytest.raises(ValueError, match=r"other script arguments \(recording_dir: 'rec' -> 'other'; top_k: None -> 4"):
-        run_training_script(make_parser(), lambda *_: ran.append(2), [*resumed, "--recording_dir", "other", "--top_k", "4"])
+        run_training_script(make_parser(), lambda *_: ran.append(2),
+                            [*resumed, "--recording_dir", "other", "--top_k", "4"])
     cards_and_threads = ["--recording_dir", "rec", "--dataset_name", "renamed", "--num_threads", "2"]
     run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, *cards_and_threads])  # may change
     assert ran == [1, 3]

@@ -15,7 +15,8 @@ def _train(tmp_path, monkeypatch, max_steps: int, profile_steps: int):
 
     tokenizer = make_char_tokenizer()
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
-    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (tiny_model("llama"), tokenizer))
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model",
+                        lambda name, dtype: (tiny_model("llama"), tokenizer))
     turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i}"}] for i in range(8)]
     conversations = [{"conversation": conversation} for conversation in turns]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")

@@ -62,7 +62,9 @@ def _trainer(
     target = tiny_model("llama")
     samples = _samples(target, count=4, length=20)
     torch.manual_seed(0)
-    draft = Eagle3DraftModel.from_target(target, draft_to_target=build_draft_vocabulary(samples, 16, target.config.vocab_size))
+    draft = Eagle3DraftModel.from_target(
+        target, draft_to_target=build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    )
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=100, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
         lr_scheduler_type=scheduler, warmup_ratio=0.25, logging_steps=1, save_strategy="no", report_to=[],

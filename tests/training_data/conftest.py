@@ -10,7 +10,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
-WORDS = ["user", "assistant", "hello", "world", "how", "are", "you", "the", "cat", "sat", "on", "mat", "what", "is", "two", "plus", "one", "tell", "me", "more"]
+WORDS = ["user", "assistant", "hello", "world", "how", "are", "you", "the", "cat", "sat", "on", "mat", "what", "is",
+         "two", "plus", "one", "tell", "me", "more"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
     "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}"

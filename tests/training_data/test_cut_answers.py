@@ -11,7 +11,8 @@ from hf_adaptive_spec.training_data.cut_answers import is_cut, mark_cut_answers
 
 
 def _write(path, answers):
-    records = [{"id": f"r{i}", "conversation": [{"role": "user", "content": "q"}, *answer]} for i, answer in enumerate(answers)]
+    records = [{"id": f"r{i}", "conversation": [{"role": "user", "content": "q"}, *answer]}
+               for i, answer in enumerate(answers)]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
 

@@ -40,7 +40,8 @@ def test_a_cut_answer_has_no_end_and_an_evaluation_question_is_skipped(tmp_path,
     path = tmp_path / "answers.jsonl"
     _write(path, [("what is two plus one", "one"), ("hello world", "how are you")])
     with open(path, "a", encoding="utf-8") as handle:  # an answer max_new_tokens cut: the target went on
-        turns = [{"role": "user", "content": "tell me more"}, {"role": "assistant", "content": "the cat", "truncated": True}]
+        turns = [{"role": "user", "content": "tell me more"},
+                 {"role": "assistant", "content": "the cat", "truncated": True}]
         handle.write(json.dumps({"id": "cut", "conversation": turns}) + "\n")
     records = load_completions(tiny_tokenizer, path, num_prompts=2, max_prompt_tokens=12,
                                digests=frozenset({question_digest("What is two plus one?")}))

@@ -11,11 +11,14 @@ QUESTION = "Compose an engaging travel blog post about a recent trip to Hawaii, 
 
 
 def test_embedded_and_reworded_questions_are_found_and_a_shared_template_is_not():
-    index = load_example("near_duplicate_audit").QuestionIndex([QUESTION, "Translate German to English: Es gibt nicht viel auszusetzen."], n=4)
+    index = load_example("near_duplicate_audit").QuestionIndex(
+        [QUESTION, "Translate German to English: Es gibt nicht viel auszusetzen."], n=4
+    )
     embedded = f"Hi! I need help with my homework. {QUESTION.upper()} Please keep it under 300 words, thanks."
     reworded = "Compose an engaging travel blog post about a recent trip to Japan, highlighting cultural experiences!"
     template = "Translate German to English: Das Wetter ist heute schön und wir gehen spazieren."
     assert question_digest(embedded) != question_digest(QUESTION) != question_digest(reworded)  # the filter misses them
     assert [index for _, index in index.contained(embedded, 0.5)] == [0]
-    assert [round(share, 2) for share, _ in index.contained(reworded, 0.5)] == [0.67]  # 8 of its 12 4-grams: the 4 with "Hawaii" differ
+    # 8 of its 12 4-grams: the 4 with "Hawaii" differ
+    assert [round(share, 2) for share, _ in index.contained(reworded, 0.5)] == [0.67]
     assert index.contained(template, 0.5) == []

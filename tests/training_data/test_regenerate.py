@@ -154,7 +154,9 @@ def test_sampling_depends_on_the_seed(
 def test_copy_conversations_keeps_original_answers_and_skips_ids_already_written(tmp_path: Path) -> None:
     output = tmp_path / "mixed.jsonl"
     conversations = _conversations(3)
-    output.write_text(json.dumps({"id": conversations[0].id, "conversation": [{"role": "user", "content": "kept"}]}) + "\n")
+    output.write_text(
+        json.dumps({"id": conversations[0].id, "conversation": [{"role": "user", "content": "kept"}]}) + "\n"
+    )
     stats = copy_conversations(conversations, output)
     assert (stats.written, stats.already_written) == (2, 1)
     records = [json.loads(line) for line in _lines(output)]
@@ -181,6 +183,8 @@ def test_answers_cut_at_max_new_tokens_are_marked_truncated(
     config = RegenerationConfig(max_new_tokens=3, max_turns=1)
     stats = regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)
     answers = [json.loads(line)["conversation"][1] for line in _lines(output)]
-    _, _, cut = generate_replies(tiny_model, tiny_tokenizer, [prompt_ids(tiny_tokenizer, [{"role": "user", "content": "hello world"}])], config)
+    _, _, cut = generate_replies(
+        tiny_model, tiny_tokenizer, [prompt_ids(tiny_tokenizer, [{"role": "user", "content": "hello world"}])], config
+    )
     assert cut == [True]  # three tokens of a random model: no end-of-sequence token among them
     assert stats.truncated == sum(bool(answer.get("truncated")) for answer in answers) == 3

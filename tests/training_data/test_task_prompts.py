@@ -148,7 +148,8 @@ def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_p
     (tmp_path / "out.jsonl").write_text("", encoding="utf-8")
     regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))  # the same: fine
     with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; temperature: 0.0 -> 1.0\)"):
-        regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "12", "--temperature", "1"]))
+        regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "12",
+                                                         "--temperature", "1"]))
     with pytest.raises(ValueError, match="--answers original copies ShareGPT's answers, every turn: max_new_tokens"):
         regenerate_sharegpt.check_resumed_output(*parse(["--output", str(tmp_path / "o.jsonl"), "--answers", "original",
                                                          "--max-new-tokens", "12"]))

@@ -33,8 +33,9 @@ from .stock import Stock, StockCompiled
 from .tree import PlainSteps, Tree
 
 METHOD_CLASSES: tuple[type[BenchMethod], ...] = (
-    Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate, Eagle3LookupFirst, Eagle3DefaultTree,
-    Eagle3Confidence, Eagle3HeuristicLength, Eagle3LTD, Eagle3ReSpS, Eagle3Radar, Eagle3CandidatePolicy, DVI,
+    Stock, StockCompiled, HfPromptLookup, HfEarlyExit, HfAssistant, Tree, PlainSteps, Eagle3, Eagle3Candidate,
+    Eagle3LookupFirst, Eagle3DefaultTree, Eagle3Confidence, Eagle3HeuristicLength, Eagle3LTD, Eagle3ReSpS, Eagle3Radar,
+    Eagle3CandidatePolicy, DVI,
 )
 METHODS: dict[str, type[BenchMethod]] = {cls.name: cls for cls in METHOD_CLASSES}
 #: ``<method>+sized``: the engine decodes each call in a StaticCache sized for it (see ``BenchMethod.sized_cache``).
@@ -56,9 +57,9 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     if unknown:
         raise UnknownMethodError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)} "
-            f"(append {TREE_SHAPE_SEPARATOR}D/K/N to a static-tree method for its own tree, {LOOKUP_SUFFIX} (or {LOOKUP_SUFFIX}N for N "
-            f"tokens) to a tree method for the prompt-lookup branch, then {SIZED_SUFFIX} for a StaticCache sized per call, then "
-            f"{FLOAT32_SUFFIX} to run it in float32 in a run of another dtype)"
+            f"(append {TREE_SHAPE_SEPARATOR}D/K/N to a static-tree method for its own tree, {LOOKUP_SUFFIX} (or "
+            f"{LOOKUP_SUFFIX}N for N tokens) to a tree method for the prompt-lookup branch, then {SIZED_SUFFIX} for a "
+            f"StaticCache sized per call, then {FLOAT32_SUFFIX} to run it in float32 in a run of another dtype)"
         )
     ordered = [REFERENCE_METHOD] + [name for name in dict.fromkeys(names) if name != REFERENCE_METHOD]
     return {name: _instantiate(name) for name in ordered}
@@ -66,7 +67,9 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
 
 def _registered_name(name: str) -> str:
     """The registry name in ``<method>[@D/K/N][+lookup[N]][+sized][+fp32]``."""
-    return split_lookup(name.removesuffix(FLOAT32_SUFFIX).removesuffix(SIZED_SUFFIX))[0].partition(TREE_SHAPE_SEPARATOR)[0]
+    return split_lookup(
+        name.removesuffix(FLOAT32_SUFFIX).removesuffix(SIZED_SUFFIX)
+    )[0].partition(TREE_SHAPE_SEPARATOR)[0]
 
 
 def _instantiate(name: str) -> BenchMethod:
@@ -96,7 +99,8 @@ def _tree_shape(shaped_name: str, method: BenchMethod) -> tuple[int, int, int]:
     if not method.static_tree:
         static = ", ".join(name for name, cls in METHODS.items() if cls.static_tree)
         raise UnknownMethodError(
-            f"{shaped_name!r}: {TREE_SHAPE_SEPARATOR}D/K/N sets the static tree of {static}; {registered} does not draft one."
+            f"{shaped_name!r}: {TREE_SHAPE_SEPARATOR}D/K/N sets the static tree of {static}; "
+            f"{registered} does not draft one."
         )
     parts = shape.split("/")
     if len(parts) != 3 or not all(part.isdigit() for part in parts):

@@ -91,8 +91,8 @@ class BenchMethod(ABC):
             self.use_fast_path(options)
         elif self.sized_cache:
             raise MethodUnavailableError(
-                f"{self.name}: +sized sizes the StaticCache of the compiled fast path: run it with --compile, on a tree "
-                "method or stock-compiled."
+                f"{self.name}: +sized sizes the StaticCache of the compiled fast path: run it with --compile, on a "
+                "tree method or stock-compiled."
             )
 
     def on_fast_path(self, options: MethodOptions) -> bool:
@@ -136,7 +136,11 @@ class BenchMethod(ABC):
         for length in self.warm_up_lengths():
             self.decode_warm_up_in(length)
             try:
-                ids = prompt if length is None else prompt[:, : max(1, longest_prompt(self.model, length, self.max_new_tokens))]
+                ids = (
+                    prompt
+                    if length is None
+                    else prompt[:, : max(1, longest_prompt(self.model, length, self.max_new_tokens))]
+                )
                 seconds.append([])
                 for _ in range(calls):
                     start = time.perf_counter()

@@ -30,4 +30,8 @@ class DVI(Tree):
             drafter = DVIDrafter.from_pretrained(options.dvi_adapter, target=model, online=True)
         else:
             drafter = DVIDrafter(model, exit_layer=options.dvi_exit_layer, online=True)
-        return {"assistant_model": drafter, "assistant_policy": StaticTreePolicy.chain(options.dvi_depth), "return_dict_in_generate": True}
+        return {
+            "assistant_model": drafter,
+            "assistant_policy": StaticTreePolicy.chain(options.dvi_depth),
+            "return_dict_in_generate": True,
+        }

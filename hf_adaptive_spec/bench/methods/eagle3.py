@@ -49,7 +49,9 @@ class Eagle3(Tree):
         checkpoint = self.checkpoint(options)
         enable(model)
         drafter = shared_drafter(checkpoint, model)
-        policy = self.tree_policy_class(depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens)
+        policy = self.tree_policy_class(
+            depth=options.tree_depth, top_k=options.tree_top_k, total_tokens=options.tree_total_tokens
+        )
         return {"assistant_model": drafter, "assistant_policy": policy, "return_dict_in_generate": True}
 
 

@@ -25,8 +25,9 @@ class HfEarlyExit(BenchMethod):
         num_layers = model.config.get_text_config().num_hidden_layers
         if not 1 <= options.early_exit_layers < num_layers:
             raise ValueError(
-                f"hf-early-exit drafts with the target's first --early-exit-layers layers, which must be in 1..{num_layers - 1} "
-                f"for this {num_layers}-layer model (got {options.early_exit_layers}; transformers would draft nothing)."
+                f"hf-early-exit drafts with the target's first --early-exit-layers layers, which must be in "
+                f"1..{num_layers - 1} for this {num_layers}-layer model (got {options.early_exit_layers}; "
+                "transformers would draft nothing)."
             )
         apply_assistant_knobs(model.generation_config, options)
         return {"assistant_early_exit": options.early_exit_layers}

@@ -106,12 +106,14 @@ class Eagle3Radar(Eagle3LearnedPolicy):
 
 
 class Eagle3CandidatePolicy(Eagle3LearnedPolicy):
-    """``eagle3`` with a second saved policy (``--candidate-policy``: any policy folder or Hub id), so one interleaved run
-    compares, e.g., a retrained policy with the shipped one of ``eagle3-ltd``, as ``eagle3-candidate`` compares drafters."""
+    """``eagle3`` with a second saved policy (``--candidate-policy``: any policy folder or Hub id), so one interleaved
+    run compares, e.g., a retrained policy with the shipped one of ``eagle3-ltd``, as ``eagle3-candidate`` compares
+    drafters."""
 
     name, policy = "eagle3-candidate-policy", "candidate"
 
     def shipped_policy(self, model: PreTrainedModel, options: MethodOptions) -> str:
         raise MethodUnavailableError(
-            f"{self.name} needs --candidate-policy PATH (a saved policy's folder or Hub id) to compare with the shipped ones."
+            f"{self.name} needs --candidate-policy PATH (a saved policy's folder or Hub id) "
+            "to compare with the shipped ones."
         )

@@ -49,8 +49,8 @@ class WithLookupBranch(BenchMethod):
         kwargs = self.base.method_kwargs(model, tokenizer, options)
         if "assistant_policy" not in kwargs:
             raise MethodUnavailableError(
-                f"{self.name}: {LOOKUP_SUFFIX} extends this project's tree methods only (those taking assistant_policy); "
-                f"for transformers' own prompt lookup run hf-prompt-lookup."
+                f"{self.name}: {LOOKUP_SUFFIX} extends this project's tree methods only (those taking "
+                f"assistant_policy); for transformers' own prompt lookup run hf-prompt-lookup."
             )
         return {
             **kwargs,

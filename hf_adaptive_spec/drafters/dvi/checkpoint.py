@@ -61,7 +61,9 @@ class DVICheckpointMixin(HubArtifactMixin):
             # save_embedding_layers=False: peft would otherwise look the target up on the Hub
             self.head.save_pretrained(str(save_directory), safe_serialization=True, save_embedding_layers=False)
         (save_directory / "README.md").unlink(missing_ok=True)  # peft's generic card: the mixin writes the adapter's
-        config = {ARTIFACT_TYPE_KEY: DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target_shape": self._target_shape}
+        config = {
+            ARTIFACT_TYPE_KEY: DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target_shape": self._target_shape
+        }
         (save_directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         if self.updater is not None:
             with self._lock:
@@ -112,7 +114,9 @@ class DVICheckpointMixin(HubArtifactMixin):
         position and reward baseline saved beside the adapter (``dvi_online_state.json``, written by an online
         drafter's ``save_pretrained`` and the trainer); an adapter saved without it starts a fresh schedule."""
         if not isinstance(target, nn.Module):
-            raise TypeError("DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
+            raise TypeError(
+                "DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
+            )
         dvi_config = read_dvi_config(location)
         check_no_config_overrides("DVIDrafter.from_pretrained", dvi_config, config_fields)
         lora_config = LoraConfig.from_pretrained(str(location.resolve(ADAPTER_CONFIG_NAME).parent))
@@ -137,7 +141,9 @@ class DVICheckpointMixin(HubArtifactMixin):
 
     def _load_online_state(self, location: ArtifactLocation) -> bool:
         if self.updater is None:
-            raise RuntimeError("This DVIDrafter is not online: create it with online=True or call enable_online() first.")
+            raise RuntimeError(
+                "This DVIDrafter is not online: create it with online=True or call enable_online() first."
+            )
         try:
             state = read_json_object(location.resolve(ONLINE_STATE_NAME))
         except MissingArtifactFileError:

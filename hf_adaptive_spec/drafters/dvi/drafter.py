@@ -42,7 +42,9 @@ def check_exit_layer(exit_layer: int, num_layers: int) -> None:
         )
 
 
-class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"):
+class DVIDrafter(
+    DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=DVI_ARTIFACT_TYPE, card_kind="dvi_adapter"
+):
     """DVI self-speculation: draft with the target's first ``exit_layer`` layers and a LoRA head.
 
     The draft path is the target's layers ``0 .. exit_layer-1`` (weights shared, not copied),
@@ -118,7 +120,9 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         self.share_cache = not sliding if share_cache is None else share_cache
         self.lora_config = check_lora_config(lora_config)
         self._target_name = target.config.name_or_path or None
-        self.head = lora_draft_head(DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config)
+        self.head = lora_draft_head(
+            DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config
+        )
         self._num_layers = len(decoder_layers(target))
         self._target_shape = {
             "num_hidden_layers": self._num_layers,
@@ -199,7 +203,8 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         if decoder_layers(target)[0] is not self.shallow.layers[0]:
             raise ValueError(
                 "This DVIDrafter was built from another model: its draft path shares the target's first layers. "
-                "Build it from the model that generates: DVIDrafter(model) or DVIDrafter.from_pretrained(repo, target=model)."
+                "Build it from the model that generates: DVIDrafter(model) or "
+                "DVIDrafter.from_pretrained(repo, target=model)."
             )
         self._reset()
         self._reset_static_shapes()
@@ -235,7 +240,9 @@ class DVIDrafter(DVICheckpointMixin, StaticShapesMixin, Drafter, artifact_type=D
         num_tokens = context.input_ids.shape[1]
         if self._shares_now:
             if context.target_cache is None:
-                raise RuntimeError("DVIDrafter(share_cache=True) needs the engine's cache in DraftContext.target_cache.")
+                raise RuntimeError(
+                    "DVIDrafter(share_cache=True) needs the engine's cache in DraftContext.target_cache."
+                )
             # the target processed the committed prefix; only the root is new to the shallow layers
             self._cache, self._committed, self._drafted.root_fed = context.target_cache, num_tokens - 1, True
         root = self._feed_committed(context.input_ids)

@@ -90,7 +90,9 @@ class DVISharedCache(SharedCacheVerification):
                      paths: list[tuple[int, ...]], past_length: int) -> torch.Tensor:
         """Shallow states ``[len(leaves), H]`` of nodes the drafter never fed; their K/V join the tail."""
         device = self.shallow.device
-        visible = [[paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves]
+        visible = [
+            [paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves
+        ]
         tail_positions = torch.tensor(
             [past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device
         )

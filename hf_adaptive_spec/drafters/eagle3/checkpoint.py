@@ -148,7 +148,8 @@ def config_from_checkpoint(
     architectures = raw.get("architectures") or []
     if raw.get("speculators_model_type"):
         raise ValueError(
-            f"This is a checkpoint in vLLM speculators' layout (speculators_model_type={raw['speculators_model_type']!r}, "
+            "This is a checkpoint in vLLM speculators' layout "
+            f"(speculators_model_type={raw['speculators_model_type']!r}, "
             f"architectures={architectures}), which this package does not read: its layer sits under "
             "transformer_layer_config and layers.0.*. Convert it to the SpecForge layout (config.json with "
             f"architectures [{SPECFORGE_ARCHITECTURE!r}] and the flat keys), or load the original EAGLE-3 checkpoint."
@@ -340,8 +341,9 @@ def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
     exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
     if not config.use_aux_hidden_state and ids != [config.target_num_hidden_layers]:
         logger.warning(
-            f"This drafter reads target hidden state {ids} without aux hidden states; the ids are saved and this package "
-            "reloads them, but serving engines may feed a drafter without aux hidden states their own default feature."
+            f"This drafter reads target hidden state {ids} without aux hidden states; the ids are saved and this "
+            "package reloads them, but serving engines may feed a drafter without aux hidden states their own "
+            "default feature."
         )
     return exported
 

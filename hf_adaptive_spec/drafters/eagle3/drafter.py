@@ -39,7 +39,9 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     ``from_pretrained(path, target=model)``) in SpecForge's layout, which vLLM and SGLang load.
 
     Example:
-        >>> drafter = Eagle3Drafter.from_pretrained("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", target=model, allow_pickle=True)
+        >>> drafter = Eagle3Drafter.from_pretrained(
+        ...     "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", target=model, allow_pickle=True
+        ... )
         >>> model.generate(**inputs, assistant_model=drafter, assistant_policy=StaticTreePolicy())
     """
 
@@ -81,7 +83,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         if location.is_local and holds_causal_lm_weights(Path(location.name)):
             raise ArtifactTypeError(
                 f"{location} holds a causal language model (model.layers.* weights, no fc.weight), not an EAGLE-3 "
-                "drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: CausalLMDrafter(model))."
+                "drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: "
+                "CausalLMDrafter(model))."
             )
 
     load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch"})
@@ -99,11 +102,14 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         ``from_pretrained(path, target=model)``. ``pytorch_model.bin`` needs ``allow_pickle=True``; a
         drafter saved for a target of another depth needs ``ignore_target_mismatch=True``."""
         if not isinstance(target, PreTrainedModel):
-            raise TypeError("Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model).")
+            raise TypeError(
+                "Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
+            )
         check_no_config_overrides("Eagle3Drafter.from_pretrained", read_json_object(location.resolve(CONFIG_NAME)),
                                   config_fields)
-        hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir, force_download=location.force_download,
-                          local_files_only=location.local_files_only, token=location.token)
+        hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir,
+                          force_download=location.force_download, local_files_only=location.local_files_only,
+                          token=location.token)
         model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, **hub_kwargs)
         return cls(model)
 
@@ -155,7 +161,9 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         self._outputs = {0: output.prenorm_hidden_states[0, -1]}
         return self._draft_log_probs(output.prenorm_hidden_states[0, -1:])
 
-    def _begin_static(self, next_tokens: torch.LongTensor, features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _begin_static(
+        self, next_tokens: torch.LongTensor, features: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
         new = positions.numel()
         causal = torch.ones(new, new, dtype=torch.bool).tril()
         prenorm, log_probs = self._static.run(True, (self.model, True), (next_tokens, features), positions, causal,
@@ -167,7 +175,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     def _expand_static(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         tokens, positions, visible = tree_level_rows(tree, self._fed, nodes, self._committed - 1, self.model.device)
         hidden = torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None]
-        prenorm, log_probs = self._static.run(False, (self.model, False), (tokens, hidden), positions, visible, self._committed)
+        prenorm, log_probs = self._static.run(False, (self.model, False), (tokens, hidden), positions, visible,
+                                              self._committed)
         self._outputs.update(zip(nodes, prenorm))
         self._fed = self._fed + nodes
         return log_probs

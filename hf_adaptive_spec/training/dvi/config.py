@@ -92,8 +92,9 @@ class DVIConfig(TrainingArguments):
             raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
         if getattr(self.optim, "value", self.optim) not in ("adamw_torch", "adamw_torch_fused"):
             raise ValueError(
-                f"DVIConfig.optim={getattr(self.optim, 'value', self.optim)!r} would not be used: the LoRA head steps with the online updater's AdamW "
-                "inside generate (DVIUpdater), set by learning_rate, weight_decay, adam_beta1/2 and adam_epsilon."
+                f"DVIConfig.optim={getattr(self.optim, 'value', self.optim)!r} would not be used: the LoRA head steps "
+                "with the online updater's AdamW inside generate (DVIUpdater), set by learning_rate, weight_decay, "
+                "adam_beta1/2 and adam_epsilon."
             )
 
     def online_config(self) -> DVIOnlineLearnerConfig:

@@ -71,7 +71,8 @@ def load_completions(
     Each record of the JSONL file (``trainers/regenerate_sharegpt.py`` output) contributes its
     first user turn (chat template, generation prompt) and the assistant's answer to it
     (:func:`completion_ids`). Prompts longer than ``max_prompt_tokens`` are skipped, and so are conversations
-    a user turn of which is an evaluation question (``digests``: :func:`~hf_adaptive_spec.training_data.eval_question_digests`).
+    a user turn of which is an evaluation question
+    (``digests``: :func:`~hf_adaptive_spec.training_data.eval_question_digests`).
     Records with no answer (only the user turn) and records whose prompt the chat template renders otherwise inside
     the conversation are skipped, with one warning per reason that counts them and names the first.
     """

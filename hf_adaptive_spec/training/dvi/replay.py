@@ -107,7 +107,11 @@ class GreedyChainReplay:
                 states[node] = shallow[root + step]
                 (node,) = tree.add_children(node, [drafts[root + step]], [0.0])
             accepted = 0
-            while accepted < depth and root + accepted + 1 < len(ids) and drafts[root + accepted] == ids[root + accepted + 1]:
+            while (
+                accepted < depth
+                and root + accepted + 1 < len(ids)
+                and drafts[root + accepted] == ids[root + accepted + 1]
+            ):
                 accepted += 1
             committed = ids[root + 1 : root + accepted + 2]
             # generate stops at an end-of-sequence token inside the accepted path: nothing after it is committed

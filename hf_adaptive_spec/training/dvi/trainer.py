@@ -38,11 +38,14 @@ def collate_prompts(features: list[dict[str, Any]]) -> dict[str, list[list[int]]
 
 
 def adopt_adapter_settings(training_args: DVIConfig, drafter: DVIDrafter) -> None:
-    """A given drafter (the adapter ``init_from`` names) sets the exit layer and the LoRA shape; the config takes its values (so that
-    ``training_config.json`` records what trained) and a warning names each value asked for and not used."""
+    """A given drafter (the adapter ``init_from`` names) sets the exit layer and the LoRA shape; the config takes its
+    values (so that ``training_config.json`` records what trained) and a warning names each value asked for and not
+    used."""
     adapter = {"exit_layer": drafter.exit_layer, "lora_r": drafter.lora_config.r,
                "lora_alpha": drafter.lora_config.lora_alpha, "lora_dropout": drafter.lora_config.lora_dropout}
-    replaced = {name: getattr(training_args, name) for name, value in adapter.items() if getattr(training_args, name) != value}
+    replaced = {
+        name: getattr(training_args, name) for name, value in adapter.items() if getattr(training_args, name) != value
+    }
     if replaced:
         logger.warning(
             "init_from's adapter sets " + ", ".join(f"{name}={adapter[name]}" for name in replaced)
@@ -116,7 +119,8 @@ class DVITrainer(SpecTrainer):
         self.reproduce_command = reproduce_command
         self.base_model = base_model
         self.init_from = init_from
-        self._continued_at_update: int | None = None  # where init_from's schedule was continued (continue_schedule_from)
+        # where init_from's schedule was continued (continue_schedule_from)
+        self._continued_at_update: int | None = None
         self._logged_updates = 0
         self._first_agreements: list[float] = []  # completion_greedy_agreement of the first replayed answers
         self.replay = None
@@ -142,10 +146,13 @@ class DVITrainer(SpecTrainer):
     def training_step(
         self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: torch.Tensor | int | None = None
     ) -> torch.Tensor:
-        """Generate (or replay) each prompt with the online drafter, update after each; returns the updates' mean loss."""
+        """Generate (or replay) each prompt with the online drafter, update after each; returns the updates' mean
+        loss."""
         self.drafter.head.eval()  # shared target modules stay in eval mode; LoRA dropout runs inside updates
         if self.replay is not None and "completion_ids" not in inputs:
-            raise ValueError("DVIConfig(rollout='replay') needs 'completion_ids' (the target's greedy answers) in the dataset.")
+            raise ValueError(
+                "DVIConfig(rollout='replay') needs 'completion_ids' (the target's greedy answers) in the dataset."
+            )
         for index, ids in enumerate(inputs["input_ids"]):
             if self.replay is not None:
                 stats = self.replay.run(ids, inputs["completion_ids"][index])
@@ -180,8 +187,8 @@ class DVITrainer(SpecTrainer):
         if len(first) == AGREEMENT_CHECK_ANSWERS and mean < LOW_GREEDY_AGREEMENT:
             logger.warning(
                 f"The first {AGREEMENT_CHECK_ANSWERS} replayed answers are the target's greedy choice at {mean:.0%} "
-                "of their tokens on average (completion_greedy_agreement): they are not this target's own greedy output "
-                "as tokens (another model's, sampled, another dtype, or text that re-encodes otherwise), so the "
+                "of their tokens on average (completion_greedy_agreement): they are not this target's own greedy "
+                "output as tokens (another model's, sampled, another dtype, or text that re-encodes otherwise), so the "
                 "replay judges drafts against text the target would not write. Regenerate them with this target "
                 "(trainers/regenerate_sharegpt.py --model ...), or train with rollout: generate."
             )
@@ -223,10 +230,14 @@ class DVITrainer(SpecTrainer):
             return
         updater = self.drafter.updater
         self._logged_updates = self._continued_at_update = updater.num_updates
-        logger.info(f"Continuing {path_or_repo}'s KL->RL schedule at update {updater.num_updates} (baseline {updater.baseline}).")
+        logger.info(
+            f"Continuing {path_or_repo}'s KL->RL schedule at update {updater.num_updates} "
+            f"(baseline {updater.baseline})."
+        )
 
     def model_card(self) -> ModelCard:
-        """The adapter's card (what ``Trainer.push_to_hub`` uploads: transformers' own card needs a transformers model)."""
+        """The adapter's card (what ``Trainer.push_to_hub`` uploads: transformers' own card needs a transformers
+        model)."""
         return self.drafter.generate_model_card(repo_id=self.hub_model_id, **self.card_kwargs())
 
     def card_kwargs(self, results: tuple[CardResult, ...] = ()) -> dict[str, Any]:

@@ -79,7 +79,8 @@ class Eagle3Config(TrainingArguments):
     )
     max_length: int = field(default=768, metadata={"help": "Tokens kept per conversation."})
     initialization: str = field(
-        default="random", metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]}
+        default="random",
+        metadata={"help": "New drafter's start: 'random' or 'target_layer'.", "choices": ["random", "target_layer"]},
     )
     recompute_loss_softmax: bool = field(
         default=False, metadata={"help": "Recompute each step's float32 log-softmax in backward (less memory in bf16)."}
@@ -88,7 +89,8 @@ class Eagle3Config(TrainingArguments):
         default=False, metadata={"help": "Compile the loss (torch.compile); keeps what recompute_loss_softmax keeps."}
     )
     draft_intermediate_size: int | None = field(
-        default=None, metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."}
+        default=None,
+        metadata={"help": "MLP width of the drafter's layer (default: the target's; with init_from: widen to it)."},
     )
     draft_num_hidden_layers: int | None = field(
         default=None, metadata={"help": "Decoder layers of the drafter (default 1; with init_from: deepen to it)."}
@@ -101,7 +103,9 @@ class Eagle3Config(TrainingArguments):
         metadata={"help": "Temperature of the target distribution the loss reads: below 1 sharpens it toward its top "
                   "token (what greedy verification accepts), above 1 flattens it; 1: the target's own."},
     )
-    copy_ngram_size: int = field(default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "Longest n-gram the copy weighting's lookup matches."})
+    copy_ngram_size: int = field(
+        default=DEFAULT_MAX_NGRAM_SIZE, metadata={"help": "Longest n-gram the copy weighting's lookup matches."}
+    )
     feature_cache_dir: str | None = field(
         default=None, metadata={"help": "Keep the target's outputs per conversation here; later passes read them."}
     )
@@ -122,7 +126,9 @@ class Eagle3Config(TrainingArguments):
         carry_warmup_ratio(self)
         super().__post_init__()
         if self.copy_loss_weight < 0:
-            raise ValueError(f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}.")
+            raise ValueError(
+                f"copy_loss_weight must be 0 or more (0 weighs every token alike), got {self.copy_loss_weight}."
+            )
         check_target_temperature(self.target_temperature)
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")

@@ -67,9 +67,17 @@ def _render_text_turns(tokenizer: PreTrainedTokenizerBase, messages: list[dict])
         rendered = tokenizer.apply_chat_template(messages[:end], tokenize=True, return_dict=False)
         _check_prefix(input_ids, rendered)
         if message["role"] == "assistant":
-            header = tokenizer.apply_chat_template(messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False)
-            trained = len(without_end_marker(tokenizer, messages[:end], rendered)) if message.get("truncated") else len(rendered)
-            loss_mask += [0] * (len(header) - len(input_ids)) + [1] * (trained - len(header)) + [0] * (len(rendered) - trained)
+            header = tokenizer.apply_chat_template(
+                messages[: end - 1], tokenize=True, add_generation_prompt=True, return_dict=False
+            )
+            trained = (
+                len(without_end_marker(tokenizer, messages[:end], rendered))
+                if message.get("truncated")
+                else len(rendered)
+            )
+            loss_mask += (
+                [0] * (len(header) - len(input_ids)) + [1] * (trained - len(header)) + [0] * (len(rendered) - trained)
+            )
         else:
             loss_mask += [0] * (len(rendered) - len(input_ids))
         input_ids = list(rendered)
@@ -154,8 +162,8 @@ class ConversationStream(IterableDataset):
     """
 
     def __init__(
-        self, path: str | Path, tokenizer: PreTrainedTokenizerBase, max_length: int, seed: int = 0, chunk_size: int = 64,
-        limit: int | None = None,
+        self, path: str | Path, tokenizer: PreTrainedTokenizerBase, max_length: int, seed: int = 0,
+        chunk_size: int = 64, limit: int | None = None,
     ):
         self.path, self.tokenizer, self.max_length = path, tokenizer, max_length
         self.seed, self.chunk_size, self.limit = seed, chunk_size, limit
@@ -166,5 +174,8 @@ class ConversationStream(IterableDataset):
         random.Random(self.seed + self.passes).shuffle(conversations)
         self.passes += 1
         for start in range(0, len(conversations), self.chunk_size):
-            chunk = (tokenize_conversation(self.tokenizer, c, self.max_length) for c in conversations[start : start + self.chunk_size])
+            chunk = (
+                tokenize_conversation(self.tokenizer, c, self.max_length)
+                for c in conversations[start : start + self.chunk_size]
+            )
             yield from sorted((s for s in chunk if s), key=lambda s: len(s["input_ids"]))

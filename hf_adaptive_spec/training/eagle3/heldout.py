@@ -96,14 +96,18 @@ class HeldOutPoint:
     def from_json(cls, record: dict) -> HeldOutPoint:
         """A saved point; one saved before coverage was measured held in-vocabulary acceptance only."""
         if "draft_vocab_coverage" not in record:
-            record = {**record, "first_draft_acceptance": None, "in_vocabulary_acceptance": record["first_draft_acceptance"]}
+            record = {
+                **record, "first_draft_acceptance": None, "in_vocabulary_acceptance": record["first_draft_acceptance"]
+            }
         return cls(**record)
 
 
 def drafter_shape(draft: Eagle3DraftModel) -> str:
     """What a held-out point's drafter is, in the terms a later stage can change (``init_from`` widens and deepens)."""
     config = draft.config
-    return f"layers {config.num_hidden_layers}, MLP {config.intermediate_size}, draft vocabulary {config.draft_vocab_size}"
+    return (
+        f"layers {config.num_hidden_layers}, MLP {config.intermediate_size}, draft vocabulary {config.draft_vocab_size}"
+    )
 
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -164,7 +168,9 @@ class HeldOutSet:
         depth: draft steps unrolled (the chain depth of ``chain_tau``).
     """
 
-    def __init__(self, target: PreTrainedModel, samples: list[dict[str, list[int]]], draft: Eagle3DraftModel, depth: int = 3):
+    def __init__(
+        self, target: PreTrainedModel, samples: list[dict[str, list[int]]], draft: Eagle3DraftModel, depth: int = 3
+    ):
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}.")
         if not samples:
@@ -240,7 +246,9 @@ class HeldOutSet:
         try:
             for input_ids, fused, target_logits, loss_mask in self.samples:
                 device, dtype = draft.lm_head.weight.device, draft.lm_head.weight.dtype
-                batch = TTTBatch(input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device))
+                batch = TTTBatch(
+                    input_ids.to(device), fused.to(device, dtype), target_logits.to(device), loss_mask.to(device)
+                )
                 ended = torch.isin(batch.input_ids[:, 1:], self.end_ids.to(device))  # token t + 1 ends the answer
                 copied = lookup_hits(batch.input_ids, DEFAULT_MAX_NGRAM_SIZE)
                 counts.add(ttt_unroll(draft, batch, self.depth, loss_rows_only=True), ended, copied)
@@ -309,7 +317,11 @@ def read_curve(folder: str | Path) -> list[HeldOutPoint]:
         path = path / CURVE_FILE
     if not path.is_file():
         return []
-    return [HeldOutPoint.from_json(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        HeldOutPoint.from_json(json.loads(line))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def write_curve(folder: str | Path, points: list[HeldOutPoint]) -> None:
@@ -357,7 +369,11 @@ class HeldOutCurveCallback(TrainerCallback):
         """The resumed checkpoint's curve up to its step (the points before it are not measured again); the
         curve this callback started with when the checkpoint holds none."""
         checkpoint = args.resume_from_checkpoint
-        folder = checkpoint if isinstance(checkpoint, str) and Path(checkpoint).is_dir() else get_last_checkpoint(args.output_dir)
+        folder = (
+            checkpoint
+            if isinstance(checkpoint, str) and Path(checkpoint).is_dir()
+            else get_last_checkpoint(args.output_dir)
+        )
         saved = read_curve(folder) if folder else []
         return [p for p in saved if p.step <= self.step_offset + state.global_step] if saved else self.points
 
@@ -374,7 +390,9 @@ class HeldOutCurveCallback(TrainerCallback):
             return
         self._measured_step = state.global_step
         draft = model.module if hasattr(model, "module") else model
-        point = self.held_out.point(draft, self.step_offset + state.global_step, self.token_offset + state.num_input_tokens_seen)
+        point = self.held_out.point(
+            draft, self.step_offset + state.global_step, self.token_offset + state.num_input_tokens_seen
+        )
         self.points.append(point)
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(

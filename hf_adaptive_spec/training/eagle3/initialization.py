@@ -142,7 +142,9 @@ def deepen(draft: Eagle3DraftModel, num_layers: int, seed: int = 0) -> Eagle3Dra
     return deep.train(draft.training)
 
 
-def widen_vocabulary(draft: Eagle3DraftModel, target: PreTrainedModel, vocabulary: torch.LongTensor) -> Eagle3DraftModel:
+def widen_vocabulary(
+    draft: Eagle3DraftModel, target: PreTrainedModel, vocabulary: torch.LongTensor
+) -> Eagle3DraftModel:
     """A copy of ``draft`` that drafts over ``vocabulary`` (sorted target ids holding all of its own).
 
     Every trained head row is kept. A new token's row is the target's output row of that token, mapped

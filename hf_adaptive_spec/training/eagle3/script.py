@@ -64,7 +64,9 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
         metadata={"help": "JSONL of held-out conversations the target answered: measure the learning curve on them."},
     )
     heldout_conversations: int = field(default=64, metadata={"help": "Held-out conversations measured."})
-    heldout_every_steps: int = field(default=25, metadata={"help": "Measure the held-out curve every N optimizer steps."})
+    heldout_every_steps: int = field(
+        default=25, metadata={"help": "Measure the held-out curve every N optimizer steps."}
+    )
     heldout_depth: int = field(default=3, metadata={"help": "Chain depth of the held-out tau."})
     heldout_max_length: int | None = field(
         default=None,
@@ -110,9 +112,10 @@ def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, dra
 
 
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
-    """The drafter to train, in float32 whatever the target's dtype: ``init_from``'s (widened to ``draft_intermediate_size`` and ``draft_vocab_size``,
-    deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the configured
-    vocabulary, width, depth and starting point, its random weights drawn from ``training_args.seed``."""
+    """The drafter to train, in float32 whatever the target's dtype: ``init_from``'s (widened to
+    ``draft_intermediate_size`` and ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are
+    larger), or a new one with the configured vocabulary, width, depth and starting point, its random weights drawn
+    from ``training_args.seed``."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
     depth = training_args.draft_num_hidden_layers
     if script_args.init_from:
@@ -127,7 +130,9 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
         if not vocab_size:
             return draft
         kept = draft.draft_to_target()
-        return widen_vocabulary(draft, target, build_draft_vocabulary(samples, vocab_size, target.config.vocab_size, keep=kept))
+        return widen_vocabulary(
+            draft, target, build_draft_vocabulary(samples, vocab_size, target.config.vocab_size, keep=kept)
+        )
     vocabulary = build_draft_vocabulary(samples, vocab_size or DEFAULT_DRAFT_VOCAB_SIZE, target.config.vocab_size)
     shape = {"intermediate_size": width, "num_hidden_layers": depth}
     set_seed(training_args.seed)  # a new drafter's random weights are the run's seed's (the Trainer seeds only after)

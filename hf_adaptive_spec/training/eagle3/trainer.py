@@ -34,7 +34,10 @@ class Eagle3Trainer(SpecTrainer):
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
     _target_features_class = TargetFeatures
     _name = "EAGLE-3"
-    _paper: ClassVar[dict[str, str]] = {"title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test", "id": "2503.01840"}
+    _paper: ClassVar[dict[str, str]] = {
+        "title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test",
+        "id": "2503.01840",
+    }
 
     def __init__(
         self,
@@ -65,10 +68,10 @@ class Eagle3Trainer(SpecTrainer):
             return None
         if self.args.world_size > 1:
             raise ValueError(
-                f"feature_cache_dir works in one process, and this run has {self.args.world_size}: every pass deals the "
-                "conversations to the processes anew, so each would meet its own cached ones a fraction of the time "
-                "while storing up to feature_cache_max_gb of its own. Train in one process, or leave feature_cache_dir "
-                "unset."
+                f"feature_cache_dir works in one process, and this run has {self.args.world_size}: every pass deals "
+                "the conversations to the processes anew, so each would meet its own cached ones a fraction of the "
+                "time while storing up to feature_cache_max_gb of its own. Train in one process, or leave "
+                "feature_cache_dir unset."
             )
         return FeatureCache(self.args.feature_cache_dir, self.args.feature_cache_max_gb,
                             target_signature(target_model, layer_ids))
@@ -79,7 +82,8 @@ class Eagle3Trainer(SpecTrainer):
             features, target_logits = self.target_features(ids, mask, cached=model.training)
         if model.training:  # evaluation batches run the target: the cache holds the training conversations only
             self._log_feature_cache()
-        features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)  # a bfloat16 target's features
+        # a bfloat16 target's features
+        features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)
         loss_mask = inputs["loss_mask"] * mask
         batch = TTTBatch(ids, features, target_logits, loss_mask, self._loss_weight(ids))
         t2d = self.accelerator.unwrap_model(model).t2d
@@ -105,7 +109,8 @@ class Eagle3Trainer(SpecTrainer):
         self._metrics["feature_cache_refused"].append(float(cache.refused))
 
     def _loss_weight(self, input_ids: torch.LongTensor) -> torch.Tensor | None:
-        """``1 + copy_loss_weight`` on the tokens a prompt lookup would have proposed, 1 elsewhere (None: no weighting)."""
+        """``1 + copy_loss_weight`` on the tokens a prompt lookup would have proposed, 1 elsewhere (None: no
+        weighting)."""
         if not self.args.copy_loss_weight:
             return None
         copied = lookup_hits(input_ids, self.args.copy_ngram_size)
@@ -157,7 +162,8 @@ class Eagle3Trainer(SpecTrainer):
         if not points:
             return ""
         last = points[0][-1]
-        if last.first_draft_acceptance is None or last.decoding_tau is None:  # an earlier stage's point, measured before both were
+        # an earlier stage's point, measured before both were
+        if last.first_draft_acceptance is None or last.decoding_tau is None:
             return ""
         return (
             f" Held out ({last.positions:,} answer positions, target in {last.measured_in}, after {last.step} steps): "
@@ -166,7 +172,8 @@ class Eagle3Trainer(SpecTrainer):
         )
 
     def model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
-        """The drafter's card (``model_cards/eagle3_drafter.md``): target, data, steps, held-out point, command, results."""
+        """The drafter's card (``model_cards/eagle3_drafter.md``): target, data, steps, held-out point, command,
+        results."""
         return render_card(
             "eagle3_drafter",
             method="eagle3",

@@ -48,7 +48,9 @@ class PPOWConfig(TrainingArguments):
     relative_cost: float = field(default=0.12, metadata={"help": "Drafter cost c in the reward L / (1 + cL)."})
     hardware_profile: str | None = field(
         default=None,
-        metadata={"help": "Profile JSON of this target and drafter; c = draft step time / one-token verification time."},
+        metadata={
+            "help": "Profile JSON of this target and drafter; c = draft step time / one-token verification time."
+        },
     )
     use_proximity_reward: bool = field(default=True, metadata={"help": "Proximity reward for windows with L = 0."})
     proximity_tolerance: float = field(default=0.5, metadata={"help": "Per-token log-likelihood gap (delta)."})

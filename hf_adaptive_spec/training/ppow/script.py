@@ -24,7 +24,8 @@ from .trainer import PPOWTrainer
 
 @dataclass
 class PPOWScriptArguments(DrafterScriptArguments):
-    """Data and model arguments of the PPOW script (the target and the card's names: :class:`DrafterScriptArguments`)."""
+    """Data and model arguments of the PPOW script (the target and the card's names:
+    :class:`DrafterScriptArguments`)."""
 
     drafter_name_or_path: str = field(metadata={"help": "The supervised EAGLE-3 drafter to post-train (local or Hub)."})
     dataset_path: str = field(

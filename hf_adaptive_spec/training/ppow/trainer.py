@@ -86,7 +86,9 @@ class PPOWTrainer(Eagle3Trainer):
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
     _name = "PPOW"
-    _paper: ClassVar[dict[str, str]] = {"title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"}
+    _paper: ClassVar[dict[str, str]] = {
+        "title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"
+    }
     _target_features_class = WindowVerifier
 
     def __init__(
@@ -106,7 +108,8 @@ class PPOWTrainer(Eagle3Trainer):
         self._micro_step = 0
 
     def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> None:
-        """None: PPOW's target pass keeps a KV cache for verifying each step's sampled windows, so it runs every step."""
+        """None: PPOW's target pass keeps a KV cache for verifying each step's sampled windows, so it runs every
+        step."""
         return None
 
     def _d2t(self, model) -> torch.LongTensor:
@@ -126,7 +129,9 @@ class PPOWTrainer(Eagle3Trainer):
         if args.use_adaw:
             target_logits = verifier.draft_vocab_logits(passed.final_hidden[:, 1:])
             priorities = window_priorities(criticality_scores(target_logits, first.logits), args.window_size)
-            hard_fraction = hard_window_fraction(self.state.global_step / max(self.state.max_steps, 1), args.hard_window_schedule)
+            hard_fraction = hard_window_fraction(
+                self.state.global_step / max(self.state.max_steps, 1), args.hard_window_schedule
+            )
         prefixes = select_prefixes(priorities, valid, args.num_prefixes, hard_fraction)
         d2t = self._d2t(model)
         windows = draft_windows(
@@ -190,8 +195,9 @@ class PPOWTrainer(Eagle3Trainer):
         args = self.args
         start = f" from the EAGLE-3 drafter {self.drafter_name_or_path}" if self.drafter_name_or_path else ""
         parts = [
-            f"Post-trained with PPOW{start} for {self.state.global_step} optimizer steps: windows of {args.window_size} "
-            f"tokens, groups of {args.num_generations}, {args.num_prefixes} prefixes per conversation, "
+            f"Post-trained with PPOW{start} for {self.state.global_step} optimizer steps: "
+            f"windows of {args.window_size} tokens, groups of {args.num_generations}, "
+            f"{args.num_prefixes} prefixes per conversation, "
             f"{args.per_device_train_batch_size * args.gradient_accumulation_steps} conversations per step and device, "
             f"{args.acceptance} acceptance, relative cost {self.relative_cost:.3f} ({self._relative_cost_source()}), "
             f"beta {args.beta}, clip {args.epsilon}",

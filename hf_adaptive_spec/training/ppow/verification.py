@@ -72,7 +72,9 @@ class WindowVerifier(TargetFeatures):
         return ConversationPass(features, final_hidden, cache)
 
     @torch.no_grad()
-    def greedy_log_likelihood(self, passed: ConversationPass, prefixes: torch.LongTensor, window_size: int) -> torch.Tensor:
+    def greedy_log_likelihood(
+        self, passed: ConversationPass, prefixes: torch.LongTensor, window_size: int
+    ) -> torch.Tensor:
         """``[B, P]`` cumulative log-probability of the target's greedy choice along each data window
         (positions ``t + 1 .. t + W``): the likelihood of the target's own greedy window when the
         data is the target's greedy output (regenerated answers), an estimate otherwise."""
@@ -84,7 +86,9 @@ class WindowVerifier(TargetFeatures):
         return best.sum(dim=-1)
 
     @torch.no_grad()
-    def verify(self, passed: ConversationPass, prefixes: torch.LongTensor, target_tokens: torch.LongTensor) -> WindowVerdicts:
+    def verify(
+        self, passed: ConversationPass, prefixes: torch.LongTensor, target_tokens: torch.LongTensor
+    ) -> WindowVerdicts:
         """Score ``[B, P, G, W]`` windows (target ids) drafted after token ``t + 1`` of each prefix ``t``.
 
         The first token's distribution is the conversation's at ``t + 1``; the window's first

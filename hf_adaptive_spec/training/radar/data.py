@@ -20,7 +20,8 @@ from ...profiling.hardware import HardwareProfile
 #: v3: accepted lengths end at the generation's end-of-sequence token (v2 counted past it); older datasets are rebuilt
 DATASET_FORMAT = "hf_adaptive_spec.radar_dataset.v3"
 _TENSORS = (
-    "beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position", "skip_accepted", "skip_verified_tokens"
+    "beam_scores", "accept_probs", "verified_tokens", "prompt_index", "position", "skip_accepted",
+    "skip_verified_tokens"
 )
 _ITEM_TENSORS = tuple(name for name in _TENSORS if name not in ("prompt_index", "position"))  # what training reads
 
@@ -137,9 +138,9 @@ class RadarDataset(Dataset):
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         if meta.get("format") != DATASET_FORMAT:
             raise ValueError(
-                f"{directory} holds no RADAR dataset of format {DATASET_FORMAT} (found {meta.get('format')}): delete the "
-                "folder and run the RADAR script again with recording_path set (it builds the dataset when the folder "
-                "holds none), or call build_radar_dataset()."
+                f"{directory} holds no RADAR dataset of format {DATASET_FORMAT} (found {meta.get('format')}): delete "
+                "the folder and run the RADAR script again with recording_path set (it builds the dataset when the "
+                "folder holds none), or call build_radar_dataset()."
             )
         tensors = load_file(str(directory / "radar_dataset.safetensors"))
         lookup = {name: meta[name] for name in ("lookup_tokens", "lookup_ngram_size")}
@@ -190,7 +191,9 @@ def _untimed(recording: ReplayRecording, lookup_tokens: int, lookup_ngram_size: 
     return ReplayEnvironment(recording, profile, lookup_tokens, lookup_ngram_size)
 
 
-def _radar_environment(source: ReplayEnvironment | ReplayRecording, lookup_tokens: int, lookup_ngram_size: int) -> ReplayEnvironment:
+def _radar_environment(
+    source: ReplayEnvironment | ReplayRecording, lookup_tokens: int, lookup_ngram_size: int
+) -> ReplayEnvironment:
     if not isinstance(source, ReplayEnvironment):
         return _untimed(source, lookup_tokens, lookup_ngram_size)
     if lookup_tokens:

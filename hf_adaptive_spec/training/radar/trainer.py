@@ -76,7 +76,9 @@ class LatencyModel:
         return verify + self.first_draft_seconds + self.policy_step_seconds
 
 
-def speed_matrix(seconds: torch.Tensor, count_bonus_token: bool = True, max_accepted: int | None = None) -> torch.Tensor:
+def speed_matrix(
+    seconds: torch.Tensor, count_bonus_token: bool = True, max_accepted: int | None = None
+) -> torch.Tensor:
     """Speeds ``[..., D, A + 1]``: ``speed[..., k - 1, a] = (a + 1) / t(k)`` (``a / t(k)`` without the bonus token)
     from cycle times ``[..., D]``, for ``a = 0 .. A``, ``A = max_accepted`` (default ``D``)."""
     num_accepted = (seconds.shape[-1] if max_accepted is None else max_accepted) + 1
@@ -302,7 +304,8 @@ class RadarTrainer(SpecTrainer):
                 f"{self.args.alpha}, beta {self.beta:.4g}, gamma {self.args.gamma}{extras}) for "
                 f"{self.state.global_step} steps on {len(self.train_dataset)} recorded cycles, "
                 f"with the latency model of a {self.profile_device} profile (first draft call "
-                f"{1000 * latency.first_draft_seconds:.2f} ms, each later one {1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
+                f"{1000 * latency.first_draft_seconds:.2f} ms, each later one "
+                f"{1000 * latency.draft_step_seconds:.2f} ms, policy call {1000 * latency.policy_step_seconds:.3f} ms, "
                 f"{self.policy_step_source()})."
                 + selected
                 + lookup_branch_note(self.lookup_tokens, self.lookup_ngram_size, policy.lookup_first)

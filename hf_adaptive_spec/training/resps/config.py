@@ -75,7 +75,9 @@ class ReSpSConfig(TrainingArguments):
     grid_top_ks: list[int] | None = field(default=None, metadata={"help": "Custom grid: top_k values."})
     grid_paper_filter: bool = field(
         default=True,
-        metadata={"help": "Custom grid: keep only total_tokens <= top_k^(depth-1) (the paper's filter, no depth-1 trees)."},
+        metadata={
+            "help": "Custom grid: keep only total_tokens <= top_k^(depth-1) (the paper's filter, no depth-1 trees)."
+        },
     )
     net_arch: list[int] = field(
         default_factory=lambda: [128, 128], metadata={"help": "Actor and critic hidden widths."}

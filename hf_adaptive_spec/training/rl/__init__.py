@@ -3,4 +3,6 @@
 from .grpo import group_relative_advantages
 from .ppo import PPOLoss, RolloutBatch, clipped_surrogate, gae, minibatches, ppo_loss
 
-__all__ = ["PPOLoss", "RolloutBatch", "clipped_surrogate", "gae", "group_relative_advantages", "minibatches", "ppo_loss"]
+__all__ = [
+    "PPOLoss", "RolloutBatch", "clipped_surrogate", "gae", "group_relative_advantages", "minibatches", "ppo_loss"
+]

@@ -12,7 +12,9 @@ def group_relative_advantages(rewards: torch.Tensor, group_size: int, eps: float
     TRL's GRPO. A group whose rewards are all equal gets zero advantages.
     """
     if rewards.ndim != 1 or rewards.numel() % group_size:
-        raise ValueError(f"Expected a flat tensor of whole groups of {group_size} rewards, got shape {tuple(rewards.shape)}.")
+        raise ValueError(
+            f"Expected a flat tensor of whole groups of {group_size} rewards, got shape {tuple(rewards.shape)}."
+        )
     if group_size < 2:
         raise ValueError("Group-relative advantages need at least 2 samples per group (num_generations >= 2).")
     groups = rewards.float().view(-1, group_size)

@@ -115,7 +115,9 @@ def ppo_loss(
         log_ratio = log_probs - batch.log_probs
         approx_kl = float(((torch.exp(log_ratio) - 1) - log_ratio).mean())
         clip_fraction = float(((ratio - 1).abs() > clip_range).float().mean())
-    return PPOLoss(loss, float(policy_loss.detach()), float(value_loss.detach()), float(entropy.detach()), approx_kl, clip_fraction)
+    return PPOLoss(
+        loss, float(policy_loss.detach()), float(value_loss.detach()), float(entropy.detach()), approx_kl, clip_fraction
+    )
 
 
 def minibatches(size: int, minibatch_size: int, generator: torch.Generator) -> list[torch.LongTensor]:
