@@ -136,5 +136,5 @@ def check_base_model(name: str | None) -> None:
     if name is not None and not is_hub_id(name):
         raise ValueError(
             f"base_model={name!r} is not a Hub model id ('org/name'): pass the target's Hub id, or leave it unset "
-            "(the card then names the target as it was loaded)."
+            "(the card then names the target as it was loaded, or a policy's as its recording names it)."
         )

@@ -25,6 +25,7 @@ from ..core.settings import changed_settings
 from ..default_model import load_model
 from ..environments.provenance import card_names
 from ..generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
+from ..hub.cards import check_base_model
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +220,11 @@ class ModelCardArguments:
         },
     )
     reproduce_command: str | None = field(default=None, metadata={"help": "Command recorded in the model card."})
+
+    def __post_init__(self):
+        # before training, not after: the card is written when the run ends, and a name its metadata cannot hold would
+        # only be warned about then
+        check_base_model(self.base_model)
 
     def card_dataset_name(self, data_file: str | None, default: str | None = None) -> str | None:
         """The training data as the card names it: ``dataset_name`` when given, else the name of the file the data was

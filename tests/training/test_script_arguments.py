@@ -34,7 +34,24 @@ def test_every_script_names_the_cards_target_data_and_command_alike(method):
 
 
 def _never_called(*_):
-    raise AssertionError("main ran: the renamed argument was not refused")
+    raise AssertionError("main ran: the argument was not refused")
+
+
+@pytest.mark.parametrize("method", [*POLICY_SCRIPTS, *DRAFTER_SCRIPTS])
+def test_a_base_model_that_is_no_hub_id_is_refused_before_training(method, tmp_path):
+    """The card's metadata can name only a Hub id; a local path or a free name given as base_model would otherwise
+    surface as a warning when the card is written, after training."""
+    parser = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method].make_parser()
+    required = [arg for action in parser._actions if action.required for arg in (action.option_strings[0], "x")]
+    for name in ("./my-target", "my target"):
+        with pytest.raises(ValueError, match=f"base_model='{name}' is not a Hub model id"):
+            run_training_script(parser, _never_called, [*required, "--output_dir", str(tmp_path), "--base_model", name])
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"output_dir: {tmp_path / 'out'}\nbase_model: ./my-target\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not a Hub model id"):
+        run_training_script(parser, _never_called, [*required, "--config", str(recipe)])
+    script_args, _ = parser.parse_args_and_config([*required, "--output_dir", str(tmp_path), "--base_model", "org/t"])
+    assert script_args.base_model == "org/t"
 
 
 @pytest.mark.parametrize("method", list(POLICY_SCRIPTS))
