@@ -493,16 +493,17 @@ def test_a_huge_top_k_drafts_no_more_than_total_tokens_can_verify(llama):
 
 
 class _DraftedSizes(hfas.StaticTreePolicy):
-    """Records every cycle's drafted tree (root included, before the rerank) and verified tree."""
+    """Records the candidates of every draft level a cycle continues from, and every verified tree (a sampled tree
+    is verified without num_tokens_to_verify, which would see the whole drafted tree)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.drafted: list[int] = []
         self.verified: list[int] = []
 
-    def num_tokens_to_verify(self, info):
-        self.drafted.append(len(info.scores) + 1)
-        return super().num_tokens_to_verify(info)
+    def continue_drafting(self, step):
+        self.drafted.append(len(step.step_scores))
+        return super().continue_drafting(step)
 
     def observe(self, feedback):
         self.verified.append(feedback.verified_tokens)
@@ -517,5 +518,5 @@ def test_a_huge_top_k_samples_no_more_than_total_tokens_can_verify(llama):
     torch.manual_seed(0)
     out = llama.generate(prompt(6), max_new_tokens=12, do_sample=True, assistant_model=drafter, assistant_policy=policy)
     assert out.shape[1] == 6 + 12
-    assert policy.drafted and max(policy.drafted) <= 8, policy.drafted
+    assert policy.drafted and max(policy.drafted) <= 7, policy.drafted  # a level of at most total_tokens - 1
     assert max(policy.verified) <= 8 and max(policy.verified) > 1, policy.verified

@@ -191,3 +191,52 @@ def test_sampled_tree_keeps_whole_sibling_groups():
     assert TreeBuilder._whole_groups(tree, budget=5) == [0, 1, 2, 3, 4]
     assert TreeBuilder._whole_groups(tree, budget=3) == [0, 1, 2]
     assert TreeBuilder._whole_groups(tree, budget=1) == [0]
+
+
+class _FixedDrafter(hfas.Drafter):
+    """The same draft distribution at every node: q = [.6, .2, .1, .1]."""
+
+    Q = torch.tensor([0.6, 0.2, 0.1, 0.1])
+
+    def bind(self, target):
+        return None
+
+    def begin_tree(self, context):
+        return self.Q.log()[None]
+
+    def expand(self, tree, nodes):
+        return self.Q.log()[None].repeat(len(nodes), 1)
+
+
+class _ConfidenceGate(hfas.StaticTreePolicy):
+    """A sampled chain of two drafts whose verification budget keeps the second only where its draft probability is
+    above 0.5: a budget read from the sampled tokens themselves."""
+
+    def __init__(self):
+        super().__init__(depth=2, top_k=1, total_tokens=3, sample_drafts=True)
+
+    def num_tokens_to_verify(self, info):
+        confident = len(info.scores) == 2 and float(info.scores[1] - info.scores[0]) > -0.6931  # log 0.5
+        return 2 if confident else 1
+
+
+def test_a_sampled_tree_is_not_pruned_by_a_budget_read_from_its_own_drafts():
+    """After the first draft is accepted, the next token must follow the target's p exactly. Were the policy's budget
+    asked, the second draft would be verified only when it is the drafter's favourite token (q 0.6 against p 0.3), and
+    the token after the first would be that one 0.42 of the time instead of 0.30."""
+    from hf_adaptive_spec.drafters.base import DraftContext
+    from hf_adaptive_spec.generation.tree_builder import DraftTimes, TreeBuilder
+
+    p = torch.tensor([0.3, 0.3, 0.2, 0.2])
+    policy = _ConfidenceGate()
+    builder = TreeBuilder(_FixedDrafter(), policy, target_vocab_size=4)
+    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+    torch.manual_seed(0)
+    after_first = Counter()
+    for _ in range(3000):
+        tree = builder.build(context, policy.config, 2, DraftTimes())
+        result = acceptance.accept_sampling(tree, lambda node: p.log())
+        if len(result.path) >= 2:  # the first draft accepted: the token emitted after it
+            after_first[tree.tokens[result.path[2]] if len(result.path) >= 3 else result.next_token] += 1
+    stat, critical = chi_square(after_first, {token: float(p[token]) for token in range(4)})
+    assert stat < critical, (after_first, stat, critical)

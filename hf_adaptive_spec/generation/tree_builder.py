@@ -53,7 +53,10 @@ class TreeBuilder:
     best ``num_tokens_to_verify`` nodes (EAGLE-2). Sampled mode (``TreeConfig.sample_drafts``)
     draws ``top_k`` children per expanded node from the draft distribution and only ever keeps
     or drops *whole* sibling groups, chosen without looking at the group's own tokens, which
-    keeps recursive rejection sampling exact.
+    keeps recursive rejection sampling exact. So a sampled tree is verified up to
+    ``total_tokens`` without asking the policy's ``num_tokens_to_verify``: a budget read from the
+    drafted scores would keep or drop a group by its own tokens (a group kept only when its draft
+    is confident is accepted more often than the target's distribution allows).
     """
 
     def __init__(self, drafter: Drafter, policy: DraftPolicy, target_vocab_size: int):
@@ -148,6 +151,9 @@ class TreeBuilder:
         self, tree: DraftTree, config: TreeConfig, context_length: int, times: DraftTimes, lookup_length: int
     ) -> DraftTree:
         num_candidates = len(tree) - 1
+        if config.sample_drafts:  # whole groups up to the config's budget, which the drafted tokens did not choose
+            keep = self._whole_groups(tree, min(num_candidates, config.total_tokens - 1))
+            return tree.subtree(keep) if len(keep) < len(tree) else tree
         start = time.perf_counter()
         info = VerifySizeInfo(
             context_length=context_length,
@@ -159,10 +165,7 @@ class TreeBuilder:
         requested = self.policy.num_tokens_to_verify(info)
         times.policy += time.perf_counter() - start
         budget = min(_check_int(requested, "num_tokens_to_verify", 0, 1 << 30), num_candidates, config.total_tokens - 1)
-        if config.sample_drafts:
-            keep = self._whole_groups(tree, budget)
-        else:
-            keep = [0] + best_nodes(tree, budget)
+        keep = [0] + best_nodes(tree, budget)
         return tree.subtree(keep) if len(keep) < len(tree) else tree
 
     @staticmethod

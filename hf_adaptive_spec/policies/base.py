@@ -30,7 +30,8 @@ class TreeConfig:
         top_k: children proposed per expanded node, and beams expanded per depth.
         total_tokens: tokens sent to verification, *including* the root (EAGLE's ``total_token``).
         sample_drafts: draw children by sampling the drafter's distribution instead of taking
-            its top-k. Both are lossless; sampled trees keep whole sibling groups.
+            its top-k. Both are lossless; sampled trees keep whole sibling groups, up to ``total_tokens``
+            (the policy's ``num_tokens_to_verify`` is not asked: its budget would read the sampled tokens).
     """
 
     depth: int
@@ -173,6 +174,9 @@ class DraftPolicy:
         return step.depth < step.config.depth
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
+        """How many of the drafted candidates to verify (the best-scoring ones; 0: a plain step). Asked for
+        deterministic trees only: a sampled tree (``TreeConfig.sample_drafts``) is verified up to ``total_tokens``,
+        since a budget chosen from its drafted scores would make sampling inexact."""
         return info.config.total_tokens - 1
 
     def observe(self, feedback: CycleFeedback) -> None:
