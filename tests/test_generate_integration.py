@@ -108,6 +108,32 @@ def test_a_generation_config_with_a_static_cache_or_stop_strings_draws_no_warnin
         assert torch.equal(out, llama.generate(ids, generation_config=config, tokenizer=char_tokenizer))
 
 
+@pytest.mark.parametrize(
+    ("model_default", "call"),
+    [
+        ({"stop_strings": ["ab"]}, {"stop_strings": None}),  # before: the model's came back, and no tokenizer
+        ({"cache_implementation": "static"}, {"cache_implementation": None}),  # before: a cache too short, refused
+        ({"cache_implementation": "static"}, {"cache_implementation": "dynamic"}),
+        ({"token_healing": True}, {"generation_config": {"token_healing": False}}),  # before: refused as healing
+    ],
+)
+def test_the_call_overrides_the_models_generation_config_as_in_stock(model_default, call):
+    """An explicit None or False, as a keyword or in a generation_config passed, overrides the model's default: generate
+    fills only the fields a call leaves unset, and the engine resolves them the same way."""
+    from transformers import GenerationConfig
+
+    model, ids = tiny_model("llama"), prompt(6, seed=13)
+    for name, value in model_default.items():
+        setattr(model.generation_config, name, value)
+    if "generation_config" in call:
+        call = {"generation_config": GenerationConfig(max_new_tokens=30, do_sample=False, **call["generation_config"])}
+    else:
+        call = {"max_new_tokens": 30, "do_sample": False, **call}
+    expected = model.generate(ids, **call)
+    assert expected.shape[1] == ids.shape[1] + 30
+    assert torch.equal(model.generate(ids, **call, **_spec(model)), expected)
+
+
 def test_text_streamers_print_the_same_text(llama, char_tokenizer, capsys):
     ids = prompt(6, seed=12)
     llama.generate(ids, max_new_tokens=20, do_sample=False, streamer=TextStreamer(char_tokenizer, skip_prompt=True))

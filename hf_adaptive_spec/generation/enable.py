@@ -60,13 +60,14 @@ def _as_drafter(assistant_model: object) -> Drafter:
     )
 
 
-def _call_option(model: PreTrainedModel, kwargs: dict, name: str, pop: bool = False):
-    """A generation option as ``generate`` resolves it: the call's keyword, else the ``generation_config``
-    passed, else the model's (``pop``: the keyword is taken out of the call)."""
+def _call_option(model: PreTrainedModel, kwargs: dict, name: str):
+    """A generation option as ``generate`` resolves it: the call's keyword (an explicit None included), else the
+    ``generation_config`` passed where it sets the field (False included), else the model's."""
     if name in kwargs:
-        return kwargs.pop(name) if pop else kwargs[name]
+        return kwargs[name]
     config: GenerationConfig | None = kwargs.get("generation_config")
-    return getattr(config, name, None) or getattr(model.generation_config, name, None)
+    passed = getattr(config, name, None)
+    return passed if passed is not None else getattr(model.generation_config, name, None)
 
 
 def _unset_option(model: PreTrainedModel, kwargs: dict, name: str) -> None:
@@ -83,9 +84,10 @@ def _unset_option(model: PreTrainedModel, kwargs: dict, name: str) -> None:
 
 def _pop_stop_strings(model: PreTrainedModel, kwargs: dict) -> list[str] | str | None:
     """Take stop_strings out of the call (generate cannot see the tokenizer for custom loops)."""
-    stop_strings = _call_option(model, kwargs, "stop_strings", pop=True)
-    if stop_strings is not None:
-        _unset_option(model, kwargs, "stop_strings")  # our criterion replaces generate's
+    stop_strings = _call_option(model, kwargs, "stop_strings")
+    if stop_strings is not None:  # our criterion replaces generate's (an explicit None stays: it overrides the model's)
+        kwargs.pop("stop_strings", None)
+        _unset_option(model, kwargs, "stop_strings")
     return stop_strings
 
 
@@ -105,7 +107,7 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     the call, kept across calls (a cache sized exactly per call, as ``generate`` would build, changes
     shape with every prompt length). The request is taken out of the call so that ``generate`` builds
     no cache of its own."""
-    requested = _call_option(model, kwargs, "cache_implementation", pop=True)
+    requested = _call_option(model, kwargs, "cache_implementation")  # left in the call unless "static"
     if requested in (None, "dynamic", "hybrid"):  # generate reads "hybrid" (Gemma 2/3's Hub default) as unset
         return None
     if requested != "static":
@@ -115,6 +117,7 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
         )
     if kwargs.get("past_key_values") is not None:
         raise ValueError("Pass either cache_implementation='static' or a past_key_values cache, not both.")
+    kwargs.pop("cache_implementation", None)
     _unset_option(model, kwargs, "cache_implementation")  # the engine brings its own cache
     return "engine"
 
