@@ -34,7 +34,9 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
     """Print the held-out point of ``draft`` on each ``LABEL=JSONL`` set, prefixed with ``name``."""
     for spec in sets:
         label, _, path = spec.partition("=")
-        held_out = HeldOutSet.from_jsonl(model, tokenizer, path, draft, args.max_length, args.conversations, args.depth)
+        held_out = HeldOutSet.from_jsonl(
+            model, tokenizer, path, draft, args.max_length, args.conversations, args.depth, training=args.training
+        )
         point = held_out.point(draft, step=0, input_tokens_seen=0)
         depths = " / ".join(f"{a:.4f}" for a in point.step_accuracy)
         copying = " / ".join(f"{a:.4f}" for a in point.copy_step_accuracy)
@@ -43,8 +45,8 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
               f"the {point.draft_vocab_coverage:.3f} in the draft vocabulary), by depth {depths}, "
               f"chain tau({args.depth}) {point.chain_tau:.4f} (decoding {point.decoding_tau:.4f}), "
               f"{point.positions} positions; "
-              f"on the {point.copy_share:.3f} a prompt lookup would copy, by depth {copying}",
-              flush=True)
+              f"on the {point.copy_share:.3f} a prompt lookup would copy, by depth {copying}; "
+              f"{len(held_out.samples)} conversations (set {held_out.digest})", flush=True)
 
 
 def main() -> None:
@@ -61,12 +63,21 @@ def main() -> None:
     parser.add_argument(
         "--vocabulary-from", nargs="*", default=[], help="JSONL conversations whose frequent tokens widen it"
     )
+    parser.add_argument(
+        "--exclude-prompts-of", nargs="*", default=[],
+        help="training JSONL files: conversations of a set that open with one of their prompts are left out, as the "
+        "trainer leaves them out of its held-out curve",
+    )
     args = parser.parse_args()
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
+    args.training = (
+        [s for path in args.exclude_prompts_of for s in load_samples(tokenizer, path, args.max_length)]
+        if args.exclude_prompts_of else None
+    )
     draft = Eagle3DraftModel.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model).float()
     measure(model, tokenizer, draft, args.set, args, "")
     samples = [s for path in args.vocabulary_from for s in load_samples(tokenizer, path, 1024)]

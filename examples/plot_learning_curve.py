@@ -65,8 +65,9 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
 def table(curves: dict[str, list[HeldOutPoint]]) -> str:
     lines = [
         "| run | step | tokens trained | first-draft acceptance, every token | in the draft vocabulary "
-        "| accuracy by depth | chain τ | decoding τ | copyable tokens: share, accuracy by depth | target dtype |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| accuracy by depth | chain τ | decoding τ | copyable tokens: share, accuracy by depth | target dtype "
+        "| held-out set |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, points in curves.items():
         for p in points:
@@ -77,7 +78,8 @@ def table(curves: dict[str, list[HeldOutPoint]]) -> str:
                 f"{p.copy_share:.3f}: " + " / ".join(f"{a:.3f}" for a in p.copy_step_accuracy)
             )
             lines.append(f"| {label} | {p.step} | {p.input_tokens_seen:,} | {every} | {p.in_vocabulary_acceptance:.3f} "
-                         f"| {depths} | {p.chain_tau:.3f} | {walked} | {copying} | {p.measured_in} |")
+                         f"| {depths} | {p.chain_tau:.3f} | {walked} | {copying} | {p.measured_in} "
+                         f"| {p.heldout_set or 'before 2026-12-05'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import make_char_tokenizer, prompt, tiny_model
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
@@ -30,10 +30,13 @@ from hf_adaptive_spec.training.eagle3 import (
     deepen,
     drafter_shape,
     initialize_drafter,
+    load_samples,
+    opening_prompt,
     read_curve,
     ttt_unroll,
     widen_mlp,
     widen_vocabulary,
+    without_training_prompts,
 )
 from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, build_drafter
 
@@ -217,7 +220,7 @@ def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
     held_out = HeldOutSet(target, samples[:2], draft, depth=2)
     earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
-                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft))
+                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft), heldout_set=held_out.digest)
     callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
@@ -261,6 +264,40 @@ def test_a_resumed_run_keeps_the_curve_up_to_its_checkpoint(setup, tmp_path):
         curve.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "drafter_shape"}) + "\n"
                                  for line in curve.read_text().splitlines()))
     assert run(str(tmp_path / "checkpoint-2")) == [0, 1, 2, 3, 4]  # no second point at step 2
+
+
+@pytest.mark.parametrize("earlier_set", ["other conversations", None])
+def test_a_curve_on_other_held_out_conversations_starts_its_own_first_point(setup, tmp_path, earlier_set):
+    """A point measured on other conversations (or before the set was recorded) is not the same measure: the stage
+    starts with a point of its own on its set, and every point records the set."""
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    held_out = HeldOutSet(target, samples[:2], draft, depth=2)
+    assert held_out.digest != HeldOutSet(target, samples[1:3], draft, depth=2).digest
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
+                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft), heldout_set=earlier_set)
+    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+    args = Eagle3Config(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                        save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
+    Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                  data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train()
+    assert [(p.step, p.heldout_set) for p in read_curve(tmp_path)] == [
+        (10, earlier_set), (10, held_out.digest), (12, held_out.digest)
+    ]
+
+
+def test_held_out_conversations_that_open_with_a_training_prompt_are_left_out(setup):
+    """The same opening prompt is the same greedy answer: such a conversation is not held out, whatever follows."""
+    _, samples, _ = setup
+    training = samples[:3]
+    longer = {**samples[1], "input_ids": [*samples[1]["input_ids"], 7], "loss_mask": [*samples[1]["loss_mask"], 1]}
+    other_answer = {**samples[2], "input_ids": [*samples[2]["input_ids"][:4], 5, 6], "loss_mask": [0, 0, 0, 0, 1, 1]}
+    kept, dropped = without_training_prompts([samples[3], longer, samples[4], other_answer], training)
+    assert kept == [samples[3], samples[4]] and dropped == 2
+    assert without_training_prompts(samples[3:], training) == (samples[3:], 0)
+    assert opening_prompt(samples[0]) == tuple(samples[0]["input_ids"][:4])
 
 
 def test_curves_saved_before_coverage_was_measured_read_as_in_vocabulary_acceptance(tmp_path):
@@ -518,3 +555,27 @@ def test_a_drafter_of_another_shape_starts_its_own_first_point(setup, tmp_path, 
                   data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train()
     assert [p.step for p in callback.points] == [10, 10, 12]
     assert [p.drafter_shape for p in callback.points[1:]] == [drafter_shape(draft)] * 2
+
+
+def test_the_scripts_held_out_set_leaves_out_conversations_that_open_with_a_training_prompt(tmp_path, caplog):
+    import logging
+
+    from hf_adaptive_spec.training.eagle3.script import heldout_callbacks
+
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+    target = tiny_model("llama")
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
+             for i in range(10)]
+    training, held_out = tmp_path / "training.jsonl", tmp_path / "held_out.jsonl"
+    training.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns[:8]), encoding="utf-8")
+    held_out.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns[6:]), encoding="utf-8")
+    samples = load_samples(tokenizer, training, 32)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=build_draft_vocabulary(samples, 8, 64))
+    with caplog.at_level(logging.WARNING, logger="hf_adaptive_spec.training.eagle3.heldout"):
+        held = HeldOutSet.from_jsonl(target, tokenizer, held_out, draft, 32, limit=4, depth=2, training=samples)
+    assert len(held.samples) == 2 and "2 of the held-out conversations" in caplog.text and "the other 2" in caplog.text
+    assert len(HeldOutSet.from_jsonl(target, tokenizer, held_out, draft, 32, limit=4, depth=2).samples) == 4
+    args = Eagle3ScriptArguments(dataset_path=str(training), heldout_path=str(training), heldout_conversations=4)
+    with pytest.raises(ValueError, match="Every held-out conversation of .* opens with a prompt the training data"):
+        heldout_callbacks(args, target, tokenizer, draft, 32, samples)

@@ -175,7 +175,7 @@ def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fi
 
 
 def _stage(tmp_path, monkeypatch, name: str, **settings):
-    """One run of the EAGLE-3 script on a tiny target: 8 conversations, measured on themselves as held out."""
+    """One run of the EAGLE-3 script on a tiny target: 8 conversations, and 4 others held out."""
     import hf_adaptive_spec.training.eagle3.script as script
 
     tokenizer = make_char_tokenizer()
@@ -184,14 +184,18 @@ def _stage(tmp_path, monkeypatch, name: str, **settings):
     target = tiny_model("llama")
     monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
     data = tmp_path / "data.jsonl"
-    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}] for i in range(8)]
-    data.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns), encoding="utf-8")
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
+             for i in range(12)]
+    data.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns[:8]), encoding="utf-8")
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps({"conversation": t}) + "\n" for t in turns[8:]), encoding="utf-8")
     script_settings = {k: settings.pop(k) for k in ("init_from", "max_train_minutes", "decay_ratio") if k in settings}
     args = script.Eagle3Config(output_dir=str(tmp_path / name), per_device_train_batch_size=2, ttt_steps=2,
                                draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True,
                                learning_rate=1e-2, **settings)
-    script.main(script.Eagle3ScriptArguments(dataset_path=str(data), heldout_path=str(data), heldout_conversations=4,
-                                             heldout_every_steps=100, **script_settings), args)
+    script.main(script.Eagle3ScriptArguments(dataset_path=str(data), heldout_path=str(held_out),
+                                             heldout_conversations=4, heldout_every_steps=100, **script_settings),
+                args)
     return tmp_path / name
 
 

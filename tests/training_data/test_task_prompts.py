@@ -132,6 +132,12 @@ def test_a_held_out_conversation_keeps_every_task_request_made_from_it(tmp_path)
     requests = [Conversation(id, []) for id in ("S1:translate:0", "S1:translate:1", "S2:summarize", "S3")]
     kept = [c.id for c in regenerate_sharegpt.without_held_out(requests, held_out)]
     assert kept == ["S2:summarize", "S3"]
+    # the same opening prompt under another id: a greedy target would answer it as it answered the held-out one
+    opening = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    held_out.write_text(json.dumps({"id": "S1_0", "conversation": opening}) + "\n", encoding="utf-8")
+    others = [Conversation("S4_0", opening), Conversation("S5_0", [{"role": "user", "content": "hi!"}]),
+              Conversation("S6_2", [{"role": "user", "content": "bye"}, {"role": "user", "content": "hi"}])]
+    assert [c.id for c in regenerate_sharegpt.without_held_out(others, held_out)] == ["S5_0", "S6_2"]
 
 
 def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_path):

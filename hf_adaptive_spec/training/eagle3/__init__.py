@@ -20,7 +20,9 @@ from .heldout import (
     chain_lengths,
     decoding_walk,
     drafter_shape,
+    opening_prompt,
     read_curve,
+    without_training_prompts,
     write_curve,
 )
 from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
@@ -49,6 +51,7 @@ __all__ = [
     "drafter_shape",
     "initialize_drafter",
     "load_samples",
+    "opening_prompt",
     "padding_id",
     "read_conversations",
     "read_curve",
@@ -58,5 +61,6 @@ __all__ = [
     "ttt_unroll",
     "widen_mlp",
     "widen_vocabulary",
+    "without_training_prompts",
     "write_curve",
 ]

@@ -26,8 +26,10 @@ drafter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -71,6 +73,9 @@ class HeldOutPoint:
             measured before 2026-11-30, all in float32.
         drafter_shape: the drafter's layers, MLP width and draft vocabulary (:func:`drafter_shape`);
             ``None`` for points measured before 2026-12-01.
+        heldout_set: a digest of the held-out conversations' tokens (:attr:`HeldOutSet.digest`); ``None`` for
+            points measured before 2026-12-05, on the first 64 conversations of the file read, some of which
+            opened with a prompt the training data held (:func:`without_training_prompts`).
     """
 
     step: int
@@ -86,6 +91,7 @@ class HeldOutPoint:
     copy_step_accuracy: list[float] | None = None
     target_dtype: str | None = None
     drafter_shape: str | None = None
+    heldout_set: str | None = None
 
     @property
     def measured_in(self) -> str:
@@ -108,6 +114,24 @@ def drafter_shape(draft: Eagle3DraftModel) -> str:
     return (
         f"layers {config.num_hidden_layers}, MLP {config.intermediate_size}, draft vocabulary {config.draft_vocab_size}"
     )
+
+
+def opening_prompt(sample: dict[str, list[int]]) -> tuple[int, ...]:
+    """A tokenised conversation's tokens before its first answer token."""
+    mask = sample["loss_mask"]
+    return tuple(sample["input_ids"][: mask.index(1) if 1 in mask else len(mask)])
+
+
+def without_training_prompts(
+    held_out: list[dict[str, list[int]]], training: Iterable[dict[str, list[int]]]
+) -> tuple[list[dict[str, list[int]]], int]:
+    """The held-out conversations that open with a prompt no training conversation opens with, and how many were
+    left out. The same prompt in both is not held out: a target answering greedily gives it the same answer (in the
+    shipped data 4 of the first 64 held-out conversations had their first answer in the training data, and 2 more
+    their prompt), and a sampled answer still trained the drafter on the target's distribution after that prompt."""
+    trained = {opening_prompt(sample) for sample in training}
+    kept = [sample for sample in held_out if opening_prompt(sample) not in trained]
+    return kept, len(held_out) - len(kept)
 
 
 def chain_accepted(hits: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -177,6 +201,10 @@ class HeldOutSet:
             raise ValueError("A held-out set needs at least one conversation with an assistant turn.")
         self.depth = depth
         self.target_dtype = str(target.dtype).removeprefix("torch.")
+        #: which conversations the set holds, as a point records it (a curve on another set starts a new point)
+        self.digest = hashlib.sha256(
+            json.dumps([[s["input_ids"], s["loss_mask"]] for s in samples]).encode()
+        ).hexdigest()[:16]
         self.feature_layers = list(draft.config.aux_hidden_state_layer_ids)
         self.draft_to_target = draft.draft_to_target().detach().cpu()
         features = TargetFeatures(target, self.feature_layers, self.draft_to_target)
@@ -212,11 +240,27 @@ class HeldOutSet:
         max_length: int = 512,
         limit: int | None = 64,
         depth: int = 3,
+        training: Iterable[dict[str, list[int]]] | None = None,
     ) -> HeldOutSet:
-        """The first ``limit`` conversations of a JSONL file of target-answered conversations."""
+        """The first ``limit`` conversations of a JSONL file of target-answered conversations; with ``training``
+        (the tokenised training conversations), without those that open with a training prompt
+        (:func:`without_training_prompts`), which are counted in a warning."""
         samples = load_samples(tokenizer, path, max_length, limit)
         if not samples:
             raise ValueError(f"{path} holds no conversation with an assistant turn within {max_length} tokens.")
+        if training is not None:
+            samples, dropped = without_training_prompts(samples, training)
+            if not samples:
+                raise ValueError(
+                    f"Every held-out conversation of {path} opens with a prompt the training data opens with too: "
+                    "hold out conversations the training data does not hold (regenerate_sharegpt.py's "
+                    "--exclude_ids_from keeps a file's conversations out)."
+                )
+            if dropped:
+                logger.warning(
+                    "%d of the held-out conversations of %s open with a prompt the training data opens with too "
+                    "(a greedy target answers it alike): the curve measures the other %d.", dropped, path, len(samples)
+                )
         return cls(target, samples, draft, depth)
 
     def check_drafter(self, draft: Eagle3DraftModel) -> None:
@@ -273,6 +317,7 @@ class HeldOutSet:
             copy_step_accuracy=[h / max(n, 1) for h, n in zip(counts.copy_hits, counts.copy_answers)],
             target_dtype=self.target_dtype,
             drafter_shape=drafter_shape(draft),
+            heldout_set=self.digest,
         )
 
 
@@ -359,6 +404,7 @@ class HeldOutCurveCallback(TrainerCallback):
             last is None
             or last.step < self.step_offset + state.global_step
             or last.measured_in != self.held_out.target_dtype  # a target in another dtype starts its own first point
+            or last.heldout_set != self.held_out.digest  # so do other held-out conversations
             # so does a widened or deepened drafter, or one of unknown shape, at a stage's start (a resumed run's
             # checkpoint holds its own points)
             or (state.global_step == 0 and last.drafter_shape != drafter_shape(draft))

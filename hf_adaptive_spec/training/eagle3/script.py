@@ -97,15 +97,18 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
     )
 
 
-def heldout_callbacks(script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int) -> list:
-    """The held-out curve's callback (continuing ``init_from``'s curve), or none without ``heldout_path``."""
+def heldout_callbacks(
+    script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int, samples: list[dict]
+) -> list:
+    """The held-out curve's callback (continuing ``init_from``'s curve), or none without ``heldout_path``; the
+    held-out conversations that open with a prompt of the training ``samples`` are left out."""
     if not script_args.heldout_path:
         return []
     logging.getLogger("hf_adaptive_spec.training").setLevel(logging.INFO)
     logging.basicConfig(format="%(message)s")
     held_out = HeldOutSet.from_jsonl(
         target, tokenizer, script_args.heldout_path, draft, script_args.heldout_max_length or max_length,
-        script_args.heldout_conversations, script_args.heldout_depth,
+        script_args.heldout_conversations, script_args.heldout_depth, training=samples,
     )
     previous = read_curve(script_args.init_from) if script_args.init_from else []
     return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
@@ -172,7 +175,7 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         callbacks=[
-            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length),
+            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples),
             *([budget] if budget else []),
             *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],
