@@ -83,18 +83,28 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
         options.lookup_tokens = lookup_tokens
 
 
-def _check_lookup_alone(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
-    """A profile that recommends the prompt-lookup branch alone (depth 0) gives ``tree`` and ``eagle3`` a tree that
-    drafts nothing: without ``+lookup`` such a method would run plain one-token steps under its name."""
-    if not options.tree_profile or options.tree_depth:
-        return
-    plain = [name for name, method in methods.items()
-             if method.static_tree and method.tree_shape is None and not isinstance(method, WithLookupBranch)]
-    if plain:
+def _check_trees_draft(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
+    """Refuse a static tree that drafts nothing (depth 0, or 1 token: the root alone) or no children (top-k 0): its
+    method would run plain one-token steps under a tree method's name. Only a ``+lookup`` method may draft nothing,
+    verifying the prompt-lookup branch alone (what a profile recommends where a many-token forward costs many)."""
+    for name, method in methods.items():
+        if not method.static_tree:
+            continue
+        depth, top_k, total_tokens = method.tree_shape or (
+            options.tree_depth, options.tree_top_k, options.tree_total_tokens
+        )
+        branch_alone = depth == 0 and isinstance(method, WithLookupBranch)
+        if branch_alone or (depth >= 1 and top_k >= 1 and total_tokens >= 2):
+            continue
+        flags = "--tree-depth/--tree-top-k/--tree-total-tokens"
+        source = "its @D/K/N" if method.tree_shape else (
+            "--tree_profile's recommendation" if options.tree_profile else flags
+        )
         raise BenchError(
-            f"--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): {', '.join(plain)} "
-            f"would run plain one-token steps under its name. Add {LOOKUP_SUFFIX} (e.g. eagle3{LOOKUP_SUFFIX}+sized), "
-            "give the method its own tree (<method>@D/K/N), or run plain-steps for one-token steps on purpose."
+            f"{name}: the tree of {source} (depth {depth}, top-k {top_k}, {total_tokens} tokens, root included) drafts "
+            f"nothing, so {name} would run plain one-token steps under its name. Give it a tree of depth >= 1, top-k "
+            f">= 1 and >= 2 tokens; for the prompt-lookup branch alone add {LOOKUP_SUFFIX} (e.g. eagle3{LOOKUP_SUFFIX} "
+            "with depth 0), and for one-token steps on purpose run plain-steps."
         )
 
 
@@ -123,7 +133,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         torch.set_num_threads(args.num_threads)
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
-    _check_lookup_alone(options, methods)
+    _check_trees_draft(options, methods)
     _check_float32_stock_once(args, options, methods)
     if options.lookup_tokens is None:
         options.lookup_tokens = DEFAULT_LOOKUP_TOKENS

@@ -373,11 +373,31 @@ def test_tree_profile_of_the_lookup_branch_alone_sets_the_branch_and_refuses_a_m
     assert main([*argv, "--methods", "stock,tree+lookup", "--lookup_tokens", "3"]) == 0
     assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 3
     assert main([*argv, "--methods", "stock,tree,tree@2/2/4"]) == 2
-    assert ("--tree_profile recommends the prompt-lookup branch alone (depth 0, nothing drafted): tree would run"
-            in capsys.readouterr().err)
+    assert ("tree: the tree of --tree_profile's recommendation (depth 0, top-k 2, 1 tokens, root included) drafts "
+            "nothing, so tree would run plain one-token steps" in capsys.readouterr().err)
     assert main([*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--methods", "stock,tree+lookup",
                  "--drafter-layers", "2"]) == 0  # no profile: the default branch
     assert json.loads(out.read_text())["settings"]["options"]["lookup_tokens"] == 4
+
+
+@pytest.mark.parametrize(
+    ("methods", "flags", "named"),
+    [
+        ("stock,tree", ["--tree-depth", "0"], "the tree of --tree-depth/--tree-top-k/--tree-total-tokens (depth 0"),
+        ("stock,tree", ["--tree_total_tokens", "1"], "(depth 2, top-k 4, 1 tokens"),
+        ("stock,tree@0/4/8", [], "tree@0/4/8: the tree of its @D/K/N (depth 0, top-k 4, 8 tokens"),
+        ("stock,tree@2/0/8+lookup", [], "tree@2/0/8+lookup: the tree of its @D/K/N (depth 2, top-k 0"),
+    ],
+)
+def test_a_static_tree_that_drafts_nothing_is_refused_before_anything_runs(
+        bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys, methods, flags, named):
+    """Such a tree ran plain one-token steps under the tree method's name (tau 1.0, found by a review); only +lookup
+    may draft nothing, verifying the branch alone (test above)."""
+    out = tmp_path / "out.json"
+    argv = [*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--drafter-layers", "2"]
+    assert main([*argv, "--methods", methods, *flags]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "drafts nothing" in error and not out.exists()
 
 
 def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch):
