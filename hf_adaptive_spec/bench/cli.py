@@ -24,8 +24,8 @@ from .methods import BenchMethod, build_methods
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .methods.stock import Stock
 from .plots import write_plots
-from .progress import ProgressLog, progress_path_for, read_progress
-from .questions import Question, load_questions
+from .progress import QUESTIONS_DIGEST, ProgressLog, progress_path_for, read_progress
+from .questions import Question, load_questions, questions_digest
 from .records import FP32_REFERENCE_METHOD
 from .report import build_report, measured_on, write_json
 from .runner import run_benchmark
@@ -373,7 +373,8 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
     """What the measurements depend on: a resumed run must match the progress file on these. A run without
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
     progress files written before the option was added measured it, so no key means measured. A seed other than 0
-    is kept likewise."""
+    is kept likewise. So is a digest of every question in the question file, compared where the progress file holds
+    one (files before 2026-12-05 do not): a resumed run may select more of them, not other ones at the same path."""
     skipped = (
         {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
     )
@@ -386,6 +387,7 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
         "machine": measured_on(device),
         "warmup": args.warmup,
         "questions": str(args.questions.resolve()),
+        QUESTIONS_DIGEST: questions_digest(load_questions(args.questions)),
         "options": asdict(options),
         **skipped,
         **seeded,

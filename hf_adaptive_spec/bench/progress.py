@@ -10,6 +10,9 @@ from ..core.settings import changed_settings
 from .errors import BenchError
 from .records import QuestionRecord
 
+#: the settings key of the selected questions' digest (:func:`~hf_adaptive_spec.bench.questions.questions_digest`)
+QUESTIONS_DIGEST = "questions_digest"
+
 
 def progress_path_for(json_path: Path) -> Path:
     """``results.json`` -> ``results.progress.jsonl``."""
@@ -48,6 +51,8 @@ class ProgressLog:
         stored, self.completed = read_progress(self.path, repair=True)
         # Round-trip through JSON so that tuples and lists compare equal.
         current = json.loads(json.dumps(settings))
+        if QUESTIONS_DIGEST not in stored:  # written before questions were digested: the path is all it names
+            current.pop(QUESTIONS_DIGEST, None)
         changed = changed_settings(stored, current)
         if changed:
             raise BenchError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,13 @@ class Question:
     question_id: int | str
     category: str
     turns: tuple[str, ...]
+
+
+def questions_digest(questions: list[Question]) -> str:
+    """A digest of the questions' ids, categories and turns: a resumed run must ask what its records answered (the
+    file's path alone does not say it still holds the same questions)."""
+    text = json.dumps([[str(q.question_id), q.category, list(q.turns)] for q in questions], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_questions(

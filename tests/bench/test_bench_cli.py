@@ -455,6 +455,24 @@ def test_a_resume_keeps_the_warm_up_and_machine_of_the_run(bench_model_dir: Path
     assert "other settings (warmup: 1 -> 3)" in capsys.readouterr().err
 
 
+def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                       capsys):
+    """The same path with other questions: resumed methods answered new prompts, checked against and fed stock's
+    answers to the old ones (a lossless method reported as mismatched; found by a review)."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(questions_file.read_text())
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions, out, "--limit", "1")
+    assert main(argv) == 0
+    assert main([*argv, "--resume"]) == 0  # unchanged: resumes
+    first, *rest = questions.read_text().splitlines()
+    edited = json.loads(first)
+    edited["turns"][0] += " And one more thing."
+    questions.write_text("\n".join([json.dumps(edited), *rest]) + "\n")
+    assert main([*argv, "--resume"]) == 2
+    assert "other settings (questions_digest: " in capsys.readouterr().err
+
+
 def test_a_resumed_fast_path_run_keeps_its_cache_length_when_none_is_given(tmp_path: Path):
     from hf_adaptive_spec.bench.arguments import BenchArguments
     from hf_adaptive_spec.bench.cli import _stored_cache_length

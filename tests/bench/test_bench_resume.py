@@ -73,6 +73,15 @@ def test_resume_with_other_settings_is_refused(tmp_path: Path):
         ProgressLog(path, {**SETTINGS, "model": "other", "dtype": "bfloat16"}, resume=True)
 
 
+def test_a_file_written_before_questions_were_digested_resumes_on_its_path(tmp_path: Path):
+    path = tmp_path / "run.progress.jsonl"
+    ProgressLog(path, SETTINGS, resume=False)
+    assert ProgressLog(path, {**SETTINGS, "questions_digest": "0123"}, resume=True).completed == {}
+    ProgressLog(path, {**SETTINGS, "questions_digest": "0123"}, resume=False)
+    with pytest.raises(BenchError, match=r"questions_digest: '0123' -> '4567'"):
+        ProgressLog(path, {**SETTINGS, "questions_digest": "4567"}, resume=True)
+
+
 def test_a_line_cut_short_is_dropped_and_the_file_repaired(tmp_path: Path):
     path = tmp_path / "run.progress.jsonl"
     log = ProgressLog(path, SETTINGS, resume=False)
