@@ -556,3 +556,14 @@ def test_sized_suffix_needs_the_compiled_path(bench_model):
         build_methods(["plain-steps+sized"])["plain-steps+sized"].prepare(model, tokenizer, OPTIONS)
     with pytest.raises(UnknownMethodError, match=r"'ppow\+sized'.*then \+sized for a StaticCache sized per call"):
         build_methods(["ppow+sized"])
+
+
+def test_the_lookup_branch_keeps_whether_its_method_learns_across_calls():
+    """A resumed run names the methods whose learning restarted: eagle3-confidence+lookup was left out (found by a
+    review), its policy's threshold restarting unreported."""
+    options = OPTIONS
+    for name in ("dvi", "eagle3-confidence", "eagle3-heuristic", "eagle3", "tree"):
+        (plain,) = [m for n, m in build_methods([name]).items() if n == name]
+        (branched,) = [m for n, m in build_methods([name + "+lookup"]).items() if n == name + "+lookup"]
+        assert branched.learns_across_calls(options) == plain.learns_across_calls(options), name
+    assert build_methods(["eagle3-confidence+lookup"])["eagle3-confidence+lookup"].learns_across_calls(options)

@@ -43,6 +43,10 @@ class WithLookupBranch(BenchMethod):
         self.name = base.name + LOOKUP_SUFFIX + (str(lookup_tokens) if lookup_tokens else "")
         self.runs_engine, self.static_tree = base.runs_engine, base.static_tree
 
+    def learns_across_calls(self, options: MethodOptions) -> bool:
+        """As the method it wraps (a resumed run names the methods whose learning restarted)."""
+        return self.base.learns_across_calls(options)
+
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:
