@@ -59,6 +59,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         + (f" `{FP32_REFERENCE_METHOD}`: those float32 stock answers, eager, each timed right after `stock`'s turn "
            "(the peer eager float32 stock)." if FP32_REFERENCE_METHOD in summary else ""),
         *_policy_fit_notes(summary),
+        *_capped_trees_note(summary),
         *_restarted_learning_note(settings),
         "",
         *_category_table(summary),
@@ -73,6 +74,19 @@ def _policy_fit_notes(summary: dict[str, Any]) -> list[str]:
     lines = [f"**`{method}`: {what}.** {figures[field]}"
              for method, figures in summary.items() for field, what in POLICY_FIT_REPORTS.items() if figures.get(field)]
     return [""] + lines if lines else []
+
+
+def _capped_trees_note(summary: dict[str, Any]) -> list[str]:
+    """The methods whose trees the static path lowered to fit its largest verification bucket: they ran smaller
+    trees than their names say."""
+    capped = ", ".join(f"`{method}` in {figures['capped_trees']} cycles" for method, figures in summary.items()
+                       if figures.get("capped_trees"))
+    return (
+        ["", f"**Trees capped to the largest verification bucket** (smaller than the method asked for): {capped}; "
+         "pass --verify_buckets with a larger bucket, or give the method a smaller tree."]
+        if capped
+        else []
+    )
 
 
 def _restarted_learning_note(settings: dict[str, Any]) -> list[str]:

@@ -46,6 +46,9 @@ class TurnRecord:
             than the call's (``SpeculationStats.policy_cost_curve_mismatch``); None otherwise.
         policy_drafter_mismatch: the engine's report of a policy trained with another drafter than the
             call's (``SpeculationStats.policy_drafter_mismatch``); None otherwise.
+        capped_trees: cycles whose tree (and prompt-lookup chain) the static path lowered to fit its largest
+            verification bucket (``SpeculationStats.capped_trees``): the method ran smaller trees than it asked for;
+            None for methods without speculation stats and runs before 2026-12-05.
         policy_lookup_mismatch: the engine's report of a policy trained with another prompt-lookup branch than
             the call's (``SpeculationStats.policy_lookup_mismatch``); None otherwise.
     """
@@ -73,6 +76,7 @@ class TurnRecord:
     policy_cost_curve_mismatch: str | None = None
     policy_drafter_mismatch: str | None = None
     policy_lookup_mismatch: str | None = None
+    capped_trees: int | None = None
 
     @property
     def throughput(self) -> float:

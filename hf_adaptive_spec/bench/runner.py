@@ -205,6 +205,7 @@ def _turn_record(
         policy_time=stats.policy_time if stats is not None else None,
         output_ids=tokens,
         **{report: getattr(stats, report, None) for report in POLICY_FIT_REPORTS},
+        capped_trees=getattr(stats, "capped_trees", None),
     )
 
 

@@ -43,6 +43,8 @@ class MethodSummary:
             another cost curve than the one it ran on (the first turn's that said so); else None.
         policy_drafter_mismatch: likewise when it was trained with another drafter than the one it ran with.
         policy_lookup_mismatch: likewise when it was trained with another prompt-lookup branch.
+        capped_trees: cycles whose tree the static path lowered to fit its largest bucket, over all turns (None
+            when no turn reports it).
     """
 
     method: str
@@ -69,6 +71,7 @@ class MethodSummary:
     policy_cost_curve_mismatch: str | None = None
     policy_drafter_mismatch: str | None = None
     policy_lookup_mismatch: str | None = None
+    capped_trees: int | None = None
 
 
 def summarize(
@@ -142,7 +145,14 @@ def _summarize_method(
         fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
         fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
         **{report: next(filter(None, (getattr(t, report) for t in turns)), None) for report in POLICY_FIT_REPORTS},
+        capped_trees=_sum_reported(turns, "capped_trees"),
     )
+
+
+def _sum_reported(turns: list[TurnRecord], field: str) -> int | None:
+    """The sum of a per-turn count over the turns that report it (None when none does)."""
+    values = [getattr(turn, field) for turn in turns if getattr(turn, field) is not None]
+    return sum(values) if values else None
 
 
 def _cycle_mean(turns: list[TurnRecord], field: str) -> float | None:

@@ -94,3 +94,24 @@ def test_the_speedup_plot_is_over_the_runs_reference():
     )
     assert axes.get_ylabel() == "speedup over fast"
     assert [text.get_text() for text in axes.get_legend().get_texts()] == ["stock"]  # the reference is the 1.0 line
+
+
+def test_trees_the_static_path_capped_are_counted_per_method_and_shown():
+    """A tree larger than the largest verification bucket runs smaller under its method's name: the engine counts the
+    cycles (out.speculation.capped_trees), and the bench kept none of it (found by a review)."""
+    from types import SimpleNamespace
+
+    from hf_adaptive_spec.bench.runner import _turn_record
+
+    stats = SimpleNamespace(accepted_lengths=[1, 2], draft_depths=[2, 2], verified_tokens=[32, 32], draft_time=0.1,
+                            verify_time=0.2, policy_time=0.0, compile_time=0.0, capped_trees=2)
+    assert _turn_record(0, [1, 2, 3], None, 1.0, None, stats).capped_trees == 2
+    records = hand_made_records()
+    fast = [rec for rec in records if rec.method == "fast"]
+    fast[0].turns[0].capped_trees, fast[-1].turns[-1].capped_trees = 3, 4
+    data = report(records)
+    assert data["summary"]["fast"]["capped_trees"] == 7 and data["summary"]["stock"]["capped_trees"] is None
+    assert "**Trees capped to the largest verification bucket** (smaller than the method asked for): `fast` in 7" in (
+        render_markdown(data)
+    )
+    assert "capped" not in render_markdown(report())
