@@ -343,7 +343,9 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
     device = torch.device(stored.get("device", "cpu"))
     named_here = device.type != "cuda" or torch.cuda.is_available()
     report = build_report(records, settings, device if named_here else torch.device("cpu"), args.reference)
-    if not named_here:
+    if stored.get("machine"):  # where the numbers were measured, not the machine that rebuilds the report
+        report["environment"].update(stored["machine"], num_threads=stored.get("num_threads"))
+    elif not named_here:
         report["environment"]["device"] = f"{device} (not on the machine writing this report; name not recorded)"
     _write_outputs(report, args, json_path=_rebuilt_report_path(args))
     return report

@@ -400,6 +400,29 @@ def test_a_static_tree_that_drafts_nothing_is_refused_before_anything_runs(
     assert named in error and "drafts nothing" in error and not out.exists()
 
 
+def test_a_rebuilt_report_names_the_machine_that_measured_the_run(bench_model_dir: Path, questions_file: Path,
+                                                                   tmp_path: Path):
+    """--report_only on another machine named the rebuilding processor in the markdown and environment, beside the
+    measuring one in its settings (found by a review)."""
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    assert main([*bench_argv(bench_model_dir, questions_file, out, "--limit", "1"), "--markdown", str(md)]) == 0
+    progress = tmp_path / "out.progress.jsonl"
+    header, *records = progress.read_text().splitlines()
+    stored = json.loads(header)
+    stored["settings"]["machine"] = {**stored["settings"]["machine"], "device": "AMD EPYC 9999", "instruction_set": "X"}
+    stored["settings"]["num_threads"] = 7
+    progress.write_text("\n".join([json.dumps(stored), *records]) + "\n")
+    rebuilt = tmp_path / "rebuilt.json"
+    argv = [*bench_argv(tmp_path / "absent-model", questions_file, out, "--limit", "1"), "--report_only",
+            "--report_json", str(rebuilt), "--markdown", str(md)]
+    assert main(argv) == 0
+    environment = json.loads(rebuilt.read_text())["environment"]
+    assert (environment["device"], environment["instruction_set"], environment["num_threads"]) == (
+        "AMD EPYC 9999", "X", 7
+    )
+    assert "on AMD EPYC 9999 (X)," in md.read_text()
+
+
 def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch):
     """A compiled run verifies in the buckets the profile ranked its tree on (``profile --buckets``), unless
     --verify_buckets says otherwise; an eager run has no buckets to set."""
