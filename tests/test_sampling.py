@@ -240,3 +240,19 @@ def test_a_sampled_tree_is_not_pruned_by_a_budget_read_from_its_own_drafts():
             after_first[tree.tokens[result.path[2]] if len(result.path) >= 3 else result.next_token] += 1
     stat, critical = chi_square(after_first, {token: float(p[token]) for token in range(4)})
     assert stat < critical, (after_first, stat, critical)
+
+
+def test_a_policy_whose_budget_a_sampled_tree_does_not_ask_is_told_so(caplog):
+    """The hook it overrides is not asked (the test above says why): a warning, once, says so and what to do."""
+    import logging
+
+    from hf_adaptive_spec.drafters.base import DraftContext
+    from hf_adaptive_spec.generation.tree_builder import DraftTimes, TreeBuilder
+
+    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+    logging.Logger.warning_once.cache_clear()  # transformers warns once per process
+    with caplog.at_level(logging.WARNING):
+        for policy in (hfas.StaticTreePolicy(depth=2, top_k=1, total_tokens=3, sample_drafts=True), _ConfidenceGate()):
+            TreeBuilder(_FixedDrafter(), policy, target_vocab_size=4).build(context, policy.config, 2, DraftTimes())
+    assert caplog.text.count("num_tokens_to_verify is not asked for sampled trees") == 1
+    assert "_ConfidenceGate.num_tokens_to_verify" in caplog.text

@@ -321,6 +321,12 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
             f"--report_only: {path} was measured on {stored.get('questions')}, not {args.questions.resolve()}; "
             "pass the run's --questions"
         )
+    digest = questions_digest(load_questions(args.questions))
+    if stored.get(QUESTIONS_DIGEST, digest) != digest:  # progress files before the digest: the path is all they name
+        raise BenchError(
+            f"--report_only: {args.questions} holds other questions than when {path} was measured (its digest "
+            "changed); restore the run's question file"
+        )
     finished = [q for q in questions if all((q.question_id, name) in done for name in methods)]
     if not finished:
         raise BenchError(
@@ -344,6 +350,8 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
     named_here = device.type != "cuda" or torch.cuda.is_available()
     report = build_report(records, settings, device if named_here else torch.device("cpu"), args.reference)
     if stored.get("machine"):  # where the numbers were measured, not the machine that rebuilds the report
+        for processor_key in ("device", "instruction_set"):  # a GPU's record names no instruction set
+            report["environment"].pop(processor_key, None)
         report["environment"].update(stored["machine"], num_threads=stored.get("num_threads"))
     elif not named_here:
         report["environment"]["device"] = f"{device} (not on the machine writing this report; name not recorded)"

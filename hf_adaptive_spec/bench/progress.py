@@ -10,7 +10,7 @@ from ..core.settings import changed_settings
 from .errors import BenchError
 from .records import QuestionRecord
 
-#: the settings key of the selected questions' digest (:func:`~hf_adaptive_spec.bench.questions.questions_digest`)
+#: the settings key of the question file's digest (:func:`~hf_adaptive_spec.bench.questions.questions_digest`)
 QUESTIONS_DIGEST = "questions_digest"
 
 

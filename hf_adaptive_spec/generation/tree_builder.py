@@ -6,10 +6,13 @@ import time
 from dataclasses import dataclass, replace
 
 import torch
+from transformers.utils import logging
 
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..policies.base import DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+
+logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -152,6 +155,12 @@ class TreeBuilder:
     ) -> DraftTree:
         num_candidates = len(tree) - 1
         if config.sample_drafts:  # whole groups up to the config's budget, which the drafted tokens did not choose
+            if type(self.policy).num_tokens_to_verify is not DraftPolicy.num_tokens_to_verify:
+                logger.warning_once(
+                    f"{type(self.policy).__name__}.num_tokens_to_verify is not asked for sampled trees "
+                    "(TreeConfig.sample_drafts): a budget read from the sampled drafts would make sampling inexact. "
+                    "Each such tree is verified up to total_tokens; size it in tree_config."
+                )
             keep = self._whole_groups(tree, min(num_candidates, config.total_tokens - 1))
             return tree.subtree(keep) if len(keep) < len(tree) else tree
         start = time.perf_counter()

@@ -421,6 +421,12 @@ def test_a_rebuilt_report_names_the_machine_that_measured_the_run(bench_model_di
         "AMD EPYC 9999", "X", 7
     )
     assert "on AMD EPYC 9999 (X)," in md.read_text()
+    # a run measured on a GPU records no instruction set: the rebuilding CPU's is not shown beside the GPU's name
+    stored["settings"]["machine"] = {"device": "NVIDIA H100", "torch": "2.13.0", "transformers": "5.23.0"}
+    progress.write_text("\n".join([json.dumps(stored), *records]) + "\n")
+    assert main(argv) == 0
+    assert "instruction_set" not in json.loads(rebuilt.read_text())["environment"]
+    assert "on NVIDIA H100," in md.read_text()
 
 
 def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch):
@@ -494,6 +500,8 @@ def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, qu
     questions.write_text("\n".join([json.dumps(edited), *rest]) + "\n")
     assert main([*argv, "--resume"]) == 2
     assert "other settings (questions_digest: " in capsys.readouterr().err
+    assert main([*argv, "--report_only", "--report_json", str(tmp_path / "rebuilt.json")]) == 2
+    assert "holds other questions than when" in capsys.readouterr().err
 
 
 def test_a_resumed_fast_path_run_keeps_its_cache_length_when_none_is_given(tmp_path: Path):
