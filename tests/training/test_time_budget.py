@@ -14,7 +14,7 @@ from transformers import TrainerCallback, TrainerState
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, build_draft_vocabulary, collate
-from hf_adaptive_spec.training.eagle3.heldout import read_curve
+from hf_adaptive_spec.training.eagle3.curve import read_curve
 from hf_adaptive_spec.training.time_budget import (
     TimeBudgetCallback,
     decay_start_step,

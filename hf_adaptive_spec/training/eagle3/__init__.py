@@ -1,6 +1,13 @@
 """EAGLE-3 drafter training: config, trainer, training-time-test loss and data helpers."""
 
 from .config import Eagle3Config
+from .curve import (
+    HeldOutCurveCallback,
+    HeldOutPoint,
+    drafter_shape,
+    read_curve,
+    write_curve,
+)
 from .data import (
     ConversationStream,
     build_draft_vocabulary,
@@ -13,17 +20,12 @@ from .data import (
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
 from .heldout import (
-    HeldOutCurveCallback,
-    HeldOutPoint,
     HeldOutSet,
     chain_accepted,
     chain_lengths,
     decoding_walk,
-    drafter_shape,
     opening_prompt,
-    read_curve,
     without_training_prompts,
-    write_curve,
 )
 from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer

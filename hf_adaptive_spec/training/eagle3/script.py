@@ -24,8 +24,9 @@ from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
+from .curve import HeldOutCurveCallback, read_curve
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
-from .heldout import HeldOutCurveCallback, HeldOutSet, read_curve
+from .heldout import HeldOutSet
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .trainer import Eagle3Trainer
 

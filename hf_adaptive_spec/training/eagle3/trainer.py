@@ -15,9 +15,9 @@ from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, check_base_model, render_card
 from ..base import SpecTrainer
 from .config import Eagle3Config
+from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
-from .heldout import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .ttt import TTTBatch, ttt_loss
 
 
