@@ -66,6 +66,8 @@ class TreeBuilder:
         self.drafter = drafter
         self.policy = policy
         self.target_vocab_size = target_vocab_size
+        #: whether the policy chooses its own verification budget (not asked of sampled trees: see ``_prune``)
+        self.policy_sets_budget = type(policy).num_tokens_to_verify is not DraftPolicy.num_tokens_to_verify
 
     def build(
         self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes, lookup_length: int = 0
@@ -155,7 +157,7 @@ class TreeBuilder:
     ) -> DraftTree:
         num_candidates = len(tree) - 1
         if config.sample_drafts:  # whole groups up to the config's budget, which the drafted tokens did not choose
-            if type(self.policy).num_tokens_to_verify is not DraftPolicy.num_tokens_to_verify:
+            if self.policy_sets_budget:
                 logger.warning_once(
                     f"{type(self.policy).__name__}.num_tokens_to_verify is not asked for sampled trees "
                     "(TreeConfig.sample_drafts): a budget read from the sampled drafts would make sampling inexact. "
