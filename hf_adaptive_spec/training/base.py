@@ -411,7 +411,7 @@ def configure_logging(training_args: TrainingArguments) -> None:
     only when logging has none (a script run from the command line), so an application's own handlers are kept.
     Under ``passive`` (the default) both levels are left as they are, as the Trainer leaves them: a script used as a
     library keeps the application's ``logging.basicConfig(level=...)``."""
-    if _asked_log_level(training_args) == "passive":
+    if asked_log_level(training_args) == "passive":
         return
     level = training_args.get_process_log_level()
     transformers_logging.set_verbosity(level)
@@ -423,7 +423,7 @@ def configure_logging(training_args: TrainingArguments) -> None:
         package.addHandler(handler)
 
 
-def _asked_log_level(training_args: TrainingArguments) -> str:
+def asked_log_level(training_args: TrainingArguments) -> str:
     """The level this process was asked for: ``--log_level`` on the main process, ``--log_level_replica`` on the
     others (the choice ``TrainingArguments.get_process_log_level`` makes)."""
     return training_args.log_level if training_args.should_log else training_args.log_level_replica

@@ -577,10 +577,38 @@ def test_the_scripts_held_out_set_leaves_out_conversations_that_open_with_a_trai
     assert len(held.samples) == 2 and "2 of the held-out conversations" in caplog.text and "the other 2" in caplog.text
     assert len(HeldOutSet.from_jsonl(target, tokenizer, held_out, draft, 32, limit=4, depth=2).samples) == 4
     args = Eagle3ScriptArguments(dataset_path=str(training), heldout_path=str(training), heldout_conversations=4)
-    training_logger = logging.getLogger("hf_adaptive_spec.training")
-    level = training_logger.level  # heldout_callbacks shows the curve's points at INFO: leave other tests' levels alone
+    with pytest.raises(ValueError, match="Every held-out conversation of .* opens with a prompt the training data"):
+        heldout_callbacks(args, target, tokenizer, draft, 32, samples)
+
+
+@pytest.mark.parametrize("log_level, shown", [("passive", True), ("warning", False), ("info", True)])
+def test_the_curves_points_are_shown_for_the_run_only(tmp_path, log_level, shown):
+    """Under the default ``--log_level passive`` the held-out points (info messages) are shown during the run and the
+    training logger is as it was after it; an explicit ``--log_level warning`` hides them. The script used to raise the
+    logger to INFO for good, whatever ``--log_level`` said (it leaked into a library caller's logging, and across
+    tests)."""
+    import logging
+
+    from transformers.utils import logging as transformers_logging
+
+    from hf_adaptive_spec.training.base import configure_logging
+    from hf_adaptive_spec.training.eagle3.script import curve_points_shown
+
+    package, training_logger = logging.getLogger("hf_adaptive_spec"), logging.getLogger("hf_adaptive_spec.training")
+    levels = package.level, training_logger.level
+    handlers = list(package.handlers), list(training_logger.handlers)
+    verbosity = transformers_logging.get_verbosity()
+    args = Eagle3Config(output_dir=str(tmp_path), log_level=log_level, report_to=[])
+    package.setLevel(logging.WARNING)  # as an application's logging may leave it
     try:
-        with pytest.raises(ValueError, match="Every held-out conversation of .* opens with a prompt the training data"):
-            heldout_callbacks(args, target, tokenizer, draft, 32, samples)
+        configure_logging(args)  # what run_training_script does before main
+        during = None
+        with curve_points_shown(Eagle3ScriptArguments(dataset_path="d.jsonl", heldout_path="h.jsonl"), args):
+            during = training_logger.isEnabledFor(logging.INFO)
+        assert during is shown
+        assert training_logger.level == levels[1]  # restored, whatever it was set to during the run
+        assert training_logger.handlers == handlers[1]
     finally:
-        training_logger.setLevel(level)
+        package.setLevel(levels[0])
+        package.handlers[:] = handlers[0]
+        transformers_logging.set_verbosity(verbosity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -193,9 +194,12 @@ def _stage(tmp_path, monkeypatch, name: str, **settings):
     args = script.Eagle3Config(output_dir=str(tmp_path / name), per_device_train_batch_size=2, ttt_steps=2,
                                draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True,
                                learning_rate=1e-2, **settings)
+    training_logger = logging.getLogger("hf_adaptive_spec.training")
+    level = training_logger.level
     script.main(script.Eagle3ScriptArguments(dataset_path=str(data), heldout_path=str(held_out),
                                              heldout_conversations=4, heldout_every_steps=100, **script_settings),
                 args)
+    assert training_logger.level == level  # the curve's points were shown for the run only
     return tmp_path / name
 
 

@@ -9,8 +9,10 @@ Any ``Eagle3Config`` / ``transformers.TrainingArguments`` field and any
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ..base import DrafterScriptArguments, load_target, run_training_script
+from ..base import DrafterScriptArguments, asked_log_level, load_target, run_training_script
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
@@ -105,14 +107,37 @@ def heldout_callbacks(
     held-out conversations that open with a prompt of the training ``samples`` are left out."""
     if not script_args.heldout_path:
         return []
-    logging.getLogger("hf_adaptive_spec.training").setLevel(logging.INFO)
-    logging.basicConfig(format="%(message)s")
     held_out = HeldOutSet.from_jsonl(
         target, tokenizer, script_args.heldout_path, draft, script_args.heldout_max_length or max_length,
         script_args.heldout_conversations, script_args.heldout_depth, training=samples,
     )
     previous = read_curve(script_args.init_from) if script_args.init_from else []
     return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
+
+
+@contextlib.contextmanager
+def curve_points_shown(script_args: Eagle3ScriptArguments, training_args: Eagle3Config):
+    """Show the held-out curve's points (info messages) during the run under the default ``--log_level passive``: the
+    training logger at INFO, with a stderr handler where logging has none, both as they were once the run ends (a
+    script used as a library leaves the application's logging alone). An explicit ``--log_level`` is kept as asked:
+    ``warning`` hides the points, as it hides every info message."""
+    training_logger = logging.getLogger("hf_adaptive_spec.training")
+    if (not script_args.heldout_path or asked_log_level(training_args) != "passive"
+            or training_logger.isEnabledFor(logging.INFO)):
+        yield
+        return
+    level, handler = training_logger.level, None
+    if not training_logger.hasHandlers():
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        training_logger.addHandler(handler)
+    training_logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        training_logger.setLevel(level)
+        if handler is not None:
+            training_logger.removeHandler(handler)
 
 
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
@@ -149,14 +174,9 @@ def make_parser() -> TrlParser:
     return TrlParser((Eagle3ScriptArguments, Eagle3Config))
 
 
-def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
-    """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
-    if script_args.stream and training_args.dataloader_num_workers:
-        raise ValueError(
-            "stream reads the conversation file in one process: with dataloader_num_workers="
-            f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
-        )
-    budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # checked first
+def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, budget) -> Eagle3Trainer:
+    """The target, the data, the drafter and the trainer with its callbacks (the held-out curve, the time budget and
+    its stable point, the step profile)."""
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
@@ -186,7 +206,20 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
                                          functools.partial(trainer.save_stable_point, stable_dir))
     if stable_point:
         trainer.add_callback(stable_point)
-    trainer.train_save_and_push()
+    return trainer
+
+
+def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
+    """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
+    if script_args.stream and training_args.dataloader_num_workers:
+        raise ValueError(
+            "stream reads the conversation file in one process: with dataloader_num_workers="
+            f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
+        )
+    budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # checked first
+    with curve_points_shown(script_args, training_args):
+        trainer = build_trainer(script_args, training_args, budget)
+        trainer.train_save_and_push()
     return trainer
 
 
