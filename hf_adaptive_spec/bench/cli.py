@@ -24,7 +24,7 @@ from .methods import BenchMethod, build_methods
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .methods.stock import Stock
 from .plots import write_plots
-from .progress import QUESTIONS_DIGEST, ProgressLog, progress_path_for, read_progress
+from .progress import LOADED, QUESTIONS_DIGEST, ProgressLog, loaded_digests, progress_path_for, read_progress
 from .questions import Question, load_questions, questions_digest
 from .records import FP32_REFERENCE_METHOD
 from .report import build_report, measured_on, write_json
@@ -152,7 +152,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             method.prepare(models.decoding_for(method), models.tokenizer, options)
         except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
             raise BenchError(f"method {name!r}: {error}") from error
-    measured = _measured_settings(args, options, models.model.device)
+    measured = {**_measured_settings(args, options, models.model.device), LOADED: loaded_digests(models.model, methods)}
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     restarted = _restarted_learning(methods, options, log, len(questions))
     warmup_seconds: dict[str, list[list[float]]] = {}

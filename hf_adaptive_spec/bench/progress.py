@@ -6,12 +6,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..core.drafter_identity import cached_weights_digest
+from ..core.files import write_text_atomically
 from ..core.settings import changed_settings
 from .errors import BenchError
 from .records import QuestionRecord
 
 #: the settings key of the question file's digest (:func:`~hf_adaptive_spec.bench.questions.questions_digest`)
 QUESTIONS_DIGEST = "questions_digest"
+#: the settings key of the digests of what the run decodes with (:func:`loaded_digests`)
+LOADED = "loaded"
+
+
+def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
+    """The target's weights digest and each method's :meth:`~hf_adaptive_spec.bench.methods.base.BenchMethod.
+    loaded_digests` (its drafter, policy or adapter), once every method is prepared: a resumed run must load the
+    same, so that a model, drafter or policy retrained at the same path is not mixed with the records before it."""
+    return {"target": cached_weights_digest(model),
+            "methods": {name: method.loaded_digests() for name, method in methods.items()}}
 
 
 def progress_path_for(json_path: Path) -> Path:
@@ -51,14 +63,40 @@ class ProgressLog:
         stored, self.completed = read_progress(self.path, repair=True)
         # Round-trip through JSON so that tuples and lists compare equal.
         current = json.loads(json.dumps(settings))
-        if QUESTIONS_DIGEST not in stored:  # written before questions were digested: the path is all it names
-            current.pop(QUESTIONS_DIGEST, None)
-        changed = changed_settings(stored, current)
+        for key in (QUESTIONS_DIGEST, LOADED):  # files written before the key: the paths are all they name
+            if key not in stored:
+                current.pop(key, None)
+        changed = changed_settings({k: v for k, v in stored.items() if k != LOADED},
+                                   {k: v for k, v in current.items() if k != LOADED})
         if changed:
             raise BenchError(
                 f"{self.path} was written with other settings ({'; '.join(changed)}); pass the same values, delete "
                 "it, or run without --resume"
             )
+        if LOADED in current:
+            self._check_loaded(stored, current[LOADED])
+
+    def _check_loaded(self, stored: dict[str, Any], loaded: dict[str, Any]) -> None:
+        """Refuse weights other than those the file's records were measured with: the target's, and those of each
+        method the file already names. A method new to the run adds its digests to the file's header."""
+        before = stored[LOADED]
+        common = before["methods"].keys() & loaded["methods"].keys()
+        changed = changed_settings(
+            {"target": before["target"], "methods": {name: before["methods"][name] for name in common}},
+            {"target": loaded["target"], "methods": {name: loaded["methods"][name] for name in common}},
+            f"{LOADED}.",
+        )
+        if changed:
+            raise BenchError(
+                f"{self.path} was measured with other weights than this run loads ({'; '.join(changed)}): a model, "
+                "drafter or policy was retrained or replaced at its path since the run began. Restore it, or run "
+                "without --resume (or with another --json) to measure it afresh"
+            )
+        if loaded["methods"].keys() - before["methods"].keys():
+            header = {**stored, LOADED: {"target": before["target"], "methods": {**loaded["methods"],
+                                                                                  **before["methods"]}}}
+            lines = self.path.read_text().splitlines(keepends=True)
+            write_text_atomically(self.path, json.dumps({"settings": header}) + "\n" + "".join(lines[1:]))
 
 
 def read_progress(

@@ -107,13 +107,21 @@ class HubArtifactMixin(ModelHubMixin):
         ``config.json`` holds the ``__init__`` arguments the object was built with and, over them, the
         settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
         warn_if_saved_as_parent(type(self))
-        base = self._hub_mixin_config if config is None else config
-        fields = asdict(base) if is_dataclass(base) else dict(base or {})
         if config is None:
-            fields.update(self._current_settings())
+            fields = self.saved_settings()
+        else:
+            fields = asdict(config) if is_dataclass(config) else dict(config)
         fields[ARTIFACT_TYPE_KEY] = self.artifact_type
         drop_generated_card(Path(save_directory))
         return super().save_pretrained(save_directory, config=fields, **kwargs)
+
+    def saved_settings(self) -> dict[str, Any]:
+        """The settings ``save_pretrained`` writes to ``config.json`` (without ``artifact_type``): the ``__init__``
+        arguments the object was built with and, over them, those it holds now (:meth:`_current_settings`)."""
+        base = self._hub_mixin_config
+        fields = asdict(base) if is_dataclass(base) else dict(base or {})
+        fields.update(self._current_settings())
+        return fields
 
     def _current_settings(self) -> dict[str, Any]:
         """``__init__`` arguments as the object holds them now, for those a user may change after

@@ -530,3 +530,45 @@ def test_a_resumed_run_names_the_methods_whose_learning_restarted(bench_model_di
     argv[argv.index("--json") + 1] = str(constant)
     assert main([*argv, "--limit", "1"]) == 0 and main([*argv, "--limit", "2", "--resume"]) == 0
     assert "restarted_learning" not in json.loads(constant.read_text())["settings"]  # a constant length learns nothing
+
+
+def test_a_resume_refuses_a_drafter_or_policy_retrained_at_its_path(bench_model_dir: Path, questions_file: Path,
+                                                                    tmp_path: Path, capsys):
+    """The paths were all the progress file named: a policy or drafter retrained at the same folder resumed, and the
+    report mixed two policies' records under one name."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+    from hf_adaptive_spec.policies import LTDPolicy
+
+    def save_drafter(seed: int) -> None:
+        torch.manual_seed(seed)
+        Eagle3DraftModel.from_target(AutoModelForCausalLM.from_pretrained(bench_model_dir)).save_pretrained(drafter)
+
+    def save_policy(seed: int) -> None:
+        torch.manual_seed(seed)
+        LTDPolicy(depth=2, top_k=2, total_tokens=4).save_pretrained(policy)
+
+    drafter, policy = tmp_path / "drafter", tmp_path / "policy"
+    save_drafter(0)
+    save_policy(0)
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json"),
+            "--eagle3-checkpoint", str(drafter), "--candidate-policy", str(policy)]
+    argv[argv.index("--methods") + 1] = "stock,eagle3-candidate-policy"
+    assert main([*argv, "--limit", "1"]) == 0
+    save_policy(1)  # retrained at the same path
+    assert main([*argv, "--limit", "2", "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "measured with other weights than this run loads (loaded.methods.eagle3-candidate-policy.policy: " in error
+    save_policy(0)  # restored: resumes
+    assert main([*argv, "--limit", "2", "--resume"]) == 0
+    with_eagle3 = list(argv)
+    with_eagle3[argv.index("--methods") + 1] = "stock,eagle3-candidate-policy,eagle3"
+    assert main([*with_eagle3, "--limit", "2", "--resume"]) == 0  # a method new to the run adds its digests
+    header = json.loads((tmp_path / "run.progress.jsonl").read_text().splitlines()[0])["settings"]
+    assert set(header["loaded"]["methods"]) == {"stock", "eagle3-candidate-policy", "eagle3"}
+    save_drafter(1)
+    assert main([*with_eagle3, "--limit", "3", "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "loaded.methods.eagle3-candidate-policy.drafter: " in error and "loaded.methods.eagle3.drafter: " in error

@@ -93,3 +93,23 @@ def test_a_line_cut_short_is_dropped_and_the_file_repaired(tmp_path: Path):
     assert log.completed[(1, "stock")].turns[0].output_ids == [1, 2, 3]
     log.append(QuestionRecord(2, "a", "stock", [TurnRecord(0, 3, 0.1, True)]))
     assert list(ProgressLog(path, SETTINGS, resume=True).completed) == [(1, "stock"), (2, "stock")]
+
+
+def test_resume_compares_the_weights_of_the_methods_the_file_names(tmp_path: Path):
+    """The target's digest and those of each method in both the file and the run must match; a method new to the run
+    adds its digests to the header; a file written before the digests resumes on its paths alone."""
+    path = tmp_path / "run.progress.jsonl"
+
+    def loaded(target="t", **methods):
+        return {**SETTINGS, "loaded": {"target": target, "methods": methods}}
+
+    ProgressLog(path, loaded(x={"drafter": "a"}), resume=False)
+    ProgressLog(path, loaded(x={"drafter": "a"}, y={"policy": "p"}), resume=True)  # y is new: added
+    assert json.loads(path.read_text().splitlines()[0])["settings"] == loaded(x={"drafter": "a"}, y={"policy": "p"})
+    ProgressLog(path, loaded(y={"policy": "p"}), resume=True)  # x not run now: not compared
+    with pytest.raises(BenchError, match=r"other weights than this run loads \(loaded.methods.y.policy: 'p' -> 'q'\)"):
+        ProgressLog(path, loaded(y={"policy": "q"}), resume=True)
+    with pytest.raises(BenchError, match=r"loaded.target: 't' -> 'u'"):
+        ProgressLog(path, loaded("u", x={"drafter": "a"}), resume=True)
+    ProgressLog(path, SETTINGS, resume=False)  # written before the digests
+    ProgressLog(path, loaded(x={"drafter": "b"}), resume=True)

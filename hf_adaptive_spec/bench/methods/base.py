@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
@@ -10,6 +12,7 @@ from typing import Any, ClassVar, Protocol
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
+from ...core.drafter_identity import cached_weights_digest
 from ..arguments import MethodOptions, sampling_kwargs
 from ..errors import MethodUnavailableError
 from ..fast_path import (
@@ -165,6 +168,16 @@ class BenchMethod(ABC):
         """Make the next calls decode in a cache of ``length`` slots (None: the size each call needs)."""
         self.warm_up_length = length
 
+    def loaded_digests(self) -> dict[str, str]:
+        """Digests of what this method decodes with besides the target, as :meth:`prepare` loaded it: its drafter's
+        weights and its policy's settings and weights. A resumed run compares them with the progress file's, so a
+        drafter or policy retrained at the same path is refused rather than mixed with the first session's
+        records. A part with nothing loaded from a file (no drafter, a policy built from the options) is left out."""
+        drafter = self.generate_kwargs.get("assistant_model")
+        policy = self.generate_kwargs.get("assistant_policy")
+        digests = {"drafter": drafter_digest(drafter), "policy": policy_digest(policy) if policy else None}
+        return {part: digest for part, digest in digests.items() if digest}
+
     @abstractmethod
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -187,3 +200,22 @@ class BenchMethod(ABC):
 def new_token_ids(sequences: torch.LongTensor, input_ids: torch.LongTensor) -> list[int]:
     """Tokens after the prompt in ``sequences`` (``[1, prompt_len + new]``)."""
     return sequences[0, input_ids.shape[1] :].tolist()
+
+
+def drafter_digest(drafter: Any) -> str | None:
+    """A drafter's weights digest: a model's (transformers' assistant), or the drafter's own ``weights_digest()``
+    (None for one that has none, or for no drafter)."""
+    if isinstance(drafter, torch.nn.Module):
+        return cached_weights_digest(drafter)
+    digest = getattr(drafter, "weights_digest", None)
+    return digest() if callable(digest) else None
+
+
+def policy_digest(policy: Any) -> str:
+    """A policy's settings (those ``save_pretrained`` writes) and, for a network, its weights."""
+    settings = policy.saved_settings() if hasattr(policy, "saved_settings") else {}
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{type(policy).__qualname__}:{json.dumps(settings, sort_keys=True, default=str)}".encode())
+    if isinstance(policy, torch.nn.Module):
+        digest.update(cached_weights_digest(policy).encode())
+    return digest.hexdigest()
