@@ -24,7 +24,15 @@ from .methods import BenchMethod, build_methods
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .methods.stock import Stock
 from .plots import write_plots
-from .progress import LOADED, QUESTIONS_DIGEST, ProgressLog, loaded_digests, progress_path_for, read_progress
+from .progress import (
+    LOADED,
+    QUESTIONS_DIGEST,
+    RESTARTED_LEARNING,
+    ProgressLog,
+    loaded_digests,
+    progress_path_for,
+    read_progress,
+)
 from .questions import Question, load_questions, questions_digest
 from .records import FP32_REFERENCE_METHOD
 from .report import build_report, measured_on, write_json
@@ -154,7 +162,8 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = {**_measured_settings(args, options, models.model.device), LOADED: loaded_digests(models.model, methods)}
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
-    restarted = _restarted_learning(methods, options, log, len(questions))
+    if log:
+        log.record_restarts(_restarted_learning(methods, options, log, len(questions)))
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         models.model, models.tokenizer, questions, methods, args.warmup, log, args.progress, args.seed,
@@ -167,7 +176,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "categories": args.category_names,
         "limit": args.limit,
         "seed": args.seed,
-        **({"restarted_learning": restarted} if restarted else {}),
+        **({RESTARTED_LEARNING: log.restarted_learning} if log and log.restarted_learning else {}),
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
     }

@@ -90,11 +90,14 @@ def _capped_trees_note(summary: dict[str, Any]) -> list[str]:
 
 
 def _restarted_learning_note(settings: dict[str, Any]) -> list[str]:
-    """The methods a resumed run restarted learning in (an uninterrupted run carries it from call to call)."""
+    """The methods a resumed run restarted learning in (an uninterrupted run carries it from call to call), with the
+    questions each had finished at every restart."""
     restarted = settings.get("restarted_learning") or {}
-    listed = ", ".join(f"`{method}` after {done} questions" for method, done in restarted.items())
+    listed = ", ".join(
+        f"`{method}` after {' and '.join(map(str, finished))} questions" for method, finished in restarted.items()
+    )
     return (
-        ["", f"**Resumed run:** what these methods learn across calls started afresh in the last session: {listed}."]
+        ["", f"**Resumed run:** what these methods learn across calls started afresh when the run resumed: {listed}."]
         if listed
         else []
     )

@@ -16,6 +16,9 @@ from .records import QuestionRecord
 QUESTIONS_DIGEST = "questions_digest"
 #: the settings key of the digests of what the run decodes with (:func:`loaded_digests`)
 LOADED = "loaded"
+#: the header's note of the methods whose learning across calls restarted, with the questions each had finished at
+#: every resume (:meth:`ProgressLog.record_restarts`)
+RESTARTED_LEARNING = "restarted_learning"
 
 
 def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
@@ -47,11 +50,31 @@ class ProgressLog:
     def __init__(self, path: Path, settings: dict[str, Any], resume: bool):
         self.path = Path(path)
         self.completed: dict[tuple[int | str, str], QuestionRecord] = {}
+        self.header = settings
         if resume and self.path.is_file():
             self._load(settings)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"settings": settings}) + "\n")
+
+    @property
+    def restarted_learning(self) -> dict[str, list[int]]:
+        """Each method whose learning across calls restarted in a resumed session, with the questions it had
+        finished at each restart (what the report, rebuilt or not, says of the run)."""
+        return self.header.get(RESTARTED_LEARNING, {})
+
+    def record_restarts(self, restarted: dict[str, int]) -> None:
+        """Add this session's restarts (method -> questions finished before it) to the header's note."""
+        if restarted:
+            notes = {name: list(counts) for name, counts in self.restarted_learning.items()}
+            for name, finished in restarted.items():
+                notes.setdefault(name, []).append(finished)
+            self._rewrite_header({**self.header, RESTARTED_LEARNING: notes})
+
+    def _rewrite_header(self, header: dict[str, Any]) -> None:
+        lines = self.path.read_text().splitlines(keepends=True)
+        write_text_atomically(self.path, json.dumps({"settings": header}) + "\n" + "".join(lines[1:]))
+        self.header = header
 
     def append(self, record: QuestionRecord) -> None:
         """Write one finished record (flushed at once)."""
@@ -61,13 +84,13 @@ class ProgressLog:
 
     def _load(self, settings: dict[str, Any]) -> None:
         stored, self.completed = read_progress(self.path, repair=True)
+        self.header = stored
         # Round-trip through JSON so that tuples and lists compare equal.
         current = json.loads(json.dumps(settings))
         for key in (QUESTIONS_DIGEST, LOADED):  # files written before the key: the paths are all they name
             if key not in stored:
                 current.pop(key, None)
-        changed = changed_settings({k: v for k, v in stored.items() if k != LOADED},
-                                   {k: v for k, v in current.items() if k != LOADED})
+        changed = changed_settings(_measurement_settings(stored), _measurement_settings(current))
         if changed:
             raise BenchError(
                 f"{self.path} was written with other settings ({'; '.join(changed)}); pass the same values, delete "
@@ -93,10 +116,14 @@ class ProgressLog:
                 "without --resume (or with another --json) to measure it afresh"
             )
         if loaded["methods"].keys() - before["methods"].keys():
-            header = {**stored, LOADED: {"target": before["target"], "methods": {**loaded["methods"],
-                                                                                  **before["methods"]}}}
-            lines = self.path.read_text().splitlines(keepends=True)
-            write_text_atomically(self.path, json.dumps({"settings": header}) + "\n" + "".join(lines[1:]))
+            methods = {**loaded["methods"], **before["methods"]}
+            self._rewrite_header({**stored, LOADED: {"target": before["target"], "methods": methods}})
+
+
+def _measurement_settings(header: dict[str, Any]) -> dict[str, Any]:
+    """The header's settings a resumed run must match exactly (the loaded weights are compared per method, and the
+    restarts are a note of the sessions)."""
+    return {key: value for key, value in header.items() if key not in (LOADED, RESTARTED_LEARNING)}
 
 
 def read_progress(

@@ -524,8 +524,14 @@ def test_a_resumed_run_names_the_methods_whose_learning_restarted(bench_model_di
     assert main([*argv, *adaptive, "--limit", "1"]) == 0
     assert "restarted_learning" not in json.loads(out.read_text())["settings"]
     assert main([*argv, *adaptive, "--limit", "2", "--resume"]) == 0
-    assert json.loads(out.read_text())["settings"]["restarted_learning"] == {"hf-assistant": 1}
-    assert "started afresh in the last session: `hf-assistant` after 1 questions" in md.read_text()
+    assert json.loads(out.read_text())["settings"]["restarted_learning"] == {"hf-assistant": [1]}
+    assert "started afresh when the run resumed: `hf-assistant` after 1 questions" in md.read_text()
+    assert main([*argv, *adaptive, "--limit", "3", "--resume"]) == 0  # every restart is named
+    assert json.loads(out.read_text())["settings"]["restarted_learning"] == {"hf-assistant": [1, 2]}
+    rebuilt = tmp_path / "rebuilt.json"  # the rebuilt report says it too: the progress file keeps the note
+    assert main([*argv, *adaptive, "--limit", "3", "--report_only", "--report_json", str(rebuilt)]) == 0
+    assert json.loads(rebuilt.read_text())["settings"]["restarted_learning"] == {"hf-assistant": [1, 2]}
+    assert "`hf-assistant` after 1 and 2 questions" in md.read_text()
     constant = tmp_path / "constant.json"
     argv[argv.index("--json") + 1] = str(constant)
     assert main([*argv, "--limit", "1"]) == 0 and main([*argv, "--limit", "2", "--resume"]) == 0
