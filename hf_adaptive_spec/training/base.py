@@ -18,6 +18,7 @@ import torch
 import yaml
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 from trl import TrlParser
 
@@ -62,8 +63,11 @@ class SpecTrainer(Trainer):
         raise NotImplementedError
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`)."""
+        """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`).
+        ``resume_from_checkpoint=True`` is resolved to ``output_dir``'s last checkpoint first, so that it is checked
+        too (``Trainer`` would resolve it only after)."""
         if resume_from_checkpoint:
+            resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
             check_resume_settings(self.args, resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
@@ -101,12 +105,29 @@ _RUN_DEFINING = frozenset({
 })
 
 
+def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
+    """The checkpoint folder ``resume_from_checkpoint`` names: ``True`` (or ``"true"`` from a command line or YAML,
+    unless a folder has that name) is ``output_dir``'s last ``checkpoint-N``, as ``Trainer.train`` resolves it."""
+    spelled_true = isinstance(checkpoint, str) and checkpoint.lower() == "true" and not os.path.isdir(checkpoint)
+    if checkpoint is True or spelled_true:
+        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        if last is None:
+            raise ValueError(
+                f"resume_from_checkpoint=True found no checkpoint-N folder in output_dir={output_dir!r}: pass the "
+                "checkpoint's path, or the output_dir of the run to resume."
+            )
+        return last
+    return str(checkpoint)
+
+
 def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> None:
-    """Refuse to resume ``checkpoint`` with settings that define the run other than its ``training_config.json``'s,
-    naming each as ``name: stored -> new`` (a config's ``resume_may_change`` fields aside)."""
-    path = os.path.join(str(checkpoint), "training_config.json")
+    """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
+    run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's
+    ``resume_may_change`` fields aside)."""
+    checkpoint = resolve_checkpoint(checkpoint, args.output_dir)
+    path = os.path.join(checkpoint, "training_config.json")
     if not os.path.isfile(path):
-        return  # resume_from_checkpoint=True (the latest one, found by Trainer) or a checkpoint saved without it
+        return  # a checkpoint saved without it
     with open(path, encoding="utf-8") as handle:
         stored = json.load(handle)
     current = json.loads(args.to_json_string())
@@ -138,9 +159,9 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None
     """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
     it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as
     ``name: stored -> new``."""
-    checkpoint = args.resume_from_checkpoint
-    if not checkpoint:
+    if not args.resume_from_checkpoint:
         return
+    checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
     run_folder = os.path.dirname(os.path.normpath(checkpoint)) if os.path.isdir(str(checkpoint)) else args.output_dir
     path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
     if not os.path.isfile(path):
@@ -369,8 +390,11 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     The model card's command is the recipe's with this run's command-line overrides appended; the script arguments are
     written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`).
     A process group opened during the run (under ``torchrun``) is closed at its end, even a failed one
-    (:func:`end_process_group`); one the caller had opened is left to the caller."""
+    (:func:`end_process_group`); one the caller had opened is left to the caller. The logging levels and handler that
+    ``--log_level`` set (:func:`configure_logging`, and the Trainer's) are restored at the end too: a script called
+    from Python (``run(argv)`` in a notebook or a sweep) must not leave the package's warnings hidden after it."""
     had_process_group = process_group_open()
+    logging_before = LoggingState.now()
     try:
         argv = sys.argv[1:] if argv is None else argv
         check_renamed_arguments(parser, argv)
@@ -383,6 +407,7 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
         write_script_args(script_args, training_args.output_dir)
         main(script_args, training_args)
     finally:
+        logging_before.restore()
         if not had_process_group:
             try:
                 end_process_group()
@@ -421,6 +446,31 @@ def configure_logging(training_args: TrainingArguments) -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         package.addHandler(handler)
+
+
+@dataclass(frozen=True)
+class LoggingState:
+    """The package logger's level and handlers and transformers' verbosity, as :func:`configure_logging` and the
+    ``Trainer`` change them, to be put back when a script returns."""
+
+    package_level: int
+    package_handlers: tuple[logging.Handler, ...]
+    transformers_verbosity: int
+
+    @classmethod
+    def now(cls) -> LoggingState:
+        package = logging.getLogger(__name__.split(".")[0])
+        return cls(package.level, tuple(package.handlers), transformers_logging.get_verbosity())
+
+    def restore(self) -> None:
+        package = logging.getLogger(__name__.split(".")[0])
+        package.setLevel(self.package_level)
+        for handler in [h for h in package.handlers if h not in self.package_handlers]:
+            package.removeHandler(handler)
+        for handler in self.package_handlers:
+            if handler not in package.handlers:
+                package.addHandler(handler)
+        transformers_logging.set_verbosity(self.transformers_verbosity)
 
 
 def asked_log_level(training_args: TrainingArguments) -> str:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+from dataclasses import asdict, replace
 
 import pytest
 import torch
 from tiny_models import prompt, tiny_model
 
-from hf_adaptive_spec.drafters.dvi import DVIDrafter
-from hf_adaptive_spec.hub import PickleWeightsError, WeightsMismatchError
+from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
+from hf_adaptive_spec.hub import ArtifactTypeError, PickleWeightsError, WeightsMismatchError
 
 from .conftest import CHAIN, EXIT_LAYER, lora_state, make_drafter
 
@@ -134,8 +136,53 @@ def test_online_loading_continues_the_saved_schedule_and_baseline(trained, named
     shutil.copytree(folder, bare)
     (bare / "dvi_online_state.json").unlink()
     fresh = DVIDrafter.from_pretrained(bare, target=named_target, online=True)
-    assert fresh.updater.state_dict() == {"num_updates": 0, "baseline": None}
+    fresh_config = asdict(fresh.updater.config)
+    assert fresh.updater.state_dict() == {"num_updates": 0, "baseline": None, "online_config": fresh_config}
     assert not fresh.load_online_state(bare)  # the trainer's init_from warns on this
+
+
+def test_online_loading_keeps_the_saved_online_config(trained, named_target, tmp_path, caplog):
+    """dvi_online_state.json holds the online config: from_pretrained(online=True) continues the position on the
+    saved schedule (not on the defaults' 200 KL-only updates), warns when a given config changes that schedule, and
+    still loads a file saved before it held the config (with a warning saying so)."""
+    drafter, folder = trained
+    saved = drafter.updater.config
+    assert saved.warmup_updates != DVIOnlineLearnerConfig().warmup_updates  # the fixture's short schedule
+    online = DVIDrafter.from_pretrained(folder, target=named_target, online=True)
+    assert online.updater.config == saved
+    assert online.updater.schedule.weights(online.updater.num_updates).kl < 1.0  # past KL-only, as it was saved
+
+    caplog.set_level(logging.WARNING, logger="hf_adaptive_spec")
+    other = replace(saved, warmup_updates=200)
+    DVIDrafter.from_pretrained(folder, target=named_target, online=True, online_config=other)
+    assert f"other schedule settings than it was saved with (warmup_updates: {saved.warmup_updates} -> 200)" in (
+        caplog.text
+    )
+
+    caplog.clear()
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    state = json.loads((old / "dvi_online_state.json").read_text())
+    del state["online_config"]
+    (old / "dvi_online_state.json").write_text(json.dumps(state))
+    legacy = DVIDrafter.from_pretrained(old, target=named_target, online=True)
+    assert legacy.updater.num_updates == state["num_updates"] and legacy.updater.config == DVIOnlineLearnerConfig()
+    assert "was saved before it held the online config" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["causal LM", "no artifact"])
+def test_a_folder_of_another_kind_is_named_with_its_loader(named_target, tmp_path, kind):
+    """A config.json without artifact_type: what the folder holds and how it loads, not "declares None"."""
+    folder = tmp_path / "other"
+    if kind == "causal LM":
+        named_target.save_pretrained(folder)
+        expected = r"is not a DVI adapter: .* it is a transformers model: load it with AutoModelForCausalLM"
+    else:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        expected = r"is not a DVI adapter: .* so it is no hf-adaptive-spec artifact"
+    with pytest.raises(ArtifactTypeError, match=expected):
+        DVIDrafter.from_pretrained(folder, target=named_target)
 
 
 def test_an_offline_drafter_saves_no_online_state(named_target, tmp_path):

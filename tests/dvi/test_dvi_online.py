@@ -134,3 +134,33 @@ def test_updates_leave_the_global_rng_alone(target):
     torch.manual_seed(123)
     assert drafter.update() is not None
     assert torch.rand(3).equal(expected)
+
+
+def test_lora_dropout_draws_new_masks_at_each_update(target):
+    """Each update forks the global RNG (the caller's stream is untouched) and seeds it from the updater's private
+    generator: without that seed every update restarted from the same forked state and drew the same mask."""
+    from peft import LoraConfig
+
+    from hf_adaptive_spec.drafters.dvi import DVIRecord
+
+    lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, target_modules=["draft_head"])
+    config = DVIOnlineLearnerConfig(update_every=0, batch_size=8, buffer_size=8)
+    drafter = DVIDrafter(target, exit_layer=2, lora_config=lora, online=True, online_config=config, share_cache=False)
+    hidden = target.config.hidden_size
+    generator = torch.Generator().manual_seed(1)
+    records = [
+        DVIRecord(torch.randn(hidden, generator=generator), i, torch.randn(hidden, generator=generator), i % 2, 1)
+        for i in range(8)
+    ]
+    drafter.updater.add(records)  # a full buffer: every update reads 8 replayed rows and 1 fresh one
+    dropout = next(m for name, m in drafter.head.named_modules() if name.endswith("lora_dropout.default"))
+    masks = []
+    dropout.register_forward_hook(lambda module, inputs, output: masks.append(output[:8] != 0))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    for _ in range(3):
+        drafter.updater.add(records[:1])  # something fresh, as after each prompt
+        drafter.update()
+    assert not masks[0].equal(masks[1]) and not masks[1].equal(masks[2])
+    assert torch.rand(3).equal(expected)  # the caller's RNG stream saw none of it

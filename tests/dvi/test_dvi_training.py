@@ -94,6 +94,73 @@ def test_resuming_restores_the_adapter_and_the_schedule(tmp_path):
     assert resumed.state.global_step == 5 and resumed.drafter.updater.num_updates == 5  # the schedule went on
 
 
+def _lora(trainer: DVITrainer) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in trainer.drafter.head.named_parameters() if "lora_" in n}
+
+
+def test_a_resumed_run_makes_the_updates_of_an_uninterrupted_one(tmp_path):
+    """The checkpoint holds the rollout buffer, the fresh-record mark and the sampling generator: the first update
+    after resuming samples the same records as the uninterrupted run's, and the adapters end bitwise equal."""
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(4)]
+    short = {"max_new_tokens": 12, "lora_dropout": 0.3}  # dropout: its masks come from the saved generator too
+    straight = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path / "s", **short), train_dataset=data)
+    straight.train()
+    interrupted = _args(tmp_path / "b", save_strategy="steps", save_steps=3, **short)
+    DVITrainer(target_model=tiny_model("llama"), args=interrupted, train_dataset=data).train()
+    checkpoint = tmp_path / "b" / "checkpoint-3"
+    assert (checkpoint / "dvi_rollout_state.safetensors").is_file()
+
+    resumed = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path / "b", **short), train_dataset=data)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    after_resume, uninterrupted = resumed.drafter.updater.history[0], straight.drafter.updater.history[3]
+    assert (after_resume.num_records, after_resume.num_fresh) == (uninterrupted.num_records, uninterrupted.num_fresh)
+    assert after_resume.loss == uninterrupted.loss
+    assert len(resumed.drafter.updater.buffer) == len(straight.drafter.updater.buffer)
+    expected = _lora(straight)
+    assert all(value.equal(expected[name]) for name, value in _lora(resumed).items())
+
+
+def test_resuming_the_last_checkpoint_checks_its_settings_too(tmp_path):
+    """resume_from_checkpoint=True (and "true", as a script's flag gives it) is the output_dir's last checkpoint,
+    resolved before the settings check: a new learning rate is refused, not silently dropped."""
+    data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(2)]
+    first = _args(tmp_path, max_steps=1, max_new_tokens=8, save_strategy="steps", save_steps=1)
+    DVITrainer(target_model=tiny_model("llama"), args=first, train_dataset=data).train()
+    for last in (True, "true"):
+        changed = DVITrainer(
+            target_model=tiny_model("llama"), args=_args(tmp_path, max_steps=2, learning_rate=0.5), train_dataset=data
+        )
+        with pytest.raises(ValueError, match=r"checkpoint-1 was trained with other settings \(learning_rate: 0.01 -> "):
+            changed.train(resume_from_checkpoint=last)
+    empty = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path / "new"), train_dataset=data)
+    with pytest.raises(ValueError, match="resume_from_checkpoint=True found no checkpoint-N folder"):
+        empty.train(resume_from_checkpoint=True)
+
+
+def test_trainer_features_the_online_loop_has_no_use_for_are_refused_by_the_config(tmp_path):
+    """An evaluation loop (the Trainer's would fail at its first evaluation) and gradient accumulation (the updates
+    run per prompt; the card would count global_step * batch prompts) are refused when the config is built."""
+    with pytest.raises(ValueError, match="eval_strategy='steps' is not supported.*examples/dvi_acceptance.py"):
+        _args(tmp_path, eval_strategy="steps", eval_steps=1)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2: keep it 1"):
+        _args(tmp_path, gradient_accumulation_steps=2)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"update_batch_size": 0}, r"DVIConfig.update_batch_size \(--update_batch_size\) must be >= 1, got 0"),
+        ({"buffer_size": 0}, r"DVIConfig.buffer_size \(--buffer_size\) must be >= 1"),
+        ({"kl_weight": 0.1, "kl_weight_min": 0.5}, r"DVIConfig.kl_weight_min \(--kl_weight_min\) must not exceed"),
+        ({"baseline_decay": 1.0}, r"DVIConfig.baseline_decay \(--baseline_decay\) must be in \[0, 1\)"),
+    ],
+)
+def test_invalid_online_values_are_refused_by_the_config_under_their_flag(tmp_path, values, message):
+    """Before the target is loaded, and under the name the user typed (update_batch_size, not batch_size)."""
+    with pytest.raises(ValueError, match=message):
+        _args(tmp_path, **values)
+
+
 def test_trainer_can_leave_updates_to_the_online_trigger(tmp_path):
     target = tiny_model("llama")
     data = [{"input_ids": prompt(6, seed=s)[0].tolist()} for s in range(2)]

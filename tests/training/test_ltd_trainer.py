@@ -106,7 +106,19 @@ def _weights(policy: LTDPolicy) -> dict[str, torch.Tensor]:
     return {key: value.clone() for key, value in policy.state_dict().items()}
 
 
-def test_resume_from_a_checkpoint_continues_exactly(environment, tmp_path):
+#: PROFILE with a catch-up table: a cycle's drafting time depends on the committed tokens the drafter has not read
+CATCH_UP_PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 2, 4, 8],
+    verify_seconds=[1.0, 1.0, 1.02, 1.1], draft_step_seconds=0.03, catch_up_tokens=[1.0, 8.0],
+    catch_up_seconds=[0.01, 0.5],
+)
+
+
+@pytest.mark.parametrize("catch_up", [False, True], ids=["flat-profile", "catch-up-table"])
+def test_resume_from_a_checkpoint_continues_exactly(environment, recording_dir, tmp_path, catch_up):
+    """With a catch-up table the cursor's unread tokens time the first cycle after resuming: they are saved too."""
+    if catch_up:
+        environment = ReplayEnvironment(ReplayRecording.load(recording_dir), CATCH_UP_PROFILE)
     schedule = dict(size_warmup_steps=4, depth_warmup_steps=4, steps_per_phase=4)  # 16 steps, 2 per rollout
     uninterrupted = _stopping_policy(seed=1)
     LTDTrainer(uninterrupted, _args(tmp_path / "a", **schedule), environment).train()

@@ -71,3 +71,27 @@ def test_ppo_steps_raise_the_probability_of_the_rewarded_action():
         ppo_loss(model, batch, advantages, returns).loss.backward()
         optimizer.step()
     assert torch.softmax(model.logits, -1)[2] > 0.8
+
+
+def test_resps_checkpoints_must_fall_between_ppo_updates(tmp_path):
+    """Re-SpS: save_steps given as a ratio is checked as the steps Trainer makes of it (ceil(max_steps * ratio)), and
+    a checkpoint taken inside an update (Trainer's last one, at a max_steps that is no multiple) is not resumed: the
+    rest of that update's rollout is not saved, and resuming would drop it."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+
+    from hf_adaptive_spec.training.resps import ReSpSConfig, ReSpSTrainer
+
+    schedule = dict(output_dir=str(tmp_path), max_steps=16, n_steps=32, per_device_train_batch_size=16, report_to=[])
+    config = ReSpSConfig(**schedule)
+    assert config.steps_per_update == 8  # 4 PPO epochs of 2 minibatches
+    with pytest.raises(ValueError, match=r"save_steps=0.375 \(a checkpoint every 6 of max_steps=16 steps\) must be"):
+        ReSpSConfig(**schedule, save_strategy="steps", save_steps=0.375)
+    assert ReSpSConfig(**schedule, save_strategy="steps", save_steps=0.5).save_steps == 0.5  # every 8 steps
+
+    checkpoint = tmp_path / "checkpoint-3"
+    checkpoint.mkdir()
+    TrainerState(global_step=3).save_to_json(str(checkpoint / "trainer_state.json"))
+    with pytest.raises(ValueError, match="saved at step 3, inside a PPO update of 8 steps"):
+        ReSpSTrainer._load_from_checkpoint(SimpleNamespace(args=config), str(checkpoint))

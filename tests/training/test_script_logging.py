@@ -62,3 +62,31 @@ def test_passive_leaves_an_applications_levels_alone(tmp_path, restored_levels, 
     argv = ["--output_dir", str(tmp_path / "out"), "--profile_path", "p.json", "--recording_dir", "rec"]
     run_training_script(make_parser(), main, argv)
     assert seen == {"package": logging.INFO, "transformers": verbosity}
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["finished", "failed"])
+def test_the_levels_and_handler_a_script_set_are_restored_when_it_returns(tmp_path, restored_levels, fails):
+    """A script called from Python (``run(argv)`` in a notebook or a sweep) gives back the package logger's level and
+    handlers and transformers' verbosity, even when it fails: ``--log_level error`` left the package's warnings
+    hidden after the call."""
+    from hf_adaptive_spec.training.ltd.script import make_parser
+
+    package = logging.getLogger("hf_adaptive_spec")
+    before = (package.level, list(package.handlers), transformers_logging.get_verbosity())
+    seen = {}
+
+    def main(script_args, training_args):
+        seen["during"] = (package.level, transformers_logging.get_verbosity())
+        if fails:
+            raise RuntimeError("the run failed")
+
+    argv = ["--output_dir", str(tmp_path / "out"), "--profile_path", "p.json", "--recording_dir", "rec",
+            "--log_level", "error"]
+    if fails:
+        with pytest.raises(RuntimeError, match="the run failed"):
+            run_training_script(make_parser(), main, argv)
+    else:
+        run_training_script(make_parser(), main, argv)
+    assert seen["during"] == (logging.ERROR, logging.ERROR)
+    assert (package.level, list(package.handlers), transformers_logging.get_verbosity()) == before
+    assert logging.getLogger("hf_adaptive_spec.training.dvi.trainer").isEnabledFor(logging.WARNING)

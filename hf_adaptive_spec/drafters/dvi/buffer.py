@@ -111,3 +111,28 @@ class RolloutBuffer:
 
     def clear(self) -> None:
         self._records.clear()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The held records as stacked tensors (``[N, hidden]`` states, ``[N]`` fields), oldest first, and
+        ``total_added``: what a checkpoint saves (safetensors) so that a resumed run samples the same records."""
+        records = list(self._records)
+        return {
+            "draft_states": torch.stack([r.draft_state for r in records]) if records else torch.zeros(0, 0),
+            "target_states": torch.stack([r.target_state for r in records]) if records else torch.zeros(0, 0),
+            "tokens": torch.tensor([r.token for r in records], dtype=torch.int64),
+            "rewards": torch.tensor([r.reward for r in records], dtype=torch.float64),
+            "depths": torch.tensor([r.depth for r in records], dtype=torch.int64),
+            "total_added": torch.tensor(self.total_added, dtype=torch.int64),
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], device: torch.device | str = "cpu") -> None:
+        """Replace the records with those of :meth:`state_dict` (their states moved to ``device``)."""
+        draft_states, target_states = state["draft_states"].to(device), state["target_states"].to(device)
+        self._records.clear()
+        self._records.extend(
+            DVIRecord(draft_states[i], int(token), target_states[i], float(reward), int(depth))
+            for i, (token, reward, depth) in enumerate(
+                zip(state["tokens"].tolist(), state["rewards"].tolist(), state["depths"].tolist())
+            )
+        )
+        self.total_added = int(state["total_added"])

@@ -3,32 +3,45 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import safetensors.torch
 from huggingface_hub import ModelCard
 from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
 
 from ...hub.cards import render_card
-from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
+from ...hub.config import (
+    ARTIFACT_TYPE_KEY,
+    CONFIG_NAME,
+    _kind_of_config,
+    check_no_config_overrides,
+    read_json_object,
+)
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
 from ...hub.weights import read_safetensors, resolve_safetensors
-from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, DVIOnlineLearnerConfig
+from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, SCHEDULE_FIELDS, DVIOnlineLearnerConfig
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
-#: the online learner's KL->RL schedule position and reward baseline, saved beside the adapter of an online drafter
+#: the online learner's KL->RL schedule position, reward baseline and config, saved beside an online drafter's adapter
 ONLINE_STATE_NAME = "dvi_online_state.json"
+#: the online learner's rollout buffer and generator, saved in a training checkpoint (not beside a saved adapter)
+ROLLOUT_STATE_NAME = "dvi_rollout_state.safetensors"
 #: the paper's proposal depth (k_spec = 4), as a chain.
 RECOMMENDED_DEPTH = 4
 
 if TYPE_CHECKING:
     from .drafter import DVIDrafter
+
+logger = logging.getLogger(__name__)
 
 
 def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
@@ -42,8 +55,15 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
     except MissingArtifactFileError:
         config = read_json_object(location.resolve(DVI_CONFIG_NAME))
     declared = config.get(ARTIFACT_TYPE_KEY)
+    if declared is None:  # not an hf-adaptive-spec artifact: name what it is, as the other loaders do
+        kind = _kind_of_config(config)
+        raise ArtifactTypeError(
+            f"{location} is not a DVI adapter: its '{CONFIG_NAME}' declares no '{ARTIFACT_TYPE_KEY}'"
+            + (f"; it is {kind}." if kind else ", so it is no hf-adaptive-spec artifact.")
+            + " DVIDrafter.from_pretrained(path, target=model) loads a folder a DVIDrafter or DVITrainer saved."
+        )
     if declared != DVI_ARTIFACT_TYPE:
-        holder = registered_class(declared) if declared else None
+        holder = registered_class(declared)
         hint = f" Load it with {load_hint(holder)}." if holder else ""
         raise ArtifactTypeError(f"{location} declares {declared!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r}).{hint}")
     return config
@@ -112,7 +132,9 @@ class DVICheckpointMixin(HubArtifactMixin):
         """Rebuild the drafter on ``target`` from the saved adapter (``config_fields``: what
         ``config.json`` holds, read again here). With ``online=True`` the learner continues the KL->RL schedule
         position and reward baseline saved beside the adapter (``dvi_online_state.json``, written by an online
-        drafter's ``save_pretrained`` and the trainer); an adapter saved without it starts a fresh schedule."""
+        drafter's ``save_pretrained`` and the trainer), under the online config saved there unless ``online_config``
+        is given (a warning names the schedule settings it changes); an adapter saved without it starts a fresh
+        schedule."""
         if not isinstance(target, nn.Module):
             raise TypeError(
                 "DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
@@ -129,7 +151,7 @@ class DVICheckpointMixin(HubArtifactMixin):
             )
         drafter._load_adapter(location)
         if online:
-            drafter.enable_online(online_config)
+            drafter.enable_online(online_config or saved_online_config(location))
             drafter._load_online_state(location)
         return drafter
 
@@ -148,8 +170,27 @@ class DVICheckpointMixin(HubArtifactMixin):
             state = read_json_object(location.resolve(ONLINE_STATE_NAME))
         except MissingArtifactFileError:
             return False
+        _warn_on_another_schedule(location, state, self.updater.config)
         with self._lock:
             self.updater.load_state_dict(state)
+        return True
+
+    def save_rollout_state(self, directory: str | os.PathLike) -> None:
+        """Write the online learner's rollout buffer, fresh-record mark and generator (``ROLLOUT_STATE_NAME``,
+        safetensors) into a training checkpoint: with the adapter, ``dvi_online_state.json`` and the optimizer's
+        state, a resumed run makes the updates an uninterrupted one makes."""
+        with self._lock:
+            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.updater.rollout_state().items()}
+        safetensors.torch.save_file(state, os.path.join(directory, ROLLOUT_STATE_NAME))
+
+    def load_rollout_state(self, directory: str | os.PathLike) -> bool:
+        """Restore what :meth:`save_rollout_state` wrote; False, changing nothing, when the folder has none."""
+        path = Path(directory) / ROLLOUT_STATE_NAME
+        if not path.is_file():
+            return False
+        state = read_safetensors(path)
+        with self._lock:
+            self.updater.load_rollout_state(state)
         return True
 
     def load_adapter_weights(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> None:
@@ -169,3 +210,44 @@ class DVICheckpointMixin(HubArtifactMixin):
             )
         with self._lock:
             set_peft_model_state_dict(self.head, state)
+
+
+def saved_online_config(location: ArtifactLocation) -> DVIOnlineLearnerConfig | None:
+    """The online config saved in ``dvi_online_state.json`` beside an adapter; None (the defaults then) when the
+    adapter has no online state, or one saved before the config was (a log message says so)."""
+    try:
+        state = read_json_object(location.resolve(ONLINE_STATE_NAME))
+    except MissingArtifactFileError:
+        return None
+    saved = state.get("online_config")
+    if not isinstance(saved, dict):
+        logger.warning(
+            f"{location}'s {ONLINE_STATE_NAME} was saved before it held the online config: the learner continues its "
+            "schedule position under DVIOnlineLearnerConfig's defaults. Pass online_config= with the schedule it was "
+            "trained with (the training_config.json of its run names it)."
+        )
+        return None
+    known = {f.name for f in fields(DVIOnlineLearnerConfig)}
+    unknown = sorted(saved.keys() - known)
+    if unknown:
+        logger.warning(f"{location}'s online config has settings this version does not know, not used: {unknown}.")
+    return DVIOnlineLearnerConfig(**{name: value for name, value in saved.items() if name in known})
+
+
+def _warn_on_another_schedule(
+    location: ArtifactLocation, state: dict[str, Any], config: DVIOnlineLearnerConfig
+) -> None:
+    """Warn when the learner continues a saved schedule position under other schedule settings than the saved ones:
+    update ``num_updates`` of another schedule gives other loss weights."""
+    saved = state.get("online_config")
+    if not isinstance(saved, dict):
+        return
+    now = asdict(config)
+    changed = [f"{name}: {saved[name]} -> {now[name]}" for name in SCHEDULE_FIELDS
+               if name in saved and saved[name] != now[name]]
+    if changed:
+        logger.warning(
+            f"Continuing {location}'s KL->RL schedule at update {state.get('num_updates')} under other schedule "
+            f"settings than it was saved with ({'; '.join(changed)}): the loss weights follow the new ones. Leave "
+            "online_config unset to keep the saved schedule."
+        )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 #: the file that held the drafter's split point before adapters wrote ``config.json`` (still read).
 DVI_CONFIG_NAME = "dvi_config.json"
@@ -57,7 +59,8 @@ class DVIOnlineLearnerConfig:
         warmup_updates: KL-only updates before the ramp (``T_warmup``).
         ramp_updates: updates over which CE/PG ramp in and KL decays (``T_ramp``).
         baseline_decay: EMA decay of the reward baseline ``b``.
-        seed: seed of the buffer sampling (a private generator: the global RNG is untouched).
+        seed: seed of the buffer sampling and of the LoRA dropout masks (a private generator: the global RNG is
+            untouched).
     """
 
     buffer_size: int = field(default=4096, metadata={"help": "Records kept in the rollout buffer (ours)."})
@@ -80,32 +83,40 @@ class DVIOnlineLearnerConfig:
     warmup_updates: int = field(default=200, metadata={"help": "KL-only updates before the ramp, T_warmup (ours)."})
     ramp_updates: int = field(default=300, metadata={"help": "Updates of the KL->RL ramp, T_ramp (ours)."})
     baseline_decay: float = field(default=0.9, metadata={"help": "EMA decay of the reward baseline (ours)."})
-    seed: int = field(default=0, metadata={"help": "Seed of the buffer sampling."})
+    seed: int = field(default=0, metadata={"help": "Seed of the buffer sampling and dropout masks."})
 
     def __post_init__(self) -> None:
-        positive = ("buffer_size", "batch_size")
-        non_negative = (
-            "update_every",
-            "weight_decay",
-            "max_grad_norm",
-            "kl_weight",
-            "kl_weight_min",
-            "ce_weight",
-            "pg_weight",
-            "entropy_weight",
-            "warmup_updates",
-            "ramp_updates",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"DVIOnlineLearnerConfig.{name} must be >= 1, got {getattr(self, name)!r}.")
-        for name in non_negative:
-            if getattr(self, name) < 0:
-                raise ValueError(f"DVIOnlineLearnerConfig.{name} must be >= 0, got {getattr(self, name)!r}.")
-        if self.learning_rate <= 0 or self.kl_temperature <= 0:
-            raise ValueError("DVIOnlineLearnerConfig.learning_rate and kl_temperature must be > 0.")
-        if not 0.0 <= self.baseline_decay < 1.0:
-            raise ValueError(f"DVIOnlineLearnerConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}.")
-        if self.kl_weight_min > self.kl_weight:
-            raise ValueError("DVIOnlineLearnerConfig.kl_weight_min must not exceed kl_weight (the KL weight decays).")
+        check_online_learner_values(vars(self))
 
+
+#: the fields of :class:`DVIOnlineLearnerConfig` that define the KL->RL schedule (what a saved position means)
+SCHEDULE_FIELDS = ("kl_weight", "kl_weight_min", "ce_weight", "pg_weight", "warmup_updates", "ramp_updates")
+_NON_NEGATIVE = (
+    "update_every", "weight_decay", "max_grad_norm", "kl_weight", "kl_weight_min", "ce_weight", "pg_weight",
+    "entropy_weight", "warmup_updates", "ramp_updates",
+)
+
+
+def check_online_learner_values(
+    values: dict[str, Any], name_of: Callable[[str], str] = "DVIOnlineLearnerConfig.{}".format
+) -> None:
+    """Refuse values of :class:`DVIOnlineLearnerConfig`'s fields that no online learner can run with.
+
+    ``name_of`` turns a field into the name the user set it by: a config built by ``DVIConfig`` is refused
+    under the trainer's flag (``update_batch_size`` for ``batch_size``), before the target is loaded.
+    """
+    for name in ("buffer_size", "batch_size"):
+        if values[name] < 1:
+            raise ValueError(f"{name_of(name)} must be >= 1, got {values[name]!r}.")
+    for name in ("learning_rate", "kl_temperature"):
+        if not values[name] > 0:
+            raise ValueError(f"{name_of(name)} must be > 0, got {values[name]!r}.")
+    for name in _NON_NEGATIVE:
+        if values[name] < 0:
+            raise ValueError(f"{name_of(name)} must be >= 0, got {values[name]!r}.")
+    if not 0.0 <= values["baseline_decay"] < 1.0:
+        raise ValueError(f"{name_of('baseline_decay')} must be in [0, 1), got {values['baseline_decay']!r}.")
+    if values["kl_weight_min"] > values["kl_weight"]:
+        raise ValueError(
+            f"{name_of('kl_weight_min')} must not exceed {name_of('kl_weight')} (the KL weight decays to it)."
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -66,13 +67,23 @@ class UpdateMetrics:
         return asdict(self)
 
 
+def _seed_forked_rng(seed: int, cuda_devices: list[int]) -> None:
+    """Seed the global RNGs that an update forked (the CPU's and ``cuda_devices``'): the fork gives back the caller's
+    state afterwards, and a seed drawn from the updater's generator gives each update its own LoRA dropout masks
+    (without it every update would restart from the same forked state and draw the same masks)."""
+    torch.default_generator.manual_seed(seed)
+    for index in cuda_devices:
+        torch.cuda.default_generators[index].manual_seed(seed)
+
+
 class DVIUpdater:
     """Steps the LoRA parameters of a draft head on records of the rollout buffer.
 
     Only parameters whose name contains ``lora_`` are optimised; gradients are taken with
     :func:`torch.autograd.grad` for those alone, so no ``.grad`` ever lands on shared target
     weights. Updates hold ``lock`` (the drafter holds it too while it reads the head), run
-    with the global RNG state saved and restored, and work inside ``torch.inference_mode``.
+    with the global RNG state saved and restored (seeded inside from the updater's private generator, so that LoRA
+    dropout draws new masks at each update), and work inside ``torch.inference_mode``.
 
     Args:
         head: module mapping ``[N, hidden]`` shallow states to ``[N, vocab]`` draft logits.
@@ -112,14 +123,31 @@ class DVIUpdater:
         self.history: deque[UpdateMetrics] = deque(maxlen=10_000)
         self._fresh_mark = 0  # buffer.total_added at the previous update
 
-    def state_dict(self) -> dict[str, float | int | None]:
-        """The schedule position and baseline (JSON); the optimizer and the buffer are not included."""
-        return {"num_updates": self.num_updates, "baseline": self.baseline}
+    def state_dict(self) -> dict[str, Any]:
+        """The schedule position, the baseline and the online config (JSON, saved beside an adapter); the optimizer
+        and the rollout state (:meth:`rollout_state`) are not included."""
+        return {"num_updates": self.num_updates, "baseline": self.baseline, "online_config": asdict(self.config)}
 
-    def load_state_dict(self, state: dict[str, float | int | None]) -> None:
-        """Continue the schedule and the baseline from :meth:`state_dict`."""
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the schedule and the baseline from :meth:`state_dict` (its config is the caller's to compare)."""
         self.num_updates = int(state["num_updates"])
         self.baseline = None if state.get("baseline") is None else float(state["baseline"])
+
+    def rollout_state(self) -> dict[str, torch.Tensor]:
+        """What the next updates draw from, as tensors (a training checkpoint's safetensors): the buffer's records,
+        the records logged since the last update and the private generator's state (replay sampling and dropout).
+        With :meth:`state_dict` and the optimizer's, a resumed run makes the updates an uninterrupted one makes."""
+        return {
+            **self.buffer.state_dict(),
+            "fresh_mark": torch.tensor(self._fresh_mark, dtype=torch.int64),
+            "generator_state": self.generator.get_state(),
+        }
+
+    def load_rollout_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`rollout_state` (the records onto the LoRA parameters' device)."""
+        self.buffer.load_state_dict(state, self.parameters[0].device)
+        self._fresh_mark = int(state["fresh_mark"])
+        self.generator.set_state(state["generator_state"].cpu())
 
     @property
     def num_fresh(self) -> int:
@@ -144,7 +172,9 @@ class DVIUpdater:
             weights = self.schedule.weights(self.num_updates)
             device = self.parameters[0].device
             fork_devices = [device.index or 0] if device.type == "cuda" else []
+            dropout_seed = int(torch.randint(2**62, (), generator=self.generator))
             with torch.random.fork_rng(devices=fork_devices), torch.inference_mode(False), torch.enable_grad():
+                _seed_forked_rng(dropout_seed, fork_devices)
                 metrics = self._step(replay, fresh, weights, device)
             self.history.append(metrics)
             return metrics

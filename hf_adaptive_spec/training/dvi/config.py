@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from peft import LoraConfig
 from transformers import TrainingArguments
 
-from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig
+from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig, check_online_learner_values
 
 _ONLINE = DVIOnlineLearnerConfig  # field defaults are read from the online config: one source of truth
+#: DVIOnlineLearnerConfig fields the trainer sets under another name
+_RENAMED_ONLINE_FIELDS = {"batch_size": "update_batch_size"}
+
+
+def _flag_name(field_name: str) -> str:
+    """How a user set an online-learner field: the ``DVIConfig`` field and the script flag of that name."""
+    name = _RENAMED_ONLINE_FIELDS.get(field_name, field_name)
+    return f"DVIConfig.{name} (--{name})"
 
 
 @dataclass
@@ -90,36 +99,48 @@ class DVIConfig(TrainingArguments):
         super().__post_init__()
         if self.rollout not in ("generate", "replay"):
             raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
+        # adamw_torch_fused is transformers' default (torch >= 2.8): both name the updater's torch.optim.AdamW
         if getattr(self.optim, "value", self.optim) not in ("adamw_torch", "adamw_torch_fused"):
             raise ValueError(
                 f"DVIConfig.optim={getattr(self.optim, 'value', self.optim)!r} would not be used: the LoRA head steps "
                 "with the online updater's AdamW inside generate (DVIUpdater), set by learning_rate, weight_decay, "
                 "adam_beta1/2 and adam_epsilon."
             )
+        self._check_trainer_loop()
+        check_online_learner_values(self._online_values(), name_of=_flag_name)
+
+    def _check_trainer_loop(self) -> None:
+        """Refuse the ``Trainer`` features DVI's loop has no use for: its evaluation runs the draft head as a language
+        model on the eval dataset (it fails at the first evaluation), and an accumulated step would only group
+        prompts whose updates already ran one per prompt (and the card would miscount them)."""
+        if getattr(self.eval_strategy, "value", self.eval_strategy) != "no":
+            raise ValueError(
+                f"DVIConfig.eval_strategy={getattr(self.eval_strategy, 'value', self.eval_strategy)!r} is not "
+                "supported: DVITrainer has no evaluation loop. Keep eval_strategy='no' and measure the saved adapter's "
+                "acceptance with examples/dvi_acceptance.py --adapters <output_dir>."
+            )
+        if self.gradient_accumulation_steps != 1:
+            raise ValueError(
+                f"DVIConfig.gradient_accumulation_steps={self.gradient_accumulation_steps}: keep it 1. The LoRA head "
+                "steps once per prompt inside the training step (the online updater), so there is nothing to "
+                "accumulate; raise per_device_train_batch_size for more prompts per step."
+            )
+
+    def _online_values(self) -> dict[str, Any]:
+        """The :class:`DVIOnlineLearnerConfig` fields these arguments set, by the online config's names."""
+        return {
+            "buffer_size": self.buffer_size, "update_every": self.update_every, "batch_size": self.update_batch_size,
+            "learning_rate": self.learning_rate, "weight_decay": self.weight_decay, "adam_beta1": self.adam_beta1,
+            "adam_beta2": self.adam_beta2, "adam_epsilon": self.adam_epsilon, "max_grad_norm": self.max_grad_norm,
+            "kl_temperature": self.kl_temperature, "kl_weight": self.kl_weight, "kl_weight_min": self.kl_weight_min,
+            "ce_weight": self.ce_weight, "pg_weight": self.pg_weight, "entropy_weight": self.entropy_weight,
+            "warmup_updates": self.warmup_updates, "ramp_updates": self.ramp_updates,
+            "baseline_decay": self.baseline_decay, "seed": self.seed,
+        }
 
     def online_config(self) -> DVIOnlineLearnerConfig:
         """The :class:`DVIOnlineLearnerConfig` these arguments describe."""
-        return DVIOnlineLearnerConfig(
-            buffer_size=self.buffer_size,
-            update_every=self.update_every,
-            batch_size=self.update_batch_size,
-            learning_rate=self.learning_rate,
-            weight_decay=self.weight_decay,
-            adam_beta1=self.adam_beta1,
-            adam_beta2=self.adam_beta2,
-            adam_epsilon=self.adam_epsilon,
-            max_grad_norm=self.max_grad_norm,
-            kl_temperature=self.kl_temperature,
-            kl_weight=self.kl_weight,
-            kl_weight_min=self.kl_weight_min,
-            ce_weight=self.ce_weight,
-            pg_weight=self.pg_weight,
-            entropy_weight=self.entropy_weight,
-            warmup_updates=self.warmup_updates,
-            ramp_updates=self.ramp_updates,
-            baseline_decay=self.baseline_decay,
-            seed=self.seed,
-        )
+        return DVIOnlineLearnerConfig(**self._online_values())
 
     def lora_config(self) -> LoraConfig:
         """The peft ``LoraConfig`` of the draft head."""

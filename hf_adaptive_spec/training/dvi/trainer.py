@@ -11,7 +11,7 @@ from transformers import PreTrainedModel, set_seed
 from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
-from ...drafters.dvi.checkpoint import ONLINE_STATE_NAME
+from ...drafters.dvi.checkpoint import ONLINE_STATE_NAME, ROLLOUT_STATE_NAME
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult, check_base_model
@@ -209,15 +209,30 @@ class DVITrainer(SpecTrainer):
         """The adapter, its card and ``dvi_online_state.json`` (the drafter's, being online)."""
         self.drafter.save_pretrained(output_dir, model_card_kwargs=self.card_kwargs())
 
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
-        """Resume: the LoRA weights (safetensors), then the schedule position and baseline.
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        """A checkpoint's optimizer and scheduler (``Trainer``'s), and the online learner's rollout state
+        (``dvi_rollout_state.safetensors``: the buffer, the fresh-record mark and the sampling generator), which the
+        next updates draw from as much as from the optimizer's moments."""
+        super()._save_optimizer_and_scheduler(output_dir)
+        if self.args.should_save:
+            self.drafter.save_rollout_state(output_dir)
 
-        The optimizer and scheduler states come back through ``Trainer`` (``optimizer.pt``, which
-        is the updater's optimizer); the rollout buffer starts empty.
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        """Resume: the LoRA weights (safetensors), the schedule position and baseline, and the rollout state.
+
+        The optimizer and scheduler states come back through ``Trainer`` (``optimizer.pt``, which is the updater's
+        optimizer); with the rollout buffer and generator the resumed run makes the updates an uninterrupted one makes.
+        A checkpoint written before the rollout state was saved resumes on an empty buffer, as a warning says.
         """
         self.drafter.load_adapter_weights(resume_from_checkpoint)
         if self.drafter.load_online_state(resume_from_checkpoint):
             self._logged_updates = self.drafter.updater.num_updates
+        if not self.drafter.load_rollout_state(resume_from_checkpoint):
+            logger.warning(
+                f"{resume_from_checkpoint} has no {ROLLOUT_STATE_NAME} (written before DVI checkpoints saved their "
+                "rollout buffer, or with save_only_model): the resumed run starts with an empty buffer and a new "
+                "sampling generator, so its updates differ from an uninterrupted run's."
+            )
 
     def continue_schedule_from(self, path_or_repo: str) -> None:
         """Continue the KL->RL schedule position and reward baseline saved beside a DVI adapter

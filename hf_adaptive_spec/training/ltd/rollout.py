@@ -8,6 +8,7 @@ the cycle's reward and ends the episode.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from ...environments import ReplayedCycle, ReplayEnvironment
 from ...policies.ltd import Decision, LTDPolicy
 from ..rl import RolloutBatch, gae, minibatches
 from .phases import Phase, PhasePolicy
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -113,10 +116,20 @@ class ReplayRollouts:
         return Rollout(phase.learner, _batch(decisions[kept], rewards[kept], dones[kept]), last_value, cycles)
 
     def state_dict(self) -> dict:
-        return {"order": self.order, "index": self.index, "position": self.position}
+        """The cursor (JSON): prompt order, prompt, position and the committed tokens the drafter has not read there,
+        which a profile's catch-up table charges to the next cycle (without it a resumed run times that cycle
+        otherwise)."""
+        return {"order": self.order, "index": self.index, "position": self.position, "unread": self.unread}
 
     def load_state_dict(self, state: dict) -> None:
         self.order, self.index, self.position = state["order"], state["index"], state["position"]
+        if "unread" not in state and self.position:
+            logger.warning(
+                "This LTD checkpoint was written before the replay cursor saved its unread tokens: the first cycle "
+                "after resuming is timed as at a prompt's start, so with a profile's catch-up table the resumed run "
+                "can differ from an uninterrupted one."
+            )
+        self.unread = state.get("unread")
 
 
 @dataclass

@@ -122,11 +122,22 @@ class ReSpSConfig(TrainingArguments):
             )
         if not self.ignore_data_skip:
             raise ValueError("Keep ignore_data_skip=True: on resume the replay stream restores its own position.")
-        steps = self.save_steps
-        if self.save_strategy == SaveStrategy.STEPS and steps >= 1 and steps % self.steps_per_update:
+        self._check_save_steps()
+
+    def _check_save_steps(self) -> None:
+        """Checkpoints must fall between PPO updates: resuming one taken inside an update would drop the rest of its
+        rollout. A ratio (``save_steps < 1``) is checked as the steps ``Trainer`` makes of it,
+        ``ceil(max_steps * ratio)``."""
+        if self.save_strategy != SaveStrategy.STEPS:
+            return
+        steps = math.ceil(self.max_steps * self.save_steps) if self.save_steps < 1 else self.save_steps
+        if steps % self.steps_per_update:
+            given = f"save_steps={self.save_steps}"
+            if self.save_steps < 1:
+                given += f" (a checkpoint every {steps} of max_steps={self.max_steps} steps)"
             raise ValueError(
-                f"save_steps={steps} must be a multiple of the {self.steps_per_update} steps of one PPO update, "
-                "so that checkpoints fall between updates and resuming is exact."
+                f"{given} must be a multiple of the {self.steps_per_update} steps of one PPO update, so that "
+                "checkpoints fall between updates and resuming is exact."
             )
 
     @property

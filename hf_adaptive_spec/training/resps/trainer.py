@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
 from huggingface_hub import ModelCard
-from transformers import Trainer
+from transformers import Trainer, TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
 
 from ...environments import MultiReplayEnvironment
 from ...hub.location import ArtifactLocation
@@ -180,8 +182,18 @@ class ReSpSTrainer(SpecTrainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         """Resume: the policy's weights (safetensors) and this process's replay stream position.
 
-        Optimizer, scheduler and RNG states come back through ``Trainer``.
+        Optimizer, scheduler and RNG states come back through ``Trainer``. A checkpoint taken inside a PPO update
+        (the one ``Trainer`` writes at a ``max_steps`` that is no multiple of ``steps_per_update``) is refused: the
+        rest of that update's rollout is not saved, and resuming would drop it.
         """
+        step = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME)).global_step
+        if step % self.args.steps_per_update:
+            raise ValueError(
+                f"{resume_from_checkpoint} was saved at step {step}, inside a PPO update of "
+                f"{self.args.steps_per_update} steps (its max_steps is no multiple of them): resuming it would drop "
+                "the rest of that update. Resume from an earlier checkpoint whose step is a multiple of "
+                f"{self.args.steps_per_update}."
+            )
         load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
         self.rollouts.load(resume_from_checkpoint)
 
