@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+from tiny_models import make_char_tokenizer, prompt, tiny_model
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.cli import main as bench_main
@@ -100,6 +101,16 @@ def _load_saved_drafter(kind: str, **kwargs):
     return call
 
 
+def _reordered_char_tokenizer() -> PreTrainedTokenizerFast:
+    """A tokenizer of the same size as the tiny models' with two tokens' ids swapped: another vocabulary."""
+    vocab = make_char_tokenizer().get_vocab()
+    first, second = sorted(vocab, key=vocab.get)[1:3]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>")
+
+
 def _not_enabled(model, tmp_path):
     plain = LlamaForCausalLM(model.config).eval()
     return plain.generate(prompt(5), max_new_tokens=3, assistant_policy=hfas.StaticTreePolicy.chain(2))
@@ -146,7 +157,18 @@ GENERATE = {
             vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
             num_key_value_heads=1)).eval()),
         ValueError,
-        "vocabulary .* differs .* tokenizer",
+        r"vocab_size \(50\) differs from the target's \(96\).*the target's tokenizer.*differ in padding alone.*"
+        r"resize_token_embeddings\(96\)",
+    ),
+    "assistant-tokenizer-of-another-vocabulary": BadInput(
+        lambda m, t: _generate(m, tokenizer=make_char_tokenizer(), assistant_tokenizer=_reordered_char_tokenizer()),
+        ValueError,
+        r"assistant_tokenizer= has another vocabulary than tokenizer=.*universal assisted generation: assistant_model= "
+        r"with tokenizer= and assistant_tokenizer=, without assistant_policy",
+    ),
+    "assistant-tokenizer-without-tokenizer": BadInput(
+        lambda m, t: _generate(m, assistant_tokenizer=make_char_tokenizer()), ValueError,
+        r"assistant_tokenizer= needs tokenizer= \(the target's\).*universal assisted generation",
     ),
     "attention-kernel-without-tree-masks": BadInput(
         _flash_attention_target, ValueError, "attn_implementation='sdpa'.*Supported: sdpa, eager"
@@ -287,8 +309,8 @@ GENERATE = {
     ),
     "eagle3-drafter-loaded-with-a-dtype": BadInput(
         _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError,
-        r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'ignore_target_mismatch', 'target'\]"
-        r".*after loading",
+        r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'dtype', 'ignore_target_mismatch', 'target'\]"
+        r".*For torch_dtype, pass dtype=",
     ),
     "eagle3-drafter-loaded-with-its-own-saved-dtype": BadInput(  # equal to config.json's, and still not obeyed
         _load_saved_drafter("eagle3", torch_dtype="float32", ignore_target_mismatch=False), TypeError,
@@ -344,6 +366,8 @@ def _drafter_from_a_folder_of_another_kind(drafter: str, kind: str):
     def call(model, tmp_path):
         if kind == "model":
             model.save_pretrained(tmp_path)
+        elif kind == "one-layer model":
+            tiny_model("llama", num_hidden_layers=1).save_pretrained(tmp_path)
         else:
             hfas.StaticTreePolicy.chain(2).save_pretrained(tmp_path)
         loader = hfas.Eagle3Drafter if drafter == "eagle3" else hfas.DVIDrafter
@@ -397,6 +421,11 @@ FOLDERS = {
     ),
     "eagle3-from-a-causal-lm-folder": BadInput(
         _drafter_from_a_folder_of_another_kind("eagle3", "model"), ArtifactError,
+        r"holds a causal language model \(config.json: architectures \['LlamaForCausalLM'\], 4 layers, none of "
+        r"EAGLE-3's fields.*not an EAGLE-3 drafter: load it with AutoModelForCausalLM",
+    ),
+    "eagle3-from-a-one-layer-causal-lm-folder": BadInput(  # one layer, as official EAGLE-3 configs: told by weights
+        _drafter_from_a_folder_of_another_kind("eagle3", "one-layer model"), ArtifactError,
         r"holds a causal language model \(model.layers.\* weights, no fc.weight\), not an EAGLE-3 drafter",
     ),
     "eagle3-from-a-policy-folder": BadInput(

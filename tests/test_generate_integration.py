@@ -6,9 +6,11 @@ import itertools
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import make_char_tokenizer, prompt, tiny_model
 from transformers import (
     GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
     LogitsProcessor,
     LogitsProcessorList,
     StaticCache,
@@ -347,3 +349,26 @@ def test_guidance_scale_with_a_drafter_that_reads_the_targets_features(llama):
     out = llama.generate(ids, max_new_tokens=30, do_sample=False, guidance_scale=1.5, assistant_model=drafter,
                          assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8))
     assert torch.equal(out, expected)
+
+
+def test_an_assistant_tokenizer_of_the_targets_vocabulary_is_accepted(llama, char_tokenizer):
+    """The same vocabulary (another object) is the target's tokenizer; another is refused (tests/test_bad_inputs)."""
+    ids = prompt(8, seed=3)
+    expected = llama.generate(ids, max_new_tokens=10, do_sample=False)
+    out = llama.generate(ids, max_new_tokens=10, do_sample=False, tokenizer=char_tokenizer,
+                         assistant_tokenizer=make_char_tokenizer(), **_spec(llama))
+    assert torch.equal(out, expected)
+
+
+def test_a_drafter_padded_to_another_vocab_size_drafts_once_resized_as_the_error_says(llama):
+    """One tokenizer, embeddings padded to another size (as Qwen2.5-0.5B and -7B): the error's fix is lossless."""
+    torch.manual_seed(0)
+    padded = LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2)).eval()
+    policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6)
+    ids = prompt(8, seed=4)
+    with pytest.raises(ValueError, match=r"differ in padding alone.*resize_token_embeddings\(96\)"):
+        llama.generate(ids, max_new_tokens=10, do_sample=False, assistant_model=padded, assistant_policy=policy)
+    padded.resize_token_embeddings(llama.config.vocab_size)
+    out = llama.generate(ids, max_new_tokens=10, do_sample=False, assistant_model=padded, assistant_policy=policy)
+    assert torch.equal(out, llama.generate(ids, max_new_tokens=10, do_sample=False))

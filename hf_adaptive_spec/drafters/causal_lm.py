@@ -81,10 +81,13 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         draft_vocab, target_vocab = self.model.config.vocab_size, unwrap_peft(target).config.vocab_size
         if draft_vocab != target_vocab:
             raise ValueError(
-                f"The draft model's vocabulary ({draft_vocab} tokens) differs from the target's ({target_vocab}): "
-                "a CausalLMDrafter must use the target's tokenizer. For a drafter with another tokenizer, use "
-                "transformers' universal assisted generation (assistant_model= with assistant_tokenizer=, "
-                "without assistant_policy)."
+                f"The draft model's vocab_size ({draft_vocab}) differs from the target's ({target_vocab}): a "
+                "CausalLMDrafter must use the target's tokenizer and its vocab_size. Models of one tokenizer may "
+                "differ in padding alone (e.g. Qwen2.5-0.5B's 151936 rows, Qwen2.5-7B's 152064): then resize the "
+                f"drafter's to the target's, draft_model.resize_token_embeddings({target_vocab}) (padding rows hold "
+                "no token; verification keeps the output exact). For a drafter with another tokenizer, use "
+                "transformers' universal assisted generation (assistant_model= with assistant_tokenizer=, without "
+                "assistant_policy)."
             )
         # plain full-length layers: tree nodes stay addressable; the mask applies any sliding window
         self._cache = DynamicCache()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from types import MethodType
+from typing import Any
 
 import torch
 from torch import nn
@@ -122,6 +123,22 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     return "engine"
 
 
+def _check_assistant_tokenizer(assistant_tokenizer: Any, tokenizer: Any) -> None:
+    """Refuse ``assistant_tokenizer=`` (the drafter's own tokenizer, transformers' universal assisted generation)
+    unless its vocabulary is ``tokenizer``'s: tree speculation reads the drafter's token ids as the target's."""
+    if assistant_tokenizer is None or assistant_tokenizer is tokenizer:
+        return
+    fix = (
+        "Tree speculation reads the drafter's token ids as the target's, so the drafter must use the target's "
+        "tokenizer. For a drafter with another tokenizer, use transformers' universal assisted generation: "
+        "assistant_model= with tokenizer= and assistant_tokenizer=, without assistant_policy."
+    )
+    if tokenizer is None:
+        raise ValueError(f"assistant_tokenizer= needs tokenizer= (the target's) to be checked against. {fix}")
+    if assistant_tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"assistant_tokenizer= has another vocabulary than tokenizer= (the target's). {fix}")
+
+
 def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
     """``generate`` with tree speculative decoding when ``assistant_policy`` is given.
 
@@ -147,6 +164,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
     _check_no_token_healing(self, kwargs)
     drafter = _as_drafter(kwargs.pop("assistant_model", None))
     tokenizer = kwargs.pop("tokenizer", None)
+    _check_assistant_tokenizer(kwargs.pop("assistant_tokenizer", None), tokenizer)
     stopping_criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])
     stop_strings = _pop_stop_strings(self, kwargs)
     if stop_strings:

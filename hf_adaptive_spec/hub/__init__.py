@@ -2,7 +2,14 @@
 
 from .cards import CARD_KINDS, LIBRARY_NAME, CardResult, card_template, render_card, results_table
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_artifact_type, read_config
-from .errors import ArtifactError, ArtifactTypeError, MissingArtifactFileError, PickleWeightsError, WeightsMismatchError
+from .errors import (
+    ArtifactError,
+    ArtifactTypeError,
+    MissingArtifactFileError,
+    PickleWeightsError,
+    UnknownConfigKeyError,
+    WeightsMismatchError,
+)
 from .location import ArtifactLocation
 from .mixin import HubArtifactMixin
 from .registry import AutoArtifact, register_artifact, registered_class
@@ -22,6 +29,7 @@ __all__ = [
     "HubArtifactMixin",
     "MissingArtifactFileError",
     "PickleWeightsError",
+    "UnknownConfigKeyError",
     "WeightsMismatchError",
     "card_template",
     "load_weights",

@@ -31,7 +31,7 @@ def check_no_config_overrides(loader: str, saved: dict[str, Any], given: dict[st
     if overridden:
         raise TypeError(
             f"{loader} does not take {overridden}: the checkpoint's config.json sets the drafter (a typo of one of "
-            "its keywords lands here too). Convert the dtype or device after loading, e.g. drafter.model.to(...)."
+            "its keywords lands here too)."
         )
 
 

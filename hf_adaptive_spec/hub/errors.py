@@ -19,3 +19,7 @@ class WeightsMismatchError(ArtifactError, ValueError):
 
 class ArtifactTypeError(ArtifactError, TypeError):
     """``config.json`` declares another artifact type than the class asked for, or none, or an unknown one."""
+
+
+class UnknownConfigKeyError(ArtifactError, ValueError):
+    """``config.json`` holds a key the artifact's ``__init__`` does not take (a typo, or a newer version's field)."""

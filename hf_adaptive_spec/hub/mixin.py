@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -11,7 +12,8 @@ from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
 from .cards import CARD_KINDS, LIBRARY_NAME, render_card
-from .config import ARTIFACT_TYPE_KEY
+from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
+from .errors import UnknownConfigKeyError
 from .location import ArtifactLocation
 from .registry import check_artifact_type, register_artifact, registered_class
 from .weights import load_weights, save_weights, saved_floating_dtype
@@ -47,6 +49,18 @@ def drop_generated_card(folder: Path) -> None:
         card.unlink()
 
 
+def plain_json_value(value: Any) -> Any:
+    """``value`` with what JSON cannot encode but means a number or a list of them made plain: a ``range`` or a
+    numpy array as a list, a numpy scalar as a Python number, inside lists, tuples and dicts too; the rest as is."""
+    if isinstance(value, range) or (type(value).__module__ == "numpy" and hasattr(value, "tolist")):
+        return value.tolist() if hasattr(value, "tolist") else list(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_json_value(item) for item in value)
+    if isinstance(value, dict):
+        return {key: plain_json_value(item) for key, item in value.items()}
+    return value
+
+
 class HubArtifactMixin(ModelHubMixin):
     """Hub support for hf-adaptive-spec artifacts, on top of ``huggingface_hub.ModelHubMixin``.
 
@@ -74,7 +88,10 @@ class HubArtifactMixin(ModelHubMixin):
                         artifact_type="hf_adaptive_spec.policy.ltd", card_kind="policy"):
             def __init__(self, hidden_size: int = 64): ...
 
-    ``__init__`` arguments must be JSON-serialisable (or dataclasses); ``artifact_type`` is
+    ``__init__`` arguments must be JSON-serialisable (or dataclasses; a ``range`` or a numpy array is written as a
+    list): ``save_pretrained`` refuses one JSON cannot encode (a ``TypeError`` naming it) rather than let loading
+    rebuild the default, and ``from_pretrained`` refuses a ``config.json`` key no ``__init__`` argument takes
+    (:class:`UnknownConfigKeyError`). ``artifact_type`` is
     ``"hf_adaptive_spec.<kind>.<method>"``, and ``<method>`` becomes a card tag.
     Card fields go through ``model_card_kwargs`` (see :func:`render_card`)::
 
@@ -108,6 +125,7 @@ class HubArtifactMixin(ModelHubMixin):
         settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
         warn_if_saved_as_parent(type(self))
         if config is None:
+            self._check_settings_encodable()
             fields = self.saved_settings()
         else:
             fields = asdict(config) if is_dataclass(config) else dict(config)
@@ -120,8 +138,40 @@ class HubArtifactMixin(ModelHubMixin):
         arguments the object was built with and, over them, those it holds now (:meth:`_current_settings`)."""
         base = self._hub_mixin_config
         fields = asdict(base) if is_dataclass(base) else dict(base or {})
-        fields.update(self._current_settings())
+        fields.update({key: self._encode_arg(value) for key, value in self._current_settings().items()})
         return fields
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        """``ModelHubMixin.__new__`` (which records the ``__init__`` arguments JSON can encode), noting those it
+        left out: ``save_pretrained`` refuses them, as loading would rebuild their defaults."""
+        instance = super().__new__(cls, *args, **kwargs)
+        passed = {**dict(zip(list(cls._hub_mixin_init_parameters)[1:], args)), **kwargs}
+        instance._hub_mixin_unencoded = {key: value for key, value in passed.items() if not cls._is_jsonable(value)}
+        return instance
+
+    @classmethod
+    def _is_jsonable(cls, value: Any) -> bool:
+        return super()._is_jsonable(plain_json_value(value))
+
+    @classmethod
+    def _encode_arg(cls, arg: Any) -> Any:
+        return super()._encode_arg(plain_json_value(arg))
+
+    def _check_settings_encodable(self) -> None:
+        """Refuse, for an artifact whose ``config.json`` holds its ``__init__`` arguments, one that JSON cannot
+        encode: ``huggingface_hub`` would leave it out, and loading would build the default in its place."""
+        if self.load_keywords is not None:  # a format of its own: the checkpoint, not config.json, sets the object
+            return
+        current = self._current_settings()
+        lost = {key: value for key, value in getattr(self, "_hub_mixin_unencoded", {}).items() if key not in current}
+        lost.update({key: value for key, value in current.items() if not self._is_jsonable(value)})
+        if lost:
+            named = ", ".join(f"{key}={value!r} (a {type(value).__name__})" for key, value in lost.items())
+            raise TypeError(
+                f"{type(self).__name__}.save_pretrained cannot write {named} to {CONFIG_NAME}: JSON cannot encode "
+                "it, and loading would build the default in its place. Pass JSON values (numbers, strings, bools, "
+                "lists, dicts), e.g. a list instead of a set or a tensor."
+            )
 
     def _current_settings(self) -> dict[str, Any]:
         """``__init__`` arguments as the object holds them now, for those a user may change after
@@ -188,9 +238,11 @@ class HubArtifactMixin(ModelHubMixin):
         )
         unknown = sorted(set(model_kwargs) - cls.load_keywords) if cls.load_keywords is not None else []
         if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
+            renamed = "torch_dtype" in unknown and "dtype" in cls.load_keywords
             raise TypeError(
                 f"{cls.__name__}.from_pretrained does not take {unknown}: it takes {sorted(cls.load_keywords)} and the "
-                "checkpoint sets the rest. Convert the dtype or device after loading."
+                "checkpoint sets the rest (a typo of one of them lands here too)."
+                + (" For torch_dtype, pass dtype=." if renamed else "")
             )
         cls._check_location(location)
         pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id
@@ -208,9 +260,27 @@ class HubArtifactMixin(ModelHubMixin):
     def _check_location(cls, location: ArtifactLocation) -> None:
         """Refuse, before anything is built, a location that does not hold this class's artifact.
 
-        The default reads ``config.json``'s ``artifact_type``; a format of its own (EAGLE-3's,
+        The default reads ``config.json``'s ``artifact_type`` and refuses a key no ``__init__`` argument takes (a
+        typo, or a field of a newer version, would otherwise be dropped); a format of its own (EAGLE-3's,
         DVI's) overrides it with the checks of that format."""
         check_artifact_type(location, cls)
+        cls._check_config_keys(location, read_config(location))
+
+    @classmethod
+    def _check_config_keys(cls, location: ArtifactLocation, config: dict[str, Any]) -> None:
+        """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither an ``__init__``
+        argument nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` takes them all)."""
+        parameters = list(cls._hub_mixin_init_parameters.values())[1:]
+        if any(parameter.kind == inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+            return
+        accepted = sorted(parameter.name for parameter in parameters)
+        unknown = sorted(set(config) - set(accepted) - {ARTIFACT_TYPE_KEY})
+        if unknown:
+            raise UnknownConfigKeyError(
+                f"'{CONFIG_NAME}' of {location} holds {unknown}, which {cls.__name__} does not take (a typo, or a "
+                f"field of a newer hf-adaptive-spec): its keys are {accepted} and '{ARTIFACT_TYPE_KEY}'. Fix or remove "
+                f"them in {CONFIG_NAME}, or upgrade hf-adaptive-spec."
+            )
 
     @classmethod
     def _from_pretrained(

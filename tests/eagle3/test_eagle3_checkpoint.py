@@ -15,6 +15,7 @@ from tiny_models import prompt, tiny_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel, default_aux_layer_ids
+from hf_adaptive_spec.hub import ArtifactTypeError
 
 from .conftest import CUSTOM_IDS, DRAFT_VOCAB, draft_logits, make_draft_model
 
@@ -499,3 +500,84 @@ def test_embeddings_never_set_are_refused(target):
         model(IDS[:, 1:], torch.zeros(1, 23, 3 * 64))
     model.load_state_dict(make_draft_model(target).state_dict())
     Eagle3Drafter(model)  # a loaded state dict provides them
+
+
+def test_a_float32_checkpoint_stays_float32_beside_a_bfloat16_target_with_dtype(tmp_path, target):
+    """Converting after loading cannot undo the rounding through the target's dtype: dtype= loads it as saved."""
+    model = make_draft_model(target)
+    Eagle3Drafter(model).save_pretrained(tmp_path)
+    bf16_target = copy.deepcopy(target).to(torch.bfloat16)
+    kept = Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype=torch.float32)
+    assert kept.model.dtype == torch.float32 and torch.equal(kept.model.fc.weight, model.fc.weight)
+    assert Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target).model.dtype == torch.bfloat16  # default
+    with pytest.raises(TypeError, match="For torch_dtype, pass dtype="):
+        Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, torch_dtype=torch.float32)
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype="float32")
+
+
+def _fake_hub(monkeypatch, repo: Path) -> list:
+    """Hub downloads served from ``repo`` (no network): hf_hub_download one file, snapshot_download recorded."""
+    from huggingface_hub import hub_mixin
+
+    from hf_adaptive_spec.drafters.eagle3 import checkpoint
+    from hf_adaptive_spec.hub import location
+
+    snapshots = []
+    for module in (location, hub_mixin):
+        monkeypatch.setattr(module, "hf_hub_download", lambda repo_id, filename, **kwargs: str(repo / filename))
+
+    def snapshot_download(repo_id, **kwargs):
+        snapshots.append(repo_id)
+        return str(repo)
+
+    monkeypatch.setattr(checkpoint, "snapshot_download", snapshot_download)
+    return snapshots
+
+
+@pytest.mark.parametrize("loader", [Eagle3Drafter, Eagle3DraftModel])
+def test_a_causal_lm_hub_repo_is_refused_from_its_config_before_its_weights_download(tmp_path, monkeypatch, target,
+                                                                                      loader):
+    target.save_pretrained(tmp_path / "llama")  # the target's own repo, passed by mistake
+    snapshots = _fake_hub(monkeypatch, tmp_path / "llama")
+    with pytest.raises(ArtifactTypeError, match=r"Hub repo 'org/llama' holds a causal language model \(config.json: "
+                                         r"architectures \['LlamaForCausalLM'\], 6 layers.*AutoModelForCausalLM"):
+        loader.from_pretrained("org/llama", target=target)
+    assert snapshots == []
+
+
+def test_an_eagle3_hub_repo_downloads_its_weights_once_its_config_passed(tmp_path, monkeypatch, target):
+    model = make_draft_model(target)
+    Eagle3Drafter(model).save_pretrained(tmp_path / "eagle3")
+    snapshots = _fake_hub(monkeypatch, tmp_path / "eagle3")
+    loaded = Eagle3Drafter.from_pretrained("org/eagle3", target=target)
+    assert snapshots == ["org/eagle3"]
+    assert torch.equal(draft_logits(loaded.model, target, IDS), draft_logits(model, target, IDS))
+
+
+def test_model_prefixed_keys_of_an_eagle3_config_load_as_the_flat_ones(tmp_path, target, frequent_tokens):
+    """vLLM's names (model.fc.weight, model.layers.0.*; lm_head.weight without the prefix) are no causal LM's."""
+    model = make_draft_model(target, draft_to_target=frequent_tokens)
+    Eagle3Drafter(model).save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    renamed = {(key if key == "lm_head.weight" else "model." + key.replace("midlayer.", "layers.0.")): value
+               for key, value in tensors.items()}
+    save_file(renamed, tmp_path / "model.safetensors")
+    for loaded in (Eagle3Drafter.from_pretrained(tmp_path, target=target).model,
+                   Eagle3DraftModel.from_pretrained(tmp_path, target=target)):
+        assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(model, target, IDS))
+    save_file({**renamed, "fc.weight": tensors["fc.weight"].clone()}, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"unexpected keys \[.*'model.fc.weight'.*carry a 'model.' prefix.*remove it"):
+        Eagle3Drafter.from_pretrained(tmp_path, target=target)
+
+
+def test_eagle3_draft_model_resolves_paths_as_the_drafter_does(tmp_path, monkeypatch, target):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    model = make_draft_model(target)
+    model.save_pretrained(tmp_path / "drafter")
+    loaded = Eagle3DraftModel.from_pretrained("~/drafter", target=target)
+    assert torch.equal(draft_logits(loaded, target, IDS), draft_logits(model, target, IDS))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FileNotFoundError, match="No local folder 'outputs/drafter' exists either"):
+        Eagle3DraftModel.from_pretrained("outputs/drafter", target=target, cache_dir=tmp_path / "cache")

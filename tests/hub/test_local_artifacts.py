@@ -16,6 +16,7 @@ from hf_adaptive_spec.hub import (
     HubArtifactMixin,
     MissingArtifactFileError,
     PickleWeightsError,
+    UnknownConfigKeyError,
     WeightsMismatchError,
     register_artifact,
     resolve_safetensors,
@@ -209,3 +210,38 @@ def test_a_gated_repo_is_named_as_gated(monkeypatch):
     monkeypatch.setattr(location, "hf_hub_download", gated)
     with pytest.raises(MissingArtifactFileError, match="is gated: request access on its Hub page"):
         location.ArtifactLocation("org/gated-policy").resolve("config.json")
+
+
+class _SetPolicy(TinyThresholdPolicy, artifact_type="hf_adaptive_spec_tests.policy.set_taking"):
+    """Takes a collection that JSON cannot encode as such (a set)."""
+
+    def __init__(self, threshold: float = -2.0, depth: int = 6, skip: object = ()):
+        super().__init__(threshold, depth)
+        self.skip = skip
+
+
+def test_a_range_or_numpy_argument_is_saved_as_a_list_not_dropped(tmp_path: Path):
+    import numpy as np
+
+    _SetPolicy(skip=range(1, 4)).save_pretrained(tmp_path / "range")
+    _SetPolicy(depth=np.int64(3), skip=np.array([1, 2])).save_pretrained(tmp_path / "numpy")
+    assert json.loads((tmp_path / "range" / "config.json").read_text())["skip"] == [1, 2, 3]
+    assert AutoDraftPolicy.from_pretrained(tmp_path / "numpy").skip == [1, 2]
+    assert AutoDraftPolicy.from_pretrained(tmp_path / "numpy").depth == 3
+
+
+def test_an_argument_json_cannot_encode_is_refused_on_saving_not_dropped(tmp_path: Path):
+    with pytest.raises(TypeError, match=r"cannot write skip=\{1, 2\} \(a set\) to config.json: JSON cannot encode"):
+        _SetPolicy(skip={1, 2}).save_pretrained(tmp_path)
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_an_unknown_config_key_is_refused_naming_it_and_the_accepted_ones(tmp_path: Path):
+    StaticTreePolicy(depth=3, top_k=2, total_tokens=5).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "sample_draft": True}))  # sample_drafts misspelt
+    message = r"holds \['sample_draft'\], which StaticTreePolicy does not take.*'sample_drafts'"
+    with pytest.raises(UnknownConfigKeyError, match=message):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+    with pytest.raises(UnknownConfigKeyError, match=message):
+        StaticTreePolicy.from_pretrained(tmp_path)

@@ -3,9 +3,12 @@ heuristics adapted, the curve it was trained on, and the dtype of its weights al
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 import torch
-from tiny_models import prompt
+from tiny_models import SMALL_LTD, prompt
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.cost_curve import CostCurve
@@ -103,3 +106,22 @@ def test_a_bfloat16_policy_decides_inside_generate(llama, make):
     drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
     out = llama.generate(ids, max_new_tokens=12, do_sample=False, assistant_model=drafter, assistant_policy=policy)
     assert out.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("layers", [range(1, 4), np.array([1, 2, 3]), torch.tensor([1, 2, 3])],
+                         ids=["range", "numpy", "tensor"])
+def test_resps_sequences_of_any_kind_are_saved_as_plain_lists(tmp_path, layers):
+    """json cannot encode them: huggingface_hub left them out, and the reload built the default (2, 4, 5)."""
+    policy = ReSpSPolicy(hidden_size=8, num_target_layers=8, feature_layers=layers, net_arch=iter([8]),
+                         actions=np.array([[4, 2, 2], [6, 3, 2]]))
+    again = reloaded(policy, tmp_path)
+    assert (again.feature_layers, again.actions, again.net_arch) == ((1, 2, 3), policy.actions, (8,))
+    assert json.loads((tmp_path / "config.json").read_text())["feature_layers"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("choices", [range(0, 3), np.array([0, 1, 2])], ids=["range", "numpy"])
+def test_ltd_size_choices_of_any_kind_are_saved(tmp_path, choices):
+    """Same count as the default [1, 2, 3], other values: the weights fit, so only the saved list tells them apart."""
+    policy = LTDPolicy(**{**SMALL_LTD, "size_choices": choices})
+    assert reloaded(policy, tmp_path).size_choices == [0, 1, 2]
+    assert json.dumps(policy.saved_settings())  # what the bench digests

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from transformers import PretrainedConfig, PreTrainedModel
@@ -25,7 +26,8 @@ from transformers.initialization import no_init_weights
 
 from ...core.attention import check_tree_attention_support
 from ...hub.config import read_json_object
-from ...hub.location import check_folder_or_repo_id
+from ...hub.errors import ArtifactTypeError, MissingArtifactFileError
+from ...hub.location import ArtifactLocation
 from ...hub.weights import read_safetensors
 from .configuration import Eagle3DrafterConfig, default_aux_layer_ids
 from .modeling import Eagle3DraftModel
@@ -48,20 +50,54 @@ _LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DrafterConfig)} - {
 }
 
 
-def resolve_checkpoint(path_or_hub_id: str | os.PathLike, allow_pickle: bool = False, **hub_kwargs) -> Path:
-    """A local directory as is; otherwise a Hub repo id fetched (or found in the local cache, which
-    ``HF_HUB_OFFLINE=1`` forces) with ``huggingface_hub.snapshot_download(**hub_kwargs)``."""
-    path = Path(path_or_hub_id)
-    if path.is_dir():
-        return path
-    check_folder_or_repo_id(str(path_or_hub_id))
+#: config.json fields only an EAGLE-3 drafter's config holds (the official one, too, names draft_vocab_size)
+EAGLE3_CONFIG_FIELDS = ("draft_vocab_size", "target_hidden_size", "target_num_hidden_layers", "eagle_config",
+                        "eagle_aux_hidden_state_layer_ids")
+
+
+def resolve_checkpoint(location: ArtifactLocation, allow_pickle: bool = False) -> Path:
+    """The folder holding ``location``'s weights: a local folder as is; for a Hub repo id, its ``config.json`` and
+    weights fetched (or found in the local cache, which ``HF_HUB_OFFLINE=1`` forces) with
+    ``huggingface_hub.snapshot_download``. Read and check ``config.json`` (``location.resolve``) first: a repo of
+    another kind is then refused before its weights are downloaded."""
+    if location.is_local:
+        return Path(location.name)
     patterns = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
-    return Path(snapshot_download(str(path_or_hub_id), allow_patterns=patterns, **hub_kwargs))
+    try:
+        return Path(snapshot_download(
+            location.name, allow_patterns=patterns, revision=location.revision, cache_dir=location.cache_dir,
+            force_download=location.force_download, local_files_only=location.local_files_only, token=location.token,
+        ))
+    except LocalEntryNotFoundError as error:
+        raise MissingArtifactFileError(
+            f"The weights of {location} are not in the local Hugging Face cache, and the Hub was not asked (offline "
+            "mode, local_files_only=True, or no connection). Download them once online, or check HF_HUB_CACHE."
+        ) from error
+
+
+def declares_eagle3(raw: dict) -> bool:
+    """Whether a ``config.json`` is an EAGLE-3 drafter's: SpecForge's architecture, or a field only EAGLE-3 has."""
+    return SPECFORGE_ARCHITECTURE in (raw.get("architectures") or []) or any(f in raw for f in EAGLE3_CONFIG_FIELDS)
+
+
+def check_not_causal_lm_config(raw: dict, where: object) -> None:
+    """Refuse the ``config.json`` of a plain causal LM (a target's repo passed by mistake): a ``*ForCausalLM``
+    architecture of more than one layer, without any EAGLE-3 field (official EAGLE-3 drafters hold one layer)."""
+    architectures = raw.get("architectures") or []
+    causal_lm = any(str(name).endswith("ForCausalLM") for name in architectures)
+    if causal_lm and not declares_eagle3(raw) and raw.get("num_hidden_layers", 1) != 1:
+        raise ArtifactTypeError(
+            f"{where} holds a causal language model (config.json: architectures {architectures}, "
+            f"{raw.get('num_hidden_layers')} layers, none of EAGLE-3's fields {list(EAGLE3_CONFIG_FIELDS)}), not an "
+            "EAGLE-3 drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: "
+            "CausalLMDrafter(model)). If it is an EAGLE-3 drafter, add its draft_vocab_size to config.json."
+        )
 
 
 def holds_causal_lm_weights(folder: Path) -> bool:
     """Whether ``folder``'s safetensors hold a causal LM's layers (``model.layers.*``) and no EAGLE-3 ``fc.weight``,
-    read from the files' headers only."""
+    read from the files' headers only. Ask only when ``config.json`` is no EAGLE-3 drafter's (:func:`declares_eagle3`):
+    an EAGLE-3 checkpoint may name its layer ``model.layers.0.*`` (vLLM's names)."""
     names: set[str] = set()
     for file in folder.glob("*.safetensors"):
         try:
@@ -69,7 +105,7 @@ def holds_causal_lm_weights(folder: Path) -> bool:
                 names.update(handle.keys())
         except SafetensorError:  # unreadable: the loader names the file
             return False
-    return "fc.weight" not in names and any(name.startswith("model.layers.") for name in names)
+    return not names & {"fc.weight", "model.fc.weight"} and any(name.startswith("model.layers.") for name in names)
 
 
 def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
@@ -139,12 +175,14 @@ def _rope_reads_max_positions(rope: dict) -> bool:
 
 
 def config_from_checkpoint(
-    raw: dict, target_config: PretrainedConfig, ignore_target_mismatch: bool = False
+    raw: dict, target_config: PretrainedConfig, ignore_target_mismatch: bool = False, where: object = "The checkpoint"
 ) -> Eagle3DrafterConfig:
     """An :class:`Eagle3DrafterConfig` from an official or SpecForge ``config.json`` and the target's config.
 
     A config that records its target's depth (``target_num_hidden_layers``, which this package writes) is
-    refused on a target of another depth unless ``ignore_target_mismatch=True``."""
+    refused on a target of another depth unless ``ignore_target_mismatch=True``; a plain causal LM's is refused
+    naming it (``where``: the folder or repo, for the message)."""
+    check_not_causal_lm_config(raw, where)
     architectures = raw.get("architectures") or []
     if raw.get("speculators_model_type"):
         raise ValueError(
@@ -178,6 +216,22 @@ def config_from_checkpoint(
     return config
 
 
+def _without_model_prefix(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The keys without vLLM's ``model.`` prefix (``model.fc.weight``, ``model.layers.0.*``; ``lm_head.weight``,
+    ``d2t`` and ``t2d`` may go without it) when every other key carries it; otherwise as they are (the strict key
+    check names a stray prefixed key)."""
+    unprefixed_ok = ("lm_head.weight", "d2t", "t2d")
+    prefixed = [key for key in weights if key.startswith("model.")]
+    if not prefixed or any(not key.startswith("model.") and key not in unprefixed_ok for key in weights):
+        return weights
+    stripped = {key.removeprefix("model."): value for key, value in weights.items()}
+    if len(stripped) < len(weights):
+        twice = sorted(key for key in weights if f"model.{key}" in weights)
+        raise ValueError(f"The checkpoint holds {twice} both with and without the 'model.' prefix. Keep one of each.")
+    logger.info("Reading the checkpoint's model.* keys without the 'model.' prefix (vLLM's names).")
+    return stripped
+
+
 def _midlayer_keys(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``layers.0.*`` (vLLM's name of the EAGLE-3 layer) as ``midlayer.*``; refused when both are present."""
     renamed = {("midlayer." + key.removeprefix("layers.0.") if key.startswith("layers.0.") else key): value
@@ -195,11 +249,14 @@ def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) ->
     missing = [key for key in expected if key not in weights and key not in (*OPTIONAL_KEYS, "lm_head.weight")]
     unexpected = [key for key in weights if key not in expected]
     if missing or unexpected:
+        prefixed = any(key.startswith("model.") for key in unexpected)
         raise ValueError(
             f"The checkpoint does not match an EAGLE-3 drafter of this config: missing keys {missing}, unexpected "
             f"keys {unexpected}. Expected the flat EAGLE-3 keys (fc.weight, midlayer.*, layers.1.*... for each further "
             f"layer of the config's num_hidden_layers={config.num_hidden_layers}, norm.weight, lm_head.weight, d2t, "
             "t2d; no 'model.' prefix)."
+            + (" Some keys carry a 'model.' prefix (vLLM's names): remove it, or give it to every key but "
+               "lm_head.weight, d2t and t2d." if prefixed else "")
         )
     if "t2d" in weights and weights["t2d"].numel() != config.vocab_size:
         raise ValueError(
@@ -289,12 +346,17 @@ def load_checkpoint(
         allow_pickle: accept ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``).
         ignore_target_mismatch: load a drafter saved for a target of another depth on purpose (its
             feature ids must still fit this target; default ids follow the new depth).
-        hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``snapshot_download``.
+        dtype: a floating ``torch.dtype`` for the weights, or None for the target's.
+        hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``huggingface_hub``'s downloads.
     """
     check_tree_attention_support(target.config, role="target model")
-    directory = resolve_checkpoint(path_or_hub_id, allow_pickle, **hub_kwargs)
-    config = config_from_checkpoint(read_json_object(directory / CONFIG_NAME), target.config, ignore_target_mismatch)
-    weights = _midlayer_keys(read_weights(directory, allow_pickle))
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating torch.dtype, e.g. torch.float32 (None: the target's), got {dtype}.")
+    location = ArtifactLocation(os.fspath(path_or_hub_id), **hub_kwargs)
+    config = config_from_checkpoint(read_json_object(location.resolve(CONFIG_NAME)), target.config,
+                                    ignore_target_mismatch, where=location)
+    directory = resolve_checkpoint(location, allow_pickle)  # a Hub repo's weights, once its config.json passed
+    weights = _midlayer_keys(_without_model_prefix(read_weights(directory, allow_pickle)))
     with no_init_weights():
         model = Eagle3DraftModel(config)
     _check_tensors(model, weights)

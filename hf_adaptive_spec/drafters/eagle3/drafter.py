@@ -20,7 +20,14 @@ from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
 from ..base import DraftContext, Drafter
 from ..static_shapes import StaticShapesMixin
-from .checkpoint import EAGLE3_ARTIFACT_TYPE, holds_causal_lm_weights, load_checkpoint, save_checkpoint
+from .checkpoint import (
+    EAGLE3_ARTIFACT_TYPE,
+    check_not_causal_lm_config,
+    declares_eagle3,
+    holds_causal_lm_weights,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .modeling import Eagle3DraftModel
 from .static import static_draft_steps
 
@@ -72,22 +79,25 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
-        """That ``config.json`` parses and the folder is no other kind of artifact (one of this package's, named by its
-        ``artifact_type``, or a local causal LM, named by its weights); the loader names every other problem (its
-        catalogue: ``tests/eagle3/test_eagle3_checkpoint.py``). Official checkpoints carry no ``artifact_type``."""
-        declared = read_json_object(location.resolve(CONFIG_NAME)).get(ARTIFACT_TYPE_KEY)
+        """That ``config.json`` parses and the folder is no other kind of artifact (one of this package's, named by
+        its ``artifact_type``, or a causal LM, named by its config or, in a local folder, its weights); the loader
+        names every other problem (its catalogue: ``tests/eagle3/test_eagle3_checkpoint.py``). Official
+        checkpoints carry no ``artifact_type``."""
+        config = read_json_object(location.resolve(CONFIG_NAME))
+        declared = config.get(ARTIFACT_TYPE_KEY)
         if declared is not None and declared != EAGLE3_ARTIFACT_TYPE:
             holder = registered_class(declared)
             hint = f" Load it with {load_hint(holder)}." if holder else ""
             raise ArtifactTypeError(f"{location} holds a '{declared}' artifact, not an EAGLE-3 drafter.{hint}")
-        if location.is_local and holds_causal_lm_weights(Path(location.name)):
+        check_not_causal_lm_config(config, location)  # a Hub repo too, before its weights are downloaded
+        if location.is_local and not declares_eagle3(config) and holds_causal_lm_weights(Path(location.name)):
             raise ArtifactTypeError(
                 f"{location} holds a causal language model (model.layers.* weights, no fc.weight), not an EAGLE-3 "
                 "drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: "
                 "CausalLMDrafter(model))."
             )
 
-    load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch"})
+    load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch", "dtype"})
 
     @classmethod
     def _load(
@@ -96,11 +106,14 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         target: PreTrainedModel | None = None,
         allow_pickle: bool = False,
         ignore_target_mismatch: bool = False,
+        dtype: torch.dtype | None = None,
         **config_fields,
     ) -> Eagle3Drafter:
         """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``:
         ``from_pretrained(path, target=model)``. ``pytorch_model.bin`` needs ``allow_pickle=True``; a
-        drafter saved for a target of another depth needs ``ignore_target_mismatch=True``."""
+        drafter saved for a target of another depth needs ``ignore_target_mismatch=True``. The weights land in
+        ``dtype`` (default: the target's): ``dtype=torch.float32`` keeps a float32 checkpoint exact beside a
+        bfloat16 target (converting after loading cannot, the weights were rounded on the way)."""
         if not isinstance(target, PreTrainedModel):
             raise TypeError(
                 "Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
@@ -110,7 +123,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir,
                           force_download=location.force_download, local_files_only=location.local_files_only,
                           token=location.token)
-        model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, **hub_kwargs)
+        model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, dtype, **hub_kwargs)
         return cls(model)
 
     def bind(self, target: PreTrainedModel) -> None:

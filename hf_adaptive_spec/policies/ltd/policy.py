@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,7 +123,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
-        self.size_choices = list(range(1, total_tokens)) if size_choices is None else list(size_choices)
+        self.size_choices = list(range(1, total_tokens)) if size_choices is None else _plain_ints(size_choices)
         _check_size_choices(self.size_choices, total_tokens)
         if not context_scale > 0:
             raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
@@ -144,7 +145,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
 
     def _current_settings(self) -> dict:
         settings = {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
-        return {**settings, "lookup_first": self.lookup_first}
+        return {**settings, "lookup_first": self.lookup_first, "size_choices": list(self.size_choices)}
 
     def forward(self, observations: torch.Tensor, head: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``head``'s ``(logits [N, actions], values [N])`` for ``observations`` ``[N, obs]`` (PPO's loss)."""
@@ -202,6 +203,11 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         lookup = ", lookup_feature=True" if self.lookup_feature else ""
         lookup += ", lookup_first=True" if self.lookup_first else ""
         return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
+
+
+def _plain_ints(values: Iterable) -> list:
+    """``values`` as a list, integers of any kind (a numpy one) as Python ints; the rest left to the checks."""
+    return [int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in values]
 
 
 def _check_size_choices(choices: list[int], total_tokens: int) -> None:

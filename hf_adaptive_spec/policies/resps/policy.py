@@ -143,7 +143,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        if not actions:
+        self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
+        if not self.actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if decision_interval < 1 or training_interval < 1:
             raise ValueError(f"Intervals must be >= 1 cycle, got {decision_interval} and {training_interval}.")
@@ -154,15 +155,15 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             )
         layers = default_aux_layer_ids(num_target_layers) if feature_layers is None else feature_layers
         self.feature_layers = tuple(int(i) for i in layers)
-        self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
         self.decision_interval = decision_interval
         self.training_interval = training_interval
         self.temperature = temperature
         self.observation_clip = observation_clip
         self.lookup_first = bool(lookup_first)
+        self.net_arch = tuple(int(width) for width in net_arch)
         obs_dim = hidden_size * len(self.feature_layers)
-        self.actor = tanh_mlp(obs_dim, net_arch, len(self.actions), out_gain=0.01)
-        self.critic = tanh_mlp(obs_dim, net_arch, 1, out_gain=1.0)
+        self.actor = tanh_mlp(obs_dim, self.net_arch, len(self.actions), out_gain=0.01)
+        self.critic = tanh_mlp(obs_dim, self.net_arch, 1, out_gain=1.0)
         self.register_buffer("feature_mean", torch.zeros(obs_dim))
         self.register_buffer("feature_std", torch.ones(obs_dim))
         self.decisions: list[ReSpSDecision] = []
@@ -179,7 +180,10 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         return cls(hidden_size=config.hidden_size, num_target_layers=config.num_hidden_layers, **kwargs)
 
     def _current_settings(self) -> dict:
+        """What the policy holds, the layers, actions and widths as plain lists (whatever sequence built them)."""
+        actions = [[action.total_tokens, action.depth, action.top_k] for action in self.actions]
         return {
+            "feature_layers": list(self.feature_layers), "actions": actions, "net_arch": list(self.net_arch),
             **trained_on_setting(self), "decision_interval": self.decision_interval,
             "training_interval": self.training_interval, "temperature": self.temperature,
             "observation_clip": self.observation_clip, "lookup_first": self.lookup_first,
