@@ -372,3 +372,64 @@ def test_a_drafter_padded_to_another_vocab_size_drafts_once_resized_as_the_error
     padded.resize_token_embeddings(llama.config.vocab_size)
     out = llama.generate(ids, max_new_tokens=10, do_sample=False, assistant_model=padded, assistant_policy=policy)
     assert torch.equal(out, llama.generate(ids, max_new_tokens=10, do_sample=False))
+
+
+class _FailingPolicy(hfas.StaticTreePolicy):
+    def tree_config(self, state):
+        raise RuntimeError("policy failed")
+
+
+@pytest.mark.parametrize("failure", ["refused input", "policy error"])
+def test_a_call_that_fails_after_the_prompt_was_streamed_ends_the_streamer(llama, failure):
+    """Stock generate puts the prompt to the streamer before the engine runs: a refusal or an error from there on
+    left a TextIteratorStreamer's consumer thread waiting forever (found by a review)."""
+    ids = prompt(6, seed=14)
+    streamer = RecordingStreamer()
+    if failure == "refused input":
+        with pytest.raises(ValueError, match="does not support padded inputs"):
+            llama.generate(ids, attention_mask=torch.tensor([[0] + [1] * 5]), max_new_tokens=4, do_sample=False,
+                           streamer=streamer, **_spec(llama))
+    else:
+        with pytest.raises(RuntimeError, match="policy failed"):
+            llama.generate(ids, max_new_tokens=4, do_sample=False, streamer=streamer,
+                           assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=_FailingPolicy(depth=2))
+    assert streamer.puts[0] == ids[0].tolist() and streamer.ended == 1
+
+
+def test_a_generation_config_passed_by_position_is_honoured(llama, char_tokenizer):
+    """generate(input_ids, generation_config) is stock's signature: its stop strings and static cache were missed
+    (the engine read the config by name only), and the call failed asking for the tokenizer it was given."""
+    ids = prompt(6, seed=15)
+    free = llama.generate(ids, max_new_tokens=30, do_sample=False)
+    stop = char_tokenizer.decode(free[0, ids.shape[1]:])[10:12]
+    for config in (GenerationConfig(max_new_tokens=30, do_sample=False, stop_strings=[stop]),
+                   GenerationConfig(max_new_tokens=30, do_sample=False, cache_implementation="static")):
+        expected = llama.generate(ids, config, tokenizer=char_tokenizer)
+        assert torch.equal(llama.generate(ids, config, tokenizer=char_tokenizer, **_spec(llama)), expected)
+    assert llama.generate(ids, GenerationConfig(max_new_tokens=30, stop_strings=[stop]), tokenizer=char_tokenizer,
+                          **_spec(llama)).shape[1] < free.shape[1]
+
+
+def test_a_model_whose_generation_config_turns_the_cache_off_decodes_as_stock():
+    """A checkpoint saved after gradient-checkpointed training says use_cache=False in its config: stock decodes
+    without a cache, and the engine refused the call ("do not pass use_cache=False", which the user had not)."""
+    model = tiny_model("llama")
+    model.generation_config.use_cache = False
+    ids = prompt(6, seed=16)
+    expected = model.generate(ids, max_new_tokens=12, do_sample=False)
+    assert torch.equal(model.generate(ids, max_new_tokens=12, do_sample=False, **_spec(model)), expected)
+    config = GenerationConfig(max_new_tokens=12, do_sample=False)
+    assert torch.equal(model.generate(ids, generation_config=config, **_spec(model)), expected)
+    for asked in ({"use_cache": False}, {"generation_config": GenerationConfig(max_new_tokens=12, use_cache=False)}):
+        with pytest.raises(ValueError, match="needs a KV cache"):  # asked for by the call: still refused
+            model.generate(ids, max_new_tokens=12, **asked, **_spec(model))
+
+
+def test_prefill_chunk_size_is_named_as_not_applied(llama, caplog):
+    """The engine prefills the prompt in one forward: a prefill_chunk_size set to bound memory is said to be
+    ignored rather than silently so."""
+    ids = prompt(6, seed=17)
+    with caplog.at_level("WARNING"):
+        out = llama.generate(ids, max_new_tokens=6, do_sample=False, prefill_chunk_size=3, **_spec(llama))
+    assert torch.equal(out, llama.generate(ids, max_new_tokens=6, do_sample=False))
+    assert "prefill_chunk_size=3 is not applied under assistant_policy" in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from types import MethodType
 from typing import Any
 
@@ -139,6 +140,34 @@ def _check_assistant_tokenizer(assistant_tokenizer: Any, tokenizer: Any) -> None
         raise ValueError(f"assistant_tokenizer= has another vocabulary than tokenizer= (the target's). {fix}")
 
 
+def _by_name(stock_generate, model: PreTrainedModel, args: tuple, kwargs: dict) -> dict:
+    """The call's arguments by name: ``generate(input_ids, generation_config)`` passes the config by position, and
+    the options the engine resolves from it (stop strings, the static cache, token healing) and the stopping criteria
+    it extends are read by name. Too many positional arguments raise ``TypeError`` as stock's call would."""
+    if not args:
+        return kwargs
+    parameters = list(inspect.signature(stock_generate).parameters.values())
+    bound = inspect.signature(stock_generate).bind_partial(model, *args, **kwargs).arguments
+    named = {name: value for name, value in bound.items() if name != parameters[0].name}
+    extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    return {**{k: v for k, v in named.items() if k != extra}, **named.get(extra, {})}
+
+
+def _use_cache_unless_asked_not_to(model: PreTrainedModel, kwargs: dict) -> None:
+    """Decode with a KV cache when only the model's ``generation_config`` says ``use_cache=False`` (checkpoints
+    saved after gradient-checkpointed training do): tree speculation needs a cache, and stock's tokens are the
+    same with or without one. A ``use_cache=False`` the call asks for (by keyword or in the ``generation_config``
+    it passes) is still refused."""
+    if "use_cache" in kwargs or model.generation_config.use_cache is not False:
+        return
+    config: GenerationConfig | None = kwargs.get("generation_config")
+    if config is None:
+        kwargs["use_cache"] = True
+    elif config.use_cache is not False or "use_cache" not in config.to_diff_dict():
+        kwargs["generation_config"] = copy.deepcopy(config)
+        kwargs["generation_config"].use_cache = True
+
+
 def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
     """``generate`` with tree speculative decoding when ``assistant_policy`` is given.
 
@@ -159,9 +188,11 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             "assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), "
             f"got {type(assistant_policy).__name__}."
         )
+    kwargs = _by_name(stock_generate, self, args, kwargs)
     if kwargs.get("custom_generate") is not None:
         raise ValueError("assistant_policy cannot be combined with custom_generate.")
     _check_no_token_healing(self, kwargs)
+    _use_cache_unless_asked_not_to(self, kwargs)
     drafter = _as_drafter(kwargs.pop("assistant_model", None))
     tokenizer = kwargs.pop("tokenizer", None)
     _check_assistant_tokenizer(kwargs.pop("assistant_tokenizer", None), tokenizer)
@@ -175,7 +206,6 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
     static_cache = _static_cache_request(self, kwargs)
     return stock_generate(
         self,
-        *args,
         stopping_criteria=stopping_criteria,
         streamer=streamer,
         custom_generate=speculative_decoding,

@@ -10,8 +10,11 @@ import copy
 import torch
 from transformers import GenerationConfig, PreTrainedModel
 from transformers.generation.configuration_utils import GenerationMode
+from transformers.utils import logging
 
 from ..core.attention import check_tree_attention_support
+
+logger = logging.get_logger(__name__)
 
 
 def check_supported(
@@ -40,6 +43,12 @@ def check_supported(
     _check_decoding_mode(config)
     _check_model_inputs(input_ids, model_kwargs)
     check_tree_attention_support(model.config, role="target model")
+    if config.prefill_chunk_size is not None:
+        logger.warning_once(
+            f"prefill_chunk_size={config.prefill_chunk_size} is not applied under assistant_policy: the engine "
+            "prefills the prompt in one forward. The tokens are the same, but the prefill's peak memory is the whole "
+            "prompt's: drop prefill_chunk_size, or drop assistant_policy for stock's chunked prefill."
+        )
 
 
 #: the options that make ``generate`` choose a decoding mode other than greedy search or sampling

@@ -141,19 +141,28 @@ def speculative_decoding(
     spec_static_cache: str | None = None,
     **model_kwargs,
 ) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
-    """Lossless tree speculative decoding (greedy or sampling), batch size 1."""
-    check_supported(model, input_ids, generation_config, model_kwargs)
-    input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
-    wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
-    lookup = _LookupBranch.from_config(generation_config)
-    cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
-    with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
-        cached_length = 0 if spec_static_cache == "engine" else check_continuation(cache, input_ids)
-        target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
-                                 spec_static_cache, model_kwargs, cached_length)
-        decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup)
-        out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
-        return decoder.run(out, model_kwargs)
+    """Lossless tree speculative decoding (greedy or sampling), batch size 1.
+
+    Stock ``generate`` has already put the prompt to ``spec_streamer``: a call that fails from here on (a refused
+    input, a drafter's or policy's error) ends the streamer before raising, so a consumer iterating a
+    ``TextIteratorStreamer`` in another thread stops instead of waiting forever."""
+    try:
+        check_supported(model, input_ids, generation_config, model_kwargs)
+        input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
+        wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
+        lookup = _LookupBranch.from_config(generation_config)
+        cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
+        with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
+            cached_length = 0 if spec_static_cache == "engine" else check_continuation(cache, input_ids)
+            target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
+                                     spec_static_cache, model_kwargs, cached_length)
+            decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup)
+            out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
+            return decoder.run(out, model_kwargs)
+    except BaseException:
+        if spec_streamer is not None:
+            spec_streamer.end()
+        raise
 
 
 def _drafter_accepted_length(path: list[int], drafter_nodes: int) -> int:
