@@ -43,6 +43,10 @@ train_in_call() {  # $1: an EAGLE-3 recipe, $2: the batch size. Trains for what 
 _train_for_the_rest() {
     local minutes
     minutes=$($PY -c "print(round(($START + ${CALL_SECONDS:-560} - ${RESERVE_SECONDS:-70} - $(date +%s)) / 60, 2))")
+    if ! $PY -c "import sys; sys.exit(0 if $minutes > 0 else 1)"; then  # the trainer refuses a budget of 0
+        echo "== no time left in the call to train at batch $2 ($minutes minutes) $(date +%T)" | tee -a "$OUT/train.log"
+        return 1
+    fi
     echo "== train at batch $2 for $minutes minutes $(date +%T)" | tee -a "$OUT/train.log"
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PY trainers/eagle3.py --config "$1" --max_train_minutes "$minutes" \
         --per_device_train_batch_size "$2" ${TRAIN_EXTRA:-} >> "$OUT/train.log" 2>&1

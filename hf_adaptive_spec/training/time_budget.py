@@ -172,7 +172,7 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
     gets the ``num_decay_steps`` transformers needs to build its step schedule (``BUDGET_WSD_KWARGS``), which the
     budget then replaces, and which a budgeted run's stored ``training_config.json`` may give back.
     """
-    if not minutes:
+    if minutes is None:
         if decay_ratio is not None:
             raise ValueError(
                 f"decay_ratio={decay_ratio} shares out a time budget, and max_train_minutes is not set. Set it, or for "

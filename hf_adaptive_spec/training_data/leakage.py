@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -109,12 +110,18 @@ def write_eval_question_digests(data_dir: Path, path: Path = PACKAGED_DIGESTS) -
     return len(digests)
 
 
+def _parts(content: str) -> list[str]:
+    """A turn's paragraphs (split at a blank line, whitespace or ``\\r`` in it included) and its lines: a question
+    pasted after an instruction, on a line or a paragraph of its own."""
+    return [*re.split(r"\n\s*\n", content), *content.splitlines()]
+
+
 def leaks(conversation: Conversation, digests: frozenset[str]) -> bool:
-    """Whether a user turn of ``conversation``, or a paragraph of one, is an evaluation question."""
+    """Whether a user turn of ``conversation``, or a paragraph or a line of one, is an evaluation question."""
     for message in conversation.messages:
         if message["role"] != "user":
             continue
-        texts = [message["content"], *(block for block in message["content"].split("\n\n") if block.strip())]
+        texts = [message["content"], *(part for part in _parts(message["content"]) if part.strip())]
         if any(question_digest(text) in digests for text in texts):
             return True
     return False

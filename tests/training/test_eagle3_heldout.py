@@ -612,3 +612,29 @@ def test_the_curves_points_are_shown_for_the_run_only(tmp_path, log_level, shown
         package.setLevel(levels[0])
         package.handlers[:] = handlers[0]
         transformers_logging.set_verbosity(verbosity)
+
+
+def test_the_held_out_set_runs_the_target_on_the_targets_device(setup, monkeypatch):
+    """The script moves the target to the training device before it builds the set, and the set fed it the ids on
+    the CPU: every GPU stage with a held-out path failed before training (found by a review). Here the target sits
+    on the meta device and a spy stands in for its forward."""
+    import copy as copying
+
+    import hf_adaptive_spec.training.eagle3.heldout as heldout
+
+    target, samples, draft = setup
+    seen = []
+
+    class SpyFeatures(heldout.TargetFeatures):
+        def run(self, input_ids, attention_mask, cache=None):
+            seen.append({input_ids.device.type, attention_mask.device.type})
+            shape = (*input_ids.shape, len(self.layer_ids) * target.config.hidden_size)
+            return torch.zeros(shape), torch.zeros(*input_ids.shape, 1)  # as .cpu() of the real outputs gives
+
+        def draft_vocab_logits(self, final_hidden):
+            return torch.zeros(*final_hidden.shape[:2], draft.config.draft_vocab_size)
+
+    monkeypatch.setattr(heldout, "TargetFeatures", SpyFeatures)
+    on_meta = copying.deepcopy(target).to("meta")
+    HeldOutSet(on_meta, samples[:2], draft, depth=2)
+    assert seen == [{"meta"}, {"meta"}]

@@ -157,6 +157,8 @@ def test_a_time_budget_refuses_what_it_would_ignore_and_a_decay_that_does_not_fi
     with pytest.raises(ValueError, match=r"in \(0, 1\]"):
         TimeBudgetCallback(1.0, decay_ratio=0)
     assert time_budget(None, None, _args("cosine")) is None
+    with pytest.raises(ValueError, match="must be positive, got 0 minutes"):  # was read as no budget (a review)
+        time_budget(0, None, _args("cosine"))
     assert time_budget(5, 1.0, _args()).decay_ratio == 1.0  # all decay: a cosine over the budget
     assert time_budget(5, 0.8, _args(warmup=0.2)).decay_ratio == 0.8  # warm-up and decay may fill the budget
     args = _args()

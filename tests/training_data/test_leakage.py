@@ -78,6 +78,9 @@ def test_drop_leaked_matches_every_user_turn_and_paragraph_up_to_form_case_punct
         _conversation("case_and_form", "ＷＲＩＴＥ a poem ABOUT cats"),  # full-width letters, upper case, no period
         _conversation("merged_turns", "What is 2 + 2?\n\nthanks"),  # ShareGPT's blank gpt turn dropped, humans joined
         _conversation("pasted", "Please answer this for me.\n\nName three colors."),
+        _conversation("pasted_crlf", "Please answer this for me.\r\n\r\nName three colors."),  # found by a review
+        _conversation("pasted_spaced", "Please answer this for me.\n \nWhat is 2 + 2?"),
+        _conversation("pasted_line", "Please answer this for me:\nWrite a poem about cats."),
         _conversation("fresh", "Write a poem about dogs."),
         _conversation("embedded", "Please answer: Name three colors. Thanks."),  # within a paragraph: not caught
     ]

@@ -139,11 +139,14 @@ class HeldOutSet:
         features = TargetFeatures(target, self.feature_layers, self.draft_to_target)
         self.end_ids = torch.tensor(end_of_sequence_ids(target), dtype=torch.long)
         self.samples = []
+        device = next(target.parameters()).device  # the script moves the target to the training device first
         for sample in samples:
             batch = collate([sample], pad_token_id=0)
-            fused, final_hidden = features.run(batch["input_ids"], batch["attention_mask"])
+            fused, final_hidden = features.run(batch["input_ids"].to(device), batch["attention_mask"].to(device))
             mask = self._answers_to_their_end(batch["input_ids"], batch["loss_mask"])
-            self.samples.append((batch["input_ids"], fused, features.draft_vocab_logits(final_hidden), mask))
+            # kept in host memory (the logits over the draft vocabulary are large): evaluate moves one at a time
+            logits = features.draft_vocab_logits(final_hidden).cpu()
+            self.samples.append((batch["input_ids"], fused.cpu(), logits, mask))
 
     def _answers_to_their_end(self, input_ids: torch.LongTensor, loss_mask: torch.Tensor) -> torch.Tensor:
         """``loss_mask`` without the tokens that follow an end-of-sequence token in the same answer (a chat

@@ -112,10 +112,12 @@ def ttt_unroll(
     cache = DynamicCache()
     hidden, from_target = features[:, :length], True
     unrolled = []
-    for step in range(steps):
-        answer = shift_positions(batch.loss_mask, 2 + step, length).float()
-        mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
-        row_index = mask.nonzero(as_tuple=True) if loss_rows_only else None  # one host sync on an accelerator
+    answers = [shift_positions(batch.loss_mask, 2 + step, length).float() for step in range(steps)]
+    masks = [answer * shift_positions(in_draft_vocab, 2 + step, length) for step, answer in enumerate(answers)]
+    # every step's rows before any forward is queued: on an accelerator each nonzero waits for the device, and a
+    # wait between two steps' forwards would leave it idle while the host queues the next one
+    row_indices = [mask.nonzero(as_tuple=True) if loss_rows_only else None for mask in masks]
+    for step, (answer, mask, row_index) in enumerate(zip(answers, masks, row_indices)):
         out = model(
             input_ids=shift_positions(input_ids, 1 + step, length),
             hidden_states=hidden,
@@ -262,6 +264,7 @@ def ttt_loss(
         step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
         total = total + decay**step * step_loss
         hits = (unrolled.draft_argmax() == unrolled.target_argmax).float()
-        step_losses.append(float(step_loss.detach()))
-        step_accuracy.append(float((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0)))
-    return total, step_losses, step_accuracy
+        step_losses.append(step_loss.detach().float())
+        step_accuracy.append((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0))
+    losses, accuracy = torch.stack([torch.stack(step_losses), torch.stack(step_accuracy)]).tolist()  # one host sync
+    return total, losses, accuracy
