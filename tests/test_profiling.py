@@ -82,6 +82,30 @@ def test_a_drafting_cycle_pays_for_the_committed_tokens_its_first_step_reads(tmp
             HardwareProfile("cpu", "bfloat16", 2, 256, **curve, catch_up_tokens=tokens, catch_up_seconds=seconds)
 
 
+def test_a_long_prompts_first_draft_step_never_costs_less_than_a_shorter_ones(tmp_path):
+    """A catch-up table whose last median dips (noise) is made non-decreasing, as measured and at load for older
+    profiles, so that no extrapolation past its last count falls below 0 s; a falling verification segment is not
+    extrapolated either; times no measurement gives are refused, naming the field."""
+    from hf_adaptive_spec.profiling.measure import catch_up_points
+
+    assert catch_up_points([1, 6, 40], [2.0, 9.0, 5.0], (4, 8, 16, 32, 64)) == ([1, 6, 40], [2.0, 7.0, 7.0])
+    curve = dict(verify_tokens=[1, 8], verify_seconds=[0.04, 0.05], draft_step_seconds=0.005)
+    (tmp_path / "old.json").write_text(json.dumps({
+        "device": "cpu", "dtype": "float32", "num_threads": 2, "context_length": 16, **curve,
+        "catch_up_tokens": [2.0, 10.0, 19.0], "catch_up_seconds": [0.004, 0.012, 0.006]}))
+    old = HardwareProfile.load(tmp_path / "old.json")
+    assert old.catch_up_seconds == pytest.approx([0.004, 0.009, 0.009])
+    assert [old.draft_time(1, n) for n in (19, 200, 5000)] == pytest.approx([0.009] * 3)
+    falling = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 8], verify_seconds=[0.01, 0.03, 0.02])
+    assert falling.verify_time(64) == 0.02  # the last measured size's time, not 0.02 - 56 * 0.0025
+    for field_name, value in (("verify_seconds", [0.04, -0.05]), ("verify_seconds", [0.04, float("nan")]),
+                              ("catch_up_seconds", [0.0, 0.01]), ("draft_step_seconds", -0.001),
+                              ("policy_call_seconds", float("inf"))):
+        fields = {**curve, "catch_up_tokens": [2.0, 6.0], "catch_up_seconds": [0.004, 0.006], field_name: value}
+        with pytest.raises(ValueError, match=f"{field_name} .*measure it again"):
+            HardwareProfile("cpu", "float32", 2, 16, **fields)
+
+
 def test_the_catch_up_table_is_measured_inside_generate_from_cycles_that_draft_every_kth_time(llama):
     """Drafting one level every k-th cycle makes the drafting cycles read about k cycles' tokens; the first reads
     the prompt, the largest point. Points are grouped by the drafter's step buckets, ascending."""
@@ -356,6 +380,47 @@ def test_profile_with_a_recording_recommends_the_policy_the_package_then_uses(tm
     _a_profile_from_another_processor_is_refused(profile)
 
 
+def test_a_recording_with_no_positions_is_refused_before_any_timing_and_never_ranked(tmp_path, capsys):
+    """A recording whose generations all ended at their first token holds no cycle: ranked, every tree replayed at
+    0 tokens/s and plain steps were saved as the recommendation before the report divided by 0. It is refused by
+    name, before timing and before anything is written; a replay of no cycles has no τ or speed."""
+    from hf_adaptive_spec.environments import ReplayEnvironment, ReplayRecording
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling.ranking import recommend
+
+    empty = ReplayRecording(TreeConfig(3, 3, 8), vocab_size=64, max_new_tokens=16, prompts=[[], []],
+                            prompt_ids=[[1, 2], [3, 4]])
+    empty.save(tmp_path / "empty")
+    out = tmp_path / "profile.json"
+    with pytest.raises(SystemExit):
+        cli.main(["--recording", str(tmp_path / "empty"), "--json", str(out), "--verify-tokens", "1,4"])
+    assert f"['{tmp_path / 'empty'}'] hold no positions" in capsys.readouterr().err and not out.exists()
+    profile = HardwareProfile("cpu", "float32", 1, 16, verify_tokens=[1, 8], verify_seconds=[0.01, 0.02],
+                              draft_step_seconds=0.001)
+    with pytest.raises(ValueError, match=r"\['empty'\] hold no positions .*--max-new-tokens N"):
+        recommend(profile, [empty], ["empty"], (0,))
+    result = ReplayEnvironment(empty, profile).replay(hfas.StaticTreePolicy(2, 3, 4))
+    for figure in ("tokens_per_second", "mean_accepted_tokens"):
+        with pytest.raises(ValueError, match="No cycle was replayed on 2 prompts"):
+            getattr(result, figure)
+
+
+def test_the_profile_is_saved_only_once_its_report_is_made(tmp_path, monkeypatch):
+    """A report that fails (here: a recommendation that cannot be described) leaves no profile behind for
+    recommended_policy() to read."""
+    from hf_adaptive_spec.profiling import cli
+
+    profile = HardwareProfile("cpu", "float32", 1, 16, verify_tokens=[1, 8], verify_seconds=[0.01, 0.02],
+                              draft_step_seconds=0.001, policy_call_seconds=0.0, catch_up_tokens=[1.0],
+                              catch_up_seconds=[0.002], recommendation={"tree": {}})
+    monkeypatch.setattr(cli, "measure_profile", lambda args: (profile, 0.0))
+    out = tmp_path / "profile.json"
+    with pytest.raises(KeyError):
+        cli.main(["--json", str(out), "--verify-tokens", "1,8"])
+    assert not out.exists()
+
+
 def _a_profile_from_another_processor_is_refused(profile):
     """The profile's costs are its processor's: one copied from a CPU with other matrix instructions is refused
     with the fix; one that did not record its instruction set is read as it is."""
@@ -531,6 +596,47 @@ def test_profile_times_the_lookup_first_cycles_own_bucket_unless_buckets_are_giv
         with pytest.raises(KeyboardInterrupt):
             cli.main(["--recording", str(folder), "--json", str(tmp_path / "profile.json"), *extra])
     assert timed == [(5, *DEFAULT_BUCKETS), (2, 3, 5, *DEFAULT_BUCKETS), (2, 8), DEFAULT_BUCKETS, DEFAULT_BUCKETS]
+
+
+def test_with_recordings_one_token_and_each_recordings_largest_tree_are_timed_or_the_ranking_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    """``--verify-tokens 4,8 --recording R`` (R verifies up to 16 tokens) also times 1 token and 16, as ``record
+    --profile`` does; an eager profile that did not time them is refused for ranking (``recommend``, ``--rerank``),
+    not priced from sizes never timed; the report names the smallest size it divides by."""
+    from hf_adaptive_spec.environments import record_replay
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling.ranking import recommend
+
+    model = tiny_model("llama")
+    folder = tmp_path / "recording"
+    recording = record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
+                              TreeConfig(depth=4, top_k=3, total_tokens=16), 8)
+    recording.save(folder)
+    timed = []
+
+    def measured(args):
+        timed.append(args.verify_tokens)
+        raise KeyboardInterrupt  # the sizes are all this test reads
+
+    monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
+    monkeypatch.setattr(cli, "measure_profile", measured)
+    for argv in (["--recording", str(folder)], []):
+        with pytest.raises(KeyboardInterrupt):
+            cli.main(["--verify-tokens", "8,4", "--json", str(tmp_path / "profile.json"), *argv])
+    assert timed == ["1,4,8,16", "4,8"]
+    narrow = HardwareProfile("cpu", "float32", 1, 16, verify_tokens=[2, 8], verify_seconds=[0.01, 0.02],
+                             draft_step_seconds=0.001, policy_call_seconds=0.0, catch_up_tokens=[1.0],
+                             catch_up_seconds=[0.002])
+    with pytest.raises(ValueError, match=r"timed verifications of \[2, 8\] tokens, and ranking \['R'\] needs "
+                                         r"\[1, 16\] too"):
+        recommend(narrow, [recording], ["R"], (0,))
+    narrow.save(tmp_path / "narrow.json")
+    with pytest.raises(SystemExit):
+        cli.main(["--rerank", "--recording", str(folder), "--json", str(tmp_path / "narrow.json")])
+    assert "needs [1, 16] too" in capsys.readouterr().err
+    assert cli.profile_report(narrow, tmp_path, None)[1].endswith("(2.00x 2 tokens)")
 
 
 def test_a_learned_policy_is_recommended_only_on_its_own_curve_and_beyond_the_replay_margin(monkeypatch):
@@ -736,7 +842,34 @@ def test_recommended_buckets_are_the_ones_the_profile_ranked_its_tree_on():
                                bucket_seconds=[1.2, 1.5], recommendation={"tree": tree, "policy": None})
     assert hfas.recommended_buckets(compiled) == (2, 4)
     eager = HardwareProfile("cpu", "float32", 1, 64, [1, 2], [1.0, 1.2], recommendation={"tree": tree, "policy": None})
-    assert hfas.recommended_buckets(eager) == DEFAULT_BUCKETS
+    with pytest.warns(UserWarning, match="times the eager path, which pads no tree.*profile --compile"):
+        assert hfas.recommended_buckets(eager) == DEFAULT_BUCKETS
+
+
+def test_a_profile_is_refused_for_a_model_on_another_device_or_dtype_and_its_tree_carries_its_curve():
+    """Given the loaded model, a profile measured in another dtype or on another device type is refused, naming
+    both; the recommended static tree records the profile's curve, so that generate reports a call on another
+    (here: no model given, a bfloat16 call on a float32 profile)."""
+    from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
+
+    tree = {"depth": 2, "top_k": 2, "total_tokens": 4, "tau": 2.0, "tokens_per_second": 10.0}
+    profile = HardwareProfile("cpu", "float32", 1, 64, [1, 4], [1.0, 1.2], draft_step_seconds=0.1,
+                              instruction_set=cpu_instruction_set(), recommendation={"tree": tree, "policy": None})
+    model = tiny_model("llama").to(torch.bfloat16)
+    for recommended in (hfas.recommended_policy, hfas.recommended_generate_kwargs, recommended_tree):
+        with pytest.raises(ValueError, match=r"measured on cpu in float32 and the model is on cpu in bfloat16.*"
+                                             r"dtype=torch.float32.*profile --dtype bfloat16"):
+            recommended(profile, model=model)
+    on_gpu = HardwareProfile("cuda", "float32", 1, 64, [1, 4], [1.0, 1.2],
+                             recommendation={"tree": tree, "policy": None})
+    with pytest.raises(ValueError, match="measured on cuda in float32 and the model is on cpu in float32"):
+        hfas.recommended_policy(on_gpu, model=model.float())
+    policy = hfas.recommended_policy(profile, model=model.float())
+    assert policy.trained_on == profile.cost_curve()
+    out = model.to(torch.bfloat16).generate(
+        prompt(8, seed=1), max_new_tokens=6, do_sample=False, return_dict_in_generate=True,
+        assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), **hfas.recommended_generate_kwargs(profile))
+    assert "trained on the cpu/float32/eager" in out.speculation.policy_cost_curve_mismatch
 
 
 def _lookup_profile(tree: dict, lookup_tokens: int) -> HardwareProfile:
@@ -875,3 +1008,18 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
         assert message in capsys.readouterr().err
     # a refusal leaves the profile as it was
     assert HardwareProfile.load(path).recommendation == reranked.recommendation
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--dtype", "bfloat16"], "--dtype"), (["--compile"], "--compile"), (["--model", "org/other"], "--model"),
+    (["--num-threads", "2", "--eagle3", "ckpt"], "--num-threads, --eagle3"), (["--dtype", "float32"], "--dtype"),
+    (["--verify-tokens=1,2"], "--verify-tokens"),
+])
+def test_rerank_refuses_the_timing_options_it_would_ignore(tmp_path, flags, named, capsys):
+    """``--rerank`` times nothing: a timing option given with it (even at its default value) is refused by name
+    before anything is read, not ignored."""
+    from hf_adaptive_spec.profiling import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--rerank", "--json", str(tmp_path / "p.json"), "--recording", str(tmp_path / "r"), *flags])
+    assert f"times nothing: {named} would be ignored" in capsys.readouterr().err

@@ -34,6 +34,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..bench.errors import BenchError
 from ..checkpoints import shipped_checkpoint
+from ..core.cost_curve import instruction_set_of
+from ..core.drafter_identity import cached_weights_digest
 from ..core.sequences import end_of_sequence_ids
 from ..default_model import load_model
 from ..drafters.base import Drafter
@@ -192,6 +194,7 @@ def write_profile(
         draft_step_seconds=draft_step, policy_call_seconds=policy_call, model=model_name(model),
         catch_up_tokens=catch_up_tokens, catch_up_seconds=catch_up_seconds,
         drafter=eagle3_name(args.eagle3_checkpoint), drafter_weights=drafter.weights_digest(),
+        path="eager", instruction_set=instruction_set_of(model.device),  # timed as `profile` times the eager path
     )
     profile.save(args.profile)
     logger.info("profile: verify 1 token %.1f ms, %d tokens %.1f ms; draft step %.1f ms -> %s",
@@ -215,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
             raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
+        for flag, value in (("--max-new-tokens", args.max_new_tokens), ("--total-tokens", args.total_tokens)):
+            if value < 2:
+                raise ValueError(f"{flag} must be at least 2, got {value}: with {flag} {value} a recording holds "
+                                 "nothing to replay (no cycle, or the root alone verified).")
         if args.questions and args.prompts_file:
             raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
         if args.per_category is not None and not args.questions:
@@ -224,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         drafter = load_drafter(model, args.eagle3_checkpoint)
         feature_layers = parse_feature_layers(args.feature_layers, drafter)
         output = Path(args.output)
+        prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
+        if not prompts:  # before the manifest: a run that fails on its prompts leaves the folder as it was
+            raise ValueError(f"No {source} prompts from index {args.start}: the set has fewer; lower --start.")
         check_manifest(output, {
             **({"model": artifact_name(args.model)} if args.model else {}),
+            "target_weights": cached_weights_digest(model),
             "drafter": args.drafter,
             "eagle3_checkpoint": args.eagle3_checkpoint and artifact_name(args.eagle3_checkpoint),
             "drafter_weights": drafter.weights_digest(),
@@ -236,9 +247,6 @@ def main(argv: list[str] | None = None) -> int:
             **({"turns": args.turns} if args.turns > 1 else {}),  # first turns only: the manifest as before --turns
             **({"eval_data_dir": args.eval_data_dir} if args.eval_data_dir else {}),  # which prompts were dropped
         })
-        prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
-        if not prompts:
-            raise ValueError(f"No {source} prompts from index {args.start}: the set has fewer; lower --start.")
         if len(prompts) < args.num_prompts:
             logger.warning("only %d %s prompts from index %d", len(prompts), source, args.start)
         if args.profile:

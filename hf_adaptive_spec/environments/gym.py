@@ -185,6 +185,7 @@ class DraftStepEnv(gym.Env):
         self._stop_cycle()
         if options and "prompt" in options:
             where = (int(options["prompt"]), int(options.get("position", 0)))
+            self.replay.check_position(*where)
             if not self._start(*where):
                 raise ValueError(f"The engine asks nothing at prompt {where[0]} position {where[1]} (too close to "
                                  "the end of the generation): pick an earlier position.")

@@ -166,6 +166,12 @@ class MultiReplayEnvironment(ReplayLoop):
     ) -> ReplayedCycle:
         """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks
         (``unread_tokens``: see :meth:`ReplayLoop.replay_cycle`)."""
+        if not 0 <= prompt < self.num_prompts:
+            raise ValueError(f"prompt {prompt} is outside the {self.num_prompts} prompts the recordings share: give 0 "
+                             f"to {self.num_prompts - 1}.")
+        if not 0 <= position < self.lengths[prompt]:
+            raise ValueError(f"position {position} is outside the {self.lengths[prompt]} cycle starts the recordings "
+                             f"share for prompt {prompt}: give 0 to {self.lengths[prompt] - 1}.")
         tick = time.perf_counter()
         config = policy.tree_config(self.state(prompt, position))
         policy_time = time.perf_counter() - tick

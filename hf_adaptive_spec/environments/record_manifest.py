@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.files import write_text_atomically
 from ..profiling.identity import artifact_name
-from .storage import MANIFEST
+from .storage import MANIFEST, finished_shards
 
 
 def without_unused_prompt_set(manifest: dict) -> dict:
@@ -31,16 +31,18 @@ def check_manifest(directory: Path, settings: dict) -> None:
     named a local target or drafter as typed is rewritten with its absolute path, which later readers
     (:func:`~hf_adaptive_spec.environments.provenance.recorded_pair`) resolve from any directory."""
     path = directory / MANIFEST
-    if not path.is_file():
+    if not path.is_file() or not finished_shards(directory):  # a run that recorded no shard binds no later one
         directory.mkdir(parents=True, exist_ok=True)
         _write_manifest(path, settings)
         return
     on_disk = json.loads(path.read_text(encoding="utf-8"))
     resolved = _with_resolved_names(on_disk)
     earlier = without_unused_prompt_set(resolved)
+    check_same_target_weights(directory, earlier, settings)
     check_same_drafter_weights(directory, earlier, settings)
-    if "drafter_weights" not in earlier:  # recorded before digests were kept: its shards' weights are unknown
-        settings = {key: value for key, value in settings.items() if key != "drafter_weights"}
+    for digest in ("drafter_weights", "target_weights"):
+        if digest not in earlier:  # recorded before the digest was kept: its shards' weights are unknown
+            settings = {key: value for key, value in settings.items() if key != digest}
     if earlier != settings:
         changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
         raise ValueError(
@@ -60,6 +62,18 @@ def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -
             f"{directory} was recorded with other drafter weights (digest {before}; this drafter's is {now}), under "
             f"the same name {settings.get('eagle3_checkpoint') or settings.get('drafter')}: the drafter was retrained "
             "or replaced since. Record into another --output (a policy trained on both would learn two drafters)."
+        )
+
+
+def check_same_target_weights(directory: Path, earlier: dict, settings: dict) -> None:
+    """Refuse to add shards of a target with other weights than the earlier shards' under the same name (a model
+    retrained or replaced in its folder): one recording would hold two targets' generations."""
+    before, now = earlier.get("target_weights"), settings.get("target_weights")
+    if before is not None and before != now:
+        raise ValueError(
+            f"{directory} was recorded with other target weights (digest {before}; this target's is {now}), under "
+            f"the same name {settings.get('model') or 'the default model'}: the target was retrained or replaced "
+            "since. Record into another --output (a recording of two targets holds two different generations)."
         )
 
 

@@ -20,6 +20,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
+from ..core.sequences import end_of_sequence_ids
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..generation.targets import verify_tree
@@ -207,6 +208,27 @@ def verifiable_nodes(tree: DraftTree, max_candidates: int) -> list[int]:
     return sorted(keep)
 
 
+def check_recordable(config: TreeConfig, max_new_tokens: int) -> None:
+    """Refuse a recording that would hold nothing to replay exactly: sampled trees, no tree (depth 0 or the root
+    alone verified) or no cycle (fewer than 2 new tokens)."""
+    if config.sample_drafts:
+        raise ValueError(
+            "Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False."
+        )
+    if config.depth < 1:
+        raise ValueError("A recording needs trees to replay: record with depth >= 1 (plain steps need no recording).")
+    if config.total_tokens < 2:
+        raise ValueError(
+            f"total_tokens={config.total_tokens} verifies the root alone, no drafted token to replay: record with "
+            "total_tokens >= 2 (the largest verification a replayed policy may ask for, root included)."
+        )
+    if max_new_tokens < 2:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} records no cycle (the prompt's forward commits the first token, each "
+            "cycle one more): record with max_new_tokens >= 2."
+        )
+
+
 @torch.no_grad()
 def record_greedy_trees(
     model: PreTrainedModel,
@@ -215,22 +237,20 @@ def record_greedy_trees(
     config: TreeConfig,
     max_new_tokens: int,
     feature_layers: tuple[int, ...] = (),
-    eos_token_ids: tuple[int, ...] = (),
+    eos_token_ids: tuple[int, ...] | None = None,
 ) -> list[ReplayTree]:
     """Generate ``input_ids`` ([1, T]) greedily, one token per cycle, recording every cycle start.
 
     Each cycle drafts the full tree of ``config.depth`` levels with ``config.top_k`` (EAGLE-2
     expansion, no pruning) and verifies the nodes any verification of at most
-    ``config.total_tokens`` tokens could keep; then it commits only the target's next token.
+    ``config.total_tokens`` tokens could keep; then it commits only the target's next token. The generation ends
+    at ``eos_token_ids`` (None: the model's own, where ``generate`` stops; ``()``: none).
     """
+    if eos_token_ids is None:
+        eos_token_ids = end_of_sequence_ids(model)
     if input_ids.shape[0] != 1:
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
-    if config.sample_drafts:
-        raise ValueError(
-            "Replay is exact for greedy decoding with deterministic trees; record with sample_drafts=False."
-        )
-    if config.depth < 1:
-        raise ValueError("A recording needs trees to replay: record with depth >= 1 (plain steps need no recording).")
+    check_recordable(config, max_new_tokens)
     drafter.bind(model)
     device = model.device
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
@@ -277,9 +297,13 @@ def record_replay(
     config: TreeConfig,
     max_new_tokens: int,
     feature_layers: tuple[int, ...] = (),
-    eos_token_ids: tuple[int, ...] = (),
+    eos_token_ids: tuple[int, ...] | None = None,
 ) -> ReplayRecording:
-    """Record each prompt with :func:`record_greedy_trees` into a :class:`ReplayRecording`."""
+    """Record each prompt with :func:`record_greedy_trees` into a :class:`ReplayRecording`; ``eos_token_ids``: the
+    tokens that end a generation (None: the model's own end-of-sequence ids, where ``generate`` stops, so that the
+    replay ends where a live generation does; ``()``: none)."""
+    if eos_token_ids is None:
+        eos_token_ids = end_of_sequence_ids(model)
     recorded = [
         record_greedy_trees(model, drafter, ids, config, max_new_tokens, feature_layers, eos_token_ids)
         for ids in prompts

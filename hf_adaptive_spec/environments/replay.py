@@ -161,13 +161,24 @@ class ReplayResult:
     @property
     def mean_accepted_tokens(self) -> float:
         """τ: tokens per cycle, the bonus token included (as ``SpeculationStats``: none past end of sequence)."""
-        cycles = self.all_cycles
-        return committed_tokens(cycles) / max(len(cycles), 1)
+        cycles = self.replayed_cycles()
+        return committed_tokens(cycles) / len(cycles)
 
     @property
     def tokens_per_second(self) -> float:
+        cycles = self.replayed_cycles()
+        return committed_tokens(cycles) / sum(c.seconds for c in cycles)
+
+    def replayed_cycles(self) -> list[ReplayedCycle]:
+        """Every cycle, refused when there is none: no data has no τ or speed (0 would rank as a real figure)."""
         cycles = self.all_cycles
-        return committed_tokens(cycles) / max(sum(c.seconds for c in cycles), 1e-12)
+        if not cycles:
+            raise ValueError(
+                f"No cycle was replayed on {len(self.cycles)} prompts: the recording holds no positions for them (each "
+                "generation ended at its first token). Record with --max-new-tokens >= 2, on prompts whose answer "
+                "does not end at once."
+            )
+        return cycles
 
 
 def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
@@ -273,6 +284,7 @@ class ReplayEnvironment(ReplayLoop):
     ) -> ReplayedCycle:
         """The cycle starting at ``position`` of prompt ``prompt``, drafted and pruned by ``policy``
         (``unread_tokens``: see :meth:`ReplayLoop.replay_cycle`)."""
+        self.check_position(prompt, position)
         trees = self.recording.prompts[prompt]
         recorded = trees[position]
         if unread_tokens is None:
@@ -311,6 +323,17 @@ class ReplayEnvironment(ReplayLoop):
             draft_levels=drafter.levels,
             unread_tokens=unread_tokens,
         )
+
+    def check_position(self, prompt: int, position: int) -> None:
+        """Raise, naming the valid range, unless ``prompt`` and ``position`` name a recorded cycle start (a negative
+        index would count from the end and replay another cycle as this one)."""
+        if not 0 <= prompt < self.num_prompts:
+            raise ValueError(f"prompt {prompt} is outside the recording's {self.num_prompts} prompts: give 0 to "
+                             f"{self.num_prompts - 1}.")
+        positions = self.num_positions(prompt)
+        if not 0 <= position < positions:
+            raise ValueError(f"position {position} is outside prompt {prompt}'s {positions} recorded cycle starts: "
+                             f"give 0 to {positions - 1}.")
 
     def _room(self, prompt: int, position: int) -> int:
         """Draft tokens the generation has room for after the cycle at ``position`` commits its bonus token."""

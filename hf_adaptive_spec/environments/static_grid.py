@@ -1,9 +1,11 @@
 """Rank the static trees a recording holds on a hardware profile: which fixed tree this machine wants.
 
 Every ``StaticTreePolicy(depth, top_k, total_tokens)`` that a recording contains is replayed on all
-its prompts, with plain one-token steps (depth 0) for reference. τ is exact for greedy decoding;
-tokens/s is modelled from the profile (on the static path a tree costs its padded bucket's time,
-so only the largest size of each bucket is worth verifying there). With a prompt-lookup branch of N
+its prompts, with plain one-token steps (depth 0) for reference. Over several recordings every tree is replayed on
+all of them: those of one ``top_k`` pooled, and those of several ``top_k`` (of the same prompts) replayed together,
+each tree on its ``top_k``'s recording over the positions all of them hold (:func:`rank_over_recordings`).
+τ is exact for greedy decoding; tokens/s is modelled from the profile (on the static path a tree costs its padded
+bucket's time, so only the largest size of each bucket is worth verifying there). With a prompt-lookup branch of N
 tokens (``generate(..., prompt_lookup_num_tokens=N)``) grafted onto every tree, depth 0 is the branch
 alone: the target verifies the lookup chain and the drafter drafts nothing; and each drafted tree is
 ranked a second time as :class:`~hf_adaptive_spec.policies.LookupFirstPolicy`, drafted only in the
@@ -20,8 +22,9 @@ from ..core.tree import full_tree_size
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
+from .multi import MultiReplayEnvironment
 from .recording import ReplayRecording
-from .replay import ReplayEnvironment
+from .replay import ReplayEnvironment, ReplayLoop
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,17 @@ def rank_static_trees(
     environment = ReplayEnvironment(
         recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size
     )
-    drafted = recorded_tree_shapes(recording, profile, lookup_tokens)
+    return rank_trees_in(environment, [recording], profile, lookup_tokens)
+
+
+def rank_trees_in(
+    environment: ReplayLoop, recordings: list[ReplayRecording], profile: HardwareProfile, lookup_tokens: int
+) -> list[RankedTree]:
+    """Every static tree ``recordings`` hold (and depth 0), each replayed in ``environment``, which replays all of
+    them on the same generations, best first."""
+    drafted = [shape for recording in recordings for shape in recorded_tree_shapes(recording, profile, lookup_tokens)]
     candidates = [RankedTree(depth, top_k, total, 0.0, 0.0, lookup_tokens)
-                  for depth, top_k, total in [(0, recording.tree_config.top_k, 1), *drafted]]
+                  for depth, top_k, total in [(0, recordings[0].tree_config.top_k, 1), *drafted]]
     if lookup_tokens:
         candidates += [replace(tree, lookup_first=True) for tree in candidates if tree.depth]
     ranked = []
@@ -121,13 +132,48 @@ def rank_over_recordings(
     lookup_counts: Sequence[int] = (0,),
     lookup_ngram_size: int = 2,
 ) -> list[RankedTree]:
-    """:func:`rank_static_trees` over several recordings (e.g. one per ``top_k``) and each prompt-lookup branch
-    length of ``lookup_counts`` (0: no branch), merged best first."""
-    recordings = list(recordings)
+    """Every static tree of ``recordings``, each ranked on all of them (:func:`replay_environment_over`), with each
+    prompt-lookup branch length of ``lookup_counts`` (0: no branch), best first."""
+    groups = recordings_by_top_k(recordings)
     ranked = [
         tree
         for lookup_tokens in dict.fromkeys(lookup_counts)
-        for recording in recordings
-        for tree in rank_static_trees(recording, profile, lookup_tokens, lookup_ngram_size)
+        for tree in rank_trees_in(replay_environment_over(groups, profile, lookup_tokens, lookup_ngram_size),
+                                  groups, profile, lookup_tokens)
     ]
     return best_first(ranked)
+
+
+def recordings_by_top_k(recordings: Iterable[ReplayRecording]) -> list[ReplayRecording]:
+    """One recording per ``top_k``, ascending: recordings of the same ``top_k`` concatenated (their prompts are
+    pooled, as shards are), so that no tree is ranked on a part of the data another is not."""
+    by_top_k: dict[int, list[ReplayRecording]] = {}
+    for recording in recordings:
+        by_top_k.setdefault(recording.tree_config.top_k, []).append(recording)
+    if not by_top_k:
+        raise ValueError("No recording to rank the static trees on: pass at least one.")
+    try:
+        return [ReplayRecording.concatenate(group) for _, group in sorted(by_top_k.items())]
+    except ValueError as error:
+        raise ValueError(
+            f"Recordings of one top_k are ranked together, as one: {error} Rank recordings of one depth, total_tokens "
+            "and --max-new-tokens per top_k, or rank them in separate profiles."
+        ) from error
+
+
+def replay_environment_over(
+    groups: list[ReplayRecording], profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
+) -> ReplayLoop:
+    """Where every tree and policy is replayed on all of ``groups`` (one recording per ``top_k``,
+    :func:`recordings_by_top_k`): the recording itself, or with several ``top_k`` the
+    :class:`MultiReplayEnvironment` of them, which needs the same prompts recorded for each ``top_k`` and replays
+    each tree on its ``top_k``'s recording over the positions all of them hold."""
+    if len(groups) == 1:
+        return ReplayEnvironment(groups[0], profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
+    try:
+        return MultiReplayEnvironment(groups, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size)
+    except ValueError as error:
+        raise ValueError(
+            f"Recordings of several top_k ({[group.tree_config.top_k for group in groups]}) are ranked together only "
+            f"on the same prompts, each tree on its top_k's: {error}"
+        ) from error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
@@ -27,7 +28,7 @@ from .measure import (
     measure_static_verification,
     measure_verification_in_generate,
 )
-from .ranking import recommend, recommendation_lines
+from .ranking import check_measured_sizes, check_recorded_positions, recommend, recommendation_lines
 from .recommendation import default_profile_path
 
 PROMPT = "Explain how a bicycle works, step by step."
@@ -56,6 +57,32 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass it with --recording")
 
 
+#: what a profile is timed with: ``--rerank`` times nothing and ranks on the costs the profile holds
+TIMING_FLAGS = ("--model", "--dtype", "--num-threads", "--context-length", "--verify-tokens", "--repeats", "--eagle3",
+                "--drafter-layers", "--static", "--compile", "--cache-slots", "--buckets")
+
+
+def refuse_timing_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> None:
+    """``--rerank`` loads and times nothing: refuse a timing option given with it, by name, instead of ignoring it
+    (``--rerank --dtype bfloat16`` would rank on the profile's float32 costs)."""
+    given = [flag for flag in TIMING_FLAGS
+             if getattr(args, flag[2:].replace("-", "_")) != parser.get_default(flag[2:].replace("-", "_"))
+             or any(token == flag or token.startswith(flag + "=") for token in argv)]
+    if given:
+        parser.error(f"--rerank ranks on the costs already in the profile at --json and times nothing: "
+                     f"{', '.join(given)} would be ignored. Leave them out, or time a new profile with them (without "
+                     "--rerank).")
+
+
+def with_recorded_sizes(verify_tokens: str, recordings: list) -> str:
+    """``--verify-tokens`` with 1 (a plain step) and each recording's ``total_tokens`` (its largest tree) added
+    when there are recordings to rank, as ``record --profile`` times them: the ranking prices each of them."""
+    sizes = {int(n) for n in verify_tokens.split(",")}
+    if recordings:
+        sizes |= {1} | {recording.tree_config.total_tokens for recording in recordings}
+    return ",".join(map(str, sorted(sizes)))
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-adaptive-spec profile", description=__doc__)
     parser.add_argument("--json", default=None, help=f"where to write the profile (default: {default_profile_path()})")
@@ -64,7 +91,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--num-threads", type=int, default=None)
     parser.add_argument("--context-length", type=int, default=256)
-    parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)))
+    parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)),
+                        help="verification sizes to time; with --recording, 1 (a plain step) and each recording's "
+                             "total_tokens are added")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timings per verification size (eager: a third of it, at least 3, rounds of generate)")
     parser.add_argument("--eagle3", default=None,
@@ -101,11 +130,18 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
+    if args.rerank:
+        refuse_timing_flags(parser, args, sys.argv[1:] if argv is None else argv)
     check_sizes(parser, args)
     args.buckets = parse_buckets(parser, args)
     recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
+    try:
+        check_recorded_positions(recordings, args.recording)
+    except ValueError as error:
+        parser.error(str(error))
     if args.rerank:
         return rerank(parser, args, recordings)
+    args.verify_tokens = with_recorded_sizes(args.verify_tokens, recordings)
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
     if args.recording:
@@ -120,31 +156,33 @@ def main(argv: list[str] | None = None) -> int:
     if recordings:
         profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
     path = Path(args.json) if args.json else default_profile_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    report = profile_report(profile, path, compile_seconds if args.compile else None)  # before saving: a report
+    path.parent.mkdir(parents=True, exist_ok=True)  # that fails leaves no profile behind to be used
     profile.save(path)
-    print_profile(profile, path, compile_seconds if args.compile else None)
+    print("\n".join(report))
     return 0
 
 
-def print_profile(profile: HardwareProfile, path: Path, compile_seconds: float | None) -> None:
-    """What was timed, where it was saved, and the recommendation."""
-    base = profile.verify_seconds[0]
-    for n, s in zip(profile.verify_tokens, profile.verify_seconds):
-        print(f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x one token)")
+def profile_report(profile: HardwareProfile, path: Path, compile_seconds: float | None) -> list[str]:
+    """What was timed, where it is saved, and the recommendation, as lines."""
+    base_tokens, base = profile.verify_tokens[0], profile.verify_seconds[0]
+    unit = "one token" if base_tokens == 1 else f"{base_tokens} tokens"
+    lines = [f"verify {n:>3} tokens: {1000 * s:7.1f} ms  ({s / base:.2f}x {unit})"
+             for n, s in zip(profile.verify_tokens, profile.verify_seconds)]
     if profile.buckets:
-        print(f"buckets: {profile.buckets} in a cache of {profile.cache_slots} slots (a tree is padded to the smallest "
-              "bucket that fits it and costs that bucket's time)")
-        for bucket, seconds in zip(profile.buckets, profile.bucket_seconds or []):
-            print(f"bucket {bucket:>3} inside generate: {1000 * seconds:7.1f} ms per cycle (what the replay charges)")
-    print(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
-          f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
-    print("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
+        lines.append(f"buckets: {profile.buckets} in a cache of {profile.cache_slots} slots (a tree is padded to the "
+                     "smallest bucket that fits it and costs that bucket's time)")
+        lines += [f"bucket {bucket:>3} inside generate: {1000 * seconds:7.1f} ms per cycle (what the replay charges)"
+                  for bucket, seconds in zip(profile.buckets, profile.bucket_seconds or [])]
+    lines.append(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
+                 f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
+    lines.append("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
         f"{tokens:.0f}: {1000 * seconds:.1f} ms"
         for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
     if compile_seconds is not None:
-        print(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification graphs)")
-    for line in instruction_set_lines(profile) + recommendation_lines(profile):
-        print(line)
+        lines.append(f"path: compiled ({compile_seconds:.0f} s compiling {len(profile.verify_tokens)} verification "
+                     "graphs)")
+    return lines + instruction_set_lines(profile) + recommendation_lines(profile)
 
 
 def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings: list) -> int:
@@ -158,14 +196,15 @@ def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings
                      "`hf-adaptive-spec profile --recording DIR` (without --rerank)")
     try:
         profile = load_profile_for_recordings(path, args.recording)
+        check_measured_sizes(profile, recordings, args.recording)
     except ValueError as error:
         parser.error(str(error))
     profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
+    lines = recommendation_lines(profile)  # before saving, as main
     profile.save(path)
     print(f"ranked {', '.join(args.recording)} on the costs of {path} ({profile.device}, {profile.dtype}, "
           f"{profile.path} path)")
-    for line in recommendation_lines(profile):
-        print(line)
+    print("\n".join(lines))
     return 0
 
 

@@ -8,6 +8,7 @@ and the reports. Times are medians of repeated wall-clock measurements, taken by
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +33,10 @@ class HardwareProfile:
             (:func:`.measure.measure_in_generate`; profiles made before 2026-12-01 hold the mean over every level).
         catch_up_tokens / catch_up_seconds: what a cycle drafting one level costs when its first step reads
             this many committed tokens the drafter has not read yet, measured inside ``generate``
-            (:func:`.measure.measure_catch_up_in_generate`; ascending token counts, interpolated between them). A cycle
+            (:func:`.measure.measure_catch_up_in_generate`; ascending token counts, interpolated between them, the
+            times made non-decreasing in the count, as measured since 2026-12-05 and at load for older profiles: reading
+            more tokens does not cost less, and a dip extrapolated past the last count priced a long prompt's first
+            step below 0 s). A cycle
             that drafts after cycles that drafted nothing reads every token committed since (EAGLE-3 on the
             compiled bfloat16 path of two AVX2 cores, live: 5.7 ms for up to 4 tokens, 8.0 ms for 5-8, 12.5 ms
             for 9-16, 20.6 ms for 17-32; results/README.md), and the first drafted cycle reads the prompt.
@@ -96,6 +100,7 @@ class HardwareProfile:
             raise ValueError(f"verify_tokens {self.verify_tokens} measures a size twice: give each size once.")
         pairs = sorted(zip(self.verify_tokens, self.verify_seconds))  # the interpolation reads them in order
         self.verify_tokens, self.verify_seconds = [n for n, _ in pairs], [s for _, s in pairs]
+        self._check_times()
         if self.buckets is not None:
             if self.buckets != sorted(self.buckets) and self.bucket_seconds is not None:
                 raise ValueError(
@@ -121,6 +126,27 @@ class HardwareProfile:
                 f"bucket_seconds has {len(self.bucket_seconds)} times for buckets {self.buckets}: give one time per "
                 "bucket (measure_buckets_in_generate), or None."
             )
+        if self.catch_up_seconds is not None:  # older profiles kept the medians as measured
+            self.catch_up_seconds = monotone_seconds(self.catch_up_seconds)
+
+    def _check_times(self) -> None:
+        """Refuse times no measurement gives: a verification, catch-up or bucket time that is not a positive finite
+        number of seconds, or a negative or non-finite draft step or policy call (the replay would price cycles at
+        or below 0 s and rank by it)."""
+        for name in ("verify_seconds", "catch_up_seconds", "bucket_seconds"):
+            bad = [value for value in getattr(self, name) or [] if not (math.isfinite(value) and value > 0)]
+            if bad:
+                raise ValueError(
+                    f"{name} holds {bad}: every time must be a positive finite number of seconds. The profile is "
+                    "damaged or hand-edited: measure it again with `hf-adaptive-spec profile`."
+                )
+        for name in ("draft_step_seconds", "policy_call_seconds"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"{name} is {value}: it must be a finite number of seconds >= 0. The profile is damaged or "
+                    "hand-edited: measure it again with `hf-adaptive-spec profile`."
+                )
 
     def cost_curve(self) -> CostCurve:
         """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
@@ -175,12 +201,28 @@ class HardwareProfile:
 
 def piecewise_linear(xs: list[float], ys: list[float], x: float) -> float:
     """``y`` at ``x`` on the measured points ``(xs, ys)`` (``xs`` ascending): interpolated between them, past the
-    last along the last segment (more costs more, not the largest measured time), below the first the first's."""
+    last along the last segment (more costs more, not the largest measured time) unless it falls, then the last
+    point's (a falling segment extrapolated goes below 0), below the first the first's."""
     if x <= xs[0] or len(xs) == 1:
         return ys[0]
     segment = next((i for i in range(1, len(xs)) if x <= xs[i]), len(xs) - 1)
     (x0, y0), (x1, y1) = (xs[segment - 1], ys[segment - 1]), (xs[segment], ys[segment])
+    if x > x1 and y1 < y0:
+        return y1
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def monotone_seconds(seconds: list[float]) -> list[float]:
+    """The non-decreasing sequence closest to ``seconds`` (least squares: adjacent sizes that cost less than a
+    smaller one are pooled to their mean). A larger tree does not cost less to verify on the eager path, nor more
+    unread tokens less to read; a measured dip is noise, and a replay would pick the tree that sits in it."""
+    pools: list[tuple[float, int]] = []  # (mean, sizes pooled)
+    for value in seconds:
+        pools.append((value, 1))
+        while len(pools) > 1 and pools[-2][0] > pools[-1][0]:
+            (right, n_right), (left, n_left) = pools.pop(), pools.pop()
+            pools.append(((left * n_left + right * n_right) / (n_left + n_right), n_left + n_right))
+    return [mean for mean, count in pools for _ in range(count)]
 
 
 def unread_after(unread_tokens: int, drafted: bool, committed_tokens: int) -> int:

@@ -25,7 +25,7 @@ from ..generation.static_path import FastPath, fast_path
 from ..generation.targets import StaticTarget
 from ..policies.base import CycleState, DraftPolicy, TreeConfig
 from ..policies.static import StaticTreePolicy
-from .hardware import DEFAULT_VERIFY_TOKENS, static_cache_slots, unread_after
+from .hardware import DEFAULT_VERIFY_TOKENS, monotone_seconds, static_cache_slots, unread_after
 
 
 @torch.no_grad()
@@ -183,13 +183,15 @@ def catch_up_points(
     unread: list[int], seconds: list[float], bounds: tuple[int, ...]
 ) -> tuple[list[float], list[float]]:
     """``(mean tokens, median seconds)`` of the drafting cycles grouped by the smallest of ``bounds`` their unread
-    tokens fit (the drafter's step buckets, then doublings); groups without a cycle are left out."""
+    tokens fit (the drafter's step buckets, then doublings), the medians made non-decreasing in the tokens
+    (:func:`monotone_seconds`: reading more does not cost less, and a falling last segment, extrapolated, would
+    price a long prompt's first step below 0 s); groups without a cycle are left out."""
     groups: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for tokens, time_ in zip(unread, seconds):
         groups[next((bound for bound in bounds if tokens <= bound), bounds[-1])].append((tokens, time_))
     points = [(statistics.mean(t for t, _ in group), statistics.median(s for _, s in group))
               for _, group in sorted(groups.items())]
-    return [t for t, _ in points], [s for _, s in points]
+    return [t for t, _ in points], monotone_seconds([s for _, s in points])
 
 
 def measure_catch_up_in_generate(
@@ -295,19 +297,6 @@ def rotated_cycle_seconds(
 def rotation_tokens(configs: list[TreeConfig], cycles_per_size: int) -> int:
     """New tokens for ``cycles_per_size`` rotations of ``configs``: the most their cycles may accept."""
     return cycles_per_size * sum(config.reachable_depth + 1 for config in configs)
-
-
-def monotone_seconds(seconds: list[float]) -> list[float]:
-    """The non-decreasing sequence closest to ``seconds`` (least squares: adjacent sizes that cost less than a
-    smaller one are pooled to their mean). A larger tree does not cost less to verify on the eager path; a measured
-    dip is noise, and a replay would pick the tree that sits in it."""
-    pools: list[tuple[float, int]] = []  # (mean, sizes pooled)
-    for value in seconds:
-        pools.append((value, 1))
-        while len(pools) > 1 and pools[-2][0] > pools[-1][0]:
-            (right, n_right), (left, n_left) = pools.pop(), pools.pop()
-            pools.append(((left * n_left + right * n_right) / (n_left + n_right), n_left + n_right))
-    return [mean for mean, count in pools for _ in range(count)]
 
 
 def measure_buckets_in_generate(

@@ -6,8 +6,7 @@ from __future__ import annotations
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
-from ..environments import MultiReplayEnvironment, ReplayEnvironment
-from ..environments.static_grid import rank_over_recordings
+from ..environments.static_grid import rank_over_recordings, recordings_by_top_k, replay_environment_over
 from ..policies import AutoDraftPolicy
 from .hardware import HardwareProfile
 from .identity import shipped_policies_misfit
@@ -27,6 +26,8 @@ def recommend(profile: HardwareProfile, recordings: list, names: list[str], look
     with, else its best branch); a learned policy is recommended only if trained for the profile's target and drafter
     and on this curve, and faster than the tree by more than the replay's error (:data:`REPLAY_MARGIN`).
     ``lookup_tokens`` is the recommendation's branch, for ``generate``'s ``prompt_lookup_num_tokens`` (0: none)."""
+    check_recorded_positions(recordings, names)
+    check_measured_sizes(profile, recordings, names)
     counts = tuple(sorted({0, *lookup_counts}))
     ranked = rank_over_recordings(recordings, profile, counts)
     best = ranked[0]
@@ -55,6 +56,34 @@ def recommend(profile: HardwareProfile, recordings: list, names: list[str], look
     }
 
 
+def check_recorded_positions(recordings: list, names: list[str]) -> None:
+    """Refuse recordings that hold no cycle to replay (every generation ended at its first token, as with
+    ``record --max-new-tokens 1``), naming them: ranked, every tree would replay at 0 tokens/s."""
+    empty = [str(name) for recording, name in zip(recordings, names) if recording.num_positions == 0]
+    if empty:
+        raise ValueError(
+            f"The recordings {empty} hold no positions (each generation ended at its first token): nothing to rank "
+            "the trees on. Record them again with `hf-adaptive-spec record --max-new-tokens N` (N >= 2, e.g. 256) "
+            "on prompts the target answers at length, or leave them out."
+        )
+
+
+def check_measured_sizes(profile: HardwareProfile, recordings: list, names: list[str]) -> None:
+    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
+    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
+    so the ranking would rest on sizes never timed. A bucketed profile prices every tree at a timed bucket."""
+    if profile.buckets:
+        return
+    sizes = sorted({1} | {recording.tree_config.total_tokens for recording in recordings})
+    unmeasured = [n for n in sizes if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
+    if unmeasured:
+        raise ValueError(
+            f"The profile timed verifications of {profile.verify_tokens} tokens, and ranking {[str(n) for n in names]} "
+            f"needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to their total_tokens): time "
+            f"them, `hf-adaptive-spec profile --recording DIR` (it adds them to --verify-tokens)."
+        )
+
+
 def fastest_replay(entries) -> dict:
     """Of one policy's replay entries (one per lookup branch length), the fastest replayed, else the first."""
     entries = list(entries)
@@ -72,30 +101,21 @@ def branches_to_replay(name: str, profile: HardwareProfile, counts: tuple[int, .
 
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:
     """Whether the shipped ``name`` policy was trained on ``profile``'s curve, and its replayed tokens/s
-    (None, with the reason, when no recording holds the trees it asks for). It replays on the first recording
-    that holds them, else on the recordings together when they are one per ``top_k`` (a policy that changes
-    ``top_k``, as Re-SpS may)."""
+    (None, with the reason, when the recordings do not hold the trees it asks for). It replays on the data the
+    static trees are ranked on (:func:`~hf_adaptive_spec.environments.static_grid.replay_environment_over`): all
+    the recordings, pooled per ``top_k``, and replayed together over several (a policy that changes ``top_k``, as
+    Re-SpS may)."""
     policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
     curve = profile.cost_curve()
     entry = {"trained_on": str(policy.trained_on), "fits_curve": policy.trained_on.fits(curve),
              "fit": (curve_fit(policy.trained_on, curve)
                      + drafter_fit(policy.trained_for_drafter, profile.drafter_identity()))}
-    environments = [
-        lambda r=recording: ReplayEnvironment(r, profile, lookup_tokens=lookup_tokens) for recording in recordings
-    ]
-    if len(recordings) > 1 and len({r.tree_config.top_k for r in recordings}) == len(recordings):
-        environments.append(lambda: MultiReplayEnvironment(recordings, profile, lookup_tokens=lookup_tokens))
-    errors = []
-    for environment in environments:
-        try:
-            result = environment().replay(policy)
-        except ValueError as error:
-            errors.append(str(error))
-            continue
-        return {**entry, "tokens_per_second": result.tokens_per_second, "tau": result.mean_accepted_tokens,
-                "lookup_tokens": lookup_tokens}
-    entry["not_replayed"] = errors[-1] if errors else "no recording"
-    return entry
+    try:
+        result = replay_environment_over(recordings_by_top_k(recordings), profile, lookup_tokens).replay(policy)
+    except ValueError as error:
+        return {**entry, "not_replayed": str(error)}
+    return {**entry, "tokens_per_second": result.tokens_per_second, "tau": result.mean_accepted_tokens,
+            "lookup_tokens": lookup_tokens}
 
 
 def recommendation_lines(profile: HardwareProfile) -> list[str]:

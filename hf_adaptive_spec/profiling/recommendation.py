@@ -13,7 +13,9 @@ the prompt-lookup branch).
 
 A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint or
 the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused, and so is one
-measured on a processor with other matrix instructions (its ``instruction_set``) than this one.
+measured on a processor with other matrix instructions (its ``instruction_set``) than this one, and, given the
+loaded ``model``, one measured on another device type or in another dtype than the model's. The recommended static
+tree records the profile's curve as its ``trained_on``, so ``generate`` reports a call on another path.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
@@ -67,14 +70,27 @@ def _profile_with_recommendation(
             "`hf-adaptive-spec profile --recording DIR` (a folder from `hf-adaptive-spec record`) to rank the trees."
         )
     check_profiled(loaded, where, model, drafter)
-    _check_this_processor(loaded, where)
+    _check_this_machine(loaded, where, model)
     return loaded
 
 
-def _check_this_processor(profile: HardwareProfile, where: str) -> None:
-    """A profile copied from a processor with other matrix instructions measured another curve: refuse it (a
-    profile that did not record its instruction set is taken as it is)."""
-    measured, here = profile.cost_curve(), CostCurve.of(profile.device, profile.dtype, profile.path)
+def _check_this_machine(profile: HardwareProfile, where: str, model: PreTrainedModel | str | None) -> None:
+    """A profile measured on another device type or in another dtype than ``model`` (a loaded module) is, or copied
+    from a processor with other matrix instructions, measured another curve: refuse it (a profile that did not
+    record its instruction set is taken as it is). The path is ``generate``'s choice, not the model's: the
+    recommended policy records the profile's curve as ``trained_on``, and ``generate`` reports a call on another."""
+    measured = profile.cost_curve()
+    here = CostCurve.of(profile.device, profile.dtype, profile.path)
+    if isinstance(model, torch.nn.Module):
+        here = CostCurve.of(model.device, model.dtype, profile.path)
+        if (here.device, here.dtype) != (measured.device, measured.dtype):
+            raise ValueError(
+                f"The hardware profile {where} was measured on {measured.device} in {measured.dtype} and the model is "
+                f"on {here.device} in {here.dtype}: its costs are not this model's (what a verification of many tokens "
+                f"costs depends on both). Load the model as profiled (dtype=torch.{measured.dtype}, on "
+                f"{measured.device}), or run `hf-adaptive-spec profile --dtype {here.dtype} --recording DIR` where it "
+                "runs (and pass that profile)."
+            )
     if not measured.fits(here):  # the same device, dtype and path: the instruction sets differ
         raise ValueError(
             f"The hardware profile {where} was measured on a {profile.device} with {profile.instruction_set} and this "
@@ -167,7 +183,9 @@ def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
             )
         _check_recommended_branch(loaded, name, policy)
         return policy
-    return static_tree_policy(recommended_tree(loaded), bool(loaded.recommendation["tree"].get("lookup_first")))
+    policy = static_tree_policy(recommended_tree(loaded), bool(loaded.recommendation["tree"].get("lookup_first")))
+    policy.mark_trained_on(loaded.cost_curve())  # ranked on this curve: generate reports a call on another
+    return policy
 
 
 def recommended_tree(
@@ -191,9 +209,19 @@ def recommended_buckets(
 ) -> tuple[int, ...]:
     """The verification buckets ``profile`` timed and ranked its trees on (``profile --buckets``), for
     ``hfas.fast_path(model, buckets=...)`` before ``generate``; ``model`` and ``drafter`` as in
-    :func:`recommended_policy`. The engine's default buckets for a profile of the eager path."""
+    :func:`recommended_policy`. The engine's default buckets for a profile of the eager path, with a warning: it
+    ranked its trees on the eager curve, which pads nothing, not on these buckets."""
     loaded = _profile_with_recommendation(profile, model, drafter)
-    return tuple(loaded.buckets) if loaded.buckets else DEFAULT_BUCKETS
+    if loaded.buckets:
+        return tuple(loaded.buckets)
+    warnings.warn(
+        f"The hardware profile times the {loaded.path} path, which pads no tree to a bucket: these are the engine's "
+        f"default buckets {DEFAULT_BUCKETS}, not ones it ranked its trees on, and its recommended tree was ranked on "
+        "the eager curve. To generate on the static path, measure it with `hf-adaptive-spec profile --compile "
+        "--recording DIR` (or --static) and use that profile's buckets and tree.",
+        stacklevel=2,
+    )
+    return DEFAULT_BUCKETS
 
 
 def _check_recommended_branch(profile: HardwareProfile, name: str, policy: DraftPolicy) -> None:

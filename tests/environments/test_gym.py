@@ -195,3 +195,24 @@ def test_tree_config_env_refuses_an_observer_of_layers_the_recording_lacks(recor
     with pytest.raises(ValueError,
                        match=r"hidden states \[2, 3\] that the recording does not keep \(it has \[1, 4\]\)"):
         TreeConfigEnv(recording, PROFILE, [RECORDED], observe=FeatureObservation((1, 2, 3), 8, 100))
+
+
+def test_a_position_outside_the_recording_is_refused_with_the_valid_range(recording):
+    """A negative position counted from the end and replayed the last cycles as the one asked for: replay_cycle,
+    DraftStepEnv.reset and MultiReplayEnvironment refuse it, naming the range."""
+    from hf_adaptive_spec.environments import MultiReplayEnvironment
+
+    replay, positions = ReplayEnvironment(recording, PROFILE), len(recording.prompts[0])
+    policy = hfas.StaticTreePolicy(3, 3, 8)
+    for position in (-1, positions):
+        with pytest.raises(ValueError, match=rf"position {position} is outside prompt 0's {positions} recorded cycle "
+                                             rf"starts: give 0 to {positions - 1}"):
+            replay.replay_cycle(0, position, policy)
+    with pytest.raises(ValueError, match=r"prompt -1 is outside the recording's 2 prompts: give 0 to 1"):
+        replay.replay_cycle(-1, 0, policy)
+    env = DraftStepEnv(recording, PROFILE, verify_sizes=VERIFY_SIZES)
+    with pytest.raises(ValueError, match=rf"position -3 is outside prompt 0's {positions} recorded cycle starts"):
+        env.reset(options={"prompt": 0, "position": -3})
+    env.close()
+    with pytest.raises(ValueError, match=r"position -1 is outside the .* cycle starts the recordings share"):
+        MultiReplayEnvironment([recording], PROFILE).replay_cycle(0, -1, policy)

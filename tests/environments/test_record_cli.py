@@ -12,6 +12,7 @@ from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.core.cost_curve import CostCurve, cpu_instruction_set
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.environments import (
     ReplayRecording,
@@ -71,6 +72,8 @@ def test_record_writes_shards_that_load_as_one_recording(tiny_cli, tmp_path):
                 torch.testing.assert_close(tree.features[layer], reference.features[layer].float())
     measured = HardwareProfile.load(profile)
     assert measured.draft_step_seconds > 0 and 5 in measured.verify_tokens
+    # the processor's instruction set, as `profile` writes it: a policy trained on it fits this processor only
+    assert measured.cost_curve() == CostCurve("cpu", "float32", "eager", cpu_instruction_set())
     # no --eagle3-checkpoint: the shipped one
     assert measured.drafter == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"
 
@@ -89,6 +92,20 @@ def test_record_refuses_to_mix_settings(tiny_cli, tmp_path, capsys):
     for option in ("--sharegpt-file", "--eval-data-dir"):  # other prompts, or other prompts dropped
         assert cli.main(["--output", output, "--start", "1", "--num-prompts", "1", option, str(tmp_path), *TREE]) == 2
         assert f"{option[2:].replace('-', '_')} differ" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--max-new-tokens", "0"), ("--max-new-tokens", "-5"),
+                                         ("--max-new-tokens", "1"), ("--total-tokens", "1")])
+def test_a_recording_that_would_hold_nothing_to_replay_is_refused(tiny_cli, tmp_path, capsys, flag, value):
+    """One new token records no cycle and a verification of one token the root alone: refused before anything is
+    written (a recording of no positions ranked every tree at 0 tokens/s), here and in record_replay."""
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, flag, value]) == 2
+    assert f"{flag} must be at least 2, got {value}" in capsys.readouterr().err and not output.exists()
+    drafter = _eagle3(tiny_cli)
+    with pytest.raises(ValueError, match="must be at least 2|>= 2"):
+        record_replay(tiny_cli, drafter, PROMPTS[:1], TreeConfig(3, 2, 5 if flag == "--max-new-tokens" else 1),
+                      int(value) if flag == "--max-new-tokens" else 10)
 
 
 def test_the_manifest_keeps_the_drafters_weights_and_refuses_shards_of_other_weights(tiny_cli, tmp_path, monkeypatch,
@@ -118,6 +135,48 @@ def test_the_manifest_keeps_the_drafters_weights_and_refuses_shards_of_other_wei
     (output / "record_args.json").write_text(json.dumps(manifest))
     assert cli.main(["--output", str(output), "--start", "1", "--num-prompts", "1", *TREE]) == 0
     assert "drafter_weights" not in json.loads((output / "record_args.json").read_text())
+
+
+def test_the_manifest_keeps_the_targets_weights_and_refuses_shards_of_another_target_under_its_name(
+    tiny_cli, tmp_path, monkeypatch, capsys
+):
+    """A target retrained in its --model folder keeps its name: the manifest records its weights' digest and shards
+    of other weights are refused; a folder recorded before the digest was kept resumes without claiming one."""
+    from hf_adaptive_spec.core.drafter_identity import weights_digest
+
+    drafter = _eagle3(tiny_cli)  # one drafter checkpoint throughout
+    monkeypatch.setattr(cli, "load_drafter", lambda model, checkpoint: drafter)
+    output = tmp_path / "rec"
+    argv = ["--output", str(output), "--model", str(tmp_path), "--num-prompts", "1", *TREE]
+    assert cli.main(argv) == 0
+    manifest = json.loads((output / "record_args.json").read_text())
+    assert manifest["target_weights"] == weights_digest(tiny_cli)
+    retrained = tiny_model("llama", seed=1)
+    monkeypatch.setattr(cli, "load_target", lambda name=None: (retrained, None))
+    later = ["--output", str(output), "--model", str(tmp_path), "--start", "1", "--num-prompts", "1", *TREE]
+    assert cli.main(later) == 2
+    error = capsys.readouterr().err
+    assert f"other target weights (digest {manifest['target_weights']}" in error and "another --output" in error
+    assert len(load_recording(output).prompts) == 1
+    del manifest["target_weights"]  # as written before digests were kept
+    (output / "record_args.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(cli, "load_target", lambda name=None: (tiny_cli, None))
+    assert cli.main(later) == 0
+    assert "target_weights" not in json.loads((output / "record_args.json").read_text())
+
+
+def test_a_run_that_records_no_shard_does_not_bind_the_folder(tiny_cli, tmp_path, monkeypatch, capsys):
+    """A run that fails on its prompts writes no manifest, and a manifest beside no finished shard (a run stopped
+    before its first) binds no later run: the corrected command records."""
+    output = tmp_path / "rec"
+    monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: [])  # e.g. a --start past the set
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 2
+    assert "No sharegpt prompts from index 0" in capsys.readouterr().err and not output.exists()
+    output.mkdir()
+    (output / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "seed": 7}))
+    monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: PROMPTS[a.start : a.start + a.num_prompts])
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 0
+    assert json.loads((output / "record_args.json").read_text())["seed"] == 0 and load_recording(output).prompts
 
 
 def test_the_manifest_names_the_prompts_recorded_and_accepts_its_earlier_form(tiny_cli, tmp_path):

@@ -290,3 +290,28 @@ def test_policies_outside_the_recording_are_refused():
                    hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=12)):
         with pytest.raises(ValueError, match="outside the recording"):
             environment.replay_cycle(0, 0, policy)
+
+
+def test_a_recording_ends_where_generate_does_at_the_models_own_end_of_sequence_token():
+    """Left out, ``eos_token_ids`` is the model's own (``generate`` stops there): the replay of a recording made
+    with the defaults commits what the live generation commits; ``()`` records past it."""
+    from hf_adaptive_spec.environments.replay import committed_tokens
+
+    target = tiny_model("llama")
+    ids = prompt(7, seed=11)
+    plain = target.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1]:].tolist()
+    eos = plain[5]
+    target.generation_config.eos_token_id = eos
+    policy = hfas.StaticTreePolicy(depth=3, top_k=3, total_tokens=8)
+    live = target.generate(ids, max_new_tokens=20, do_sample=False, return_dict_in_generate=True,
+                           assistant_model=hfas.CausalLMDrafter.from_target_layers(target, 2), assistant_policy=policy)
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    recording = record_replay(target, drafter, [ids], TreeConfig(3, 3, 8), 20)
+    assert recording.eos_token_ids == (eos,)
+    profile = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.5], draft_step_seconds=0.1)
+    replayed = ReplayEnvironment(recording, profile).replay(policy)
+    # the prompt's forward commits the first token, the cycles the rest, up to the end-of-sequence token
+    assert 1 + committed_tokens(replayed.all_cycles) == live.sequences.shape[1] - ids.shape[1] == plain.index(eos) + 1
+    unbounded = record_replay(target, hfas.CausalLMDrafter.from_target_layers(target, 2), [ids], TreeConfig(3, 3, 8),
+                              20, eos_token_ids=())
+    assert unbounded.num_positions > recording.num_positions

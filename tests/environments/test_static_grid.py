@@ -104,3 +104,57 @@ def test_lookup_lengths_are_read_as_distinct_ascending_lengths_or_refused(text):
     assert lookup_counts_from_text("4,0,1,4") == (0, 1, 4)
     with pytest.raises(ValueError, match="expected branch lengths >= 0"):
         lookup_counts_from_text(text)
+
+
+@pytest.fixture(scope="module")
+def easy_and_hard():
+    """Recording A: one prompt drafted by the target's own copy (always right); B: four prompts drafted by one layer."""
+    target = tiny_model("llama")
+    easy = record_replay(target, hfas.CausalLMDrafter(copy.deepcopy(target)), [prompt(9, seed=5)], RECORDED, 16)
+    hard = record_replay(target, hfas.CausalLMDrafter.from_target_layers(target, 1),
+                         [prompt(9, seed=s) for s in (6, 7, 8, 9)], RECORDED, 16)
+    return target, easy, hard
+
+
+def test_several_recordings_rank_every_tree_on_all_of_them(easy_and_hard, monkeypatch):
+    """Each tree is ranked once, on every recording given (those of one top_k pooled): ranked on each alone, the
+    easy recording's trees beat plain steps measured on the hard one. A shipped policy replays on the same data."""
+    from hf_adaptive_spec.environments import ReplayRecording
+    from hf_adaptive_spec.environments.static_grid import rank_over_recordings
+    from hf_adaptive_spec.profiling import ranking
+
+    _, easy, hard = easy_and_hard
+    profile = _profile([0.010, 0.016, 0.040], tokens=(1, 4, 16), draft_step=0.002)
+    both = ReplayRecording.concatenate([easy, hard])
+    ranked = rank_over_recordings([easy, hard], profile)
+    shapes = [(tree.depth, tree.top_k, tree.total_tokens) for tree in ranked]
+    assert len(shapes) == len(set(shapes))  # each tree once
+    pooled = {(tree.depth, tree.total_tokens): tree.tau for tree in rank_static_trees(both, profile)}
+    assert {(tree.depth, tree.total_tokens): tree.tau for tree in ranked} == pooled
+    static = hfas.StaticTreePolicy(3, 3, 6)
+    static.mark_trained_on(profile.cost_curve())
+    monkeypatch.setattr(ranking.AutoDraftPolicy, "from_pretrained", lambda *args, **kwargs: static)
+    entry = ranking.shipped_policy_replay("ltd", profile, [easy, hard], 0)
+    assert entry["tau"] == ReplayEnvironment(both, profile).replay(static).mean_accepted_tokens
+    assert entry["tau"] != ReplayEnvironment(easy, profile).replay(static).mean_accepted_tokens
+
+
+def test_recordings_of_several_top_k_are_ranked_on_the_same_prompts_or_refused(easy_and_hard):
+    """One recording per top_k: each tree replays on its top_k's recording, over the positions all of them hold
+    (MultiReplayEnvironment); recordings of other prompts per top_k are refused, not ranked unevenly."""
+    from hf_adaptive_spec.environments import MultiReplayEnvironment
+    from hf_adaptive_spec.environments.static_grid import rank_over_recordings
+
+    target, _, hard = easy_and_hard
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 1)
+    prompts = [prompt(9, seed=s) for s in (6, 7, 8, 9)]
+    narrow = record_replay(target, drafter, prompts, TreeConfig(3, 2, 5), 16)
+    profile = _profile([0.010, 0.016, 0.040], tokens=(1, 4, 16), draft_step=0.002)
+    ranked = rank_over_recordings([hard, narrow], profile)
+    assert {tree.top_k for tree in ranked if tree.depth} == {2, 3}
+    together = MultiReplayEnvironment([hard, narrow], profile)
+    for tree in ranked[:4]:
+        assert tree.tau == together.replay(tree.policy()).mean_accepted_tokens
+    other = record_replay(target, drafter, [prompt(9, seed=s) for s in (16, 17)], TreeConfig(3, 2, 5), 16)
+    with pytest.raises(ValueError, match=r"several top_k \(\[2, 3\]\) are ranked together only on the same prompts"):
+        rank_over_recordings([hard, other], profile)
