@@ -127,6 +127,18 @@ def _alibi_target(model, tmp_path):
                            assistant_policy=hfas.StaticTreePolicy.chain(2))
 
 
+def _chunked_attention_target(model, tmp_path):
+    """Layers of another kind than full or sliding attention (Llama 4's chunked attention, a recurrent layer): a
+    chunked layer got the full causal mask (found by a review)."""
+    import copy
+
+    config = copy.deepcopy(model.config)
+    config.layer_types = ["full_attention", "chunked_attention"] * (config.num_hidden_layers // 2)
+    target = hfas.enable(LlamaForCausalLM(config).eval())
+    return target.generate(prompt(5), max_new_tokens=3, assistant_model=hfas.CausalLMDrafter(target),
+                           assistant_policy=hfas.StaticTreePolicy.chain(2))
+
+
 class _BadConfigPolicy(hfas.DraftPolicy):
     def tree_config(self, state):
         return hfas.TreeConfig(depth=3, top_k=0, total_tokens=4)
@@ -224,6 +236,9 @@ GENERATE = {
         "needs a policy",
     ),
     "alibi-target": BadInput(_alibi_target, ValueError, r"\(falcon\) uses ALiBi position biases"),
+    "chunked-attention-target": BadInput(
+        _chunked_attention_target, ValueError, r"\(llama\) has layers of kind \['chunked_attention'\]"
+    ),
     "padded-input": BadInput(
         lambda m, t: _generate(m, attention_mask=torch.tensor([[0, 1, 1, 1, 1]])), ValueError, "padded inputs"
     ),

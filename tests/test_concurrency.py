@@ -22,7 +22,7 @@ from tiny_models import prompt, tiny_model
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import features as features_module
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
-from hf_adaptive_spec.generation import speculative_decoding
+from hf_adaptive_spec.generation import speculative_decoding, static_path
 
 CALLS_PER_THREAD = 100
 IN_USE = "is in use by another generate call"
@@ -154,15 +154,33 @@ def test_a_shared_drafter_goes_wrong_without_the_guard(monkeypatch, kind):
     assert counts["silent_mismatch"] + counts["other_error"] > 0, counts
 
 
-def test_a_shared_policy_and_the_models_own_static_cache_are_refused():
+def test_a_shared_policy_is_refused():
     model, prompts, references = _setup()
     policy = hfas.StaticTreePolicy.chain(3)
     drafters = [hfas.CausalLMDrafter.from_target_layers(model, 2) for _ in range(2)]
     counts = _run_threads(model, drafters, [policy, policy], prompts, references)
     assert counts["silent_mismatch"] == 0 and counts["other_error"] == 0 and counts["refused"] > 0, counts
+
+
+def test_concurrent_calls_each_get_one_of_the_models_own_static_caches(monkeypatch):
+    """cache_implementation="static" decodes in the model's own cache of the call's size: two concurrent calls of
+    one size were given the same one, and the second was refused, told to pass a cache of its own though it had
+    passed none (found by a review). Each now gets one no running call holds, chosen and claimed in one step; with
+    the choice ignoring the holders, calls share a cache and go wrong."""
+    model, prompts, references = _setup()
+    drafters = [hfas.CausalLMDrafter.from_target_layers(model, 2) for _ in range(2)]
     policies = [hfas.StaticTreePolicy.chain(3) for _ in range(2)]
     counts = _run_threads(model, drafters, policies, prompts, references, cache_implementation="static")
-    assert counts["silent_mismatch"] == 0 and counts["other_error"] == 0 and counts["refused"] > 0, counts
+    assert counts == {"calls": 200, "identical": 200, "refused": 0, "silent_mismatch": 0, "other_error": 0}
+    def first_whatever_holds_it(candidates, make):
+        if not candidates:
+            candidates.append(make())
+        return candidates[0]
+
+    monkeypatch.setattr(static_path, "claim_first_idle", first_whatever_holds_it)
+    hfas.fast_path(model).own_caches.clear()
+    counts = _run_threads(model, drafters, policies, prompts, references, cache_implementation="static")
+    assert counts["silent_mismatch"] + counts["other_error"] > 0, counts
 
 
 def test_a_nested_call_with_a_held_drafter_is_refused(llama):

@@ -91,6 +91,24 @@ def test_a_graph_compiled_again_for_a_seen_shape_is_compile_time():
     assert compile_time() > 0
 
 
+def test_a_new_cache_of_the_same_shapes_takes_no_compile_time():
+    """A caller passing a fresh StaticCache per call reuses the graphs (nothing compiles), but each bucket's first
+    verification was booked as compile time and taken out of the verification time a policy observes (the graphs'
+    key holds the cache; found by a review)."""
+    model = tiny_model("llama")
+    config = CompileConfig(fullgraph=True, dynamic=False, backend="eager")
+    config._compile_all_devices = True
+
+    def compile_time() -> float:
+        out = model.generate(prompt(6), max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
+                             past_key_values=StaticCache(config=model.config, max_cache_len=128),
+                             compile_config=config, return_dict_in_generate=True)
+        return out.speculation.compile_time
+
+    assert compile_time() > 0
+    assert [compile_time() for _ in range(3)] == [0, 0, 0]
+
+
 def test_padded_draft_rows_are_contiguous_whatever_they_were_sliced_from():
     """A step's rows sliced from the growing sequence carry its length as a stride; passed on as
     they are when they fill a bucket exactly, they recompiled the compiled step at every new
@@ -116,6 +134,27 @@ def test_a_drafters_static_cache_grows_geometrically(kind):
         if not lengths or drafter._static.max_cache_len != lengths[-1]:
             lengths.append(drafter._static.max_cache_len)
     assert len(lengths) <= 5 and all(b >= 2 * a for a, b in itertools.pairwise(lengths)), lengths
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "causal-lm"])
+def test_a_drafters_frozen_steps_are_rebuilt_once_its_weights_change(kind):
+    """Inductor's freezing (the CPU fast path's) bakes the weights into the step graphs: after an in-place write
+    (a fine-tuned drafter, or the target whose layers an early-exit drafter shares) the kept graphs drafted with the
+    old weights, silently less often right (found by a review: compiled argmax 68 against eager 13). Graphs that
+    read the weights at run time are kept."""
+    target = tiny_model("llama")
+    drafter = tiny_drafter(kind, target)
+    frozen = hfas.fast_path_compile_config("cpu").to_dict()
+    weights = drafter.model if kind == "eagle3" else drafter._static_model()
+    for options, rebuilt in ((frozen, True), ({"backend": "eager"}, False)):
+        drafter.use_static_shapes(64, options)
+        first = drafter._static
+        drafter.use_static_shapes(64, options)
+        assert drafter._static is first  # unchanged weights: the compiled steps are kept
+        with torch.no_grad():
+            next(weights.parameters()).mul_(1.5)
+        drafter.use_static_shapes(64, options)
+        assert (drafter._static is not first) is rebuilt
 
 
 def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():

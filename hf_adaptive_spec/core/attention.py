@@ -16,6 +16,10 @@ TREE_MASK_ATTENTION = ("sdpa", "eager")
 ALIBI_MODEL_TYPES = frozenset({"bloom", "mpt"})
 
 
+#: the layer kinds (``config.layer_types``) whose attention takes a tree mask and whose cache a tree is written into
+TREE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+
+
 def check_tree_attention_support(config: PretrainedConfig, role: str = "model") -> None:
     """Raise when the model's attention kernel cannot take a tree mask, or its positions do not come from
     ``position_ids`` (ALiBi biases)."""
@@ -24,6 +28,14 @@ def check_tree_attention_support(config: PretrainedConfig, role: str = "model") 
             f"The {role} ({config.model_type}) uses ALiBi position biases, which it derives from the attention "
             "mask's layout rather than from position_ids, so a draft tree's nodes would not get their depths as "
             "positions: tree speculation does not support it. Drop assistant_policy for stock generate (or "
+            "transformers' own assisted generation)."
+        )
+    other_kinds = sorted(set(getattr(config, "layer_types", None) or []) - TREE_LAYER_TYPES)
+    if other_kinds:
+        raise ValueError(
+            f"The {role} ({config.model_type}) has layers of kind {other_kinds}: tree speculation writes a tree into "
+            f"the cache of full or sliding-window attention layers and masks it ({sorted(TREE_LAYER_TYPES)}), which "
+            "chunked, recurrent or compressed layers do not take. Drop assistant_policy for stock generate (or "
             "transformers' own assisted generation)."
         )
     implementation = getattr(config, "_attn_implementation", None) or "eager"

@@ -9,7 +9,7 @@ refused to a second call with an error naming it, before the second call touches
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _LOCK = threading.Lock()
@@ -17,13 +17,38 @@ _HOLDERS: dict[int, int] = {}  # id(object) -> the thread id of the call holding
 
 
 @contextmanager
-def exclusive_use(objects: dict[str, object | None]) -> Iterator[None]:
-    """Hold every named object (None entries are skipped) for the duration of the block.
+def exclusive_use(objects: dict[str, object | None], held: tuple = ()) -> Iterator[None]:
+    """Hold every named object (None entries are skipped) for the duration of the block; ``held`` are objects this
+    call claimed already (:func:`claim_first_idle`), released with the others.
 
     Raises:
-        RuntimeError: when another call holds one of them; nothing is claimed then.
+        RuntimeError: when another call holds one of them; nothing is claimed then (and ``held`` is released).
     """
-    claimed = {name: obj for name, obj in objects.items() if obj is not None}
+    claimed = {name: obj for name, obj in objects.items() if obj is not None and not any(obj is h for h in held)}
+    try:
+        _claim(claimed)
+    except RuntimeError:
+        _release(held)
+        raise
+    try:
+        yield
+    finally:
+        _release((*claimed.values(), *held))
+
+
+def claim_first_idle(candidates: list, make: Callable[[], object]) -> object:
+    """The first of ``candidates`` no call holds (else ``make()``, appended to them), claimed for this thread in the
+    same step: two calls choosing at once never get the same one. Pass it to :func:`exclusive_use` as ``held``."""
+    with _LOCK:
+        chosen = next((obj for obj in candidates if id(obj) not in _HOLDERS), None)
+        if chosen is None:
+            chosen = make()
+            candidates.append(chosen)
+        _HOLDERS[id(chosen)] = threading.get_ident()
+        return chosen
+
+
+def _claim(claimed: dict[str, object]) -> None:
     with _LOCK:
         for name, obj in claimed.items():
             holder = _HOLDERS.get(id(obj))
@@ -38,9 +63,10 @@ def exclusive_use(objects: dict[str, object | None]) -> Iterator[None]:
                 )
         for obj in claimed.values():
             _HOLDERS[id(obj)] = threading.get_ident()
-    try:
-        yield
-    finally:
-        with _LOCK:
-            for obj in claimed.values():
-                _HOLDERS.pop(id(obj), None)
+
+
+def _release(objects) -> None:
+    with _LOCK:
+        for obj in objects:
+            _HOLDERS.pop(id(obj), None)
+

@@ -51,6 +51,14 @@ def named_tensors(module: torch.nn.Module):
                 yield (f"{prefix}.{name}" if prefix else name), tensor
 
 
+def weights_version(model: torch.nn.Module) -> tuple:
+    """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
+    optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged. Tensors
+    made under ``torch.inference_mode`` keep no such count, and can only change by being replaced."""
+    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
+                 for name, tensor in named_tensors(model))  # the tensors a package's digest covers
+
+
 def weights_digest(module: torch.nn.Module) -> str:
     """A digest of every parameter's, buffer's and tensor attribute's name, dtype, shape and bytes."""
     digest = hashlib.blake2b(digest_size=16)

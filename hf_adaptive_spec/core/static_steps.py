@@ -73,6 +73,11 @@ class StaticDraftSteps:
         """Slots a call of ``max_length`` can write: its sequence, one cycle's tree nodes after it and a padded step."""
         return max_length + self.tree_room + DRAFT_BUCKETS[-1]
 
+    @property
+    def freezes(self) -> bool:
+        """Whether the compiled steps hold the weights they were compiled with (inductor's freezing)."""
+        return self.compiled is not None and self.compiled.freezes
+
     def fits(self, max_length: int, compile_options: dict | None) -> bool:
         """Whether this runner serves a call of ``max_length`` with ``compile_options`` (else build a new one)."""
         options = self.compiled.options if self.compiled is not None else None

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..core.attention import is_sliding_layer
+from ..core.packaged import weights_version
 from ..core.static_steps import StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 
@@ -27,6 +28,7 @@ class StaticShapesMixin:
 
     _static: StaticDraftSteps | None = None
     _static_in_use = False
+    _static_weights_version: tuple | None = None  # the weights' version the static steps were last used with
     #: ``step(model, *rows, position_ids, mask, cache, output_rows)`` returning a tuple of row-first outputs
     #: (see :class:`~hf_adaptive_spec.core.static_steps.StaticDraftSteps`).
     _static_step: Callable | None = None
@@ -34,6 +36,10 @@ class StaticShapesMixin:
     def _static_model(self) -> nn.Module | None:
         """The model :attr:`_static_step` runs (None: the drafter builds its own runner)."""
         return None
+
+    def _static_weights(self) -> nn.Module | None:
+        """The module whose weights the static steps compute with (frozen graphs hold them as constants)."""
+        return self._static_model()
 
     def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
         model = self._static_model()
@@ -45,12 +51,18 @@ class StaticShapesMixin:
         if model is not None and any(is_sliding_layer(model.config, i) for i in range(model.config.num_hidden_layers)):
             return
         current = self._static
-        if current is None or not current.fits(max_length, compile_options):
+        weights = self._static_weights()
+        version = weights_version(weights) if weights is not None else None
+        # frozen graphs hold the weights they were compiled with: written since (a fine-tuned drafter, the target
+        # an early-exit drafter shares layers with), they would go on drafting with the old ones
+        stale = current is not None and current.freezes and version != self._static_weights_version
+        if current is None or stale or not current.fits(max_length, compile_options):
             if current is not None and current.max_cache_len < current.slots_needed(max_length):
                 # each cache length compiles the step graphs anew, and dynamo fails past a number of
                 # graphs per step function (shared by every drafter using it): grow geometrically
                 max_length = max(max_length, 2 * current.max_cache_len)
             self._static = self._static_steps(max_length, compile_options)
+        self._static_weights_version = version
         self._static_in_use = True
 
     def _static_committed_step(self, tokens: torch.LongTensor, committed: int) -> tuple[torch.Tensor, ...]:

@@ -152,7 +152,8 @@ def speculative_decoding(
         wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
         lookup = _LookupBranch.from_config(generation_config)
         cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
-        with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}):
+        held = (cache,) if spec_static_cache == "engine" else ()  # the model's own cache: claimed as chosen
+        with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}, held):
             cached_length = 0 if spec_static_cache == "engine" else check_continuation(cache, input_ids)
             target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
                                      spec_static_cache, model_kwargs, cached_length)
@@ -233,9 +234,10 @@ class _Decoder:
             out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
             while not out.finished:
                 features = self.cycle(out, features)
-        if out.streamer is not None:
+        result = self._finish(out, time.perf_counter() - started)
+        if out.streamer is not None:  # after _finish: a failure there ends it once, in speculative_decoding
             out.streamer.end()
-        return self._finish(out, time.perf_counter() - started)
+        return result
 
     def _finish(self, out: _Output, seconds: float) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
         stats, target, drafter = self.stats, self.target, self.drafter

@@ -17,15 +17,16 @@ from transformers import CompileConfig, GenerationConfig, PreTrainedModel, Stati
 
 from ..core.attention import attention_mask_argument
 from ..core.compiled import CompiledForward, split_inductor_patches
+from ..core.exclusive import claim_first_idle
 from ..core.packaged import (
     PackageBuildError,
     PackagedForward,
     StaleWeightsError,
     default_package_dir,
     forward_changes,
-    named_tensors,
     weight_sharing_twin,
     weights_digest,
+    weights_version,
 )
 from ..core.settings import distinct_ints_from_text
 from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
@@ -115,7 +116,7 @@ class FastPath:
             raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
         self.model, self.buckets = model, tuple(buckets)
         self.package_dir = _resolve_package_dir(package_dir)
-        self.own_caches: dict[tuple, StaticCache] = {}
+        self.own_caches: dict[tuple, list[StaticCache]] = {}
         #: in-process graphs: per cache object when inductor freezes (the graph holds that cache's tensors)
         self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._packaged: PackagedForward | None = None
@@ -154,13 +155,15 @@ class FastPath:
         return max_length + self.largest_bucket
 
     def cache_for(self, needed_length: int) -> StaticCache:
-        """The engine's own static cache for a call that needs ``needed_length`` slots: the one of
-        :meth:`rounded_cache_length` slots for the model's dtype and device, made on first use and kept."""
+        """The engine's own static cache for a call that needs ``needed_length`` slots, claimed for the calling
+        thread (release it with :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held``): one of
+        :meth:`rounded_cache_length` slots for the model's dtype and device that no running call holds, made on
+        first use and kept (concurrent calls of one size each get their own: they were refused, told to pass a cache
+        of their own though they had passed none)."""
         key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
-            if key not in self.own_caches:
-                self.own_caches[key] = full_length_static_cache(self.model.config, key[0])
-            return self.own_caches[key]
+            caches = self.own_caches.setdefault(key, [])
+        return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]))
 
     def begin_call(self, compile_options: dict | None = None) -> bool:
         """Before each ``generate`` call (compiled with ``compile_options``); returns whether the call verifies from
@@ -299,14 +302,6 @@ class FastPath:
             raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
         return {"weights": weights, "config": self.model.config.to_json_string(),
                 "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}
-
-
-def weights_version(model: torch.nn.Module) -> tuple:
-    """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
-    optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged. Tensors
-    made under ``torch.inference_mode`` keep no such count, and can only change by being replaced."""
-    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
-                 for name, tensor in named_tensors(model))  # the tensors a package's digest covers
 
 
 _FAST_PATH_LOCK = threading.Lock()

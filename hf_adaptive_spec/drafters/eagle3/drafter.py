@@ -146,6 +146,9 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     def _static_steps(self, max_length: int, compile_options: dict | None) -> StaticDraftSteps:
         return static_draft_steps(self.model, max_length, compile_options)
 
+    def _static_weights(self) -> torch.nn.Module:
+        return self.model
+
     @torch.no_grad()
     def begin_tree(self, context: DraftContext) -> torch.Tensor:
         device, dtype = self.model.device, self.model.dtype
