@@ -70,9 +70,24 @@ def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
     if converts_bfloat16(dtype, instruction_set):
         print(f"note: this CPU ({instruction_set}) has no bfloat16 matrix instructions, where the default tree "
               f"{TREE} is measured slower than stock. Profile it (`hf-adaptive-spec record` then "
-              "`hf-adaptive-spec profile --recording REC --buckets 2,3,4,8 --lookup-tokens 0,1,2,4`, README) and run "
+              "`hf-adaptive-spec profile --dtype bfloat16 --compile --recording REC --buckets 2,3,4,8 --lookup-tokens "
+              "0,1,2,4`, README) and run "
               "again: the profile is then used. Or run --dtype float32: on such a CPU the float32 engine is measured "
               "as fast as the bfloat16 recommendation, and lossless.\n")
+
+
+def _default_profile_for(model, drafter) -> str | None:
+    """The profile `hf-adaptive-spec profile` writes by default, when there is one that fits this model (device,
+    dtype, processor, drafter); one that does not is named and left aside (an explicit --profile is refused then)."""
+    path = default_profile_path()
+    if not path.is_file():
+        return None
+    try:
+        hfas.recommended_generate_kwargs(str(path), model=model, drafter=drafter)
+    except ValueError as error:
+        print(f"note: not using the default profile: {error}\n")
+        return None
+    return str(path)
 
 
 def main() -> None:
@@ -85,7 +100,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
     parser.add_argument("--profile", default=None, help="hardware profile JSON whose recommendation to decode with "
                         "(tree, lookup branch and buckets; overrides --tree); default: the one `hf-adaptive-spec "
-                        "profile` writes by default, when there is one")
+                        "profile` writes by default, when there is one measured on this device and dtype")
+    parser.add_argument("--no-profile", action="store_true", help="decode with --tree, whatever profile there is")
     args = parser.parse_args()
 
     reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
@@ -93,12 +109,11 @@ def main() -> None:
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
     speculation = {"assistant_policy": hfas.StaticTreePolicy(*args.tree), "prompt_lookup_num_tokens": 4}
-    if args.profile is None and default_profile_path().is_file():
-        args.profile = str(default_profile_path())
-    if args.profile:  # what this machine's profile recommends, for the target and drafter it timed
-        hfas.fast_path(model, buckets=hfas.recommended_buckets(args.profile, model=model, drafter=drafter))
-        speculation = hfas.recommended_generate_kwargs(args.profile, model=model, drafter=drafter)
-        print(f"from {args.profile}: {speculation}")
+    profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
+    if profile:  # what this machine's profile recommends, for the target and drafter it timed
+        hfas.fast_path(model, buckets=hfas.recommended_buckets(profile, model=model, drafter=drafter))
+        speculation = hfas.recommended_generate_kwargs(profile, model=model, drafter=drafter)
+        print(f"from {profile}: {speculation}")
     else:
         _say_when_the_default_tree_is_slow(model, args.dtype)
     compile_config = hfas.fast_path_compile_config(model.device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import pytest
@@ -379,13 +380,23 @@ class _FailingPolicy(hfas.StaticTreePolicy):
         raise RuntimeError("policy failed")
 
 
-@pytest.mark.parametrize("failure", ["refused input", "policy error"])
-def test_a_call_that_fails_after_the_prompt_was_streamed_ends_the_streamer(llama, failure):
+@pytest.mark.parametrize("failure", ["refused input", "policy error", "after decoding"])
+def test_a_call_that_fails_after_the_prompt_was_streamed_ends_the_streamer_once(llama, failure, monkeypatch):
     """Stock generate puts the prompt to the streamer before the engine runs: a refusal or an error from there on
-    left a TextIteratorStreamer's consumer thread waiting forever (found by a review)."""
+    left a TextIteratorStreamer's consumer thread waiting forever (found by a review); one after the decoding loop
+    (copying the cache to return) must not end it twice."""
+    from hf_adaptive_spec.generation import speculative_decoding
+
     ids = prompt(6, seed=14)
     streamer = RecordingStreamer()
-    if failure == "refused input":
+    if failure == "after decoding":
+        def failing_finish(self, out, seconds):
+            raise MemoryError("copying the cache")
+
+        monkeypatch.setattr(speculative_decoding._Decoder, "_finish", failing_finish)
+        with pytest.raises(MemoryError):
+            llama.generate(ids, max_new_tokens=4, do_sample=False, streamer=streamer, **_spec(llama))
+    elif failure == "refused input":
         with pytest.raises(ValueError, match="does not support padded inputs"):
             llama.generate(ids, attention_mask=torch.tensor([[0] + [1] * 5]), max_new_tokens=4, do_sample=False,
                            streamer=streamer, **_spec(llama))
@@ -410,19 +421,32 @@ def test_a_generation_config_passed_by_position_is_honoured(llama, char_tokenize
                           **_spec(llama)).shape[1] < free.shape[1]
 
 
-def test_a_model_whose_generation_config_turns_the_cache_off_decodes_as_stock():
+def test_a_model_whose_generation_config_turns_the_cache_off_decodes_as_stock(caplog):
     """A checkpoint saved after gradient-checkpointed training says use_cache=False in its config: stock decodes
-    without a cache, and the engine refused the call ("do not pass use_cache=False", which the user had not)."""
+    without a cache, and the engine refused the call ("do not pass use_cache=False", which the user had not), also
+    when the call passed the model's own generation_config. The engine decodes with a cache (same tokens); a
+    use_cache=False the call asks for itself is warned about as not applied."""
+    import logging
+
     model = tiny_model("llama")
     model.generation_config.use_cache = False
     ids = prompt(6, seed=16)
     expected = model.generate(ids, max_new_tokens=12, do_sample=False)
-    assert torch.equal(model.generate(ids, max_new_tokens=12, do_sample=False, **_spec(model)), expected)
-    config = GenerationConfig(max_new_tokens=12, do_sample=False)
-    assert torch.equal(model.generate(ids, generation_config=config, **_spec(model)), expected)
-    for asked in ({"use_cache": False}, {"generation_config": GenerationConfig(max_new_tokens=12, use_cache=False)}):
-        with pytest.raises(ValueError, match="needs a KV cache"):  # asked for by the call: still refused
-            model.generate(ids, max_new_tokens=12, **asked, **_spec(model))
+    own = copy.deepcopy(model.generation_config)
+    own.max_new_tokens, own.do_sample = 12, False
+    with caplog.at_level("WARNING"):
+        assert torch.equal(model.generate(ids, max_new_tokens=12, do_sample=False, **_spec(model)), expected)
+        config = GenerationConfig(max_new_tokens=12, do_sample=False)
+        assert torch.equal(model.generate(ids, generation_config=config, **_spec(model)), expected)
+        assert torch.equal(model.generate(ids, max_new_tokens=12, do_sample=False,
+                                          generation_config=model.generation_config, **_spec(model)), expected)
+    assert "use_cache=False is not applied" not in caplog.text  # the model's own setting: overridden as such
+    for asked in ({"max_new_tokens": 12, "use_cache": False}, {"generation_config": own}):
+        caplog.clear()
+        logging.Logger.warning_once.cache_clear()  # transformers warns once per process
+        with caplog.at_level("WARNING"):
+            assert torch.equal(model.generate(ids, do_sample=False, **asked, **_spec(model)), expected)
+        assert "use_cache=False is not applied under assistant_policy" in caplog.text
 
 
 def test_prefill_chunk_size_is_named_as_not_applied(llama, caplog):
@@ -433,3 +457,18 @@ def test_prefill_chunk_size_is_named_as_not_applied(llama, caplog):
         out = llama.generate(ids, max_new_tokens=6, do_sample=False, prefill_chunk_size=3, **_spec(llama))
     assert torch.equal(out, llama.generate(ids, max_new_tokens=6, do_sample=False))
     assert "prefill_chunk_size=3 is not applied under assistant_policy" in caplog.text
+
+
+def test_a_generate_that_takes_args_gets_its_positional_arguments_as_given():
+    """A subclass's ``generate(self, *args, **kwargs)`` wrapper: binding its positions by name passed ``args=`` on
+    as a keyword, which generate refused (found by a review of the positional-config fix)."""
+
+    class Wrapped(LlamaForCausalLM):
+        def generate(self, *args, **kwargs):
+            return super().generate(*args, **kwargs)
+
+    torch.manual_seed(0)
+    model = hfas.enable(Wrapped(tiny_model("llama").config).eval())
+    ids = prompt(6, seed=18)
+    expected = model.generate(ids, max_new_tokens=10, do_sample=False)
+    assert torch.equal(model.generate(ids, max_new_tokens=10, do_sample=False, **_spec(model)), expected)

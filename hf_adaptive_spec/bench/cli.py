@@ -80,13 +80,12 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
     try:
         tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
                                 drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
-        buckets = recommended_buckets(options.tree_profile)
         lookup_tokens = recommended_lookup_tokens(options.tree_profile)
+        if options.verify_buckets is None and options.compile:  # the tree was ranked on the profile's buckets
+            options.verify_buckets = ",".join(map(str, recommended_buckets(options.tree_profile)))
     except (OSError, ValueError) as error:
         raise BenchError(f"--tree_profile: {error}") from error
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
-    if options.verify_buckets is None and options.compile:  # the tree was ranked on the profile's buckets
-        options.verify_buckets = ",".join(map(str, buckets))
     if options.lookup_tokens is None and lookup_tokens:
         options.lookup_tokens = lookup_tokens
 
@@ -160,7 +159,9 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             method.prepare(models.decoding_for(method), models.tokenizer, options)
         except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
             raise BenchError(f"method {name!r}: {error}") from error
-    measured = {**_measured_settings(args, options, models.model.device), LOADED: loaded_digests(models.model, methods)}
+    measured = _measured_settings(args, options, models.model.device)
+    if args.json:  # what a resumed run compares: digesting the target's weights is left to runs that keep progress
+        measured[LOADED] = loaded_digests(models.model, methods)
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     if log:
         log.record_restarts(_restarted_learning(methods, options, log, len(questions)))

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel, StoppingCriteriaList
 from transformers.generation.stopping_criteria import StopStringCriteria
+from transformers.utils import logging
 
 from ..core.features import unwrap_peft
 from ..core.tree import DraftTree
@@ -18,6 +19,8 @@ from ..drafters.base import DraftContext, Drafter
 from ..drafters.causal_lm import CausalLMDrafter
 from ..policies.base import DraftPolicy
 from .speculative_decoding import speculative_decoding
+
+logger = logging.get_logger(__name__)
 
 _ENABLED_FLAG = "_hf_adaptive_spec_enabled"
 
@@ -140,32 +143,43 @@ def _check_assistant_tokenizer(assistant_tokenizer: Any, tokenizer: Any) -> None
         raise ValueError(f"assistant_tokenizer= has another vocabulary than tokenizer= (the target's). {fix}")
 
 
-def _by_name(stock_generate, model: PreTrainedModel, args: tuple, kwargs: dict) -> dict:
+def _by_name(stock_generate, model: PreTrainedModel, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The call's arguments by name: ``generate(input_ids, generation_config)`` passes the config by position, and
     the options the engine resolves from it (stop strings, the static cache, token healing) and the stopping criteria
-    it extends are read by name. Too many positional arguments raise ``TypeError`` as stock's call would."""
-    if not args:
-        return kwargs
+    it extends are read by name. Too many positional arguments raise ``TypeError`` as stock's call would. A
+    ``generate`` that takes ``*args`` (a subclass's wrapper) binds positions itself: they are passed on as given."""
     parameters = list(inspect.signature(stock_generate).parameters.values())
+    if not args or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return args, kwargs
     bound = inspect.signature(stock_generate).bind_partial(model, *args, **kwargs).arguments
     named = {name: value for name, value in bound.items() if name != parameters[0].name}
     extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
-    return {**{k: v for k, v in named.items() if k != extra}, **named.get(extra, {})}
+    return (), {**{k: v for k, v in named.items() if k != extra}, **named.get(extra, {})}
 
 
-def _use_cache_unless_asked_not_to(model: PreTrainedModel, kwargs: dict) -> None:
-    """Decode with a KV cache when only the model's ``generation_config`` says ``use_cache=False`` (checkpoints
-    saved after gradient-checkpointed training do): tree speculation needs a cache, and stock's tokens are the
-    same with or without one. A ``use_cache=False`` the call asks for (by keyword or in the ``generation_config``
-    it passes) is still refused."""
-    if "use_cache" in kwargs or model.generation_config.use_cache is not False:
-        return
+def _decode_with_a_cache(model: PreTrainedModel, kwargs: dict) -> None:
+    """Tree speculation decodes with a KV cache, and stock's tokens are the same with or without one: a
+    ``use_cache=False`` from the model's own ``generation_config`` (checkpoints saved after gradient-checkpointed
+    training say so) is overridden as such, one the call asks for (by keyword, or in another ``generation_config``
+    it passes) with a warning that it is not applied."""
     config: GenerationConfig | None = kwargs.get("generation_config")
-    if config is None:
+    if "use_cache" in kwargs:
+        asked_off = kwargs["use_cache"] is False
         kwargs["use_cache"] = True
-    elif config.use_cache is not False or "use_cache" not in config.to_diff_dict():
-        kwargs["generation_config"] = copy.deepcopy(config)
-        kwargs["generation_config"].use_cache = True
+    elif config is not None:
+        asked_off = config.use_cache is False and config is not model.generation_config
+        if config.use_cache is False or model.generation_config.use_cache is False:  # generate fills it from either
+            kwargs["generation_config"] = copy.deepcopy(config)
+            kwargs["generation_config"].use_cache = True
+    else:
+        asked_off = False
+        if model.generation_config.use_cache is False:
+            kwargs["use_cache"] = True
+    if asked_off:
+        logger.warning_once(
+            "use_cache=False is not applied under assistant_policy: tree speculation decodes with a KV cache (the "
+            "tokens are the same as stock's without one). Drop it, or drop assistant_policy to decode without a cache."
+        )
 
 
 def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None = None, **kwargs):
@@ -188,11 +202,11 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             "assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), "
             f"got {type(assistant_policy).__name__}."
         )
-    kwargs = _by_name(stock_generate, self, args, kwargs)
+    args, kwargs = _by_name(stock_generate, self, args, kwargs)
     if kwargs.get("custom_generate") is not None:
         raise ValueError("assistant_policy cannot be combined with custom_generate.")
     _check_no_token_healing(self, kwargs)
-    _use_cache_unless_asked_not_to(self, kwargs)
+    _decode_with_a_cache(self, kwargs)
     drafter = _as_drafter(kwargs.pop("assistant_model", None))
     tokenizer = kwargs.pop("tokenizer", None)
     _check_assistant_tokenizer(kwargs.pop("assistant_tokenizer", None), tokenizer)
@@ -206,6 +220,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
     static_cache = _static_cache_request(self, kwargs)
     return stock_generate(
         self,
+        *args,
         stopping_criteria=stopping_criteria,
         streamer=streamer,
         custom_generate=speculative_decoding,

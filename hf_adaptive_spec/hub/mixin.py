@@ -139,7 +139,19 @@ class HubArtifactMixin(ModelHubMixin):
         base = self._hub_mixin_config
         fields = asdict(base) if is_dataclass(base) else dict(base or {})
         fields.update({key: self._encode_arg(value) for key, value in self._current_settings().items()})
-        return fields
+        accepted = self._init_keys()
+        # a subclass whose __init__ narrows its parent's would write keys it cannot read back
+        return fields if accepted is None else {key: value for key, value in fields.items() if key in accepted}
+
+    @classmethod
+    def _init_keys(cls) -> set[str] | None:
+        """The ``config.json`` keys ``__init__`` takes, or None when it takes any (``**kwargs``) or a ``config``
+        argument, which huggingface_hub writes flattened into ``config.json``."""
+        parameters = list(cls._hub_mixin_init_parameters.values())[1:]
+        names = {parameter.name for parameter in parameters}
+        if "config" in names or any(parameter.kind == inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+            return None
+        return names
 
     def __new__(cls, *args: Any, **kwargs: Any):
         """``ModelHubMixin.__new__`` (which records the ``__init__`` arguments JSON can encode), noting those it
@@ -269,12 +281,12 @@ class HubArtifactMixin(ModelHubMixin):
     @classmethod
     def _check_config_keys(cls, location: ArtifactLocation, config: dict[str, Any]) -> None:
         """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither an ``__init__``
-        argument nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` takes them all)."""
-        parameters = list(cls._hub_mixin_init_parameters.values())[1:]
-        if any(parameter.kind == inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        argument nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` or a ``config`` takes them all)."""
+        init_keys = cls._init_keys()
+        if init_keys is None:
             return
-        accepted = sorted(parameter.name for parameter in parameters)
-        unknown = sorted(set(config) - set(accepted) - {ARTIFACT_TYPE_KEY})
+        accepted = sorted(init_keys)
+        unknown = sorted(set(config) - init_keys - {ARTIFACT_TYPE_KEY})
         if unknown:
             raise UnknownConfigKeyError(
                 f"'{CONFIG_NAME}' of {location} holds {unknown}, which {cls.__name__} does not take (a typo, or a "

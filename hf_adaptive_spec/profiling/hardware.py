@@ -137,8 +137,9 @@ class HardwareProfile:
             bad = [value for value in getattr(self, name) or [] if not (math.isfinite(value) and value > 0)]
             if bad:
                 raise ValueError(
-                    f"{name} holds {bad}: every time must be a positive finite number of seconds. The profile is "
-                    "damaged or hand-edited: measure it again with `hf-adaptive-spec profile`."
+                    f"{name} holds {bad}: every time must be a positive finite number of seconds, as a measured one "
+                    "is. The profile is damaged, hand-edited or fitted to a line that falls to 0 there: measure it "
+                    "again with `hf-adaptive-spec profile`."
                 )
         for name in ("draft_step_seconds", "policy_call_seconds"):
             value = getattr(self, name)

@@ -85,7 +85,10 @@ class TimeBudgetCallback(TrainerCallback):
         agree: Callable[[float, TrainingArguments], float] | None = None,
     ):
         if not minutes > 0:
-            raise ValueError(f"A time budget must be positive, got {minutes} minutes.")
+            raise ValueError(
+                f"A time budget must be positive, got {minutes} minutes: leave max_train_minutes unset for a run "
+                "counted in steps."
+            )
         if decay_ratio is not None and not 0 < decay_ratio <= 1:
             raise ValueError(f"decay_ratio is a share of the time budget, in (0, 1]; got {decay_ratio}.")
         self.seconds = 60.0 * minutes

@@ -297,6 +297,20 @@ def test_dvi_learning_online_matches_stock(bench_model):
     assert len(stats.accepted_lengths) >= 1 and max(stats.draft_depths) == 2  # chains of --dvi-depth
 
 
+def test_a_dvi_adapters_digest_is_kept_with_or_without_the_lookup_branch(bench_model, tmp_path):
+    """A resumed run compares what each method loaded; ``+lookup`` dropped the DVI adapter's digest, so an adapter
+    retrained at its path went unnoticed under ``dvi+lookup`` (found by a review)."""
+    from hf_adaptive_spec import DVIDrafter
+
+    model, tokenizer = bench_model
+    DVIDrafter(model, exit_layer=1).save_pretrained(tmp_path / "adapter")
+    options = MethodOptions(max_new_tokens=4, dvi_adapter=str(tmp_path / "adapter"), dvi_depth=2)
+    plain, with_lookup = METHODS["dvi"](), WithLookupBranch(METHODS["dvi"](), 2)
+    plain.prepare(model, tokenizer, options)
+    with_lookup.prepare(model, tokenizer, options)
+    assert "adapter" in plain.loaded_digests() and with_lookup.loaded_digests() == plain.loaded_digests()
+
+
 @pytest.mark.parametrize(
     "name",
     ["eagle3-default-tree", "eagle3-confidence", "eagle3-heuristic", "eagle3-ltd", "eagle3-radar", "eagle3-resps",

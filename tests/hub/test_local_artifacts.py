@@ -236,6 +236,32 @@ def test_an_argument_json_cannot_encode_is_refused_on_saving_not_dropped(tmp_pat
     assert not (tmp_path / "config.json").exists()
 
 
+class _ChainOnly(StaticTreePolicy, artifact_type="hf_adaptive_spec_tests.policy.chain_only"):
+    """A subclass whose __init__ narrows its parent's: only the depth is a choice."""
+
+    def __init__(self, depth: int = 3):
+        super().__init__(depth=depth, top_k=1, total_tokens=depth + 1)
+
+
+class _ConfigTaking(HubArtifactMixin, card_kind="policy", artifact_type="hf_adaptive_spec_tests.policy.config_dict"):
+    """huggingface_hub's own pattern: one ``config`` argument, written flattened into config.json."""
+
+    def __init__(self, config: dict | None = None):
+        self.config = config or {}
+
+
+def test_what_save_pretrained_writes_loads_back_with_a_narrowed_init_or_a_config_argument(tmp_path: Path):
+    """save_pretrained wrote the parent's settings (top_k, total_tokens, sample_drafts) for a subclass that does not
+    take them, and the key check then refused the folder as holding unknown keys; a ``config`` argument's keys are
+    written flattened, and were refused too (found by a review). Both loaded before the check, and load now."""
+    _ChainOnly(4).save_pretrained(tmp_path / "chain")
+    assert json.loads((tmp_path / "chain" / "config.json").read_text()) == {
+        "artifact_type": "hf_adaptive_spec_tests.policy.chain_only", "depth": 4}
+    assert _ChainOnly.from_pretrained(tmp_path / "chain").config.total_tokens == 5
+    _ConfigTaking({"depth": 2}).save_pretrained(tmp_path / "config")
+    assert _ConfigTaking.from_pretrained(tmp_path / "config").config["depth"] == 2
+
+
 def test_an_unknown_config_key_is_refused_naming_it_and_the_accepted_ones(tmp_path: Path):
     StaticTreePolicy(depth=3, top_k=2, total_tokens=5).save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())

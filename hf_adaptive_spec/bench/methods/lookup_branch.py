@@ -68,6 +68,10 @@ class WithLookupBranch(BenchMethod):
         self.base.static_cache, self.base.sized_cache = self.static_cache, self.sized_cache
         self.base.max_cache_len = self.max_cache_len
 
+    def loaded_digests(self) -> dict[str, str]:
+        """The wrapped method's (its drafter, policy or DVI adapter), once :meth:`prepare` shared its kwargs."""
+        return self.base.loaded_digests()
+
     def decode_warm_up_in(self, length: int | None) -> None:
         super().decode_warm_up_in(length)
         self.base.decode_warm_up_in(length)

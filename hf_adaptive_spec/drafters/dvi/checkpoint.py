@@ -249,5 +249,6 @@ def _warn_on_another_schedule(
         logger.warning(
             f"Continuing {location}'s KL->RL schedule at update {state.get('num_updates')} under other schedule "
             f"settings than it was saved with ({'; '.join(changed)}): the loss weights follow the new ones. Leave "
-            "online_config unset to keep the saved schedule."
+            "online_config unset to keep the saved schedule (training with --init_from: pass the saved values of "
+            "those flags, or --init_schedule restart to start the schedule afresh)."
         )
