@@ -38,8 +38,8 @@ def check_manifest(directory: Path, settings: dict) -> None:
     on_disk = json.loads(path.read_text(encoding="utf-8"))
     resolved = _with_resolved_names(on_disk)
     earlier = without_unused_prompt_set(resolved)
-    check_same_target_weights(directory, earlier, settings)
-    check_same_drafter_weights(directory, earlier, settings)
+    check_same_weights(directory, earlier, settings, "target")
+    check_same_weights(directory, earlier, settings, "drafter")
     for digest in ("drafter_weights", "target_weights"):
         if digest not in earlier:  # recorded before the digest was kept: its shards' weights are unknown
             settings = {key: value for key, value in settings.items() if key != digest}
@@ -53,27 +53,18 @@ def check_manifest(directory: Path, settings: dict) -> None:
         _write_manifest(path, resolved)
 
 
-def check_same_drafter_weights(directory: Path, earlier: dict, settings: dict) -> None:
-    """Refuse to add shards drafted by other weights than the earlier shards' under the same drafter name (a
-    drafter retrained in its folder): one recording would hold two drafters' acceptance."""
-    before, now = earlier.get("drafter_weights"), settings.get("drafter_weights")
+def check_same_weights(directory: Path, earlier: dict, settings: dict, role: str) -> None:
+    """Refuse to add shards made with other ``role`` (``"target"`` or ``"drafter"``) weights than the earlier
+    shards' under the same name (a model retrained or replaced in its folder): one recording would hold two targets'
+    generations, or two drafters' acceptance, and a policy trained on it would learn from both."""
+    before, now = earlier.get(f"{role}_weights"), settings.get(f"{role}_weights")
     if before is not None and before != now:
+        name = (settings.get("model") or "the default model" if role == "target"
+                else settings.get("eagle3_checkpoint") or settings.get("drafter"))
         raise ValueError(
-            f"{directory} was recorded with other drafter weights (digest {before}; this drafter's is {now}), under "
-            f"the same name {settings.get('eagle3_checkpoint') or settings.get('drafter')}: the drafter was retrained "
-            "or replaced since. Record into another --output (a policy trained on both would learn two drafters)."
-        )
-
-
-def check_same_target_weights(directory: Path, earlier: dict, settings: dict) -> None:
-    """Refuse to add shards of a target with other weights than the earlier shards' under the same name (a model
-    retrained or replaced in its folder): one recording would hold two targets' generations."""
-    before, now = earlier.get("target_weights"), settings.get("target_weights")
-    if before is not None and before != now:
-        raise ValueError(
-            f"{directory} was recorded with other target weights (digest {before}; this target's is {now}), under "
-            f"the same name {settings.get('model') or 'the default model'}: the target was retrained or replaced "
-            "since. Record into another --output (a recording of two targets holds two different generations)."
+            f"{directory} was recorded with other {role} weights (digest {before}; this {role}'s is {now}), under "
+            f"the same name {name}: the {role} was retrained or replaced since. Record into another --output (a "
+            f"policy trained on both would learn from two {role}s)."
         )
 
 
