@@ -172,7 +172,7 @@ def test_concurrent_calls_each_get_one_of_the_models_own_static_caches(monkeypat
     policies = [hfas.StaticTreePolicy.chain(3) for _ in range(2)]
     counts = _run_threads(model, drafters, policies, prompts, references, cache_implementation="static")
     assert counts == {"calls": 200, "identical": 200, "refused": 0, "silent_mismatch": 0, "other_error": 0}
-    def first_whatever_holds_it(candidates, make):
+    def first_whatever_holds_it(candidates, make, claim):
         if not candidates:
             candidates.append(make())
         return candidates[0]
@@ -216,3 +216,27 @@ def test_a_hook_removed_by_another_thread_mid_forward_is_harmless():
     thread.start()
     thread.join()
     assert errors == [] and capture.latest == {}
+
+
+def test_a_claimed_object_is_kept_alive_so_no_other_object_takes_its_id():
+    """The registry of held objects is keyed by id: a claim left unreleased (a direct cache_for(claim=True) without
+    exclusive_use) let a later object at the same address read as held, and unrelated calls were refused (found by
+    CI: a test's claimed cache, freed, refused test_profiling's drafter and cache). A held object is kept alive
+    until released, so its address cannot be reused meanwhile."""
+    import gc
+    import weakref
+
+    from hf_adaptive_spec.core import exclusive
+
+    class Cache:
+        pass
+
+    candidates = []
+    leaked = exclusive.claim_first_idle(candidates, Cache)
+    alive, leaked_id = weakref.ref(leaked), id(leaked)
+    del candidates, leaked
+    gc.collect()
+    assert alive() is not None and id(alive()) == leaked_id
+    exclusive._release([alive()])
+    gc.collect()
+    assert alive() is None

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _LOCK = threading.Lock()
-_HOLDERS: dict[int, int] = {}  # id(object) -> the thread id of the call holding it
+#: id(object) -> (the thread id of the call holding it, the object: kept alive while held, so that its id is not
+#: reused by another object meanwhile)
+_HOLDERS: dict[int, tuple[int, object]] = {}
 
 
 @contextmanager
@@ -36,22 +38,24 @@ def exclusive_use(objects: dict[str, object | None], held: tuple = ()) -> Iterat
         _release((*claimed.values(), *held))
 
 
-def claim_first_idle(candidates: list, make: Callable[[], object]) -> object:
-    """The first of ``candidates`` no call holds (else ``make()``, appended to them), claimed for this thread in the
-    same step: two calls choosing at once never get the same one. Pass it to :func:`exclusive_use` as ``held``."""
+def claim_first_idle(candidates: list, make: Callable[[], object], claim: bool = True) -> object:
+    """The first of ``candidates`` no call holds (else ``make()``, appended to them), with ``claim`` claimed for this
+    thread in the same step, so that two calls choosing at once never get the same one: pass it to
+    :func:`exclusive_use` as ``held``, which releases it."""
     with _LOCK:
         chosen = next((obj for obj in candidates if id(obj) not in _HOLDERS), None)
         if chosen is None:
             chosen = make()
             candidates.append(chosen)
-        _HOLDERS[id(chosen)] = threading.get_ident()
+        if claim:
+            _HOLDERS[id(chosen)] = (threading.get_ident(), chosen)
         return chosen
 
 
 def _claim(claimed: dict[str, object]) -> None:
     with _LOCK:
         for name, obj in claimed.items():
-            holder = _HOLDERS.get(id(obj))
+            holder = _HOLDERS.get(id(obj), (None,))[0]
             if holder is not None:
                 where = (
                     "this thread (a nested generate call)" if holder == threading.get_ident() else f"thread {holder}"
@@ -62,7 +66,7 @@ def _claim(claimed: dict[str, object]) -> None:
                     "are cheap to create; drafters built from one checkpoint can share its weights)."
                 )
         for obj in claimed.values():
-            _HOLDERS[id(obj)] = threading.get_ident()
+            _HOLDERS[id(obj)] = (threading.get_ident(), obj)
 
 
 def _release(objects) -> None:

@@ -99,7 +99,7 @@ def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: 
     ``static_cache="engine"`` the model's own StaticCache of the size that fits the call (``FastPath.cache_for``)."""
     if static_cache == "engine":
         path = fast_path(model)
-        return path.cache_for(path.needed_slots(config.max_length))
+        return path.cache_for(path.needed_slots(config.max_length), claim=True)
     return model_kwargs.get("past_key_values")
 
 

@@ -154,16 +154,16 @@ class FastPath:
         bucket, is written after them."""
         return max_length + self.largest_bucket
 
-    def cache_for(self, needed_length: int) -> StaticCache:
-        """The engine's own static cache for a call that needs ``needed_length`` slots, claimed for the calling
-        thread (release it with :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held``): one of
+    def cache_for(self, needed_length: int, claim: bool = False) -> StaticCache:
+        """The engine's own static cache for a call that needs ``needed_length`` slots: one of
         :meth:`rounded_cache_length` slots for the model's dtype and device that no running call holds, made on
         first use and kept (concurrent calls of one size each get their own: they were refused, told to pass a cache
-        of their own though they had passed none)."""
+        of their own though they had passed none). With ``claim`` (a ``generate`` call) it is claimed for the calling
+        thread in the same step; :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held`` releases it."""
         key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
             caches = self.own_caches.setdefault(key, [])
-        return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]))
+        return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]), claim)
 
     def begin_call(self, compile_options: dict | None = None) -> bool:
         """Before each ``generate`` call (compiled with ``compile_options``); returns whether the call verifies from
