@@ -65,7 +65,7 @@ class Eagle3Config(TrainingArguments):
             A row costs ``(feature layers + 1) × hidden × dtype bytes`` a token: 4.5 KiB in bfloat16 for SmolLM2.
     """
 
-    #: fields a resumed run may change (:func:`~hf_adaptive_spec.training.base.check_resume_settings`): where and how
+    #: fields a resumed run may change (:func:`~hf_adaptive_spec.training.resume.check_resume_settings`): where and how
     #: much the target's outputs are cached, and how the loss is computed (compiled, recomputed in backward), change
     #: what a step costs, not what it trains
     resume_may_change: ClassVar[frozenset[str]] = frozenset(

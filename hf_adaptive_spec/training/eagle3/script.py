@@ -22,7 +22,8 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ..base import DrafterScriptArguments, asked_log_level, load_target, run_training_script
+from ..base import DrafterScriptArguments, load_target, run_training_script
+from ..script_logging import asked_log_level
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config

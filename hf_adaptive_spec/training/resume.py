@@ -1,0 +1,114 @@
+"""Resuming a training run: the settings that define a run must stay as its checkpoint recorded them, and the script
+arguments it was started with are written beside it to be compared."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from transformers import TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..core.settings import changed_settings
+
+#: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
+#: them (the schedule's length, logging, saving and evaluation may change). A new learning rate would not even apply:
+#: the restored scheduler wins.
+_RUN_DEFINING = frozenset({
+    "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay", "adam_beta1",
+    "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "seed",
+})
+
+
+def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
+    """The checkpoint folder ``resume_from_checkpoint`` names: ``True`` (or ``"true"`` from a command line or YAML,
+    unless a folder has that name) is ``output_dir``'s last ``checkpoint-N``, as ``Trainer.train`` resolves it."""
+    spelled_true = isinstance(checkpoint, str) and checkpoint.lower() == "true" and not os.path.isdir(checkpoint)
+    if checkpoint is True or spelled_true:
+        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        if last is None:
+            raise ValueError(
+                f"resume_from_checkpoint=True found no checkpoint-N folder in output_dir={output_dir!r}: pass the "
+                "checkpoint's path, or the output_dir of the run to resume."
+            )
+        return last
+    return str(checkpoint)
+
+
+def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> None:
+    """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
+    run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's
+    ``resume_may_change`` fields aside)."""
+    checkpoint = resolve_checkpoint(checkpoint, args.output_dir)
+    path = os.path.join(checkpoint, "training_config.json")
+    if not os.path.isfile(path):
+        return  # a checkpoint saved without it
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    current = json.loads(args.to_json_string())
+    own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
+    compared = ((own | _RUN_DEFINING) - getattr(args, "resume_may_change", frozenset())) & stored.keys()
+    changed = changed_settings({k: stored[k] for k in compared}, {k: current.get(k) for k in compared})
+    if changed:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
+            "checkpoint's values, or start a new run (init_from, where the trainer has it) instead of resuming."
+        )
+
+
+#: the script arguments of a run, written to its ``output_dir`` (what a resumed run is compared with).
+SCRIPT_ARGS_NAME = "script_args.json"
+#: script arguments renamed so that every training script names the card's fields alike: old name -> new name
+RENAMED_SCRIPT_ARGUMENTS = {"target_name": "base_model", "target_model_name": "base_model", "drafter": "drafter_name"}
+#: script arguments a resumed run may change: names in the model card (their old names too, as a run started before
+#: the renaming wrote them), threads, the time budget and what is only evaluated. The others (recordings, profiles,
+#: datasets, shapes, ``init_from``, the lookup branch) define the run.
+_MAY_CHANGE_ON_RESUME = frozenset({
+    "base_model", "drafter_name", "dataset_name", "reproduce_command", *RENAMED_SCRIPT_ARGUMENTS,
+    "num_threads", "max_train_minutes", "eval_recording_dir", "heldout_path", "heldout_conversations",
+    "heldout_every_steps", "heldout_depth", "heldout_max_length", "profile_steps",
+})
+
+
+def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None:
+    """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
+    it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as
+    ``name: stored -> new``."""
+    if not args.resume_from_checkpoint:
+        return
+    checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    run_folder = os.path.dirname(os.path.normpath(checkpoint)) if os.path.isdir(str(checkpoint)) else args.output_dir
+    path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
+    if not os.path.isfile(path):
+        return  # a run started before its script arguments were written
+    with open(path, encoding="utf-8") as handle:
+        stored = {**_script_defaults(script_args), **json.load(handle)}  # an argument added since: its default then
+    current = json.loads(json.dumps(dataclasses.asdict(script_args)))
+    changed = changed_settings({k: v for k, v in stored.items() if k not in _MAY_CHANGE_ON_RESUME},
+                               {k: v for k, v in current.items() if k not in _MAY_CHANGE_ON_RESUME})
+    if changed:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} was trained with other script arguments ({'; '.join(changed)}, from "
+            f"{path}): pass the run's values, or start a new run instead of resuming."
+        )
+
+
+def _script_defaults(script_args: Any) -> dict[str, Any]:
+    """The defaults of ``script_args``' fields (what a run started before a field existed ran with)."""
+    defaults = {}
+    for f in dataclasses.fields(script_args):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    return json.loads(json.dumps(defaults))
+
+
+def write_script_args(script_args: Any, output_dir: str) -> None:
+    """Write the run's script arguments to ``output_dir`` (JSON), for a resumed run to be compared with."""
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, SCRIPT_ARGS_NAME), "w", encoding="utf-8") as handle:
+        json.dump(dataclasses.asdict(script_args), handle, indent=2)
