@@ -148,10 +148,13 @@ def _by_name(stock_generate, model: PreTrainedModel, args: tuple, kwargs: dict) 
     the options the engine resolves from it (stop strings, the static cache, token healing) and the stopping criteria
     it extends are read by name. Too many positional arguments raise ``TypeError`` as stock's call would. A
     ``generate`` that takes ``*args`` (a subclass's wrapper) binds positions itself: they are passed on as given."""
-    parameters = list(inspect.signature(stock_generate).parameters.values())
-    if not args or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+    if not args:  # the usual call: no signature to read
         return args, kwargs
-    bound = inspect.signature(stock_generate).bind_partial(model, *args, **kwargs).arguments
+    signature = inspect.signature(stock_generate)
+    parameters = list(signature.parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return args, kwargs
+    bound = signature.bind_partial(model, *args, **kwargs).arguments
     named = {name: value for name, value in bound.items() if name != parameters[0].name}
     extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
     return (), {**{k: v for k, v in named.items() if k != extra}, **named.get(extra, {})}
