@@ -157,6 +157,34 @@ def test_a_drafters_frozen_steps_are_rebuilt_once_its_weights_change(kind):
         assert (drafter._static is not first) is rebuilt
 
 
+@pytest.mark.parametrize(
+    ("kind", "told_by"),
+    [("eagle3", "drafter"), ("causal-lm", "drafter"), ("dvi", "drafter"), ("causal-lm", "target"), ("dvi", "target")],
+)
+def test_a_write_no_version_shows_rebuilds_a_drafters_frozen_steps_once_told(kind, told_by):
+    """A write through ``.data`` bumps no version, so the frozen steps kept drafting with the old weights, and
+    ``fast_path(target).weights_changed()`` reached only the target's graphs: now ``drafter.weights_changed()``
+    rebuilds them, and the target's call does for a drafter sharing the target's layers (DVI's exit layers, a
+    causal LM made of the target's first layers)."""
+    from hf_adaptive_spec.core.features import decoder_layers
+
+    target = tiny_model("llama")
+    drafter = tiny_drafter(kind, target)
+    frozen = hfas.fast_path_compile_config("cpu").to_dict()
+    written = drafter.model if kind == "eagle3" else decoder_layers(target)[0]
+    drafter.use_static_shapes(64, frozen)
+    first = drafter._static
+    with torch.no_grad():
+        next(written.parameters()).data.mul_(1.5)
+    drafter.use_static_shapes(64, frozen)
+    assert drafter._static is first  # the limit: no version shows the write
+    (drafter.weights_changed if told_by == "drafter" else fast_path(target).weights_changed)()
+    drafter.use_static_shapes(64, frozen)
+    rebuilt = drafter._static
+    drafter.use_static_shapes(64, frozen)
+    assert rebuilt is not first and drafter._static is rebuilt  # rebuilt once, then kept
+
+
 def test_a_drafter_kept_for_a_longer_call_keeps_room_for_its_tree():
     """Found by a Spec-Bench run racing trees: a drafter's static cache built for a short call (512 slots) was kept
     for a call of 490 tokens, which left no room for one cycle's tree nodes (48 at depth 6, top-k 8), and drafting

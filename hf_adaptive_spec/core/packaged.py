@@ -51,12 +51,25 @@ def named_tensors(module: torch.nn.Module):
                 yield (f"{prefix}.{name}" if prefix else name), tensor
 
 
+_UNSEEN_WRITES = "_hf_adaptive_spec_unseen_writes"
+
+
+def mark_weights_changed(module: torch.nn.Module) -> None:
+    """Count a write to ``module``'s weights that their versions do not show (through ``.data``, or to a tensor made
+    under ``torch.inference_mode``) on it and on each of its submodules, so that :func:`weights_version` of any of
+    them changes: of the module itself, or of a drafter's part that shares some of its layers."""
+    for submodule in module.modules():
+        setattr(submodule, _UNSEEN_WRITES, getattr(submodule, _UNSEEN_WRITES, 0) + 1)
+
+
 def weights_version(model: torch.nn.Module) -> tuple:
     """Which tensors ``model`` holds and how often each was written in place (``Tensor._version``, which
     optimizer steps, ``copy_`` and ``load_state_dict`` bump): equal while the weights are unchanged. Tensors
-    made under ``torch.inference_mode`` keep no such count, and can only change by being replaced."""
-    return tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
-                 for name, tensor in named_tensors(model))  # the tensors a package's digest covers
+    made under ``torch.inference_mode`` keep no such count, and can only change by being replaced; writes no
+    version shows count once marked (:func:`mark_weights_changed`)."""
+    tensors = tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
+                    for name, tensor in named_tensors(model))  # the tensors a package's digest covers
+    return tensors, tuple(getattr(submodule, _UNSEEN_WRITES, 0) for submodule in model.modules())
 
 
 def weights_digest(module: torch.nn.Module) -> str:

@@ -128,6 +128,12 @@ class Drafter(ABC):
         its own forwards to fixed shapes here (EAGLE-3 does); the default keeps them as they are.
         """
 
+    def weights_changed(self) -> None:  # noqa: B027 (an optional hook)
+        """Call after writing to the drafter's weights in a way their tensors' versions do not show (through
+        ``.data``, or to tensors made under ``torch.inference_mode``): a drafter that keeps graphs holding its
+        weights as constants (inductor's freezing) rebuilds them at its next call. Writes that bump a version
+        (optimizer steps, ``copy_``, ``load_state_dict``) are seen without it. The default keeps nothing."""
+
     def continue_after(self, cached_length: int) -> None:
         """Called after :meth:`bind` (and :meth:`use_static_shapes`) when the call continues from a cache that
         already holds the prompt's first ``cached_length`` tokens: the target runs only the tokens after them,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..core.attention import is_sliding_layer
-from ..core.packaged import weights_version
+from ..core.packaged import mark_weights_changed, weights_version
 from ..core.static_steps import StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 
@@ -64,6 +64,13 @@ class StaticShapesMixin:
             self._static = self._static_steps(max_length, compile_options)
         self._static_weights_version = version
         self._static_in_use = True
+
+    def weights_changed(self) -> None:
+        """Rebuild the frozen step graphs at the next call: the weights were written without a version bump. A
+        drafter sharing the target's layers is also told by ``hfas.fast_path(target).weights_changed()``."""
+        weights = self._static_weights()
+        if weights is not None:
+            mark_weights_changed(weights)
 
     def _static_committed_step(self, tokens: torch.LongTensor, committed: int) -> tuple[torch.Tensor, ...]:
         """:attr:`_static_step` over ``tokens`` ``[1, n]``, the committed tokens after the first

@@ -24,6 +24,7 @@ from ..core.packaged import (
     StaleWeightsError,
     default_package_dir,
     forward_changes,
+    mark_weights_changed,
     weight_sharing_twin,
     weights_digest,
     weights_version,
@@ -199,8 +200,11 @@ class FastPath:
         """Drop the graphs and packages compiled from the model's weights now: for a change :meth:`begin_call` does
         not see. It sees writes that bump a tensor's version (optimizer steps, ``copy_``, ``load_state_dict``) and
         replaced tensors; a write through ``.data`` (``p.data.add_(...)``) or to a tensor made under
-        ``torch.inference_mode`` bumps none, and frozen graphs and packages would go on with the old weights."""
+        ``torch.inference_mode`` bumps none, and frozen graphs and packages would go on with the old weights.
+        The model's modules are marked changed too, so a drafter sharing its layers (DVI) rebuilds its frozen
+        steps; a drafter with weights of its own is told by its own ``weights_changed()``."""
         with self._lock:
+            mark_weights_changed(self.model)
             self._drop_compiled()
             self._weights_seen = None
 
