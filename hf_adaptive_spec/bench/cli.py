@@ -14,7 +14,7 @@ from transformers import HfArgumentParser, set_seed
 from ..checkpoints import shipped_checkpoint
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..generation import fast_path
-from ..profiling import recommended_buckets, recommended_lookup_tokens, recommended_tree
+from ..profiling import HardwareProfile, recommended_buckets, recommended_lookup_tokens, recommended_tree
 from .arguments import DEFAULT_LOOKUP_TOKENS, BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
 from .fast_path import first_turn_slots, static_cache_length
@@ -78,6 +78,7 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
     branch unless ``--lookup_tokens`` was given (refused when the profile timed another target or EAGLE-3 drafter
     than this run's)."""
     try:
+        _check_profile_measured_this_run(HardwareProfile.load(options.tree_profile), args, options)
         tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
                                 drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
         lookup_tokens = recommended_lookup_tokens(options.tree_profile)
@@ -88,6 +89,23 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
     if options.lookup_tokens is None and lookup_tokens:
         options.lookup_tokens = lookup_tokens
+
+
+def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArguments, options: MethodOptions) -> None:
+    """The profile's tree is the best on the curve it measured: its device type, dtype and path (eager, or the
+    compiled static-cache path of ``--compile``; the bench runs no uncompiled static path). On another curve it is another machine's best, timed under this run's
+    name: refuse, naming the profile to measure."""
+    measured = (torch.device(profile.device).type, profile.dtype, profile.path)
+    run = (resolve_device(args.device).type, args.dtype, "compiled" if options.compile else "eager")
+    if measured != run:
+        paths = {"eager": "the eager path", "static": "the uncompiled static-cache path",
+                 "compiled": "the compiled static-cache path (--compile)"}
+        raise BenchError(
+            f"--tree_profile {options.tree_profile} was measured on {measured[0]} in {measured[1]} on "
+            f"{paths.get(measured[2], measured[2])}, and this run is on {run[0]} in {run[1]} on {paths[run[2]]}: its tree was ranked "
+            "on another cost curve. Run as profiled, or measure this run's curve with `hf-adaptive-spec profile "
+            f"--dtype {run[1]}{' --compile' if options.compile else ''} --recording DIR` and pass that profile."
+        )
 
 
 def _check_trees_draft(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:

@@ -354,6 +354,29 @@ def test_tree_profile_sets_the_static_tree_the_profile_recommends(bench_model_di
         assert "--tree_profile: The hardware profile" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("measured", "named"), [
+    ({"dtype": "bfloat16"}, "in bfloat16 on the eager path, and this run is on cpu in float32"),
+    ({"path": "compiled", "buckets": [1, 8]}, "on the compiled static-cache path (--compile), and this run"),
+    ({"device": "cuda:0"}, "measured on cuda in float32"),
+])
+def test_tree_profile_of_another_cost_curve_is_refused(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                       capsys, measured, named):
+    """A profile measured in another dtype, on another path or device type ranked its trees on another cost curve:
+    the run took its tree and reported it as this run's best (only the target and drafter were compared)."""
+    from hf_adaptive_spec.profiling import HardwareProfile
+
+    tree = {"depth": 3, "top_k": 2, "total_tokens": 6, "tau": 2.0, "tokens_per_second": 10.0}
+    profile = tmp_path / "profile.json"
+    HardwareProfile(**{"device": "cpu", "dtype": "float32", "num_threads": 1, "context_length": 64,
+                       "verify_tokens": [1, 8], "verify_seconds": [1.0, 1.0], **measured},
+                    recommendation={"tree": tree, "policy": None}).save(profile)
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "out.json", "--limit", "1"),
+            "--methods", "stock,tree", "--drafter-layers", "2", "--tree_profile", str(profile)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "its tree was ranked on another cost curve" in error and named in error
+
+
 def test_tree_profile_of_the_lookup_branch_alone_sets_the_branch_and_refuses_a_method_without_it(
         bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys):
     """A profile whose winner is the prompt-lookup branch alone (depth 0) gives ``+lookup`` its branch length unless
