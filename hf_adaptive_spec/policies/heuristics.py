@@ -135,9 +135,11 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
     """
 
     def __init__(self, initial_depth: int = 20, max_depth: int = 64):
-        if not 1 <= initial_depth <= max_depth:
+        integers = all(isinstance(value, int) and not isinstance(value, bool) for value in (initial_depth, max_depth))
+        if not integers or not 1 <= initial_depth <= max_depth:  # a float fails only once the chain grows to it
             raise ValueError(
-                f"HeuristicLengthPolicy needs 1 <= initial_depth <= max_depth, got {initial_depth}, {max_depth}."
+                f"HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth, got {initial_depth!r}, "
+                f"{max_depth!r}."
             )
         self.initial_depth, self.max_depth = initial_depth, max_depth
         self.depth = initial_depth

@@ -117,6 +117,14 @@ def test_heuristic_length_grows_by_two_and_shrinks_by_one():
         hfas.HeuristicLengthPolicy(initial_depth=0)
 
 
+@pytest.mark.parametrize("depths", [dict(initial_depth=8, max_depth=10.0), dict(initial_depth=2.5, max_depth=8),
+                                    dict(initial_depth=True, max_depth=8)])
+def test_a_chain_length_that_is_not_an_int_is_refused_when_the_policy_is_built(depths):
+    """max_depth=10.0 was accepted and failed inside generate, as TreeConfig.depth, once the chain grew to it."""
+    with pytest.raises(ValueError, match="HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth"):
+        hfas.HeuristicLengthPolicy(**depths)
+
+
 @pytest.mark.parametrize("policy", [hfas.ConfidenceThresholdPolicy(depth=6),
                                     hfas.HeuristicLengthPolicy(initial_depth=4)])
 def test_heuristic_policies_keep_generate_lossless(policy, tmp_path):

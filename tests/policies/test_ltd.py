@@ -225,6 +225,21 @@ def test_size_mask_keeps_one_choice_per_verified_size():
     assert mask.tolist() == [True, True, True, False]  # 4 and 8 both verify the 3 candidates
 
 
+def test_a_policy_on_another_device_masks_there_in_training_and_on_the_host_in_eval():
+    """``policy.to("cuda")`` moves the ``choices`` buffer: the mask mixed a CPU tensor with it (torch.cat raised), and
+    an eval-mode decision, made on the host, read the mask back from the device every cycle. "meta" stands in for
+    CUDA here: a device whose values the host cannot read."""
+    info = VerifySizeInfo(context_length=10, scores=torch.zeros(3), depths=torch.ones(3, dtype=torch.long), config=TREE)
+    on_device = size_action_mask(info, TREE, torch.tensor([1, 2, 4, 8], device="meta"))
+    assert on_device.device.type == "meta" and on_device.shape == (4,)
+    policy = _varied_policy(seed=3)
+    scores = torch.log(torch.tensor([0.6, 0.2, 0.1, 0.05]))
+    info = VerifySizeInfo(context_length=40, scores=scores, depths=torch.tensor([1, 1, 1, 2]), config=TREE)
+    expected = policy.num_tokens_to_verify(info)
+    policy.choices = policy.choices.to("meta")  # where .to(device) puts the buffer
+    assert policy.num_tokens_to_verify(info) == expected
+
+
 def test_training_mode_samples_and_logs_decisions():
     policy = LTDPolicy(**SMALL)
     policy.depth_head.train()
@@ -241,6 +256,15 @@ def test_training_mode_samples_and_logs_decisions():
     policy.eval()
     policy.decisions.clear()
     assert len({policy.continue_drafting(step) for _ in range(5)}) == 1 and not policy.decisions
+
+
+@pytest.mark.parametrize("setting, message", [(dict(depth=0), "at depth 0 nothing is drafted"),
+                                              (dict(context_scale=float("inf")), "context_scale must be a finite")])
+def test_a_shape_or_scale_no_head_would_read_is_refused(setting, message):
+    """At depth 0 the engine drafts nothing and asks neither head (the policy was a plain step every cycle); an
+    infinite context_scale read every context length as 0."""
+    with pytest.raises(ValueError, match=message):
+        LTDPolicy(**{"depth": 3, "top_k": 2, "total_tokens": 6, **setting}, **SMALL)
 
 
 @pytest.mark.parametrize("choices", [[], [3, 2], [1, 9], [-1, 2]])

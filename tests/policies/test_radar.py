@@ -643,6 +643,14 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
     assert isinstance(AutoDraftPolicy.from_pretrained(out), RadarPolicy)
 
 
+@pytest.mark.parametrize("min_score", [0.0, 0.5, float("nan"), -float("inf")])
+def test_a_floor_that_would_flatten_or_poison_the_scores_is_refused(min_score):
+    """Log-probs are <= 0: a floor at or above 0 made every input the floor (the same decision whatever the drafts),
+    NaN or -inf made NaN logits, which read as continue at every step."""
+    with pytest.raises(ValueError, match="min_score is a floor on log-probabilities, a finite number < 0"):
+        RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8, min_score=min_score)
+
+
 @pytest.mark.parametrize("allow_skip", [False, True])
 def test_the_engines_one_step_cell_is_the_networks_forward(allow_skip):
     """continue_drafting runs the LSTM cell written out (numpy, on the host); its logits must be forward's,

@@ -128,6 +128,18 @@ def test_action_grid_filter_on_a_hand_checked_case():
     assert len(paper) == 177 and {(80, 3, 8), (96, 3, 8), (128, 3, 8)}.isdisjoint(paper)
 
 
+@pytest.mark.parametrize("setting, value", [
+    ("observation_clip", 0.0), ("observation_clip", -10.0), ("observation_clip", float("nan")),
+    ("temperature", -1.0), ("temperature", float("nan")), ("decision_interval", 2.5), ("training_interval", True),
+])
+def test_settings_that_would_run_as_something_else_are_refused(setting, value):
+    """A clip of 0 or below made every observation one constant (one action whatever the state), a negative or NaN
+    temperature ran as argmax, a fractional interval held an action a rounded-up number of cycles."""
+    with pytest.raises(ValueError, match=f"ReSpSPolicy: {setting}"):
+        ReSpSPolicy(hidden_size=8, num_target_layers=4, actions=GRID, **{setting: value})
+    ReSpSPolicy(hidden_size=8, num_target_layers=4, actions=GRID, observation_clip=float("inf"), temperature=1.5)
+
+
 def test_policy_defaults_follow_eagle3_and_the_paper():
     policy = ReSpSPolicy(hidden_size=8, num_target_layers=30)
     assert policy.feature_layers == (2, 15, 27)
@@ -217,6 +229,27 @@ def test_action_persists_for_the_interval(setup):
     assert [d.cycles for d in decisions[:-1]] == [4] * (len(decisions) - 1) and 1 <= decisions[-1].cycles <= 4
     assert [d.done for d in decisions] == [False] * (len(decisions) - 1) + [True]
     assert all(d.reward == pytest.approx(d.tokens / d.seconds) for d in decisions)
+
+
+def test_a_call_whose_prompt_length_continues_the_last_cycle_still_starts_with_a_decision(setup):
+    """The first cycle of a call comes at the prompt's length + 1 (the prefill commits a token): a prompt one token
+    shorter than where the last call's next cycle would have begun read as that next cycle, so the new call ran on
+    the old action, and in training one interval (its reward, its episode) spanned both calls."""
+    target, prompts, _ = setup
+    policy = _policy(target, decision_interval=1000, training_interval=1000).train()
+    decided: list[bool] = []
+    tree_config = policy.tree_config
+    policy.tree_config = lambda state: (tree_config(state), decided.append(policy.decided))[0]
+    first = target.generate(prompts[0], max_new_tokens=MAX_NEW, assistant_model=_eagle3(target),
+                            assistant_policy=policy)
+    continuing = prompt(policy._next_context - 1, seed=99)  # its first cycle is where the last call's next one was
+    decided.clear()
+    target.generate(continuing, max_new_tokens=MAX_NEW, assistant_model=_eagle3(target), assistant_policy=policy)
+    assert decided[0] and not any(decided[1:])
+    policy.end_episode()
+    decisions = policy.pop_decisions()
+    assert [d.done for d in decisions] == [True, True]  # one episode per call
+    assert decisions[0].tokens == first.shape[1] - prompts[0].shape[1] - 1  # the first call's tokens alone
 
 
 def test_interval_reward_counts_the_tokens_generate_returns(setup):

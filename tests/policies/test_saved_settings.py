@@ -21,7 +21,7 @@ from hf_adaptive_spec.policies import (
     ReSpSPolicy,
     StaticTreePolicy,
 )
-from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.policies.base import TreeConfig, VerifySizeInfo
 
 COMPILED = CostCurve("cpu", "bfloat16", "compiled")
 
@@ -69,6 +69,26 @@ def test_ltd_and_radar_trees_and_scales_set_after_construction_are_saved(tmp_pat
     radar.tree, radar.min_score = TreeConfig(depth=6, top_k=2, total_tokens=12), -12.0
     again = reloaded(radar, tmp_path / "radar")
     assert (again.tree, again.min_score) == (radar.tree, -12.0)
+
+
+def test_ltd_size_choices_set_after_construction_are_the_ones_it_decides_with(tmp_path):
+    """save_pretrained writes size_choices as the policy holds them; the live policy masked its decisions with the
+    ones it was built with, so it verified 2 candidates where its saved copy verifies 3."""
+    policy = LTDPolicy(**{**SMALL_LTD, "depth": 3, "total_tokens": 9, "size_choices": [1, 2, 4, 8]})
+    with torch.no_grad():
+        policy.size_head.actor[-1].bias.copy_(torch.tensor([0.0, 0.0, 0.0, 50.0]))  # the last choice, where allowed
+    policy.size_choices = [0, 1, 2, 3]  # as many: the weights fit
+    info = VerifySizeInfo(context_length=10, scores=torch.log(torch.tensor([0.5, 0.4, 0.3])),
+                          depths=torch.tensor([1, 1, 2]), config=policy.tree)
+    assert policy.num_tokens_to_verify(info) == reloaded(policy, tmp_path).num_tokens_to_verify(info) == 3
+    policy.size_head.train()
+    policy.generator = torch.Generator().manual_seed(0)
+    policy.num_tokens_to_verify(info)
+    assert policy.decisions[-1].action_mask.tolist() == [True] * 4  # training masks with them too
+    with pytest.raises(ValueError, match="the size head has 4 outputs, one per choice, got 2 size_choices"):
+        policy.size_choices = [0, 5]
+    with pytest.raises(ValueError, match="size_choices must be strictly increasing"):
+        policy.size_choices = [3, 2, 1, 0]
 
 
 def test_a_changed_setting_that_no_longer_fits_the_weights_fails_on_loading_not_silently(tmp_path):

@@ -74,7 +74,7 @@ def size_action_mask(info: VerifySizeInfo, tree: TreeConfig, choices: torch.Tens
     """``[len(choices)]`` bool: one allowed choice per distinct verification size.
 
     The engine verifies ``min(choice, candidates, total_tokens - 1)``; choices that clamp to
-    the same size as a smaller one are masked, so no two actions mean the same thing.
+    the same size as a smaller one are masked, so no two actions mean the same thing. On ``choices``' device.
     """
     effective = choices.clamp(max=min(info.scores.numel(), tree.total_tokens - 1))
-    return torch.cat([torch.ones(1, dtype=torch.bool), effective[1:] != effective[:-1]])
+    return torch.cat([torch.ones(1, dtype=torch.bool, device=choices.device), effective[1:] != effective[:-1]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -123,10 +124,12 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
-        self.size_choices = list(range(1, total_tokens)) if size_choices is None else _plain_ints(size_choices)
-        _check_size_choices(self.size_choices, total_tokens)
-        if not context_scale > 0:
-            raise ValueError(f"LTDPolicy: context_scale must be > 0, got {context_scale!r}.")
+        if depth < 1:
+            raise ValueError(f"LTDPolicy: at depth {depth} nothing is drafted and no head is asked; pass depth >= 1.")
+        self.register_buffer("choices", torch.empty(0, dtype=torch.long), persistent=False)
+        self.size_choices = list(range(1, total_tokens)) if size_choices is None else size_choices
+        if not 0 < context_scale < math.inf:  # infinity would read every context length as 0
+            raise ValueError(f"LTDPolicy: context_scale must be a finite number > 0 (LTD 1000), got {context_scale!r}.")
         self.context_scale = float(context_scale)
         if lookup_feature and lookup_first:
             raise ValueError(
@@ -135,13 +138,34 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             )
         self.lookup_feature = bool(lookup_feature)
         self.lookup_first = bool(lookup_first)
-        self.register_buffer("choices", torch.tensor(self.size_choices), persistent=False)
         self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
         size_observations = size_observation_size(self.tree, lookup_feature)
         self.size_head = ActorCritic(size_observations, len(self.size_choices), size_actor, size_critic)
         self.generator: torch.Generator | None = None
         self.decisions: list[Decision] = []
         self.eval()
+
+    @property
+    def size_choices(self) -> list[int]:
+        """The verification sizes the size head chooses from (a copy: set the attribute to change them)."""
+        return list(self._size_choices)
+
+    @size_choices.setter
+    def size_choices(self, choices: Iterable[int]) -> None:
+        """Check the choices and make the tensors the size decisions are masked with from them: ``choices`` on the
+        module's device (training), a host copy (an eval-mode decision runs on the host, wherever the module is)."""
+        choices = _plain_ints(choices)
+        _check_size_choices(choices, self.tree.total_tokens)
+        head = self._modules.get("size_head")
+        outputs = None if head is None else head.actor[-1].out_features
+        if outputs is not None and len(choices) != outputs:
+            raise ValueError(
+                f"LTDPolicy: the size head has {outputs} outputs, one per choice, got {len(choices)} size_choices "
+                f"{choices}: keep {outputs} choices, or build and train a new policy."
+            )
+        self._size_choices = choices
+        self.choices = torch.tensor(choices, device=self.choices.device)
+        self._host_choices = torch.tensor(choices)
 
     def _current_settings(self) -> dict:
         settings = {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
@@ -159,8 +183,8 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         return self._decide("depth", self.depth_observation(step)) == CONTINUE
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
-        mask = size_action_mask(info, self.tree, self.choices)
-        return self.size_choices[self._decide("size", self.size_observation(info), mask)]
+        mask = size_action_mask(info, self.tree, self.choices if self.size_head.training else self._host_choices)
+        return self._size_choices[self._decide("size", self.size_observation(info), mask)]
 
     # -- observations (public so tests and tools can check what the heads see) -----------------
     def depth_observation(self, step: DraftStepInfo) -> torch.Tensor:

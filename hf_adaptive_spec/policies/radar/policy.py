@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import nn
@@ -161,6 +163,11 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         )
         if depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
+        if not -math.inf < min_score < 0:  # log-probs are <= 0: a floor at or above 0 makes every input the same
+            raise ValueError(
+                f"RadarPolicy: min_score is a floor on log-probabilities, a finite number < 0 (RADAR: -30), got "
+                f"{min_score!r}: at or above 0 every input reads as the floor, NaN or -inf makes NaN logits."
+            )
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score

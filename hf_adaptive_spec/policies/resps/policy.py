@@ -14,6 +14,7 @@ Re-SpS (*Speculative Sampling with Reinforcement Learning*, AAAI 2026, github.co
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -82,6 +83,26 @@ class ReSpSDecision:
         return self.tokens / max(self.seconds, 1e-12)
 
 
+def _check_settings(
+    decision_interval: int, training_interval: int, temperature: float, observation_clip: float
+) -> None:
+    """Refuse settings that would run without saying so: a fractional interval holds an action a rounded-up number
+    of cycles, a negative or NaN temperature is argmax, and a clip of 0 or below makes every observation the same
+    constant (``clamp(-c, c)``), so one action whatever the state."""
+    for name, interval in (("decision_interval", decision_interval), ("training_interval", training_interval)):
+        if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
+            raise ValueError(f"ReSpSPolicy: {name} is a number of cycles, an int >= 1, got {interval!r}.")
+    if not temperature >= 0:
+        raise ValueError(
+            f"ReSpSPolicy: temperature must be >= 0 (0: the argmax action; > 0: sample), got {temperature!r}."
+        )
+    if not observation_clip > 0:
+        raise ValueError(
+            f"ReSpSPolicy: observation_clip must be > 0 (standardised features are clipped to [-clip, clip]; "
+            f"math.inf for none), got {observation_clip!r}."
+        )
+
+
 class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.resps"):
     """Re-SpS: every ``N`` cycles, pick a tree shape from the target's hidden states.
 
@@ -90,8 +111,9 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     ``train()`` mode it samples, holds ``training_interval`` cycles, and logs each decision with
     its reward in :attr:`decisions` (read them with :meth:`pop_decisions`).
 
-    A new ``generate`` call (a context length that does not continue the last cycle) or
-    :meth:`end_episode` drops the held action, so every generation starts with a decision.
+    A new ``generate`` call (:meth:`begin_generation`, and a context length that does not continue the last cycle
+    for callers that drive the hooks without it) or :meth:`end_episode` drops the held action, so every generation
+    starts with a decision.
     The feature statistics start at mean 0 and std 1; :meth:`fit_normalizer` sets them before
     training (``ReSpSTrainer`` does) and they are saved with the weights.
 
@@ -146,8 +168,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
         if not self.actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
-        if decision_interval < 1 or training_interval < 1:
-            raise ValueError(f"Intervals must be >= 1 cycle, got {decision_interval} and {training_interval}.")
+        _check_settings(decision_interval, training_interval, temperature, observation_clip)
         if feature_layers is None and num_target_layers is None:
             raise ValueError(
                 "ReSpSPolicy reads target hidden states: give feature_layers, or num_target_layers for EAGLE-3's "
@@ -255,10 +276,17 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
 
     # -- engine hooks -----------------------------------------------------------------------
 
+    def begin_generation(self) -> None:
+        """A new generation (``generate``'s call, a replayed prompt) starts with a decision: end the last one's
+        episode. The context length alone cannot tell: a prompt one token shorter than where the last generation's
+        next cycle would have begun (a continuation of its output, or any prompt of that length) reads as its next
+        cycle, and would hold its action, and in training extend its interval, into the new call."""
+        self.end_episode()
+
     @torch.no_grad()
     def tree_config(self, state: CycleState) -> TreeConfig:
         if self._next_context is not None and state.context_length != self._next_context:
-            self.end_episode()  # a new generation started
+            self.end_episode()  # a new generation started without begin_generation (hooks driven directly)
         self.decided = self._cycles_left == 0
         if self.decided:
             self._decide(self.observation(state))
