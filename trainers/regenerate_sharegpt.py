@@ -49,6 +49,7 @@ from hf_adaptive_spec.training_data import (
     task_prompts,
 )
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
+from hf_adaptive_spec.training_data.regenerate import sampling_kwargs
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")
@@ -171,6 +172,8 @@ def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfi
                              "be ignored.")
     else:
         settings |= {name: getattr(config, name) for name in _GENERATION}
+        if config.temperature > 0:  # files sampled before 2026-12-05 were cut to generate's default top-k of 50
+            settings["sampling"] = sampling_kwargs(config.temperature)
     path = Path(str(script_args.output) + ".settings.json")
     if path.is_file():
         changed = changed_settings(json.loads(path.read_text(encoding="utf-8")), settings)

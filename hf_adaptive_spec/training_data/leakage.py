@@ -50,9 +50,17 @@ def eval_question_files(data_dir: Path | None = None) -> list[Path]:
     data_dir = data_dir or default_eval_data_dir()
     if data_dir is None:
         raise FileNotFoundError("no evaluation data folder found: pass the question files explicitly")
-    files = sorted({path for pattern in EVAL_QUESTION_GLOBS for path in Path(data_dir).glob(pattern)})
+    found = {pattern: set(Path(data_dir).glob(pattern)) for pattern in EVAL_QUESTION_GLOBS}
+    files = sorted(set().union(*found.values()))
     if not files:
         raise FileNotFoundError(f"no evaluation question files under {data_dir}")
+    missing = [pattern for pattern, paths in found.items() if not paths]
+    if missing:  # their questions are not kept out: a folder holding only some sets filtered for those alone
+        logger.warning(
+            "no %s under %s: those evaluation questions are not kept out of the training data. Give the folder every "
+            "set, or leave the folder unset to use the packaged digests of all of them.",
+            " or ".join(missing), data_dir,
+        )
     return files
 
 

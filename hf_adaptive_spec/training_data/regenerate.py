@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,8 @@ class RegenerationConfig:
     Args:
         max_new_tokens: most tokens generated per assistant turn.
         batch_size: conversations generated together in one left-padded batch.
-        temperature: sampling temperature; 0 means greedy decoding.
+        temperature: 0 decodes greedily; above 0 samples from the whole ``softmax(logits / temperature)``
+            (top-k and top-p off, as the benchmark samples: :func:`sampling_kwargs`).
         max_turns: user turns re-answered per conversation; turn k is answered with the
             model's own answers to turns 1..k-1 in context.
         max_prompt_tokens: a prompt longer than this (chat template included) is not
@@ -48,6 +49,17 @@ class RegenerationConfig:
     max_prompt_tokens: int = field(
         default=512, metadata={"help": "Prompts longer than this many tokens are not answered."}
     )
+
+    def __post_init__(self) -> None:
+        # max_turns=0 wrote every conversation empty (and marked it done); batch_size=0 failed inside range();
+        # a negative temperature decoded greedily without a word
+        for name in ("max_new_tokens", "batch_size", "max_turns", "max_prompt_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RegenerationConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if not self.temperature >= 0:
+            raise ValueError(
+                f"RegenerationConfig.temperature must be 0 (greedy) or positive, got {self.temperature}."
+            )
 
 
 @dataclass
@@ -99,6 +111,15 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
+def sampling_kwargs(temperature: float) -> dict[str, bool | float | int]:
+    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling from ``softmax(logits / T)``, top-k and
+    top-p off, as the benchmark samples (``hf_adaptive_spec.bench.arguments.sampling_kwargs``). Without them
+    ``generate`` truncates to its default top-k of 50, or to the top-k / top-p of the model's ``generation_config``."""
+    if temperature == 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+
+
 @torch.inference_mode()
 def generate_reply_ids(
     model: PreTrainedModel,
@@ -115,16 +136,13 @@ def generate_reply_ids(
     eos_ids = list(end_of_sequence_ids(model, tokenizer))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     input_ids, attention_mask = left_pad(prompts, pad_id)
-    sampling = {"do_sample": False}
-    if config.temperature > 0:
-        sampling = {"do_sample": True, "temperature": config.temperature}
     output = model.generate(
         input_ids=input_ids.to(model.device),
         attention_mask=attention_mask.to(model.device),
         max_new_tokens=config.max_new_tokens,
         pad_token_id=pad_id,
         eos_token_id=eos_ids,
-        **sampling,
+        **sampling_kwargs(config.temperature),
     )
     replies, new_tokens, truncated = [], 0, []
     for row in output[:, input_ids.shape[1] :].tolist():
@@ -213,6 +231,28 @@ def _regenerate_batch(
     return new_tokens, cut
 
 
+def _unwritten(
+    conversations: Iterable[Conversation], done: set[str], stats: RegenerationStats
+) -> Iterator[Conversation]:
+    """The conversations whose id is not in ``done`` (those that are count as ``stats.already_written``).
+
+    Raises:
+        ValueError: an id comes twice (its record would be written twice, and a resumed run could not tell them apart).
+    """
+    seen: set[str] = set()
+    for conversation in conversations:
+        if conversation.id in seen:
+            raise ValueError(
+                f"conversation id {conversation.id!r} comes twice in the input: its record would be written twice. "
+                "Give every conversation its own id (iter_sharegpt skips repeated ones) or drop the repeats."
+            )
+        seen.add(conversation.id)
+        if conversation.id in done:
+            stats.already_written += 1
+        else:
+            yield conversation
+
+
 def regenerate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -231,10 +271,7 @@ def regenerate(
     done = written_ids(output_path)
     stats = RegenerationStats()
     queue: list[tuple[int, _Dialogue]] = []
-    for conversation in conversations:
-        if conversation.id in done:
-            stats.already_written += 1
-            continue
+    for conversation in _unwritten(conversations, done, stats):
         length = first_prompt_length(tokenizer, conversation)
         if length > config.max_prompt_tokens:
             stats.too_long += 1
@@ -276,12 +313,8 @@ def copy_conversations(conversations: Iterable[Conversation], output_path: Path)
     output_path = Path(output_path)
     drop_partial_last_line(output_path)
     done = written_ids(output_path)
-    stats, records = RegenerationStats(), []
-    for conversation in conversations:
-        if conversation.id in done:
-            stats.already_written += 1
-        else:
-            records.append({"id": conversation.id, "conversation": conversation.messages})
+    stats = RegenerationStats()
+    records = [{"id": c.id, "conversation": c.messages} for c in _unwritten(conversations, done, stats)]
     append_records(output_path, records)
     stats.written = len(records)
     return stats

@@ -95,3 +95,61 @@ def test_resps_checkpoints_must_fall_between_ppo_updates(tmp_path):
     TrainerState(global_step=3).save_to_json(str(checkpoint / "trainer_state.json"))
     with pytest.raises(ValueError, match="saved at step 3, inside a PPO update of 8 steps"):
         ReSpSTrainer._load_from_checkpoint(SimpleNamespace(args=config), str(checkpoint))
+
+
+class _PerRowCritic(nn.Module):
+    """Uniform logits and a critic that reads its value from the observation, as ``[N, 1]`` (an ``nn.Linear(h, 1)``
+    head) or squeezed to ``[N]``."""
+
+    def __init__(self, squeeze: bool):
+        super().__init__()
+        self.squeeze = squeeze
+
+    def forward(self, observations):
+        logits = torch.zeros(observations.shape[0], 2)
+        return logits, observations[:, 0] if self.squeeze else observations
+
+
+def test_ppo_loss_refuses_shapes_that_broadcast_into_a_wrong_loss():
+    """Values [N, 1] against returns [N] broadcast to an [N, N] value loss: 2.5 here instead of 4.0."""
+    batch = RolloutBatch(
+        observations=torch.tensor([[1.0], [2.0]]), actions=torch.tensor([0, 1]),
+        log_probs=torch.log(torch.full((2,), 0.5)), values=torch.zeros(2), rewards=torch.zeros(2), dones=torch.ones(2),
+    )
+    advantages, returns = torch.tensor([1.0, -1.0]), torch.tensor([3.0, 0.0])
+    assert ppo_loss(_PerRowCritic(squeeze=True), batch, advantages, returns).value_loss == pytest.approx(4.0)
+    with pytest.raises(ValueError, match=r"got \{'values': \(2, 1\)\}.*squeeze its last dimension"):
+        ppo_loss(_PerRowCritic(squeeze=False), batch, advantages, returns)
+    with pytest.raises(ValueError, match=r"'advantages': \(2, 1\), 'returns': \(1,\)"):
+        ppo_loss(_PerRowCritic(squeeze=True), batch, advantages[:, None], returns[:1])
+    with pytest.raises(ValueError, match=r"'batch.actions': \(2, 1\)"):
+        ppo_loss(_PerRowCritic(squeeze=True), RolloutBatch(**{**vars(batch), "actions": batch.actions[:, None]}),
+                 advantages, returns)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"clip_range": 0.0}, "clip_range must be > 0"),  # every ratio clamped to 1: no policy gradient
+        ({"clip_range": -0.2}, "clip_range must be > 0"),  # clamp(ρ, 1.2, 0.8) pins every ratio at 0.8
+        ({"gamma": 1.5}, "gamma must be in \\[0, 1\\]"),
+        ({"gae_lambda": -0.5}, "gae_lambda must be in \\[0, 1\\]"),
+    ],
+)
+@pytest.mark.parametrize("config", ["LTDConfig", "ReSpSConfig"])
+def test_ppo_settings_that_train_another_objective_are_refused(tmp_path, config, setting, message):
+    from hf_adaptive_spec.training.ltd import LTDConfig
+    from hf_adaptive_spec.training.resps import ReSpSConfig
+
+    config_class = {"LTDConfig": LTDConfig, "ReSpSConfig": ReSpSConfig}[config]
+    with pytest.raises(ValueError, match=f"{config}.{message}"):
+        config_class(output_dir=str(tmp_path), report_to=[], **setting)
+
+
+@pytest.mark.parametrize("name", ["n_steps", "ppo_epochs"])
+def test_resps_refuses_an_empty_rollout_by_name(tmp_path, name):
+    """Either at 0 failed as 'integer modulo by zero'."""
+    from hf_adaptive_spec.training.resps import ReSpSConfig
+
+    with pytest.raises(ValueError, match=f"ReSpSConfig.{name} must be >= 1, got 0"):
+        ReSpSConfig(output_dir=str(tmp_path), report_to=[], **{name: 0})

@@ -117,3 +117,13 @@ def test_packaged_digests_are_those_of_the_shared_question_files() -> None:
     assert {path.parent.name for path in files} == {"mt_bench", "spec_bench", "eagle_eval", "gsm8k"}
     assert "Calculate the atomic mass for lithium." in load_eval_questions(files)
     assert frozenset(PACKAGED_DIGESTS.read_text().split()) == eval_question_digests(default_eval_data_dir())
+
+
+def test_a_folder_missing_some_sets_is_warned_about_by_name(data_dir: Path, caplog) -> None:
+    """A folder holding only some of the sets filtered for those alone, without a word."""
+    (data_dir / "gsm8k/test.jsonl").unlink()
+    (data_dir / "eagle_eval/alpaca.question.jsonl").unlink()
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.training_data.leakage"):
+        assert len(eval_question_digests(data_dir)) == 3
+    expected = f"no eagle_eval/*.jsonl or gsm8k/test.jsonl under {data_dir}: those evaluation questions are not kept"
+    assert expected in caplog.text

@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from hf_adaptive_spec.training_data import task_prompts
@@ -81,7 +84,6 @@ def test_one_german_looking_word_does_not_make_a_german_sentence():
 
 
 def test_regeneration_script_answers_task_requests_and_keeps_evaluation_texts_out(tmp_path, tiny_model, tiny_tokenizer):
-    import json
     import sys
 
     sys.path.insert(0, "trainers")
@@ -117,7 +119,6 @@ def test_regeneration_script_answers_task_requests_and_keeps_evaluation_texts_ou
 def test_a_held_out_conversation_keeps_every_task_request_made_from_it(tmp_path):
     """--exclude-ids-from with a held-out file of task requests (ids '<conversation>:<task>...'): it compared the
     requests' ids with the conversations' before the requests were made, so it excluded nothing."""
-    import json
     import sys
 
     from hf_adaptive_spec.training_data.sharegpt import Conversation
@@ -153,9 +154,28 @@ def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_p
     regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))
     (tmp_path / "out.jsonl").write_text("", encoding="utf-8")
     regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))  # the same: fine
-    with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; temperature: 0.0 -> 1.0\)"):
+    with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; sampling: None -> \{.*\}; "
+                                         r"temperature: 0.0 -> 1.0\)"):
         regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "12",
                                                          "--temperature", "1"]))
+    _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sharegpt, parse, tmp_path)
     with pytest.raises(ValueError, match="--answers original copies ShareGPT's answers, every turn: max_new_tokens"):
         regenerate_sharegpt.check_resumed_output(*parse(["--output", str(tmp_path / "o.jsonl"), "--answers", "original",
                                                          "--max-new-tokens", "12"]))
+
+
+def _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sharegpt, parse, tmp_path):
+    """Files sampled before 2026-12-05 were cut to generate's default top-k of 50 (their settings name no sampling):
+    adding answers from the whole distribution to one would mix the two without a word."""
+    output = tmp_path / "sampled.jsonl"
+    argv = ["--output", str(output), "--temperature", "0.8"]
+    regenerate_sharegpt.check_resumed_output(*parse(argv))
+    output.write_text("", encoding="utf-8")
+    settings = Path(str(output) + ".settings.json")
+    stored = json.loads(settings.read_text(encoding="utf-8"))
+    assert stored["sampling"] == {"do_sample": True, "temperature": 0.8, "top_k": 0, "top_p": 1.0}
+    regenerate_sharegpt.check_resumed_output(*parse(argv))  # the same: fine
+    del stored["sampling"]
+    settings.write_text(json.dumps(stored), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"other settings \(sampling: None -> "):
+        regenerate_sharegpt.check_resumed_output(*parse(argv))

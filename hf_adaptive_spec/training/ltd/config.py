@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..rl import check_ppo_settings
+
 
 @dataclass
 class LTDConfig(TrainingArguments):
@@ -79,6 +81,7 @@ class LTDConfig(TrainingArguments):
         for name in ("n_steps", "minibatch_size", "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"LTDConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        check_ppo_settings("LTDConfig", self.clip_range, self.gamma, self.gae_lambda)
         if not self.reward_scale > 0:
             raise ValueError(f"LTDConfig.reward_scale must be > 0, got {self.reward_scale}.")
         if self.warmup_verify_size is not None and self.warmup_verify_size < 0:

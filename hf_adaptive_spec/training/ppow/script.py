@@ -10,6 +10,7 @@ field can be set in the YAML file or on the command line.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
 
 from datasets import Dataset
@@ -19,7 +20,9 @@ from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..eagle3.data import collate, load_samples, padding_id
 from .config import PPOWConfig
-from .trainer import PPOWTrainer
+from .trainer import PPOWTrainer, has_window
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,6 +49,23 @@ def make_parser() -> TrlParser:
     return TrlParser((PPOWScriptArguments, PPOWConfig))
 
 
+def windowed_samples(samples: list[dict[str, list[int]]], args: PPOWConfig) -> list[dict[str, list[int]]]:
+    """The samples where a window fits (:func:`~hf_adaptive_spec.training.ppow.trainer.has_window`); the others, short
+    answers or answers ``max_length`` cut, are dropped with a warning (a batch drawing one stopped training)."""
+    kept = [sample for sample in samples if has_window(sample["loss_mask"], args.window_size)]
+    if not kept:
+        raise ValueError(
+            f"No conversation has {args.window_size} assistant tokens in a row within max_length={args.max_length}: "
+            "lower window_size, raise max_length or give conversations with longer answers."
+        )
+    if len(kept) < len(samples):
+        logger.warning(
+            "%d of %d conversations dropped: no %d assistant tokens in a row within max_length=%d, so no window to "
+            "sample", len(samples) - len(kept), len(samples), args.window_size, args.max_length,
+        )
+    return kept
+
+
 def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTrainer:
     """Load target, drafter and conversations; post-train, save (and push); return the trainer."""
     target, tokenizer = load_target(script_args.target_model_name_or_path)
@@ -53,6 +73,7 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
         script_args.drafter_name_or_path, target=target, ignore_target_mismatch=script_args.ignore_target_mismatch
     ).float()
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
+    samples = windowed_samples(samples, training_args)
     trainer = PPOWTrainer(
         model=drafter,
         args=training_args,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -54,6 +55,34 @@ def window_starts(loss_mask: torch.Tensor, window_size: int) -> torch.Tensor:
     return (inside == window_size) & (start + window_size <= loss_mask.shape[1])
 
 
+def has_window(loss_mask: Sequence[int], window_size: int) -> bool:
+    """Whether a conversation has a draft position PPOW can sample at (:func:`window_starts`): ``window_size`` assistant
+    tokens in a row after its first two."""
+    run = 0
+    for flag in loss_mask[2:]:
+        run = run + 1 if flag else 0
+        if run >= window_size:
+            return True
+    return False
+
+
+def check_windows(dataset: Any, window_size: int, name: str) -> None:
+    """Refuse a dataset (or a dict of datasets) of conversations (rows with a ``loss_mask``) holding one where no window
+    fits: :func:`~hf_adaptive_spec.training.ppow.select_prefixes` stops training at the first batch that draws it. A
+    dataset without a length (a stream) is not read."""
+    for part in dataset.values() if isinstance(dataset, Mapping) else [dataset]:
+        if not isinstance(part, Sized):
+            continue
+        windowless = [i for i in range(len(part)) if not has_window(part[i]["loss_mask"], window_size)]
+        if windowless:
+            raise ValueError(
+                f"{len(windowless)} of the {len(part)} conversations of the {name} (indices {windowless[:5]}) have "
+                f"no {window_size} assistant tokens in a row after their first two: PPOW samples windows only there, "
+                "and training would stop at the first batch holding one. Drop them (the PPOW script does, with "
+                "has_window) or lower window_size."
+            )
+
+
 def profiled_relative_cost(profile_path: str, target_model: PreTrainedModel, drafter_name_or_path: str | None) -> float:
     """``c`` measured by the hardware profile at ``profile_path``: its draft-step time over its one-token verification
     time. A profile that timed another target or drafter is refused (its costs are another pair's)."""
@@ -99,6 +128,8 @@ class PPOWTrainer(Eagle3Trainer):
         drafter_name_or_path: str | None = None,
         **kwargs,
     ):
+        for name in ("train_dataset", "eval_dataset"):
+            check_windows(kwargs.get(name), args.window_size, name)
         super().__init__(model=model, args=args, target_model=target_model, **kwargs)
         self.drafter_name_or_path = drafter_name_or_path
         self.relative_cost = args.relative_cost

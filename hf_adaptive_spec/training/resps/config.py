@@ -9,6 +9,7 @@ from transformers import TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from ...policies.resps import ACTION_GRIDS, action_grid
+from ..rl import check_ppo_settings
 
 
 @dataclass
@@ -107,6 +108,10 @@ class ReSpSConfig(TrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for name in ("n_steps", "ppo_epochs"):  # 0 failed as a modulo by zero
+            if getattr(self, name) < 1:
+                raise ValueError(f"ReSpSConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        check_ppo_settings("ReSpSConfig", self.clip_range, self.gamma, self.gae_lambda)
         if self.action_grid not in ACTION_GRIDS:
             raise ValueError(f"action_grid={self.action_grid!r} is unknown; use one of {', '.join(ACTION_GRIDS)}.")
         custom = (self.grid_total_tokens, self.grid_depths, self.grid_top_ks)

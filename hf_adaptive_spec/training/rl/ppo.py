@@ -69,6 +69,17 @@ def gae(
     return advantages, advantages + values.float()
 
 
+def check_ppo_settings(config: str, clip_range: float, gamma: float, gae_lambda: float) -> None:
+    """Refuse PPO settings that train another objective without a word: a clip range of 0 pins every ratio at 1 and
+    a negative one at ``1 − ε`` (``clamp`` with min above max), and a discount or GAE λ outside ``[0, 1]`` weights
+    later rewards up or flips their sign."""
+    if not clip_range > 0:
+        raise ValueError(f"{config}.clip_range must be > 0 (PPO's ratio clip epsilon, e.g. 0.2), got {clip_range}.")
+    for name, value in (("gamma", gamma), ("gae_lambda", gae_lambda)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{config}.{name} must be in [0, 1], got {value}.")
+
+
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
     """PPO's elementwise ``min(ρA, clip(ρ, 1−ε, 1+ε)A)`` (to be maximised)."""
     return torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages)
@@ -84,6 +95,26 @@ class PPOLoss:
     entropy: float
     approx_kl: float
     clip_fraction: float
+
+
+def _check_rows(
+    batch: RolloutBatch, logits: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor
+) -> None:
+    """Refuse shapes that broadcast into a silently wrong loss: a critic's ``[N, 1]`` values against ``[N]`` returns
+    made an ``[N, N]`` value loss (every value regressed on every return), ``[N, 1]`` advantages an ``[N, N]``
+    surrogate."""
+    rows = len(batch)
+    vectors = {"values": values, "advantages": advantages, "returns": returns, "batch.actions": batch.actions,
+               "batch.log_probs": batch.log_probs}
+    wrong = {name: tuple(tensor.shape) for name, tensor in vectors.items() if tuple(tensor.shape) != (rows,)}
+    if logits.ndim != 2 or logits.shape[0] != rows:
+        wrong["logits"] = tuple(logits.shape)
+    if wrong:
+        raise ValueError(
+            f"ppo_loss needs logits [N, actions] and values, advantages, returns, actions and log-probabilities [N] "
+            f"for the batch's N = {rows} rows; got {wrong}. Return the critic's values as [N] (squeeze its last "
+            "dimension) and pass one advantage and one return per row."
+        )
 
 
 def ppo_loss(
@@ -102,6 +133,7 @@ def ppo_loss(
     ``-min(ρA, clip(ρ, 1±ε)A) + c_v (V − R)² − c_e H`` averaged over rows.
     """
     logits, values = actor_critic(batch.observations)
+    _check_rows(batch, logits, values, advantages, returns)
     distribution = masked_categorical(logits, batch.action_masks)
     log_probs = distribution.log_prob(batch.actions)
     if normalize_advantages and advantages.numel() > 1:
