@@ -153,3 +153,17 @@ def test_resps_refuses_an_empty_rollout_by_name(tmp_path, name):
 
     with pytest.raises(ValueError, match=f"ReSpSConfig.{name} must be >= 1, got 0"):
         ReSpSConfig(output_dir=str(tmp_path), report_to=[], **{name: 0})
+
+
+def test_resps_warns_at_configuration_of_a_max_steps_ending_inside_an_update(tmp_path, recwarn):
+    """A max_steps that is no multiple of one PPO update's steps stopped training inside its last update, and its
+    final checkpoint was refused only when resumed: now the configuration says so, with the multiples around it."""
+    from hf_adaptive_spec.training.resps import ReSpSConfig
+
+    schedule = dict(output_dir=str(tmp_path), n_steps=32, per_device_train_batch_size=16, report_to=[])
+    with pytest.warns(UserWarning, match=r"max_steps=20 is no multiple of the 8 steps .* after 4 of its steps.* "
+                                         r"Use max_steps=16 or 24"):
+        ReSpSConfig(**schedule, max_steps=20)
+    recwarn.clear()
+    ReSpSConfig(**schedule, max_steps=24)
+    assert not [w for w in recwarn if "PPO update" in str(w.message)]

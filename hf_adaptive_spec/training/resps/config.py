@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
@@ -128,6 +129,14 @@ class ReSpSConfig(TrainingArguments):
         if not self.ignore_data_skip:
             raise ValueError("Keep ignore_data_skip=True: on resume the replay stream restores its own position.")
         self._check_save_steps()
+        if self.max_steps % self.steps_per_update:
+            whole = self.max_steps - self.max_steps % self.steps_per_update
+            warnings.warn(
+                f"max_steps={self.max_steps} is no multiple of the {self.steps_per_update} steps of one PPO update "
+                f"(ppo_epochs x minibatches of n_steps): training stops inside its last update, after "
+                f"{self.max_steps - whole} of its steps, and the checkpoint saved there cannot be resumed. Use "
+                f"max_steps={whole or self.steps_per_update} or {whole + self.steps_per_update}.", stacklevel=2,
+            )
 
     def _check_save_steps(self) -> None:
         """Checkpoints must fall between PPO updates: resuming one taken inside an update would drop the rest of its
