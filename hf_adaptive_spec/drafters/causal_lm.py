@@ -66,6 +66,12 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
     """
 
     def __init__(self, model: PreTrainedModel):
+        if not getattr(model, "can_generate", lambda: False)():
+            raise ValueError(
+                f"CausalLMDrafter needs a causal LM, whose forward returns logits; got a {type(model).__name__}, which "
+                "cannot generate (a bare decoder without its LM head, or a drafter's network): load the draft model "
+                "with AutoModelForCausalLM, or pass the drafter that drives the network (Eagle3Drafter, DVIDrafter)."
+            )
         check_tree_attention_support(model.config, role="draft model")
         self.model = model.eval()
         self._cache: DynamicCache | None = None

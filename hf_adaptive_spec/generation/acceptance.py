@@ -53,31 +53,55 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
     parent's draft distribution ``q``; deterministic (top-k) children have ``q = one_hot(x)``,
     which reduces the rule to "accept with ``p(x)``, else zero ``x`` and renormalise". If every
     child is rejected, the next token is drawn from the residual ``p``.
+
+    Each node reads the device once (one synchronisation on a GPU, as greedy's argmax), whatever
+    its number of children: see :func:`_draw_deterministic` and :func:`_draw_sampled`.
     """
     node, path, rows = 0, [0], []
     while True:
-        scores = scores_at(node)
+        scores = scores_at(node)  # only along the accepted path, in order: stateful processors see stock's calls
         rows.append(scores)
         p = torch.softmax(scores.float(), dim=-1)
+        children = tree.children(node)
         q = tree.proposal_probs.get(node)
-        q = q.to(p.device) if q is not None else None
-        accepted = None
-        for child in tree.children(node):
-            token = tree.tokens[child]
-            ratio = p[token] if q is None else p[token] / q[token]
-            if torch.rand(()) < ratio:
-                accepted = child
-                break
-            if q is None:
-                p[token] = 0.0
-            else:
-                p = torch.clamp(p - q, min=0.0)
-            total = p.sum()
-            if total <= 0:  # numerically exhausted: p == q up to rounding
-                p = torch.softmax(scores.float(), dim=-1)
-                total = p.sum()
-            p = p / total
+        if q is None or not children:
+            accepted, token = _draw_deterministic(tree, children, p)
+        else:
+            accepted, token = _draw_sampled(tree, children, p, q.to(p.device))
         if accepted is None:
-            return Acceptance(path, int(torch.multinomial(p, 1)), rows)
+            return Acceptance(path, token, rows)
         path.append(accepted)
         node = accepted
+
+
+def _draw_deterministic(tree: DraftTree, children: list[int], p: torch.Tensor) -> tuple[int | None, int]:
+    """(accepted child or None, token drawn) for children that are deterministic drafts (top-k, prompt lookup).
+
+    Accepting each in turn with its renormalised residual probability, then drawing from what is left, gives
+    every child's token ``x`` probability ``p(x)`` and every other token its own: the same as one draw from
+    ``p``, accepting the child that spells it. So one draw, one read.
+    """
+    token = int(torch.multinomial(p, 1))
+    return next((c for c in children if tree.tokens[c] == token), None), token
+
+
+def _draw_sampled(tree: DraftTree, children: list[int], p: torch.Tensor, q: torch.Tensor) -> tuple[int | None, int]:
+    """(accepted child or None, token drawn from the final residual) for children drawn i.i.d. from ``q``.
+
+    ``q`` is normalised here: the tree builder draws from the drafter's rows with ``torch.multinomial``, which
+    normalises them, so rows that are not exact log-probs (half precision, a temperature applied to log-probs)
+    still state the distribution the drafts came from. Every ratio, residual and acceptance is computed on the
+    device and read back at once, with a draw from the last residual (unused when a child is accepted).
+    """
+    q = q / q.sum()
+    ratios = []
+    for child in children:
+        token = tree.tokens[child]
+        ratios.append(p[token] / q[token])
+        residual = torch.clamp(p - q, min=0.0)
+        total = residual.sum()
+        # numerically exhausted (p == q up to rounding): keep p
+        p = torch.where(total > 0, residual / total.clamp_min(torch.finfo(p.dtype).tiny), p)
+    hits = torch.rand(len(children), device=p.device) < torch.stack(ratios)
+    *hit_values, token = torch.cat([hits.long(), torch.multinomial(p, 1)]).tolist()
+    return next((c for c, hit in zip(children, hit_values) if hit), None), token

@@ -59,11 +59,20 @@ def lookup_hits(input_ids: torch.LongTensor, max_ngram_size: int) -> torch.BoolT
 
 def graft_chain(tree: DraftTree, chain: list[int]) -> int:
     """Add ``chain`` below the root, reusing nodes that already spell its prefix; returns the
-    number of new nodes. New nodes carry their parent's score (they are not model drafts)."""
+    number of new nodes. New nodes carry their parent's score (they are not model drafts).
+
+    A node whose children were sampled (``tree.proposal_probs``) takes no new child: rejection sampling would treat
+    it as one more draw from the node's draft distribution, and the output would no longer follow the target's."""
     node, added = 0, 0
     for token in chain:
         child = next((c for c in tree.children(node) if tree.tokens[c] == token), None)
         if child is None:
+            if node in tree.proposal_probs:
+                raise ValueError(
+                    f"Cannot graft the prompt-lookup token {token} below node {node}, whose children were sampled from "
+                    "the drafter (TreeConfig.sample_drafts): it is not a draw from their distribution, and sampling "
+                    "would no longer be exact. Graft no chain onto a sampled tree (the engine drops it)."
+                )
             child = tree.add_children(node, [token], [0.0])[0]
             added += 1
         node = child

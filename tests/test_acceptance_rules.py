@@ -1,0 +1,115 @@
+"""The sampling acceptance rule, beyond the engine-level chi-square tests of tests/test_sampling.py: draft rows that are
+not exact log-probs, the device reads per node, and lookup chains kept out of sampled sibling groups."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from stats_utils import chi_square
+from torch.overrides import TorchFunctionMode
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.drafters.base import DraftContext
+from hf_adaptive_spec.generation import acceptance
+from hf_adaptive_spec.generation.prompt_lookup import graft_chain
+from hf_adaptive_spec.generation.tree_builder import DraftTimes, TreeBuilder
+
+P = torch.tensor([0.3, 0.3, 0.2, 0.2])  # the target's distribution at every node
+
+
+class _ScaledDrafter(hfas.Drafter):
+    """Draft rows ``log(scale * q)``, q = [.6, .2, .1, .1]: log-probs off by a constant, as a temperature applied to
+    log-probs or a half-precision log_softmax leaves them (``torch.multinomial`` draws from q all the same)."""
+
+    Q = torch.tensor([0.6, 0.2, 0.1, 0.1])
+
+    def __init__(self, scale: float):
+        self.rows = (self.Q * scale).log()[None]
+
+    def bind(self, target):
+        return None
+
+    def begin_tree(self, context):
+        return self.rows
+
+    def expand(self, tree, nodes):
+        return self.rows.repeat(len(nodes), 1)
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.3])
+def test_sampled_drafts_from_unnormalised_rows_keep_the_target_distribution(scale):
+    """The drafts come from normalise(exp(rows)); the acceptance ratio must use that, not exp(rows). Reading the rows
+    as they are accepts p/q's wrong multiple: the first token's chi2 was 1600 (scale 0.5) and 243 (scale 1.3), against
+    a critical 22."""
+    policy = hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3, sample_drafts=True)
+    builder = TreeBuilder(_ScaledDrafter(scale), policy, target_vocab_size=4)
+    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+    torch.manual_seed(0)
+    first = Counter()
+    for _ in range(4000):
+        tree = builder.build(context, policy.config, 1, DraftTimes())
+        result = acceptance.accept_sampling(tree, lambda node: P.log())
+        first[tree.tokens[result.path[1]] if len(result.path) > 1 else result.next_token] += 1
+    stat, critical = chi_square(first, {token: float(P[token]) for token in range(4)})
+    assert stat < critical, (first, stat, critical)
+
+
+class _DeviceReads(TorchFunctionMode):
+    """Counts tensor reads to Python values (each one a synchronisation on a GPU)."""
+
+    READS = frozenset({torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__,
+                       torch.Tensor.__float__, torch.Tensor.__index__})  # fmt: skip
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.reads += func in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+def _wide_tree(children: int, sampled: bool) -> hfas.DraftTree:
+    """A root with ``children`` drafts of tokens 0..children-1, all of which the target's p rules out."""
+    tree = hfas.DraftTree.with_root(0)
+    tree.add_children(0, list(range(children)), [-1.0] * children)
+    if sampled:
+        tree.proposal_probs[0] = torch.full((2 * children,), 0.5 / children)
+    return tree
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["top-k children", "sampled children"])
+def test_sampling_acceptance_reads_the_device_once_per_node(sampled):
+    """Eight rejected siblings cost 17 reads (a comparison and a residual check each, then the draw), each a GPU
+    synchronisation; one read per node, as greedy's argmax, whatever the number of children."""
+    children = 8
+    scores = torch.full((2 * children,), float("-inf"))
+    scores[children:] = 0.0  # p has no mass on any drafted token: every child is rejected
+    torch.manual_seed(0)
+    with _DeviceReads() as counter:
+        result = acceptance.accept_sampling(_wide_tree(children, sampled), lambda node: scores)
+    assert result.path == [0] and result.next_token >= children
+    assert counter.reads == 1
+
+
+def test_a_prompt_lookup_chain_is_not_grafted_among_sampled_siblings():
+    """A grafted token below a node whose children were sampled would be read as one more draw from its draft
+    distribution (biased); reusing the sampled nodes that spell the chain and extending below an unsampled one is
+    fine."""
+    tree = _wide_tree(2, sampled=True)
+    with pytest.raises(ValueError, match="children were sampled"):
+        graft_chain(tree, [3])
+    assert graft_chain(tree, [1, 3]) == 1 and tree.tokens[-1] == 3 and tree.parents[-1] == 2
+
+
+def test_a_causal_lm_drafter_refuses_a_model_without_its_lm_head():
+    """A bare decoder (``LlamaModel``) used to pass and fail mid-generate with "'BaseModelOutputWithPast' object has no
+    attribute 'logits'"; the error now names the model and the fix."""
+    from tiny_models import tiny_model
+    from transformers import LlamaModel
+
+    decoder = LlamaModel(tiny_model("llama").config).eval()
+    with pytest.raises(ValueError, match=r"needs a causal LM.*LlamaModel.*AutoModelForCausalLM"):
+        hfas.CausalLMDrafter(decoder)
