@@ -113,3 +113,24 @@ def test_a_causal_lm_drafter_refuses_a_model_without_its_lm_head():
     decoder = LlamaModel(tiny_model("llama").config).eval()
     with pytest.raises(ValueError, match=r"needs a causal LM.*LlamaModel.*AutoModelForCausalLM"):
         hfas.CausalLMDrafter(decoder)
+
+
+def test_a_drafter_narrower_than_the_target_samples_exactly_and_a_wider_one_is_refused():
+    """Without draft_to_target a draft id is the target's: a drafter over the target's first 4 of 6 tokens put its rows
+    in a 6-wide proposal with a shape error, mid-generate; one over more tokens than the target's drafts ids no
+    verification can read."""
+    policy = hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3, sample_drafts=True)
+    target_p = torch.tensor([0.25, 0.25, 0.2, 0.1, 0.1, 0.1])
+    builder = TreeBuilder(_ScaledDrafter(1.0), policy, target_vocab_size=6)
+    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+    torch.manual_seed(0)
+    first = Counter()
+    for _ in range(4000):
+        tree = builder.build(context, policy.config, 1, DraftTimes())
+        result = acceptance.accept_sampling(tree, lambda node: target_p.log())
+        first[tree.tokens[result.path[1]] if len(result.path) > 1 else result.next_token] += 1
+    stat, critical = chi_square(first, {token: float(target_p[token]) for token in range(6)})
+    assert stat < critical, (first, stat, critical)
+    wide = TreeBuilder(_ScaledDrafter(1.0), policy, target_vocab_size=3)
+    with pytest.raises(ValueError, match="drafts over 4 tokens and the target has 3, with no draft_to_target"):
+        wide.build(context, policy.config, 1, DraftTimes())

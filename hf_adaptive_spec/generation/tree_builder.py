@@ -114,13 +114,21 @@ class TreeBuilder:
         """Children of every frontier node from ``rows`` (``[len(frontier), draft_vocab]`` log-probs),
         chosen for the whole level at once: one top-k (or one multinomial) and one read to the host."""
         mapping = self.drafter.draft_to_target
+        if mapping is None and rows.shape[-1] > self.target_vocab_size:
+            raise ValueError(
+                f"{type(self.drafter).__name__} drafts over {rows.shape[-1]} tokens and the target has "
+                f"{self.target_vocab_size}, with no draft_to_target mapping: ids past the target's vocabulary cannot "
+                "be verified. Give the drafter the target's vocabulary (or a draft_to_target mapping to it)."
+            )
         if config.sample_drafts:
             probs = rows.exp()
             draft_ids = torch.multinomial(probs, self._beams(config, rows.shape[-1]), replacement=True)
             child_log_probs = rows.gather(-1, draft_ids)
+            # without a mapping a draft id is the target's id: a narrower drafter proposes the first ids alone
+            where = mapping if mapping is not None else slice(0, rows.shape[-1])
             for parent, row in zip(frontier, probs):
                 target_probs = torch.zeros(self.target_vocab_size, dtype=row.dtype, device=row.device)
-                target_probs[mapping if mapping is not None else slice(None)] = row
+                target_probs[where] = row
                 tree.proposal_probs[parent] = target_probs
         else:
             child_log_probs, draft_ids = rows.topk(min(config.top_k, rows.shape[-1]), dim=-1)
