@@ -218,10 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
             raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
-        for flag, value in (("--max-new-tokens", args.max_new_tokens), ("--total-tokens", args.total_tokens)):
-            if value < 2:
-                raise ValueError(f"{flag} must be at least 2, got {value}: with {flag} {value} a recording holds "
-                                 "nothing to replay (no cycle, or the root alone verified).")
+        # before the manifest and the profile: a run that would record nothing writes nothing
+        for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 2), ("--total-tokens", args.total_tokens, 2),
+                                 ("--depth", args.depth, 1)):
+            if value < low:
+                raise ValueError(f"{flag} must be at least {low}, got {value}: with {flag} {value} a recording holds "
+                                 "nothing to replay (no cycle, no tree, or the root alone verified).")
         if args.questions and args.prompts_file:
             raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
         if args.per_category is not None and not args.questions:

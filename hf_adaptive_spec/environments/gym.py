@@ -108,6 +108,10 @@ def _max_context_length(recording: ReplayRecording, prompts: Sequence[int]) -> i
 
 def _check_prompts(recording: ReplayRecording, prompts: Sequence[int] | None) -> list[int]:
     chosen = list(range(len(recording.prompts))) if prompts is None else list(prompts)
+    outside = [p for p in chosen if not 0 <= p < len(recording.prompts)]
+    if outside:  # a negative index would draw another prompt's episodes under this one's name
+        raise ValueError(f"prompts {outside} are outside the recording's {len(recording.prompts)} prompts: give "
+                         f"indices 0 to {len(recording.prompts) - 1}.")
     usable = [p for p in chosen if recording.prompts[p]]
     if not usable:
         raise ValueError(
@@ -183,6 +187,9 @@ class DraftStepEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self._stop_cycle()
+        if options and "position" in options and "prompt" not in options:
+            raise ValueError(f"reset(options={options!r}) names a position without its prompt: pass "
+                             "options={'prompt': p, 'position': t} (a position alone would be ignored).")
         if options and "prompt" in options:
             where = (int(options["prompt"]), int(options.get("position", 0)))
             self.replay.check_position(*where)
@@ -319,7 +326,7 @@ class TreeConfigEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         if options and "prompt" in options:
-            self._prompt = int(options["prompt"])
+            self._prompt = self._checked_prompt(int(options["prompt"]))
         else:
             self._prompt = self.prompts[int(self.np_random.integers(len(self.prompts)))]
         self._position, self._unread = 0, None
@@ -337,6 +344,16 @@ class TreeConfigEnv(gym.Env):
             self._unread = cycles[-1].unread_after()
         info = {**self._info(), "accepted_lengths": [cycle.accepted_length for cycle in cycles]}
         return self._observation(), float(self.reward(cycles)), self._position >= len(trees), False, info
+
+    def _checked_prompt(self, prompt: int) -> int:
+        """``prompt``, refused unless it names a recorded generation with a cycle (a negative index would replay
+        another prompt under this one's name)."""
+        recorded = self.replay.recording.prompts
+        if not 0 <= prompt < len(recorded) or not recorded[prompt]:
+            usable = [p for p, trees in enumerate(recorded) if trees]
+            raise ValueError(f"prompt {prompt} is not a recorded generation with a cycle: give one of the "
+                             f"{len(usable)} prompts {usable[:8]}{'...' if len(usable) > 8 else ''}.")
+        return prompt
 
     def _observation(self) -> np.ndarray:
         trees = self.replay.recording.prompts[self._prompt]

@@ -141,6 +141,8 @@ class MultiReplayEnvironment(ReplayLoop):
             )
 
     def _replays(self, action: TreeConfig) -> bool:
+        if action.depth == 0:  # a plain step reads no recorded tree: any recording replays it
+            return True
         if action.top_k not in self.environments:
             return False
         try:
@@ -175,9 +177,13 @@ class MultiReplayEnvironment(ReplayLoop):
         tick = time.perf_counter()
         config = policy.tree_config(self.state(prompt, position))
         policy_time = time.perf_counter() - tick
-        if not isinstance(config, TreeConfig) or config.top_k not in self.environments:
+        if not isinstance(config, TreeConfig):
+            raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
+        # a plain step (depth 0) drafts nothing, whatever its top_k: it replays on any recording, as generate runs it
+        top_k = self.reference.tree_config.top_k if config.depth == 0 else config.top_k
+        if top_k not in self.environments:
             raise ValueError(f"The policy asked for {config!r}, but no recording has its top_k (see check_actions).")
-        environment = self.environments[config.top_k]
+        environment = self.environments[top_k]
         cycle = environment.replay_cycle(prompt, position, _Chosen(policy, config), unread_tokens)
         cycle.policy_time += policy_time
         return cycle

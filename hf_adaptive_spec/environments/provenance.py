@@ -94,6 +94,8 @@ def _prompts_description(manifest: dict, path: str | Path) -> str:
     own_sharegpt = manifest.get("sharegpt_file") and f"ShareGPT conversations of {Path(manifest['sharegpt_file']).name}"
     source = (manifest.get("questions") or manifest.get("prompts_file") or own_sharegpt
               or PROMPT_SETS.get(manifest.get("prompts")))
-    count = sum(end - start for start, end, _ in finished_shards(Path(path)))
-    prompts = f"{count} first user turns" if count else "first user turns"
+    count = sum(end - start for start, end, _ in finished_shards(Path(path)))  # conversations, one turn or more each
+    turns = manifest.get("turns", 1)
+    held = "first user turns" if turns == 1 else f"conversations (up to {turns} user turns each)"
+    prompts = f"{count} {held}" if count else held
     return f"{prompts} of {source or 'unnamed prompts'}, greedy replay recording"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache, LogitsProcessorList, PreTrainedModel
 
 from ..core.features import FeatureCapture
 from ..core.kv_cache import compact_cache, prepare_cache_for_trees
@@ -229,6 +229,38 @@ def check_recordable(config: TreeConfig, max_new_tokens: int) -> None:
         )
 
 
+def greedy_processors(model: PreTrainedModel, input_ids: torch.LongTensor, max_new_tokens: int) -> LogitsProcessorList:
+    """The logits processors a greedy ``generate(input_ids, max_new_tokens=...)`` call applies, built by ``generate``
+    itself from the model's ``generation_config`` (a repetition penalty, n-gram bans, a minimum length...): its greedy
+    token is their scores' argmax, not the raw logits', so the recording must pick it the same way."""
+    captured: list[LogitsProcessorList] = []
+
+    def capture(model, input_ids, logits_processor, **kwargs):
+        captured.append(logits_processor)
+        return input_ids
+
+    type(model).generate(  # the stock generate: it prepares the processors, then hands over without a forward
+        model, input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens, do_sample=False,
+        use_cache=False, custom_generate=capture,  # no cache: none is allocated for a call that runs no forward
+    )
+    return captured[0]
+
+
+def greedy_tokens(
+    processors: LogitsProcessorList, sequence: torch.LongTensor, tree: DraftTree, nodes: list[int], logits: torch.Tensor
+) -> list[int]:
+    """The target's greedy token after each of ``nodes`` of ``tree`` (``logits``' rows, in order), as greedy
+    ``generate`` picks it: the argmax of ``processors``' scores after ``sequence`` and the node's path."""
+    if not processors:
+        return logits.argmax(-1).tolist()
+    chosen = []
+    for row, node in enumerate(nodes):
+        path = [tree.tokens[i] for i in tree.path_to(node)[1:]]
+        prefix = torch.cat([sequence, sequence.new_tensor([path])], dim=-1)
+        chosen.append(int(processors(prefix, logits[row][None].clone())[0].argmax()))
+    return chosen
+
+
 @torch.no_grad()
 def record_greedy_trees(
     model: PreTrainedModel,
@@ -252,16 +284,18 @@ def record_greedy_trees(
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
     check_recordable(config, max_new_tokens)
     drafter.bind(model)
-    device = model.device
+    device, input_ids = model.device, input_ids.to(model.device)
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
     wanted = set(drafter.feature_layers) | set(feature_layers)
     sharing = drafter.cache_sharing
     whole = TreeConfig(depth=config.depth, top_k=config.top_k, total_tokens=full_tree_size(config.depth, config.top_k))
     trees: list[ReplayTree] = []
+    processors = greedy_processors(model, input_ids, max_new_tokens)
     with FeatureCapture(model, wanted) as capture:
-        logits = model(input_ids=input_ids.to(device), past_key_values=cache, use_cache=True).logits
+        logits = model(input_ids=input_ids, past_key_values=cache, use_cache=True).logits
         builder = TreeBuilder(drafter, _WholeTree(whole), target_vocab_size=logits.shape[-1])
-        sequence = torch.cat([input_ids.to(device), logits[:, -1:].argmax(-1)], dim=-1)
+        first = greedy_tokens(processors, input_ids, DraftTree.with_root(-1), [0], logits[0, -1:])
+        sequence = torch.cat([input_ids, input_ids.new_tensor([first])], dim=-1)
         new_features = {i: capture.latest[i] for i in wanted}
         while sequence.shape[1] - input_ids.shape[1] < max_new_tokens and int(sequence[0, -1]) not in eos_token_ids:
             state = {i: new_features[i][0, -1].clone() for i in feature_layers}
@@ -274,7 +308,7 @@ def record_greedy_trees(
                 logits = model.get_output_embeddings()(sharing.verify(model, cache, subtree, past_length))
             else:
                 logits = verify_tree(model, cache, subtree, past_length, lazy_head=None).logits
-            greedy = logits.argmax(-1).tolist()
+            greedy = greedy_tokens(processors, sequence, tree, verified, logits)
             target_next = [-1] * len(tree)
             for row, node in enumerate(verified):
                 target_next[node] = greedy[row]

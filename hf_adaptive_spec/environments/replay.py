@@ -198,6 +198,23 @@ def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
         node, accepted = child, accepted + 1
 
 
+def check_lookup(lookup_tokens: int, lookup_ngram_size: int, profile: HardwareProfile) -> None:
+    """Refuse a prompt-lookup branch ``generate`` refuses (``prompt_lookup_num_tokens`` and ``max_matching_ngram_size``
+    of its ``_LookupBranch``, and a chain the static path's largest bucket cannot verify with its root), rather than
+    replay no branch (a negative length or n-gram matches nothing) or price a verification generate never runs."""
+    for name, value, low in (("lookup_tokens", lookup_tokens, 0), ("lookup_ngram_size", lookup_ngram_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}: pass the branch's "
+                             f"{'prompt_lookup_num_tokens (0: none)' if low == 0 else 'max_matching_ngram_size'}.")
+    if lookup_tokens and profile.buckets and lookup_tokens >= profile.buckets[-1]:
+        raise ValueError(
+            f"lookup_tokens={lookup_tokens} verifies up to {lookup_tokens + 1} tokens per cycle (the chain and the "
+            f"root), but the profile's static-cache path verifies at most {profile.buckets[-1]} (its largest bucket of "
+            f"{profile.buckets}), so generate refuses such a call: pass lookup_tokens <= {profile.buckets[-1] - 1}, or "
+            f"profile buckets that hold {lookup_tokens + 1} (`hf-adaptive-spec profile --static --buckets ...`)."
+        )
+
+
 class ReplayLoop:
     """Whole generations from single cycles: subclasses give ``replay_cycle``, ``num_prompts`` and ``num_positions``."""
 
@@ -254,6 +271,7 @@ class ReplayEnvironment(ReplayLoop):
             raise ValueError(
                 "The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter."
             )
+        check_lookup(lookup_tokens, lookup_ngram_size, profile)
         self.recording = recording
         self.profile = profile
         self.lookup_tokens = lookup_tokens
@@ -267,6 +285,8 @@ class ReplayEnvironment(ReplayLoop):
 
     def check_config(self, config: TreeConfig) -> None:
         """Raise unless the recording contains every tree ``config`` can build (depth 0 builds none)."""
+        if not isinstance(config, TreeConfig):
+            raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
         recorded = self.recording.tree_config
         if config.depth and (
             config.sample_drafts
@@ -296,6 +316,8 @@ class ReplayEnvironment(ReplayLoop):
         config = policy.tree_config(recorded.cycle_state(lookup_length=len(chain)))
         times.policy += time.perf_counter() - tick
         self.check_config(config)
+        if config.sample_drafts:  # as generate: no chain among sampled sibling groups (a depth-0 cycle's root alone)
+            chain = []
         max_depth = min(config.depth, room)
         drafter = ReplayDrafter(recorded)
         context = DraftContext(torch.full((1, recorded.context_length), recorded.tokens[0], dtype=torch.long))
