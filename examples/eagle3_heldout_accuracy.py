@@ -8,7 +8,9 @@ several sets of conversations the target answered itself (e.g. trained-on agains
 
 Each set is its file's first ``--conversations`` conversations, measured as the trainer's held-out
 curve measures them (:class:`~hf_adaptive_spec.training.eagle3.HeldOutSet`: the training-time test
-with the data's tokens fed in, which is greedy chain drafting on the target's own answers).
+with the data's tokens fed in, which is greedy chain drafting on the target's own answers), by default with a
+float32 target and drafter as the curve; ``--target-dtype`` / ``--drafter-dtype bfloat16`` measure the shipped one
+as the compiled bfloat16 path runs it.
 
 ``--widen-to`` also measures the drafter with its draft vocabulary widened before any training (as
 ``init_from`` with a larger ``draft_vocab_size`` starts a stage): the most frequent tokens of
@@ -57,6 +59,10 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--num-threads", type=int, default=None)
+    parser.add_argument("--target-dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="the target's dtype (its features and argmax; the trainer's curve: float32)")
+    parser.add_argument("--drafter-dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="the drafter's dtype (the trainer's curve: float32; the shipped drafter: bfloat16)")
     parser.add_argument(
         "--widen-to", type=int, nargs="*", default=[], help="also measure at these draft vocabulary sizes"
     )
@@ -73,12 +79,13 @@ def main() -> None:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    model, tokenizer = hfas.load_default_model()
+    model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.target_dtype))
     args.training = (
         [s for path in args.exclude_prompts_of for s in load_samples(tokenizer, path, args.max_length)]
         if args.exclude_prompts_of else None
     )
-    draft = Eagle3DraftModel.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model).float()
+    draft = Eagle3DraftModel.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
+    draft = draft.to(getattr(torch, args.drafter_dtype))
     measure(model, tokenizer, draft, args.set, args, "")
     samples = [s for path in args.vocabulary_from for s in load_samples(tokenizer, path, 1024)]
     for size in args.widen_to:
