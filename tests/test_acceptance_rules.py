@@ -43,17 +43,24 @@ def test_sampled_drafts_from_unnormalised_rows_keep_the_target_distribution(scal
     """The drafts come from normalise(exp(rows)); the acceptance ratio must use that, not exp(rows). Reading the rows
     as they are accepts p/q's wrong multiple: the first token's chi2 was 1600 (scale 0.5) and 243 (scale 1.3), against
     a critical 22."""
-    policy = hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3, sample_drafts=True)
-    builder = TreeBuilder(_ScaledDrafter(scale), policy, target_vocab_size=4)
-    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+    stat, critical = _first_token_chi_square(_ScaledDrafter(scale), P)
+    assert stat < critical, (stat, critical)
+
+
+SAMPLED_TREE = hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3, sample_drafts=True)
+CONTEXT = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
+
+
+def _first_token_chi_square(drafter: hfas.Drafter, target_p: torch.Tensor, draws: int = 4000) -> tuple[float, float]:
+    """Chi-square of the first token sampled through a depth-1 sampled tree of ``drafter`` against ``target_p``."""
+    builder = TreeBuilder(drafter, SAMPLED_TREE, target_vocab_size=len(target_p))
     torch.manual_seed(0)
     first = Counter()
-    for _ in range(4000):
-        tree = builder.build(context, policy.config, 1, DraftTimes())
-        result = acceptance.accept_sampling(tree, lambda node: P.log())
+    for _ in range(draws):
+        tree = builder.build(CONTEXT, SAMPLED_TREE.config, 1, DraftTimes())
+        result = acceptance.accept_sampling(tree, lambda node: target_p.log())
         first[tree.tokens[result.path[1]] if len(result.path) > 1 else result.next_token] += 1
-    stat, critical = chi_square(first, {token: float(P[token]) for token in range(4)})
-    assert stat < critical, (first, stat, critical)
+    return chi_square(first, {token: float(target_p[token]) for token in range(len(target_p))})
 
 
 class _DeviceReads(TorchFunctionMode):
@@ -119,18 +126,8 @@ def test_a_drafter_narrower_than_the_target_samples_exactly_and_a_wider_one_is_r
     """Without draft_to_target a draft id is the target's: a drafter over the target's first 4 of 6 tokens put its rows
     in a 6-wide proposal with a shape error, mid-generate; one over more tokens than the target's drafts ids no
     verification can read."""
-    policy = hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3, sample_drafts=True)
-    target_p = torch.tensor([0.25, 0.25, 0.2, 0.1, 0.1, 0.1])
-    builder = TreeBuilder(_ScaledDrafter(1.0), policy, target_vocab_size=6)
-    context = DraftContext(torch.tensor([[0, 1, 2]]), {}, None)
-    torch.manual_seed(0)
-    first = Counter()
-    for _ in range(4000):
-        tree = builder.build(context, policy.config, 1, DraftTimes())
-        result = acceptance.accept_sampling(tree, lambda node: target_p.log())
-        first[tree.tokens[result.path[1]] if len(result.path) > 1 else result.next_token] += 1
-    stat, critical = chi_square(first, {token: float(target_p[token]) for token in range(6)})
-    assert stat < critical, (first, stat, critical)
-    wide = TreeBuilder(_ScaledDrafter(1.0), policy, target_vocab_size=3)
+    stat, critical = _first_token_chi_square(_ScaledDrafter(1.0), torch.tensor([0.25, 0.25, 0.2, 0.1, 0.1, 0.1]))
+    assert stat < critical, (stat, critical)
+    wide = TreeBuilder(_ScaledDrafter(1.0), SAMPLED_TREE, target_vocab_size=3)
     with pytest.raises(ValueError, match="drafts over 4 tokens and the target has 3, with no draft_to_target"):
-        wide.build(context, policy.config, 1, DraftTimes())
+        wide.build(CONTEXT, SAMPLED_TREE.config, 1, DraftTimes())
