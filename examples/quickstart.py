@@ -4,7 +4,8 @@ Run: bash scripts/setup.sh && .venv/bin/python examples/quickstart.py
 
 The fastest configuration measured on these 2-core CPUs: bfloat16 weights, a fixed StaticCache
 and a compiled forward (``cache_implementation="static"`` plus ``compile_config``), the shipped
-EAGLE-3 drafter with a small static tree and the prompt-lookup branch. For each chat prompt it
+EAGLE-3 drafter with a small static tree drafted only where the prompt-lookup branch found no match
+(``LookupFirstPolicy``), verified in the buckets 2, 5, 8, 12, 16 and 32 (README.md). For each chat prompt it
 runs, greedily:
 
 - ``stock``: plain ``generate`` in float32, eager: the reference answer;
@@ -45,6 +46,7 @@ from hf_adaptive_spec.core.timing import timed
 from hf_adaptive_spec.profiling import default_profile_path
 
 TREE = (2, 4, 8)  # (depth, top_k, total_tokens): the compiled bfloat16 grid's best on an AMD EPYC (results/README.md)
+BUCKETS = (2, 5, 8, 12, 16, 32)  # verification sizes: 5 is the root and a 4-token lookup match (README.md)
 
 PROMPTS = [
     "What is the capital of France? Answer in one sentence.",
@@ -108,13 +110,14 @@ def main() -> None:
     reference.to(args.device)
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
-    speculation = {"assistant_policy": hfas.StaticTreePolicy(*args.tree), "prompt_lookup_num_tokens": 4}
+    speculation = {"assistant_policy": hfas.LookupFirstPolicy(*args.tree), "prompt_lookup_num_tokens": 4}
     profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
     if profile:  # what this machine's profile recommends, for the target and drafter it timed
         hfas.fast_path(model, buckets=hfas.recommended_buckets(profile, model=model, drafter=drafter))
         speculation = hfas.recommended_generate_kwargs(profile, model=model, drafter=drafter)
         print(f"from {profile}: {speculation}")
     else:
+        hfas.fast_path(model, buckets=BUCKETS)
         _say_when_the_default_tree_is_slow(model, args.dtype)
     compile_config = hfas.fast_path_compile_config(model.device)
     cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
