@@ -131,3 +131,16 @@ def test_a_drafter_narrower_than_the_target_samples_exactly_and_a_wider_one_is_r
     wide = TreeBuilder(_ScaledDrafter(1.0), SAMPLED_TREE, target_vocab_size=3)
     with pytest.raises(ValueError, match="drafts over 4 tokens and the target has 3, with no draft_to_target"):
         wide.build(CONTEXT, SAMPLED_TREE.config, 1, DraftTimes())
+
+
+def test_a_half_precision_proposal_is_normalised_in_float32():
+    """A drafter's bfloat16 rows give a bfloat16 q; normalising it in bfloat16 rounded every ratio p/q (1/3 is
+    0.33398 there): with p equal to the q the drafts came from, 42 of 20,000 drafts were rejected, and for other p
+    the output was off by up to 2% of a token's probability (6 tokens, exact sums). Exact: none is rejected."""
+    tree = hfas.DraftTree.with_root(0)
+    tree.add_children(0, [0], [0.0])
+    tree.proposal_probs[0] = torch.tensor([3.0, 3.0, 3.0], dtype=torch.bfloat16)  # multinomial draws from q = 1/3
+    scores = torch.zeros(3)  # p = q
+    torch.manual_seed(0)
+    rejected = sum(len(acceptance.accept_sampling(tree, lambda node: scores).path) == 1 for _ in range(20000))
+    assert rejected == 0

@@ -93,6 +93,7 @@ def _draw_sampled(tree: DraftTree, children: list[int], p: torch.Tensor, q: torc
     still state the distribution the drafts came from. Every ratio, residual and acceptance is computed on the
     device and read back at once, with a draw from the last residual (unused when a child is accepted).
     """
+    q = q.float()  # normalised in float32: in a half-precision row q / q.sum() rounds every ratio off p / q
     q = q / q.sum()
     ratios = []
     for child in children:
