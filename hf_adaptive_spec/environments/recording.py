@@ -250,14 +250,15 @@ def greedy_tokens(
     processors: LogitsProcessorList, sequence: torch.LongTensor, tree: DraftTree, nodes: list[int], logits: torch.Tensor
 ) -> list[int]:
     """The target's greedy token after each of ``nodes`` of ``tree`` (``logits``' rows, in order), as greedy
-    ``generate`` picks it: the argmax of ``processors``' scores after ``sequence`` and the node's path."""
+    ``generate`` picks it: the argmax of ``processors``' scores (on float32 rows, as the engine's) after
+    ``sequence`` and the node's path."""
     if not processors:
         return logits.argmax(-1).tolist()
     chosen = []
     for row, node in enumerate(nodes):
         path = [tree.tokens[i] for i in tree.path_to(node)[1:]]
         prefix = torch.cat([sequence, sequence.new_tensor([path])], dim=-1)
-        chosen.append(int(processors(prefix, logits[row][None].clone())[0].argmax()))
+        chosen.append(int(processors(prefix, logits[row][None].to(torch.float32, copy=True))[0].argmax()))
     return chosen
 
 
