@@ -93,8 +93,8 @@ def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> Non
 
 def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArguments, options: MethodOptions) -> None:
     """The profile's tree is the best on the curve it measured: its device type, dtype and path (eager, or the
-    compiled static-cache path of ``--compile``; the bench runs no uncompiled static path). On another curve it is another machine's best, timed under this run's
-    name: refuse, naming the profile to measure."""
+    compiled static-cache path of ``--compile``; the bench runs no uncompiled static path). On another curve it is
+    another machine's best, timed under this run's name: refuse, naming the profile to measure."""
     measured = (torch.device(profile.device).type, profile.dtype, profile.path)
     run = (resolve_device(args.device).type, args.dtype, "compiled" if options.compile else "eager")
     if measured != run:
@@ -102,9 +102,10 @@ def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArgume
                  "compiled": "the compiled static-cache path (--compile)"}
         raise BenchError(
             f"--tree_profile {options.tree_profile} was measured on {measured[0]} in {measured[1]} on "
-            f"{paths.get(measured[2], measured[2])}, and this run is on {run[0]} in {run[1]} on {paths[run[2]]}: its tree was ranked "
-            "on another cost curve. Run as profiled, or measure this run's curve with `hf-adaptive-spec profile "
-            f"--dtype {run[1]}{' --compile' if options.compile else ''} --recording DIR` and pass that profile."
+            f"{paths.get(measured[2], measured[2])}, and this run is on {run[0]} in {run[1]} on {paths[run[2]]}: its "
+            "tree was ranked on another cost curve. Run as profiled, or measure this run's curve with "
+            f"`hf-adaptive-spec profile --dtype {run[1]}{' --compile' if options.compile else ''} --recording DIR` "
+            "and pass that profile."
         )
 
 
