@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from hf_adaptive_spec.core.settings import changed_settings
+from hf_adaptive_spec.core.settings import changed_settings, sampling_kwargs
 from hf_adaptive_spec.default_model import load_model, resolve_device
 from hf_adaptive_spec.training_data import (
     TASK_PROMPTS,
@@ -49,7 +49,6 @@ from hf_adaptive_spec.training_data import (
     task_prompts,
 )
 from hf_adaptive_spec.training_data.jsonl_output import written_ids
-from hf_adaptive_spec.training_data.regenerate import sampling_kwargs
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from ..core.settings import sampling_kwargs as sampling_kwargs  # re-exported: the bench's methods read it here
 from ..generation.static_path import buckets_from_text
 
 DEFAULT_QUESTIONS = Path(__file__).parent / "data" / "question.jsonl"
@@ -241,15 +242,6 @@ class MethodOptions:
         """``verify_buckets`` as distinct ascending sizes of at least 2 (None: not given; ValueError names a bad
         one)."""
         return None if self.verify_buckets is None else buckets_from_text(self.verify_buckets)
-
-
-def sampling_kwargs(temperature: float) -> dict[str, Any]:
-    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling (top-k and top-p off)."""
-    if temperature < 0:
-        raise ValueError(f"--temperature must be 0 (greedy) or positive, got {temperature}.")
-    if temperature == 0:
-        return {"do_sample": False}
-    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
 
 
 def split_csv(text: str) -> list[str]:

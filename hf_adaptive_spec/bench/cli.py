@@ -12,6 +12,7 @@ import torch
 from transformers import HfArgumentParser, set_seed
 
 from ..checkpoints import shipped_checkpoint
+from ..core.cost_curve import CostCurve
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..generation import fast_path
 from ..profiling import HardwareProfile, recommended_buckets, recommended_lookup_tokens, recommended_tree
@@ -95,9 +96,11 @@ def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArgume
     """The profile's tree is the best on the curve it measured: its device type, dtype and path (eager, or the
     compiled static-cache path of ``--compile``; the bench runs no uncompiled static path). On another curve it is
     another machine's best, timed under this run's name: refuse, naming the profile to measure."""
-    measured = (torch.device(profile.device).type, profile.dtype, profile.path)
-    run = (resolve_device(args.device).type, args.dtype, "compiled" if options.compile else "eager")
-    if measured != run:
+    curve = profile.cost_curve()
+    measured = (curve.device, curve.dtype, curve.path)
+    here = CostCurve.of(resolve_device(args.device), args.dtype, "compiled" if options.compile else "eager")
+    run = (here.device, here.dtype, here.path)
+    if measured != run:  # the instruction set is recommended_tree's check
         paths = {"eager": "the eager path", "static": "the uncompiled static-cache path",
                  "compiled": "the compiled static-cache path (--compile)"}
         raise BenchError(

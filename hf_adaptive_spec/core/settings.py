@@ -26,3 +26,14 @@ def distinct_ints_from_text(text: str) -> tuple[int, ...] | None:
         return tuple(sorted({int(part) for part in text.split(",")}))
     except ValueError:
         return None
+
+
+def sampling_kwargs(temperature: float) -> dict[str, Any]:
+    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling from ``softmax(logits / T)``, top-k and
+    top-p off (without them ``generate`` truncates to its default top-k of 50, or to the model's ``generation_config``
+    top-k / top-p). The bench and the training data's regeneration sample so."""
+    if temperature < 0:
+        raise ValueError(f"--temperature must be 0 (greedy) or positive, got {temperature}.")
+    if temperature == 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}

@@ -21,6 +21,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..core.sequences import end_of_sequence_ids
+from ..core.settings import sampling_kwargs
 from .jsonl_output import append_records, drop_partial_last_line, written_ids
 from .sharegpt import Conversation, Message
 
@@ -35,7 +36,8 @@ class RegenerationConfig:
         max_new_tokens: most tokens generated per assistant turn.
         batch_size: conversations generated together in one left-padded batch.
         temperature: 0 decodes greedily; above 0 samples from the whole ``softmax(logits / temperature)``
-            (top-k and top-p off, as the benchmark samples: :func:`sampling_kwargs`).
+            (top-k and top-p off, as the benchmark samples:
+            :func:`~hf_adaptive_spec.core.settings.sampling_kwargs`).
         max_turns: user turns re-answered per conversation; turn k is answered with the
             model's own answers to turns 1..k-1 in context.
         max_prompt_tokens: a prompt longer than this (chat template included) is not
@@ -109,15 +111,6 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
         input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         attention_mask[row, width - len(prompt) :] = 1
     return input_ids, attention_mask
-
-
-def sampling_kwargs(temperature: float) -> dict[str, bool | float | int]:
-    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling from ``softmax(logits / T)``, top-k and
-    top-p off, as the benchmark samples (``hf_adaptive_spec.bench.arguments.sampling_kwargs``). Without them
-    ``generate`` truncates to its default top-k of 50, or to the top-k / top-p of the model's ``generation_config``."""
-    if temperature == 0:
-        return {"do_sample": False}
-    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
 
 
 @torch.inference_mode()

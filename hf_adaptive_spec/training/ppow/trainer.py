@@ -58,12 +58,7 @@ def window_starts(loss_mask: torch.Tensor, window_size: int) -> torch.Tensor:
 def has_window(loss_mask: Sequence[int], window_size: int) -> bool:
     """Whether a conversation has a draft position PPOW can sample at (:func:`window_starts`): ``window_size`` assistant
     tokens in a row after its first two."""
-    run = 0
-    for flag in loss_mask[2:]:
-        run = run + 1 if flag else 0
-        if run >= window_size:
-            return True
-    return False
+    return len(loss_mask) > 0 and bool(window_starts(torch.tensor([list(loss_mask)]), window_size).any())
 
 
 def check_windows(dataset: Any, window_size: int, name: str) -> None:
