@@ -11,6 +11,8 @@ Sources, in order:
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 from importlib import util as importlib_util
 from pathlib import Path
 
@@ -71,11 +73,37 @@ def convert_embedded_gguf(target_dir: Path | None = None) -> Path:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    partial_dir = target_dir.with_name(target_dir.name + ".partial")
-    model.save_pretrained(partial_dir, safe_serialization=True)
-    tokenizer.save_pretrained(partial_dir)
-    partial_dir.replace(target_dir)  # atomic: a crashed conversion never looks complete
+    # a folder of this call's own: two processes converting at once (two test workers, two jobs) never write into
+    # one, and a crashed conversion's leftovers are never published
+    partial_dir = target_dir.with_name(f"{target_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        model.save_pretrained(partial_dir, safe_serialization=True)
+        tokenizer.save_pretrained(partial_dir)
+        _publish(partial_dir, target_dir)
+    finally:
+        shutil.rmtree(partial_dir, ignore_errors=True)
     return target_dir
+
+
+def is_converted(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished conversion (published whole, by a rename)."""
+    weights = (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()
+    return weights and (folder / "config.json").is_file()
+
+
+def _publish(partial_dir: Path, target_dir: Path) -> None:
+    """Rename the finished ``partial_dir`` to ``target_dir`` (atomic: a crashed conversion never looks complete). When
+    another process published its conversion first, that one is kept; a folder there that is no conversion is not
+    deleted, but named."""
+    try:
+        partial_dir.replace(target_dir)
+    except OSError as error:  # target_dir exists and is not empty
+        if is_converted(target_dir):
+            return
+        raise OSError(
+            f"Cannot write the converted default model to '{target_dir}': the folder exists and holds no finished "
+            f"conversion ({error}). Remove it (or set {CACHE_ENV_VAR} to another folder) and run again."
+        ) from error
 
 
 def load_default_model(
@@ -91,7 +119,7 @@ def load_default_model(
     loaded = _load_from_hub_cache(dtype, attn_implementation)
     if loaded is None:
         folder = default_model_cache_dir()
-        if not (folder / "model.safetensors").is_file():
+        if not is_converted(folder):
             convert_embedded_gguf(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)

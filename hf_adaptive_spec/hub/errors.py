@@ -23,3 +23,7 @@ class ArtifactTypeError(ArtifactError, TypeError):
 
 class UnknownConfigKeyError(ArtifactError, ValueError):
     """``config.json`` holds a key the artifact's ``__init__`` does not take (a typo, or a newer version's field)."""
+
+
+class MissingConfigKeyError(ArtifactError, ValueError):
+    """``config.json`` lacks an argument the artifact's ``__init__`` needs (one without a default)."""

@@ -13,7 +13,7 @@ from torch import nn
 
 from .cards import CARD_KINDS, LIBRARY_NAME, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
-from .errors import UnknownConfigKeyError
+from .errors import MissingConfigKeyError, UnknownConfigKeyError
 from .location import ArtifactLocation
 from .registry import check_artifact_type, register_artifact, registered_class
 from .weights import load_weights, save_weights, saved_floating_dtype
@@ -105,6 +105,9 @@ class HubArtifactMixin(ModelHubMixin):
     #: the keywords ``from_pretrained`` takes besides the Hub options, for a format whose checkpoint sets the object
     #: (a drafter: ``target=`` ...); None: any ``__init__`` argument, over ``config.json``'s value
     load_keywords: ClassVar[frozenset[str] | None] = None
+    #: state-dict keys a module keeps in float32 whatever its dtype (normalisation statistics, which a bfloat16
+    #: cast would round): loading reads the module's dtype from its other tensors
+    float32_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, *, artifact_type: str | None = None, card_kind: str | None = None, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -295,6 +298,22 @@ class HubArtifactMixin(ModelHubMixin):
             )
 
     @classmethod
+    def _check_required_keys(cls, location: ArtifactLocation, init_kwargs: dict[str, Any]) -> None:
+        """Raise :class:`MissingConfigKeyError` naming the ``__init__`` arguments without a default that neither
+        ``config.json`` nor the caller gives (``__init__`` would only say a positional argument is missing)."""
+        parameters = list(cls._hub_mixin_init_parameters.values())[1:]
+        keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        required = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind in keyword_kinds]
+        missing = [name for name in required if name not in init_kwargs]
+        if missing:
+            given = ", ".join(f"{name}=..." for name in missing)
+            raise MissingConfigKeyError(
+                f"'{CONFIG_NAME}' of {location} lacks {missing}, which {cls.__name__} needs (no default): it was "
+                f"edited, or not written by {cls.__name__}.save_pretrained. Add them to {CONFIG_NAME}, or pass "
+                f"{cls.__name__}.from_pretrained(..., {given})."
+            )
+
+    @classmethod
     def _from_pretrained(
         cls: type[ArtifactT],
         *,
@@ -322,9 +341,10 @@ class HubArtifactMixin(ModelHubMixin):
         ``__init__`` with the caller's keyword arguments over them. The default constructs the class
         and, for a module, loads ``model.safetensors`` strictly; formats of their own override it."""
         init_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
+        cls._check_required_keys(location, init_kwargs)
         artifact = cls(**init_kwargs)
         if isinstance(artifact, nn.Module):
-            dtype = saved_floating_dtype(location)
+            dtype = saved_floating_dtype(location, ignore=cls.float32_keys)
             if dtype is not None:
                 artifact.to(dtype)  # as transformers' dtype="auto": a bfloat16 policy comes back in bfloat16
             load_weights(artifact, location)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import safetensors
@@ -64,13 +65,17 @@ def read_safetensors(path, device: str = "cpu") -> dict[str, torch.Tensor]:
 SAFETENSORS_FLOAT_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
 
-def saved_floating_dtype(location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> torch.dtype | None:
+def saved_floating_dtype(
+    location: ArtifactLocation, filename: str = WEIGHTS_NAME, ignore: Collection[str] = ()
+) -> torch.dtype | None:
     """The dtype of the floating tensors in ``filename`` when they all share one (None otherwise),
-    read from the file's header without loading a tensor."""
+    read from the file's header without loading a tensor. Tensors named in ``ignore`` (those a module keeps in
+    float32 whatever its dtype, as :attr:`HubArtifactMixin.float32_keys`) do not count."""
     path = resolve_safetensors(location, filename)
     try:
         with safetensors.safe_open(str(path), framework="pt") as file:
-            names = {file.get_slice(key).get_dtype() for key in file.keys()}  # noqa: SIM118 (safe_open has no __iter__)
+            keys = [key for key in file.keys() if key not in ignore]  # noqa: SIM118 (safe_open has no __iter__)
+            names = {file.get_slice(key).get_dtype() for key in keys}
     except SafetensorError as error:
         raise corrupt_weights_error(path, error) from error
     floating = {SAFETENSORS_FLOAT_DTYPES[name] for name in names if name in SAFETENSORS_FLOAT_DTYPES}

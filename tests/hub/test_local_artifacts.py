@@ -15,13 +15,14 @@ from hf_adaptive_spec.hub import (
     AutoArtifact,
     HubArtifactMixin,
     MissingArtifactFileError,
+    MissingConfigKeyError,
     PickleWeightsError,
     UnknownConfigKeyError,
     WeightsMismatchError,
     register_artifact,
     resolve_safetensors,
 )
-from hf_adaptive_spec.policies import StaticTreePolicy
+from hf_adaptive_spec.policies import ReSpSPolicy, StaticTreePolicy
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 
 from .artifacts import GRU_TYPE, MLP_TYPE, TinyDraftHead, TinyGRUPolicy, TinyMLPPolicy, TinyThresholdPolicy
@@ -271,3 +272,14 @@ def test_an_unknown_config_key_is_refused_naming_it_and_the_accepted_ones(tmp_pa
         AutoDraftPolicy.from_pretrained(tmp_path)
     with pytest.raises(UnknownConfigKeyError, match=message):
         StaticTreePolicy.from_pretrained(tmp_path)
+
+
+def test_a_config_lacking_an_argument_without_default_is_named_with_the_fix(tmp_path: Path):
+    """ReSpSPolicy.__init__ said only "missing 1 required positional argument: 'hidden_size'", naming no file."""
+    ReSpSPolicy(hidden_size=4, feature_layers=(1,), actions=[(4, 2, 2)], net_arch=(8,)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "hidden_size"}))
+    message = rf"'config.json' of folder '{tmp_path}' lacks \['hidden_size'\].*hidden_size=\.\.\."
+    with pytest.raises(MissingConfigKeyError, match=message):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+    assert ReSpSPolicy.from_pretrained(tmp_path, hidden_size=4).feature_mean.shape == (4,)  # given by the caller

@@ -21,7 +21,7 @@ from hf_adaptive_spec.policies import (
     ReSpSPolicy,
     StaticTreePolicy,
 )
-from hf_adaptive_spec.policies.base import TreeConfig, VerifySizeInfo
+from hf_adaptive_spec.policies.base import CycleState, TreeConfig, VerifySizeInfo
 
 COMPILED = CostCurve("cpu", "bfloat16", "compiled")
 
@@ -145,3 +145,59 @@ def test_ltd_size_choices_of_any_kind_are_saved(tmp_path, choices):
     policy = LTDPolicy(**{**SMALL_LTD, "size_choices": choices})
     assert reloaded(policy, tmp_path).size_choices == [0, 1, 2]
     assert json.dumps(policy.saved_settings())  # what the bench digests
+
+
+def _narrow_feature_resps() -> tuple[ReSpSPolicy, CycleState]:
+    """A Re-SpS policy whose first feature is narrow (mean 100.2, std 0.1) and whose actor picks the second action
+    unless that feature is above 2.5 standard deviations, and a state 1 standard deviation above the mean. Rounded to
+    bfloat16 (a step of 0.5 near 100) the mean reads 100.0 and the feature 100.5: 5 standard deviations."""
+    policy = ReSpSPolicy(hidden_size=2, feature_layers=(1,), actions=[(4, 2, 2), (6, 3, 2)], net_arch=())
+    with torch.no_grad():
+        policy.feature_mean.copy_(torch.tensor([100.2, 0.0]))
+        policy.feature_std.copy_(torch.tensor([0.1, 1.0]))
+        policy.actor[0].weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+        policy.actor[0].bias.copy_(torch.tensor([-2.5, 0.0]))
+    return policy, CycleState(context_length=10, features={1: torch.tensor([100.3, 0.0])})
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_resps_standardises_in_float32_and_decides_as_in_float32(dtype):
+    """The feature statistics stay float32 through .to(dtype); only the standardised value is rounded. They were cast
+    with the weights: the bfloat16 policy saw 5 standard deviations where there is 1, and drafted depth 2, not 3."""
+    policy, state = _narrow_feature_resps()
+    mean, std = policy.feature_mean.clone(), policy.feature_std.clone()
+    decided = policy.tree_config(state)
+    assert decided == TreeConfig(total_tokens=6, depth=3, top_k=2)
+    policy.to(dtype)
+    policy.end_episode()
+    assert policy.actor[0].weight.dtype == dtype
+    assert torch.equal(policy.feature_mean, mean) and torch.equal(policy.feature_std, std)
+    assert policy.observation(state).dtype == dtype and float(policy.observation(state)[0]) == pytest.approx(1, 0.01)
+    assert policy.tree_config(state) == decided
+
+
+def test_a_bfloat16_resps_comes_back_bfloat16_with_float32_statistics(tmp_path):
+    """Its file holds bfloat16 weights and float32 statistics: loading reads the dtype from the weights (a file of
+    mixed dtypes came back float32), and keeps the statistics float32."""
+    policy, state = _narrow_feature_resps()
+    policy.to(torch.bfloat16)
+    again = reloaded(policy, tmp_path)
+    assert {name: tensor.dtype for name, tensor in again.state_dict().items()} == {
+        "feature_mean": torch.float32, "feature_std": torch.float32,
+        "actor.0.weight": torch.bfloat16, "actor.0.bias": torch.bfloat16,
+        "critic.0.weight": torch.bfloat16, "critic.0.bias": torch.bfloat16,
+    }
+    for (name, mine), theirs in zip(policy.state_dict().items(), again.state_dict().values()):
+        assert torch.equal(mine, theirs), name
+    assert again.tree_config(state) == TreeConfig(total_tokens=6, depth=3, top_k=2)
+
+
+def test_the_shipped_resps_cast_to_bfloat16_keeps_its_statistics_and_comes_back_the_same(tmp_path):
+    shipped = AutoDraftPolicy.from_pretrained(hfas.shipped_checkpoint("resps"))
+    policy = AutoDraftPolicy.from_pretrained(hfas.shipped_checkpoint("resps")).to(torch.bfloat16)
+    for name in ("feature_mean", "feature_std"):
+        assert torch.equal(getattr(policy, name), getattr(shipped, name)), name
+    again = reloaded(policy, tmp_path)
+    assert again.actor[0].weight.dtype == torch.bfloat16
+    for (name, mine), theirs in zip(policy.state_dict().items(), again.state_dict().values()):
+        assert torch.equal(mine, theirs), name

@@ -115,7 +115,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
     for callers that drive the hooks without it) or :meth:`end_episode` drops the held action, so every generation
     starts with a decision.
     The feature statistics start at mean 0 and std 1; :meth:`fit_normalizer` sets them before
-    training (``ReSpSTrainer`` does) and they are saved with the weights.
+    training (``ReSpSTrainer`` does) and they are saved with the weights. They stay float32 in a policy cast to
+    bfloat16 or float16, which standardises in float32 and rounds only the result.
 
     Args:
         hidden_size: the target's hidden size.
@@ -143,6 +144,10 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
         >>> model.generate(**inputs, assistant_model=eagle3_drafter, assistant_policy=policy)
     """
+
+    #: the feature statistics stay float32 through ``.to(torch.bfloat16)``: rounded to bfloat16 (a step of 0.5 near
+    #: 100) a narrow feature's mean moves by several of its standard deviations, and the decisions change
+    float32_keys = frozenset({"feature_mean", "feature_std"})
 
     def __init__(
         self,
@@ -185,8 +190,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         obs_dim = hidden_size * len(self.feature_layers)
         self.actor = tanh_mlp(obs_dim, self.net_arch, len(self.actions), out_gain=0.01)
         self.critic = tanh_mlp(obs_dim, self.net_arch, 1, out_gain=1.0)
-        self.register_buffer("feature_mean", torch.zeros(obs_dim))
-        self.register_buffer("feature_std", torch.ones(obs_dim))
+        self.register_buffer("feature_mean", torch.zeros(obs_dim, dtype=torch.float32))
+        self.register_buffer("feature_std", torch.ones(obs_dim, dtype=torch.float32))
         self.decisions: list[ReSpSDecision] = []
         self.decided = False  # whether the last tree_config call took a new decision
         self._open: ReSpSDecision | None = None
@@ -209,6 +214,17 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             "training_interval": self.training_interval, "temperature": self.temperature,
             "observation_clip": self.observation_clip, "lookup_first": self.lookup_first,
         }
+
+    def _apply(self, fn, recurse=True):
+        """``nn.Module._apply`` (``.to``, ``.half()``, ``.cuda()`` ...), the feature statistics kept float32: moved
+        to the device the others went to, never rounded to a half-precision dtype."""
+        statistics = {name: self._buffers[name] for name in self.float32_keys}
+        super()._apply(fn, recurse)
+        for name, before in statistics.items():
+            after = self._buffers[name]
+            if after.dtype != torch.float32:
+                self._buffers[name] = before.to(device=after.device, dtype=torch.float32)
+        return self
 
     def required_recordings(self) -> dict[int, TreeConfig]:
         """Per ``top_k`` of the grid, the smallest replay recording that holds all its actions."""
@@ -242,9 +258,11 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         return raw
 
     def observation(self, state: CycleState) -> torch.Tensor:
-        """The policy's input ``[obs_dim]``: :meth:`raw_observation` standardised and clipped."""
+        """The policy's input ``[obs_dim]``: :meth:`raw_observation` standardised and clipped in float32, then in the
+        networks' dtype (a bfloat16 policy rounds the standardised value, not the raw feature and its mean)."""
         standardised = (self.raw_observation(state) - self.feature_mean) / self.feature_std
-        return standardised.clamp(-self.observation_clip, self.observation_clip)
+        clipped = standardised.clamp(-self.observation_clip, self.observation_clip)
+        return clipped.to(self.actor[0].weight.dtype)
 
     @torch.no_grad()
     def fit_normalizer(self, states: Iterable[CycleState]) -> None:
