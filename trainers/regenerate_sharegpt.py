@@ -62,7 +62,8 @@ class ScriptArguments:
         output: JSONL file the records are appended to.
         num_conversations: conversations (with ``--task``, requests built from them) drawn from ShareGPT,
             among those that are not evaluation prompts and whose first prompt fits ``--max-prompt-tokens``.
-        seed: seed of the subset choice and of sampling.
+        seed: seed of the subset choice and of sampling (each batch samples with a seed made of it and the batch's
+            ids, so a resumed run writes what an uninterrupted one would).
         num_threads: torch CPU threads; None keeps torch's default.
         dtype: weight dtype of the target while generating.
         eval_data_dir: folder of evaluation question files; default: the shared data folder, else the packaged digests.
@@ -79,7 +80,9 @@ class ScriptArguments:
     num_conversations: int = field(
         default=3000, metadata={"help": "Conversations (with --task, requests built from them) drawn from ShareGPT."}
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the subset choice and of sampling."})
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the subset choice and of sampling (per batch, with the batch's ids)."}
+    )
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; unset keeps torch's default."})
     dtype: str = field(
         default="float32",
@@ -155,6 +158,10 @@ def opening_prompts(path: Path) -> set[tuple[str]]:
                                            for r in records) if turns}
 
 
+#: how a sampled file's batches are seeded (regenerate's batch_seed): files sampled before 2026-12-05 drew every batch
+#: from one global generator, which a resumed run restarted, and their settings lack it
+SAMPLING_SEED = "per batch, from --seed and the batch's conversation ids"
+
 #: settings that make an output file's answers what they are; a run appending to the file must keep them
 _DEFINING = ("answers", "task", "model", "dtype", "seed", "sharegpt_file", "eval_data_dir")
 _GENERATION = ("max_new_tokens", "temperature", "max_turns", "max_prompt_tokens")
@@ -171,8 +178,9 @@ def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfi
                              "be ignored.")
     else:
         settings |= {name: getattr(config, name) for name in _GENERATION}
-        if config.temperature > 0:  # files sampled before 2026-12-05 were cut to generate's default top-k of 50
-            settings["sampling"] = sampling_kwargs(config.temperature)
+        if config.temperature > 0:  # files sampled before 2026-12-05 were cut to generate's default top-k of 50, or
+            # to the target's generation_config min_p / typical_p / epsilon / eta cutoffs
+            settings |= {"sampling": sampling_kwargs(config.temperature), "sampling_seed": SAMPLING_SEED}
     path = Path(str(script_args.output) + ".settings.json")
     if path.is_file():
         changed = changed_settings(json.loads(path.read_text(encoding="utf-8")), settings)
@@ -215,7 +223,7 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
             "done: %d written with their original answers, %d already there", stats.written, stats.already_written
         )
         return
-    stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config)
+    stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config, seed=script_args.seed)
     logger.info(
         "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s); %d answers cut at "
         "max_new_tokens (marked truncated)",

@@ -119,9 +119,10 @@ class MethodOptions:
     Args:
         max_new_tokens: tokens generated per turn (fewer when the model stops).
         temperature: 0 decodes greedily and checks every output token for token against
-            ``stock``; above 0 every method samples at this temperature (top-k and top-p off),
-            each turn seeded alike, and outputs match ``stock``'s in distribution only, so the
-            identity check is skipped (the sampling tests of the test suite check the distribution).
+            ``stock``; above 0 every method samples at this temperature from the whole distribution
+            (every truncating warper off: :func:`~hf_adaptive_spec.core.settings.sampling_kwargs`), each turn
+            seeded alike, and outputs match ``stock``'s in distribution only, so the identity check
+            is skipped (the sampling tests of the test suite check the distribution).
         prompt_lookup_num_tokens: draft length of ``hf-prompt-lookup``.
         lookup_tokens / lookup_ngram_size: the prompt-lookup branch of ``<method>+lookup``
             (tokens grafted per cycle; longest suffix n-gram matched). ``lookup_tokens`` defaults to

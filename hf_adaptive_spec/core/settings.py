@@ -28,12 +28,21 @@ def distinct_ints_from_text(text: str) -> tuple[int, ...] | None:
         return None
 
 
+#: ``generate``'s truncating sampling warpers, each with the value that turns it off (transformers'
+#: ``GenerationConfig`` defaults; min_p and top_h have none: any value builds their warper). Only these are neutralised:
+#: the other logits processors (repetition_penalty, no_repeat_ngram_size, suppress_tokens, ...) apply when decoding
+#: greedily too, so they are part of the distribution both modes decode from, and are left to the model's config.
+PURE_SAMPLING = {"top_k": 0, "top_p": 1.0, "min_p": None, "top_h": None, "typical_p": 1.0, "epsilon_cutoff": 0.0,
+                 "eta_cutoff": 0.0}
+
+
 def sampling_kwargs(temperature: float) -> dict[str, Any]:
-    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling from ``softmax(logits / T)``, top-k and
-    top-p off (without them ``generate`` truncates to its default top-k of 50, or to the model's ``generation_config``
-    top-k / top-p). The bench and the training data's regeneration sample so."""
+    """``generate`` kwargs for ``temperature``: greedy at 0, else pure sampling from ``softmax(logits / T)``: every
+    truncating warper off (:data:`PURE_SAMPLING`; without them ``generate`` truncates to its default top-k of 50, or to
+    whatever top-k, top-p, min-p, typical-p, epsilon or eta cutoff the model's ``generation_config`` sets). The bench
+    and the training data's regeneration sample so."""
     if temperature < 0:
         raise ValueError(f"--temperature must be 0 (greedy) or positive, got {temperature}.")
     if temperature == 0:
         return {"do_sample": False}
-    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+    return {"do_sample": True, "temperature": temperature, **PURE_SAMPLING}

@@ -10,7 +10,10 @@ prompt renders the earlier answers from their text, as a chat server would.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -36,7 +39,7 @@ class RegenerationConfig:
         max_new_tokens: most tokens generated per assistant turn.
         batch_size: conversations generated together in one left-padded batch.
         temperature: 0 decodes greedily; above 0 samples from the whole ``softmax(logits / temperature)``
-            (top-k and top-p off, as the benchmark samples:
+            (every truncating warper off, whatever the model's generation_config sets, as the benchmark samples:
             :func:`~hf_adaptive_spec.core.settings.sampling_kwargs`).
         max_turns: user turns re-answered per conversation; turn k is answered with the
             model's own answers to turns 1..k-1 in context.
@@ -224,6 +227,22 @@ def _regenerate_batch(
     return new_tokens, cut
 
 
+def batch_seed(seed: int, ids: list[str]) -> int:
+    """The sampling seed of the batch of conversations ``ids``: a digest of ``seed`` and the ids, so a batch samples the
+    same answers in a resumed run as in an uninterrupted one, whatever was generated before it."""
+    digest = hashlib.sha256(json.dumps([seed, ids]).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+@contextlib.contextmanager
+def seeded_sampling(device: torch.device, seed: int) -> Iterator[None]:
+    """torch's generators (the CPU's and ``device``'s, which ``generate`` samples with) seeded with ``seed`` inside
+    the block, and given back their states after it."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
+
+
 def _unwritten(
     conversations: Iterable[Conversation], done: set[str], stats: RegenerationStats
 ) -> Iterator[Conversation]:
@@ -252,12 +271,19 @@ def regenerate(
     conversations: Iterable[Conversation],
     output_path: Path,
     config: RegenerationConfig,
+    seed: int = 0,
 ) -> RegenerationStats:
     """Re-answer ``conversations`` with ``model`` and append ``{"id", "conversation"}`` lines to ``output_path``.
 
     Conversations whose id is already in the file are skipped, so a stopped run resumes
     where it left off. Prompts are sorted by length and batched to cut padding; each
     batch is written (and logged with its tokens/s) as soon as it is done.
+
+    Sampling (``config.temperature > 0``) seeds each batch from ``seed`` and the batch's ids (:func:`batch_seed`),
+    not from torch's global generator: a run resumed after its last whole batch (the done conversations are a
+    prefix of the sorted queue, so the remaining batches are the same) writes the answers an uninterrupted run writes
+    on the same device and dtype. A batch cut in the middle of its write regroups the conversations after it, which
+    then sample other (equally valid) answers.
     """
     output_path = Path(output_path)
     drop_partial_last_line(output_path)
@@ -280,7 +306,8 @@ def regenerate(
     start = time.perf_counter()
     for index, batch in enumerate(batches, start=1):
         batch_start = time.perf_counter()
-        batch_tokens, cut = _regenerate_batch(model, tokenizer, batch, config)
+        with seeded_sampling(model.device, batch_seed(seed, [dialogue.id for dialogue in batch])):  # greedy: no draw
+            batch_tokens, cut = _regenerate_batch(model, tokenizer, batch, config)
         stats.truncated += cut
         append_records(output_path, [{"id": dialogue.id, "conversation": dialogue.messages} for dialogue in batch])
         batch_seconds = time.perf_counter() - batch_start

@@ -1,3 +1,4 @@
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -149,6 +150,41 @@ def test_sampling_depends_on_the_seed(
 
     assert sample(0) == sample(0)
     assert len(set(sample(0))) > 1
+
+
+def test_a_sampled_run_resumed_after_a_batch_writes_what_an_uninterrupted_run_writes(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path, monkeypatch
+) -> None:
+    """Each batch samples with a seed of its own (the run's seed and the batch's ids). With torch's global generator
+    (which the script seeds once at its start) the batches after a resume drew what the first batches had drawn, so
+    the resumed file held other answers than an uninterrupted run's."""
+    module = importlib.import_module("hf_adaptive_spec.training_data.regenerate")  # the package's name is the function
+
+    config = RegenerationConfig(max_new_tokens=6, batch_size=2, temperature=1.0)
+    torch.manual_seed(0)  # as the script's set_seed(--seed) at every start
+    regenerate(tiny_model, tiny_tokenizer, _conversations(6), tmp_path / "straight.jsonl", config, seed=3)
+
+    real_append, appended = module.append_records, []
+
+    def stop_after_two_batches(path, records):
+        real_append(path, records)
+        appended.append(path)
+        if len(appended) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "append_records", stop_after_two_batches)
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):
+        regenerate(tiny_model, tiny_tokenizer, _conversations(6), tmp_path / "resumed.jsonl", config, seed=3)
+    monkeypatch.setattr(module, "append_records", real_append)
+    torch.manual_seed(0)
+    stats = regenerate(tiny_model, tiny_tokenizer, _conversations(6), tmp_path / "resumed.jsonl", config, seed=3)
+    assert (stats.written, stats.already_written) == (2, 4)
+    straight, resumed = (sorted(_lines(tmp_path / name)) for name in ("straight.jsonl", "resumed.jsonl"))
+    assert resumed == straight
+    torch.manual_seed(0)
+    regenerate(tiny_model, tiny_tokenizer, _conversations(6), tmp_path / "other_seed.jsonl", config, seed=4)
+    assert sorted(_lines(tmp_path / "other_seed.jsonl")) != straight  # the seed is the run's
 
 
 def test_copy_conversations_keeps_original_answers_and_skips_ids_already_written(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_p
     (tmp_path / "out.jsonl").write_text("", encoding="utf-8")
     regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))  # the same: fine
     with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; sampling: None -> \{.*\}; "
-                                         r"temperature: 0.0 -> 1.0\)"):
+                                         r"sampling_seed: None -> .*; temperature: 0.0 -> 1.0\)"):
         regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "12",
                                                          "--temperature", "1"]))
     _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sharegpt, parse, tmp_path)
@@ -173,7 +173,9 @@ def _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sha
     output.write_text("", encoding="utf-8")
     settings = Path(str(output) + ".settings.json")
     stored = json.loads(settings.read_text(encoding="utf-8"))
-    assert stored["sampling"] == {"do_sample": True, "temperature": 0.8, "top_k": 0, "top_p": 1.0}
+    assert stored["sampling"] == {"do_sample": True, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": None,
+                                  "top_h": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0}
+    assert stored["sampling_seed"] == "per batch, from --seed and the batch's conversation ids"
     regenerate_sharegpt.check_resumed_output(*parse(argv))  # the same: fine
     del stored["sampling"]
     settings.write_text(json.dumps(stored), encoding="utf-8")

@@ -215,7 +215,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         observation = observation.to(self.choices.device, next(head.parameters()).dtype)  # a bfloat16 policy too
         logits, value = head(observation[None])
         distribution = masked_categorical(logits, None if mask is None else mask[None])
-        action = torch.multinomial(distribution.probs, 1, generator=self.generator)[:, 0]
+        action = draw_actions(distribution.probs, self.generator)
         self.decisions.append(
             Decision(name, observation, int(action), float(distribution.log_prob(action)), float(value), mask)
         )
@@ -227,6 +227,16 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         lookup = ", lookup_feature=True" if self.lookup_feature else ""
         lookup += ", lookup_first=True" if self.lookup_first else ""
         return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
+
+
+def draw_actions(probs: torch.Tensor, generator: torch.Generator | None) -> torch.LongTensor:
+    """One action per row of ``probs`` ``[N, A]``, drawn with ``generator`` (torch's global one when None) on the
+    generator's device and returned on ``probs``'s: the trainers seed a CPU generator, and ``torch.multinomial`` refuses
+    a generator of another device than its input (a policy trained on a GPU raised "Expected a 'cuda' device type for
+    generator but found 'cpu'")."""
+    if generator is None:
+        return torch.multinomial(probs, 1)[:, 0]
+    return torch.multinomial(probs.to(generator.device), 1, generator=generator)[:, 0].to(probs.device)
 
 
 def _plain_ints(values: Iterable) -> list:

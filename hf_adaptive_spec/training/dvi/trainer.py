@@ -17,7 +17,7 @@ from ...generation.enable import enable
 from ...hub.cards import CardResult, check_base_model
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
-from ..base import SpecTrainer
+from ..base import CardNames, SpecTrainer
 from .config import DVIConfig
 from .replay import GreedyChainReplay
 
@@ -115,9 +115,7 @@ class DVITrainer(SpecTrainer):
         self.target_model = target_model
         self.drafter = drafter
         self.policy = policy or StaticTreePolicy.chain(args.draft_depth)
-        self.dataset_name = dataset_name
-        self.reproduce_command = reproduce_command
-        self.base_model = base_model
+        self.card_names = CardNames(base_model, None, dataset_name, reproduce_command)  # an adapter's card: no drafter
         self.init_from = init_from
         # where init_from's schedule was continued (continue_schedule_from)
         self._continued_at_update: int | None = None
@@ -259,10 +257,9 @@ class DVITrainer(SpecTrainer):
         """Model-card fields (``model_cards/dvi_adapter.md``): target, data, start, steps, command, results."""
         updater = self.drafter.updater
         schedule = "KL only" if self.args.ce_weight == 0 and self.args.pg_weight == 0 else "KL->RL schedule"
-        kwargs = {
-            "datasets": [self.dataset_name] if self.dataset_name else (),
+        return {
+            **self.card_names.card_fields(),  # base_model None: the drafter's card names the target by its Hub id
             "results": results,
-            "reproduce_command": self.reproduce_command,
             "description": (
                 f"Draft path: the target's first {self.drafter.exit_layer} layers. {self._start_description()}Trained "
                 f"online over {self.state.global_step * self.args.per_device_train_batch_size} prompts "
@@ -272,7 +269,6 @@ class DVITrainer(SpecTrainer):
                 + ("cycles replayed from the target's greedy answers)." if self.replay else "cycles run by generate).")
             ),
         }
-        return {**kwargs, "base_model": self.base_model} if self.base_model else kwargs
 
     def _start_description(self) -> str:
         """The card's sentence on what the run started from ("" for a new adapter)."""

@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, check_base_model, render_card
-from ..base import SpecTrainer
+from ..base import CardNames, SpecTrainer
 from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .feature_cache import FeatureCache, target_signature
@@ -51,9 +51,9 @@ class Eagle3Trainer(SpecTrainer):
     ):
         check_base_model(base_model)
         super().__init__(model=model, args=args, **kwargs)
-        self.target_name = base_model or target_model.config.name_or_path or None
-        self.dataset_name = dataset_name
-        self.reproduce_command = reproduce_command
+        # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
+        self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
+                                    reproduce_command)
         self.can_return_loss = True
         self.target_features = self._target_features_class(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
@@ -177,10 +177,8 @@ class Eagle3Trainer(SpecTrainer):
         return render_card(
             "eagle3_drafter",
             method="eagle3",
-            base_model=self.target_name,
-            datasets=[self.dataset_name] if self.dataset_name else (),
+            **self.card_names.card_fields(),
             results=results,
-            reproduce_command=self.reproduce_command,
             description=self._training_description() + self._held_out_description(),
             paper_url="https://arxiv.org/abs/2503.01840",
         )

@@ -72,6 +72,7 @@ def draft_windows(
         d2t: ``[draft_vocab]`` offsets from draft to target ids (the unwrapped model's ``d2t``).
         tokens: ``[B, P, G, W]`` windows to re-score instead of sampling (the PPO update).
         temperature: sampling temperature of the drafter policy; 0 drafts greedily (its argmax).
+        generator: draws the sampled tokens (on its own device, which may differ from the model's); None: torch's.
     """
     batch, num_prefixes = prefixes.shape
     nodes = num_prefixes * group_size
@@ -92,7 +93,9 @@ def draft_windows(
             token = logits.argmax(dim=-1)
         else:
             probs = torch.softmax(logits.float() / temperature, dim=-1).reshape(-1, logits.shape[-1])
-            token = torch.multinomial(probs, 1, generator=generator).view(batch, nodes)
+            # drawn on the generator's device (a CPU generator seeds a drafter on a GPU), the tokens back on the model's
+            device = probs.device if generator is None else generator.device
+            token = torch.multinomial(probs.to(device), 1, generator=generator).to(probs.device).view(batch, nodes)
         step_tokens.append(token)
         if k == window_size - 1:
             break

@@ -140,7 +140,8 @@ def accepted_prefix_lengths(
     if rule == "greedy":
         accepted = verdicts.greedy_match
     elif rule == "sampling":
-        uniform = torch.rand(draft_log_probs.shape, generator=generator, device=draft_log_probs.device)
+        device = draft_log_probs.device if generator is None else generator.device  # a CPU generator, GPU rows too
+        uniform = torch.rand(draft_log_probs.shape, generator=generator, device=device).to(draft_log_probs.device)
         accepted = torch.log(uniform) < verdicts.token_log_probs - draft_log_probs
     else:
         raise ValueError(f"Unknown acceptance rule {rule!r}: use 'sampling' or 'greedy'.")

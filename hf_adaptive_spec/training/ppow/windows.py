@@ -56,7 +56,7 @@ def select_prefixes(
     are drawn uniformly, without repeats, from the other valid positions. A row with fewer valid
     positions than asked repeats them.
     """
-    chosen = []
+    chosen, device = [], None if generator is None else generator.device  # draws on the generator's device
     for row_priority, row_valid in zip(priorities, valid):
         candidates = row_valid.nonzero().flatten()
         if candidates.numel() == 0:
@@ -66,9 +66,9 @@ def select_prefixes(
         hard, rest = candidates[order[:num_hard]], candidates[order[num_hard:]]
         needed = num_prefixes - num_hard
         if rest.numel() >= needed:
-            easy = rest[torch.randperm(rest.numel(), generator=generator)[:needed]]
+            easy = rest[torch.randperm(rest.numel(), generator=generator, device=device)[:needed].to(rest.device)]
         else:
             pool = torch.cat([hard, rest])
-            easy = pool[torch.randint(pool.numel(), (needed,), generator=generator)]
+            easy = pool[torch.randint(pool.numel(), (needed,), generator=generator, device=device).to(pool.device)]
         chosen.append(torch.cat([hard, easy]))
     return torch.stack(chosen)
