@@ -416,11 +416,15 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
     progress files written before the option was added measured it, so no key means measured. A seed other than 0
     is kept likewise. So is a digest of every question in the question file, compared where the progress file holds
-    one (files before 2026-12-05 do not): a resumed run may select more of them, not other ones at the same path."""
+    one (files before 2026-12-05 do not): a resumed run may select more of them, not other ones at the same path. A
+    sampled run keeps its ``generate`` sampling kwargs."""
     skipped = (
         {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
     )
     seeded = {"seed": args.seed} if args.seed else {}  # each turn's sampling seed; files before the key: seed 0
+    # the generate kwargs a sampled run samples with: files before 2026-12-05 lack them and turned off top-k and top-p
+    # only (a generation_config's min-p or typical-p still truncated), so they do not resume
+    sampled = {"sampling": sampling_kwargs(options.temperature)} if options.temperature else {}
     return {
         "model": args.model or DEFAULT_MODEL_ID,
         "dtype": args.dtype,
@@ -433,4 +437,5 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
         "options": asdict(options),
         **skipped,
         **seeded,
+        **sampled,
     }

@@ -11,6 +11,7 @@ from hf_adaptive_spec import cli as top_level
 from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.cli import _size_static_cache, main
 from hf_adaptive_spec.bench.errors import BenchError
+from hf_adaptive_spec.core.settings import sampling_kwargs
 
 
 def bench_argv(model_dir: Path, questions: Path, out: Path, *extra: str) -> list[str]:
@@ -211,6 +212,24 @@ def test_sampling_run_skips_the_identity_check_and_seeds_every_turn(
     assert main(bench_argv(bench_model_dir, questions_file, math_only, "--temperature", "1.0",
                            "--categories", "math")) == 0
     assert _stock_outputs(json.loads(math_only.read_text()))[2] == _stock_outputs(report)[2]
+
+
+def test_a_sampled_run_records_its_sampling_and_a_file_without_it_does_not_resume(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    """Progress files sampled before every truncating warper was turned off (top-k and top-p only: a
+    generation_config's min_p still truncated) hold no sampling record, and are not mixed with a new run's records."""
+    out = tmp_path / "run.json"
+    argv = [*bench_argv(bench_model_dir, questions_file, out, "--temperature", "0.7", "--limit", "1"), "--resume"]
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["settings"]["sampling"] == sampling_kwargs(0.7)
+    progress = tmp_path / "run.progress.jsonl"
+    header, *records = progress.read_text().splitlines(keepends=True)
+    settings = json.loads(header)["settings"]
+    assert settings.pop("sampling") == {**sampling_kwargs(0.7)}
+    progress.write_text(json.dumps({"settings": settings}) + "\n" + "".join(records))
+    assert main(argv) == 2
+    assert "sampling: None -> {" in capsys.readouterr().err
 
 
 def test_negative_temperature_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
