@@ -7,29 +7,53 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
 from tiny_models import prompt, tiny_model
 from torch.overrides import TorchFunctionMode
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.generation import speculative_decoding
 
 READS = {torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__,
          torch.Tensor.__index__}  # fmt: skip
-UPLOADS = {torch.tensor, torch.as_tensor}
+UPLOADS = {torch.tensor, torch.as_tensor, torch.Tensor.new_tensor}
 
 
 class HostTraffic(TorchFunctionMode):
-    """Counts tensor reads to Python values and tensors built from Python data."""
+    """Counts tensor reads to Python values and tensors built from Python data; and, as ``blocking``, the uploads
+    that wait for the device's queued work on CUDA (a synchronisation): tensors built from Python data on a device
+    (``torch.tensor(..., device=)``, ``new_tensor``), and ``.to(device)`` of one built on the host without
+    ``non_blocking``."""
 
     def __init__(self):
         super().__init__()
         self.counts = Counter()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
         if func in READS:
             self.counts["read"] += 1
         elif func in UPLOADS:
             self.counts["upload"] += 1
+            on_device = kwargs.get("device") is not None or func is torch.Tensor.new_tensor
+            self.counts["blocking"] += on_device
+            out._built_on_host = not on_device
+        elif func is torch.Tensor.to and getattr(args[0], "_built_on_host", False) and not kwargs.get("non_blocking"):
+            self.counts["blocking"] += any(isinstance(a, torch.device) for a in (*args[1:], kwargs.get("device")))
+        return out
+
+
+class _Calls(TorchFunctionMode):
+    """Counts the torch functions called."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.counts[func] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -54,3 +78,87 @@ def test_host_reads_and_uploads_grow_with_depth_not_with_top_k():
         assert abs(wide[kind] - narrow[kind]) < 3, (kind, narrow, wide)
         assert deep[kind] > narrow[kind] + 2, (kind, narrow, deep)  # two more levels, a few reads each
     assert narrow["read"] < 25 and narrow["upload"] < 25, narrow
+
+
+def _plain_steps(model, cache: str | None, monkeypatch) -> dict[str, float]:
+    """Reads, uploads and blocking copies per cycle (in the decoder's ``cycle``) of plain decoding steps: a tree of
+    the root alone."""
+    cycles, per_cycle = [], Counter()
+
+    def counted(decoder, *args):
+        with HostTraffic() as traffic:
+            cycles.append(cycle(decoder, *args))
+        per_cycle.update(traffic.counts)
+        return cycles[-1]
+
+    cycle = speculative_decoding._Decoder.cycle
+    monkeypatch.setattr(speculative_decoding._Decoder, "cycle", counted)
+    policy = hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
+    kwargs = {"cache_implementation": cache} if cache else {}
+    model.generate(prompt(9), max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                   assistant_policy=policy, **kwargs)
+    return {kind: count / len(cycles) for kind, count in per_cycle.items()}
+
+
+@pytest.mark.parametrize("cache", ["static", None])
+def test_a_cycle_reads_and_waits_only_where_it_must(cache, monkeypatch):
+    """A plain step reads the root's argmax and the stopping criteria's verdict on its one token, nothing else: the
+    root's token is known on the host (no read of the sequence). Its uploads (the verified tokens and positions, the
+    emitted token and the path the cache keeps) do not wait for the device's queued work."""
+    per_cycle = _plain_steps(tiny_model("llama"), cache, monkeypatch)
+    assert per_cycle["read"] == 2, per_cycle
+    assert per_cycle.get("blocking", 0) == 0, per_cycle
+    assert per_cycle["upload"] <= 3, per_cycle  # verified tokens, positions; emitted tokens and kept path together
+
+
+@pytest.mark.parametrize("cache", ["static", None])
+@pytest.mark.parametrize("processing", [{}, {"repetition_penalty": 1.2}])
+def test_the_acceptance_walk_uploads_nothing(cache, processing, monkeypatch):
+    """Logits processors see each visited node's path, built on the device from its parent's and the verification's
+    tokens, not uploaded node by node; without processors a node's scores are its logits row. The output is stock
+    generate's."""
+    model = tiny_model("llama")
+    walks = Counter()
+
+    def counted(tree, scores_at):
+        with HostTraffic() as traffic, _Calls() as calls:
+            result = accept(tree, scores_at)
+        walks.update(traffic.counts)
+        walks.update({"cat": calls.counts[torch.cat]})
+        return result
+
+    accept = speculative_decoding.accept_greedy
+    monkeypatch.setattr(speculative_decoding, "accept_greedy", counted)
+    kwargs = {"cache_implementation": cache} if cache else {}
+    expected = model.generate(prompt(9), max_new_tokens=24, do_sample=False, **processing)
+    out = model.generate(
+        prompt(9), max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+        assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=12), return_dict_in_generate=True,
+        **processing, **kwargs,
+    )
+    assert torch.equal(out.sequences, expected)
+    assert walks["read"] >= 3 * out.speculation.cycles  # the walks went several nodes deep
+    assert walks["upload"] == 0, walks
+    if not processing:  # the rows themselves: no path built, no copy
+        assert walks["cat"] == 0, walks
+
+
+def test_the_lookup_branch_reads_nothing_per_cycle(monkeypatch):
+    """The prompt-lookup branch looks up in the host's copy of the sequence, read once per call."""
+    model = tiny_model("llama")
+    chains, found = Counter(), []
+
+    def counted(self, sequence, room):
+        with HostTraffic() as traffic:
+            found.append(chain(self, sequence, room))
+        chains.update(traffic.counts)
+        return found[-1]
+
+    chain = speculative_decoding._LookupBranch.chain
+    monkeypatch.setattr(speculative_decoding._LookupBranch, "chain", counted)
+    ids = torch.cat([prompt(12), prompt(12)], dim=1)  # repeats: lookups find matches
+    model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                   assistant_policy=hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3),
+                   prompt_lookup_num_tokens=4, cache_implementation="static")
+    assert sum(map(bool, found)) >= 3, found
+    assert chains["read"] == 0 and chains["upload"] == 0, chains

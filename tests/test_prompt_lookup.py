@@ -9,7 +9,7 @@ from tiny_models import FAMILIES, prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.tree import DraftTree
-from hf_adaptive_spec.generation.prompt_lookup import graft_chain, lookup_continuation, lookup_hits
+from hf_adaptive_spec.generation.prompt_lookup import NgramIndex, graft_chain, lookup_continuation, lookup_hits
 from hf_adaptive_spec.policies.base import TreeConfig
 
 
@@ -24,6 +24,23 @@ def test_lookup_takes_the_latest_match_of_the_longest_ngram():
     assert _lookup([3, 4, 3], num_tokens=5) == [4, 3]  # a match may run into the suffix itself
     assert _lookup([1, 2, 3, 4]) == []  # no earlier occurrence
     assert _lookup([7]) == []
+
+
+@pytest.mark.parametrize("max_ngram_size", [1, 2, 3])
+def test_the_host_index_looks_up_what_lookup_continuation_finds(max_ngram_size):
+    """The engine's :class:`NgramIndex`, grown a few tokens at a time, finds at every length what a search of the
+    whole sequence finds."""
+    generator = torch.Generator().manual_seed(max_ngram_size)
+    tokens = torch.randint(0, 5, (120,), generator=generator).tolist()
+    index, found = NgramIndex(max_ngram_size), 0
+    for start in range(0, len(tokens), 3):
+        index.extend(tokens[start : start + 3])
+        for num_tokens in (1, 4):
+            expected = lookup_continuation(torch.tensor(index.tokens), max_ngram_size, num_tokens)
+            assert index.continuation(num_tokens) == expected, (start, num_tokens)
+            found += bool(expected)
+    assert found > 40
+    assert NgramIndex(2).continuation(3) == [] and index.tokens == tokens
 
 
 @pytest.mark.parametrize("max_ngram_size", [1, 2, 3])

@@ -147,7 +147,8 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         logits = self.model(
-            input_ids=torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
+            # a copy that does not wait for the device's queued work (a fresh pageable tensor, staged at once)
+            input_ids=torch.tensor([[tree.tokens[node] for node in nodes]]).to(device, non_blocking=True),
             attention_mask=mask,
             position_ids=query_positions[None],
             past_key_values=self._cache,

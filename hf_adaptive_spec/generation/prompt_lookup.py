@@ -31,6 +31,34 @@ def lookup_continuation(sequence: torch.LongTensor, max_ngram_size: int, num_tok
     return []
 
 
+class NgramIndex:
+    """:func:`lookup_continuation` of a growing sequence kept on the host: where each n-gram of up to
+    ``max_ngram_size`` tokens last occurred with a token after it, updated as tokens are appended, so a
+    lookup reads nothing from the device (on a GPU each read is a synchronisation) and costs the same
+    whatever the sequence's length."""
+
+    def __init__(self, max_ngram_size: int):
+        self.max_ngram_size = max_ngram_size
+        self.tokens: list[int] = []
+        self.ends: dict[tuple[int, ...], int] = {}  # n-gram -> index of the token after its latest occurrence
+
+    def extend(self, tokens: list[int]) -> None:
+        for token in tokens:
+            end = len(self.tokens)  # the new token follows the n-grams ending before it
+            for size in range(1, min(self.max_ngram_size, end) + 1):
+                self.ends[tuple(self.tokens[end - size :])] = end
+            self.tokens.append(token)
+
+    def continuation(self, num_tokens: int) -> list[int]:
+        """``lookup_continuation(tokens, max_ngram_size, num_tokens)``."""
+        length = len(self.tokens)
+        for size in range(min(self.max_ngram_size, length - 1), 0, -1):
+            end = self.ends.get(tuple(self.tokens[length - size :]))
+            if end is not None:
+                return self.tokens[end : end + num_tokens]
+        return []
+
+
 def lookup_hits(input_ids: torch.LongTensor, max_ngram_size: int) -> torch.BoolTensor:
     """``[B, S]``: whether :func:`lookup_continuation` of the tokens before position ``j`` proposes token ``j``
     first, for every position of every row at once (the tokens a prompt lookup would have copied).

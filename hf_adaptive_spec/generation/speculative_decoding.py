@@ -26,7 +26,7 @@ from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, accept_greedy, accept_sampling
 from .input_checks import check_supported
-from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, graft_chain, lookup_continuation
+from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, NgramIndex, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from .targets import (
@@ -54,14 +54,16 @@ class _Output:
         self.scores = () if wants_dict and config.output_scores else None
         self.raw_logits = () if wants_dict and config.output_logits else None
         self.finished = False
+        self.last_token: int | None = None  # the last token appended, known on the host: a cycle's tree root
 
-    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor]) -> int:
-        """Append ``tokens`` (one upload), stopping after the first token the criteria stop at; returns
-        how many were appended."""
+    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor],
+             on_device: torch.Tensor | None = None) -> int:
+        """Append ``tokens`` (``on_device``: the same ``[1, len(tokens)]`` already uploaded, else one upload here),
+        stopping after the first token the criteria stop at; returns how many were appended."""
         base = self.sequence.shape[1]
-        extended = torch.cat(
-            [self.sequence, torch.tensor([tokens], dtype=self.sequence.dtype).to(self.sequence.device)], dim=-1
-        )
+        if on_device is None:
+            on_device = upload([tokens], self.sequence)
+        extended = torch.cat([self.sequence, on_device], dim=-1)
         kept = 0
         for score_row, raw_row in zip(score_rows, raw_rows):
             kept += 1
@@ -76,22 +78,44 @@ class _Output:
         self.sequence = extended[:, : base + kept]
         if self.streamer is not None and kept:
             self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
+        self.last_token = tokens[kept - 1] if kept else self.last_token
         return kept
 
 
+def upload(rows: list, like: torch.Tensor) -> torch.Tensor:
+    """``rows`` (Python ints) as a tensor of ``like``'s dtype on its device: one host-to-device copy that does not
+    wait for the device's queued work (a fresh pageable tensor: CUDA stages it before the call returns)."""
+    return torch.tensor(rows, dtype=like.dtype).to(like.device, non_blocking=True)
+
+
 class _TreeScores:
-    """Processed target scores per tree node, computed on demand along the acceptance walk."""
+    """Processed target scores per tree node, computed on demand along the acceptance walk.
+
+    Without logits processors a node's scores are its logits row. With them, the processors see the sequence
+    and the tokens of the path to the node, built on the device from the parent's by one slice of the tree's
+    tokens there (the verification's input, else one upload per cycle), not one upload per node."""
 
     def __init__(self, tree: DraftTree, logits: TreeLogits, sequence: torch.Tensor, processor: LogitsProcessorList):
         self.tree, self.logits, self.sequence, self.processor = tree, logits, sequence, processor
         self.cache: dict[int, torch.Tensor] = {}
+        self._prefixes: dict[int, torch.Tensor] = {0: sequence}
+        self._tokens: torch.Tensor | None = logits.tokens
 
     def __call__(self, node: int) -> torch.Tensor:
+        if not self.processor:
+            return self.logits[node]
         if node not in self.cache:
-            path_tokens = [self.tree.tokens[i] for i in self.tree.path_to(node)[1:]]
-            prefix = torch.cat([self.sequence, self.sequence.new_tensor([path_tokens])], dim=-1)
-            self.cache[node] = self.processor(prefix, self.logits[node][None].clone())[0]
+            self.cache[node] = self.processor(self._prefix(node), self.logits[node][None].clone())[0]
         return self.cache[node]
+
+    def _prefix(self, node: int) -> torch.Tensor:
+        """``[1, T + depth]``: the sequence, then the tokens of the path to ``node`` after the root."""
+        if node not in self._prefixes:
+            parent = self._prefix(self.tree.parents[node])
+            if self._tokens is None:
+                self._tokens = upload([self.tree.tokens], self.sequence)
+            self._prefixes[node] = torch.cat([parent, self._tokens[:, node : node + 1]], dim=-1)
+        return self._prefixes[node]
 
 
 def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
@@ -173,10 +197,12 @@ def _drafter_accepted_length(path: list[int], drafter_nodes: int) -> int:
 
 
 class _LookupBranch:
-    """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``)."""
+    """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``) and, while a
+    call decodes with it, the host's copy of the sequence it looks up in (:class:`NgramIndex`)."""
 
     def __init__(self, num_tokens: int, ngram_size: int):
         self.num_tokens, self.ngram_size = num_tokens, ngram_size
+        self.index = NgramIndex(ngram_size)
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> _LookupBranch:
@@ -187,11 +213,23 @@ class _LookupBranch:
         num_tokens = config.prompt_lookup_num_tokens or 0
         return cls(num_tokens, config.max_matching_ngram_size or DEFAULT_MAX_NGRAM_SIZE)
 
+    def start(self, sequence: torch.LongTensor) -> None:
+        """Copy ``sequence`` ``[1, T]`` to the host (one read per call), when the branch is on."""
+        if self.num_tokens:
+            self.index.extend(sequence[0].tolist())
+
+    def extend(self, tokens: list[int]) -> None:
+        """The tokens the output appended since."""
+        if self.num_tokens:
+            self.index.extend(tokens)
+
     def chain(self, sequence: torch.LongTensor, room: int) -> list[int]:
         """The tokens that followed the latest earlier occurrence of ``sequence``'s last n-gram."""
         if room <= 0:
             return []
-        return lookup_continuation(sequence[0], self.ngram_size, min(self.num_tokens, room))
+        if len(self.index.tokens) != sequence.shape[1]:
+            raise RuntimeError("The prompt-lookup branch's copy of the sequence is out of step with the output.")
+        return self.index.continuation(min(self.num_tokens, room))
 
 
 class _Decoder:
@@ -232,6 +270,7 @@ class _Decoder:
             root = DraftTree.with_root(-1)
             choice = self.accept(root, _TreeScores(root, first_logits, out.sequence, self.processor))
             out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
+            self.lookup.start(out.sequence)
             while not out.finished:
                 features = self.cycle(out, features)
         result = self._finish(out, time.perf_counter() - started)
@@ -296,16 +335,19 @@ class _Decoder:
         sequence = out.sequence
         past_length = sequence.shape[1] - 1
         times, drafter_compiling_before = DraftTimes(), self.drafter.compile_time
-        tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times)
+        tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times, out.last_token)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
         result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
-        emitted = out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path])
+        # one upload for the tokens to emit and the path to keep in the cache (as long as the tokens)
+        uploaded = upload([tokens, result.path], sequence)
+        emitted = out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path], uploaded[:1])
+        self.lookup.extend(tokens[:emitted])
         tick = time.perf_counter()
         # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
-        kept = self.target.commit(tree, past_length, torch.tensor(result.path[:emitted], device=self.model.device))
+        kept = self.target.commit(tree, past_length, uploaded[1, :emitted])
         synchronize(self.model.device)  # on CUDA the commit is queued: time it here, not in the next cycle's draft
         verify_time += time.perf_counter() - tick
         if drafted:
@@ -325,12 +367,12 @@ class _Decoder:
         self.drafter.observe(outcome)
         times.draft += time.perf_counter() - tick
 
-    def _draft(self, sequence, new_features, times: DraftTimes):
+    def _draft(self, sequence, new_features, times: DraftTimes, root_token: int):
         room = self.config.max_length - sequence.shape[1] - 1  # leave room for the bonus token
         chain: list[int] = []  # before the policy: it may draft less where the branch matched
         if self.lookup.num_tokens:
             tick = time.perf_counter()
-            chain = self.lookup.chain(sequence, room)
+            chain = self.lookup.chain(sequence, room)  # from the host's copy of the sequence: no device read
             times.draft += time.perf_counter() - tick
         tick = time.perf_counter()
         last_features = {i: new_features[i][0, -1] for i in self.policy.feature_layers}
@@ -346,7 +388,7 @@ class _Decoder:
         context = DraftContext(
             sequence, {i: new_features[i] for i in self.drafter.feature_layers}, self.target.draft_cache
         )
-        tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain))
+        tree = self.builder.build(context, config, max_depth, times, lookup_length=len(chain), root_token=root_token)
         draft_depth = tree.max_depth  # the drafter's; a lookup chain may reach deeper
         drafter_nodes = len(tree)
         graft_chain(tree, chain)  # its new nodes are numbered after the drafter's

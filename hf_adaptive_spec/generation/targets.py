@@ -39,6 +39,9 @@ class TreeLogits:
     lm_head runs only for the nodes the acceptance walk visits (about τ of them), not for every
     verified token; with a ``rescorer`` (half-precision models) each visited row's top tokens are
     recomputed in float32 from it (:class:`~hf_adaptive_spec.core.TopLogitsRescorer`).
+
+    ``tokens`` are the tree's tokens on the model's device (the verification's input ids), when
+    the target has them, ``[1, n]`` or longer: logits processors see the path's tokens without another upload.
     """
 
     def __init__(
@@ -47,8 +50,9 @@ class TreeLogits:
         hidden: torch.Tensor | None = None,
         head: OutputHead | None = None,
         rescorer: TopLogitsRescorer | None = None,
+        tokens: torch.Tensor | None = None,
     ):
-        self.logits, self.hidden, self.head, self.rescorer = logits, hidden, head, rescorer
+        self.logits, self.hidden, self.head, self.rescorer, self.tokens = logits, hidden, head, rescorer, tokens
         self.rows: dict[int, torch.Tensor] = {}
 
     def __getitem__(self, node: int) -> torch.Tensor:
@@ -238,18 +242,16 @@ def verify_tree(
     """One target forward over the whole tree (its rows are appended to ``cache``); with ``lazy_head``
     the decoder only, the head running later on the nodes the acceptance walk visits."""
     device = model.device
-    positions = past_length + torch.tensor(tree.depths, device=device)
-    mask = tree_attention_mask(model.config, cache, positions, positions, tree.ancestor_mask().to(device), model.dtype)
-    inputs = dict(
-        input_ids=torch.tensor([tree.tokens], device=device),
-        attention_mask=mask,
-        position_ids=positions[None],
-        past_key_values=cache,
-        use_cache=True,
-    )
+    # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
+    positions = past_length + torch.tensor(tree.depths).to(device, non_blocking=True)
+    visible = tree.ancestor_mask().to(device, non_blocking=True)
+    mask = tree_attention_mask(model.config, cache, positions, positions, visible, model.dtype)
+    tokens = torch.tensor([tree.tokens]).to(device, non_blocking=True)
+    inputs = dict(input_ids=tokens, attention_mask=mask, position_ids=positions[None], past_key_values=cache,
+                  use_cache=True)
     if lazy_head is not None:
-        return TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head)
-    return TreeLogits(logits=model(**inputs).logits[0])
+        return TreeLogits(hidden=model.get_decoder()(**inputs).last_hidden_state[0], head=lazy_head, tokens=tokens)
+    return TreeLogits(logits=model(**inputs).logits[0], tokens=tokens)
 
 
 class StaticTarget(TargetForward):
@@ -306,9 +308,10 @@ class StaticTarget(TargetForward):
         mask = windowed_static_tree_masks(self.mask_kinds, tree.ancestor_mask(), positions[0], past_length, bucket,
                                           self.max_cache_len, self.model.dtype, device)
         set_cache_length(self.cache, past_length)
+        input_ids = input_ids.to(device, non_blocking=True)
         (logits, features), compile_seconds = self.path.forward(
             self.options,
-            input_ids.to(device, non_blocking=True),
+            input_ids,
             positions.to(device, non_blocking=True),
             mask,
             self.cache,
@@ -319,7 +322,7 @@ class StaticTarget(TargetForward):
         outputs = dict(zip(self.feature_layers, features))
         self._features = {i: outputs[i] for i in self.wanted}
         hidden = outputs[self.final_index][0, :n] if self.rescorer is not None else None
-        return TreeLogits(logits=logits[0, :n], hidden=hidden, rescorer=self.rescorer)
+        return TreeLogits(logits=logits[0, :n], hidden=hidden, rescorer=self.rescorer, tokens=input_ids)
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
         compact_static_cache(self.cache, past_length, keep)

@@ -70,11 +70,13 @@ class TreeBuilder:
         self.policy_sets_budget = type(policy).num_tokens_to_verify is not DraftPolicy.num_tokens_to_verify
 
     def build(
-        self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes, lookup_length: int = 0
+        self, context: DraftContext, config: TreeConfig, max_depth: int, times: DraftTimes, lookup_length: int = 0,
+        root_token: int | None = None,
     ) -> DraftTree:
-        """Draft a tree below the root ``context.input_ids[0, -1]`` of depth at most ``max_depth``;
-        ``lookup_length`` (the prompt-lookup chain to be grafted) is passed on to the policy."""
-        tree = DraftTree.with_root(int(context.input_ids[0, -1]))
+        """Draft a tree below the root ``context.input_ids[0, -1]`` (``root_token`` when the caller knows it on the
+        host: no read of the device) of depth at most ``max_depth``; ``lookup_length`` (the prompt-lookup chain to
+        be grafted) is passed on to the policy."""
+        tree = DraftTree.with_root(int(context.input_ids[0, -1]) if root_token is None else root_token)
         max_depth = min(max_depth, config.reachable_depth)
         if max_depth < 1:
             return tree
