@@ -43,9 +43,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10, help="log lines in the moving average")
     parser.add_argument("--output", required=True, help="PNG path")
     args = parser.parse_args()
+    logs = [item.partition("=")[::2] for item in args.log]
+    bare = [item for item, (label, path) in zip(args.log, logs) if not (label and path)]
+    if bare:
+        parser.error(f"--log takes LABEL=PATH, got {bare[0]!r}")
     figure, (rate_axis, tau_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    for item in args.log:
-        label, path = item.split("=", 1)
+    for label, path in logs:
         rows = read_log(path)
         prompts = [(i + 1) * args.prompts_per_line for i in range(len(rows))]
         rate_axis.plot(prompts, moving_average([r["acceptance_rate"] for r in rows], args.window), label=label)

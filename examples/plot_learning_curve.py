@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     curves = {}
     for spec in args.curve:
-        label, _, folder = spec.partition("=")
+        label, equals, folder = spec.partition("=")
+        if not (label and equals and folder):  # a bare path read as a label, and the curve as the working folder's
+            parser.error(f"--curve takes LABEL=FOLDER (or LABEL=a curve file), got {spec!r}")
         points = [p for p in read_curve(folder) if p.step >= args.from_step]
         if not points:
             parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} "

@@ -14,8 +14,10 @@
 # it /tmp/stage):
 #   1. carry [".xfer/a"]  command "mkdir -p /tmp/stage && cp -r .xfer/a/. /tmp/stage/"            timeout_s 120
 #   2. carry [".xfer/b"]  command "cp -r .xfer/b/. /tmp/stage/ && ls /tmp/stage /tmp/stage/whl"    timeout_s 120
-#   3. carry [".xfer/c"]  command "XFER=.xfer/c CALL_SECONDS=<S> $STAGE_COMMAND"                   timeout_s <S + 30>
-# where STAGE_COMMAND is artifacts/README.md's command for the stage (RECIPE, INIT, DATA, VARIANTS). The device time
+#   3. carry [".xfer/c"]  command "XFER=.xfer/c $STAGE_COMMAND"                                    timeout_s <S + 30>
+# where STAGE_COMMAND is artifacts/README.md's command for the stage (RECIPE, INIT, DATA, VARIANTS) with its own
+# CALL_SECONDS=565 changed to <S> (an assignment put before it would not count: the command's own comes later and
+# wins, and the stage would run past timeout_s, losing what it trained before the export). The device time
 # counts the machine's start, calls 1-2 and the gaps: before call 3 read `status`'s budget_left_s and set S to it
 # less 60, at most 565 (a call cut by the budget before device_compare.sh's export loses the whole stage).
 # What comes back is as scripts/device_compare.sh says; run restore afterwards.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,3 +16,22 @@ def test_output_in_a_folder_that_does_not_exist_yet(tmp_path):
     example.main(["--curve", f"stage 6={REPO / 'artifacts' / 'eagle3-smollm2-stage6'}", "--output", str(output)])
     assert output.with_suffix(".png").stat().st_size > 0
     assert "| stage 6 |" in output.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize("spec", ["artifacts/eagle3-smollm2-stage6", "stage 6=", "=artifacts/eagle3-smollm2-stage6"])
+def test_a_curve_without_its_label_or_folder_is_refused_by_name(spec, tmp_path, capsys):
+    """A bare folder was read as a label with an empty path, and the error blamed a curve in the working folder."""
+    with pytest.raises(SystemExit):
+        load_example("plot_learning_curve").main(["--curve", spec, "--output", str(tmp_path / "curve")])
+    assert f"--curve takes LABEL=FOLDER (or LABEL=a curve file), got {spec!r}" in capsys.readouterr().err
+
+
+def test_plot_dvi_stream_refuses_a_log_without_its_label(tmp_path, monkeypatch, capsys):
+    """``--log PATH`` without ``LABEL=`` stopped in a tuple unpacking (ValueError: not enough values to unpack)."""
+    log = tmp_path / "dvi_train.log"
+    log.write_text("{'acceptance_rate': 0.5, 'mean_accepted_tokens': 1.5}\n")
+    monkeypatch.setattr("sys.argv", ["plot_dvi_stream.py", "--log", str(log), "--output", str(tmp_path / "x.png")])
+    with pytest.raises(SystemExit):
+        load_example("plot_dvi_stream").main()
+    assert f"--log takes LABEL=PATH, got {str(log)!r}" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()

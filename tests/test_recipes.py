@@ -3,6 +3,8 @@ and leave machine timings to the user's own profile."""
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,50 @@ def test_every_recipe_parses_with_its_methods_script(recipe):
         args=["--config", str(RECIPES / recipe), *(("--bf16", "false", "--tf32", "false") if "gpu" in recipe else ())]
     )
     assert training_args.output_dir
+
+
+#: a command a recipe's header gives, up to the shell's next separator: ``hf-adaptive-spec record|profile ...`` or
+#: ``python trainers/<name>.py ...``
+HEADER_COMMAND = re.compile(r"(?:hf-adaptive-spec (record|profile)|python trainers/(\w+)\.py)([^;|&()>]*)")
+
+
+def command_flags(command: str) -> set[str]:
+    """The option strings ``hf-adaptive-spec <command>`` or ``trainers/<command>.py`` parses."""
+    if command in ("record", "profile"):
+        from hf_adaptive_spec.environments import cli as record_cli
+        from hf_adaptive_spec.profiling import cli as profile_cli
+
+        parser = {"record": record_cli, "profile": profile_cli}[command].make_parser()
+    elif command in SCRIPTS:
+        parser = SCRIPTS[command].make_parser()
+    else:
+        sys.path.insert(0, str(REPO / "trainers"))
+        try:
+            parser = __import__(command).make_parser()
+        finally:
+            sys.path.remove(str(REPO / "trainers"))
+    return set(parser._option_string_actions) | {"--config"}  # TRL's parser reads --config before argparse
+
+
+def header_commands(recipe: str) -> list[tuple[str, list[str]]]:
+    """Each command of ``recipe``'s comment lines (continued lines joined): its name and the flags it passes."""
+    lines = [line.lstrip("#").strip() for line in (RECIPES / recipe).read_text(encoding="utf-8").splitlines()
+             if line.startswith("#")]
+    commands = []
+    for line in "\n".join(lines).replace("\\\n", " ").splitlines():
+        for match in HEADER_COMMAND.finditer(line):
+            flags = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", match.group(3))
+            commands.append((match.group(1) or match.group(2), flags))
+    return commands
+
+
+@pytest.mark.parametrize("recipe", sorted(path.name for path in RECIPES.glob("*.yaml")))
+def test_the_commands_in_a_recipe_s_header_pass_flags_their_script_parses(recipe):
+    """A header says how the recipe's data, recording and profile were made; a flag renamed since (``profile
+    --eagle3-checkpoint`` for ``--eagle3``) fails only when a user reruns it."""
+    for command, flags in header_commands(recipe):
+        known = command_flags(command)
+        assert not set(flags) - known, f"{recipe}: {command} does not take {sorted(set(flags) - known)}"
 
 
 @pytest.mark.parametrize("recipe", sorted(path.name for path in RECIPES.glob("radar*.yaml")))
