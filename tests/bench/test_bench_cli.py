@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,6 +158,14 @@ def test_top_level_cli_dispatches_to_bench(capsys):
     assert top_level.main([]) == 2
     assert "bench" in capsys.readouterr().err
     assert top_level.main(["--help"]) == 0
+
+
+def test_python_dash_m_runs_the_command():
+    """``python -m hf_adaptive_spec`` is the ``hf-adaptive-spec`` command (it said "No module named
+    hf_adaptive_spec.__main__")."""
+    done = subprocess.run([sys.executable, "-m", "hf_adaptive_spec", "bench", "--methods", "nope"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "unknown method(s) 'nope'" in done.stderr, done.stderr
 
 
 def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
