@@ -24,6 +24,7 @@ as the compiled bfloat16 path runs it.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
@@ -51,7 +52,7 @@ def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
               f"{len(held_out.samples)} conversations (set {held_out.digest})", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=None, help="drafter (default: the shipped one)")
     parser.add_argument("--set", action="append", required=True, help="LABEL=JSONL of target-answered conversations")
@@ -74,7 +75,13 @@ def main() -> None:
         help="training JSONL files: conversations of a set that open with one of their prompts are left out, as the "
         "trainer leaves them out of its held-out curve",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for spec in args.set:  # before the models load
+        label, equals, path = spec.partition("=")
+        if not (label and equals and path):
+            parser.error(f"--set takes LABEL=JSONL, got {spec!r}")
+        if not Path(path).is_file():
+            parser.error(f"--set {spec!r}: no file {path!r} (derived files: artifacts/README.md)")
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.num_threads:

@@ -35,3 +35,14 @@ def test_plot_dvi_stream_refuses_a_log_without_its_label(tmp_path, monkeypatch, 
         load_example("plot_dvi_stream").main()
     assert f"--log takes LABEL=PATH, got {str(log)!r}" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("spec", ["artifacts/eagle3_heldout_regenerated.jsonl", "held out=", "held out=nowhere.jsonl"])
+def test_heldout_accuracy_refuses_a_set_without_its_label_or_file_before_loading_models(spec, capsys, monkeypatch):
+    """A --set without LABEL= or with a missing file failed only after the target and drafter had loaded."""
+    example = load_example("eagle3_heldout_accuracy")
+    monkeypatch.setattr(example.hfas, "load_default_model", lambda **kwargs: pytest.fail("loaded the models"))
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--set", spec])
+    assert exit_info.value.code == 2
+    assert "--set" in capsys.readouterr().err
