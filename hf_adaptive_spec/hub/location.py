@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,10 @@ from huggingface_hub.errors import (
 )
 
 from .errors import MissingArtifactFileError
+
+logger = logging.getLogger(__name__)
+#: the (folder, revision) pairs already warned about: one load builds several locations, a process loads many times
+_IGNORED_REVISIONS: set[tuple[str, str]] = set()
 
 
 def check_folder_or_repo_id(name: str) -> None:
@@ -55,6 +60,21 @@ class ArtifactLocation:
     def __post_init__(self):
         if self.name.startswith("~"):  # a home folder, never a repo id
             object.__setattr__(self, "name", os.path.expanduser(self.name))
+        if self.revision is not None and self.is_local:
+            self._warn_revision_ignored()
+
+    def _warn_revision_ignored(self) -> None:
+        """Say once per folder and revision that a folder is read as it is: huggingface_hub and transformers load it
+        and drop ``revision`` without a word, and a pinned revision that does nothing reads as obeyed."""
+        key = (str(Path(self.name).resolve()), str(self.revision))
+        if key in _IGNORED_REVISIONS:
+            return
+        _IGNORED_REVISIONS.add(key)
+        logger.warning(
+            f"revision={self.revision!r} is ignored for the local folder '{self.name}': a revision applies to Hub "
+            "repos only, and the folder is read as it is now. Check that revision out into the folder, or pass the "
+            "Hub repo id to load it."
+        )
 
     @property
     def is_local(self) -> bool:

@@ -8,10 +8,11 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import torch
 from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
-from .cards import CARD_KINDS, LIBRARY_NAME, render_card
+from .cards import CARD_KINDS, LIBRARY_NAME, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
 from .errors import MissingConfigKeyError, UnknownConfigKeyError
 from .location import ArtifactLocation
@@ -34,6 +35,24 @@ def warn_if_saved_as_parent(cls: type) -> None:
             f"classes will load the folder as {owner.__name__}. If {cls.__name__} decides otherwise, declare its own: "
             f"class {cls.__name__}({owner.__name__}, artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
         )
+
+
+def cast_keeping_float32(module: nn.Module, dtype: torch.dtype, float32_keys: frozenset[str]) -> None:
+    """``module.to(dtype)``, the tensors named in ``float32_keys`` (state-dict keys) kept float32 at their values
+    before the cast (a module that keeps them itself, as Re-SpS's ``_apply`` does, loses nothing either way)."""
+    kept = {key: tensor for key, tensor in module.state_dict().items() if key in float32_keys}
+    module.to(dtype)
+    for key, before in kept.items():
+        owner_name, _, leaf = key.rpartition(".")
+        owner = module.get_submodule(owner_name)
+        after = getattr(owner, leaf)
+        if after.dtype == torch.float32:
+            continue
+        restored = before.to(device=after.device, dtype=torch.float32)
+        if leaf in owner._parameters:
+            owner._parameters[leaf].data = restored
+        else:
+            owner._buffers[leaf] = restored
 
 
 def _qualified(cls: type) -> str:
@@ -108,6 +127,9 @@ class HubArtifactMixin(ModelHubMixin):
     #: state-dict keys a module keeps in float32 whatever its dtype (normalisation statistics, which a bfloat16
     #: cast would round): loading reads the module's dtype from its other tensors
     float32_keys: ClassVar[frozenset[str]] = frozenset()
+    #: what the card says the artifact does (a policy: what it decides, and when), one Markdown paragraph; None: the
+    #: first paragraph of the docstring of the class that declares the ``artifact_type`` (:meth:`card_summary_text`)
+    card_summary: ClassVar[str | None] = None
 
     def __init_subclass__(cls, *, artifact_type: str | None = None, card_kind: str | None = None, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -217,9 +239,19 @@ class HubArtifactMixin(ModelHubMixin):
         return isinstance(self, nn.Module) or self.card_kind != "policy"
 
     def generate_model_card(self, **kwargs: Any) -> ModelCard:
-        """Render ``model_cards/<card_kind>.md``; ``kwargs`` are :func:`render_card`'s."""
+        """Render ``model_cards/<card_kind>.md``; ``kwargs`` are :func:`render_card`'s (``summary`` defaults to
+        :meth:`card_summary_text`)."""
         kwargs.setdefault("method", self.artifact_type.rsplit(".", 1)[-1])
+        kwargs.setdefault("summary", self.card_summary_text())
         return render_card(self.card_kind, **kwargs)
+
+    @classmethod
+    def card_summary_text(cls) -> str | None:
+        """What the card says the artifact does: the ``card_summary`` of the class that declares its
+        ``artifact_type``, else that class's docstring summary (a subclass saved under its parent's type is loaded
+        as the parent, so its card describes the parent)."""
+        owner = next((klass for klass in cls.__mro__ if "artifact_type" in vars(klass)), cls)
+        return vars(owner).get("card_summary") or docstring_summary(vars(owner).get("__doc__"))
 
     @classmethod
     def from_pretrained(
@@ -235,7 +267,10 @@ class HubArtifactMixin(ModelHubMixin):
     ) -> ArtifactT:
         """Load from a folder or a Hub repo id (or the local cache when offline).
 
-        ``model_kwargs`` override ``config.json`` values passed to ``__init__``.
+        ``model_kwargs`` override ``config.json`` values passed to ``__init__``. ``dtype=`` (transformers' keyword:
+        a floating ``torch.dtype``, its name, or ``"auto"``/None for the saved one) casts a module after loading,
+        its :attr:`float32_keys` kept float32; a config-only artifact holds no tensors and ignores it. transformers'
+        ``torch_dtype=`` and ``device_map=`` are refused, naming ``dtype=`` and ``.to(device)``.
 
         Raises:
             MissingArtifactFileError: ``config.json`` or ``model.safetensors`` is missing.
@@ -251,6 +286,8 @@ class HubArtifactMixin(ModelHubMixin):
             token=token,
             local_files_only=local_files_only,
         )
+        cls._refuse_transformers_keywords(model_kwargs)
+        dtype = cls._pop_load_dtype(model_kwargs)
         unknown = sorted(set(model_kwargs) - cls.load_keywords) if cls.load_keywords is not None else []
         if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
             renamed = "torch_dtype" in unknown and "dtype" in cls.load_keywords
@@ -261,7 +298,7 @@ class HubArtifactMixin(ModelHubMixin):
             )
         cls._check_location(location)
         pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id
-        return super().from_pretrained(
+        artifact = super().from_pretrained(
             pretrained_model_name_or_path,
             force_download=force_download,
             token=token,
@@ -270,6 +307,47 @@ class HubArtifactMixin(ModelHubMixin):
             revision=revision,
             **model_kwargs,
         )
+        if dtype is not None and isinstance(artifact, nn.Module):
+            cast_keeping_float32(artifact, dtype, cls.float32_keys)
+        return artifact
+
+    @classmethod
+    def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any]) -> None:
+        """Refuse, for the default load, transformers' ``torch_dtype=`` and ``device_map=`` (unless ``__init__`` takes
+        them), naming what does the same here: ``__init__`` would only say it got an unexpected keyword argument. A
+        format of its own (``load_keywords``) names the keywords it takes instead."""
+        if cls.load_keywords is not None:
+            return
+        init_keys = cls._init_keys() or set()
+        name = f"{cls.__name__}.from_pretrained"
+        if "torch_dtype" in model_kwargs and "torch_dtype" not in init_keys:
+            raise TypeError(
+                f"{name} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
+                "deprecated there)."
+            )
+        if "device_map" in model_kwargs and "device_map" not in init_keys:
+            raise TypeError(
+                f"{name} does not take device_map= (transformers' placement of a model's layers): it loads whole on "
+                f"the CPU; move it after loading: {name}(path).to(device)."
+            )
+
+    @classmethod
+    def _pop_load_dtype(cls, model_kwargs: dict[str, Any]) -> torch.dtype | None:
+        """Take ``dtype=`` out of ``model_kwargs`` for the default load (a format of its own that takes it, or an
+        ``__init__`` argument named ``dtype``, keeps it): the floating ``torch.dtype`` to cast to, None for the
+        saved one."""
+        if cls.load_keywords is not None or "dtype" in (cls._init_keys() or ()):
+            return None
+        dtype = model_kwargs.pop("dtype", None)
+        if dtype is None or dtype == "auto":
+            return None
+        named = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+        if not (isinstance(named, torch.dtype) and named.is_floating_point):
+            raise TypeError(
+                f"{cls.__name__}.from_pretrained(dtype={dtype!r}): dtype is a floating torch.dtype (e.g. "
+                "torch.bfloat16) or its name, or 'auto' (or None) for the dtype its weights were saved in."
+            )
+        return named
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:

@@ -43,7 +43,20 @@ def resolve_safetensors(location: ArtifactLocation, filename: str = WEIGHTS_NAME
                 "loads safetensors only, because unpickling can run arbitrary code. Convert them with "
                 f"`safetensors.torch.save_file(torch.load(path, weights_only=True), '{filename}')`."
             ) from error
+        if location.is_local:
+            raise MissingArtifactFileError(missing_weights_message(location, filename)) from error
         raise
+
+
+def missing_weights_message(location: ArtifactLocation, filename: str) -> str:
+    """What to do when a folder lacks the weights file ``filename``, naming what the folder holds."""
+    files = location.list_files()
+    held = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "") or "no files"
+    return (
+        f"'{filename}' not found in {location} (it holds {held}). save_pretrained writes it beside config.json: if "
+        "the save did not finish or the file was removed, save the artifact there again; if the folder holds another "
+        "artifact's files, pass the folder this one was saved to."
+    )
 
 
 def corrupt_weights_error(path, error: Exception) -> ArtifactError:

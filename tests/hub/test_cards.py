@@ -8,7 +8,17 @@ import pytest
 from huggingface_hub import ModelCard
 
 from hf_adaptive_spec.hub import CARD_KINDS, CardResult, render_card
-from hf_adaptive_spec.hub.cards import check_base_model, is_hub_id
+from hf_adaptive_spec.hub.cards import check_base_model, docstring_summary, is_hub_id
+from hf_adaptive_spec.hub.registry import _CLASSES
+from hf_adaptive_spec.policies import (
+    ConfidenceThresholdPolicy,
+    HeuristicLengthPolicy,
+    LookupFirstPolicy,
+    LTDPolicy,
+    RadarPolicy,
+    ReSpSPolicy,
+    StaticTreePolicy,
+)
 
 from .artifacts import TinyMLPPolicy, TinyThresholdPolicy
 
@@ -129,3 +139,64 @@ def test_pushing_a_trained_artifact_without_its_training_data_warns(monkeypatch,
     with caplog.at_level("WARNING"):
         TinyMLPPolicy(hidden_size=6, width=8).push_to_hub("org/mlp")
     assert "TinyMLPPolicy.push_to_hub('org/mlp') writes a card that names no training data" in caplog.text
+
+
+#: every policy the library ships, built small: its card must say what that policy decides
+SHIPPED_POLICIES = {
+    "hf_adaptive_spec.policy.static": lambda: StaticTreePolicy(depth=2, top_k=1, total_tokens=3),
+    "hf_adaptive_spec.policy.lookup_first": lambda: LookupFirstPolicy(depth=1, top_k=4, total_tokens=2),
+    "hf_adaptive_spec.policy.confidence_threshold": lambda: ConfidenceThresholdPolicy(),
+    "hf_adaptive_spec.policy.heuristic_length": lambda: HeuristicLengthPolicy(),
+    "hf_adaptive_spec.policy.ltd": lambda: LTDPolicy(depth_actor=(4,), depth_critic=(4,), size_actor=(4,),
+                                                     size_critic=(4,)),
+    "hf_adaptive_spec.policy.resps": lambda: ReSpSPolicy(hidden_size=4, num_target_layers=3, net_arch=(4,)),
+    "hf_adaptive_spec.policy.radar": lambda: RadarPolicy(lstm_hidden=4, mlp_hidden=4),
+}
+#: what each shipped policy decides, as its card must say it (a static policy decides nothing: one tree)
+DECISIONS = {
+    "hf_adaptive_spec.policy.static": "Drafts the same tree every cycle.",
+    "hf_adaptive_spec.policy.lookup_first": "except where the prompt-lookup branch matched",
+    "hf_adaptive_spec.policy.confidence_threshold": "stopping after a token below the confidence threshold",
+    "hf_adaptive_spec.policy.heuristic_length": "length follows transformers' +2/-1 schedule",
+    "hf_adaptive_spec.policy.ltd": "when to stop drafting and how much to verify",
+    "hf_adaptive_spec.policy.resps": "every `N` cycles, pick a tree shape",
+    "hf_adaptive_spec.policy.radar": "after every draft step, continue or stop drafting",
+}
+
+
+def test_every_shipped_policy_is_covered_here():
+    shipped = {name for name in _CLASSES if name.startswith("hf_adaptive_spec.policy.")}
+    assert shipped == set(SHIPPED_POLICIES) == set(DECISIONS)
+
+
+@pytest.mark.parametrize("artifact_type", sorted(SHIPPED_POLICIES))
+def test_a_policy_card_says_what_that_policy_decides(tmp_path: Path, artifact_type: str):
+    """The card said of every policy "Each cycle it decides how deep to draft and how many drafted tokens to
+    verify": false of a static tree (it decides nothing), of Re-SpS (every N cycles, a shape from a grid) and of
+    RADAR (continue or stop). It says what the class's docstring summary says."""
+    policy = SHIPPED_POLICIES[artifact_type]()
+    policy.save_pretrained(tmp_path)
+    text = ModelCard.load(tmp_path / "README.md").text
+    assert "how deep to draft and how many" not in text
+    assert f"**What it does:** {type(policy).card_summary_text()}\n" in text
+    assert DECISIONS[artifact_type] in type(policy).card_summary_text()
+    assert not any(decision in text for name, decision in DECISIONS.items() if name != artifact_type)
+
+
+class _Summarised(TinyThresholdPolicy, artifact_type="hf_adaptive_spec_tests.policy.summarised"):
+    """Not the card's text."""
+
+    card_summary = "Verifies the whole tree when the :class:`threshold` is met."
+
+
+class _Recorder(_Summarised):
+    """Records every decision (saved, and loaded, as its parent)."""
+
+
+def test_a_card_summary_attribute_overrides_the_docstring_and_a_parent_type_s_card_is_the_parent_s():
+    assert _Summarised.card_summary_text() == "Verifies the whole tree when the :class:`threshold` is met."
+    assert _Recorder.card_summary_text() == _Summarised.card_summary_text()
+    assert "**What it does:**" not in render_card("policy", method="x").text  # a trainer's card without one
+    assert docstring_summary("Picks a :class:`~pkg.mod.Tree` every ``N``\n    cycles.\n\n    More.") == (
+        "Picks a `Tree` every `N` cycles."
+    )

