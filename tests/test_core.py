@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
 import torch
 from tiny_models import FAMILIES, prompt, tiny_model
+from torch.overrides import TorchFunctionMode
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import (
     FeatureCapture,
     compact_cache,
+    drop_tail,
     end_of_sequence_ids,
     prepare_cache_for_trees,
     tree_attention_mask,
@@ -65,6 +68,39 @@ def test_tree_logits_and_compaction_equal_plain_forwards(family):
         accepted = torch.tensor([[tree.tokens[i] for i in [0, 1, 5]]])
         plain = model(torch.cat([context[:, :-1], accepted, follow], 1)).logits[0, -1]
         torch.testing.assert_close(after, plain, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral-sliding"])
+def test_dropping_a_tail_is_a_crop(family):
+    """``drop_tail`` leaves every layer as it was before the tail's forward, without copying an index to the device
+    nor moving a slot (the old way kept none of the tail through compact_cache: an upload and gathers per layer)."""
+    model = tiny_model(family)
+    context = prompt(9, seed=3)
+    cache = prepare_cache_for_trees(DynamicCache(config=model.config))
+    with torch.no_grad():
+        model(context, past_key_values=cache, use_cache=True)
+        before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        model(torch.tensor([[1, 2, 3]]), past_key_values=cache, use_cache=True)
+    with _Calls() as calls:
+        drop_tail(cache, 3)
+    assert not calls.counts.keys() & {torch.Tensor.to, torch.Tensor.__setitem__, torch.Tensor.__radd__}, calls.counts
+    assert cache.get_seq_length() == context.shape[1]
+    for layer, (keys, values) in zip(cache.layers, before):
+        kept = layer.keys.shape[2]  # a sliding layer keeps its window's last entries alone
+        assert kept >= min(5, keys.shape[2])
+        assert torch.equal(layer.keys, keys[:, :, -kept:]) and torch.equal(layer.values, values[:, :, -kept:])
+
+
+class _Calls(TorchFunctionMode):
+    """Counts the torch functions called."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.counts[func] += 1
+        return func(*args, **(kwargs or {}))
 
 
 def test_feature_capture_equals_output_hidden_states(llama):

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import prompt, tiny_eagle3, tiny_model
 from torch.overrides import TorchFunctionMode
 
 import hf_adaptive_spec as hfas
@@ -18,13 +18,31 @@ from hf_adaptive_spec.generation import speculative_decoding
 READS = {torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__,
          torch.Tensor.__index__}  # fmt: skip
 UPLOADS = {torch.tensor, torch.as_tensor, torch.Tensor.new_tensor}
+HOST_FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange}  # on the host unless given a device
+
+
+def _on_host(value) -> bool:
+    return getattr(value, "_built_on_host", False)
+
+
+def _tensors(values):
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from _tensors(value)
+
+
+def _to_device(args, kwargs) -> bool:
+    return any(isinstance(a, torch.device) for a in (*args[1:], kwargs.get("device")))
 
 
 class HostTraffic(TorchFunctionMode):
     """Counts tensor reads to Python values and tensors built from Python data; and, as ``blocking``, the uploads
     that wait for the device's queued work on CUDA (a synchronisation): tensors built from Python data on a device
-    (``torch.tensor(..., device=)``, ``new_tensor``), and ``.to(device)`` of one built on the host without
-    ``non_blocking``."""
+    (``torch.tensor(..., device=)``, ``new_tensor``), and ``.to(device)`` without ``non_blocking`` of one built on
+    the host: from Python data, by a factory without a device (``torch.arange(n)``), or by ops on such tensors
+    alone (a padded copy of them). A copy of no elements copies nothing, waiting for nothing."""
 
     def __init__(self):
         super().__init__()
@@ -38,10 +56,18 @@ class HostTraffic(TorchFunctionMode):
         elif func in UPLOADS:
             self.counts["upload"] += 1
             on_device = kwargs.get("device") is not None or func is torch.Tensor.new_tensor
-            self.counts["blocking"] += on_device
+            self.counts["blocking"] += on_device and out.numel() > 0
             out._built_on_host = not on_device
-        elif func is torch.Tensor.to and getattr(args[0], "_built_on_host", False) and not kwargs.get("non_blocking"):
-            self.counts["blocking"] += any(isinstance(a, torch.device) for a in (*args[1:], kwargs.get("device")))
+        elif func is torch.Tensor.to and _on_host(args[0]) and _to_device(args, kwargs):
+            self.counts["blocking"] += not kwargs.get("non_blocking") and out.numel() > 0
+            out._built_on_host = False  # on the device now (the same tensor on the CPU: a no-op copy)
+        elif func in HOST_FACTORIES:
+            out._built_on_host = kwargs.get("device") is None
+        else:  # built by ops on host tensors alone: on the host too
+            inputs = list(_tensors((*args, *kwargs.values())))
+            on_host = bool(inputs) and all(map(_on_host, inputs))
+            for tensor in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
+                tensor._built_on_host = on_host
         return out
 
 
@@ -80,9 +106,10 @@ def test_host_reads_and_uploads_grow_with_depth_not_with_top_k():
     assert narrow["read"] < 25 and narrow["upload"] < 25, narrow
 
 
-def _plain_steps(model, cache: str | None, monkeypatch) -> dict[str, float]:
-    """Reads, uploads and blocking copies per cycle (in the decoder's ``cycle``) of plain decoding steps: a tree of
-    the root alone."""
+def _cycle_traffic(model, policy, cache: str | None, monkeypatch, max_new_tokens: int = 12,
+                   drafter=None) -> dict[str, float]:
+    """Reads, uploads and blocking copies per cycle (in the decoder's ``cycle``, the drafter's steps included) with
+    ``drafter`` (default: the target itself); the output is checked to be stock greedy ``generate``'s."""
     cycles, per_cycle = [], Counter()
 
     def counted(decoder, *args):
@@ -93,11 +120,17 @@ def _plain_steps(model, cache: str | None, monkeypatch) -> dict[str, float]:
 
     cycle = speculative_decoding._Decoder.cycle
     monkeypatch.setattr(speculative_decoding._Decoder, "cycle", counted)
-    policy = hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1)
     kwargs = {"cache_implementation": cache} if cache else {}
-    model.generate(prompt(9), max_new_tokens=12, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
-                   assistant_policy=policy, **kwargs)
+    expected = model.generate(prompt(9), max_new_tokens=max_new_tokens, do_sample=False)
+    out = model.generate(prompt(9), max_new_tokens=max_new_tokens, do_sample=False,
+                         assistant_model=drafter or hfas.CausalLMDrafter(model), assistant_policy=policy, **kwargs)
+    assert torch.equal(out, expected)
     return {kind: count / len(cycles) for kind, count in per_cycle.items()}
+
+
+def _plain_steps(model, cache: str | None, monkeypatch) -> dict[str, float]:
+    """Reads, uploads and blocking copies per cycle of plain decoding steps: a tree of the root alone."""
+    return _cycle_traffic(model, hfas.StaticTreePolicy(depth=0, top_k=1, total_tokens=1), cache, monkeypatch)
 
 
 @pytest.mark.parametrize("cache", ["static", None])
@@ -109,6 +142,21 @@ def test_a_cycle_reads_and_waits_only_where_it_must(cache, monkeypatch):
     assert per_cycle["read"] == 2, per_cycle
     assert per_cycle.get("blocking", 0) == 0, per_cycle
     assert per_cycle["upload"] <= 3, per_cycle  # verified tokens, positions; emitted tokens and kept path together
+
+
+@pytest.mark.parametrize("drafter", ["causal-lm", "eagle3"])
+@pytest.mark.parametrize("cache", ["static", None])
+def test_drafting_a_tree_does_not_wait_for_the_device(cache, drafter, monkeypatch):
+    """A cycle with a real tree (the drafter's steps over the accepted tokens and each level, the verification, the
+    cache's compaction) makes no upload that waits for the device's queued work: the drafter's tokens, positions
+    and masks are copies of fresh host tensors that do not wait, its last-row index is filled on the device once,
+    dropping its tree from a growing cache is a crop (no index to upload)."""
+    policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=8)
+    model = tiny_model("llama")
+    drafting = tiny_eagle3(model) if drafter == "eagle3" else None
+    per_cycle = _cycle_traffic(model, policy, cache, monkeypatch, max_new_tokens=24, drafter=drafting)
+    assert per_cycle.get("blocking", 0) == 0, per_cycle
+    assert per_cycle["upload"] >= 5, per_cycle  # the drafter's levels and the verification did upload
 
 
 @pytest.mark.parametrize("cache", ["static", None])

@@ -173,7 +173,8 @@ def tree_extension_mask(
         ``(mask, query_positions)``: the mask of :func:`tree_attention_mask` and ``[len(nodes)]``.
     """
     tail = fed + nodes
-    visible = tail_visibility(tree, fed, nodes).to(device)
-    tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail], device=device)
+    # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
+    visible = tail_visibility(tree, fed, nodes).to(device, non_blocking=True)
+    tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail]).to(device, non_blocking=True)
     query_positions = tail_positions[len(fed) :]
     return tree_attention_mask(config, cache, query_positions, tail_positions, visible, dtype), query_positions

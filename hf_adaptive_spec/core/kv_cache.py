@@ -51,6 +51,9 @@ def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor, layers
 
 
 def drop_tail(cache: DynamicCache, num_tail: int) -> None:
-    """Remove the last ``num_tail`` entries of every layer."""
+    """Remove the last ``num_tail`` entries of every layer (:func:`compact_cache` keeping none of them: a crop, with
+    no index to copy to the device)."""
     if num_tail > 0:
-        compact_cache(cache, num_tail, torch.empty(0, dtype=torch.long))
+        for layer in cache.layers:
+            if layer.is_initialized:
+                layer.crop(-num_tail)

@@ -155,10 +155,13 @@ def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> 
         keep: ``[k]`` long tensor of tree node indices (root first, ascending), on the cache's device.
     """
     kept = keep.numel()
+    sources = {keep.device: past_length + keep}  # the slots to move, once per device (a model split across devices)
     for layer in cache.layers:
         if not layer.is_initialized:
             continue
-        source = past_length + keep.to(layer.keys.device)
+        source = sources.get(layer.keys.device)
+        if source is None:
+            source = sources[layer.keys.device] = sources[keep.device].to(layer.keys.device)
         layer.keys[:, :, past_length : past_length + kept] = layer.keys[:, :, source]
         layer.values[:, :, past_length : past_length + kept] = layer.values[:, :, source]
     set_cache_length(cache, past_length + kept)

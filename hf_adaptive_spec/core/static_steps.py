@@ -34,11 +34,14 @@ def _pad_rows(rows: torch.Tensor, bucket: int) -> torch.Tensor:
 
 
 def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_position: int, device: torch.device):
-    """A tree level's step: its tokens ``[1, n]`` (on ``device``), positions ``[n]`` (the root's
-    plus each node's depth) and which of ``fed + nodes`` each node sees ``[n, len(fed) + n]``."""
-    tokens = torch.tensor([[tree.tokens[node] for node in nodes]], device=device)
-    positions = torch.tensor([root_position + tree.depths[node] for node in nodes])
-    return tokens, positions, tail_visibility(tree, fed, nodes)
+    """A tree level's step: its tokens ``[1, n]`` and positions ``[n]`` (the root's plus each node's depth), on
+    ``device``, and which of ``fed + nodes`` each node sees ``[n, len(fed) + n]`` (on the host, as
+    :meth:`StaticDraftSteps.run` takes it). Tokens and positions are one copy that does not wait for the device's
+    queued work (a fresh pageable tensor, staged before the call returns); :meth:`StaticDraftSteps.run` pads them
+    into fresh tensors, so no view of it reaches a compiled graph."""
+    rows = torch.tensor([[tree.tokens[node] for node in nodes], [root_position + tree.depths[node] for node in nodes]])
+    rows = rows.to(device, non_blocking=True)
+    return rows[:1], rows[1], tail_visibility(tree, fed, nodes)
 
 
 class StaticDraftSteps:
@@ -68,6 +71,7 @@ class StaticDraftSteps:
         self.compiled = CompiledForward(step, compile_options) if compile_options is not None else None
         self.compile_time = 0.0
         self._cache_allocated = False  # set once the first (eager) step has allocated the cache
+        self._last_rows: dict[int, torch.Tensor] = {}  # n -> [n - 1] on the device (see _last_row)
 
     def slots_needed(self, max_length: int) -> int:
         """Slots a call of ``max_length`` can write: its sequence, one cycle's tree nodes after it and a padded step."""
@@ -101,10 +105,11 @@ class StaticDraftSteps:
                 "tree this large is not supported on the static path; use a smaller tree."
             )
         padded = tuple(_pad_rows(r, bucket) for r in rows)
-        position_ids = _pad_rows(positions[None], bucket).to(self.device)
+        # a fresh host tensor (or already on the device): a copy that does not wait for the device's queued work
+        position_ids = _pad_rows(positions[None], bucket).to(self.device, non_blocking=True)
         mask = static_tree_mask(visible, past_length, bucket, self.max_cache_len, self.dtype, self.device)
         set_cache_length(self.cache, start)
-        output_rows = torch.tensor([n - 1], device=self.device) if last_row_only else None
+        output_rows = self._last_row(n) if last_row_only else None
         args = (*constants, *padded, position_ids, mask, self.cache, output_rows)
         if self.compiled is None or bucket not in DRAFT_BUCKETS or not self._cache_allocated:
             outputs = self.step(*args)
@@ -113,3 +118,13 @@ class StaticDraftSteps:
             outputs, seconds = self.compiled((bucket, kind), *args)
             self.compile_time += seconds
         return tuple(outputs) if last_row_only else tuple(output[:n] for output in outputs)
+
+    def _last_row(self, n: int) -> torch.Tensor:
+        """``[n - 1]`` (long) on the device, with no copy that waits for the device's queued work: for a bucketed step
+        written there by a fill the first time, the same tensor after (only read: a graph input of offset 0); for a
+        longer one (a prompt, once a call) a fresh host tensor's copy, so that the kept ones stay few."""
+        if n > DRAFT_BUCKETS[-1]:
+            return torch.tensor([n - 1]).to(self.device, non_blocking=True)
+        if n not in self._last_rows:
+            self._last_rows[n] = torch.full((1,), n - 1, dtype=torch.long, device=self.device)
+        return self._last_rows[n]

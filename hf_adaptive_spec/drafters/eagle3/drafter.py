@@ -206,7 +206,8 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         output = self.model(
-            torch.tensor([[tree.tokens[node] for node in nodes]], device=device),
+            # a copy that does not wait for the device's queued work (a fresh pageable tensor, staged at once)
+            torch.tensor([[tree.tokens[node] for node in nodes]]).to(device, non_blocking=True),
             torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None],
             target_features=False,
             position_ids=query_positions[None],
