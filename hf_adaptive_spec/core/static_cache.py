@@ -16,6 +16,8 @@ import torch
 from transformers import Cache, PretrainedConfig, StaticCache
 from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
+from .transfer import to_device
+
 
 def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module | None = None) -> None:
     """Refuse a static cache the tree layout cannot use, one too short for this call, or (given ``model``) one
@@ -144,7 +146,7 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor
     """0 where ``allowed``, the dtype's minimum elsewhere, on ``device`` (one copy)."""
     mask = torch.zeros(allowed.shape, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask.to(device, non_blocking=True)
+    return to_device(mask, device)
 
 
 def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> None:

@@ -13,6 +13,7 @@ from transformers import PretrainedConfig, StaticCache
 from .attention import tail_visibility
 from .compiled import CompiledForward
 from .static_cache import set_cache_length, static_tree_mask
+from .transfer import to_device
 from .tree import DraftTree
 
 #: rows per draft step are padded to the smallest of these that fits (a cycle's first step: the
@@ -40,7 +41,7 @@ def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_posi
     queued work (a fresh pageable tensor, staged before the call returns); :meth:`StaticDraftSteps.run` pads them
     into fresh tensors, so no view of it reaches a compiled graph."""
     rows = torch.tensor([[tree.tokens[node] for node in nodes], [root_position + tree.depths[node] for node in nodes]])
-    rows = rows.to(device, non_blocking=True)
+    rows = to_device(rows, device)
     return rows[:1], rows[1], tail_visibility(tree, fed, nodes)
 
 
@@ -105,8 +106,7 @@ class StaticDraftSteps:
                 "tree this large is not supported on the static path; use a smaller tree."
             )
         padded = tuple(_pad_rows(r, bucket) for r in rows)
-        # a fresh host tensor (or already on the device): a copy that does not wait for the device's queued work
-        position_ids = _pad_rows(positions[None], bucket).to(self.device, non_blocking=True)
+        position_ids = to_device(_pad_rows(positions[None], bucket), self.device)
         mask = static_tree_mask(visible, past_length, bucket, self.max_cache_len, self.dtype, self.device)
         set_cache_length(self.cache, start)
         output_rows = self._last_row(n) if last_row_only else None
@@ -124,7 +124,7 @@ class StaticDraftSteps:
         written there by a fill the first time, the same tensor after (only read: a graph input of offset 0); for a
         longer one (a prompt, once a call) a fresh host tensor's copy, so that the kept ones stay few."""
         if n > DRAFT_BUCKETS[-1]:
-            return torch.tensor([n - 1]).to(self.device, non_blocking=True)
+            return to_device(torch.tensor([n - 1]), self.device)
         if n not in self._last_rows:
             self._last_rows[n] = torch.full((1,), n - 1, dtype=torch.long, device=self.device)
         return self._last_rows[n]

@@ -12,6 +12,7 @@ from ..core.attention import check_tree_attention_support, tree_extension_mask
 from ..core.drafter_identity import cached_weights_digest
 from ..core.features import decoder_layers, unwrap_peft
 from ..core.kv_cache import drop_tail
+from ..core.transfer import to_device
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
 from .static_shapes import StaticShapesMixin
@@ -147,8 +148,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         logits = self.model(
-            # a copy that does not wait for the device's queued work (a fresh pageable tensor, staged at once)
-            input_ids=torch.tensor([[tree.tokens[node] for node in nodes]]).to(device, non_blocking=True),
+            input_ids=to_device(torch.tensor([[tree.tokens[node] for node in nodes]]), device),
             attention_mask=mask,
             position_ids=query_positions[None],
             past_key_values=self._cache,

@@ -43,6 +43,7 @@ class NgramIndex:
         self.ends: dict[tuple[int, ...], int] = {}  # n-gram -> index of the token after its latest occurrence
 
     def extend(self, tokens: list[int]) -> None:
+        """Append ``tokens``, each recorded as the token after the n-grams that end just before it."""
         for token in tokens:
             end = len(self.tokens)  # the new token follows the n-grams ending before it
             for size in range(1, min(self.max_ngram_size, end) + 1):

@@ -21,6 +21,7 @@ from ..core.exclusive import exclusive_use
 from ..core.kv_cache import prepare_cache_for_trees
 from ..core.static_cache import is_static_cache
 from ..core.timing import synchronize
+from ..core.transfer import upload
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
@@ -80,12 +81,6 @@ class _Output:
             self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
         self.last_token = tokens[kept - 1] if kept else self.last_token
         return kept
-
-
-def upload(rows: list, like: torch.Tensor) -> torch.Tensor:
-    """``rows`` (Python ints) as a tensor of ``like``'s dtype on its device: one host-to-device copy that does not
-    wait for the device's queued work (a fresh pageable tensor: CUDA stages it before the call returns)."""
-    return torch.tensor(rows, dtype=like.dtype).to(like.device, non_blocking=True)
 
 
 class _TreeScores:

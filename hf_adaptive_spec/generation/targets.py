@@ -27,6 +27,7 @@ from ..core.features import FeatureCapture, decoder_layers
 from ..core.kv_cache import compact_cache
 from ..core.output_head import OutputHead, TopLogitsRescorer
 from ..core.static_cache import check_static_cache, compact_static_cache, set_cache_length, windowed_static_tree_masks
+from ..core.transfer import to_device
 from ..core.tree import DraftTree
 from ..drafters.base import Drafter, SharedCacheVerification
 from .static_path import FastPath, compile_options, fast_path
@@ -243,10 +244,10 @@ def verify_tree(
     the decoder only, the head running later on the nodes the acceptance walk visits."""
     device = model.device
     # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
-    positions = past_length + torch.tensor(tree.depths).to(device, non_blocking=True)
-    visible = tree.ancestor_mask().to(device, non_blocking=True)
+    positions = past_length + to_device(torch.tensor(tree.depths), device)
+    visible = to_device(tree.ancestor_mask(), device)
     mask = tree_attention_mask(model.config, cache, positions, positions, visible, model.dtype)
-    tokens = torch.tensor([tree.tokens]).to(device, non_blocking=True)
+    tokens = to_device(torch.tensor([tree.tokens]), device)
     inputs = dict(input_ids=tokens, attention_mask=mask, position_ids=positions[None], past_key_values=cache,
                   use_cache=True)
     if lazy_head is not None:
@@ -308,11 +309,11 @@ class StaticTarget(TargetForward):
         mask = windowed_static_tree_masks(self.mask_kinds, tree.ancestor_mask(), positions[0], past_length, bucket,
                                           self.max_cache_len, self.model.dtype, device)
         set_cache_length(self.cache, past_length)
-        input_ids = input_ids.to(device, non_blocking=True)
+        input_ids = to_device(input_ids, device)
         (logits, features), compile_seconds = self.path.forward(
             self.options,
             input_ids,
-            positions.to(device, non_blocking=True),
+            to_device(positions, device),
             mask,
             self.cache,
             self.feature_layers,

@@ -424,7 +424,8 @@ class HubArtifactMixin(ModelHubMixin):
         if isinstance(artifact, nn.Module):
             dtype = saved_floating_dtype(location, ignore=cls.float32_keys)
             if dtype is not None:
-                artifact.to(dtype)  # as transformers' dtype="auto": a bfloat16 policy comes back in bfloat16
+                # as transformers' dtype="auto": a bfloat16 policy comes back in bfloat16, its float32_keys float32
+                cast_keeping_float32(artifact, dtype, cls.float32_keys)
             load_weights(artifact, location)
             artifact.eval()
         return artifact

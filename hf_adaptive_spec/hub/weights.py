@@ -11,6 +11,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
+from ..core.files import give_files_the_umask_mode
 from .errors import ArtifactError, MissingArtifactFileError, PickleWeightsError, WeightsMismatchError
 from .location import ArtifactLocation
 
@@ -19,8 +20,10 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 
 
 def save_weights(module: nn.Module, folder: Path) -> None:
-    """Write ``module``'s state dict to ``folder/model.safetensors`` (shared tensors stored once)."""
+    """Write ``module``'s state dict to ``folder/model.safetensors`` (shared tensors stored once), with the mode the
+    umask gives (safetensors writes 0600)."""
     safetensors.torch.save_model(module, str(folder / WEIGHTS_NAME))
+    give_files_the_umask_mode(folder / WEIGHTS_NAME)
 
 
 def resolve_safetensors(location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> Path:

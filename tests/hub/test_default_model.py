@@ -145,13 +145,32 @@ def test_a_killed_conversion_s_folders_are_removed_and_live_or_other_machines_on
     dead.wait()
     host = default_model._HOST
     left = [f"converted.partial-{host}-{dead.pid}-0000aaaa", f"converted.stale-{host}-{dead.pid}-0000bbbb"]
-    kept = [f"converted.partial-{host}-{os.getpid()}-0000cccc", f"converted.partial-other-host-{dead.pid}-0000dddd"]
+    kept = [f"converted.partial-{host}-{os.getpid()}-0000cccc", f"converted.partial-other-host-{dead.pid}-0000dddd",
+            f"partial-{host}-{dead.pid}-0000eeee"]  # not ours: the cache folder may hold anything (it was deleted)
     for name in left + kept:
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.safetensors").write_text("half")
     model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
     _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), tmp_path / "converted")
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["converted", "wheel", *kept])
+
+
+def test_a_conversion_waits_out_another_process_replacing_the_folder(tmp_path: Path, monkeypatch):
+    """Two processes after a wheel upgrade: while the other one has set the old conversion aside and not yet published
+    its own, the folder is missing and this one's rename fails. It raised; it tries again."""
+    target = tmp_path / "converted"
+    replace, failed = Path.replace, []
+
+    def replace_after_the_other_process(self, destination):
+        if Path(destination) == target and not failed:  # the other process is between its two renames
+            failed.append(self)
+            raise FileNotFoundError(2, "No such file or directory", str(destination))
+        return replace(self, destination)
+
+    monkeypatch.setattr(Path, "replace", replace_after_the_other_process)
+    model = _Saved({"config.json": "mine", "model.safetensors": "mine"})
+    assert _convert_with(monkeypatch, model, _Saved({"tokenizer.json": "mine"}), target) == target
+    assert failed and (target / "model.safetensors").read_text() == "mine"
 
 
 def test_the_cached_weights_get_the_mode_the_umask_gives(tmp_path: Path, monkeypatch):

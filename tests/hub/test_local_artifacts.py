@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -336,6 +338,19 @@ def test_dtype_keeps_the_float32_keys_float32(tmp_path: Path):
     assert loaded.actor[0].weight.dtype == torch.bfloat16 and torch.equal(loaded.feature_mean, policy.feature_mean)
 
 
+def test_a_module_saved_in_bfloat16_comes_back_with_its_float32_keys_float32(tmp_path: Path):
+    """Loading cast the module to the saved weights' dtype, rounding the float32 statistics before the file's float32
+    values were copied into them, in a module without an ``_apply`` of its own (Re-SpS kept them by its own)."""
+    module = _Standardised()
+    module.stats.mean.fill_(100.2)
+    module.to(torch.bfloat16)
+    module.stats.mean = torch.full_like(module.stats.mean, 100.2, dtype=torch.float32)
+    module.save_pretrained(tmp_path / "module")
+    loaded = _Standardised.from_pretrained(tmp_path / "module")
+    assert loaded.proj.weight.dtype == torch.bfloat16
+    assert loaded.stats.mean.dtype == torch.float32 and torch.equal(loaded.stats.mean, module.stats.mean)
+
+
 def test_torch_dtype_and_device_map_are_refused_naming_what_to_use(saved_mlp):
     """Both raised only "__init__() got an unexpected keyword argument"."""
     with pytest.raises(TypeError, match=r"TinyMLPPolicy.from_pretrained does not take torch_dtype=: pass dtype="):
@@ -357,3 +372,14 @@ def test_a_revision_given_for_a_local_folder_is_said_to_be_ignored_once(saved_ml
         f"revision='v1' is ignored for the local folder '{folder}': a revision applies to Hub repos only, and the "
         "folder is read as it is now. Check that revision out into the folder, or pass the Hub repo id to load it."
     ]
+
+
+def test_saved_weights_get_the_mode_the_umask_gives(tmp_path: Path):
+    """safetensors writes 0600 whatever the umask: a policy saved into a shared folder was readable by its writer
+    alone."""
+    previous = os.umask(0o022)
+    try:
+        TinyMLPPolicy().save_pretrained(tmp_path / "policy")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "policy" / "model.safetensors").stat().st_mode) == 0o644

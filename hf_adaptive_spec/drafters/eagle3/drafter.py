@@ -12,6 +12,7 @@ from ...core.drafter_identity import cached_weights_digest
 from ...core.kv_cache import drop_tail
 from ...core.output_head import OutputHead
 from ...core.static_steps import StaticDraftSteps, tree_level_rows
+from ...core.transfer import to_device
 from ...core.tree import DraftTree
 from ...hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_no_config_overrides, read_json_object
 from ...hub.errors import ArtifactTypeError
@@ -206,8 +207,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         output = self.model(
-            # a copy that does not wait for the device's queued work (a fresh pageable tensor, staged at once)
-            torch.tensor([[tree.tokens[node] for node in nodes]]).to(device, non_blocking=True),
+            to_device(torch.tensor([[tree.tokens[node] for node in nodes]]), device),
             torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None],
             target_features=False,
             position_ids=query_positions[None],

@@ -216,8 +216,9 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         }
 
     def _apply(self, fn, recurse=True):
-        """``nn.Module._apply`` (``.to``, ``.half()``, ``.cuda()`` ...), the feature statistics kept float32: moved
-        to the device the others went to, never rounded to a half-precision dtype."""
+        """``nn.Module._apply`` (``.to``, ``.half()``, ``.cuda()`` ...), the feature statistics kept float32 whatever
+        the cast (a half-precision one would round them; a float64 one gains nothing): moved to the device the others
+        went to."""
         statistics = {name: self._buffers[name] for name in self.float32_keys}
         super()._apply(fn, recurse)
         for name, before in statistics.items():
