@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from types import SimpleNamespace
 
 import pytest
 import torch
 from tiny_models import FAMILIES, prompt, tiny_model
-from torch.overrides import TorchFunctionMode
+from torch_calls import TorchCalls
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
@@ -81,7 +80,7 @@ def test_dropping_a_tail_is_a_crop(family):
         model(context, past_key_values=cache, use_cache=True)
         before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
         model(torch.tensor([[1, 2, 3]]), past_key_values=cache, use_cache=True)
-    with _Calls() as calls:
+    with TorchCalls() as calls:
         drop_tail(cache, 3)
     assert not calls.counts.keys() & {torch.Tensor.to, torch.Tensor.__setitem__, torch.Tensor.__radd__}, calls.counts
     assert cache.get_seq_length() == context.shape[1]
@@ -89,18 +88,6 @@ def test_dropping_a_tail_is_a_crop(family):
         kept = layer.keys.shape[2]  # a sliding layer keeps its window's last entries alone
         assert kept >= min(5, keys.shape[2])
         assert torch.equal(layer.keys, keys[:, :, -kept:]) and torch.equal(layer.values, values[:, :, -kept:])
-
-
-class _Calls(TorchFunctionMode):
-    """Counts the torch functions called."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts = Counter()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.counts[func] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def test_feature_capture_equals_output_hidden_states(llama):

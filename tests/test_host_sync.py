@@ -11,6 +11,7 @@ import pytest
 import torch
 from tiny_models import prompt, tiny_eagle3, tiny_model
 from torch.overrides import TorchFunctionMode
+from torch_calls import TorchCalls
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.generation import speculative_decoding
@@ -69,18 +70,6 @@ class HostTraffic(TorchFunctionMode):
             for tensor in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
                 tensor._built_on_host = on_host
         return out
-
-
-class _Calls(TorchFunctionMode):
-    """Counts the torch functions called."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts = Counter()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.counts[func] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _per_cycle(model, depth: int, top_k: int) -> dict[str, float]:
@@ -169,7 +158,7 @@ def test_the_acceptance_walk_uploads_nothing(cache, processing, monkeypatch):
     walks = Counter()
 
     def counted(tree, scores_at):
-        with HostTraffic() as traffic, _Calls() as calls:
+        with HostTraffic() as traffic, TorchCalls() as calls:
             result = accept(tree, scores_at)
         walks.update(traffic.counts)
         walks.update({"cat": calls.counts[torch.cat]})

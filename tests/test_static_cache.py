@@ -9,7 +9,7 @@ import pytest
 import torch
 from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_eagle3, tiny_model
 from torch._dynamo.exc import FailOnRecompileLimitHit
-from torch.overrides import TorchFunctionMode
+from torch_calls import TorchCalls
 from transformers import CompileConfig, StaticCache
 
 import hf_adaptive_spec as hfas
@@ -302,22 +302,13 @@ def test_compaction_moves_the_accepted_path_after_the_prefix():
     with torch.no_grad():
         model(prompt(10), past_key_values=cache, use_cache=True)
     keys = cache.layers[1].keys.clone()
-    with _Additions() as additions:
+    with TorchCalls() as calls:
         compact_static_cache(cache, past_length=4, keep=torch.tensor([0, 2, 5]))
     assert torch.equal(cache.layers[1].keys[:, :, 4:7], keys[:, :, [4, 6, 9]])
     assert torch.equal(cache.layers[1].keys[:, :, :4], keys[:, :, :4])
     assert int(cache.get_seq_length()) == 7
-    assert additions.count == 1, additions.count  # the slots to move, once for every layer on the device
-
-
-class _Additions(TorchFunctionMode):
-    """Counts tensor additions."""
-
-    count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += func in (torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__)
-        return func(*args, **(kwargs or {}))
+    additions = sum(calls.counts[f] for f in (torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__))
+    assert additions == 1, calls.counts  # the slots to move, once for every layer on the device
 
 
 @pytest.mark.parametrize(
