@@ -46,3 +46,31 @@ def test_heldout_accuracy_refuses_a_set_without_its_label_or_file_before_loading
         example.main(["--set", spec])
     assert exit_info.value.code == 2
     assert "--set" in capsys.readouterr().err
+
+
+def _no_benchmark(example, monkeypatch) -> None:
+    """Make loading a model, the first step of ``eagle3_loss_memory``'s benchmark, fail the test instead of running."""
+    monkeypatch.setattr(example.hfas, "load_default_model", lambda **kwargs: pytest.fail("ran the benchmark"))
+    monkeypatch.setattr(example.Eagle3DraftModel, "from_pretrained", lambda *a, **k: pytest.fail("ran the benchmark"))
+
+
+def test_loss_memory_help_exits_without_running_the_benchmark(monkeypatch, capsys):
+    """The script had no argument parser: ``--help`` ran the whole benchmark (~30 s, and the derived held-out file)."""
+    example = load_example("eagle3_loss_memory")
+    _no_benchmark(example, monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--heldout" in out and "artifacts/eagle3_heldout_regenerated.jsonl" in out and "--checkpoint" in out
+
+
+def test_loss_memory_refuses_a_missing_heldout_file_naming_where_it_comes_from(tmp_path, monkeypatch, capsys):
+    example = load_example("eagle3_loss_memory")
+    _no_benchmark(example, monkeypatch)
+    missing = tmp_path / "eagle3_heldout_regenerated.jsonl"
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--heldout", str(missing)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "artifacts/README.md" in err

@@ -124,6 +124,8 @@ class HubArtifactMixin(ModelHubMixin):
     #: the keywords ``from_pretrained`` takes besides the Hub options, for a format whose checkpoint sets the object
     #: (a drafter: ``target=`` ...); None: any ``__init__`` argument, over ``config.json``'s value
     load_keywords: ClassVar[frozenset[str] | None] = None
+    #: for a keyword ``from_pretrained`` refuses, what sets that instead and what to do (a sentence its error adds)
+    refused_keyword_hints: ClassVar[dict[str, str]] = {}
     #: state-dict keys a module keeps in float32 whatever its dtype (normalisation statistics, which a bfloat16
     #: cast would round): loading reads the module's dtype from its other tensors
     float32_keys: ClassVar[frozenset[str]] = frozenset()
@@ -295,6 +297,7 @@ class HubArtifactMixin(ModelHubMixin):
                 f"{cls.__name__}.from_pretrained does not take {unknown}: it takes {sorted(cls.load_keywords)} and the "
                 "checkpoint sets the rest (a typo of one of them lands here too)."
                 + (" For torch_dtype, pass dtype=." if renamed else "")
+                + "".join(f" {cls.refused_keyword_hints[key]}" for key in unknown if key in cls.refused_keyword_hints)
             )
         cls._check_location(location)
         pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id

@@ -196,3 +196,11 @@ def test_card_names_the_base_model_given(trained, tmp_path):
     drafter.save_pretrained(tmp_path / "named", model_card_kwargs={"base_model": "org/the-target"})
     card = (tmp_path / "named" / "README.md").read_text()
     assert "base_model: org/the-target" in card and 'from_pretrained("org/the-target"' in card
+
+
+def test_dtype_is_refused_naming_the_target_as_what_sets_it(trained, named_target):
+    """``dtype=`` was refused with only the list of keywords taken: the adapter follows the target's dtype."""
+    _, folder = trained
+    with pytest.raises(TypeError, match=r"does not take \['dtype'\]") as error:
+        DVIDrafter.from_pretrained(folder, target=named_target, dtype=torch.bfloat16)
+    assert "the target's dtype" in str(error.value) and "Load the target in the dtype you want" in str(error.value)

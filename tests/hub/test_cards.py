@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -159,7 +160,8 @@ DECISIONS = {
     "hf_adaptive_spec.policy.confidence_threshold": "stopping after a token below the confidence threshold",
     "hf_adaptive_spec.policy.heuristic_length": "length follows transformers' +2/-1 schedule",
     "hf_adaptive_spec.policy.ltd": "when to stop drafting and how much to verify",
-    "hf_adaptive_spec.policy.resps": "every `N` cycles, pick a tree shape",
+    "hf_adaptive_spec.policy.resps": "picks a tree shape (total tokens, depth, top-k) from a fixed grid, and holds it "
+                                     "for `decision_interval` cycles",
     "hf_adaptive_spec.policy.radar": "after every draft step, continue or stop drafting",
 }
 
@@ -180,6 +182,8 @@ def test_a_policy_card_says_what_that_policy_decides(tmp_path: Path, artifact_ty
     assert "how deep to draft and how many" not in text
     assert f"**What it does:** {type(policy).card_summary_text()}\n" in text
     assert DECISIONS[artifact_type] in type(policy).card_summary_text()
+    # the card stands alone: a symbol like Re-SpS's docstring's "every N cycles" is defined nowhere in it
+    assert not re.search(r"\s(`[A-Za-z]`|N)[\s,.;)]", type(policy).card_summary_text())
     assert not any(decision in text for name, decision in DECISIONS.items() if name != artifact_type)
 
 

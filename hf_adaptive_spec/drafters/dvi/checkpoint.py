@@ -118,6 +118,14 @@ class DVICheckpointMixin(HubArtifactMixin):
         location.resolve(ADAPTER_CONFIG_NAME)
 
     load_keywords = frozenset({"target", "online", "online_config", "share_cache"})
+    refused_keyword_hints = {  # noqa: RUF012 (read only)
+        "dtype": (
+            "A DVI adapter has no dtype of its own: its draft path is the target's first layers, final norm and "
+            "lm_head, in the target's dtype, and peft keeps the LoRA weights in float32. Load the target in the dtype "
+            "you want (AutoModelForCausalLM.from_pretrained(..., dtype=torch.bfloat16), or target.to(dtype)) and "
+            "pass it as target= without dtype=."
+        ),
+    }
 
     @classmethod
     def _load(

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...core.draws import draw_device
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
@@ -234,9 +235,7 @@ def draw_actions(probs: torch.Tensor, generator: torch.Generator | None) -> torc
     generator's device and returned on ``probs``'s: the trainers seed a CPU generator, and ``torch.multinomial`` refuses
     a generator of another device than its input (a policy trained on a GPU raised "Expected a 'cuda' device type for
     generator but found 'cpu'")."""
-    if generator is None:
-        return torch.multinomial(probs, 1)[:, 0]
-    return torch.multinomial(probs.to(generator.device), 1, generator=generator)[:, 0].to(probs.device)
+    return torch.multinomial(probs.to(draw_device(generator, probs)), 1, generator=generator)[:, 0].to(probs.device)
 
 
 def _plain_ints(values: Iterable) -> list:

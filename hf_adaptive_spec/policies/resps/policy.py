@@ -104,7 +104,7 @@ def _check_settings(
 
 
 class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.resps"):
-    """Re-SpS: every ``N`` cycles, pick a tree shape from the target's hidden states.
+    """Re-SpS: every ``decision_interval`` cycles, pick a tree shape from the target's hidden states.
 
     Modes follow ``nn.Module``: a new or loaded policy is in ``eval()`` mode: it takes the argmax
     action (or samples at ``temperature`` > 0) and holds it ``decision_interval`` cycles. In
@@ -144,6 +144,12 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         >>> policy = ReSpSPolicy.for_target(model.config)   # then train it: trainers/resps.py
         >>> model.generate(**inputs, assistant_model=eagle3_drafter, assistant_policy=policy)
     """
+
+    card_summary = (
+        "Re-SpS: a PPO actor-critic that reads the target's hidden states, picks a tree shape (total tokens, depth, "
+        "top-k) from a fixed grid, and holds it for `decision_interval` cycles (`training_interval` while training; "
+        "both saved in its `config.json`)."
+    )
 
     #: the feature statistics stay float32 through ``.to(torch.bfloat16)``: rounded to bfloat16 (a step of 0.5 near
     #: 100) a narrow feature's mean moves by several of its standard deviations, and the decisions change

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from ...core.draws import draw_device
 from ...drafters.eagle3.modeling import Eagle3DraftModel, Eagle3DraftOutput
 
 
@@ -94,8 +95,8 @@ def draft_windows(
         else:
             probs = torch.softmax(logits.float() / temperature, dim=-1).reshape(-1, logits.shape[-1])
             # drawn on the generator's device (a CPU generator seeds a drafter on a GPU), the tokens back on the model's
-            device = probs.device if generator is None else generator.device
-            token = torch.multinomial(probs.to(device), 1, generator=generator).to(probs.device).view(batch, nodes)
+            drawn = torch.multinomial(probs.to(draw_device(generator, probs)), 1, generator=generator)
+            token = drawn.to(probs.device).view(batch, nodes)
         step_tokens.append(token)
         if k == window_size - 1:
             break

@@ -14,6 +14,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ...core.attention import check_tree_attention_support
+from ...core.draws import draw_device
 from ...core.features import FeatureCapture
 from ...core.kv_cache import drop_tail
 from ..eagle3.features import TargetFeatures
@@ -140,7 +141,7 @@ def accepted_prefix_lengths(
     if rule == "greedy":
         accepted = verdicts.greedy_match
     elif rule == "sampling":
-        device = draft_log_probs.device if generator is None else generator.device  # a CPU generator, GPU rows too
+        device = draw_device(generator, draft_log_probs)  # a CPU generator, GPU rows too
         uniform = torch.rand(draft_log_probs.shape, generator=generator, device=device).to(draft_log_probs.device)
         accepted = torch.log(uniform) < verdicts.token_log_probs - draft_log_probs
     else:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ...core.draws import draw_device
+
 
 def criticality_scores(target_logits: torch.Tensor, draft_logits: torch.Tensor) -> torch.Tensor:
     """``[..., V] x [..., V] → [...]`` confidence-weighted ``KL(p ‖ q)``, both over the draft vocabulary.
@@ -56,7 +58,7 @@ def select_prefixes(
     are drawn uniformly, without repeats, from the other valid positions. A row with fewer valid
     positions than asked repeats them.
     """
-    chosen, device = [], None if generator is None else generator.device  # draws on the generator's device
+    chosen, device = [], draw_device(generator)  # the generator's device; torch's default one without it
     for row_priority, row_valid in zip(priorities, valid):
         candidates = row_valid.nonzero().flatten()
         if candidates.numel() == 0:
