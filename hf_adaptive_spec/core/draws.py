@@ -16,3 +16,9 @@ def draw_device(generator: torch.Generator | None, like: torch.Tensor | None = N
     if generator is not None:
         return generator.device
     return None if like is None else like.device
+
+
+def multinomial_on_generator_device(probs: torch.Tensor, generator: torch.Generator | None) -> torch.LongTensor:
+    """One index per row of ``probs`` ``[N, K]``, drawn with ``generator`` (torch's global one when None) on
+    :func:`draw_device` and returned on ``probs``'s device."""
+    return torch.multinomial(probs.to(draw_device(generator, probs)), 1, generator=generator)[:, 0].to(probs.device)

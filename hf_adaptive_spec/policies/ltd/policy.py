@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...core.draws import draw_device
+from ...core.draws import multinomial_on_generator_device
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
@@ -216,7 +216,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         observation = observation.to(self.choices.device, next(head.parameters()).dtype)  # a bfloat16 policy too
         logits, value = head(observation[None])
         distribution = masked_categorical(logits, None if mask is None else mask[None])
-        action = draw_actions(distribution.probs, self.generator)
+        action = multinomial_on_generator_device(distribution.probs, self.generator)
         self.decisions.append(
             Decision(name, observation, int(action), float(distribution.log_prob(action)), float(value), mask)
         )
@@ -228,14 +228,6 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         lookup = ", lookup_feature=True" if self.lookup_feature else ""
         lookup += ", lookup_first=True" if self.lookup_first else ""
         return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
-
-
-def draw_actions(probs: torch.Tensor, generator: torch.Generator | None) -> torch.LongTensor:
-    """One action per row of ``probs`` ``[N, A]``, drawn with ``generator`` (torch's global one when None) on the
-    generator's device and returned on ``probs``'s: the trainers seed a CPU generator, and ``torch.multinomial`` refuses
-    a generator of another device than its input (a policy trained on a GPU raised "Expected a 'cuda' device type for
-    generator but found 'cpu'")."""
-    return torch.multinomial(probs.to(draw_device(generator, probs)), 1, generator=generator)[:, 0].to(probs.device)
 
 
 def _plain_ints(values: Iterable) -> list:

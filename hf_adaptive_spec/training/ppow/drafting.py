@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from ...core.draws import draw_device
+from ...core.draws import multinomial_on_generator_device
 from ...drafters.eagle3.modeling import Eagle3DraftModel, Eagle3DraftOutput
 
 
@@ -95,8 +95,7 @@ def draft_windows(
         else:
             probs = torch.softmax(logits.float() / temperature, dim=-1).reshape(-1, logits.shape[-1])
             # drawn on the generator's device (a CPU generator seeds a drafter on a GPU), the tokens back on the model's
-            drawn = torch.multinomial(probs.to(draw_device(generator, probs)), 1, generator=generator)
-            token = drawn.to(probs.device).view(batch, nodes)
+            token = multinomial_on_generator_device(probs, generator).view(batch, nodes)
         step_tokens.append(token)
         if k == window_size - 1:
             break
