@@ -16,6 +16,7 @@ from hf_adaptive_spec.core import (
     compact_cache,
     drop_tail,
     end_of_sequence_ids,
+    nodes_in_place,
     prepare_cache_for_trees,
     tree_attention_mask,
 )
@@ -67,6 +68,36 @@ def test_tree_logits_and_compaction_equal_plain_forwards(family):
         accepted = torch.tensor([[tree.tokens[i] for i in [0, 1, 5]]])
         plain = model(torch.cat([context[:, :-1], accepted, follow], 1)).logits[0, -1]
         torch.testing.assert_close(after, plain, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("path", "in_place"), [([0], 1), ([0, 1, 2], 3), ([0, 2, 3], 1), ([0, 1, 5], 2)])
+def test_nodes_in_place_counts_the_leading_nodes_at_their_own_slot(path, in_place):
+    assert nodes_in_place(path) == in_place
+
+
+def _filled_tree_cache(family: str, num_tree: int) -> DynamicCache:
+    model = tiny_model(family)
+    cache = prepare_cache_for_trees(DynamicCache(config=model.config))
+    with torch.no_grad():
+        model(prompt(9, seed=3), past_key_values=cache, use_cache=True)
+        model(torch.arange(1, num_tree + 1)[None], past_key_values=cache, use_cache=True)
+    return cache
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral-sliding"])
+@pytest.mark.parametrize("path", [[0, 1, 5], [0, 1, 2], [0], [0, 3]])
+def test_compaction_leaves_the_nodes_in_place_where_they_are(family, path):
+    """Compacting with the leading nodes that are already in place left alone gives the cache a full compaction gives;
+    a path entirely in place is a crop, with no index copied to the device nor a slot moved."""
+    expected, cache = _filled_tree_cache(family, 6), _filled_tree_cache(family, 6)
+    compact_cache(expected, 6, torch.tensor(path))
+    with TorchCalls() as calls:
+        compact_cache(cache, 6, torch.tensor(path), in_place=nodes_in_place(path))
+    moves = calls.counts[torch.Tensor.__setitem__]
+    assert moves == (0 if nodes_in_place(path) == len(path) else 2 * len(cache.layers)), calls.counts
+    assert cache.get_seq_length() == expected.get_seq_length()
+    for layer, full in zip(cache.layers, expected.layers):
+        assert torch.equal(layer.keys, full.keys) and torch.equal(layer.values, full.values)
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral-sliding"])

@@ -311,6 +311,43 @@ def test_compaction_moves_the_accepted_path_after_the_prefix():
     assert additions == 1, calls.counts  # the slots to move, once for every layer on the device
 
 
+@pytest.mark.parametrize("path", [[0, 2, 5], [0, 1, 5], [0, 1, 2], [0]])
+def test_compaction_moves_only_the_nodes_out_of_place(path):
+    """The leading nodes already at their slot (``nodes_in_place``) are not moved: the cache is the one a full
+    compaction gives, and a path entirely in place copies nothing (two kernels per layer fewer on a GPU)."""
+    model = tiny_model("llama")
+    caches = [StaticCache(config=model.config, max_cache_len=16) for _ in range(2)]
+    with torch.no_grad():
+        for cache in caches:
+            model(prompt(10), past_key_values=cache, use_cache=True)
+    compact_static_cache(caches[0], past_length=4, keep=torch.tensor(path))
+    with TorchCalls() as calls:
+        compact_static_cache(caches[1], past_length=4, keep=torch.tensor(path), in_place=hfas.core.nodes_in_place(path))
+    in_place = hfas.core.nodes_in_place(path) == len(path)
+    assert calls.counts[torch.Tensor.__setitem__] == (0 if in_place else 2 * len(caches[1].layers)), calls.counts
+    for layer, full in zip(caches[1].layers, caches[0].layers):
+        assert torch.equal(layer.keys, full.keys) and torch.equal(layer.values, full.values)
+    assert int(caches[1].get_seq_length()) == 4 + len(path)
+
+
+@pytest.mark.parametrize(("top_k", "moves"), [(1, False), (2, True)])
+def test_a_cycle_moves_cache_slots_only_for_a_path_out_of_place(top_k, moves, monkeypatch):
+    """With the target as its own drafter every drafted token is accepted: a chain (top-k 1), numbered in order, is
+    kept where verification wrote it, so no cycle moves a slot; a wider tree's path leaves its first child's branch
+    and is moved. Both give stock greedy ``generate``'s tokens."""
+    from hf_adaptive_spec.core import static_cache
+
+    calls, move_slots = [], static_cache._move_slots
+    monkeypatch.setattr(static_cache, "_move_slots", lambda *args: calls.append(args) or move_slots(*args))
+    model = tiny_model("llama")
+    expected = model.generate(prompt(9), max_new_tokens=20, do_sample=False)
+    out = model.generate(prompt(9), max_new_tokens=20, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                         assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=top_k, total_tokens=6),
+                         cache_implementation="static")
+    assert torch.equal(out, expected)
+    assert bool(calls) == moves, len(calls)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

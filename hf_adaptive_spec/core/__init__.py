@@ -8,7 +8,7 @@ from .kv_cache import compact_cache, drop_tail, prepare_cache_for_trees
 from .output_head import OutputHead, TopLogitsRescorer
 from .sequences import common_prefix_length, end_of_sequence_ids
 from .static_cache import full_length_static_cache
-from .tree import DraftTree, full_tree_size
+from .tree import DraftTree, full_tree_size, nodes_in_place
 
 __all__ = [
     "TREE_MASK_ATTENTION",
@@ -26,6 +26,7 @@ __all__ = [
     "end_of_sequence_ids",
     "full_length_static_cache",
     "full_tree_size",
+    "nodes_in_place",
     "prepare_cache_for_trees",
     "tree_attention_mask",
     "tree_extension_mask",

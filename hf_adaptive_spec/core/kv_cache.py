@@ -32,22 +32,30 @@ def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
     return cache
 
 
-def compact_cache(cache: DynamicCache, num_tree: int, keep: torch.Tensor, layers: range | None = None) -> None:
+def compact_cache(
+    cache: DynamicCache, num_tree: int, keep: torch.Tensor, layers: range | None = None, in_place: int = 0
+) -> None:
     """Keep only the tree entries ``keep`` (indices into the last ``num_tree`` slots, in order).
 
     Args:
         num_tree: tree entries appended by the last forward (the last slots of every layer).
         keep: ``[k]`` long tensor of tree node indices to keep, in the order they are kept.
         layers: the cache layers to compact (all by default).
+        in_place: how many leading entries of ``keep`` are already in their slots (``keep[i] == i``, known on the
+            host: :func:`~hf_adaptive_spec.core.tree.nodes_in_place`); they are not moved, and a path that moves none
+            is a crop.
     """
+    kept, moved = keep.numel(), keep[in_place:]
     for layer in cache.layers if layers is None else [cache.layers[i] for i in layers]:
         if not layer.is_initialized:
             continue
-        start = layer.keys.shape[-2] - num_tree
-        source = start + keep.to(layer.keys.device)  # a model split with device_map keeps each layer where it runs
-        layer.keys[..., start : start + keep.numel(), :] = layer.keys[..., source, :]
-        layer.values[..., start : start + keep.numel(), :] = layer.values[..., source, :]
-        layer.crop(keep.numel() - num_tree)
+        if moved.numel():
+            tree_start = layer.keys.shape[-2] - num_tree
+            start, end = tree_start + in_place, tree_start + kept
+            source = tree_start + moved.to(layer.keys.device)  # a model split with device_map: each layer where it runs
+            layer.keys[..., start:end, :] = layer.keys[..., source, :]
+            layer.values[..., start:end, :] = layer.values[..., source, :]
+        layer.crop(kept - num_tree)
 
 
 def drop_tail(cache: DynamicCache, num_tail: int) -> None:

@@ -149,24 +149,34 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor
     return to_device(mask, device)
 
 
-def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor) -> None:
+def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor, in_place: int = 0) -> None:
     """Move the tree slots ``past_length + keep`` to ``past_length, past_length + 1, ...`` in every
     layer and set the committed length to ``past_length + len(keep)``.
 
     Args:
         keep: ``[k]`` long tensor of tree node indices (root first, ascending), on the cache's device.
+        in_place: how many leading entries of ``keep`` are already in their slots (``keep[i] == i``, known on the
+            host: :func:`~hf_adaptive_spec.core.tree.nodes_in_place`); they are not moved. A path that moves none
+            (the root alone, a chain numbered in order) copies nothing: on a GPU, two kernels per layer fewer.
     """
     kept = keep.numel()
-    sources = {keep.device: past_length + keep}  # the slots to move, once per device (a model split across devices)
+    if in_place < kept:
+        _move_slots(cache, past_length + in_place, keep[in_place:], past_length)
+    set_cache_length(cache, past_length + kept)
+
+
+def _move_slots(cache: Cache, start: int, nodes: torch.Tensor, past_length: int) -> None:
+    """Every layer's tree slots ``past_length + nodes`` moved to ``start, start + 1, ...``."""
+    end = start + nodes.numel()
+    sources = {nodes.device: past_length + nodes}  # the slots to move, once per device (a model split across devices)
     for layer in cache.layers:
         if not layer.is_initialized:
             continue
         source = sources.get(layer.keys.device)
         if source is None:
-            source = sources[layer.keys.device] = sources[keep.device].to(layer.keys.device)
-        layer.keys[:, :, past_length : past_length + kept] = layer.keys[:, :, source]
-        layer.values[:, :, past_length : past_length + kept] = layer.values[:, :, source]
-    set_cache_length(cache, past_length + kept)
+            source = sources[layer.keys.device] = sources[nodes.device].to(layer.keys.device)
+        layer.keys[:, :, start:end] = layer.keys[:, :, source]
+        layer.values[:, :, start:end] = layer.values[:, :, source]
 
 
 def static_cache_tensors(cache: Cache) -> tuple[torch.Tensor, ...]:

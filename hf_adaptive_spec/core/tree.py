@@ -83,6 +83,15 @@ class DraftTree:
         )
 
 
+def nodes_in_place(path: list[int]) -> int:
+    """How many leading nodes of ``path`` (root first) are already where the cache keeps them: ``path[i] == i``.
+
+    Verification writes node ``i`` at the ``i``-th tree slot and the accepted path is moved to the first ones, so
+    these need no move: the root alone, and a chain whose nodes were numbered in order (a lookup chain verified alone,
+    each first child of a chain-shaped tree)."""
+    return next((i for i, node in enumerate(path) if node != i), len(path))
+
+
 def full_tree_size(depth: int, top_k: int) -> int:
     """Nodes an EAGLE-2 expansion drafts with ``depth`` levels of beam ``top_k``, root included
     (``depth`` 0: the root alone, a plain decoding step)."""

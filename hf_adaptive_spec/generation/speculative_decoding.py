@@ -22,7 +22,7 @@ from ..core.kv_cache import prepare_cache_for_trees
 from ..core.static_cache import is_static_cache
 from ..core.timing import synchronize
 from ..core.transfer import upload
-from ..core.tree import DraftTree
+from ..core.tree import DraftTree, nodes_in_place
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, accept_greedy, accept_sampling
@@ -342,7 +342,7 @@ class _Decoder:
         self.lookup.extend(tokens[:emitted])
         tick = time.perf_counter()
         # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
-        kept = self.target.commit(tree, past_length, uploaded[1, :emitted])
+        kept = self.target.commit(tree, past_length, uploaded[1, :emitted], nodes_in_place(result.path[:emitted]))
         synchronize(self.model.device)  # on CUDA the commit is queued: time it here, not in the next cycle's draft
         verify_time += time.perf_counter() - tick
         if drafted:

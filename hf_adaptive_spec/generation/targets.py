@@ -100,8 +100,9 @@ class TargetForward(ABC):
         """One forward over every node of ``tree`` after ``past_length`` committed cache entries."""
 
     @abstractmethod
-    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
-        """Keep the tree nodes ``keep`` (root first) in the cache; return their features."""
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor, in_place: int = 0) -> Features:
+        """Keep the tree nodes ``keep`` (root first) in the cache; return their features. The first ``in_place`` of
+        them are already in their slots (:func:`~hf_adaptive_spec.core.tree.nodes_in_place`): not moved."""
 
     def cache_for_caller(self):
         """The cache ``out.past_key_values`` returns: the one this call decoded in."""
@@ -175,8 +176,8 @@ class DynamicTarget(TargetForward):
         itself (``guidance_scale``'s) overwrites the capture in between."""
         self._tree_features = {i: self.capture.latest[i] for i in self.wanted}
 
-    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
-        compact_cache(self.cache, len(tree), keep)
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor, in_place: int = 0) -> Features:
+        compact_cache(self.cache, len(tree), keep, in_place=in_place)
         return {i: feature[:, keep] for i, feature in self._tree_features.items()}
 
 
@@ -325,8 +326,8 @@ class StaticTarget(TargetForward):
         hidden = outputs[self.final_index][0, :n] if self.rescorer is not None else None
         return TreeLogits(logits=logits[0, :n], hidden=hidden, rescorer=self.rescorer, tokens=input_ids)
 
-    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor) -> Features:
-        compact_static_cache(self.cache, past_length, keep)
+    def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor, in_place: int = 0) -> Features:
+        compact_static_cache(self.cache, past_length, keep, in_place)
         return {i: feature[:, keep] for i, feature in self._features.items()}
 
     def cache_for_caller(self):
