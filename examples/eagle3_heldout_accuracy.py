@@ -27,16 +27,16 @@ import argparse
 from pathlib import Path
 
 import torch
+from labelled_paths import labelled_paths
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.training.eagle3 import HeldOutSet, build_draft_vocabulary, load_samples, widen_vocabulary
 
 
-def measure(model, tokenizer, draft, sets: list[str], args, name: str) -> None:
-    """Print the held-out point of ``draft`` on each ``LABEL=JSONL`` set, prefixed with ``name``."""
-    for spec in sets:
-        label, _, path = spec.partition("=")
+def measure(model, tokenizer, draft, sets: list[tuple[str, str]], args, name: str) -> None:
+    """Print the held-out point of ``draft`` on each ``(label, JSONL)`` set, prefixed with ``name``."""
+    for label, path in sets:
         held_out = HeldOutSet.from_jsonl(
             model, tokenizer, path, draft, args.max_length, args.conversations, args.depth, training=args.training
         )
@@ -76,12 +76,10 @@ def main(argv: list[str] | None = None) -> None:
         "trainer leaves them out of its held-out curve",
     )
     args = parser.parse_args(argv)
-    for spec in args.set:  # before the models load
-        label, equals, path = spec.partition("=")
-        if not (label and equals and path):
-            parser.error(f"--set takes LABEL=JSONL, got {spec!r}")
+    sets = labelled_paths(parser, "--set", args.set, "JSONL")
+    for label, path in sets:  # before the models load
         if not Path(path).is_file():
-            parser.error(f"--set {spec!r}: no file {path!r} (derived files: artifacts/README.md)")
+            parser.error(f"--set {label}={path}: no file {path!r} (derived files: artifacts/README.md)")
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.num_threads:
@@ -93,12 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     draft = Eagle3DraftModel.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
     draft = draft.to(getattr(torch, args.drafter_dtype))
-    measure(model, tokenizer, draft, args.set, args, "")
+    measure(model, tokenizer, draft, sets, args, "")
     samples = [s for path in args.vocabulary_from for s in load_samples(tokenizer, path, 1024)]
     for size in args.widen_to:
         vocabulary = build_draft_vocabulary(samples, size, model.config.vocab_size, keep=draft.draft_to_target())
         widened = widen_vocabulary(draft, model, vocabulary).eval()
-        measure(model, tokenizer, widened, args.set, args, f"widened to {size}, ")
+        measure(model, tokenizer, widened, sets, args, f"widened to {size}, ")
 
 
 if __name__ == "__main__":

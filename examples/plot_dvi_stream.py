@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from labelled_paths import labelled_paths
 
 
 def read_log(path: str) -> list[dict[str, float]]:
@@ -43,10 +44,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10, help="log lines in the moving average")
     parser.add_argument("--output", required=True, help="PNG path")
     args = parser.parse_args()
-    logs = [item.partition("=")[::2] for item in args.log]
-    bare = [item for item, (label, path) in zip(args.log, logs) if not (label and path)]
-    if bare:
-        parser.error(f"--log takes LABEL=PATH, got {bare[0]!r}")
+    logs = labelled_paths(parser, "--log", args.log)
     figure, (rate_axis, tau_axis) = plt.subplots(1, 2, figsize=(11, 4))
     for label, path in logs:
         rows = read_log(path)

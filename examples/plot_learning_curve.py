@@ -28,6 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from labelled_paths import labelled_paths
 
 from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve
 
@@ -101,10 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     curves = {}
-    for spec in args.curve:
-        label, equals, folder = spec.partition("=")
-        if not (label and equals and folder):  # a bare path read as a label, and the curve as the working folder's
-            parser.error(f"--curve takes LABEL=FOLDER (or LABEL=a curve file), got {spec!r}")
+    for label, folder in labelled_paths(parser, "--curve", args.curve, "FOLDER (or LABEL=a curve file)"):
         points = [p for p in read_curve(folder) if p.step >= args.from_step]
         if not points:
             parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} "

@@ -92,6 +92,20 @@ def _default_profile_for(model, drafter) -> str | None:
     return str(path)
 
 
+def _speculation(args, model, drafter) -> dict:
+    """The speculative call's arguments and the verification buckets: this machine's profile's recommendation, for the
+    target and drafter it timed, else --tree with the 4-token prompt-lookup branch in the default buckets."""
+    profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
+    if not profile:
+        hfas.fast_path(model, buckets=BUCKETS)
+        _say_when_the_default_tree_is_slow(model, args.dtype)
+        return {"assistant_policy": hfas.LookupFirstPolicy(*args.tree), "prompt_lookup_num_tokens": 4}
+    hfas.fast_path(model, buckets=hfas.recommended_buckets(profile, model=model, drafter=drafter))
+    speculation = hfas.recommended_generate_kwargs(profile, model=model, drafter=drafter)
+    print(f"from {profile}: {speculation}")
+    return speculation
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -110,15 +124,7 @@ def main() -> None:
     reference.to(args.device)
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
-    speculation = {"assistant_policy": hfas.LookupFirstPolicy(*args.tree), "prompt_lookup_num_tokens": 4}
-    profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
-    if profile:  # what this machine's profile recommends, for the target and drafter it timed
-        hfas.fast_path(model, buckets=hfas.recommended_buckets(profile, model=model, drafter=drafter))
-        speculation = hfas.recommended_generate_kwargs(profile, model=model, drafter=drafter)
-        print(f"from {profile}: {speculation}")
-    else:
-        hfas.fast_path(model, buckets=BUCKETS)
-        _say_when_the_default_tree_is_slow(model, args.dtype)
+    speculation = _speculation(args, model, drafter)
     compile_config = hfas.fast_path_compile_config(model.device)
     cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
     fast_path = {} if args.eager else {"cache_implementation": "static", "compile_config": compile_config}
