@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from transformers import DynamicCache, LogitsProcessorList, PreTrainedModel
 
 from ..core.features import FeatureCapture
-from ..core.kv_cache import compact_cache, prepare_cache_for_trees
+from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.sequences import end_of_sequence_ids
 from ..core.tree import DraftTree, full_tree_size
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
@@ -285,7 +285,7 @@ def record_greedy_trees(
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
     check_recordable(config, max_new_tokens)
     drafter.bind(model)
-    device, input_ids = model.device, input_ids.to(model.device)
+    input_ids = input_ids.to(model.device)
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
     wanted = set(drafter.feature_layers) | set(feature_layers)
     sharing = drafter.cache_sharing
@@ -313,7 +313,7 @@ def record_greedy_trees(
             target_next = [-1] * len(tree)
             for row, node in enumerate(verified):
                 target_next[node] = greedy[row]
-            compact_cache(cache, len(verified), torch.tensor([0], device=device))
+            drop_tail(cache, len(verified) - 1)  # the root alone is kept: a crop, nothing moved
             new_features = {i: capture.latest[i][:, :1] for i in wanted}
             drafter.observe(
                 DraftOutcome(subtree, [0], greedy[:1], {i: new_features[i] for i in drafter.feature_layers})
