@@ -159,15 +159,14 @@ def compact_static_cache(cache: Cache, past_length: int, keep: torch.Tensor, in_
             host: :func:`~hf_adaptive_spec.core.tree.nodes_in_place`); they are not moved. A path that moves none
             (the root alone, a chain numbered in order) copies nothing: on a GPU, two kernels per layer fewer.
     """
-    kept = keep.numel()
-    if in_place < kept:
-        _move_slots(cache, past_length + in_place, keep[in_place:], past_length)
-    set_cache_length(cache, past_length + kept)
+    if in_place < keep.numel():
+        _move_slots(cache, past_length, keep, in_place)
+    set_cache_length(cache, past_length + keep.numel())
 
 
-def _move_slots(cache: Cache, start: int, nodes: torch.Tensor, past_length: int) -> None:
-    """Every layer's tree slots ``past_length + nodes`` moved to ``start, start + 1, ...``."""
-    end = start + nodes.numel()
+def _move_slots(cache: Cache, past_length: int, keep: torch.Tensor, in_place: int) -> None:
+    """Every layer's tree slots ``past_length + keep[in_place:]`` moved to ``past_length + in_place, ...``."""
+    start, end, nodes = past_length + in_place, past_length + keep.numel(), keep[in_place:]
     sources = {nodes.device: past_length + nodes}  # the slots to move, once per device (a model split across devices)
     for layer in cache.layers:
         if not layer.is_initialized:

@@ -328,6 +328,8 @@ class StaticTarget(TargetForward):
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor, in_place: int = 0) -> Features:
         compact_static_cache(self.cache, past_length, keep, in_place)
+        # a gather (a copy) even for nodes in place: the features are outputs of a compiled graph, whose next replay
+        # may overwrite them (CUDA graphs), and the drafter reads them after the next verification
         return {i: feature[:, keep] for i, feature in self._features.items()}
 
     def cache_for_caller(self):
