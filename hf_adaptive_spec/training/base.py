@@ -7,6 +7,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -325,12 +326,25 @@ def process_group_open() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
+#: How long :func:`end_process_group` leaves the interpreter lock to the backend's worker threads: 40 of Python's 5 ms
+#: switch intervals, once per run.
+WORKER_DRAIN_SECONDS = 0.2
+
+
 def end_process_group() -> None:
     """Destroy torch.distributed's default process group, if one is open (a run under ``torchrun``; the Trainer opens
-    it and never closes it). Left open, gloo's worker threads can still hold tensors while the interpreter finalizes,
-    and a process whose training has finished dies of SIGABRT (torchrun then fails the whole run). Call it last."""
+    it and never closes it), then let the backend's worker threads finish with the interpreter lock released. Call it
+    last.
+
+    A gloo worker frees each collective's work after the caller's ``wait`` returns; when that work holds the last
+    reference to a tensor Python made (the Trainer's gathered losses and token counts), the worker must take the
+    interpreter lock to free it. A rank whose last collective came a few milliseconds before its exit (a rank that
+    saves nothing) can reach the interpreter's finalization first: the worker then exits inside a C++ destructor and
+    the process dies of SIGABRT ("terminate called without an active exception"), so torchrun fails a finished run.
+    Destroying the group alone does not stop those threads (the DDP model still holds the group)."""
     if process_group_open():
         torch.distributed.destroy_process_group()
+        time.sleep(WORKER_DRAIN_SECONDS)  # releases the lock: a worker waiting for it frees its work now
 
 
 
