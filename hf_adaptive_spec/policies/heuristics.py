@@ -129,6 +129,10 @@ class ConfidenceThresholdPolicy(
 class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.heuristic_length"):
     """Drafts a chain whose length follows transformers' +2/-1 schedule.
 
+    As transformers (``num_matches == len(scores[0]) - 1``), a chain counts as accepted whole against the tokens the
+    drafter actually proposed: a chain the engine shortened (the largest verification bucket, the end of the output)
+    and accepted whole grows the length too.
+
     Args:
         initial_depth: the first cycle's chain length (transformers' ``num_assistant_tokens``).
         max_depth: the longest chain (transformers has none; a bound keeps a verification forward small).

@@ -117,6 +117,17 @@ def test_heuristic_length_grows_by_two_and_shrinks_by_one():
         hfas.HeuristicLengthPolicy(initial_depth=0)
 
 
+def test_heuristic_length_counts_a_shortened_chain_as_transformers_counts_its_candidates():
+    """transformers grows its length when every candidate it drafted matched (``len(scores[0]) - 1``, after its own
+    cap at the end of the output), not the length it asked for: a chain the engine shortened to 3 and accepted whole
+    grows the length, one with a rejection shrinks it."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=6, max_depth=16)
+    policy.observe(_feedback(depth=3, accepted=3))
+    assert policy.depth == 8
+    policy.observe(_feedback(depth=3, accepted=2))
+    assert policy.depth == 7
+
+
 @pytest.mark.parametrize("depths", [dict(initial_depth=8, max_depth=10.0), dict(initial_depth=2.5, max_depth=8),
                                     dict(initial_depth=True, max_depth=8)])
 def test_a_chain_length_that_is_not_an_int_is_refused_when_the_policy_is_built(depths):
