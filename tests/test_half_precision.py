@@ -94,3 +94,38 @@ def test_float32_targets_are_not_rescored(llama):
     with torch.no_grad(), target:
         first, _ = target.prefill(prompt(6), {"past_key_values": cache, "use_cache": True})
     assert first.rescorer is None
+
+
+def test_rows_rescored_together_have_the_float32_argmax():
+    """``argmaxes`` (the accelerator's walk reads them at once): each settled row's token is the float32 argmax. A
+    row with more near tokens than candidates is not settled (its walk rescores it alone), never given a wrong
+    token. These rows are built to tie (several candidates each); SmolLM2's rows had at most 6 near tokens over
+    Spec-Bench answers."""
+    head, states, exact = _near_tie_rows()
+    rescorer = TopLogitsRescorer(head, torch.bfloat16)
+    with torch.no_grad():
+        rounded = head(states)
+    settled_counts = []
+    for candidates in (head.out_features, 16, 2):
+        choices, settled = rescorer.argmaxes(rounded, states, candidates).tolist()
+        wrong = [i for i, (choice, ok) in enumerate(zip(choices, settled)) if ok and choice != int(exact[i].argmax())]
+        assert wrong == [], (candidates, wrong)
+        settled_counts.append(sum(settled))
+    assert settled_counts[0] == len(states) and settled_counts[0] > settled_counts[1] > settled_counts[2] > 0, (
+        settled_counts
+    )
+
+
+def test_rows_rescored_together_break_ties_as_argmax():
+    """Two tokens with the same weights have the same float32 product: the lower id wins, as ``argmax``'s."""
+    head = nn.Linear(8, 32, bias=False)
+    with torch.no_grad():
+        head.weight[5] = head.weight[23] = torch.linspace(1.0, 2.0, 8)
+    head = head.to(torch.bfloat16)
+    states = torch.ones(3, 8, dtype=torch.bfloat16)
+    rescorer = TopLogitsRescorer(head, torch.bfloat16)
+    with torch.no_grad():
+        rounded = head(states)
+    choices, settled = rescorer.argmaxes(rounded, states).tolist()
+    assert choices == [5, 5, 5] and all(settled)
+    assert [int(rescorer(rounded[i], states[i]).argmax()) for i in range(3)] == choices

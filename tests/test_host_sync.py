@@ -12,9 +12,10 @@ import torch
 from tiny_models import prompt, tiny_eagle3, tiny_model
 from torch.overrides import TorchFunctionMode
 from torch_calls import TorchCalls
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.generation import speculative_decoding
+from hf_adaptive_spec.generation import speculative_decoding, targets
 
 READS = {torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__,
          torch.Tensor.__index__}  # fmt: skip
@@ -157,9 +158,9 @@ def test_the_acceptance_walk_uploads_nothing(cache, processing, monkeypatch):
     model = tiny_model("llama")
     walks = Counter()
 
-    def counted(tree, scores_at):
+    def counted(tree, scores_at, *argmaxes):
         with HostTraffic() as traffic, TorchCalls() as calls:
-            result = accept(tree, scores_at)
+            result = accept(tree, scores_at, *argmaxes)
         walks.update(traffic.counts)
         walks.update({"cat": calls.counts[torch.cat]})
         return result
@@ -199,3 +200,128 @@ def test_the_lookup_branch_reads_nothing_per_cycle(monkeypatch):
                    prompt_lookup_num_tokens=4, cache_implementation="static")
     assert sum(map(bool, found)) >= 3, found
     assert chains["read"] == 0 and chains["upload"] == 0, chains
+
+
+def _walk_traffic(model, cache: str | None, at_once: bool) -> tuple[torch.Tensor, Counter, int]:
+    """(output, reads and ``nonzero`` calls in the acceptance walks and their argmax reads, cycles), the walk reading
+    every row's argmax at once (``at_once``: as on an accelerator) or row by row (as on the CPU)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _walk_traffic_patched(model, cache, at_once, monkeypatch)
+
+
+def _walk_traffic_patched(model, cache: str | None, at_once: bool, monkeypatch) -> tuple[torch.Tensor, Counter, int]:
+    monkeypatch.setattr(targets, "reads_rows_at_once", lambda device: at_once)
+    walks = Counter()
+
+    def counted(decoder, tree, scores):
+        with HostTraffic() as traffic, TorchCalls() as calls:
+            result = accept(decoder, tree, scores)
+        walks.update(traffic.counts)
+        walks.update({"nonzero": calls.counts[torch.Tensor.nonzero]})
+        return result
+
+    accept = speculative_decoding._Decoder._accept
+    monkeypatch.setattr(speculative_decoding._Decoder, "_accept", counted)
+    kwargs = {"cache_implementation": cache} if cache else {}
+    out = model.generate(
+        prompt(9), max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+        assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=12), return_dict_in_generate=True,
+        **kwargs,
+    )
+    return out.sequences, walks, out.speculation.cycles
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cache", ["static", None])
+def test_on_an_accelerator_the_walk_reads_once_per_tree(dtype, cache):
+    """Where each read is a synchronisation, the greedy walk reads every node's argmax at once (a half-precision
+    row's rescored in float32 on the device, with no ``nonzero``): one read per tree however deep it accepts, where
+    the row-by-row walk reads each visited node (and a half-precision row's ``nonzero``). The tokens are the
+    row-by-row walk's, and in float32 stock generate's."""
+    model = tiny_model("llama").to(dtype)
+    row_by_row, rows_walks, _ = _walk_traffic(model, cache, at_once=False)
+    at_once, once_walks, cycles = _walk_traffic(model, cache, at_once=True)
+    assert torch.equal(at_once, row_by_row)
+    if dtype == torch.float32:
+        assert torch.equal(at_once, model.generate(prompt(9), max_new_tokens=24, do_sample=False))
+    assert once_walks["read"] == cycles + 1, once_walks  # the prefill's row, then one per tree
+    assert once_walks["nonzero"] == 0, once_walks
+    assert rows_walks["read"] >= 3 * cycles, rows_walks  # the control: the walks went several nodes deep
+    assert (rows_walks["nonzero"] >= 3 * cycles) == (dtype == torch.bfloat16), rows_walks
+
+
+def test_scores_are_computed_only_when_returned(monkeypatch):
+    """A walk that read its choices at once computes no row for the output unless output_scores asks for them;
+    with it, the rows are stock's."""
+    model = tiny_model("llama")
+    monkeypatch.setattr(targets, "reads_rows_at_once", lambda device: True)
+    rows = Counter()
+    getitem = targets.TreeLogits.__getitem__
+
+    def counted(self, node):
+        rows["row"] += 1
+        return getitem(self, node)
+
+    monkeypatch.setattr(targets.TreeLogits, "__getitem__", counted)
+    spec = dict(assistant_model=hfas.CausalLMDrafter(model), cache_implementation="static",
+                assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=12))
+    model.generate(prompt(9), max_new_tokens=16, do_sample=False, **spec)
+    assert rows["row"] == 0, rows
+    kwargs = dict(max_new_tokens=16, do_sample=False, return_dict_in_generate=True, output_scores=True,
+                  output_logits=True)
+    out, expected = model.generate(prompt(9), **kwargs, **spec), model.generate(prompt(9), **kwargs)
+    assert rows["row"] >= 16
+    for got, want in zip((out.scores, out.logits), (expected.scores, expected.logits)):
+        assert len(got) == len(want) == 16
+        assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(got, want))
+
+
+class _RecordingCriterion(StoppingCriteria):
+    """A caller's criterion that records the lengths it is asked about (it may keep state between calls)."""
+
+    def __init__(self, stop_at: int):
+        self.stop_at, self.asked = stop_at, []
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.asked.append(input_ids.shape[1])
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.stop_at, dtype=torch.bool)
+
+
+def test_stopping_criteria_are_read_once_per_cycle(monkeypatch):
+    """transformers' own criteria are asked about every token of a cycle before one read of their verdicts; the
+    first stop ends the output where stock's ends (an end-of-sequence token inside an accepted block)."""
+    model = tiny_model("llama")
+    free = model.generate(prompt(9), max_new_tokens=30, do_sample=False)[0].tolist()
+    eos = free[9 + 14]
+    reads, calls = Counter(), Counter()
+
+    def counted(*args):
+        with HostTraffic() as traffic:
+            stop = first_stop(*args)
+        reads.update(traffic.counts)
+        calls["call"] += 1
+        return stop
+
+    first_stop = speculative_decoding.first_stop
+    monkeypatch.setattr(speculative_decoding, "first_stop", counted)
+    expected = model.generate(prompt(9), max_new_tokens=30, do_sample=False, eos_token_id=eos)
+    out = model.generate(prompt(9), max_new_tokens=30, do_sample=False, eos_token_id=eos,
+                         assistant_model=hfas.CausalLMDrafter(model),
+                         assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=8))
+    assert torch.equal(out, expected) and out.shape[1] < 9 + 30
+    assert reads["read"] == calls["call"], (reads, calls)  # one per emit, however many tokens it appends
+    assert out.shape[1] - 9 > 2 * calls["call"] - 1  # the control: emits appended several tokens each
+
+
+def test_a_callers_criterion_is_asked_as_stock_asks_it():
+    """A criterion passed in ``stopping_criteria`` may keep state: it is asked about each token in turn and not
+    beyond the first stop, the lengths stock asks about."""
+    model = tiny_model("llama")
+    stock, spec = _RecordingCriterion(9 + 13), _RecordingCriterion(9 + 13)
+    expected = model.generate(prompt(9), max_new_tokens=30, do_sample=False,
+                              stopping_criteria=StoppingCriteriaList([stock]))
+    out = model.generate(prompt(9), max_new_tokens=30, do_sample=False, stopping_criteria=StoppingCriteriaList([spec]),
+                         assistant_model=hfas.CausalLMDrafter(model),
+                         assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=8))
+    assert torch.equal(out, expected) and out.shape[1] == 9 + 13
+    assert spec.asked == stock.asked == list(range(10, 9 + 14)), (spec.asked, stock.asked)

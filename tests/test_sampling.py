@@ -121,14 +121,13 @@ def test_prompt_lookup_branch_keeps_sampling_exact(small_model, exact, tree):
 
 def _broken_rule(tree, scores_at):
     """Accepts a drafted child with probability p(x) but forgets to remove it from the residual."""
-    node, path, rows = 0, [0], []
+    node, path = 0, [0]
     while True:
         scores = scores_at(node)
-        rows.append(scores)
         p = torch.softmax(scores.float(), dim=-1)
         accepted = next((c for c in tree.children(node) if torch.rand(()) < p[tree.tokens[c]]), None)
         if accepted is None:
-            return acceptance.Acceptance(path, int(torch.multinomial(p, 1)), rows)
+            return acceptance.Acceptance(path, int(torch.multinomial(p, 1)), scores_at)
         path.append(accepted)
         node = accepted
 

@@ -98,3 +98,27 @@ class TopLogitsRescorer:
             exact = self.weight[near].float() @ hidden.float()
             scores[near] = exact if self.bias is None else exact + self.bias[near].float()
         return scores
+
+    @torch.no_grad()
+    def argmaxes(self, logits: torch.Tensor, hidden: torch.Tensor, candidates: int = 16) -> torch.Tensor:
+        """The rescored argmax of every row at once, on the device: ``[2, n]``, each row's token and whether it is
+        settled. For ``logits`` ``[n, vocab]`` (rounded) and their ``hidden`` ``[n, hidden]`` rows.
+
+        No synchronisation: each row's ``candidates`` largest rounded logits stand for the tokens within the
+        margin (a fixed shape, where :meth:`__call__` finds them with a ``nonzero``). A row whose last candidate is
+        itself within the margin may have more: it is not settled, and its token is :meth:`__call__`'s to find.
+        Ties go to the lowest token id, as ``argmax``'s. The products are summed in another order than one row's
+        (a batched product, not a matrix-vector one), so two float32 products within a rounding step of each
+        other may order differently than :meth:`__call__` orders them.
+        """
+        values, tokens = logits.topk(min(candidates, logits.shape[-1]), dim=-1)
+        values = values.float()
+        top = values[:, :1]
+        near = values >= top - self.margin * top.abs().clamp(min=1.0)
+        exact = torch.einsum("nkh,nh->nk", self.weight[tokens].float(), hidden.float())
+        if self.bias is not None:
+            exact = exact + self.bias[tokens].float()
+        exact = exact.masked_fill(~near, float("-inf"))
+        best = exact.max(dim=-1, keepdim=True).values
+        choice = torch.where(exact == best, tokens, logits.shape[-1]).min(dim=-1).values
+        return torch.stack([choice, (~near[:, -1]).long()])

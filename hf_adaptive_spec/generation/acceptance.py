@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..core.tree import DraftTree
+
+ScoresAt = Callable[[int], torch.Tensor]
+"""Maps a tree node to the processed target scores ``[vocab]`` for the token after it."""
 
 
 @dataclass
@@ -17,29 +20,32 @@ class Acceptance:
     Args:
         path: accepted node indices, root first.
         next_token: the token the target emits after the path (the bonus token).
-        score_rows: processed target scores each emitted token was chosen from, one
-            ``[vocab]`` row per token of ``path[1:] + [next_token]``.
+        scores_at: the scores the walk chose from: each emitted token's row is that of the path node before it.
     """
 
     path: list[int]
     next_token: int
-    score_rows: list[torch.Tensor]
+    scores_at: ScoresAt
+
+    def score_row(self, index: int) -> torch.Tensor:
+        """The processed target scores ``[vocab]`` the ``index``-th emitted token (of ``path[1:] + [next_token]``)
+        was chosen from; computed when asked (``output_scores``), not by a greedy walk that read its choices."""
+        return self.scores_at(self.path[index])
 
 
-ScoresAt = Callable[[int], torch.Tensor]
-"""Maps a tree node to the processed target scores ``[vocab]`` for the token after it."""
+def accept_greedy(tree: DraftTree, scores_at: ScoresAt, argmaxes: Sequence[int | None] | None = None) -> Acceptance:
+    """Follow the target's argmax through the tree; stop at the first mismatch.
 
-
-def accept_greedy(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
-    """Follow the target's argmax through the tree; stop at the first mismatch."""
-    node, path, rows = 0, [0], []
+    ``argmaxes``: every node's argmax, read at once (``TreeLogits.argmaxes``), where the scores are the rows
+    themselves; a node without one (None, or no list) reads its own row's argmax."""
+    node, path = 0, [0]
     while True:
-        scores = scores_at(node)
-        rows.append(scores)
-        choice = int(scores.argmax())
+        choice = argmaxes[node] if argmaxes is not None else None
+        if choice is None:
+            choice = int(scores_at(node).argmax())
         child = next((c for c in tree.children(node) if tree.tokens[c] == choice), None)
         if child is None:
-            return Acceptance(path, choice, rows)
+            return Acceptance(path, choice, scores_at)
         path.append(child)
         node = child
 
@@ -57,10 +63,9 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
     Each node reads the device once (one synchronisation on a GPU, as greedy's argmax), whatever
     its number of children: see :func:`_draw_deterministic` and :func:`_draw_sampled`.
     """
-    node, path, rows = 0, [0], []
+    node, path = 0, [0]
     while True:
         scores = scores_at(node)  # only along the accepted path, in order: stateful processors see stock's calls
-        rows.append(scores)
         p = torch.softmax(scores.float(), dim=-1)
         children = tree.children(node)
         q = tree.proposal_probs.get(node)
@@ -69,7 +74,7 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
         else:
             accepted, token = _draw_sampled(tree, children, p, q.to(p.device))
         if accepted is None:
-            return Acceptance(path, token, rows)
+            return Acceptance(path, token, scores_at)
         path.append(accepted)
         node = accepted
 

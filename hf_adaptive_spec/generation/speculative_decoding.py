@@ -8,6 +8,7 @@ cache and sent the prompt to the streamer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
@@ -30,6 +31,7 @@ from .input_checks import check_supported
 from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, NgramIndex, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
+from .stopping import first_stop
 from .targets import (
     DynamicTarget,
     SharedCacheTarget,
@@ -43,9 +45,12 @@ from .tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 
 logger = logging.get_logger(__name__)
 
+RowAt = Callable[[int], torch.Tensor]
+"""The scores row ``[vocab]`` an emitted token (by its index among a cycle's) was chosen from."""
+
 
 class _Output:
-    """Appends emitted tokens one at a time, applying the stopping criteria after each."""
+    """Appends emitted tokens, applying the stopping criteria to each (``stopping.first_stop``)."""
 
     def __init__(self, input_ids, stopping_criteria, config: GenerationConfig, streamer: BaseStreamer | None):
         self.sequence = input_ids
@@ -57,25 +62,28 @@ class _Output:
         self.finished = False
         self.last_token: int | None = None  # the last token appended, known on the host: a cycle's tree root
 
-    def emit(self, tokens: list[int], score_rows: list[torch.Tensor], raw_rows: list[torch.Tensor],
-             on_device: torch.Tensor | None = None) -> int:
+    def emit(self, tokens: list[int], score_row: RowAt, raw_row: RowAt, on_device: torch.Tensor | None = None) -> int:
         """Append ``tokens`` (``on_device``: the same ``[1, len(tokens)]`` already uploaded, else one upload here),
-        stopping after the first token the criteria stop at; returns how many were appended."""
+        stopping after the first token the criteria stop at; returns how many were appended. ``score_row(i)`` and
+        ``raw_row(i)``: the processed and raw scores ``[vocab]`` the ``i``-th token came from, asked for only when
+        the output returns them."""
         base = self.sequence.shape[1]
         if on_device is None:
             on_device = upload([tokens], self.sequence)
         extended = torch.cat([self.sequence, on_device], dim=-1)
-        kept = 0
-        for score_row, raw_row in zip(score_rows, raw_rows):
-            kept += 1
-            # copies: a row may be a view of a compiled graph's output, which its next replay overwrites (CUDA graphs)
-            if self.scores is not None:
-                self.scores += (score_row[None].clone(),)
-            if self.raw_logits is not None:
-                self.raw_logits += (raw_row[None].clone(),)
-            if bool(self.stopping_criteria(extended[:, : base + kept], self.scores).any()):
-                self.finished = True
-                break
+        scores, raw_logits = self.scores, self.raw_logits
+        # copies: a row may be a view of a compiled graph's output, which its next replay overwrites (CUDA graphs)
+        if scores is not None:
+            scores += tuple(score_row(i)[None].clone() for i in range(len(tokens)))
+        if raw_logits is not None:
+            raw_logits += tuple(raw_row(i)[None].clone() for i in range(len(tokens)))
+        stop = first_stop(self.stopping_criteria, extended, len(tokens), scores)
+        self.finished = stop is not None
+        kept = len(tokens) if stop is None else stop
+        if scores is not None:
+            self.scores = scores[: len(scores) - len(tokens) + kept]
+        if raw_logits is not None:
+            self.raw_logits = raw_logits[: len(raw_logits) - len(tokens) + kept]
         self.sequence = extended[:, : base + kept]
         if self.streamer is not None and kept:
             self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
@@ -102,6 +110,10 @@ class _TreeScores:
         if node not in self.cache:
             self.cache[node] = self.processor(self._prefix(node), self.logits[node][None].clone())[0]
         return self.cache[node]
+
+    def argmaxes(self) -> list[int | None] | None:
+        """Every node's argmax read at once (``TreeLogits.argmaxes``) where the scores are the rows themselves."""
+        return None if self.processor else self.logits.argmaxes()
 
     def _prefix(self, node: int) -> torch.Tensor:
         """``[1, T + depth]``: the sequence, then the tokens of the path to ``node`` after the root."""
@@ -234,7 +246,6 @@ class _Decoder:
                  config: GenerationConfig, processor: LogitsProcessorList, lookup: _LookupBranch):
         self.model, self.target, self.drafter, self.policy = model, target, drafter, policy
         self.config, self.processor, self.lookup = config, processor, lookup
-        self.accept = accept_sampling if config.do_sample else accept_greedy
         self.builder: TreeBuilder | None = None  # once the prefill shows the target's vocabulary
         self.capacity = target.path.largest_bucket if isinstance(target, StaticTarget) else None
         if self.capacity is not None and lookup.num_tokens >= self.capacity:  # else a long match fails mid-call
@@ -261,10 +272,11 @@ class _Decoder:
             self.drafter.continue_after(self.target.cached_length)
         with self.target:
             first_logits, features = self.target.prefill(out.sequence, model_kwargs)
-            self.builder = TreeBuilder(self.drafter, self.policy, target_vocab_size=first_logits[0].shape[-1])
+            # the prefill's logits (always computed): its row is not rescored before the walk asks for it
+            self.builder = TreeBuilder(self.drafter, self.policy, target_vocab_size=first_logits.logits.shape[-1])
             root = DraftTree.with_root(-1)
-            choice = self.accept(root, _TreeScores(root, first_logits, out.sequence, self.processor))
-            out.emit([choice.next_token], choice.score_rows, [first_logits[0]])
+            choice = self._accept(root, _TreeScores(root, first_logits, out.sequence, self.processor))
+            out.emit([choice.next_token], choice.score_row, lambda _: first_logits[0])
             self.lookup.start(out.sequence)
             while not out.finished:
                 features = self.cycle(out, features)
@@ -333,12 +345,12 @@ class _Decoder:
         tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times, out.last_token)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
-        result: Acceptance = self.accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
+        result = self._accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
         # one upload for the tokens to emit and the path to keep in the cache (as long as the tokens)
         uploaded = upload([tokens, result.path], sequence)
-        emitted = out.emit(tokens, result.score_rows, [tree_logits[i] for i in result.path], uploaded[:1])
+        emitted = out.emit(tokens, result.score_row, lambda index: tree_logits[result.path[index]], uploaded[:1])
         self.lookup.extend(tokens[:emitted])
         tick = time.perf_counter()
         # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
@@ -355,6 +367,12 @@ class _Decoder:
         drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)
         self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
+
+    def _accept(self, tree: DraftTree, scores: _TreeScores) -> Acceptance:
+        """Rejection sampling, or the greedy walk with every node's argmax read at once where that pays."""
+        if self.config.do_sample:
+            return accept_sampling(tree, scores)
+        return accept_greedy(tree, scores, scores.argmaxes())
 
     def _give_feedback(self, outcome: DraftOutcome, times: DraftTimes) -> None:
         """The drafter's :meth:`~Drafter.observe` (drafting time: an online learner logs its records here)."""

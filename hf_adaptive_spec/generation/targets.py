@@ -62,6 +62,26 @@ class TreeLogits:
             self.rows[node] = self.rescorer(row, self.hidden[node]) if self.rescorer is not None else row.float()
         return self.rows[node]
 
+    def argmaxes(self) -> list[int | None] | None:
+        """Every row's argmax (of the rescored row, as ``self[node].argmax()``) in one read; None where the greedy
+        walk should read the rows it visits one by one, and None for a row the rescorer's candidates do not settle.
+
+        On an accelerator each read is a synchronisation, and a walk that reads each visited row's argmax (and the
+        rescorer's ``nonzero``) waits for the device about twice per node: this reads once per tree. On the CPU a
+        read waits for nothing, and the few rows a walk visits cost less than all of them (SmolLM2's bfloat16 rows,
+        16 nodes: 0.39 ms for three visited rows against 0.77 ms for all 16 on two AVX-512 bfloat16 EPYC cores)."""
+        if self.logits is None or not reads_rows_at_once(self.logits.device):
+            return None
+        if self.rescorer is None:
+            return self.logits.argmax(dim=-1).tolist()
+        choices, settled = self.rescorer.argmaxes(self.logits, self.hidden).tolist()
+        return [choice if ok else None for choice, ok in zip(choices, settled)]
+
+
+def reads_rows_at_once(device: torch.device) -> bool:
+    """Whether the acceptance walk reads every row's argmax at once on ``device`` (see :meth:`TreeLogits.argmaxes`)."""
+    return device.type != "cpu"
+
 
 Features = dict[int, torch.Tensor]
 """Hidden states by ``hidden_states`` index, each ``[1, tokens, hidden]``."""
@@ -157,7 +177,7 @@ class DynamicTarget(TargetForward):
         if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())
             # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
-            self.lazy_head = self.head if model.device.type == "cpu" else None
+            self.lazy_head = None if reads_rows_at_once(model.device) else self.head
             self.rescorer = _rescorer(model)
         first = TreeLogits(logits=logits[0, -1:], hidden=final_hidden[-1:], rescorer=self.rescorer)
         return first, {i: self.capture.latest[i] for i in self.wanted}

@@ -1,0 +1,45 @@
+"""The stopping criteria's verdicts on a cycle's tokens, read from the device once per cycle.
+
+Stock ``generate`` asks its criteria after each token and reads the verdict (one synchronisation per token on a GPU).
+A cycle appends several tokens at once; asking about each of their prefixes before reading any verdict gives the
+same first stop, read once, where the criteria are functions of what they are given: transformers' own, which
+``generate`` builds from the generation config. A criterion of the caller's (``stopping_criteria=``) may keep state
+between calls, so it is asked prefix by prefix and no further than the first stop, as stock asks it.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import StoppingCriteriaList
+from transformers.generation.stopping_criteria import (
+    EosTokenCriteria,
+    MaxLengthCriteria,
+    MaxTimeCriteria,
+    StopStringCriteria,
+)
+
+#: transformers' criteria whose verdict depends on their arguments (and the clock) alone: exact types, not subclasses
+STATELESS_CRITERIA = (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StopStringCriteria)
+
+
+def asked_together(criteria: StoppingCriteriaList) -> bool:
+    """Whether every criterion may be asked about all of a cycle's prefixes before a verdict is read."""
+    return type(criteria) is StoppingCriteriaList and all(type(c) in STATELESS_CRITERIA for c in criteria)
+
+
+def first_stop(
+    criteria: StoppingCriteriaList, sequence: torch.LongTensor, new_tokens: int, scores: tuple | None
+) -> int | None:
+    """Of the last ``new_tokens`` of ``sequence`` ``[1, T]``, how many stock keeps when a criterion stops among them:
+    up to and including the first whose prefix a criterion stops at; None when none does. ``scores``: the rows
+    ``generate`` returns so far, one per token through the last, or None; each prefix is asked with its own."""
+    start = sequence.shape[1] - new_tokens
+    prior = None if scores is None else len(scores) - new_tokens
+
+    def stops(count: int) -> torch.Tensor:
+        return criteria(sequence[:, : start + count], None if scores is None else scores[: prior + count]).any()
+
+    if asked_together(criteria):
+        verdicts = torch.stack([stops(count) for count in range(1, new_tokens + 1)]).tolist()  # one read
+        return next((count for count, stop in enumerate(verdicts, 1) if stop), None)
+    return next((count for count in range(1, new_tokens + 1) if bool(stops(count))), None)
