@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 84, the AVX-512 bfloat16 AMD EPYC (2 cores): issue 31's Spec-Bench 13 x 10 on the decoding path after
-# 16cae41 (the acceptance walk's and the stopping criteria's reads for accelerators; on the CPU the walk still reads
+# 854188b (the acceptance walk's and the stopping criteria's reads for accelerators; on the CPU the walk still reads
 # row by row and the criteria are asked about a cycle's tokens before one read). The README's fastest configuration,
 # LookupFirstPolicy 2/4/8 + 4-token branch, against transformers' fast path in caches sized per call
 # (stock-compiled+sized, the reference) and eager bfloat16 stock (the bench's `stock` row), interleaved per

@@ -1,5 +1,5 @@
 """Turn-by-turn: does a method produce the same tokens in two bench reports? Session 84 compares its run of
-LookupFirstPolicy 2/4/8 + branch (the decoding path after 16cae41) with session 70's (the same configuration on the
+LookupFirstPolicy 2/4/8 + branch (the decoding path after 854188b) with session 70's (the same configuration on the
 same machine kind): `python results/session84/same_tokens.py NEW.json OLD.json METHOD [METHOD...]`."""
 
 import json
