@@ -88,12 +88,17 @@ class TopLogitsRescorer:
         """Whether logits of ``dtype`` from ``head`` can be rescored: a plain linear head in half precision."""
         return type(head) is nn.Linear and not _has_hooks(head) and dtype in (torch.bfloat16, torch.float16)
 
+    def _within_margin(self, scores: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+        """Which rounded ``scores`` lie within two rounding steps of their row's maximum ``top``: the tokens whose
+        float32 product may be the largest."""
+        return scores >= top - self.margin * top.abs().clamp(min=1.0)
+
     @torch.no_grad()
     def __call__(self, logits: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """``logits`` ``[vocab]`` (rounded) and the ``hidden`` ``[hidden]`` row they came from: float32 ``[vocab]``."""
         scores = logits.to(torch.float32, copy=True)
         top = scores.max()
-        near = (scores >= top - self.margin * top.abs().clamp(min=1.0)).nonzero()[:, 0]
+        near = self._within_margin(scores, top).nonzero()[:, 0]
         if near.numel() > 1:
             exact = self.weight[near].float() @ hidden.float()
             scores[near] = exact if self.bias is None else exact + self.bias[near].float()
@@ -114,7 +119,7 @@ class TopLogitsRescorer:
         values, tokens = logits.topk(min(candidates, logits.shape[-1]), dim=-1)
         values = values.float()
         top = values[:, :1]
-        near = values >= top - self.margin * top.abs().clamp(min=1.0)
+        near = self._within_margin(values, top)
         exact = torch.einsum("nkh,nh->nk", self.weight[tokens].float(), hidden.float())
         if self.bias is not None:
             exact = exact + self.bias[tokens].float()
