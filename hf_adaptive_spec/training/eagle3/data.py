@@ -159,6 +159,11 @@ class ConversationStream(IterableDataset):
     Each pass shuffles the records (seed + pass number) and sorts chunks of ``chunk_size``
     samples by length, so consecutive samples (one batch) need little padding. ``limit``: only the
     file's first ``limit`` records (the script's ``num_conversations``).
+
+    One iteration runs the passes back to back and never ends (``max_steps`` ends the run), so a run resumed from a
+    checkpoint skips the batches it trained, whatever pass they were in, and goes on where it stopped, as Trainer
+    resumes any dataset (skipping tokenises what it skips: about 6 ms a conversation for SmolLM2 on two CPU cores).
+    The order resumed is the uninterrupted run's as long as the file holds what it held then.
     """
 
     def __init__(
@@ -167,12 +172,23 @@ class ConversationStream(IterableDataset):
     ):
         self.path, self.tokenizer, self.max_length = path, tokenizer, max_length
         self.seed, self.chunk_size, self.limit = seed, chunk_size, limit
-        self.passes = 0
 
     def __iter__(self) -> Iterator[dict[str, list[int]]]:
+        for number in itertools.count():
+            trained = 0
+            for sample in self.one_pass(number):
+                trained += 1
+                yield sample
+            if not trained:
+                raise ValueError(
+                    f"{self.path} holds no conversation with an assistant token within max_length={self.max_length} "
+                    f"(pass {number}): nothing to train. Check the file, or raise max_length."
+                )
+
+    def one_pass(self, number: int) -> Iterator[dict[str, list[int]]]:
+        """Pass ``number``: the file's conversations as it holds them now, in that pass's order."""
         conversations = list(itertools.islice(read_conversations(self.path), self.limit))
-        random.Random(self.seed + self.passes).shuffle(conversations)
-        self.passes += 1
+        random.Random(self.seed + number).shuffle(conversations)
         for start in range(0, len(conversations), self.chunk_size):
             chunk = (
                 tokenize_conversation(self.tokenizer, c, self.max_length)
