@@ -498,8 +498,24 @@ def test_embeddings_never_set_are_refused(target):
         Eagle3Drafter(model)
     with pytest.raises(ValueError, match="embeddings were never set"):
         model(IDS[:, 1:], torch.zeros(1, 23, 3 * 64))
+    without_embeddings = {k: v for k, v in make_draft_model(target).state_dict().items() if k != "embed_tokens.weight"}
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\) in state_dict: \"embed_tokens.weight\""):
+        model.load_state_dict(without_embeddings)  # none set, none given: missing
     model.load_state_dict(make_draft_model(target).state_dict())
     Eagle3Drafter(model)  # a loaded state dict provides them
+
+
+def test_a_state_dict_without_embeddings_keeps_the_targets_and_does_not_call_them_missing(tmp_path, target):
+    """A Trainer checkpoint at the target's width holds no embeddings (the SpecForge layout): resuming loaded it with
+    a warning of missing keys, though the drafter kept the target's embeddings it was built with."""
+    model, trained = make_draft_model(target), make_draft_model(target)
+    Eagle3Drafter(trained).save_pretrained(tmp_path)
+    saved = load_file(tmp_path / "model.safetensors")
+    assert "embed_tokens.weight" not in saved
+    result = model.load_state_dict(saved, strict=False)  # as Trainer's resume loads it
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert torch.equal(model.embed_tokens.weight, target.get_input_embeddings().weight)
+    assert torch.equal(draft_logits(model, target, IDS), draft_logits(trained, target, IDS))
 
 
 def test_a_float32_checkpoint_stays_float32_beside_a_bfloat16_target_with_dtype(tmp_path, target):

@@ -352,9 +352,13 @@ class Eagle3DraftModel(PreTrainedModel):
 
 
 def _mark_loaded_embeddings(module: Eagle3DraftModel, incompatible_keys) -> None:
-    """``load_state_dict`` post-hook: embeddings count as set once a state dict provided them."""
+    """``load_state_dict`` post-hook: embeddings count as set once a state dict provided them. A state dict without
+    them (the SpecForge layout leaves them out at the target's width: a ``Trainer`` checkpoint) keeps embeddings
+    already set from the target, and does not call them missing; they stay missing where none were ever set."""
     if "embed_tokens.weight" not in incompatible_keys.missing_keys:
         module.embeddings_ready = True
+    elif module.embeddings_ready:
+        incompatible_keys.missing_keys.remove("embed_tokens.weight")
 
 
 #: The draft layer's Llama fields a target config may hold: under the Llama name first, then under other families'
