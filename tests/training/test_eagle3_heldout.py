@@ -581,6 +581,78 @@ def test_the_scripts_held_out_set_leaves_out_conversations_that_open_with_a_trai
         heldout_callbacks(args, target, tokenizer, draft, 32, samples)
 
 
+def _stage(tmp_path, monkeypatch, name: str, data: list, held_out: list, init_from=None, stream=False):
+    """A two-step script run on ``data`` with a held-out curve on ``held_out`` (conversations), from ``init_from``."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'][0] + ',' + m['content'] + '.' }}{% endfor %}"
+    torch.manual_seed(0)
+    target = tiny_model("llama")  # the same target in every stage
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
+    for file, conversations in ((f"{name}.jsonl", data), (f"{name}_held_out.jsonl", held_out)):
+        (tmp_path / file).write_text("".join(json.dumps({"conversation": c}) + "\n" for c in conversations))
+    args = script.Eagle3Config(output_dir=str(tmp_path / name), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                               max_length=32, save_strategy="steps", save_steps=1, report_to=[], disable_tqdm=True,
+                               **({} if init_from else {"draft_vocab_size": 8}))
+    script_args = Eagle3ScriptArguments(
+        dataset_path=str(tmp_path / f"{name}.jsonl"), heldout_path=str(tmp_path / f"{name}_held_out.jsonl"),
+        heldout_conversations=len(held_out), heldout_every_steps=10, init_from=init_from, stream=stream,
+    )
+    return script.main(script_args, args), tokenizer
+
+
+def test_a_later_stage_leaves_out_of_its_curve_the_prompts_an_earlier_stage_trained_on(tmp_path, monkeypatch,
+                                                                                        caplog):
+    """Each saved folder holds the prompt digests its stages trained on (trained_prompts.json); a stage from it on
+    other data leaves the earlier stages' prompts out of its held-out curve too (before, only its own data's)."""
+    import logging
+
+    from hf_adaptive_spec.training.eagle3 import TRAINED_PROMPTS_FILE, prompt_digest, read_trained_prompts
+
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
+             for i in range(10)]
+    _, tokenizer = _stage(tmp_path, monkeypatch, "first", turns[:4], turns[6:])
+    digests = {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "first.jsonl", 32)}
+    assert len(digests) == 4 and read_trained_prompts(tmp_path / "first") == digests
+    assert read_trained_prompts(tmp_path / "first" / "checkpoint-1") == digests  # every checkpoint holds them
+    with caplog.at_level(logging.WARNING):
+        second, _ = _stage(tmp_path, monkeypatch, "second", turns[4:6], turns[2:], init_from=str(tmp_path / "first"))
+    assert [len(c.held_out.samples) for c in second._held_out_callbacks()] == [4]  # 2 and 3 (first), 4 and 5 (own)
+    assert "4 of the held-out conversations" in caplog.text
+    lineage = digests | {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "second.jsonl", 32)}
+    assert len(lineage) == 6 and read_trained_prompts(tmp_path / "second") == lineage
+
+    (tmp_path / "first" / TRAINED_PROMPTS_FILE).unlink()  # a drafter saved before the file existed: data unknown
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        third, _ = _stage(tmp_path, monkeypatch, "third", turns[4:6], turns[2:], init_from=str(tmp_path / "first"))
+    assert [len(c.held_out.samples) for c in third._held_out_callbacks()] == [6]
+    assert "holds no trained_prompts.json: the data of the stages before this one is unknown" in caplog.text
+    (tmp_path / "first" / TRAINED_PROMPTS_FILE).write_text(json.dumps({"prompts": ["x"]}))
+    with pytest.raises(ValueError, match="is not a trained-prompts file of this version"):
+        read_trained_prompts(tmp_path / "first")
+
+
+def test_a_streamed_stage_records_the_prompts_of_records_appended_while_it_trains(tmp_path, monkeypatch):
+    from hf_adaptive_spec.training.eagle3 import ConversationStream, prompt_digest, read_trained_prompts
+
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
+             for i in range(6)]
+    appended = json.dumps({"conversation": turns[5]}) + "\n"
+    passes = ConversationStream.one_pass
+
+    def growing(self, number):  # regeneration appends a record once the first pass began
+        yield from passes(self, number)
+        with open(self.path, "a") as handle:
+            handle.write(appended)
+
+    monkeypatch.setattr(ConversationStream, "one_pass", growing)
+    _, tokenizer = _stage(tmp_path, monkeypatch, "streamed", turns[:2], turns[3:5], stream=True)
+    trained = {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "streamed.jsonl", 32)}
+    assert len(trained) == 3 and read_trained_prompts(tmp_path / "streamed") == trained  # q5 was read in pass 2
+
+
 @pytest.mark.parametrize("log_level, shown", [("passive", True), ("warning", False), ("info", True)])
 def test_the_curves_points_are_shown_for_the_run_only(tmp_path, log_level, shown):
     """Under the default ``--log_level passive`` the held-out points (info messages) are shown during the run and the

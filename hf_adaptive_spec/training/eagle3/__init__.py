@@ -24,15 +24,23 @@ from .heldout import (
     chain_accepted,
     chain_lengths,
     decoding_walk,
-    opening_prompt,
     without_training_prompts,
 )
 from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
+from .lineage import (
+    TRAINED_PROMPTS_FILE,
+    opening_prompt,
+    prompt_digest,
+    prompts_trained_before,
+    read_trained_prompts,
+    write_trained_prompts,
+)
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
 
 __all__ = [
     "INITIALIZATIONS",
+    "TRAINED_PROMPTS_FILE",
     "ConversationStream",
     "Eagle3Config",
     "Eagle3Trainer",
@@ -55,8 +63,11 @@ __all__ = [
     "load_samples",
     "opening_prompt",
     "padding_id",
+    "prompt_digest",
+    "prompts_trained_before",
     "read_conversations",
     "read_curve",
+    "read_trained_prompts",
     "target_signature",
     "tokenize_conversation",
     "ttt_loss",
@@ -65,4 +76,5 @@ __all__ = [
     "widen_vocabulary",
     "without_training_prompts",
     "write_curve",
+    "write_trained_prompts",
 ]

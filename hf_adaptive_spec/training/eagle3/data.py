@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ...training_data import read_conversation_records
 from ...training_data.regenerate import answer_token_ids, closing_ids, without_end_marker
+from .lineage import prompt_digest
 
 
 def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict]]:
@@ -164,6 +165,9 @@ class ConversationStream(IterableDataset):
     checkpoint skips the batches it trained, whatever pass they were in, and goes on where it stopped, as Trainer
     resumes any dataset (skipping tokenises what it skips: about 6 ms a conversation for SmolLM2 on two CPU cores).
     The order resumed is the uninterrupted run's as long as the file holds what it held then.
+
+    ``prompts_read``: the :func:`~.lineage.prompt_digest` of every sample yielded so far (records appended while it
+    runs included), for the drafter's ``trained_prompts.json``.
     """
 
     def __init__(
@@ -172,12 +176,14 @@ class ConversationStream(IterableDataset):
     ):
         self.path, self.tokenizer, self.max_length = path, tokenizer, max_length
         self.seed, self.chunk_size, self.limit = seed, chunk_size, limit
+        self.prompts_read: set[str] = set()
 
     def __iter__(self) -> Iterator[dict[str, list[int]]]:
         for number in itertools.count():
             trained = 0
             for sample in self.one_pass(number):
                 trained += 1
+                self.prompts_read.add(prompt_digest(sample))
                 yield sample
             if not trained:
                 raise ValueError(

@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import torch
@@ -41,25 +42,22 @@ from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, lookup_hits
 from .curve import HeldOutPoint, drafter_shape
 from .data import collate, load_samples
 from .features import TargetFeatures
+from .lineage import prompt_digest, prompt_digests
 from .ttt import TTTBatch, TTTStep, shift_positions, ttt_unroll
 
 logger = logging.getLogger(__name__)
 
-def opening_prompt(sample: dict[str, list[int]]) -> tuple[int, ...]:
-    """A tokenised conversation's tokens before its first answer token."""
-    mask = sample["loss_mask"]
-    return tuple(sample["input_ids"][: mask.index(1) if 1 in mask else len(mask)])
-
-
 def without_training_prompts(
-    held_out: list[dict[str, list[int]]], training: Iterable[dict[str, list[int]]]
+    held_out: list[dict[str, list[int]]], training: Iterable[dict[str, list[int]]],
+    trained_before: AbstractSet[str] = frozenset(),
 ) -> tuple[list[dict[str, list[int]]], int]:
-    """The held-out conversations that open with a prompt no training conversation opens with, and how many were
-    left out. The same prompt in both is not held out: a target answering greedily gives it the same answer (in the
-    shipped data 4 of the first 64 held-out conversations had their first answer in the training data, and 2 more
-    their prompt), and a sampled answer still trained the drafter on the target's distribution after that prompt."""
-    trained = {opening_prompt(sample) for sample in training}
-    kept = [sample for sample in held_out if opening_prompt(sample) not in trained]
+    """The held-out conversations that open with a prompt no training conversation opens with, nor one of the
+    stages before (``trained_before``: their :func:`~.lineage.prompt_digest` digests), and how many were left out.
+    The same prompt in both is not held out: a target answering greedily gives it the same answer (in the shipped
+    data 4 of the first 64 held-out conversations had their first answer in the training data, and 2 more their
+    prompt), and a sampled answer still trained the drafter on the target's distribution after that prompt."""
+    trained = prompt_digests(training) | trained_before
+    kept = [sample for sample in held_out if prompt_digest(sample) not in trained]
     return kept, len(held_out) - len(kept)
 
 
@@ -173,24 +171,28 @@ class HeldOutSet:
         limit: int | None = 64,
         depth: int = 3,
         training: Iterable[dict[str, list[int]]] | None = None,
+        trained_before: AbstractSet[str] = frozenset(),
     ) -> HeldOutSet:
         """The first ``limit`` conversations of a JSONL file of target-answered conversations; with ``training``
-        (the tokenised training conversations), without those that open with a training prompt
+        (the tokenised training conversations) and ``trained_before`` (the prompt digests of the drafter's stages
+        before, :func:`~.lineage.prompts_trained_before`), without those that open with a prompt trained on
         (:func:`without_training_prompts`), which are counted in a warning."""
         samples = load_samples(tokenizer, path, max_length, limit)
         if not samples:
             raise ValueError(f"{path} holds no conversation with an assistant turn within {max_length} tokens.")
-        if training is not None:
-            samples, dropped = without_training_prompts(samples, training)
+        if training is not None or trained_before:
+            samples, dropped = without_training_prompts(samples, training or [], trained_before)
             if not samples:
                 raise ValueError(
-                    f"Every held-out conversation of {path} opens with a prompt the training data opens with too: "
+                    f"Every held-out conversation of {path} opens with a prompt the training data (this stage's or an "
+                    "earlier stage's) opens with too: "
                     "hold out conversations the training data does not hold (regenerate_sharegpt.py's "
                     "--exclude_ids_from keeps a file's conversations out)."
                 )
             if dropped:
                 logger.warning(
-                    "%d of the held-out conversations of %s open with a prompt the training data opens with too "
+                    "%d of the held-out conversations of %s open with a prompt the training data (this stage's or an "
+                    "earlier stage's) opens with too "
                     "(a greedy target answers it alike): the curve measures the other %d.", dropped, path, len(samples)
                 )
         return cls(target, samples, draft, depth)

@@ -13,6 +13,8 @@ import contextlib
 import functools
 import logging
 import sys
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from .curve import HeldOutCurveCallback, read_curve
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutSet
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
+from .lineage import prompt_digests, prompts_trained_before
 from .trainer import Eagle3Trainer
 
 #: the folder in ``output_dir`` a ``warmup_stable_decay`` run saves its stable point to
@@ -102,15 +105,17 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
 
 
 def heldout_callbacks(
-    script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int, samples: list[dict]
+    script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int, samples: list[dict],
+    trained_before: AbstractSet[str] = frozenset(),
 ) -> list:
     """The held-out curve's callback (continuing ``init_from``'s curve), or none without ``heldout_path``; the
-    held-out conversations that open with a prompt of the training ``samples`` are left out."""
+    held-out conversations that open with a prompt of the training ``samples``, or of the stages before
+    (``trained_before``), are left out."""
     if not script_args.heldout_path:
         return []
     held_out = HeldOutSet.from_jsonl(
         target, tokenizer, script_args.heldout_path, draft, script_args.heldout_max_length or max_length,
-        script_args.heldout_conversations, script_args.heldout_depth, training=samples,
+        script_args.heldout_conversations, script_args.heldout_depth, training=samples, trained_before=trained_before,
     )
     previous = read_curve(script_args.init_from) if script_args.init_from else []
     return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
@@ -175,6 +180,19 @@ def make_parser() -> TrlParser:
     return TrlParser((Eagle3ScriptArguments, Eagle3Config))
 
 
+def training_data(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, tokenizer, samples: list[dict],
+                  before: AbstractSet[str]) -> tuple[Dataset | ConversationStream, Callable[[], frozenset[str]]]:
+    """The dataset the trainer reads (``samples``, or the file re-read each pass with ``stream``), and what gives the
+    prompt digests trained on so far for ``trained_prompts.json``: the stages ``before``, ``samples`` and the records
+    a stream read after they were loaded."""
+    trained = before | prompt_digests(samples)
+    if not script_args.stream:
+        return Dataset.from_list(samples), lambda: trained
+    stream = ConversationStream(script_args.dataset_path, tokenizer, training_args.max_length, training_args.seed,
+                                limit=script_args.num_conversations)
+    return stream, lambda: trained | stream.prompts_read
+
+
 def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, budget) -> Eagle3Trainer:
     """The target, the data, the drafter and the trainer with its callbacks (the held-out curve, the time budget and
     its stable point, the step profile)."""
@@ -182,22 +200,20 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
+    before = prompts_trained_before(script_args.init_from)
+    dataset, trained_prompts = training_data(script_args, training_args, tokenizer, samples, before)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
         target_model=target,
-        train_dataset=(
-            ConversationStream(script_args.dataset_path, tokenizer, training_args.max_length, training_args.seed,
-                               limit=script_args.num_conversations)
-            if script_args.stream
-            else Dataset.from_list(samples)
-        ),
-        data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
+        train_dataset=dataset,
+        trained_prompts=trained_prompts,
+    data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         callbacks=[
-            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples),
+            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples, before),
             *([budget] if budget else []),
             *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],

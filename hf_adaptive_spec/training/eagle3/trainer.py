@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import ClassVar
 
 import torch
@@ -18,6 +20,7 @@ from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
+from .lineage import write_trained_prompts
 from .ttt import TTTBatch, ttt_loss
 
 
@@ -28,7 +31,9 @@ class Eagle3Trainer(SpecTrainer):
     ``args.feature_cache_dir`` for the conversations an earlier pass computed them for.
     Saves write the SpecForge checkpoint layout (safetensors) plus ``training_config.json``; no
     pickled training arguments. With a :class:`HeldOutCurveCallback`, every saved folder also holds
-    the held-out learning curve so far (``heldout_curve.jsonl``).
+    the held-out learning curve so far (``heldout_curve.jsonl``), and with ``trained_prompts`` (a callable giving the
+    prompt digests this drafter has trained on so far, its stages before included) ``trained_prompts.json``, which a
+    later stage's held-out curve reads (:mod:`.lineage`).
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
@@ -47,9 +52,11 @@ class Eagle3Trainer(SpecTrainer):
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
         base_model: str | None = None,
+        trained_prompts: Callable[[], AbstractSet[str]] | None = None,
         **kwargs,
     ):
         check_base_model(base_model)
+        self.trained_prompts = trained_prompts
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
         self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
@@ -121,6 +128,8 @@ class Eagle3Trainer(SpecTrainer):
         self.model_card().save(os.path.join(output_dir, "README.md"))
         for callback in self._held_out_callbacks():
             write_curve(output_dir, callback.points)
+        if self.trained_prompts is not None:
+            write_trained_prompts(output_dir, self.trained_prompts())
 
     def _held_out_callbacks(self) -> list[HeldOutCurveCallback]:
         """The run's held-out curve callbacks (none without ``heldout_path``)."""
