@@ -31,6 +31,7 @@ from .resume import (
     resolve_checkpoint,
     write_script_args,
 )
+from .script_inputs import check_local_inputs
 from .script_logging import LoggingState, configure_logging
 
 logger = logging.getLogger(__name__)
@@ -292,12 +293,14 @@ LOOKUP_FIRST_NOTE = (
 def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
     """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call
     ``main(script_args, training_args)``.
-    The model card's command is the recipe's with this run's command-line overrides appended; the script arguments are
-    written to ``output_dir`` and a resumed run must keep those that define it (:func:`check_resumed_script_args`).
-    A process group opened during the run (under ``torchrun``) is closed at its end, even a failed one
-    (:func:`end_process_group`); one the caller had opened is left to the caller. The logging levels and handler that
-    ``--log_level`` set (:func:`configure_logging`, and the Trainer's) are restored at the end too: a script called
-    from Python (``run(argv)`` in a notebook or a sweep) must not leave the package's warnings hidden after it."""
+    The local files and folders it reads must exist (:func:`~.script_inputs.check_local_inputs`, before any model
+    loads). The model card's command is the recipe's with this run's command-line overrides appended; the script
+    arguments are written to ``output_dir`` and a resumed run must keep those that define it
+    (:func:`check_resumed_script_args`). A process group opened during the run (under ``torchrun``) is closed at its
+    end, even a failed one (:func:`end_process_group`); one the caller had opened is left to the caller. The logging
+    levels and handler that ``--log_level`` set (:func:`configure_logging`, and the Trainer's) are restored at the end
+    too: a script called from Python (``run(argv)`` in a notebook or a sweep) must not leave the package's warnings
+    hidden after it."""
     had_process_group = process_group_open()
     logging_before = LoggingState.now()
     try:
@@ -307,6 +310,7 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
         script_args.reproduce_command = with_overrides(
             getattr(script_args, "reproduce_command", None), argv
         )
+        check_local_inputs(script_args, argv)  # before any model loads
         configure_logging(training_args)
         check_resumed_script_args(script_args, training_args)
         write_script_args(script_args, training_args.output_dir)

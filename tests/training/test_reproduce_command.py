@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hf_adaptive_spec.training.base import run_training_script, with_overrides
 
 RECIPE_COMMAND = "python trainers/radar.py --config trainers/recipes/radar_smollm2_compiled.yaml"
+
+pytestmark = pytest.mark.usefixtures("placeholder_inputs")  # the inputs the argv below names
 
 
 def test_overrides_on_the_command_line_are_appended_to_the_recipes_command():

@@ -9,6 +9,8 @@ from transformers.utils import logging as transformers_logging
 
 from hf_adaptive_spec.training.base import run_training_script
 
+pytestmark = pytest.mark.usefixtures("placeholder_inputs")  # the inputs the argv below names
+
 
 @pytest.fixture
 def restored_levels():

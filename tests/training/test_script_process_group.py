@@ -9,6 +9,8 @@ import torch.distributed as dist
 from hf_adaptive_spec.training.base import run_training_script
 from hf_adaptive_spec.training.ltd.script import make_parser
 
+pytestmark = pytest.mark.usefixtures("placeholder_inputs")  # the inputs the argv below names
+
 
 def _open_group(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)

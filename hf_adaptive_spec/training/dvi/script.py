@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from trl import TrlParser
 
@@ -34,6 +34,9 @@ class DVIScriptArguments(DrafterScriptArguments):
     """Prompt and model arguments of the DVI training script (the target and the card's names:
     :class:`DrafterScriptArguments`; the card names the file read, completions_path or sharegpt_file, else the
     ShareGPT wheel's prompts)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("completions_path", "sharegpt_file", "eval_data_dir")
     num_prompts: int = field(default=2000, metadata={"help": "ShareGPT prompts (first user turns); paper: 2,000."})
     prompt_seed: int = field(default=0, metadata={"help": "Seed of the ShareGPT subset choice."})
     max_prompt_tokens: int = field(

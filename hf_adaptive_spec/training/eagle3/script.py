@@ -17,6 +17,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from datasets import Dataset
@@ -44,6 +45,9 @@ STABLE_POINT_DIR = "stable"
 class Eagle3ScriptArguments(DrafterScriptArguments):
     """Data and model arguments of the EAGLE-3 training script (the target and the card's names:
     :class:`DrafterScriptArguments`)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("dataset_path", "heldout_path")
 
     dataset_path: str = field(
         metadata={"help": "JSONL of {'conversation': [...]} records, e.g. from trainers/regenerate_sharegpt.py."},

@@ -10,6 +10,7 @@ field can be set in the YAML file or on the command line.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from transformers import set_seed
@@ -27,6 +28,9 @@ from .trainer import LTDTrainer
 class LTDScriptArguments(PolicyScriptArguments):
     """Environment and policy shape arguments of the LTD training script (the lookup branch and the card's names:
     :class:`PolicyScriptArguments`)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("recording_dir", "profile_path", "eval_recording_dir")
 
     recording_dir: str = field(
         metadata={"help": "Replay recording: a folder, or a folder of `hf-adaptive-spec record` shards."},

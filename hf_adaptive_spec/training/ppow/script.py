@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from datasets import Dataset
 from trl import TrlParser
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 class PPOWScriptArguments(DrafterScriptArguments):
     """Data and model arguments of the PPOW script (the target and the card's names:
     :class:`DrafterScriptArguments`)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("dataset_path",)
 
     drafter_name_or_path: str = field(metadata={"help": "The supervised EAGLE-3 drafter to post-train (local or Hub)."})
     dataset_path: str = field(

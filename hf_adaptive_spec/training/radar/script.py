@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from transformers import set_seed
 from trl import TrlParser
@@ -30,6 +31,9 @@ from .trainer import RadarTrainer
 class RadarScriptArguments(PolicyScriptArguments):
     """Data arguments of the RADAR training script (the lookup branch and the card's names:
     :class:`PolicyScriptArguments`)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("profile_path", "recording_path")
 
     profile_path: str = field(metadata={"help": "Hardware profile JSON (`hf-adaptive-spec profile --json ...`)."})
     dataset_path: str = field(metadata={"help": "RADAR dataset folder; built from recording_path when absent."})

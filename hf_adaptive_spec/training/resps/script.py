@@ -12,6 +12,7 @@ it never runs the target model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from transformers import set_seed
 from trl import TrlParser
@@ -29,6 +30,9 @@ from .trainer import ReSpSTrainer
 class ReSpSScriptArguments(PolicyScriptArguments):
     """Recording and profile arguments of the Re-SpS training script (the lookup branch and the card's names, from
     the first recording: :class:`PolicyScriptArguments`)."""
+
+    #: the arguments naming local files or folders the run reads, checked before any model loads
+    local_inputs: ClassVar[tuple[str, ...]] = ("recordings", "hardware_profile")
 
     recordings: list[str] = field(
         default_factory=list,

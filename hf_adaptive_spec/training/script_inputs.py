@@ -1,0 +1,85 @@
+"""The local files a training script reads, checked before any model loads.
+
+A recipe names data that is often derived (``cat`` of committed files, a regeneration's output) and written down in
+the recipe's header as the commands that build it. A run whose input is missing failed after loading the target with
+Python's bare ``FileNotFoundError``; :func:`check_local_inputs` refuses it first, names the argument and the path, and
+quotes the recipe's command that builds it.
+
+A script's arguments class names its local inputs in ``local_inputs`` (a class attribute: a file or folder that must
+exist, or a list of them, wherever the argument is set). Arguments that may name a Hub repository are not in it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def missing_local_inputs(script_args) -> list[tuple[str, str]]:
+    """``(argument, path)`` of every path of ``script_args``' ``local_inputs`` that does not exist."""
+    missing = []
+    for name in getattr(script_args, "local_inputs", ()):
+        value = getattr(script_args, name)
+        for path in [] if value is None else [value] if isinstance(value, str) else value:
+            if not Path(path).exists():
+                missing.append((name, path))
+    return missing
+
+
+def config_path(argv: list[str]) -> str | None:
+    """The ``--config FILE`` of a script's command line, if any."""
+    for index, arg in enumerate(argv):
+        if arg == "--config" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def building_command(recipe: str, path: str) -> str | None:
+    """The command in ``recipe``'s comment lines that writes ``path`` (``... > path``, with the lines its trailing
+    backslashes continue), or None."""
+    lines = [line.lstrip("#").strip() for line in Path(recipe).read_text(encoding="utf-8").splitlines()
+             if line.startswith("#")]
+    writes = re.compile(r">\s*" + re.escape(path) + r"(\s|$|;|\))")
+    for end, line in enumerate(lines):
+        if writes.search(line):
+            start = end
+            while start > 0 and lines[start - 1].endswith("\\"):
+                start -= 1
+            return "\n".join(lines[start : end + 1])
+    return None
+
+
+def building_commands(recipe: str, path: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """The recipe's commands that build ``path``, after those that build the missing files it reads (a ``.jsonl``
+    its command names that does not exist and that the header builds too): the order to run them in."""
+    command = building_command(recipe, path)
+    if command is None:
+        return []
+    before = []
+    for read in dict.fromkeys(re.findall(r"[\w./-]+\.jsonl", command)):
+        if read != path and read not in seen and not Path(read).exists():
+            before += [c for c in building_commands(recipe, read, seen | {path}) if c not in before]
+    return before + [command]
+
+
+def check_local_inputs(script_args, argv: list[str]) -> None:
+    """Refuse a run whose ``local_inputs`` do not all exist, naming each, with the recipe's commands that build it
+    where its header holds them."""
+    missing = missing_local_inputs(script_args)
+    if not missing:
+        return
+    recipe = config_path(argv)
+    recipe = recipe if recipe and Path(recipe).is_file() else None
+    lines = []
+    for name, path in missing:
+        commands = building_commands(recipe, path) if recipe else []
+        lines.append(f"- {name}: no file or folder {path!r}")
+        if commands:
+            lines[-1] += "; the recipe's header builds it with:"
+            lines += ["    " + line for command in commands for line in command.splitlines()]
+    raise FileNotFoundError(
+        "This run reads local inputs that do not exist:\n" + "\n".join(lines)
+        + "\nBuild them first (derived files: artifacts/README.md), or pass the paths that hold them."
+    )
