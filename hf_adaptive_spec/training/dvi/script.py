@@ -37,6 +37,7 @@ class DVIScriptArguments(DrafterScriptArguments):
 
     #: the arguments naming local files or folders the run reads, checked before any model loads
     local_inputs: ClassVar[tuple[str, ...]] = ("completions_path", "sharegpt_file", "eval_data_dir")
+
     num_prompts: int = field(default=2000, metadata={"help": "ShareGPT prompts (first user turns); paper: 2,000."})
     prompt_seed: int = field(default=0, metadata={"help": "Seed of the ShareGPT subset choice."})
     max_prompt_tokens: int = field(

@@ -47,6 +47,7 @@ from .ttt import TTTBatch, TTTStep, shift_positions, ttt_unroll
 
 logger = logging.getLogger(__name__)
 
+
 def without_training_prompts(
     held_out: list[dict[str, list[int]]], training: Iterable[dict[str, list[int]]],
     trained_before: AbstractSet[str] = frozenset(),
