@@ -608,34 +608,54 @@ def test_a_later_stage_leaves_out_of_its_curve_the_prompts_an_earlier_stage_trai
     other data leaves the earlier stages' prompts out of its held-out curve too (before, only its own data's)."""
     import logging
 
-    from hf_adaptive_spec.training.eagle3 import TRAINED_PROMPTS_FILE, prompt_digest, read_trained_prompts
+    from hf_adaptive_spec.training.eagle3 import Lineage, prompt_digest, read_lineage
 
     turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
              for i in range(10)]
     _, tokenizer = _stage(tmp_path, monkeypatch, "first", turns[:4], turns[6:])
     digests = {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "first.jsonl", 32)}
-    assert len(digests) == 4 and read_trained_prompts(tmp_path / "first") == digests
-    assert read_trained_prompts(tmp_path / "first" / "checkpoint-1") == digests  # every checkpoint holds them
+    assert len(digests) == 4 and read_lineage(tmp_path / "first") == Lineage(frozenset(digests), complete=True)
+    assert read_lineage(tmp_path / "first" / "checkpoint-1") == read_lineage(tmp_path / "first")  # every checkpoint
     with caplog.at_level(logging.WARNING):
         second, _ = _stage(tmp_path, monkeypatch, "second", turns[4:6], turns[2:], init_from=str(tmp_path / "first"))
     assert [len(c.held_out.samples) for c in second._held_out_callbacks()] == [4]  # 2 and 3 (first), 4 and 5 (own)
-    assert "4 of the held-out conversations" in caplog.text
-    lineage = digests | {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "second.jsonl", 32)}
-    assert len(lineage) == 6 and read_trained_prompts(tmp_path / "second") == lineage
+    assert "4 of the held-out conversations" in caplog.text and "is unknown" not in caplog.text
+    both = digests | {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "second.jsonl", 32)}
+    assert len(both) == 6 and read_lineage(tmp_path / "second") == Lineage(frozenset(both), complete=True)
 
-    (tmp_path / "first" / TRAINED_PROMPTS_FILE).unlink()  # a drafter saved before the file existed: data unknown
+
+def test_a_lineage_with_an_unknown_stage_stays_incomplete_and_says_so_at_every_later_stage(tmp_path, monkeypatch,
+                                                                                          caplog):
+    """A drafter saved without trained_prompts.json (every stage before session 85) has unknown data: a stage from
+    it filters its curve by what is known, and records its lineage as incomplete, so that a stage after it warns too
+    (rather than taking the known stages for the whole lineage)."""
+    import logging
+
+    from hf_adaptive_spec.training.eagle3 import TRAINED_PROMPTS_FILE, prompt_digest, read_lineage
+
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
+             for i in range(10)]
+    _stage(tmp_path, monkeypatch, "first", turns[:4], turns[6:])
+    (tmp_path / "first" / TRAINED_PROMPTS_FILE).unlink()  # as saved before the file existed
+    with caplog.at_level(logging.WARNING):
+        second, tokenizer = _stage(tmp_path, monkeypatch, "second", turns[4:6], turns[2:],
+                                   init_from=str(tmp_path / "first"))
+    assert [len(c.held_out.samples) for c in second._held_out_callbacks()] == [6]  # 2 and 3 not known
+    assert "the data of the stages before this one is unknown (no trained_prompts.json)" in caplog.text
+    known = {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "second.jsonl", 32)}
+    assert read_lineage(tmp_path / "second").prompts == known and not read_lineage(tmp_path / "second").complete
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        third, _ = _stage(tmp_path, monkeypatch, "third", turns[4:6], turns[2:], init_from=str(tmp_path / "first"))
-    assert [len(c.held_out.samples) for c in third._held_out_callbacks()] == [6]
-    assert "holds no trained_prompts.json: the data of the stages before this one is unknown" in caplog.text
+        _stage(tmp_path, monkeypatch, "third", turns[6:8], turns[2:], init_from=str(tmp_path / "second"))
+    assert "the data of some stages before this one is unknown" in caplog.text
+    assert not read_lineage(tmp_path / "third").complete
     (tmp_path / "first" / TRAINED_PROMPTS_FILE).write_text(json.dumps({"prompts": ["x"]}))
     with pytest.raises(ValueError, match="is not a trained-prompts file of this version"):
-        read_trained_prompts(tmp_path / "first")
+        read_lineage(tmp_path / "first")
 
 
 def test_a_streamed_stage_records_the_prompts_of_records_appended_while_it_trains(tmp_path, monkeypatch):
-    from hf_adaptive_spec.training.eagle3 import ConversationStream, prompt_digest, read_trained_prompts
+    from hf_adaptive_spec.training.eagle3 import ConversationStream, prompt_digest, read_lineage
 
     turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a {i} b {i}"}]
              for i in range(6)]
@@ -650,7 +670,7 @@ def test_a_streamed_stage_records_the_prompts_of_records_appended_while_it_train
     monkeypatch.setattr(ConversationStream, "one_pass", growing)
     _, tokenizer = _stage(tmp_path, monkeypatch, "streamed", turns[:2], turns[3:5], stream=True)
     trained = {prompt_digest(s) for s in load_samples(tokenizer, tmp_path / "streamed.jsonl", 32)}
-    assert len(trained) == 3 and read_trained_prompts(tmp_path / "streamed") == trained  # q5 was read in pass 2
+    assert len(trained) == 3 and read_lineage(tmp_path / "streamed").prompts == trained  # q5 was read in pass 2
 
 
 @pytest.mark.parametrize("log_level, shown", [("passive", True), ("warning", False), ("info", True)])

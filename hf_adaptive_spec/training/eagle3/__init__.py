@@ -29,11 +29,12 @@ from .heldout import (
 from .initialization import INITIALIZATIONS, copy_target_layer, deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .lineage import (
     TRAINED_PROMPTS_FILE,
+    Lineage,
+    lineage_before,
     opening_prompt,
     prompt_digest,
-    prompts_trained_before,
-    read_trained_prompts,
-    write_trained_prompts,
+    read_lineage,
+    write_lineage,
 )
 from .trainer import Eagle3Trainer
 from .ttt import TTTBatch, TTTStep, ttt_loss, ttt_unroll
@@ -48,6 +49,7 @@ __all__ = [
     "HeldOutCurveCallback",
     "HeldOutPoint",
     "HeldOutSet",
+    "Lineage",
     "TTTBatch",
     "TTTStep",
     "TargetFeatures",
@@ -60,14 +62,14 @@ __all__ = [
     "deepen",
     "drafter_shape",
     "initialize_drafter",
+    "lineage_before",
     "load_samples",
     "opening_prompt",
     "padding_id",
     "prompt_digest",
-    "prompts_trained_before",
     "read_conversations",
     "read_curve",
-    "read_trained_prompts",
+    "read_lineage",
     "target_signature",
     "tokenize_conversation",
     "ttt_loss",
@@ -76,5 +78,5 @@ __all__ = [
     "widen_vocabulary",
     "without_training_prompts",
     "write_curve",
-    "write_trained_prompts",
+    "write_lineage",
 ]

@@ -176,7 +176,7 @@ class HeldOutSet:
     ) -> HeldOutSet:
         """The first ``limit`` conversations of a JSONL file of target-answered conversations; with ``training``
         (the tokenised training conversations) and ``trained_before`` (the prompt digests of the drafter's stages
-        before, :func:`~.lineage.prompts_trained_before`), without those that open with a prompt trained on
+        before, :func:`~.lineage.lineage_before`), without those that open with a prompt trained on
         (:func:`without_training_prompts`), which are counted in a warning."""
         samples = load_samples(tokenizer, path, max_length, limit)
         if not samples:

@@ -34,7 +34,7 @@ from .curve import HeldOutCurveCallback, read_curve
 from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
 from .heldout import HeldOutSet
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
-from .lineage import prompt_digests, prompts_trained_before
+from .lineage import Lineage, lineage_before, prompt_digests
 from .trainer import Eagle3Trainer
 
 #: the folder in ``output_dir`` a ``warmup_stable_decay`` run saves its stable point to
@@ -185,16 +185,16 @@ def make_parser() -> TrlParser:
 
 
 def training_data(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, tokenizer, samples: list[dict],
-                  before: AbstractSet[str]) -> tuple[Dataset | ConversationStream, Callable[[], frozenset[str]]]:
+                  before: Lineage) -> tuple[Dataset | ConversationStream, Callable[[], Lineage]]:
     """The dataset the trainer reads (``samples``, or the file re-read each pass with ``stream``), and what gives the
-    prompt digests trained on so far for ``trained_prompts.json``: the stages ``before``, ``samples`` and the records
-    a stream read after they were loaded."""
-    trained = before | prompt_digests(samples)
+    lineage trained on so far for ``trained_prompts.json``: the stages ``before``, ``samples`` and the records a
+    stream read after they were loaded."""
+    trained = before.extended(prompt_digests(samples))
     if not script_args.stream:
         return Dataset.from_list(samples), lambda: trained
     stream = ConversationStream(script_args.dataset_path, tokenizer, training_args.max_length, training_args.seed,
                                 limit=script_args.num_conversations)
-    return stream, lambda: trained | stream.prompts_read
+    return stream, lambda: trained.extended(stream.prompts_read)
 
 
 def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, budget) -> Eagle3Trainer:
@@ -204,20 +204,21 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
-    before = prompts_trained_before(script_args.init_from)
-    dataset, trained_prompts = training_data(script_args, training_args, tokenizer, samples, before)
+    before = lineage_before(script_args.init_from)
+    dataset, lineage = training_data(script_args, training_args, tokenizer, samples, before)
     trainer = Eagle3Trainer(
         model=draft,
         args=training_args,
         target_model=target,
         train_dataset=dataset,
-        trained_prompts=trained_prompts,
+        lineage=lineage,
     data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         callbacks=[
-            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples, before),
+            *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples,
+                               before.prompts),
             *([budget] if budget else []),
             *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],

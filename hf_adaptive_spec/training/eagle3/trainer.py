@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from collections.abc import Set as AbstractSet
 from typing import ClassVar
 
 import torch
@@ -20,7 +19,7 @@ from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
-from .lineage import write_trained_prompts
+from .lineage import Lineage, write_lineage
 from .ttt import TTTBatch, ttt_loss
 
 
@@ -31,9 +30,9 @@ class Eagle3Trainer(SpecTrainer):
     ``args.feature_cache_dir`` for the conversations an earlier pass computed them for.
     Saves write the SpecForge checkpoint layout (safetensors) plus ``training_config.json``; no
     pickled training arguments. With a :class:`HeldOutCurveCallback`, every saved folder also holds
-    the held-out learning curve so far (``heldout_curve.jsonl``), and with ``trained_prompts`` (a callable giving the
-    prompt digests this drafter has trained on so far, its stages before included) ``trained_prompts.json``, which a
-    later stage's held-out curve reads (:mod:`.lineage`).
+    the held-out learning curve so far (``heldout_curve.jsonl``), and with ``lineage`` (a callable giving the prompt
+    digests this drafter has trained on so far, its stages before included: a :class:`~.lineage.Lineage`)
+    ``trained_prompts.json``, which a later stage's held-out curve reads.
     """
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
@@ -52,11 +51,11 @@ class Eagle3Trainer(SpecTrainer):
         dataset_name: str | None = None,
         reproduce_command: str | None = None,
         base_model: str | None = None,
-        trained_prompts: Callable[[], AbstractSet[str]] | None = None,
+        lineage: Callable[[], Lineage] | None = None,
         **kwargs,
     ):
         check_base_model(base_model)
-        self.trained_prompts = trained_prompts
+        self.lineage = lineage
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
         self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
@@ -128,8 +127,8 @@ class Eagle3Trainer(SpecTrainer):
         self.model_card().save(os.path.join(output_dir, "README.md"))
         for callback in self._held_out_callbacks():
             write_curve(output_dir, callback.points)
-        if self.trained_prompts is not None:
-            write_trained_prompts(output_dir, self.trained_prompts())
+        if self.lineage is not None:
+            write_lineage(output_dir, self.lineage())
 
     def _held_out_callbacks(self) -> list[HeldOutCurveCallback]:
         """The run's held-out curve callbacks (none without ``heldout_path``)."""

@@ -20,6 +20,7 @@ from trl import TrlParser
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..eagle3.data import collate, load_samples, padding_id
+from ..eagle3.lineage import lineage_before, prompt_digests
 from .config import PPOWConfig
 from .trainer import PPOWTrainer, has_window
 
@@ -78,6 +79,7 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
     ).float()
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     samples = windowed_samples(samples, training_args)
+    lineage = lineage_before(script_args.drafter_name_or_path).extended(prompt_digests(samples))
     trainer = PPOWTrainer(
         model=drafter,
         args=training_args,
@@ -88,6 +90,7 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         drafter_name_or_path=script_args.drafter_name_or_path,
+        lineage=lambda: lineage,
     )
     trainer.train_save_and_push()
     return trainer
