@@ -31,7 +31,7 @@ from .resume import (
     resolve_checkpoint,
     write_script_args,
 )
-from .script_inputs import check_local_inputs
+from .script_inputs import check_local_inputs, split_config
 from .script_logging import LoggingState, configure_logging
 
 logger = logging.getLogger(__name__)
@@ -357,12 +357,5 @@ def with_overrides(reproduce_command: str | None, argv: list[str]) -> str | None
     command that trained this run, not only its recipe. A ``--reproduce_command`` given on the line is kept as is."""
     if reproduce_command is None or any(arg.split("=")[0] == "--reproduce_command" for arg in argv):
         return reproduce_command
-    overrides, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--config":
-            skip = True
-        elif not arg.startswith("--config="):
-            overrides.append(arg)
+    _, overrides = split_config(argv)
     return " ".join([reproduce_command, shlex.join(overrides)]) if overrides else reproduce_command

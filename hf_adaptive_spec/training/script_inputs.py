@@ -26,14 +26,17 @@ def missing_local_inputs(script_args) -> list[tuple[str, str]]:
     return missing
 
 
-def config_path(argv: list[str]) -> str | None:
-    """The ``--config FILE`` of a script's command line, if any."""
-    for index, arg in enumerate(argv):
-        if arg == "--config" and index + 1 < len(argv):
-            return argv[index + 1]
-        if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-    return None
+def split_config(argv: list[str]) -> tuple[str | None, list[str]]:
+    """A script's command line as its ``--config FILE`` (None without one) and the other arguments, in order."""
+    config, others, arguments = None, [], iter(argv)
+    for arg in arguments:
+        if arg == "--config":
+            config = next(arguments, None)
+        elif arg.startswith("--config="):
+            config = arg.split("=", 1)[1]
+        else:
+            others.append(arg)
+    return config, others
 
 
 def building_command(recipe: str, path: str) -> str | None:
@@ -70,7 +73,7 @@ def check_local_inputs(script_args, argv: list[str]) -> None:
     missing = missing_local_inputs(script_args)
     if not missing:
         return
-    recipe = config_path(argv)
+    recipe, _ = split_config(argv)
     recipe = recipe if recipe and Path(recipe).is_file() else None
     lines = []
     for name, path in missing:

@@ -212,7 +212,7 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
         target_model=target,
         train_dataset=dataset,
         lineage=lineage,
-    data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
+        data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
