@@ -203,6 +203,92 @@ def test_custom_stopping_criteria_and_logits_processors(llama):
     assert torch.equal(out, expected)
 
 
+class RecordingProcessor(LogitsProcessor):
+    """Logs the length of every prefix it is asked about, and bans nothing: its state is the log."""
+
+    def __init__(self):
+        self.lengths: list[int] = []
+
+    def __call__(self, input_ids, scores):
+        self.lengths.append(input_ids.shape[1])
+        return scores
+
+
+class BudgetSpent(StoppingCriteria):
+    """Stops once the processor it is paired with has been called ``budget`` times (a processor/criterion pair, as
+    constrained-decoding libraries pair them)."""
+
+    def __init__(self, processor: RecordingProcessor, budget: int):
+        self.processor, self.budget = processor, budget
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), len(self.processor.lengths) >= self.budget, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("stop", ["criterion", "eos", "paired"])
+def test_a_callers_processor_is_asked_as_stock_asks_it_never_past_a_stop(llama, stop):
+    """Stock processes a row only while no criterion has stopped. With the target as its own drafter every draft is
+    accepted, so each stop falls inside an accepted path; the engine once processed the whole path first (11 calls
+    against stock's 9), which a stateful processor reused across calls, or a criterion reading its state, showed."""
+    ids = prompt(7, seed=3)
+    plain = llama.generate(ids, max_new_tokens=30, do_sample=False)[0, 7:].tolist()
+    eos = next(token for i, token in enumerate(plain) if i >= 6 and token not in plain[:i])
+    logs = {}
+    for who, spec in (("stock", {}), ("engine", _spec(llama))):
+        processor = RecordingProcessor()
+        criteria = {"criterion": [StopAfter(7 + 9)], "eos": [], "paired": [BudgetSpent(processor, 9)]}[stop]
+        outputs = [llama.generate(ids, max_new_tokens=30, do_sample=False, logits_processor=[processor],
+                                  stopping_criteria=StoppingCriteriaList(criteria), pad_token_id=0,
+                                  eos_token_id=eos if stop == "eos" else None, **spec)[0].tolist() for _ in range(2)]
+        logs[who] = (outputs, processor.lengths)
+    assert logs["engine"] == logs["stock"]
+    assert len(logs["stock"][0][0]) < 7 + 30  # a stop ended the output
+
+
+def test_a_constraint_that_refuses_to_continue_past_the_end_of_sequence_is_never_asked_to(llama):
+    """A grammar-style prefix_allowed_tokens_fn may refuse (return no token) once the sequence ended; stock never
+    asks it then, and the engine raised transformers' "unsatisfiable constraint" error."""
+    ids = prompt(7, seed=3)
+    plain = llama.generate(ids, max_new_tokens=30, do_sample=False)[0, 7:].tolist()
+    eos = next(token for i, token in enumerate(plain) if i >= 6 and token not in plain[:i])
+
+    def allowed(batch_id, input_ids):
+        return [] if eos in input_ids[7:].tolist() else list(range(llama.config.vocab_size))
+
+    kwargs = dict(max_new_tokens=30, do_sample=False, eos_token_id=eos, pad_token_id=0,
+                  prefix_allowed_tokens_fn=allowed)
+    expected = llama.generate(ids, **kwargs)
+    for spec in (_spec(llama), {**_spec(llama), "cache_implementation": "static"}):
+        assert torch.equal(llama.generate(ids, **kwargs, **spec), expected)
+
+
+def test_a_sampled_walk_asks_a_callers_processor_once_per_returned_token(llama):
+    """Sampling: the processor sees each prefix of the output once, in order, and none past its end."""
+    ids = prompt(7, seed=3)
+    processor = RecordingProcessor()
+    torch.manual_seed(0)
+    out = llama.generate(ids, max_new_tokens=20, do_sample=True, logits_processor=[processor],
+                         stopping_criteria=StoppingCriteriaList([StopAfter(7 + 9)]), **_spec(llama))
+    assert out.shape[1] == 7 + 9
+    assert processor.lengths == list(range(7, 7 + 9))
+
+
+def test_only_transformers_stateless_processors_are_processed_ahead_of_the_criteria():
+    from transformers.generation.logits_process import (
+        PrefixConstrainedLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+    )
+
+    from hf_adaptive_spec.generation.stopping import processed_together
+
+    assert processed_together(LogitsProcessorList([]))
+    assert processed_together(LogitsProcessorList([TemperatureLogitsWarper(0.7), TopKLogitsWarper(5)]))
+    assert not processed_together(LogitsProcessorList([TopKLogitsWarper(5), RecordingProcessor()]))
+    assert not processed_together(LogitsProcessorList([PrefixConstrainedLogitsProcessor(lambda b, i: [0], 1)]))
+    assert not processed_together(LogitsProcessorList([type("MyTopK", (TopKLogitsWarper,), {})(5)]))
+
+
 def test_generation_config_object(llama):
     ids = prompt(5, seed=15)
     config = GenerationConfig(max_new_tokens=17, do_sample=False, repetition_penalty=1.5)

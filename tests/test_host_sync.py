@@ -213,9 +213,9 @@ def _walk_traffic_patched(model, cache: str | None, at_once: bool, monkeypatch) 
     monkeypatch.setattr(targets, "reads_rows_at_once", lambda device: at_once)
     walks = Counter()
 
-    def counted(decoder, tree, scores):
+    def counted(decoder, tree, scores, stops_after=None):
         with HostTraffic() as traffic, TorchCalls() as calls:
-            result = accept(decoder, tree, scores)
+            result = accept(decoder, tree, scores, stops_after)
         walks.update(traffic.counts)
         walks.update({"nonzero": calls.counts[torch.Tensor.nonzero]})
         return result

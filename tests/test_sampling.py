@@ -119,8 +119,9 @@ def test_prompt_lookup_branch_keeps_sampling_exact(small_model, exact, tree):
     assert stat < critical, f"chi2={stat:.1f} >= {critical:.1f}"
 
 
-def _broken_rule(tree, scores_at):
+def _broken_rule(tree, scores_at, stops_after=None):
     """Accepts a drafted child with probability p(x) but forgets to remove it from the residual."""
+    assert stops_after is None  # transformers' warpers alone: the walk's tokens are emitted after it
     node, path = 0, [0]
     while True:
         scores = scores_at(node)

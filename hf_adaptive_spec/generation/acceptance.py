@@ -12,6 +12,10 @@ from ..core.tree import DraftTree
 ScoresAt = Callable[[int], torch.Tensor]
 """Maps a tree node to the processed target scores ``[vocab]`` for the token after it."""
 
+StopsAfter = Callable[[int, int], bool]
+"""Told each token the walk chooses, in order (the node whose row it was chosen from, the token), before the walk
+reads the next row: True ends the walk there, the token emitted last (a stopping criterion stopped at it)."""
+
 
 @dataclass
 class Acceptance:
@@ -33,8 +37,11 @@ class Acceptance:
         return self.scores_at(self.path[index])
 
 
-def accept_greedy(tree: DraftTree, scores_at: ScoresAt, argmaxes: Sequence[int | None] | None = None) -> Acceptance:
-    """Follow the target's argmax through the tree; stop at the first mismatch.
+def accept_greedy(
+    tree: DraftTree, scores_at: ScoresAt, argmaxes: Sequence[int | None] | None = None,
+    stops_after: StopsAfter | None = None,
+) -> Acceptance:
+    """Follow the target's argmax through the tree; stop at the first mismatch (or where ``stops_after`` says).
 
     ``argmaxes``: every node's argmax, read at once (``TreeLogits.argmaxes``), where the scores are the rows
     themselves; a node without one (None, or no list) reads its own row's argmax."""
@@ -44,14 +51,16 @@ def accept_greedy(tree: DraftTree, scores_at: ScoresAt, argmaxes: Sequence[int |
         if choice is None:
             choice = int(scores_at(node).argmax())
         child = next((c for c in tree.children(node) if tree.tokens[c] == choice), None)
-        if child is None:
+        stopped = stops_after is not None and stops_after(node, choice)
+        if child is None or stopped:
             return Acceptance(path, choice, scores_at)
         path.append(child)
         node = child
 
 
-def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
-    """Recursive rejection sampling over siblings (SpecInfer / EAGLE), lossless.
+def accept_sampling(tree: DraftTree, scores_at: ScoresAt, stops_after: StopsAfter | None = None) -> Acceptance:
+    """Recursive rejection sampling over siblings (SpecInfer / EAGLE), lossless; the walk also ends where
+    ``stops_after`` says.
 
     At each node the target distribution ``p`` is ``softmax(scores)``. Children are tried in
     order; child ``x`` with proposal ``q`` is accepted with probability ``min(1, p(x)/q(x))``,
@@ -73,8 +82,10 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt) -> Acceptance:
             accepted, token = _draw_deterministic(tree, children, p)
         else:
             accepted, token = _draw_sampled(tree, children, p, q.to(p.device))
-        if accepted is None:
-            return Acceptance(path, token, scores_at)
+        chosen = token if accepted is None else tree.tokens[accepted]
+        stopped = stops_after is not None and stops_after(node, chosen)
+        if accepted is None or stopped:
+            return Acceptance(path, chosen, scores_at)
         path.append(accepted)
         node = accepted
 

@@ -26,12 +26,12 @@ from ..core.transfer import upload
 from ..core.tree import DraftTree, nodes_in_place
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
-from .acceptance import Acceptance, accept_greedy, accept_sampling
+from .acceptance import Acceptance, StopsAfter, accept_greedy, accept_sampling
 from .input_checks import check_supported
 from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, NgramIndex, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
-from .stopping import first_stop
+from .stopping import first_stop, processed_together
 from .targets import (
     DynamicTarget,
     SharedCacheTarget,
@@ -89,6 +89,17 @@ class _Output:
             self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
         self.last_token = tokens[kept - 1] if kept else self.last_token
         return kept
+
+
+def _emit_each(out: _Output, scores: _TreeScores, tree_logits: TreeLogits) -> StopsAfter:
+    """For a walk whose processors are the caller's: each token it chooses is emitted, and the stopping criteria
+    asked, before it processes the next row, as stock interleaves them: no processor sees a prefix past a stop."""
+
+    def emit(node: int, token: int) -> bool:
+        out.emit([token], lambda _: scores(node), lambda _: tree_logits[node])
+        return out.finished
+
+    return emit
 
 
 class _TreeScores:
@@ -345,12 +356,17 @@ class _Decoder:
         tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times, out.last_token)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
-        result = self._accept(tree, _TreeScores(tree, tree_logits, sequence, self.processor))
+        scores = _TreeScores(tree, tree_logits, sequence, self.processor)
+        emit_each = None if processed_together(self.processor) else _emit_each(out, scores, tree_logits)
+        result = self._accept(tree, scores, emit_each)
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
         # one upload for the tokens to emit and the path to keep in the cache (as long as the tokens)
         uploaded = upload([tokens, result.path], sequence)
-        emitted = out.emit(tokens, result.score_row, lambda index: tree_logits[result.path[index]], uploaded[:1])
+        if emit_each is not None:  # the walk emitted them, each before the next row was processed
+            emitted = len(tokens)
+        else:
+            emitted = out.emit(tokens, result.score_row, lambda index: tree_logits[result.path[index]], uploaded[:1])
         self.lookup.extend(tokens[:emitted])
         tick = time.perf_counter()
         # the cache keeps what the sequence got: a stopping criterion met inside the path drops the rest
@@ -368,11 +384,11 @@ class _Decoder:
         self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
 
-    def _accept(self, tree: DraftTree, scores: _TreeScores) -> Acceptance:
+    def _accept(self, tree: DraftTree, scores: _TreeScores, stops_after: StopsAfter | None = None) -> Acceptance:
         """Rejection sampling, or the greedy walk with every node's argmax read at once where that pays."""
         if self.config.do_sample:
-            return accept_sampling(tree, scores)
-        return accept_greedy(tree, scores, scores.argmaxes())
+            return accept_sampling(tree, scores, stops_after)
+        return accept_greedy(tree, scores, scores.argmaxes(), stops_after)
 
     def _give_feedback(self, outcome: DraftOutcome, times: DraftTimes) -> None:
         """The drafter's :meth:`~Drafter.observe` (drafting time: an online learner logs its records here)."""

@@ -5,12 +5,19 @@ A cycle appends several tokens at once; asking about each of their prefixes befo
 same first stop, read once, where the criteria are functions of what they are given: transformers' own, which
 ``generate`` builds from the generation config. A criterion of the caller's (``stopping_criteria=``) may keep state
 between calls, so it is asked prefix by prefix and no further than the first stop, as stock asks it.
+
+The logits processors alike: stock processes a token's row only while no criterion has stopped. transformers' own
+processors are functions of what they are given, so a cycle may process its accepted path's rows before the criteria
+are asked about any of its tokens; a processor of the caller's (``logits_processor=``, ``prefix_allowed_tokens_fn``)
+may keep state or refuse a prefix past the end of the sequence, so the walk emits each token, asking the criteria,
+before it processes the next row (:func:`processed_together`).
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import StoppingCriteriaList
+from transformers import LogitsProcessorList, StoppingCriteriaList
+from transformers.generation import logits_process
 from transformers.generation.stopping_criteria import (
     EosTokenCriteria,
     MaxLengthCriteria,
@@ -20,6 +27,30 @@ from transformers.generation.stopping_criteria import (
 
 #: transformers' criteria whose verdict depends on their arguments (and the clock) alone: exact types, not subclasses
 STATELESS_CRITERIA = (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StopStringCriteria)
+
+
+#: transformers' logits processors whose output depends on their arguments alone (exact types, not subclasses): the
+#: warpers, penalties, bans, forced tokens and biases ``generate`` builds from a generation config
+STATELESS_PROCESSORS = tuple(
+    getattr(logits_process, name)
+    for name in (
+        "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper", "TopHLogitsWarper",
+        "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "RepetitionPenaltyLogitsProcessor",
+        "EncoderRepetitionPenaltyLogitsProcessor", "NoRepeatNGramLogitsProcessor",
+        "EncoderNoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "SequenceBiasLogitsProcessor",
+        "MinLengthLogitsProcessor", "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor",
+        "SuppressTokensAtBeginLogitsProcessor", "ForcedBOSTokenLogitsProcessor", "ForcedEOSTokenLogitsProcessor",
+        "ExponentialDecayLengthPenalty", "InfNanRemoveLogitsProcessor", "LogitNormalization",
+    )
+    if hasattr(logits_process, name)
+)
+
+
+def processed_together(processors: LogitsProcessorList) -> bool:
+    """Whether a cycle's accepted path may be processed row by row before the criteria are asked about its tokens:
+    no processors, or transformers' stateless ones alone. Otherwise each token is emitted before the next row is
+    processed, so no processor of the caller's sees a prefix stock never builds (past a stop)."""
+    return type(processors) is LogitsProcessorList and all(type(p) in STATELESS_PROCESSORS for p in processors)
 
 
 def asked_together(criteria: StoppingCriteriaList) -> bool:
