@@ -39,6 +39,18 @@ def test_the_transposed_weight_is_reused_until_the_weight_changes():
     torch.testing.assert_close(OutputHead(head)(hidden), head(hidden).detach(), rtol=0, atol=1e-5)
 
 
+def test_a_single_row_or_a_row_swap_written_through_data_is_seen():
+    """Stock generate reads the weight as it is; a write through .data bumps no version, and the old check sampled
+    one value in every numel // 4096: a token's row set after resize_token_embeddings fell between the samples."""
+    head = nn.Linear(64, 8192, bias=False)
+    hidden = torch.randn(2, 64)
+    OutputHead(head)
+    head.weight.data[8191] = head.weight.data[8191] * 3 + 1  # one row, not sampled at a stride of 128 elements
+    torch.testing.assert_close(OutputHead(head)(hidden), head(hidden).detach(), rtol=0, atol=1e-5)
+    head.weight.data[[5, 6]] = head.weight.data[[6, 5]].clone()  # two rows swapped: the total is the same
+    torch.testing.assert_close(OutputHead(head)(hidden), head(hidden).detach(), rtol=0, atol=1e-5)
+
+
 def test_other_heads_run_the_module_itself():
     hidden = torch.randn(2, 64)
     hooked = _head()
