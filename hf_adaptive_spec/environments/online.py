@@ -25,6 +25,9 @@ class _FeedbackRecorder(DraftPolicy):
         self.feature_layers = policy.feature_layers
         self.feedback: list[CycleFeedback] = []
 
+    def check_settings(self) -> None:
+        self.policy.check_settings()
+
     def begin_generation(self) -> None:
         self.policy.begin_generation()
 

@@ -235,6 +235,7 @@ class ReplayLoop:
     def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
         cycles, position, unread = [], 0, None
+        policy.check_settings()
         policy.begin_generation()
         while position < self.num_positions(prompt):
             cycle = self.replay_cycle(prompt, position, policy, unread)

@@ -205,6 +205,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             "assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), "
             f"got {type(assistant_policy).__name__}."
         )
+    assistant_policy.check_settings()  # settings set since construction too, before the call touches any state
     args, kwargs = _by_name(stock_generate, self, args, kwargs)
     if kwargs.get("custom_generate") is not None:
         raise ValueError("assistant_policy cannot be combined with custom_generate.")

@@ -11,12 +11,13 @@ transformers' ``LogitsProcessor``. It never sees the drafter, only numbers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
+from ..core.values import check_flag
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class TreeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"TreeConfig.{name} must be an int >= {low}, got {value!r}.")
+        check_flag("TreeConfig", "sample_drafts", self.sample_drafts)
 
     def plain_step(self) -> TreeConfig:
         """This tree with nothing drafted (``depth=0``, ``top_k`` kept): the cycle verifies the root and the
@@ -61,6 +63,24 @@ class TreeConfig:
         """The deepest this tree can draft: a tree of ``total_tokens`` nodes (root included) is at most
         ``total_tokens - 1`` deep, so a larger ``depth`` drafts the shallower tree."""
         return min(self.depth, self.total_tokens - 1)
+
+
+class TreeSetting:
+    """A policy's tree field (``policy.depth``, ``top_k``, ``total_tokens``, ``sample_drafts``) read from the
+    :class:`TreeConfig` it drafts with (the attribute ``holder``) and written to it: setting one gives the policy a
+    new tree, checked as every tree is, instead of an attribute nothing reads."""
+
+    def __init__(self, holder: str = "config"):
+        self.holder = holder
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, policy: object, owner: type | None = None):
+        return self if policy is None else getattr(getattr(policy, self.holder), self.name)
+
+    def __set__(self, policy: object, value: object) -> None:
+        setattr(policy, self.holder, replace(getattr(policy, self.holder), **{self.name: value}))
 
 
 @dataclass(frozen=True)
@@ -161,6 +181,13 @@ class DraftPolicy:
     trained_with_lookup_tokens: int | None = None
     #: the longest n-gram that branch matched in training (``max_matching_ngram_size``; None: not recorded).
     trained_with_lookup_ngram_size: int | None = None
+
+    def check_settings(self) -> None:
+        """Refuse a setting this policy cannot run with, whether given to its constructor or set since
+        (``policy.threshold = 5.0``): the constructor, every ``generate`` call (before it touches any state),
+        each replayed prompt and ``save_pretrained`` (which would write a ``config.json`` that cannot be loaded
+        back) call it. The default checks nothing."""
+        return None
 
     def begin_generation(self) -> None:
         """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what

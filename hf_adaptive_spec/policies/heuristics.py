@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from ..core.values import check_flag, check_number
 from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from .serialization import PolicyHubMixin
 
@@ -78,12 +79,26 @@ class ConfidenceThresholdPolicy(
     """
 
     def __init__(self, depth: int = 20, threshold: float = 0.4, adaptive: bool = True):
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold is a probability in [0, 1], got {threshold!r}.")
-        self.config = TreeConfig(depth=depth, top_k=1, total_tokens=depth + 1)
+        self.depth = depth
         self.threshold, self.adaptive = threshold, adaptive
+        self.check_settings()
         self.begin_generation()
         self._best_score = 0.0
+
+    @property
+    def depth(self) -> int:
+        """The longest chain (the tree is ``policy.config``: a chain of this many tokens)."""
+        return self.config.depth
+
+    @depth.setter
+    def depth(self, depth: int) -> None:
+        self.config = TreeConfig(depth=depth, top_k=1, total_tokens=depth + 1 if isinstance(depth, int) else depth)
+
+    def check_settings(self) -> None:
+        owner = type(self).__name__
+        check_number(owner, "threshold", self.threshold, at_least=0.0, at_most=1.0,
+                     meaning="a draft probability, transformers' assistant_confidence_threshold")
+        check_flag(owner, "adaptive", self.adaptive)
 
     def begin_generation(self) -> None:
         """A call's samples start empty; the threshold carries over (as transformers' candidate generator
@@ -139,14 +154,21 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
     """
 
     def __init__(self, initial_depth: int = 20, max_depth: int = 64):
-        integers = all(isinstance(value, int) and not isinstance(value, bool) for value in (initial_depth, max_depth))
-        if not integers or not 1 <= initial_depth <= max_depth:  # a float fails only once the chain grows to it
-            raise ValueError(
-                f"HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth, got {initial_depth!r}, "
-                f"{max_depth!r}."
-            )
         self.initial_depth, self.max_depth = initial_depth, max_depth
         self.depth = initial_depth
+        self.check_settings()
+
+    def check_settings(self) -> None:
+        """Ints ``1 <= initial_depth, depth <= max_depth`` (a float would fail only once the chain grows to it)."""
+        depths = {"initial_depth": self.initial_depth, "depth": self.depth, "max_depth": self.max_depth}
+        integers = all(isinstance(value, int) and not isinstance(value, bool) for value in depths.values())
+        if not integers or not 1 <= min(self.initial_depth, self.depth) <= max(self.initial_depth, self.depth) <= (
+            self.max_depth
+        ):
+            raise ValueError(
+                "HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth and 1 <= depth <= max_depth (depth: "
+                f"the chain it drafts now), got {depths}."
+            )
 
     def tree_config(self, state: CycleState) -> TreeConfig:
         return TreeConfig(depth=self.depth, top_k=1, total_tokens=self.depth + 1)

@@ -9,10 +9,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.values import check_number
+
 
 def tanh_mlp(in_features: int, hidden: Sequence[int], out_features: int, out_gain: float) -> nn.Sequential:
     """Tanh MLP with Stable-Baselines3's ``MlpPolicy`` initialisation (orthogonal, gain √2 inside,
     ``out_gain`` on the output layer, zero biases), as LTD and Re-SpS use it."""
+    for width in hidden:  # a layer of width 0 makes the output a constant, whatever the input
+        check_number("tanh_mlp", "each hidden width", width, at_least=1, integer=True, meaning=f"of {list(hidden)}")
     layers: list[nn.Module] = []
     for width in hidden:
         layers += [nn.Linear(in_features, width), nn.Tanh()]

@@ -21,6 +21,12 @@ from .base import DraftPolicy, TreeConfig
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
 
+    def save_pretrained(self, save_directory, **kwargs):
+        """``HubArtifactMixin.save_pretrained``, after :meth:`~DraftPolicy.check_settings`: a setting changed since
+        construction that the policy cannot run with would be written to a ``config.json`` loading refuses."""
+        self.check_settings()
+        return super().save_pretrained(save_directory, **kwargs)
+
     def mark_trained_on(
         self,
         curve: CostCurve,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import CycleState, DraftPolicy, TreeConfig
+from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting
 from .serialization import PolicyHubMixin, tree_settings
 
 
@@ -13,12 +13,27 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
     ``top_k=1`` gives a chain of ``depth`` tokens. On a CPU, small trees win: verification cost
     grows quickly with the number of tokens.
 
+    ``policy.depth``, ``top_k``, ``total_tokens`` and ``sample_drafts`` are the tree's (``policy.config``): setting
+    one gives the policy a new tree, checked as at construction.
+
     Example:
         >>> policy = StaticTreePolicy(depth=4, top_k=1, total_tokens=5)  # a 4-token chain
     """
 
+    depth = TreeSetting()
+    top_k = TreeSetting()
+    total_tokens = TreeSetting()
+    sample_drafts = TreeSetting()
+
     def __init__(self, depth: int = 7, top_k: int = 10, total_tokens: int = 60, sample_drafts: bool = False):
         self.config = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens, sample_drafts=sample_drafts)
+
+    def check_settings(self) -> None:
+        if not isinstance(self.config, TreeConfig):
+            raise ValueError(
+                f"{type(self).__name__}.config must be a TreeConfig, got {self.config!r}: set "
+                "policy.config = TreeConfig(depth=..., top_k=..., total_tokens=...)."
+            )
 
     @classmethod
     def chain(cls, depth: int) -> StaticTreePolicy:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from tiny_models import prompt
@@ -217,12 +219,13 @@ def test_bind_refuses_another_model(target):
         )
 
 
-@pytest.mark.parametrize("exit_layer", [0, 4, 5])
+@pytest.mark.parametrize("exit_layer", [0, 4, 5, 2.5, "2", True])
 def test_an_exit_layer_outside_the_target_is_refused_by_its_name(target, exit_layer):
     """The draft path is a strict part of the target: the error names exit_layer and the target's layer count (not
-    the truncation helper's num_layers, which a DVI user never passed)."""
-    with pytest.raises(ValueError,
-                       match=rf"exit_layer={exit_layer} does not fit a 4-layer target.*exit_layer in 1\.\.3"):
+    the truncation helper's num_layers, which a DVI user never passed); a float, a string (a config.json edited by
+    hand) or a bool is not a layer count."""
+    named = re.escape(repr(exit_layer))
+    with pytest.raises(ValueError, match=rf"exit_layer={named} does not fit a 4-layer target.*an int in 1\.\.3"):
         DVIDrafter(target, exit_layer=exit_layer)
 
 

@@ -91,10 +91,15 @@ def test_ltd_size_choices_set_after_construction_are_the_ones_it_decides_with(tm
         policy.size_choices = [3, 2, 1, 0]
 
 
-def test_a_changed_setting_that_no_longer_fits_the_weights_fails_on_loading_not_silently(tmp_path):
+def test_a_changed_setting_that_no_longer_fits_the_weights_is_refused_on_saving_and_on_loading(tmp_path):
     policy = RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8)
-    policy.tree = TreeConfig(depth=4, top_k=3, total_tokens=8)  # top_k is the network's input size
     policy.save_pretrained(tmp_path)
+    policy.tree = TreeConfig(depth=4, top_k=3, total_tokens=8)  # top_k is the network's input size
+    with pytest.raises(ValueError, match="network reads top_k=2 beam scores .* keep the shape it was built with"):
+        policy.save_pretrained(tmp_path / "changed")
+    assert not (tmp_path / "changed").exists()
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "top_k": 3}))  # the same change, made in the file
     with pytest.raises(Exception, match="does not fit|does not match"):
         AutoDraftPolicy.from_pretrained(tmp_path)
 

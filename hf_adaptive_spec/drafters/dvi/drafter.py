@@ -13,6 +13,7 @@ from ...core.attention import check_tree_attention_support, is_sliding_layer, tr
 from ...core.features import decoder_layers, unwrap_peft
 from ...core.kv_cache import drop_tail
 from ...core.tree import DraftTree
+from ...core.values import check_flag
 from ..base import DraftContext, Drafter, DraftOutcome
 from ..causal_lm import truncated_causal_lm
 from ..static_shapes import StaticShapesMixin
@@ -33,11 +34,11 @@ def _shallow_step(shallow: nn.Module, input_ids, position_ids, mask, cache, outp
 
 
 def check_exit_layer(exit_layer: int, num_layers: int) -> None:
-    """Refuse a draft path that is not a strict part of the target: ``1 <= exit_layer <= num_layers - 1``."""
-    if not 1 <= exit_layer < num_layers:
+    """Refuse a draft path that is not a strict part of the target: an int ``1 <= exit_layer <= num_layers - 1``."""
+    if isinstance(exit_layer, bool) or not isinstance(exit_layer, int) or not 1 <= exit_layer < num_layers:
         raise ValueError(
-            f"exit_layer={exit_layer} does not fit a {num_layers}-layer target: the draft path runs the target's first "
-            f"exit_layer layers and verification all {num_layers}. Pass an exit_layer in 1..{num_layers - 1} (the "
+            f"exit_layer={exit_layer!r} does not fit a {num_layers}-layer target: the draft path runs the target's "
+            f"first exit_layer layers and verification all {num_layers}. Pass an int in 1..{num_layers - 1} (the "
             "DVI trainer's --exit_layer, 4 by default)."
         )
 
@@ -100,6 +101,9 @@ class DVIDrafter(
     ):
         target = unwrap_peft(target)
         check_tree_attention_support(target.config, role="target model")
+        for name, flag in (("online", online), ("share_cache", share_cache)):
+            if flag is not None:  # share_cache=None: share where the layers allow it
+                check_flag("DVIDrafter", name, flag)
         norm = getattr(target.get_decoder(), "norm", None)
         if norm is None:
             raise ValueError(

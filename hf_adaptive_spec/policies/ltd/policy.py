@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ...core.draws import multinomial_on_generator_device
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ...core.values import check_flag, plain_ints
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
@@ -102,6 +103,10 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         >>> out = model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
     """
 
+    depth = TreeSetting("tree")
+    top_k = TreeSetting("tree")
+    total_tokens = TreeSetting("tree")
+
     def __init__(
         self,
         depth: int = 6,
@@ -125,23 +130,16 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
-        if depth < 1:
-            raise ValueError(f"LTDPolicy: at depth {depth} nothing is drafted and no head is asked; pass depth >= 1.")
         self.register_buffer("choices", torch.empty(0, dtype=torch.long), persistent=False)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else size_choices
-        if not 0 < context_scale < math.inf:  # infinity would read every context length as 0
-            raise ValueError(f"LTDPolicy: context_scale must be a finite number > 0 (LTD 1000), got {context_scale!r}.")
+        self.context_scale = context_scale
+        self.lookup_feature, self.lookup_first = lookup_feature, lookup_first
+        self._check_shape_settings()
         self.context_scale = float(context_scale)
-        if lookup_feature and lookup_first:
-            raise ValueError(
-                "LTDPolicy: lookup_first=True leaves the heads only the cycles where the prompt-lookup branch did not "
-                "match, so lookup_feature would always read 0. Drop lookup_feature (or lookup_first)."
-            )
-        self.lookup_feature = bool(lookup_feature)
-        self.lookup_first = bool(lookup_first)
         self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
         size_observations = size_observation_size(self.tree, lookup_feature)
         self.size_head = ActorCritic(size_observations, len(self.size_choices), size_actor, size_critic)
+        self.check_settings()
         self.generator: torch.Generator | None = None
         self.decisions: list[Decision] = []
         self.eval()
@@ -155,7 +153,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
     def size_choices(self, choices: Iterable[int]) -> None:
         """Check the choices and make the tensors the size decisions are masked with from them: ``choices`` on the
         module's device (training), a host copy (an eval-mode decision runs on the host, wherever the module is)."""
-        choices = _plain_ints(choices)
+        choices = plain_ints(choices)
         _check_size_choices(choices, self.tree.total_tokens)
         head = self._modules.get("size_head")
         outputs = None if head is None else head.actor[-1].out_features
@@ -167,6 +165,38 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self._size_choices = choices
         self.choices = torch.tensor(choices, device=self.choices.device)
         self._host_choices = torch.tensor(choices)
+
+    def _check_shape_settings(self) -> None:
+        """The settings the heads' shapes follow from: a depth with a decision, the scale, the flags."""
+        if self.tree.depth < 1:
+            raise ValueError(
+                f"LTDPolicy: at depth {self.tree.depth} nothing is drafted and no head is asked; pass depth >= 1."
+            )
+        scale = self.context_scale  # infinity would read every context length as 0
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:
+            raise ValueError(f"LTDPolicy: context_scale must be a finite number > 0 (LTD 1000), got {scale!r}.")
+        check_flag("LTDPolicy", "lookup_feature", self.lookup_feature)
+        check_flag("LTDPolicy", "lookup_first", self.lookup_first)
+        if self.lookup_feature and self.lookup_first:
+            raise ValueError(
+                "LTDPolicy: lookup_first=True leaves the heads only the cycles where the prompt-lookup branch did not "
+                "match, so lookup_feature would always read 0. Drop lookup_feature (or lookup_first)."
+            )
+
+    def check_settings(self) -> None:
+        """The settings as set now (:meth:`_check_shape_settings`), with a tree the heads still read and
+        ``size_choices`` it verifies."""
+        self._check_shape_settings()
+        _check_size_choices(self._size_choices, self.tree.total_tokens)
+        reads = (depth_observation_size(self.tree, self.lookup_feature), size_observation_size(self.tree,
+                 self.lookup_feature))
+        built = (self.depth_head.actor[0].in_features, self.size_head.actor[0].in_features)
+        if reads != built:
+            raise ValueError(
+                f"LTDPolicy's heads read observations of {built[0]} and {built[1]} numbers, but its tree "
+                f"{self.tree} (lookup_feature={self.lookup_feature}) makes {reads[0]} and {reads[1]}: keep the "
+                "depth, top_k and lookup_feature it was built with, or build and train a new policy."
+            )
 
     def _current_settings(self) -> dict:
         settings = {**trained_on_setting(self), **tree_settings(self.tree), "context_scale": self.context_scale}
@@ -228,11 +258,6 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         lookup = ", lookup_feature=True" if self.lookup_feature else ""
         lookup += ", lookup_first=True" if self.lookup_first else ""
         return f"LTDPolicy({shape}, size_choices={self.size_choices}{lookup})"
-
-
-def _plain_ints(values: Iterable) -> list:
-    """``values`` as a list, integers of any kind (a numpy one) as Python ints; the rest left to the checks."""
-    return [int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in values]
 
 
 def _check_size_choices(choices: list[int], total_tokens: int) -> None:

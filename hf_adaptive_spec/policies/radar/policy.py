@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from ...core.values import check_flag, check_number
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo
 from ..networks import HostDecisions, host_array
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
@@ -142,6 +143,10 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         >>> out = model.generate(**inputs, assistant_model=drafter, assistant_policy=policy)
     """
 
+    depth = TreeSetting("tree")
+    top_k = TreeSetting("tree")
+    total_tokens = TreeSetting("tree")
+
     def __init__(
         self,
         depth: int = 6,
@@ -162,27 +167,42 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        if depth < 2:
-            raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {depth}.")
-        if not -math.inf < min_score < 0:  # log-probs are <= 0: a floor at or above 0 makes every input the same
-            raise ValueError(
-                f"RadarPolicy: min_score is a floor on log-probabilities, a finite number < 0 (RADAR: -30), got "
-                f"{min_score!r}: at or above 0 every input reads as the floor, NaN or -inf makes NaN logits."
-            )
+        for name, width in (("lstm_hidden", lstm_hidden), ("mlp_hidden", mlp_hidden)):
+            check_number("RadarPolicy", name, width, at_least=1, integer=True, meaning="a layer's width")
+        check_number("RadarPolicy", "dropout", dropout, at_least=0.0, below=1.0, meaning="the MLP's, in training")
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score
         self.allow_skip = allow_skip
-        self.lookup_first = bool(lookup_first)
+        self.lookup_first = lookup_first
         self.lstm = nn.LSTM(top_k, lstm_hidden, batch_first=True)
         self.mlp = nn.Sequential(  # RADAR's layout: mlp.0 and mlp.3 hold the weights
             nn.Linear(lstm_hidden + top_k, mlp_hidden),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(mlp_hidden, 3 if allow_skip else 2),
+            nn.Linear(mlp_hidden, 3 if allow_skip is True else 2),
         )
+        self.check_settings()
         self._cycle = _CycleMemory()
         self.eval()
+
+    def check_settings(self) -> None:
+        """The tree, ``min_score`` and the flags as set now, and a tree and ``allow_skip`` the network still fits."""
+        if self.tree.depth < 2:
+            raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {self.tree.depth}.")
+        if not -math.inf < self.min_score < 0:  # log-probs are <= 0: a floor at or above 0 makes every input the same
+            raise ValueError(
+                f"RadarPolicy: min_score is a floor on log-probabilities, a finite number < 0 (RADAR: -30), got "
+                f"{self.min_score!r}: at or above 0 every input reads as the floor, NaN or -inf makes NaN logits."
+            )
+        check_flag("RadarPolicy", "allow_skip", self.allow_skip)
+        check_flag("RadarPolicy", "lookup_first", self.lookup_first)
+        if self.tree.top_k != self.lstm.input_size or self.allow_skip != (self.mlp[-1].out_features == 3):
+            raise ValueError(
+                f"RadarPolicy's network reads top_k={self.lstm.input_size} beam scores and has "
+                f"{self.mlp[-1].out_features} actions, but the policy is set to top_k={self.tree.top_k}, "
+                f"allow_skip={self.allow_skip}: keep the shape it was built with, or build and train a new policy."
+            )
 
     def _current_settings(self) -> dict:
         settings = {**trained_on_setting(self), **tree_settings(self.tree), "min_score": self.min_score}

@@ -14,7 +14,6 @@ Re-SpS (*Speculative Sampling with Reinforcement Learning*, AAAI 2026, github.co
 from __future__ import annotations
 
 import itertools
-import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from transformers import PretrainedConfig
 
 from ...core.features import default_aux_layer_ids
 from ...core.tree import full_tree_size
+from ...core.values import check_flag, check_number, plain_ints
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
 from ..networks import tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting
@@ -83,23 +83,18 @@ class ReSpSDecision:
         return self.tokens / max(self.seconds, 1e-12)
 
 
-def _check_settings(
-    decision_interval: int, training_interval: int, temperature: float, observation_clip: float
-) -> None:
-    """Refuse settings that would run without saying so: a fractional interval holds an action a rounded-up number
-    of cycles, a negative or NaN temperature is argmax, and a clip of 0 or below makes every observation the same
-    constant (``clamp(-c, c)``), so one action whatever the state."""
-    for name, interval in (("decision_interval", decision_interval), ("training_interval", training_interval)):
-        if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
-            raise ValueError(f"ReSpSPolicy: {name} is a number of cycles, an int >= 1, got {interval!r}.")
-    if not temperature >= 0:
+def _action(total_tokens: int, depth: int, top_k: int) -> TreeConfig:
+    """One grid entry as a tree, its numbers checked as a tree's (a float is refused, not rounded down)."""
+    total_tokens, depth, top_k = plain_ints((total_tokens, depth, top_k))
+    return TreeConfig(total_tokens=total_tokens, depth=depth, top_k=top_k)
+
+
+def _check_feature_layers(layers: tuple) -> None:
+    """At least one hidden-state index, each an int >= 0 (``hidden_states`` numbering: 0 is the embeddings)."""
+    if not layers or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers):
         raise ValueError(
-            f"ReSpSPolicy: temperature must be >= 0 (0: the argmax action; > 0: sample), got {temperature!r}."
-        )
-    if not observation_clip > 0:
-        raise ValueError(
-            f"ReSpSPolicy: observation_clip must be > 0 (standardised features are clipped to [-clip, clip]; "
-            f"math.inf for none), got {observation_clip!r}."
+            f"ReSpSPolicy: feature_layers must be one or more ints >= 0 (indices into the target's hidden_states), "
+            f"got {list(layers)!r}: leave them unset for EAGLE-3's (2, L//2, L-3), with num_target_layers >= 4."
         )
 
 
@@ -176,23 +171,24 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        self.actions = tuple(TreeConfig(total_tokens=int(tt), depth=int(d), top_k=int(k)) for tt, d, k in actions)
+        self.actions = tuple(_action(tt, d, k) for tt, d, k in actions)
         if not self.actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
-        _check_settings(decision_interval, training_interval, temperature, observation_clip)
         if feature_layers is None and num_target_layers is None:
             raise ValueError(
                 "ReSpSPolicy reads target hidden states: give feature_layers, or num_target_layers for EAGLE-3's "
                 "(2, L//2, L-3); ReSpSPolicy.for_target(model.config) takes them from the target."
             )
         layers = default_aux_layer_ids(num_target_layers) if feature_layers is None else feature_layers
-        self.feature_layers = tuple(int(i) for i in layers)
+        self.feature_layers = tuple(plain_ints(layers))
+        _check_feature_layers(self.feature_layers)
         self.decision_interval = decision_interval
         self.training_interval = training_interval
         self.temperature = temperature
         self.observation_clip = observation_clip
-        self.lookup_first = bool(lookup_first)
-        self.net_arch = tuple(int(width) for width in net_arch)
+        self.lookup_first = lookup_first
+        self.check_settings()
+        self.net_arch = tuple(plain_ints(net_arch))
         obs_dim = hidden_size * len(self.feature_layers)
         self.actor = tanh_mlp(obs_dim, self.net_arch, len(self.actions), out_gain=0.01)
         self.critic = tanh_mlp(obs_dim, self.net_arch, 1, out_gain=1.0)
@@ -205,6 +201,18 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._cycles_left = 0
         self._next_context: int | None = None
         self.eval()
+
+    def check_settings(self) -> None:
+        """Refuse settings that would run without saying so: a fractional interval holds an action a rounded-up
+        number of cycles, a negative or NaN temperature is argmax, and a clip of 0 or below makes every observation
+        the same constant (``clamp(-c, c)``), so one action whatever the state."""
+        for name in ("decision_interval", "training_interval"):
+            check_number("ReSpSPolicy", name, getattr(self, name), at_least=1, integer=True, meaning="cycles")
+        check_number("ReSpSPolicy", "temperature", self.temperature, at_least=0,
+                     meaning="0: the argmax action; > 0: sample")
+        check_number("ReSpSPolicy", "observation_clip", self.observation_clip, above=0,
+                     meaning="standardised features are clipped to [-clip, clip]; math.inf for none")
+        check_flag("ReSpSPolicy", "lookup_first", self.lookup_first)
 
     @classmethod
     def for_target(cls, config: PretrainedConfig, **kwargs) -> ReSpSPolicy:
