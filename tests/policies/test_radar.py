@@ -498,10 +498,12 @@ def test_training_learns_to_skip_unlikely_drafts_and_fails_with_the_reward_flipp
     profile = _profile(draft=0.02, policy=0.001)
     beta = 10 * (0.02 + 0.001)
     args = RadarConfig(
-        output_dir=str(tmp_path), max_steps=300, learning_rate=3e-3, alpha=sign * 0.02, beta=sign * beta,
+        output_dir=str(tmp_path), max_steps=300, learning_rate=3e-3, alpha=0.02, beta=beta,
         allow_skip=True, reward_baseline=True, entropy_coef=0.1, eval_strategy="no", save_strategy="no",
         load_best_model_at_end=False, logging_steps=100, report_to=[], seed=0, disable_tqdm=True,
     )
+    if sign < 0:  # the control: RadarConfig refuses a flipped reward, so flip it after its checks
+        args.alpha, args.beta = -args.alpha, -args.beta
     torch.manual_seed(0)
     policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, allow_skip=True)
     trainer = RadarTrainer(model=policy, args=args, train_dataset=train, profile=profile)
@@ -520,10 +522,12 @@ def test_training_learns_when_to_stop_and_fails_with_the_reward_flipped(sign, tm
     profile = _profile(draft=0.02, policy=0.001)
     beta = 10 * (0.02 + 0.001)
     args = RadarConfig(
-        output_dir=str(tmp_path), max_steps=200, learning_rate=3e-3, alpha=sign * 0.02, beta=sign * beta,
+        output_dir=str(tmp_path), max_steps=200, learning_rate=3e-3, alpha=0.02, beta=beta,
         eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=50, report_to=[],
         seed=0, disable_tqdm=True,
     )
+    if sign < 0:  # the control: RadarConfig refuses a flipped reward, so flip it after its checks
+        args.alpha, args.beta = -args.alpha, -args.beta
     torch.manual_seed(0)
     policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
     trainer = RadarTrainer(model=policy, args=args, train_dataset=train, profile=profile)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ...core.values import check_number
 
 #: the file that held the drafter's split point before adapters wrote ``config.json`` (still read).
 DVI_CONFIG_NAME = "dvi_config.json"
@@ -111,9 +114,13 @@ def check_online_learner_values(
     for name in ("learning_rate", "kl_temperature"):
         if not values[name] > 0:
             raise ValueError(f"{name_of(name)} must be > 0, got {values[name]!r}.")
-    for name in _NON_NEGATIVE:
-        if values[name] < 0:
-            raise ValueError(f"{name_of(name)} must be >= 0, got {values[name]!r}.")
+    for name in _NON_NEGATIVE:  # NaN passes `< 0`: each is checked as a number
+        counted = name in ("update_every", "warmup_updates", "ramp_updates")
+        check_number("DVI's online learner", name_of(name), values[name], at_least=0,
+                     below=None if counted else math.inf, integer=counted)
+    for name in ("adam_beta1", "adam_beta2"):
+        check_number("DVI's online learner", name_of(name), values[name], at_least=0, below=1,
+                     meaning="AdamW's moment decay")
     if not 0.0 <= values["baseline_decay"] < 1.0:
         raise ValueError(f"{name_of('baseline_decay')} must be in [0, 1), got {values['baseline_decay']!r}.")
     if values["kl_weight_min"] > values["kl_weight"]:

@@ -8,6 +8,7 @@ from typing import Any
 from peft import LoraConfig
 from transformers import TrainingArguments
 
+from ...core.values import check_number
 from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig, check_online_learner_values
 
 _ONLINE = DVIOnlineLearnerConfig  # field defaults are read from the online config: one source of truth
@@ -107,6 +108,9 @@ class DVIConfig(TrainingArguments):
                 "adam_beta1/2 and adam_epsilon."
             )
         self._check_trainer_loop()
+        # a chain of 0 drafts nothing, and nothing is learned
+        check_number("DVIConfig", "draft_depth", self.draft_depth, at_least=1, integer=True,
+                     meaning="the chain drafted per cycle")
         check_online_learner_values(self._online_values(), name_of=_flag_name)
 
     def _check_trainer_loop(self) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from transformers import TrainingArguments
 
+from ...core.values import check_number
 from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
+from .initialization import INITIALIZATIONS
 from .ttt import check_target_temperature
 
 DEFAULT_DRAFT_VOCAB_SIZE = 8192
@@ -133,3 +136,19 @@ class Eagle3Config(TrainingArguments):
         if self.copy_ngram_size < 1:
             raise ValueError(f"copy_ngram_size must be at least 1, got {self.copy_ngram_size}.")
         check_bound(self.feature_cache_max_gb)
+        self._check_drafter_settings()
+
+    def _check_drafter_settings(self) -> None:
+        """The unrolled steps, their loss weights, the length and the new drafter's shape, before any model loads
+        (a negative decay trains odd steps by gradient ascent; 0 steps fails mid-training)."""
+        owner = "Eagle3Config"
+        check_number(owner, "ttt_steps", self.ttt_steps, at_least=1, integer=True, meaning="draft steps unrolled")
+        check_number(owner, "ploss_decay", self.ploss_decay, at_least=0, below=math.inf,
+                     meaning="step k's loss weighs decay**k")
+        check_number(owner, "max_length", self.max_length, at_least=2, integer=True,
+                     meaning="tokens kept per conversation")
+        if self.draft_vocab_size is not None:
+            check_number(owner, "draft_vocab_size", self.draft_vocab_size, at_least=1, integer=True,
+                         meaning="the reduced draft vocabulary; unset: the target's")
+        if self.initialization not in INITIALIZATIONS:
+            raise ValueError(f"{owner}: initialization must be one of {INITIALIZATIONS}, got {self.initialization!r}.")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ...core.values import check_number
 from ..rl import check_ppo_settings
 
 
@@ -82,8 +83,10 @@ class LTDConfig(TrainingArguments):
             if getattr(self, name) < 1:
                 raise ValueError(f"LTDConfig.{name} must be >= 1, got {getattr(self, name)}.")
         check_ppo_settings("LTDConfig", self.clip_range, self.gamma, self.gae_lambda)
-        if not self.reward_scale > 0:
-            raise ValueError(f"LTDConfig.reward_scale must be > 0, got {self.reward_scale}.")
+        check_number("LTDConfig", "reward_scale", self.reward_scale, above=0, below=math.inf)
+        check_number("LTDConfig", "vf_coef", self.vf_coef, at_least=0, below=math.inf, meaning="the value loss's")
+        # a negative count shortened the schedule the phases were not built from: the depth head never trained
+        check_number("LTDConfig", "collaborative_rounds", self.collaborative_rounds, at_least=0, integer=True)
         if self.warmup_verify_size is not None and self.warmup_verify_size < 0:
             raise ValueError(f"LTDConfig.warmup_verify_size must be >= 0, got {self.warmup_verify_size}.")
         if self.gradient_accumulation_steps != 1:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ...core.values import check_number
 from ..warmup import carry_warmup_ratio
+
+#: the paper's drafter cost ``c`` in the reward ``L / (1 + cL)`` (Table A.3)
+DEFAULT_RELATIVE_COST = 0.12
 
 
 @dataclass
@@ -24,7 +29,8 @@ class PPOWConfig(TrainingArguments):
         num_prefixes: prefixes per conversation in a batch.
         epsilon: clip range of the policy ratio.
         beta: coefficient of ``KL(drafter ‖ target)``, averaged over window tokens.
-        relative_cost: ``c`` of the Cost-Aware Speedup Reward ``L / (1 + cL)``.
+        relative_cost: ``c`` of the Cost-Aware Speedup Reward ``L / (1 + cL)``, at least 0 (unset: 0.12, the
+            paper's, unless ``hardware_profile`` measures it; giving both is refused, as one would be ignored).
         hardware_profile: a ``hf-adaptive-spec profile`` JSON; when set, ``c`` is its draft-step
             time over its one-token verification time (measured instead of assumed). A profile that
             timed another target or drafter than the ones trained is refused.
@@ -45,7 +51,10 @@ class PPOWConfig(TrainingArguments):
     num_prefixes: int = field(default=4, metadata={"help": "Prefixes per conversation in a batch."})
     epsilon: float = field(default=0.2, metadata={"help": "Clip range of the policy ratio."})
     beta: float = field(default=0.03, metadata={"help": "Coefficient of KL(drafter || target)."})
-    relative_cost: float = field(default=0.12, metadata={"help": "Drafter cost c in the reward L / (1 + cL)."})
+    relative_cost: float | None = field(
+        default=None,
+        metadata={"help": "Drafter cost c >= 0 in the reward L / (1 + cL) (default 0.12; not with hardware_profile)."},
+    )
     hardware_profile: str | None = field(
         default=None,
         metadata={
@@ -86,5 +95,30 @@ class PPOWConfig(TrainingArguments):
         for name in ("temperature", "epsilon", "proximity_tolerance"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"PPOWConfig.{name} must be > 0, got {getattr(self, name)!r}.")
+        self._check_reward_settings()
         if self.acceptance not in ("sampling", "greedy"):
             raise ValueError(f"PPOWConfig.acceptance must be 'sampling' or 'greedy', got {self.acceptance!r}.")
+
+    def _check_reward_settings(self) -> None:
+        """The reward's and the loss's numbers, and the window and length, where a value the paper never meant
+        would train a silently other objective (a negative cost makes ``L / (1 + cL)`` infinite or negative)."""
+        owner = "PPOWConfig"
+        if self.relative_cost is not None and self.hardware_profile:
+            raise ValueError(
+                f"{owner}: relative_cost={self.relative_cost} and hardware_profile={self.hardware_profile!r} both set "
+                "the reward's drafter cost c, and the profile's would replace the argument: pass one of them."
+            )
+        if self.relative_cost is not None:
+            check_number(owner, "relative_cost", self.relative_cost, at_least=0, below=math.inf,
+                         meaning="the drafter's cost c in L / (1 + cL)")
+        check_number(owner, "beta", self.beta, at_least=0, below=math.inf, meaning="the KL coefficient")
+        check_number(owner, "proximity_scale", self.proximity_scale, at_least=0, below=math.inf,
+                     meaning="the proximity reward's eta")
+        check_number(owner, "window_size", self.window_size, at_least=1, integer=True, meaning="tokens per window")
+        check_number(owner, "max_length", self.max_length, at_least=2, integer=True,
+                     meaning="tokens kept per conversation")
+
+    @property
+    def drafter_cost(self) -> float:
+        """``relative_cost``, or the paper's 0.12 when it is unset (a ``hardware_profile`` measures it instead)."""
+        return DEFAULT_RELATIVE_COST if self.relative_cost is None else self.relative_cost

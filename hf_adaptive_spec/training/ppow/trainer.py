@@ -127,7 +127,7 @@ class PPOWTrainer(Eagle3Trainer):
             check_windows(kwargs.get(name), args.window_size, name)
         super().__init__(model=model, args=args, target_model=target_model, **kwargs)
         self.drafter_name_or_path = drafter_name_or_path
-        self.relative_cost = args.relative_cost
+        self.relative_cost = args.drafter_cost
         if args.hardware_profile:
             self.relative_cost = profiled_relative_cost(args.hardware_profile, target_model, drafter_name_or_path)
         self._rollouts: dict[int, WindowRollout] = {}

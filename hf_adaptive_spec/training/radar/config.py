@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
+
+from ...core.values import check_number
 
 
 @dataclass
@@ -88,8 +91,22 @@ class RadarConfig(TrainingArguments):
         super().__post_init__()
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}.")
+        self._check_reward_and_network()
         if self.allow_skip and not self.count_bonus_token:
             raise ValueError(
                 "allow_skip needs count_bonus_token=True: without the bonus token a skipped cycle commits nothing "
                 "and the policy could never learn to skip."
             )
+
+    def _check_reward_and_network(self) -> None:
+        """The reward's terms (a negative ``alpha`` rewards continuing, a ``beta`` of 0 or below drops or flips the
+        speed reward) and a new policy's widths, before the target loads."""
+        owner = "RadarConfig"
+        check_number(owner, "alpha", self.alpha, at_least=0, below=math.inf, meaning="the penalty per continue")
+        if self.beta is not None:
+            check_number(owner, "beta", self.beta, above=0, below=math.inf, meaning="the speed reward's weight")
+        if self.policy_step_seconds is not None:
+            check_number(owner, "policy_step_seconds", self.policy_step_seconds, at_least=0, below=math.inf)
+        for name in ("lstm_hidden", "mlp_hidden"):
+            check_number(owner, name, getattr(self, name), at_least=1, integer=True, meaning="a layer's width")
+        check_number(owner, "dropout", self.dropout, at_least=0, below=1)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
+from ...core.values import check_number
 from ...policies.resps import ACTION_GRIDS, action_grid
 from ..rl import check_ppo_settings
 
@@ -113,6 +114,7 @@ class ReSpSConfig(TrainingArguments):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReSpSConfig.{name} must be >= 1, got {getattr(self, name)}.")
         check_ppo_settings("ReSpSConfig", self.clip_range, self.gamma, self.gae_lambda)
+        self._check_policy_settings()
         if self.action_grid not in ACTION_GRIDS:
             raise ValueError(f"action_grid={self.action_grid!r} is unknown; use one of {', '.join(ACTION_GRIDS)}.")
         custom = (self.grid_total_tokens, self.grid_depths, self.grid_top_ks)
@@ -137,6 +139,21 @@ class ReSpSConfig(TrainingArguments):
                 f"{self.max_steps - whole} of its steps, and the checkpoint saved there cannot be resumed. Use "
                 f"max_steps={whole or self.steps_per_update} or {whole + self.steps_per_update}.", stacklevel=2,
             )
+
+    def _check_policy_settings(self) -> None:
+        """What the policy will be built with and the replay's charges, refused here rather than after the target
+        loads (``ReSpSPolicy`` checks the same when it is built)."""
+        owner = "ReSpSConfig"
+        check_number(owner, "vf_coef", self.vf_coef, at_least=0, below=math.inf, meaning="the value loss's")
+        if self.decision_seconds is not None:
+            check_number(owner, "decision_seconds", self.decision_seconds, at_least=0, below=math.inf)
+        for name in ("training_interval", "decision_interval"):
+            check_number(owner, name, getattr(self, name), at_least=1, integer=True, meaning="cycles")
+        check_number(owner, "inference_temperature", self.inference_temperature, at_least=0,
+                     meaning="0: the argmax action; > 0: sample")
+        for name, least in (("net_arch", 1), ("grid_total_tokens", 1), ("grid_depths", 0), ("grid_top_ks", 1)):
+            for value in getattr(self, name) or ():  # depth 0: a plain step, an action of its own
+                check_number(owner, f"each of {name}", value, at_least=least, integer=True)
 
     def _check_save_steps(self) -> None:
         """Checkpoints must fall between PPO updates: resuming one taken inside an update would drop the rest of its
