@@ -200,7 +200,15 @@ GENERATE = {
     "new-tokens-only-after-a-cache": BadInput(
         lambda m, t: _generate(m, ids=prompt(2), attention_mask=torch.ones(1, 5, dtype=torch.long),
                                past_key_values=_prefilled_cache(m, 3)),
-        ValueError, "input_ids has 2 tokens, but (attention_mask|position_ids).* cover 5: .* pass the whole sequence",
+        ValueError, "input_ids has 2 tokens, but (attention_mask|position_ids).* covers 5: .* pass the whole sequence",
+    ),
+    "mask-shorter-than-the-prompt": BadInput(  # stock: a tensor-size RuntimeError from inside attention
+        lambda m, t: _generate(m, ids=prompt(7), attention_mask=torch.ones(1, 5, dtype=torch.long)), ValueError,
+        r"input_ids has 7 tokens, but position_ids \(generate makes them from an attention_mask\) covers 5",
+    ),
+    "empty-prompt": BadInput(  # named a past_key_values that "already holds 0 tokens"
+        lambda m, t: _generate(m, ids=torch.zeros(1, 0, dtype=torch.long)), ValueError,
+        "input_ids holds no token: assistant_policy decodes after a prompt of at least one token",
     ),
     "feature-reading-drafter-continuing-from-a-cache": BadInput(
         lambda m, t: _generate(m, past_key_values=_prefilled_cache(m, 3), assistant_model=_FeatureReadingDrafter()),
@@ -399,6 +407,29 @@ def _eagle3_config(text: str):
     return call
 
 
+def _eagle3_config_edited(**fields):
+    def call(model, tmp_path):
+        config = _saved_eagle3(model, tmp_path) / "config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), **fields}))
+        return hfas.Eagle3Drafter.from_pretrained(tmp_path, target=model)
+
+    return call
+
+
+def _damaged_dvi_adapter(damage: str):
+    """A DVI adapter folder with its adapter_config.json cut in half, or without config.json."""
+    def call(model, tmp_path):
+        hfas.DVIDrafter(model, exit_layer=2).save_pretrained(tmp_path)
+        if damage == "truncated adapter config":
+            text = (tmp_path / "adapter_config.json").read_text()
+            (tmp_path / "adapter_config.json").write_text(text[: len(text) // 2])
+        else:
+            (tmp_path / "config.json").unlink()
+        return hfas.DVIDrafter.from_pretrained(tmp_path, target=model)
+
+    return call
+
+
 def _dvi_adapter_as_policy(model, tmp_path):
     hfas.DVIDrafter(tiny_model("llama"), exit_layer=1).save_pretrained(tmp_path)
     return hfas.AutoDraftPolicy.from_pretrained(tmp_path)
@@ -455,6 +486,18 @@ FOLDERS = {
         _truncated_eagle3_weights, ArtifactError, r"model.safetensors' is not a readable safetensors file"
     ),
     "config-not-json": BadInput(_eagle3_config("{"), ArtifactError, r"config.json' is not valid JSON"),
+    "eagle3-config-unknown-activation": BadInput(  # transformers' bare KeyError when the MLP was built
+        _eagle3_config_edited(hidden_act="gelu_tanh_typo"), ValueError,
+        r"hidden_act='gelu_tanh_typo' names no activation transformers knows .* fix hidden_act in the checkpoint",
+    ),
+    "dvi-truncated-adapter-config": BadInput(  # peft's bare JSONDecodeError
+        _damaged_dvi_adapter("truncated adapter config"), ArtifactError,
+        r"adapter_config.json' is not valid JSON .*save or download it again",
+    ),
+    "dvi-without-config": BadInput(  # named only the legacy dvi_config.json
+        _damaged_dvi_adapter("no config"), ArtifactError,
+        r"holds neither 'config.json' nor 'dvi_config.json' .* Save or download it again",
+    ),
     "config-not-an-object": BadInput(_eagle3_config("[1, 2]"), ArtifactError, "must hold a JSON object, got list"),
 }
 
@@ -497,6 +540,18 @@ BENCH = {
     ),
     "bench-num-assistant-tokens-zero": BadInput(
         _bench("--num-assistant-tokens", "0"), BenchRefused, "--num-assistant-tokens must be at least 1, got 0"
+    ),
+    "bench-no-method": BadInput(_bench("--methods", ","), BenchRefused, "--methods ',' names no method"),
+    "bench-seed-negative": BadInput(_bench("--seed", "-5"), BenchRefused, r"--seed must be in \[0, 2\*\*32 - 1\]"),
+    "bench-confidence-threshold-above-1": BadInput(  # transformers takes it: every draft would stop after one token
+        _bench("--methods", "hf-assistant", "--assistant_confidence_threshold", "2.5"), BenchRefused,
+        r"--assistant_confidence_threshold is a draft probability in \[0, 1\], got 2.5",
+    ),
+    "bench-drafter-layers-zero": BadInput(  # refused only after the model had loaded
+        _bench("--methods", "tree", "--drafter_layers", "0"), BenchRefused, "--drafter-layers must be at least 1, got 0"
+    ),
+    "bench-temperature-nan": BadInput(
+        _bench("--temperature", "nan"), BenchRefused, "--temperature must be 0 \\(greedy\\) or a finite positive number"
     ),
     "bench-turns-a-string": BadInput(
         _bench(turns="not a list"), BenchRefused, "q.jsonl:1: 'turns' must be a non-empty list of strings, got a str"

@@ -259,13 +259,23 @@ def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:
                         ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
                         ("--lookup-ngram-size", options.lookup_ngram_size),
                         ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
-                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens)):
+                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens),
+                        ("--drafter-layers", options.drafter_layers),
+                        ("--early-exit-layers", options.early_exit_layers),
+                        ("--dvi-exit-layer", options.dvi_exit_layer), ("--max-cache-len", options.max_cache_len)):
         if value is not None and value < 1:
             raise BenchError(f"{flag} must be at least 1, got {value}")
     try:
         sampling_kwargs(options.temperature)
     except ValueError as error:
         raise BenchError(str(error)) from error
+    if not args.method_names:
+        raise BenchError(f"--methods {args.methods!r} names no method: give a comma-separated list, e.g. stock,tree")
+    if not 0 <= args.seed < 2**32:  # set_seed's range; a traceback from deep inside it otherwise
+        raise BenchError(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
+    threshold = options.assistant_confidence_threshold
+    if threshold is not None and not 0 <= threshold <= 1:  # transformers takes any value: 2.5 stops every draft
+        raise BenchError(f"--assistant_confidence_threshold is a draft probability in [0, 1], got {threshold}")
 
 
 def _check_fast_path_options(args: BenchArguments, options: MethodOptions, methods: dict) -> None:

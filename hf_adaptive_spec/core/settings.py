@@ -3,6 +3,7 @@ resumed run's (one rule for every resume check)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -41,8 +42,8 @@ def sampling_kwargs(temperature: float) -> dict[str, Any]:
     truncating warper off (:data:`PURE_SAMPLING`; without them ``generate`` truncates to its default top-k of 50, or to
     whatever top-k, top-p, min-p, typical-p, epsilon or eta cutoff the model's ``generation_config`` sets). The bench
     and the training data's regeneration sample so."""
-    if temperature < 0:
-        raise ValueError(f"--temperature must be 0 (greedy) or positive, got {temperature}.")
+    if not 0 <= temperature < math.inf:  # NaN and infinity fail inside generate, after the model loaded
+        raise ValueError(f"--temperature must be 0 (greedy) or a finite positive number, got {temperature}.")
     if temperature == 0:
         return {"do_sample": False}
     return {"do_sample": True, "temperature": temperature, **PURE_SAMPLING}

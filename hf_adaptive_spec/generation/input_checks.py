@@ -90,14 +90,17 @@ def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
             f"assistant_policy runs the target on input_ids alone and would not pass on {extra}: it supports text-only "
             "decoder inputs. Drop those inputs, or drop assistant_policy to use stock generate."
         )
-    longer = {name: value.shape[-1] for name in ("attention_mask", "position_ids")
-              if (value := model_kwargs.get(name)) is not None and value.shape[-1] != input_ids.shape[1]}
-    if longer:
-        raise ValueError(
-            f"input_ids has {input_ids.shape[1]} tokens, but {' and '.join(longer)} cover {max(longer.values())}: "
-            "assistant_policy continues from a cache with the whole sequence as input_ids (the cached tokens, then "
-            "the new ones), not the new tokens alone: pass the whole sequence."
-        )
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids holds no token: assistant_policy decodes after a prompt of at least one token.")
+    for name in ("attention_mask", "position_ids"):  # generate builds position_ids from the caller's mask
+        value = model_kwargs.get(name)
+        if value is not None and value.shape[-1] != input_ids.shape[1]:
+            named = "position_ids (generate makes them from an attention_mask)" if name == "position_ids" else name
+            raise ValueError(
+                f"input_ids has {input_ids.shape[1]} tokens, but {named} covers {value.shape[-1]}: give one entry per "
+                "token of input_ids. To continue from a cache, assistant_policy takes the whole sequence as input_ids "
+                "(the cached tokens, then the new ones), not the new tokens alone: pass the whole sequence."
+            )
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
         raise ValueError(

@@ -244,7 +244,7 @@ def test_a_sampled_run_records_its_sampling_and_a_file_without_it_does_not_resum
 
 def test_negative_temperature_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
     assert main(["--model", str(bench_model_dir), "--questions", str(questions_file), "--temperature", "-1"]) == 2
-    assert "--temperature must be 0 (greedy) or positive" in capsys.readouterr().err
+    assert "--temperature must be 0 (greedy) or a finite positive number" in capsys.readouterr().err
 
 
 def test_compiled_bfloat16_run_reports_the_fast_path_figures(bench_model_dir: Path, questions_file: Path,

@@ -460,7 +460,7 @@ def test_eagle3_samples_through_the_engine(bench_model, tmp_path):
 def test_negative_temperature_is_refused():
     from hf_adaptive_spec.bench.arguments import sampling_kwargs
 
-    with pytest.raises(ValueError, match="--temperature must be 0 \\(greedy\\) or positive"):
+    with pytest.raises(ValueError, match="--temperature must be 0 \\(greedy\\) or a finite positive number"):
         sampling_kwargs(-0.5)
 
 

@@ -53,7 +53,14 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
     try:
         config = read_json_object(location.resolve(CONFIG_NAME))
     except MissingArtifactFileError:
-        config = read_json_object(location.resolve(DVI_CONFIG_NAME))
+        try:
+            config = read_json_object(location.resolve(DVI_CONFIG_NAME))
+        except MissingArtifactFileError as error:  # name the file folders hold now, not only the legacy one
+            raise MissingArtifactFileError(
+                f"{location} holds neither '{CONFIG_NAME}' nor '{DVI_CONFIG_NAME}' (folders saved before "
+                f"'{CONFIG_NAME}'): it is no DVI adapter, or one saved or downloaded in part. Save or download it "
+                "again."
+            ) from error
     declared = config.get(ARTIFACT_TYPE_KEY)
     if declared is None:  # not an hf-adaptive-spec artifact: name what it is, as the other loaders do
         kind = _kind_of_config(config)
@@ -149,7 +156,9 @@ class DVICheckpointMixin(HubArtifactMixin):
             )
         dvi_config = read_dvi_config(location)
         check_no_config_overrides("DVIDrafter.from_pretrained", dvi_config, config_fields)
-        lora_config = LoraConfig.from_pretrained(str(location.resolve(ADAPTER_CONFIG_NAME).parent))
+        adapter_config = location.resolve(ADAPTER_CONFIG_NAME)
+        read_json_object(adapter_config)  # a damaged file is named as such, not as peft's bare JSONDecodeError
+        lora_config = LoraConfig.from_pretrained(str(adapter_config.parent))
         drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
         saved_shape = dvi_config.get("target_shape", dvi_config.get("target", drafter._target_shape))
         if saved_shape != drafter._target_shape:

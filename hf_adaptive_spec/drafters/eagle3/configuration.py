@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig, PretrainedConfig
+from transformers.activations import ACT2FN
 
 from ...core.features import aux_layer_ids_problem, default_aux_layer_ids
 
@@ -65,6 +66,11 @@ class Eagle3DrafterConfig(LlamaConfig):
         return 3 if self.use_aux_hidden_state else 1
 
     def _check_eagle3_fields(self) -> None:
+        if self.hidden_act not in ACT2FN:  # else transformers' bare KeyError when the MLP is built
+            raise ValueError(
+                f"hidden_act={self.hidden_act!r} names no activation transformers knows (ACT2FN), so the drafter's "
+                "MLP cannot be built: fix hidden_act in the checkpoint's config.json (EAGLE-3's is 'silu')."
+            )
         if self.num_hidden_layers < 1:
             raise ValueError(
                 f"An EAGLE-3 drafter needs at least its EAGLE-3 layer; this config has num_hidden_layers="
