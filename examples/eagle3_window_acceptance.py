@@ -16,7 +16,9 @@ windows per prefix. Prefixes are the same for every drafter (fixed seed).
 With ``--bench-json`` the conversations are a bench run's ``stock`` outputs (exactly the tokens the
 target generated for each Spec-Bench / MT-bench turn), and τ is printed per category:
 
-    python examples/eagle3_window_acceptance.py --bench-json results/specbench130_eagle3_fp32.json --checkpoints ...
+    python examples/eagle3_window_acceptance.py --bench-json REPORT.json --checkpoints ...
+
+(``REPORT.json``: the ``--json`` report of an ``hf-adaptive-spec bench`` run with ``stock`` among its methods.)
 """
 
 from __future__ import annotations

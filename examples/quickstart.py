@@ -94,7 +94,7 @@ def _default_profile_for(model, drafter) -> str | None:
 
 def _speculation(args, model, drafter) -> dict:
     """The speculative call's arguments and the verification buckets: this machine's profile's recommendation, for the
-    target and drafter it timed, else --tree with the 4-token prompt-lookup branch in the default buckets."""
+    target and drafter it timed, else --tree with the 4-token prompt-lookup branch in the buckets of ``BUCKETS``."""
     profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
     if not profile:
         hfas.fast_path(model, buckets=BUCKETS)

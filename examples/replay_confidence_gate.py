@@ -1,7 +1,7 @@
 """Headroom for an adaptive verify size, measured on a replay recording (modelled time).
 
     python examples/replay_confidence_gate.py --recording artifacts/replay/sharegpt-d3k8 \
-        --profile artifacts/replay/profile.json [--policy artifacts/ltd-smollm2-wide] [--lookup-tokens 4]
+        --profile artifacts/replay/profile.json [--policy artifacts/radar-smollm2-wide] [--lookup-tokens 4]
 
 A hand-set rule, not a learned policy: draft one level, then verify the ``size`` best first
 drafts only when the best one has draft probability at least ``threshold``; otherwise verify

@@ -122,7 +122,7 @@ def make_parser() -> argparse.ArgumentParser:
                              "recommendation names the winner's, for generate's prompt_lookup_num_tokens")
     parser.add_argument("--rerank", action="store_true",
                         help="rank the --recording folders on the costs already in the profile at --json (nothing is "
-                             "loaded or timed; the timing options are not read) and replace its recommendation: for "
+                             "loaded or timed; the timing options are refused) and replace its recommendation: for "
                              "recordings that follow your use better, e.g. `record --turns 2`")
     return parser
 

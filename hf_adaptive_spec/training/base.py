@@ -269,15 +269,23 @@ def check_continued_lookup_first(script_args: LookupBranchArguments, policy: Any
         )
 
 
+def lookup_generate_kwargs(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:
+    """The ``generate`` arguments of the prompt-lookup branch a policy was trained with, as a card's usage line
+    appends them (``", prompt_lookup_num_tokens=4"``; "" without the branch)."""
+    if not lookup_tokens:
+        return ""
+    ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
+    return f", prompt_lookup_num_tokens={lookup_tokens}{ngrams}"
+
+
 def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE, lookup_first: bool = False) -> str:
     """The model-card sentences for a policy trained on replays with the prompt-lookup branch, and for a lookup-first
     one ("" without the branch)."""
     if not lookup_tokens:
         return ""
-    ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
     note = (
         f" Every replayed tree carried the prompt-lookup branch of {lookup_tokens} tokens, matching n-grams of up to "
-        f"{ngram_size}: use the policy with `generate(..., prompt_lookup_num_tokens={lookup_tokens}{ngrams})` "
+        f"{ngram_size}: use the policy with `generate(...{lookup_generate_kwargs(lookup_tokens, ngram_size)})` "
         "(`trained_with_lookup_tokens` and `trained_with_lookup_ngram_size` in `config.json`: the engine reports a "
         "call with another branch in `out.speculation.policy_lookup_mismatch`)."
     )

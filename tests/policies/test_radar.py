@@ -593,7 +593,7 @@ def test_script_builds_a_dataset_with_the_lookup_branch_and_refuses_other_settin
     trainer = main(RadarScriptArguments(**script_paths, lookup_tokens=4), config)
     assert RadarDataset.load(tmp_path / "dataset").lookup_tokens == 4
     assert trainer.latency.verify_seconds.numel() == TREE.total_tokens + 4 + 1  # room for a grafted chain
-    assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
+    assert "assistant_policy=policy, prompt_lookup_num_tokens=4)" in (tmp_path / "out" / "README.md").read_text()
     with pytest.raises(ValueError, match=r"other settings than asked: the prompt-lookup branch .*lookup_tokens': 0"):
         main(RadarScriptArguments(**script_paths), config)
     main(RadarScriptArguments(**script_paths, lookup_tokens=4, depth=TREE.depth), config)  # the dataset's own settings

@@ -8,6 +8,7 @@ way: only ``out.speculation.policy_lookup_mismatch`` (and the bench's note) can 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tiny_models import SMALL_LEARNED_POLICIES, SMALL_LTD, prompt, tiny_model
@@ -113,3 +114,21 @@ def test_the_shipped_learned_policies_record_the_branch_they_were_trained_with()
         assert json.loads((folder / "config.json").read_text())["trained_with_lookup_tokens"] == 4, folder.name
         assert json.loads((folder / "config.json").read_text())["trained_with_lookup_ngram_size"] == 2, folder.name
         assert "--lookup_tokens 4 " in (folder / "README.md").read_text(), folder.name
+
+
+def _committed_policies_with_a_branch():
+    root = Path(__file__).resolve().parents[2]
+    configs = [*root.glob("hf_adaptive_spec/checkpoints/*/config.json"), *root.glob("artifacts/*/config.json")]
+    for config in sorted(configs):
+        record = json.loads(config.read_text())
+        if record.get("trained_with_lookup_tokens") and config.with_name("README.md").is_file():
+            yield config.parent
+
+
+@pytest.mark.parametrize("folder", list(_committed_policies_with_a_branch()), ids=lambda folder: folder.name)
+def test_a_committed_policy_cards_usage_line_passes_the_branch_it_was_trained_with(folder):
+    """Followed as written, a usage line without the branch ran the policy without it: reported as a mismatch, and a
+    lookup-first policy never looked up (the template left the branch out; two shipped RADAR cards did too)."""
+    record = json.loads((folder / "config.json").read_text())
+    usage = [line for line in (folder / "README.md").read_text().splitlines() if "assistant_policy=policy" in line]
+    assert usage and all(f"prompt_lookup_num_tokens={record['trained_with_lookup_tokens']}" in line for line in usage)

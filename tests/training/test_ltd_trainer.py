@@ -206,7 +206,7 @@ def test_script_trains_a_lookup_aware_policy_on_the_lookup_branch(recording_dir,
     assert any(c.verified_tokens > 9 for c in trainer.rollouts.environment.replay(trainer.policy).all_cycles)
     loaded = AutoDraftPolicy.from_pretrained(tmp_path / "out")
     assert loaded.lookup_feature and loaded.depth_head.actor[0].in_features == 2 + 1 + RECORDED.top_k**2
-    assert "prompt_lookup_num_tokens=4" in (tmp_path / "out" / "README.md").read_text()
+    assert "assistant_policy=policy, prompt_lookup_num_tokens=4)" in (tmp_path / "out" / "README.md").read_text()
 
 
 def test_script_trains_a_lookup_first_policy_whose_heads_decide_only_unmatched_cycles(recording_dir, tmp_path):

@@ -17,7 +17,7 @@ from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
 from ...policies.static import static_tree_policy
-from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note, lookup_generate_kwargs
 from ..rl import ppo_loss
 from .config import LTDConfig
 from .phases import build_schedule, phase_at
@@ -200,6 +200,7 @@ class LTDTrainer(SpecTrainer):
         branch = lookup_branch_note(environment.lookup_tokens, environment.lookup_ngram_size, self.policy.lookup_first)
         return {
             **self.card_names.card_fields(),
+            "usage_kwargs": lookup_generate_kwargs(environment.lookup_tokens, environment.lookup_ngram_size),
             "results": self.card_results,
             "paper_url": PAPER_URL,
             "description": (

@@ -14,7 +14,7 @@ from transformers import Trainer
 from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...profiling.hardware import HardwareProfile
-from ..base import CardNames, SpecTrainer, lookup_branch_note
+from ..base import CardNames, SpecTrainer, lookup_branch_note, lookup_generate_kwargs
 from .config import RadarConfig
 from .data import RadarDataset
 
@@ -297,6 +297,7 @@ class RadarTrainer(SpecTrainer):
             "policy",
             method="radar",
             **self.card_names.card_fields(),
+            usage_kwargs=lookup_generate_kwargs(self.lookup_tokens, self.lookup_ngram_size),
             description=(
                 f"RADAR: an LSTM over each draft step's top-{tree.top_k} beam scores decides after every draft call "
                 f"whether to continue (at most {tree.depth} calls, {tree.total_tokens} verified tokens); it stops when "

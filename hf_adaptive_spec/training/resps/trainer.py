@@ -17,7 +17,7 @@ from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ...policies.static import static_tree_policy
-from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note, lookup_generate_kwargs
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
 from .rollouts import ReplayRollouts
@@ -220,6 +220,7 @@ class ReSpSTrainer(SpecTrainer):
             )
         return {
             **self.card_names.card_fields(),
+            "usage_kwargs": lookup_generate_kwargs(self.environment.lookup_tokens, self.environment.lookup_ngram_size),
             "description": description,
             "title": "Re-SpS draft policy",
         }
