@@ -245,6 +245,32 @@ def test_a_callers_processor_is_asked_as_stock_asks_it_never_past_a_stop(llama, 
     assert len(logs["stock"][0][0]) < 7 + 30  # a stop ended the output
 
 
+class FeedbackLog(hfas.StaticTreePolicy):
+    def __init__(self):
+        super().__init__(depth=4, top_k=1, total_tokens=5)
+        self.feedback: list[hfas.CycleFeedback] = []
+
+    def observe(self, feedback):
+        self.feedback.append(feedback)
+
+
+def test_the_policy_is_told_the_drafts_accepted_up_to_a_stop_on_a_drafted_token(llama):
+    """With a caller's processor the walk ends at a stop, emitting the stopping token as its last; where that token
+    was a drafted one verification accepted, the policy is told so (it was told one draft fewer: a heuristic shrank
+    its chain where the drafts were right). The target drafts for itself: each cycle accepts its 4 drafts, so a stop
+    after 1 + 5 + 2 new tokens falls on the second cycle's second draft."""
+    ids = prompt(7, seed=3)
+    stop = StoppingCriteriaList([StopAfter(7 + 1 + 5 + 2)])
+    logs = {}
+    for name, processors in (("stateless", []), ("caller's", [RecordingProcessor()])):
+        policy = FeedbackLog()
+        llama.generate(ids, max_new_tokens=30, do_sample=False, logits_processor=processors, stopping_criteria=stop,
+                       assistant_model=hfas.CausalLMDrafter(llama), assistant_policy=policy)
+        logs[name] = [(f.accepted_length, f.drafter_accepted_length, f.committed_tokens) for f in policy.feedback]
+    assert logs["stateless"] == [(4, 4, 5), (4, 4, 2)]  # verification past the stop is known without processors
+    assert logs["caller's"] == [(4, 4, 5), (2, 2, 2)]  # up to the stop: the rows past it are never processed
+
+
 def test_a_constraint_that_refuses_to_continue_past_the_end_of_sequence_is_never_asked_to(llama):
     """A grammar-style prefix_allowed_tokens_fn may refuse (return no token) once the sequence ended; stock never
     asks it then, and the engine raised transformers' "unsatisfiable constraint" error."""

@@ -5,11 +5,12 @@ half the speed of the same product with the weight stored ``[hidden, vocab]``: 9
 4.4 ms for SmolLM2's 49152 × 576 head in float32 on two AMD EPYC cores, in a forward that costs
 about 64 ms. :class:`OutputHead` therefore keeps a contiguous transposed copy of a CPU float32
 head's weight (one extra vocab × hidden matrix, 113 MB for SmolLM2; making it takes about
-0.1 s) and reuses it across ``generate`` calls until the weight changes (its storage, its
-in-place version counter or a sample of its values). The logits differ from ``nn.Linear``'s in the last
-bits (about 1e-6), as the multi-token verification forward's own hidden states already do.
-Other devices, dtypes and heads (a bias is kept; hooks, adapters, quantized layers) run the
-module itself.
+0.1 s) and reuses it across ``generate`` calls until the weight changes: its storage, its
+in-place version counter, or a row's sum (an edit through ``.data`` bumps no version; one that
+keeps every row's float32 sum, values moved within a row, is not seen, and a weight holding NaN
+is transposed again each call). The logits differ from ``nn.Linear``'s in the last bits (about
+1e-6), as the multi-token verification forward's own hidden states already do. Other devices,
+dtypes and heads (a bias is kept; hooks, adapters, quantized layers) run the module itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import weakref
 import torch
 from torch import nn
 
-# head -> (storage key, sampled values, transposed weight)
+# head -> (storage key, row sums, transposed weight)
 _TRANSPOSED: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor, torch.Tensor]] = (
     weakref.WeakKeyDictionary()
 )

@@ -6,6 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: the longest n-gram a prompt lookup matches when nothing says otherwise: transformers' ``max_matching_ngram_size``
+#: default
+DEFAULT_MAX_NGRAM_SIZE = 2
+
 
 def changed_settings(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
     """Each setting that differs, as ``name: stored -> current`` (nested settings by their dotted name; a setting

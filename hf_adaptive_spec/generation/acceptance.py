@@ -25,11 +25,20 @@ class Acceptance:
         path: accepted node indices, root first.
         next_token: the token the target emits after the path (the bonus token).
         scores_at: the scores the walk chose from: each emitted token's row is that of the path node before it.
+        stopped_at: the drafted node whose token ``next_token`` is, where the walk ended at a stop (``stops_after``)
+            on a token verification accepted; None otherwise.
     """
 
     path: list[int]
     next_token: int
     scores_at: ScoresAt
+    stopped_at: int | None = None
+
+    @property
+    def verified_path(self) -> list[int]:
+        """The nodes verification is known to have accepted, root first: ``path``, and the node a stop ended the walk
+        on (past a stop no row is processed, so whether later drafts were right is not known)."""
+        return self.path if self.stopped_at is None else [*self.path, self.stopped_at]
 
     def score_row(self, index: int) -> torch.Tensor:
         """The processed target scores ``[vocab]`` the ``index``-th emitted token (of ``path[1:] + [next_token]``)
@@ -53,7 +62,7 @@ def accept_greedy(
         child = next((c for c in tree.children(node) if tree.tokens[c] == choice), None)
         stopped = stops_after is not None and stops_after(node, choice)
         if child is None or stopped:
-            return Acceptance(path, choice, scores_at)
+            return Acceptance(path, choice, scores_at, stopped_at=child if stopped else None)
         path.append(child)
         node = child
 
@@ -85,7 +94,7 @@ def accept_sampling(tree: DraftTree, scores_at: ScoresAt, stops_after: StopsAfte
         chosen = token if accepted is None else tree.tokens[accepted]
         stopped = stops_after is not None and stops_after(node, chosen)
         if accepted is None or stopped:
-            return Acceptance(path, chosen, scores_at)
+            return Acceptance(path, chosen, scores_at, stopped_at=accepted if stopped else None)
         path.append(accepted)
         node = accepted
 

@@ -11,9 +11,6 @@ import torch
 
 from ..core.tree import DraftTree
 
-#: the longest n-gram a lookup matches when nothing says otherwise: transformers' ``max_matching_ngram_size`` default
-DEFAULT_MAX_NGRAM_SIZE = 2
-
 
 def lookup_continuation(sequence: torch.LongTensor, max_ngram_size: int, num_tokens: int) -> list[int]:
     """Up to ``num_tokens`` tokens that followed the most recent earlier occurrence of the

@@ -20,6 +20,7 @@ from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.drafter_identity import drafter_mismatch
 from ..core.exclusive import exclusive_use
 from ..core.kv_cache import prepare_cache_for_trees
+from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..core.static_cache import is_static_cache
 from ..core.timing import synchronize
 from ..core.transfer import upload
@@ -28,7 +29,7 @@ from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, StopsAfter, accept_greedy, accept_sampling
 from .input_checks import check_supported
-from .prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, NgramIndex, graft_chain
+from .prompt_lookup import NgramIndex, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
 from .stopping import first_stop, processed_together
@@ -380,7 +381,7 @@ class _Decoder:
         else:  # the drafter did not run and has yet to read new_features
             kept = {i: torch.cat([new_features[i], kept[i]], dim=1) for i in kept}
         times.draft -= self.drafter.compile_time - drafter_compiling_before  # compiling is not drafting
-        drafter_accepted = _drafter_accepted_length(result.path, drafter_nodes)
+        drafter_accepted = _drafter_accepted_length(result.verified_path, drafter_nodes)
         self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
 
@@ -443,7 +444,9 @@ class _Decoder:
     def _record(self, context_length: int, tree: DraftTree, result: Acceptance, draft_depth: int,
                 drafter_accepted: int, times: DraftTimes, verify_time: float, emitted: int) -> None:
         """Statistics count the tokens the cycle emitted (a stopping criterion met inside the accepted path drops
-        the rest, and τ counts what generate returns); the policy observes what verification accepted."""
+        the rest, and τ counts what generate returns); the policy observes what verification accepted: with a
+        caller's processors, up to the token a stop ended the walk on (its rows past a stop are not processed, as
+        stock processes none, so whether later drafts were right is not known)."""
         stats = self.stats
         stats.record(accepted=emitted - 1, depth=draft_depth, verified=len(tree), levels=times.levels,
                      draft_seconds=times.draft, verify_seconds=verify_time)
@@ -454,7 +457,7 @@ class _Decoder:
                 context_length=context_length,
                 draft_depth=draft_depth,
                 verified_tokens=len(tree),
-                accepted_length=len(result.path) - 1,
+                accepted_length=len(result.verified_path) - 1,
                 draft_time=times.draft,
                 verify_time=verify_time,
                 policy_time=times.policy,

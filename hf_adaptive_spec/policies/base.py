@@ -68,7 +68,8 @@ class TreeConfig:
 class TreeSetting:
     """A policy's tree field (``policy.depth``, ``top_k``, ``total_tokens``, ``sample_drafts``) read from the
     :class:`TreeConfig` it drafts with (the attribute ``holder``) and written to it: setting one gives the policy a
-    new tree, checked as every tree is, instead of an attribute nothing reads."""
+    new tree, checked as every tree is and by the policy's :meth:`~DraftPolicy.check_settings` (a tree its network
+    does not read is refused, the old one kept), instead of an attribute nothing reads."""
 
     def __init__(self, holder: str = "config"):
         self.holder = holder
@@ -79,8 +80,14 @@ class TreeSetting:
     def __get__(self, policy: object, owner: type | None = None):
         return self if policy is None else getattr(getattr(policy, self.holder), self.name)
 
-    def __set__(self, policy: object, value: object) -> None:
-        setattr(policy, self.holder, replace(getattr(policy, self.holder), **{self.name: value}))
+    def __set__(self, policy: DraftPolicy, value: object) -> None:
+        before = getattr(policy, self.holder)
+        setattr(policy, self.holder, replace(before, **{self.name: value}))
+        try:
+            policy.check_settings()
+        except ValueError:
+            setattr(policy, self.holder, before)
+            raise
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,27 @@ A policy class opts in with one line; config-only policies (``StaticTreePolicy``
 
 from __future__ import annotations
 
+from typing import Any
+
+from huggingface_hub import ModelCard
+
 from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
+from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..hub import AutoArtifact, HubArtifactMixin
 from .base import DraftPolicy, TreeConfig
 
 
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
+
+    def generate_model_card(self, **kwargs: Any) -> ModelCard:
+        """The policy card, whose usage line passes the prompt-lookup branch the policy was trained with
+        (:func:`lookup_generate_kwargs` of ``trained_with_lookup_tokens``), unless ``usage_kwargs`` is given."""
+        kwargs.setdefault("usage_kwargs", lookup_generate_kwargs(
+            self.trained_with_lookup_tokens, self.trained_with_lookup_ngram_size or DEFAULT_MAX_NGRAM_SIZE
+        ))
+        return super().generate_model_card(**kwargs)
 
     def save_pretrained(self, save_directory, **kwargs):
         """``HubArtifactMixin.save_pretrained``, after :meth:`~DraftPolicy.check_settings`: a setting changed since
@@ -73,6 +86,15 @@ def _checked_count(name: str, value: int | None, what: str, minimum: int) -> int
             "or remove it in the policy's config.json."
         )
     return value
+
+
+def lookup_generate_kwargs(lookup_tokens: int | None, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:
+    """The ``generate`` arguments of the prompt-lookup branch a policy was trained with, as a card's usage line
+    appends them (``", prompt_lookup_num_tokens=4"``; "" without the branch or without a record of one)."""
+    if not lookup_tokens:
+        return ""
+    ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
+    return f", prompt_lookup_num_tokens={lookup_tokens}{ngrams}"
 
 
 def tree_settings(tree: TreeConfig) -> dict[str, int]:

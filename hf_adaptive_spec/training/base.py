@@ -20,10 +20,11 @@ from huggingface_hub import ModelCard
 from transformers import Trainer
 from trl import TrlParser
 
+from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..default_model import load_model
 from ..environments.provenance import card_names
-from ..generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 from ..hub.cards import check_base_model
+from ..policies.serialization import lookup_generate_kwargs
 from .resume import (
     RENAMED_SCRIPT_ARGUMENTS,
     check_resume_settings,
@@ -267,15 +268,6 @@ def check_continued_lookup_first(script_args: LookupBranchArguments, policy: Any
             f"--lookup_first shapes a new policy and {init_from} was trained without it: drop --init_from to train a "
             "lookup-first policy from scratch, or drop --lookup_first to continue it as is."
         )
-
-
-def lookup_generate_kwargs(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:
-    """The ``generate`` arguments of the prompt-lookup branch a policy was trained with, as a card's usage line
-    appends them (``", prompt_lookup_num_tokens=4"``; "" without the branch)."""
-    if not lookup_tokens:
-        return ""
-    ngrams = "" if ngram_size == DEFAULT_MAX_NGRAM_SIZE else f", max_matching_ngram_size={ngram_size}"
-    return f", prompt_lookup_num_tokens={lookup_tokens}{ngrams}"
 
 
 def lookup_branch_note(lookup_tokens: int, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE, lookup_first: bool = False) -> str:

@@ -258,8 +258,10 @@ def test_training_mode_samples_and_logs_decisions():
     assert len({policy.continue_drafting(step) for _ in range(5)}) == 1 and not policy.decisions
 
 
-@pytest.mark.parametrize("setting, message", [(dict(depth=0), "at depth 0 nothing is drafted"),
-                                              (dict(context_scale=float("inf")), "context_scale must be a finite")])
+@pytest.mark.parametrize("setting, message", [
+    (dict(depth=0), "at depth 0 nothing is drafted"),
+    (dict(context_scale=float("inf")), "context_scale must be a number > 0 and < inf"),
+])
 def test_a_shape_or_scale_no_head_would_read_is_refused(setting, message):
     """At depth 0 the engine drafts nothing and asks neither head (the policy was a plain step every cycle); an
     infinite context_scale read every context length as 0."""

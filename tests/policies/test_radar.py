@@ -651,7 +651,7 @@ def test_two_cpu_ranks_train_with_torchrun(setup, tmp_path):
 def test_a_floor_that_would_flatten_or_poison_the_scores_is_refused(min_score):
     """Log-probs are <= 0: a floor at or above 0 made every input the floor (the same decision whatever the drafts),
     NaN or -inf made NaN logits, which read as continue at every step."""
-    with pytest.raises(ValueError, match="min_score is a floor on log-probabilities, a finite number < 0"):
+    with pytest.raises(ValueError, match="min_score must be a number > -inf and < 0, not NaN \\(a floor on log-prob"):
         RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8, min_score=min_score)
 
 

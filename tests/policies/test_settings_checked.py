@@ -25,16 +25,13 @@ CHANGED_SINCE = [
     (lambda: hfas.HeuristicLengthPolicy(2, 8), "depth", 0, "1 <= depth <= max_depth"),
     (lambda: hfas.HeuristicLengthPolicy(2, 8), "max_depth", 1, "initial_depth <= max_depth"),
     (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "min_score", 5.0,
-     "min_score is a floor on log-probabilities"),
+     "min_score must be a number > -inf and < 0"),
     (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "lookup_first", "no",
      "lookup_first must be True or False"),
-    (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "top_k", 3,
-     "network reads top_k=2"),
     (lambda: hfas.ReSpSPolicy(**RESPS), "temperature", -1.0, "temperature must be a number >= 0"),
     (lambda: hfas.ReSpSPolicy(**RESPS), "decision_interval", 0, "decision_interval must be an int >= 1"),
     (lambda: hfas.ReSpSPolicy(**RESPS), "decision_interval", 2.5, "decision_interval must be an int >= 1"),
-    (lambda: hfas.LTDPolicy(**SMALL_LTD), "context_scale", 0.0, "context_scale must be a finite number > 0"),
-    (lambda: hfas.LTDPolicy(**SMALL_LTD), "depth", 3, "heads read observations of"),
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "context_scale", 0.0, "context_scale must be a number > 0 and < inf"),
     (lambda: hfas.LTDPolicy(**SMALL_LTD), "lookup_feature", True, "heads read observations of"),
 ]
 IDS = [f"{make().__class__.__name__}.{name}={value!r}" for make, name, value, _ in CHANGED_SINCE]
@@ -99,6 +96,19 @@ def test_a_static_trees_fields_set_the_tree_it_drafts(models):
     threshold = hfas.ConfidenceThresholdPolicy(depth=3)
     threshold.depth = 5
     assert threshold.config == hfas.TreeConfig(depth=5, top_k=1, total_tokens=6)
+
+
+@pytest.mark.parametrize("make, name, value, message", [
+    (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "top_k", 3,
+     "network reads top_k=2"),
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "depth", 3, "heads read observations of"),
+], ids=["radar-top_k", "ltd-depth"])
+def test_a_tree_field_the_network_does_not_read_is_refused_when_set_and_the_tree_kept(make, name, value, message):
+    policy = make()
+    tree = policy.tree
+    with pytest.raises(ValueError, match=message):
+        setattr(policy, name, value)
+    assert policy.tree is tree
 
 
 @pytest.mark.parametrize("build, message", [

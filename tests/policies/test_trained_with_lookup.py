@@ -132,3 +132,15 @@ def test_a_committed_policy_cards_usage_line_passes_the_branch_it_was_trained_wi
     record = json.loads((folder / "config.json").read_text())
     usage = [line for line in (folder / "README.md").read_text().splitlines() if "assistant_policy=policy" in line]
     assert usage and all(f"prompt_lookup_num_tokens={record['trained_with_lookup_tokens']}" in line for line in usage)
+
+
+def test_a_policy_saved_outside_a_trainer_writes_its_branch_into_the_cards_usage_line(tmp_path):
+    policy = hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8,
+                              trained_with_lookup_tokens=4, trained_with_lookup_ngram_size=3)
+    policy.save_pretrained(tmp_path / "branch")
+    hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4).save_pretrained(tmp_path / "none")
+    usage = {name: [line for line in (tmp_path / name / "README.md").read_text().splitlines()
+                    if "assistant_policy=policy" in line] for name in ("branch", "none")}
+    branch = "assistant_policy=policy, prompt_lookup_num_tokens=4, max_matching_ngram_size=3)"
+    assert usage["branch"][0].endswith(branch)
+    assert usage["none"][0].endswith("assistant_policy=policy)")

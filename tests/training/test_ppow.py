@@ -380,7 +380,7 @@ def test_a_hardware_profile_of_another_target_or_drafter_is_refused(peaky_target
 
     plain = trainer(None, drafter_name=None)
     plain.train()
-    assert "relative cost 0.120 (the relative_cost argument)" in str(plain.model_card())
+    assert "relative cost 0.120 (the paper's, relative_cost unset)" in str(plain.model_card())
 
 
 def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth(peaky_target, supervised, tmp_path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -12,7 +11,7 @@ import torch
 from torch import nn
 
 from ...core.draws import multinomial_on_generator_device
-from ...core.values import check_flag, plain_ints
+from ...core.values import check_flag, check_number, plain_ints
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
@@ -172,9 +171,9 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             raise ValueError(
                 f"LTDPolicy: at depth {self.tree.depth} nothing is drafted and no head is asked; pass depth >= 1."
             )
-        scale = self.context_scale  # infinity would read every context length as 0
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:
-            raise ValueError(f"LTDPolicy: context_scale must be a finite number > 0 (LTD 1000), got {scale!r}.")
+        # infinity would read every context length as 0
+        check_number("LTDPolicy", "context_scale", self.context_scale, above=0, below=math.inf,
+                     meaning="context lengths are divided by it in observations; LTD: 1000")
         check_flag("LTDPolicy", "lookup_feature", self.lookup_feature)
         check_flag("LTDPolicy", "lookup_first", self.lookup_first)
         if self.lookup_feature and self.lookup_first:

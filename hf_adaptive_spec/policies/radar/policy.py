@@ -190,11 +190,9 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         """The tree, ``min_score`` and the flags as set now, and a tree and ``allow_skip`` the network still fits."""
         if self.tree.depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {self.tree.depth}.")
-        if not -math.inf < self.min_score < 0:  # log-probs are <= 0: a floor at or above 0 makes every input the same
-            raise ValueError(
-                f"RadarPolicy: min_score is a floor on log-probabilities, a finite number < 0 (RADAR: -30), got "
-                f"{self.min_score!r}: at or above 0 every input reads as the floor, NaN or -inf makes NaN logits."
-            )
+        # log-probs are <= 0: a floor at or above 0 makes every input the same; NaN or -inf makes NaN logits
+        check_number("RadarPolicy", "min_score", self.min_score, above=-math.inf, below=0,
+                     meaning="a floor on log-probabilities; RADAR: -30")
         check_flag("RadarPolicy", "allow_skip", self.allow_skip)
         check_flag("RadarPolicy", "lookup_first", self.lookup_first)
         if self.tree.top_k != self.lstm.input_size or self.allow_skip != (self.mlp[-1].out_features == 3):

@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from transformers import TrainingArguments
 
+from ...core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ...core.values import check_number
-from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE
 from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
 from .initialization import INITIALIZATIONS

@@ -37,8 +37,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ...core.sequences import end_of_sequence_ids
+from ...core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ...drafters.eagle3.modeling import Eagle3DraftModel
-from ...generation.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, lookup_hits
+from ...generation.prompt_lookup import lookup_hits
 from .curve import HeldOutPoint, drafter_shape
 from .data import collate, load_samples
 from .features import TargetFeatures

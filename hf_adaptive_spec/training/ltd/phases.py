@@ -62,6 +62,9 @@ class PhasePolicy(DraftPolicy):
         (policy.depth_head if phase.learner == "depth" else policy.size_head).train()
         policy.generator = generator
 
+    def check_settings(self) -> None:
+        self.policy.check_settings()
+
     def tree_config(self, state: CycleState) -> TreeConfig:
         tree = self.policy.tree_config(state)
         if not self.phase.random_depth or not tree.depth:  # a lookup-first cycle stays undrafted

@@ -16,8 +16,9 @@ from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
 from ...environments.replay import committed_tokens
 from ...hub import ArtifactLocation, CardResult, load_weights
 from ...policies.ltd import LTDPolicy
+from ...policies.serialization import lookup_generate_kwargs
 from ...policies.static import static_tree_policy
-from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note, lookup_generate_kwargs
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import ppo_loss
 from .config import LTDConfig
 from .phases import build_schedule, phase_at

@@ -235,4 +235,4 @@ class PPOWTrainer(Eagle3Trainer):
     def _relative_cost_source(self) -> str:
         if self.args.hardware_profile:
             return f"draft step over one-token verification in the hardware profile {self.args.hardware_profile}"
-        return "the relative_cost argument"
+        return "the paper's, relative_cost unset" if self.args.relative_cost is None else "the relative_cost argument"

@@ -13,8 +13,9 @@ from transformers import Trainer
 
 from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
+from ...policies.serialization import lookup_generate_kwargs
 from ...profiling.hardware import HardwareProfile
-from ..base import CardNames, SpecTrainer, lookup_branch_note, lookup_generate_kwargs
+from ..base import CardNames, SpecTrainer, lookup_branch_note
 from .config import RadarConfig
 from .data import RadarDataset
 

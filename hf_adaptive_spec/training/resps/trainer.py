@@ -16,8 +16,9 @@ from ...hub.location import ArtifactLocation
 from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
+from ...policies.serialization import lookup_generate_kwargs
 from ...policies.static import static_tree_policy
-from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note, lookup_generate_kwargs
+from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
 from .config import ReSpSConfig
 from .rollouts import ReplayRollouts
