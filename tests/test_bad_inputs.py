@@ -45,6 +45,25 @@ def _generate(model, ids=None, **kwargs):
     return model.generate(prompt(5) if ids is None else ids, max_new_tokens=5, do_sample=False, **kwargs)
 
 
+def _dvi_sharing_on_scaled_logits(model, tmp_path):
+    """A Granite target (logits scaled after lm_head) with DVI sharing by default: it cannot verify through the
+    shared layers; the error named no argument to turn sharing off, which the user never turned on."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    torch.manual_seed(0)
+    config = GraniteConfig(vocab_size=model.config.vocab_size, hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, logits_scaling=4.0)
+    granite = hfas.enable(GraniteForCausalLM(config).eval())
+    return _generate(granite, assistant_model=hfas.DVIDrafter(granite, exit_layer=2))
+
+
+def _tiny_t5(vocab_size: int):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration(T5Config(vocab_size=vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=1,
+                                               num_heads=2, decoder_start_token_id=0))
+
+
 def _two_prompts() -> torch.LongTensor:
     return torch.cat([prompt(5), prompt(5, seed=1)])
 
@@ -202,6 +221,14 @@ GENERATE = {
                                past_key_values=_prefilled_cache(m, 3)),
         ValueError, "input_ids has 2 tokens, but (attention_mask|position_ids).* covers 5: .* pass the whole sequence",
     ),
+    "encoder-decoder-drafter": BadInput(  # T5 can generate: it passed, then failed inside the first draft
+        lambda m, t: hfas.CausalLMDrafter(_tiny_t5(m.config.vocab_size)), ValueError,
+        "CausalLMDrafter needs a decoder-only causal LM; T5ForConditionalGeneration is an encoder-decoder model",
+    ),
+    "dvi-default-sharing-on-scaled-logits": BadInput(
+        _dvi_sharing_on_scaled_logits, ValueError,
+        r"logits are not lm_head\(final norm\) \(softcapping or scaling\): pass share_cache=False to DVIDrafter",
+    ),
     "mask-shorter-than-the-prompt": BadInput(  # stock: a tensor-size RuntimeError from inside attention
         lambda m, t: _generate(m, ids=prompt(7), attention_mask=torch.ones(1, 5, dtype=torch.long)), ValueError,
         r"input_ids has 7 tokens, but position_ids \(generate makes them from an attention_mask\) covers 5",
@@ -289,7 +316,7 @@ GENERATE = {
     "prompt-lookup-with-a-cache-sharing-drafter": BadInput(
         lambda m, t: _generate(m, assistant_model=hfas.DVIDrafter(tiny_model("llama"), exit_layer=1),
                                prompt_lookup_num_tokens=2),
-        ValueError, "drop prompt_lookup_num_tokens, or disable the drafter's cache sharing",
+        ValueError, "drop prompt_lookup_num_tokens, or pass share_cache=False to DVIDrafter",
     ),
     "truncated-drafter-too-deep": BadInput(
         lambda m, t: hfas.CausalLMDrafter.from_target_layers(m, 4), ValueError, "num_layers must be in 1..3"

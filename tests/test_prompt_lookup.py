@@ -209,3 +209,16 @@ def test_static_tree_policy_keeps_the_whole_tree_and_picks_the_lookup_first_clas
     for lookup_first, policy_class in ((False, hfas.StaticTreePolicy), (True, hfas.LookupFirstPolicy)):
         policy = static_tree_policy(tree, lookup_first)
         assert type(policy) is policy_class and policy.config == tree
+
+
+def test_a_sampled_tree_says_once_that_it_takes_no_lookup_chain(caplog):
+    """Sibling groups of a sampled tree stay whole, so no chain is grafted among them: the branch had no effect and
+    said nothing (an audit: the verified sizes were those of a call without it)."""
+    model = tiny_model("llama")
+    repeating = torch.cat([prompt(8)] * 3, dim=1)  # the branch matches at once
+    policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6, sample_drafts=True)
+    with caplog.at_level("WARNING"):
+        out = model.generate(repeating, max_new_tokens=10, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
+                             assistant_policy=policy, prompt_lookup_num_tokens=4, return_dict_in_generate=True)
+    assert max(out.speculation.verified_tokens) <= 6  # no chain on top of the tree's 6 tokens
+    assert "grafts no chain: prompt_lookup_num_tokens has no effect on those cycles" in caplog.text

@@ -74,6 +74,8 @@ class SharedCacheVerification(ABC):
     #: True when the user asked for sharing explicitly: the static-cache path, which cannot share,
     #: then refuses the drafter instead of drafting in a cache of the drafter's own.
     required: bool = False
+    #: how a user turns sharing off, for the engine's refusals (the drafter's own argument)
+    how_to_disable: str = "disable the drafter's cache sharing"
 
     @abstractmethod
     def verify(self, target: PreTrainedModel, cache: DynamicCache, tree: DraftTree, past_length: int) -> torch.Tensor:

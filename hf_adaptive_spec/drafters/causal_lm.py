@@ -73,6 +73,12 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
                 "cannot generate (a bare decoder without its LM head, or a drafter's network): load the draft model "
                 "with AutoModelForCausalLM, or pass the drafter that drives the network (Eagle3Drafter, DVIDrafter)."
             )
+        if getattr(model.config, "is_encoder_decoder", False):  # it can generate, and fails inside the first draft
+            raise ValueError(
+                f"CausalLMDrafter needs a decoder-only causal LM; {type(model).__name__} is an encoder-decoder model, "
+                "which drafts from an encoder's output, not from the target's tokens: load a decoder-only draft model "
+                "with AutoModelForCausalLM."
+            )
         check_tree_attention_support(model.config, role="draft model")
         self.model = model.eval()
         self._cache: DynamicCache | None = None

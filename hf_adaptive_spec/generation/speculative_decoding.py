@@ -410,7 +410,12 @@ class _Decoder:
         times.policy += time.perf_counter() - tick
         if not isinstance(config, TreeConfig):
             raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")
-        if config.sample_drafts:  # sampled sibling groups must stay whole: no chain grafted among them
+        if config.sample_drafts and chain:  # sampled sibling groups must stay whole: no chain grafted among them
+            logger.warning_once(
+                f"{type(self.policy).__name__} drafts sampled trees (TreeConfig.sample_drafts), onto which the "
+                "prompt-lookup branch grafts no chain: prompt_lookup_num_tokens has no effect on those cycles (the "
+                "output is exact either way). Use a deterministic tree to combine drafting with prompt lookup."
+            )
             chain = []
         max_depth = min(config.depth, room)
         if self.capacity is not None:  # the tree and the chain fit the largest verification bucket by construction

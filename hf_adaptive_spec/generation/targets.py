@@ -221,7 +221,7 @@ class SharedCacheTarget(DynamicTarget):
         if self.head is None:
             raise ValueError(
                 "A cache-sharing drafter verifies through the target's final norm and lm_head, but this model's logits "
-                "are not lm_head(final norm) (softcapping or scaling): disable the drafter's cache sharing."
+                f"are not lm_head(final norm) (softcapping or scaling): {self.sharing.how_to_disable}."
             )
         return first, features
 
@@ -247,14 +247,14 @@ def check_cache_sharing(drafter: Drafter, wanted: set[int], lookup_tokens: int, 
     if lookup_tokens:
         raise ValueError(
             f"{name} verifies through its own cache of the draft nodes, which has no entries for prompt-lookup nodes: "
-            "drop prompt_lookup_num_tokens, or disable the drafter's cache sharing."
+            f"drop prompt_lookup_num_tokens, or {sharing.how_to_disable}."
         )
     shallow = sorted(i for i in wanted if i < sharing.layers)
     if shallow:
         raise ValueError(
             f"{name} shares the target's first {sharing.layers} layers, whose hidden states are not computed for every "
             f"tree node; features {shallow} cannot be served. Ask for hidden-state indices >= the shared layers, or "
-            "disable the drafter's cache sharing."
+            f"{sharing.how_to_disable}."
         )
 
 

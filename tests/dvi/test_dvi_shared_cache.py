@@ -45,6 +45,32 @@ def test_shared_cache_sampling_runs_with_sampled_trees(target):
     assert out.shape[1] == 36
 
 
+def test_sampled_siblings_that_draw_one_token_take_a_slot_each(monkeypatch):
+    """Sampled children are drawn with replacement, so siblings may share a token; verification matched nodes to
+    fed slots by token path, gave two nodes one slot, and the cache's compaction failed ("expanded size 4, existing
+    size 5") wherever a tree held such a pair (an audit's repro: this target, prompt and policy). Greedy decoding of
+    sampled trees is lossless: stock's tokens, with trees that held a repeated sibling."""
+    model = tiny_model("llama")
+    repeated = []
+    fed_slots = dvi_shared_cache_module._fed_slots
+
+    def recording(tree, tail_paths):
+        siblings = [(tree.parents[node], tree.tokens[node]) for node in range(1, len(tree))]
+        repeated.append(len(set(siblings)) < len(siblings))
+        return fed_slots(tree, tail_paths)
+
+    monkeypatch.setattr(dvi_shared_cache_module, "_fed_slots", recording)
+    ids = prompt(8)
+    reference = model.generate(ids, max_new_tokens=30, do_sample=False)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        out = model.generate(ids, max_new_tokens=30, do_sample=False, assistant_model=DVIDrafter(model, exit_layer=2),
+                             assistant_policy=hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6,
+                                                                    sample_drafts=True))
+        assert out.equal(reference), seed
+    assert any(repeated)
+
+
 def _rows_through(layer: torch.nn.Module, run) -> int:
     """Token rows ``layer`` processes while ``run()`` executes."""
     rows = []

@@ -55,6 +55,8 @@ class DVISharedCache(SharedCacheVerification):
         required: the user asked for sharing (``DVIDrafter(share_cache=True)``).
     """
 
+    how_to_disable = "pass share_cache=False to DVIDrafter (it shares by default where its layers allow it)"
+
     def __init__(self, shallow: torch.nn.Module, layers: int, drafted: Callable[[], DraftedNodes],
                  check_owner: Callable[[], None], required: bool = False):
         self.shallow, self.layers, self.required = shallow, layers, required
@@ -67,15 +69,10 @@ class DVISharedCache(SharedCacheVerification):
         drafted = self._drafted()
         tail = drafted.tail()
         tail_paths = [_path_tokens(drafted.tree, node) for node in tail]
-        fed_slot = {path: slot for slot, path in enumerate(tail_paths)}
-        paths = [()]
-        for node in range(1, len(tree)):
-            paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
-        leaves = [node for node in range(len(tree)) if paths[node] not in fed_slot]
-        states = {node: drafted.states[tail[fed_slot[paths[node]]]] for node in range(len(tree)) if node not in leaves}
+        slot, leaves = _fed_slots(tree, tail_paths)
+        states = {node: drafted.states[tail[index]] for node, index in slot.items()}
         if leaves:
-            states.update(zip(leaves, self._feed_leaves(cache, tree, leaves, tail_paths, paths, past_length)))
-        slot = {node: fed_slot[paths[node]] for node in states if node not in leaves}
+            states.update(zip(leaves, self._feed_leaves(cache, tree, leaves, slot, tail_paths, past_length)))
         slot.update((node, len(tail) + j) for j, node in enumerate(leaves))
         order = torch.tensor([slot[node] for node in range(len(tree))], device=device)
         compact_cache(cache, len(tail) + len(leaves), order, layers=range(self.layers))
@@ -86,13 +83,17 @@ class DVISharedCache(SharedCacheVerification):
         hidden = torch.stack([states[node] for node in range(len(tree))])[None]
         return run_decoder_layers(target, hidden, self.layers, cache, positions[None], mask)[0]
 
-    def _feed_leaves(self, cache: DynamicCache, tree: DraftTree, leaves: list[int], tail_paths: list[tuple[int, ...]],
-                     paths: list[tuple[int, ...]], past_length: int) -> torch.Tensor:
-        """Shallow states ``[len(leaves), H]`` of nodes the drafter never fed; their K/V join the tail."""
+    def _feed_leaves(self, cache: DynamicCache, tree: DraftTree, leaves: list[int], slot: dict[int, int],
+                     tail_paths: list[tuple[int, ...]], past_length: int) -> torch.Tensor:
+        """Shallow states ``[len(leaves), H]`` of the nodes without a fed slot; their K/V join the tail. Each sees
+        its ancestors once: the fed slots they hold (``slot``), the leaves among them, and itself."""
         device = self.shallow.device
-        visible = [
-            [paths[leaf][: len(p)] == p for p in tail_paths] + [leaf == other for other in leaves] for leaf in leaves
-        ]
+        visible = []
+        for leaf in leaves:
+            ancestors = tree.path_to(leaf)[:-1]
+            held = {slot[node] for node in ancestors if node in slot}
+            visible.append([index in held for index in range(len(tail_paths))]
+                           + [other == leaf or other in ancestors for other in leaves])
         tail_positions = torch.tensor(
             [past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device
         )
@@ -108,3 +109,25 @@ class DVISharedCache(SharedCacheVerification):
             past_key_values=cache,
             use_cache=True,
         ).last_hidden_state[0]
+
+
+def _fed_slots(tree: DraftTree, tail_paths: list[tuple[int, ...]]) -> tuple[dict[int, int], list[int]]:
+    """Each verified node's slot among the fed ones (``tail_paths``: their token paths, in cache order), matched by
+    token path, one node per slot: the shallow layers' K/V and states depend on the tokens and positions alone, so
+    any fed node of a path stands for any verified node of it. The nodes left without one are the leaves, fed now:
+    nodes the drafter never expanded, and, in a sampled tree, siblings drawing a token already drawn (one slot each).
+    """
+    free: dict[tuple[int, ...], list[int]] = {}
+    for index, path in enumerate(tail_paths):
+        free.setdefault(path, []).append(index)
+    paths: list[tuple[int, ...]] = [()]
+    for node in range(1, len(tree)):
+        paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
+    slot, leaves = {}, []
+    for node in range(len(tree)):
+        indices = free.get(paths[node])
+        if indices:
+            slot[node] = indices.pop(0)
+        else:
+            leaves.append(node)
+    return slot, leaves
