@@ -303,6 +303,12 @@ def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
         with pytest.raises(SystemExit):
             cli.main([*argv, *bad])
         assert message in capsys.readouterr().err
+    for bad, message in ((["--json", ""], "--json is empty: give the profile's path"),  # wrote the default profile
+                         (["--drafter-layers", "0"], "--drafter-layers must be at least 1, got 0"),
+                         (["--recording", str(tmp_path / "none")], "--recording: No recording in")):  # a traceback
+        with pytest.raises(SystemExit):
+            cli.main([*argv, *bad])
+        assert message in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the eager path has no cache length to time in
         cli.main([*argv, "--cache-slots", "160"])
     assert "add --static or --compile" in capsys.readouterr().err

@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--resamples must be at least 1, got {args.resamples}")
     try:
         records = load_records(args.report)
-        if args.categories:
-            records = _of_categories(records, args.categories.split(","))
+        if args.categories is not None:  # "" (an unset shell variable) named none: it compared them all
+            records = _of_categories(records, [name.strip() for name in args.categories.split(",")])
         comparisons = compare_paired(records, args.base, args.resamples, args.seed)
     except (BenchError, OSError) as error:
         parser.exit(2, f"error: {error}\n")

@@ -40,9 +40,11 @@ BUCKET_RUN_TOKENS = 128
 def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, before any timing, sizes that would fail inside torch minutes later or be ignored."""
     for flag, value in (("--context-length", args.context_length), ("--repeats", args.repeats),
-                        ("--num-threads", args.num_threads)):
+                        ("--num-threads", args.num_threads), ("--drafter-layers", args.drafter_layers)):
         if value is not None and value < 1:
             parser.error(f"{flag} must be at least 1, got {value}")
+    if args.json is not None and not args.json.strip():  # an unset shell variable: not the default profile's path
+        parser.error("--json is empty: give the profile's path, or leave --json out for the default profile")
     try:
         sizes = [int(n) for n in args.verify_tokens.split(",")]
     except ValueError:
@@ -134,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         refuse_timing_flags(parser, args, sys.argv[1:] if argv is None else argv)
     check_sizes(parser, args)
     args.buckets = parse_buckets(parser, args)
-    recordings = [load_recording(path) for path in args.recording]  # a bad folder fails before minutes of timing
-    try:
+    try:  # a bad folder fails before minutes of timing
+        recordings = [load_recording(path) for path in args.recording]
         check_recorded_positions(recordings, args.recording)
-    except ValueError as error:
-        parser.error(str(error))
+    except (OSError, ValueError) as error:
+        parser.error(f"--recording: {error}")
     if args.rerank:
         return rerank(parser, args, recordings)
     args.verify_tokens = with_recorded_sizes(args.verify_tokens, recordings)

@@ -29,6 +29,7 @@ from .resume import (
     RENAMED_SCRIPT_ARGUMENTS,
     check_resume_settings,
     check_resumed_script_args,
+    copy_script_args,
     resolve_checkpoint,
     write_script_args,
 )
@@ -64,6 +65,7 @@ class SpecTrainer(Trainer):
         os.makedirs(output_dir, exist_ok=True)
         self.save_artifact(output_dir)
         self.save_training_config(output_dir)
+        copy_script_args(self.args.output_dir, output_dir)  # a checkpoint keeps the arguments that trained it
 
     def save_artifact(self, output_dir: str) -> None:
         """Write what this trainer trains, with its card, to ``output_dir`` (the writer process only)."""

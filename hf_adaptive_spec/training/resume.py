@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from typing import Any
 
 from transformers import TrainingArguments
@@ -80,9 +81,8 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None
     if not args.resume_from_checkpoint:
         return
     checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-    run_folder = os.path.dirname(os.path.normpath(checkpoint)) if os.path.isdir(str(checkpoint)) else args.output_dir
-    path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
-    if not os.path.isfile(path):
+    path = _script_args_of(str(checkpoint), args.output_dir)
+    if path is None:
         return  # a run started before its script arguments were written
     with open(path, encoding="utf-8") as handle:
         stored = {**_script_defaults(script_args), **json.load(handle)}  # an argument added since: its default then
@@ -105,6 +105,27 @@ def _script_defaults(script_args: Any) -> dict[str, Any]:
         elif f.default_factory is not dataclasses.MISSING:
             defaults[f.name] = f.default_factory()
     return json.loads(json.dumps(defaults))
+
+
+def _script_args_of(checkpoint: str, output_dir: str) -> str | None:
+    """The script arguments that trained ``checkpoint``: the copy saved in it (:func:`copy_script_args`), else its
+    run folder's (checkpoints saved before the copy; a later run into that folder, even one that failed at once,
+    rewrote that file), else None."""
+    is_folder = os.path.isdir(checkpoint)
+    own = os.path.join(checkpoint, SCRIPT_ARGS_NAME)
+    if is_folder and os.path.isfile(own):
+        return own
+    run_folder = os.path.dirname(os.path.normpath(checkpoint)) if is_folder else output_dir
+    path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
+    return path if os.path.isfile(path) else None
+
+
+def copy_script_args(run_folder: str, checkpoint: str) -> None:
+    """Save the run's script arguments (``run_folder``'s) in ``checkpoint`` as well: a resume compares with those of
+    the run that trained it, whatever another run wrote to the folder since."""
+    source = os.path.join(run_folder, SCRIPT_ARGS_NAME)
+    if os.path.isfile(source) and os.path.normpath(run_folder) != os.path.normpath(checkpoint):
+        shutil.copyfile(source, os.path.join(checkpoint, SCRIPT_ARGS_NAME))
 
 
 def write_script_args(script_args: Any, output_dir: str) -> None:

@@ -78,3 +78,6 @@ def test_the_command_compares_the_questions_of_the_categories_asked_and_refuses_
     with pytest.raises(SystemExit):
         main([str(report), "--base", "base", "--categories", "maths"])
     assert "no question of --categories ['maths']; the run's are ['math', 'writing']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # an unset shell variable named no category: it compared them all
+        main([str(report), "--base", "base", "--categories", ""])
+    assert "no question of --categories ['']" in capsys.readouterr().err

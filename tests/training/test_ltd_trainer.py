@@ -124,10 +124,13 @@ def test_resume_from_a_checkpoint_continues_exactly(environment, recording_dir, 
     LTDTrainer(uninterrupted, _args(tmp_path / "a", **schedule), environment).train()
 
     first = _stopping_policy(seed=1)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "script_args.json").write_text('{"recording_dir": "rec"}')  # as run_training_script writes it
     LTDTrainer(first, _args(tmp_path / "b", save_strategy="steps", save_steps=5, **schedule), environment).train()
     checkpoint = tmp_path / "b" / "checkpoint-5"  # mid-rollout, in the depth warm-up
     files = {p.name for p in checkpoint.iterdir()}
     assert {"config.json", "model.safetensors", "README.md", "ltd_rollout_state_rank0.safetensors"} <= files
+    assert (checkpoint / "script_args.json").read_text() == '{"recording_dir": "rec"}'  # the run's, kept with it
     assert "pytorch_model.bin" not in files and "training_args.bin" not in files
 
     resumed = _stopping_policy(seed=7)  # other initial weights: they must come from the checkpoint

@@ -73,3 +73,32 @@ def test_a_run_started_before_a_script_argument_existed_resumes_with_its_default
     with pytest.raises(ValueError, match=r"target_dtype: 'float32' -> 'bfloat16'"):
         run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, "--target_dtype", "bfloat16"])
     assert ran == [1, 2]
+
+
+def test_a_checkpoint_is_resumed_against_the_arguments_that_trained_it_not_a_later_failed_run(tmp_path):
+    """The run folder's script_args.json is written at a run's start: a later run into the folder that failed at once
+    (here: main raising) rewrote it, and a resume of the earlier run's checkpoint was then compared with the failed
+    run's arguments (its data accepted, the real ones refused). A checkpoint keeps its own copy, which a resume
+    reads first."""
+    import json
+
+    from hf_adaptive_spec.training.ltd.script import make_parser
+    from hf_adaptive_spec.training.resume import copy_script_args
+
+    out, ran = tmp_path / "out", []
+    base = ["--output_dir", str(out), "--profile_path", "p.json"]
+    run_training_script(make_parser(), lambda *_: ran.append(1), [*base, "--recording_dir", "rec"])
+    (out / "checkpoint-5").mkdir()
+    copy_script_args(str(out), str(out / "checkpoint-5"))  # as SpecTrainer._save does for each checkpoint
+
+    def failing(*_):
+        raise RuntimeError("failed before training")
+
+    with pytest.raises(RuntimeError):
+        run_training_script(make_parser(), failing, [*base, "--recording_dir", "other"])
+    assert json.loads((out / "script_args.json").read_text())["recording_dir"] == "other"
+    resumed = [*base, "--resume_from_checkpoint", str(out / "checkpoint-5")]
+    with pytest.raises(ValueError, match=r"recording_dir: 'rec' -> 'other'"):
+        run_training_script(make_parser(), lambda *_: ran.append(2), [*resumed, "--recording_dir", "other"])
+    run_training_script(make_parser(), lambda *_: ran.append(3), [*resumed, "--recording_dir", "rec"])
+    assert ran == [1, 3]

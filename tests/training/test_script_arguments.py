@@ -79,3 +79,25 @@ def test_a_prefix_of_a_drafter_scripts_own_argument_is_not_taken_for_an_old_name
         ["--dataset_path", "d.jsonl", "--output_dir", "out", "--target_model_name", "org/my-target"]
     )
     assert script_args.target_model_name_or_path == "org/my-target" and script_args.base_model is None
+
+
+@pytest.mark.parametrize("method, argv, message", [
+    ("radar", ["--dataset_path", "rec", "--profile_path", "p.json", "--eval_fraction", "-0.1"],
+     r"eval_fraction must be a number >= 0 and < 1"),  # held out 9 of 10 prompts and trained on one
+    ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--depth", "0"],
+     r"depth must be an int >= 1 \(unset: the recording's\)"),  # 0 read as unset: the recording's depth
+    ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--init_from", "other", "--depth", "2"],
+     r"init_from='other' continues that policy in its own shape, and depth would shape a new one"),  # was ignored
+    ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--num_threads", "0"],
+     r"num_threads must be an int >= 1"),  # torch's RuntimeError after the recording loaded
+    ("eagle3", ["--dataset_path", "data.jsonl", "--num_conversations", "0"],
+     r"num_conversations must be an int >= 1"),  # torch's sampler error after the target loaded
+], ids=["radar-eval-fraction", "ltd-depth-zero", "ltd-init-from-with-a-shape", "ltd-threads", "eagle3-conversations"])
+def test_a_script_argument_that_meant_something_else_is_refused_before_the_run(placeholder_inputs, tmp_path, method,
+                                                                               argv, message):
+    script = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method]
+    ran = []
+    with pytest.raises(ValueError, match=message):
+        run_training_script(script.make_parser(), lambda *_: ran.append(1),
+                            [*argv, "--output_dir", str(tmp_path / "out")])
+    assert not ran and not (tmp_path / "out").exists()  # refused before the run folder was written

@@ -24,6 +24,7 @@ from datasets import Dataset
 from transformers import set_seed
 from trl import TrlParser
 
+from ...core.values import check_number
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import DrafterScriptArguments, load_target, run_training_script
 from ..script_logging import asked_log_level
@@ -106,6 +107,12 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
             "operator table to output_dir/step_profile.txt: where a step's time goes on this machine (0: off)."
         },
     )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.num_conversations is not None:  # 0 failed after the target loaded, in torch's sampler
+            check_number("Eagle3ScriptArguments", "num_conversations", self.num_conversations, at_least=1,
+                         integer=True, meaning="the first N conversations; unset: all")
 
 
 def heldout_callbacks(

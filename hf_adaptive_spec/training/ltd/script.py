@@ -16,6 +16,7 @@ import torch
 from transformers import set_seed
 from trl import TrlParser
 
+from ...core.values import check_number
 from ...environments import ReplayEnvironment, ReplayRecording, load_recording, load_training_recording
 from ...environments.provenance import load_profile_for_recordings
 from ...policies.ltd import LTDPolicy
@@ -53,12 +54,27 @@ class LTDScriptArguments(PolicyScriptArguments):
         default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
     )
     init_from: str | None = field(
-        default=None, metadata={"help": "Continue from this LTD policy (folder or repo); the shape fields are ignored."}
+        default=None, metadata={"help": "Continue from this LTD policy (folder or repo), in its shape."}
     )
     num_threads: int = field(
         default=1,
         metadata={"help": "torch CPU threads per process (the heads see one observation at a time: more only cost)."},
     )
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("depth", "top_k", "total_tokens"):  # 0 read as unset: the recording's shape, silently
+            if getattr(self, name) is not None:
+                check_number("LTDScriptArguments", name, getattr(self, name), at_least=1, integer=True,
+                             meaning="unset: the recording's")
+        check_number("LTDScriptArguments", "num_threads", self.num_threads, at_least=1, integer=True)
+        shape = ("depth", "top_k", "total_tokens", "size_choices")
+        shaped = [name for name in shape if getattr(self, name) is not None]
+        if self.init_from and shaped:
+            raise ValueError(
+                f"init_from={self.init_from!r} continues that policy in its own shape, and {', '.join(shaped)} would "
+                "shape a new one (they were ignored): drop them, or drop init_from to train a policy of that shape."
+            )
 
 
 def make_parser() -> TrlParser:
@@ -73,9 +89,9 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
         return policy
     tree = recording.tree_config
     return LTDPolicy(
-        depth=script_args.depth or tree.depth,
-        top_k=script_args.top_k or tree.top_k,
-        total_tokens=script_args.total_tokens or tree.total_tokens,
+        depth=tree.depth if script_args.depth is None else script_args.depth,
+        top_k=tree.top_k if script_args.top_k is None else script_args.top_k,
+        total_tokens=tree.total_tokens if script_args.total_tokens is None else script_args.total_tokens,
         size_choices=script_args.size_choices,
         lookup_feature=script_args.lookup_feature,
         lookup_first=script_args.lookup_first,

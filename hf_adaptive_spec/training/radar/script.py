@@ -18,6 +18,7 @@ from typing import ClassVar
 from transformers import set_seed
 from trl import TrlParser
 
+from ...core.values import check_number
 from ...environments import load_training_recording
 from ...environments.provenance import load_profile_for_recordings
 from ...policies.radar.policy import RadarPolicy
@@ -47,6 +48,12 @@ class RadarScriptArguments(PolicyScriptArguments):
         default=None, metadata={"help": "Verified tokens per cycle (root included); unset: the recording's."}
     )
     eval_fraction: float = field(default=0.1, metadata={"help": "Share of recorded prompts held out for evaluation."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        # a negative share held out most of the prompts (round(-0.1 * 10) = -1: all but one), and trained on one
+        check_number("RadarScriptArguments", "eval_fraction", self.eval_fraction, at_least=0, below=1,
+                     meaning="the share of recorded prompts held out; 0: none")
 
 
 def make_parser() -> TrlParser:
