@@ -51,6 +51,19 @@ def test_a_single_row_or_a_row_swap_written_through_data_is_seen():
     torch.testing.assert_close(OutputHead(head)(hidden), head(hidden).detach(), rtol=0, atol=1e-5)
 
 
+def test_an_edit_that_keeps_every_row_sum_is_seen_once_marked_as_weights_changed_says():
+    """Values swapped within a row keep its sum: the README's remedy for writes no version shows,
+    weights_changed() (mark_weights_changed), remakes the copy (its key ignored the mark)."""
+    from hf_adaptive_spec.core.packaged import mark_weights_changed
+
+    head = _head()
+    hidden = torch.randn(2, 64)
+    OutputHead(head)
+    head.weight.data[3, [0, 1]] = head.weight.data[3, [1, 0]].clone()
+    mark_weights_changed(head)
+    torch.testing.assert_close(OutputHead(head)(hidden), head(hidden).detach(), rtol=0, atol=1e-5)
+
+
 def test_other_heads_run_the_module_itself():
     hidden = torch.randn(2, 64)
     hooked = _head()

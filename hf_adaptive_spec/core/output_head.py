@@ -6,11 +6,12 @@ half the speed of the same product with the weight stored ``[hidden, vocab]``: 9
 about 64 ms. :class:`OutputHead` therefore keeps a contiguous transposed copy of a CPU float32
 head's weight (one extra vocab × hidden matrix, 113 MB for SmolLM2; making it takes about
 0.1 s) and reuses it across ``generate`` calls until the weight changes: its storage, its
-in-place version counter, or a row's sum (an edit through ``.data`` bumps no version; one that
-keeps every row's float32 sum, values moved within a row, is not seen, and a weight holding NaN
-is transposed again each call). The logits differ from ``nn.Linear``'s in the last bits (about
-1e-6), as the multi-token verification forward's own hidden states already do. Other devices,
-dtypes and heads (a bias is kept; hooks, adapters, quantized layers) run the module itself.
+in-place version counter, a row's sum (an edit through ``.data`` bumps no version; one that keeps
+every row's float32 sum, values moved within a row, is seen only once marked with
+``hfas.fast_path(model).weights_changed()``), or such a mark; a weight holding NaN is transposed
+again each call. The logits differ from ``nn.Linear``'s in the last bits (about 1e-6), as the
+multi-token verification forward's own hidden states already do. Other devices, dtypes and heads
+(a bias is kept; hooks, adapters, quantized layers) run the module itself.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import weakref
 
 import torch
 from torch import nn
+
+from .packaged import unseen_writes
 
 # head -> (storage key, row sums, transposed weight)
 _TRANSPOSED: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor, torch.Tensor]] = (
@@ -50,7 +53,8 @@ class OutputHead:
 
     def _transposed(self) -> torch.Tensor:
         weight = self.head.weight.detach()
-        key = (weight.data_ptr(), self.head.weight._version, tuple(weight.shape))
+        # weights_changed() marks a write no version shows (a .data edit the row sums may miss): it remakes the copy
+        key = (weight.data_ptr(), self.head.weight._version, tuple(weight.shape), unseen_writes(self.head))
         # every row's sum: an edit through .data bumps no version (a token's row set after resize_token_embeddings,
         # rows swapped), and stock generate reads the weight as it is; one read of it per call (~6 ms for SmolLM2's)
         row_sums = weight.sum(dim=1)

@@ -59,7 +59,12 @@ def mark_weights_changed(module: torch.nn.Module) -> None:
     under ``torch.inference_mode``) on it and on each of its submodules, so that :func:`weights_version` of any of
     them changes: of the module itself, or of a drafter's part that shares some of its layers."""
     for submodule in module.modules():
-        setattr(submodule, _UNSEEN_WRITES, getattr(submodule, _UNSEEN_WRITES, 0) + 1)
+        setattr(submodule, _UNSEEN_WRITES, unseen_writes(submodule) + 1)
+
+
+def unseen_writes(module: torch.nn.Module) -> int:
+    """How many writes to ``module``'s weights their versions do not show were marked (:func:`mark_weights_changed`)."""
+    return getattr(module, _UNSEEN_WRITES, 0)
 
 
 def weights_version(model: torch.nn.Module) -> tuple:
@@ -69,7 +74,7 @@ def weights_version(model: torch.nn.Module) -> tuple:
     version shows count once marked (:func:`mark_weights_changed`)."""
     tensors = tuple((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version)
                     for name, tensor in named_tensors(model))  # the tensors a package's digest covers
-    return tensors, tuple(getattr(submodule, _UNSEEN_WRITES, 0) for submodule in model.modules())
+    return tensors, tuple(unseen_writes(submodule) for submodule in model.modules())
 
 
 def weights_digest(module: torch.nn.Module) -> str:

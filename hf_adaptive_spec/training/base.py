@@ -29,7 +29,8 @@ from .resume import (
     RENAMED_SCRIPT_ARGUMENTS,
     check_resume_settings,
     check_resumed_script_args,
-    copy_script_args,
+    keep_script_args,
+    read_script_args,
     resolve_checkpoint,
     write_script_args,
 )
@@ -48,6 +49,7 @@ class SpecTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, list[float]] = defaultdict(list)
         super().__init__(*args, **kwargs)
+        self._script_args = read_script_args(self.args.output_dir)  # this run's, kept in each checkpoint
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
@@ -65,7 +67,7 @@ class SpecTrainer(Trainer):
         os.makedirs(output_dir, exist_ok=True)
         self.save_artifact(output_dir)
         self.save_training_config(output_dir)
-        copy_script_args(self.args.output_dir, output_dir)  # a checkpoint keeps the arguments that trained it
+        keep_script_args(self._script_args, output_dir, self.args.output_dir)  # the arguments that trained it
 
     def save_artifact(self, output_dir: str) -> None:
         """Write what this trainer trains, with its card, to ``output_dir`` (the writer process only)."""

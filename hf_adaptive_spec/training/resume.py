@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainingArguments
@@ -76,7 +76,7 @@ _MAY_CHANGE_ON_RESUME = frozenset({
 
 def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None:
     """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
-    it was started with (``SCRIPT_ARGS_NAME`` in the checkpoint's run folder), naming each as
+    it was started with (``SCRIPT_ARGS_NAME`` kept in the checkpoint, else in its run folder), naming each as
     ``name: stored -> new``."""
     if not args.resume_from_checkpoint:
         return
@@ -108,7 +108,7 @@ def _script_defaults(script_args: Any) -> dict[str, Any]:
 
 
 def _script_args_of(checkpoint: str, output_dir: str) -> str | None:
-    """The script arguments that trained ``checkpoint``: the copy saved in it (:func:`copy_script_args`), else its
+    """The script arguments that trained ``checkpoint``: the copy saved in it (:func:`keep_script_args`), else its
     run folder's (checkpoints saved before the copy; a later run into that folder, even one that failed at once,
     rewrote that file), else None."""
     is_folder = os.path.isdir(checkpoint)
@@ -120,12 +120,18 @@ def _script_args_of(checkpoint: str, output_dir: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def copy_script_args(run_folder: str, checkpoint: str) -> None:
-    """Save the run's script arguments (``run_folder``'s) in ``checkpoint`` as well: a resume compares with those of
-    the run that trained it, whatever another run wrote to the folder since."""
-    source = os.path.join(run_folder, SCRIPT_ARGS_NAME)
-    if os.path.isfile(source) and os.path.normpath(run_folder) != os.path.normpath(checkpoint):
-        shutil.copyfile(source, os.path.join(checkpoint, SCRIPT_ARGS_NAME))
+def read_script_args(run_folder: str) -> str | None:
+    """The text of the script arguments written to ``run_folder`` (None: none), read when a trainer is built: the
+    arguments of the run that is starting, whatever another run writes to the folder later."""
+    path = os.path.join(run_folder, SCRIPT_ARGS_NAME)
+    return Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
+
+
+def keep_script_args(text: str | None, checkpoint: str, run_folder: str) -> None:
+    """Save a run's script arguments (``text``, :func:`read_script_args`) in ``checkpoint``, a folder other than the
+    run folder itself: a resume compares with those of the run that trained the checkpoint."""
+    if text is not None and not (os.path.isdir(run_folder) and os.path.samefile(checkpoint, run_folder)):
+        Path(checkpoint, SCRIPT_ARGS_NAME).write_text(text, encoding="utf-8")
 
 
 def write_script_args(script_args: Any, output_dir: str) -> None:

@@ -83,19 +83,22 @@ def test_a_checkpoint_is_resumed_against_the_arguments_that_trained_it_not_a_lat
     import json
 
     from hf_adaptive_spec.training.ltd.script import make_parser
-    from hf_adaptive_spec.training.resume import copy_script_args
+    from hf_adaptive_spec.training.resume import keep_script_args, read_script_args
 
     out, ran = tmp_path / "out", []
     base = ["--output_dir", str(out), "--profile_path", "p.json"]
     run_training_script(make_parser(), lambda *_: ran.append(1), [*base, "--recording_dir", "rec"])
+    run_arguments = read_script_args(str(out))  # as SpecTrainer reads them when it is built
     (out / "checkpoint-5").mkdir()
-    copy_script_args(str(out), str(out / "checkpoint-5"))  # as SpecTrainer._save does for each checkpoint
 
     def failing(*_):
         raise RuntimeError("failed before training")
 
     with pytest.raises(RuntimeError):
         run_training_script(make_parser(), failing, [*base, "--recording_dir", "other"])
+    assert json.loads((out / "script_args.json").read_text())["recording_dir"] == "other"
+    keep_script_args(run_arguments, str(out / "checkpoint-5"), str(out))  # the first run saves its checkpoint late
+    keep_script_args(run_arguments, str(out), str(out))  # the final save into the run folder writes nothing
     assert json.loads((out / "script_args.json").read_text())["recording_dir"] == "other"
     resumed = [*base, "--resume_from_checkpoint", str(out / "checkpoint-5")]
     with pytest.raises(ValueError, match=r"recording_dir: 'rec' -> 'other'"):

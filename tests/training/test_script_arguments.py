@@ -86,13 +86,11 @@ def test_a_prefix_of_a_drafter_scripts_own_argument_is_not_taken_for_an_old_name
      r"eval_fraction must be a number >= 0 and < 1"),  # held out 9 of 10 prompts and trained on one
     ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--depth", "0"],
      r"depth must be an int >= 1 \(unset: the recording's\)"),  # 0 read as unset: the recording's depth
-    ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--init_from", "other", "--depth", "2"],
-     r"init_from='other' continues that policy in its own shape, and depth would shape a new one"),  # was ignored
     ("ltd", ["--recording_dir", "rec", "--profile_path", "p.json", "--num_threads", "0"],
      r"num_threads must be an int >= 1"),  # torch's RuntimeError after the recording loaded
     ("eagle3", ["--dataset_path", "data.jsonl", "--num_conversations", "0"],
      r"num_conversations must be an int >= 1"),  # torch's sampler error after the target loaded
-], ids=["radar-eval-fraction", "ltd-depth-zero", "ltd-init-from-with-a-shape", "ltd-threads", "eagle3-conversations"])
+], ids=["radar-eval-fraction", "ltd-depth-zero", "ltd-threads", "eagle3-conversations"])
 def test_a_script_argument_that_meant_something_else_is_refused_before_the_run(placeholder_inputs, tmp_path, method,
                                                                                argv, message):
     script = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method]
@@ -101,3 +99,24 @@ def test_a_script_argument_that_meant_something_else_is_refused_before_the_run(p
         run_training_script(script.make_parser(), lambda *_: ran.append(1),
                             [*argv, "--output_dir", str(tmp_path / "out")])
     assert not ran and not (tmp_path / "out").exists()  # refused before the run folder was written
+
+
+def test_a_continued_ltd_policy_refuses_shape_arguments_other_than_its_own(tmp_path):
+    """A continued policy keeps its shape: other depth, size choices or lookup_feature were ignored silently (the
+    recipes set a shape, so the policy's own values are taken, others refused by name)."""
+    from hf_adaptive_spec.policies.ltd import LTDPolicy
+    from hf_adaptive_spec.training.ltd.script import LTDScriptArguments, build_policy
+
+    LTDPolicy(depth=2, top_k=2, total_tokens=4, size_choices=[1, 3], depth_actor=(8,), depth_critic=(8,),
+              size_actor=(8,), size_critic=(8,)).save_pretrained(tmp_path / "policy")
+
+    def continued(**shape):
+        script_args = LTDScriptArguments(recording_dir="rec", profile_path="p.json", init_from=str(tmp_path / "policy"),
+                                         **shape)
+        return build_policy(script_args, recording=None)
+
+    assert continued(depth=2, size_choices=[1, 3]).size_choices == [1, 3]  # its own values: taken
+    with pytest.raises(ValueError, match=r"another shape \(depth: 2 -> 3; size_choices: \[1, 3\] -> \[1, 2, 3\]\)"):
+        continued(depth=3, size_choices=[1, 2, 3])
+    with pytest.raises(ValueError, match=r"lookup_feature: False -> True"):
+        continued(lookup_feature=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ...core.attention import tree_attention_mask
+from ...core.attention import tail_visibility, tree_attention_mask
 from ...core.features import unwrap_peft
 from ...core.kv_cache import compact_cache
 from ...core.split_forward import run_decoder_layers
@@ -36,15 +36,20 @@ class DraftedNodes:
         return ([0] if self.root_fed else []) + self.fed
 
 
-def _path_tokens(tree: DraftTree | None, node: int) -> tuple[int, ...]:
-    return () if node == 0 else tuple(tree.tokens[i] for i in tree.path_to(node)[1:])
+def _token_paths(tree: DraftTree) -> list[tuple[int, ...]]:
+    """Each node's tokens from the root's child down to it (the root's: ``()``)."""
+    paths: list[tuple[int, ...]] = [()]
+    for node in range(1, len(tree)):
+        paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
+    return paths
 
 
 class DVISharedCache(SharedCacheVerification):
     """Verification reusing what the DVI drafter fed through the shared layers.
 
-    The pruned tree's nodes are matched to the drafted ones by their token paths; nodes the
-    drafter never fed (the leaves) run the shallow layers now. The shared layers' tail is then
+    The pruned tree's nodes are matched to the drafted ones by their token paths, one node per fed
+    slot; the others (nodes the drafter never fed, and sampled siblings repeating a token already
+    drawn) are the leaves, which run the shallow layers now. The shared layers' tail is then
     reordered into the tree's node order and the remaining layers run on every node's ``h_k``.
 
     Args:
@@ -68,7 +73,8 @@ class DVISharedCache(SharedCacheVerification):
         target, device = unwrap_peft(target), self.shallow.device
         drafted = self._drafted()
         tail = drafted.tail()
-        tail_paths = [_path_tokens(drafted.tree, node) for node in tail]
+        drafted_paths = _token_paths(drafted.tree) if drafted.tree is not None else [()]
+        tail_paths = [drafted_paths[node] for node in tail]
         slot, leaves = _fed_slots(tree, tail_paths)
         states = {node: drafted.states[tail[index]] for node, index in slot.items()}
         if leaves:
@@ -86,21 +92,20 @@ class DVISharedCache(SharedCacheVerification):
     def _feed_leaves(self, cache: DynamicCache, tree: DraftTree, leaves: list[int], slot: dict[int, int],
                      tail_paths: list[tuple[int, ...]], past_length: int) -> torch.Tensor:
         """Shallow states ``[len(leaves), H]`` of the nodes without a fed slot; their K/V join the tail. Each sees
-        its ancestors once: the fed slots they hold (``slot``), the leaves among them, and itself."""
+        its ancestors once: the fed slots they hold (``slot``; a slot no verified node holds is seen by none), the
+        leaves among them, and itself."""
         device = self.shallow.device
-        visible = []
-        for leaf in leaves:
-            ancestors = tree.path_to(leaf)[:-1]
-            held = {slot[node] for node in ancestors if node in slot}
-            visible.append([index in held for index in range(len(tail_paths))]
-                           + [other == leaf or other in ancestors for other in leaves])
+        holders = [-1] * len(tail_paths)
+        for node, index in slot.items():
+            holders[index] = node
+        visible = tail_visibility(tree, holders, leaves)
         tail_positions = torch.tensor(
             [past_length + len(p) for p in tail_paths] + [past_length + tree.depths[n] for n in leaves], device=device
         )
         query_positions = tail_positions[len(tail_paths) :]
         mask = tree_attention_mask(
             self.shallow.config, cache, query_positions, tail_positions,
-            torch.tensor(visible, dtype=torch.bool, device=device), self.shallow.dtype,
+            visible.to(device), self.shallow.dtype,
         )
         return self.shallow(
             input_ids=torch.tensor([[tree.tokens[n] for n in leaves]], device=device),
@@ -113,16 +118,14 @@ class DVISharedCache(SharedCacheVerification):
 
 def _fed_slots(tree: DraftTree, tail_paths: list[tuple[int, ...]]) -> tuple[dict[int, int], list[int]]:
     """Each verified node's slot among the fed ones (``tail_paths``: their token paths, in cache order), matched by
-    token path, one node per slot: the shallow layers' K/V and states depend on the tokens and positions alone, so
-    any fed node of a path stands for any verified node of it. The nodes left without one are the leaves, fed now:
-    nodes the drafter never expanded, and, in a sampled tree, siblings drawing a token already drawn (one slot each).
-    """
+    token path, one node per slot: a node's shallow K/V and state depend on its whole token path (after the
+    committed prefix) alone, so any fed node of a path stands for any verified node of it. The nodes left without
+    one are the leaves, fed now: nodes the drafter never expanded, and, in a sampled tree, siblings drawing a token
+    already drawn (one slot each)."""
     free: dict[tuple[int, ...], list[int]] = {}
     for index, path in enumerate(tail_paths):
         free.setdefault(path, []).append(index)
-    paths: list[tuple[int, ...]] = [()]
-    for node in range(1, len(tree)):
-        paths.append(paths[tree.parents[node]] + (tree.tokens[node],))
+    paths = _token_paths(tree)
     slot, leaves = {}, []
     for node in range(len(tree)):
         indices = free.get(paths[node])

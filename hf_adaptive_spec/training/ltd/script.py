@@ -54,7 +54,8 @@ class LTDScriptArguments(PolicyScriptArguments):
         default=False, metadata={"help": "A new policy's heads also see the lookup chain's length (LTDPolicy)."}
     )
     init_from: str | None = field(
-        default=None, metadata={"help": "Continue from this LTD policy (folder or repo), in its shape."}
+        default=None,
+        metadata={"help": "Continue from this LTD policy (folder or repo), in its own shape (shape arguments: its)."},
     )
     num_threads: int = field(
         default=1,
@@ -68,13 +69,6 @@ class LTDScriptArguments(PolicyScriptArguments):
                 check_number("LTDScriptArguments", name, getattr(self, name), at_least=1, integer=True,
                              meaning="unset: the recording's")
         check_number("LTDScriptArguments", "num_threads", self.num_threads, at_least=1, integer=True)
-        shape = ("depth", "top_k", "total_tokens", "size_choices")
-        shaped = [name for name in shape if getattr(self, name) is not None]
-        if self.init_from and shaped:
-            raise ValueError(
-                f"init_from={self.init_from!r} continues that policy in its own shape, and {', '.join(shaped)} would "
-                "shape a new one (they were ignored): drop them, or drop init_from to train a policy of that shape."
-            )
 
 
 def make_parser() -> TrlParser:
@@ -86,6 +80,7 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
     if script_args.init_from:
         policy = LTDPolicy.from_pretrained(script_args.init_from)
         check_continued_lookup_first(script_args, policy, script_args.init_from)
+        _check_continued_shape(script_args, policy)
         return policy
     tree = recording.tree_config
     return LTDPolicy(
@@ -96,6 +91,22 @@ def build_policy(script_args: LTDScriptArguments, recording: ReplayRecording) ->
         lookup_feature=script_args.lookup_feature,
         lookup_first=script_args.lookup_first,
     )
+
+
+def _check_continued_shape(script_args: LTDScriptArguments, policy: LTDPolicy) -> None:
+    """Refuse shape arguments (a recipe's, or the command line's) that differ from the continued policy's own: they
+    would shape a new policy, and a continued one keeps its shape (they were ignored)."""
+    held = {"depth": policy.tree.depth, "top_k": policy.tree.top_k, "total_tokens": policy.tree.total_tokens,
+            "size_choices": policy.size_choices, "lookup_feature": policy.lookup_feature}
+    given = {name: getattr(script_args, name) for name in held}
+    given["lookup_feature"] = given["lookup_feature"] or None  # False is the default: unset
+    differ = [f"{name}: {held[name]!r} -> {value!r}" for name, value in given.items()
+              if value is not None and value != held[name]]
+    if differ:
+        raise ValueError(
+            f"init_from={script_args.init_from!r} continues a policy of another shape ({'; '.join(differ)}): a "
+            "continued policy keeps its own. Give its values (or none), or drop init_from to train a new policy."
+        )
 
 
 def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTrainer:
