@@ -15,7 +15,7 @@ from torch_calls import TorchCalls
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 import hf_adaptive_spec as hfas
-from hf_adaptive_spec.generation import speculative_decoding, targets
+from hf_adaptive_spec.generation import emission, prompt_lookup, speculative_decoding, targets
 
 READS = {torch.Tensor.tolist, torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__,
          torch.Tensor.__index__}  # fmt: skip
@@ -192,8 +192,8 @@ def test_the_lookup_branch_reads_nothing_per_cycle(monkeypatch):
         chains.update(traffic.counts)
         return found[-1]
 
-    chain = speculative_decoding._LookupBranch.chain
-    monkeypatch.setattr(speculative_decoding._LookupBranch, "chain", counted)
+    chain = prompt_lookup.LookupBranch.chain
+    monkeypatch.setattr(prompt_lookup.LookupBranch, "chain", counted)
     ids = torch.cat([prompt(12), prompt(12)], dim=1)  # repeats: lookups find matches
     model.generate(ids, max_new_tokens=24, do_sample=False, assistant_model=hfas.CausalLMDrafter(model),
                    assistant_policy=hfas.StaticTreePolicy(depth=1, top_k=2, total_tokens=3),
@@ -302,8 +302,8 @@ def test_stopping_criteria_are_read_once_per_cycle(monkeypatch):
         calls["call"] += 1
         return stop
 
-    first_stop = speculative_decoding.first_stop
-    monkeypatch.setattr(speculative_decoding, "first_stop", counted)
+    first_stop = emission.first_stop
+    monkeypatch.setattr(emission, "first_stop", counted)
     expected = model.generate(prompt(9), max_new_tokens=30, do_sample=False, eos_token_id=eos)
     out = model.generate(prompt(9), max_new_tokens=30, do_sample=False, eos_token_id=eos,
                          assistant_model=hfas.CausalLMDrafter(model),

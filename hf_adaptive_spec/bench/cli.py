@@ -11,19 +11,22 @@ from typing import Any
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import CostCurve
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..generation import fast_path
-from ..profiling import HardwareProfile, recommended_buckets, recommended_lookup_tokens, recommended_tree
 from .arguments import DEFAULT_LOOKUP_TOKENS, BenchArguments, MethodOptions, sampling_kwargs
+from .checks import (
+    check_fast_path_options,
+    check_float32_stock_once,
+    check_sizes,
+    check_trees_draft,
+    measures_fp32_agreement,
+    take_tree_from_profile,
+)
 from .errors import BenchError
 from .fast_path import first_turn_slots, static_cache_length
 from .loading import load_model
 from .markdown import render_markdown, write_markdown
 from .methods import BenchMethod, build_methods
-from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
-from .methods.stock import Stock
 from .plots import write_plots
 from .progress import (
     LOADED,
@@ -35,7 +38,6 @@ from .progress import (
     read_progress,
 )
 from .questions import Question, load_questions, questions_digest
-from .records import FP32_REFERENCE_METHOD
 from .report import build_report, measured_on, write_json
 from .runner import run_benchmark
 
@@ -74,103 +76,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _take_tree_from_profile(args: BenchArguments, options: MethodOptions) -> None:
-    """Set the static tree of ``tree`` and ``eagle3`` to what ``--tree_profile`` recommends, and ``+lookup``'s
-    branch unless ``--lookup_tokens`` was given (refused when the profile timed another target or EAGLE-3 drafter
-    than this run's)."""
-    try:
-        _check_profile_measured_this_run(HardwareProfile.load(options.tree_profile), args, options)
-        tree = recommended_tree(options.tree_profile, model=args.model or DEFAULT_MODEL_ID,
-                                drafter=options.eagle3_checkpoint or shipped_checkpoint("eagle3"))
-        lookup_tokens = recommended_lookup_tokens(options.tree_profile)
-        if options.verify_buckets is None and options.compile:  # the tree was ranked on the profile's buckets
-            options.verify_buckets = ",".join(map(str, recommended_buckets(options.tree_profile)))
-    except (OSError, ValueError) as error:
-        raise BenchError(f"--tree_profile: {error}") from error
-    options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
-    if options.lookup_tokens is None and lookup_tokens:
-        options.lookup_tokens = lookup_tokens
-
-
-def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArguments, options: MethodOptions) -> None:
-    """The profile's tree is the best on the curve it measured: its device type, dtype and path (eager, or the
-    compiled static-cache path of ``--compile``; the bench runs no uncompiled static path). On another curve it is
-    another machine's best, timed under this run's name: refuse, naming the profile to measure."""
-    curve = profile.cost_curve()
-    measured = (curve.device, curve.dtype, curve.path)
-    here = CostCurve.of(resolve_device(args.device), args.dtype, "compiled" if options.compile else "eager")
-    run = (here.device, here.dtype, here.path)
-    if measured != run:  # the instruction set is recommended_tree's check
-        paths = {"eager": "the eager path", "static": "the uncompiled static-cache path",
-                 "compiled": "the compiled static-cache path (--compile)"}
-        raise BenchError(
-            f"--tree_profile {options.tree_profile} was measured on {measured[0]} in {measured[1]} on "
-            f"{paths.get(measured[2], measured[2])}, and this run is on {run[0]} in {run[1]} on {paths[run[2]]}: its "
-            "tree was ranked on another cost curve. Run as profiled, or measure this run's curve with "
-            f"`hf-adaptive-spec profile --dtype {run[1]}{' --compile' if options.compile else ''} --recording DIR` "
-            "and pass that profile."
-        )
-
-
-def _check_trees_draft(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
-    """Refuse a static tree that drafts nothing (depth 0, or 1 token: the root alone) or no children (top-k 0): its
-    method would run plain one-token steps under a tree method's name. Only a ``+lookup`` method may draft nothing,
-    verifying the prompt-lookup branch alone (what a profile recommends where a many-token forward costs many)."""
-    for name, method in methods.items():
-        if not method.static_tree:
-            continue
-        depth, top_k, total_tokens = method.tree_shape or (
-            options.tree_depth, options.tree_top_k, options.tree_total_tokens
-        )
-        branch_alone = depth == 0 and isinstance(method, WithLookupBranch)
-        if branch_alone or (depth >= 1 and top_k >= 1 and total_tokens >= 2):
-            continue
-        flags = "--tree-depth/--tree-top-k/--tree-total-tokens"
-        source = "its @D/K/N" if method.tree_shape else (
-            "--tree_profile's recommendation" if options.tree_profile else flags
-        )
-        raise BenchError(
-            f"{name}: the tree of {source} (depth {depth}, top-k {top_k}, {total_tokens} tokens, root included) drafts "
-            f"nothing, so {name} would run plain one-token steps under its name. Give it a tree of depth >= 1, top-k "
-            f">= 1 and >= 2 tokens; for the prompt-lookup branch alone add {LOOKUP_SUFFIX} (e.g. eagle3{LOOKUP_SUFFIX} "
-            "with depth 0), and for one-token steps on purpose run plain-steps."
-        )
-
-
-def _check_float32_stock_once(args: BenchArguments, options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
-    """Below float32 the agreement's float32 answers are eager float32 stock, timed beside ``stock`` and reported as
-    ``stock-fp32``: ``stock+fp32`` would decode and time each of them a second time (about 200 s per Spec-Bench
-    13 x 1 on two cores) under another name."""
-    twice = [name for name, method in methods.items() if method.in_float32 and type(method) is Stock]
-    if twice and _measures_fp32_agreement(args, options):
-        raise BenchError(
-            f"{', '.join(twice)} decodes what the float32 agreement already decodes and times (its row "
-            f"{FP32_REFERENCE_METHOD}: eager float32 stock, beside stock): drop {twice[0]}, or pass "
-            "--no_fp32_agreement to time eager float32 stock as a method of its own"
-        )
-
-
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
-    _check_sizes(args, options)
+    check_sizes(args, options)
     if options.tree_profile:
-        _take_tree_from_profile(args, options)
+        take_tree_from_profile(args, options)
     set_seed(args.seed)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
-    _check_trees_draft(options, methods)
-    _check_float32_stock_once(args, options, methods)
+    check_trees_draft(options, methods)
+    check_float32_stock_once(args, options, methods)
     if options.lookup_tokens is None:
         options.lookup_tokens = DEFAULT_LOOKUP_TOKENS
     if args.reference not in methods:
         raise BenchError(f"--reference {args.reference!r} is not among the methods run ({', '.join(methods)})")
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
-    _check_fast_path_options(args, options, methods)
+    check_fast_path_options(args, options, methods)
     models = _load_models(args, options, methods)
     if any(method.on_fast_path(options) for method in methods.values()):
         if options.max_cache_len is None and args.resume:
@@ -241,63 +167,13 @@ def _load_models(args: BenchArguments, options: MethodOptions, methods: dict) ->
         raise BenchError(f"{', '.join(in_float32)}: +fp32 runs a method in float32 in a run of another dtype, and this "
                          "run is float32 already: drop +fp32, or pass --dtype bfloat16 to compare with bfloat16 peers")
     model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
-    measures_agreement = _measures_fp32_agreement(args, options)
+    measures_agreement = measures_fp32_agreement(args, options)
     fp32_model = None
     if measures_agreement or in_float32:
         fp32_model = load_model(args.model, "float32", model.device)[0]
     if options.bucket_sizes:
         fast_path(model, buckets=options.bucket_sizes)
     return RunModels(model, tokenizer, fp32_model, measures_agreement, bool(in_float32))
-
-
-def _check_sizes(args: BenchArguments, options: MethodOptions) -> None:
-    """Refuse, before loading anything, sizes below 1 (a zero would run plain decoding under a method's name or fail
-    inside torch) and a temperature generate cannot take."""
-    for flag, value in (("--limit", args.limit), ("--per-category", args.per_category),
-                        ("--max-new-tokens", options.max_new_tokens),
-                        ("--warmup", None if args.warmup == 0 else args.warmup),
-                        ("--num-threads", args.num_threads), ("--lookup-tokens", options.lookup_tokens),
-                        ("--lookup-ngram-size", options.lookup_ngram_size),
-                        ("--prompt-lookup-num-tokens", options.prompt_lookup_num_tokens),
-                        ("--dvi-depth", options.dvi_depth), ("--num-assistant-tokens", options.num_assistant_tokens),
-                        ("--drafter-layers", options.drafter_layers),
-                        ("--early-exit-layers", options.early_exit_layers),
-                        ("--dvi-exit-layer", options.dvi_exit_layer), ("--max-cache-len", options.max_cache_len)):
-        if value is not None and value < 1:
-            raise BenchError(f"{flag} must be at least 1, got {value}")
-    try:
-        sampling_kwargs(options.temperature)
-    except ValueError as error:
-        raise BenchError(str(error)) from error
-    if not args.method_names:
-        raise BenchError(f"--methods {args.methods!r} names no method: give a comma-separated list, e.g. stock,tree")
-    if not 0 <= args.seed < 2**32:  # set_seed's range; a traceback from deep inside it otherwise
-        raise BenchError(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
-    threshold = options.assistant_confidence_threshold
-    if threshold is not None and not 0 <= threshold <= 1:  # transformers takes any value: 2.5 stops every draft
-        raise BenchError(f"--assistant_confidence_threshold is a draft probability in [0, 1], got {threshold}")
-
-
-def _check_fast_path_options(args: BenchArguments, options: MethodOptions, methods: dict) -> None:
-    """Refuse fast-path options no selected method would use (the report would claim them), and an unwarmed
-    compiled method (its first timed call would compile: stock-compiled's compile is not taken out)."""
-    fast = [name for name, method in methods.items() if method.on_fast_path(options)]
-    if options.compile and not any(method.runs_engine for method in methods.values()):
-        raise BenchError("--compile moves this package's methods to the compiled fast path, and none is selected: "
-                         "drop it (stock-compiled compiles on its own) or add a tree or eagle3 method")
-    if options.max_cache_len is not None and not fast:
-        raise BenchError("--max_cache_len sizes the fast path's StaticCache, and no selected method decodes there: "
-                         "add --compile or stock-compiled, or drop it")
-    if options.verify_buckets is not None and not (options.compile and any(m.runs_engine for m in methods.values())):
-        raise BenchError("--verify_buckets sets the verification sizes of this package's methods on the compiled fast "
-                         "path, and none runs there: add --compile and a tree or eagle3 method, or drop it")
-    try:
-        _ = options.bucket_sizes  # parses --verify_buckets
-    except ValueError as error:
-        raise BenchError(f"--verify_buckets: {error}") from error
-    if fast and args.warmup == 0:
-        raise BenchError(f"--warmup 0 would time the compile of {', '.join(fast)} in its first turn: pass --warmup 2 "
-                         "(a compiled method's compile time is its first warm-up call's over its last)")
 
 
 def _restarted_learning(
@@ -416,11 +292,6 @@ def _rebuilt_report_path(args: BenchArguments) -> Path:
     return args.json
 
 
-def _measures_fp32_agreement(args: BenchArguments, options: MethodOptions) -> bool:
-    """Below float32 and greedy: a sampled float32 answer is one draw, which no method's draw is meant to match."""
-    return args.dtype != "float32" and args.fp32_agreement and options.temperature == 0
-
-
 def _measured_settings(args: BenchArguments, options: MethodOptions, device: torch.device) -> dict[str, Any]:
     """What the measurements depend on: a resumed run must match the progress file on these. A run without
     the float32 agreement says so (a resumed run's later methods read the agreement from stock's records);
@@ -429,7 +300,7 @@ def _measured_settings(args: BenchArguments, options: MethodOptions, device: tor
     one (files before 2026-12-05 do not): a resumed run may select more of them, not other ones at the same path. A
     sampled run keeps its ``generate`` sampling kwargs."""
     skipped = (
-        {"fp32_agreement": False} if args.dtype != "float32" and not _measures_fp32_agreement(args, options) else {}
+        {"fp32_agreement": False} if args.dtype != "float32" and not measures_fp32_agreement(args, options) else {}
     )
     seeded = {"seed": args.seed} if args.seed else {}  # each turn's sampling seed; files before the key: seed 0
     # the generate kwargs a sampled run samples with: files before 2026-12-05 lack them and turned off top-k and top-p

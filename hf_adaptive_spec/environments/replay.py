@@ -200,7 +200,7 @@ def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
 
 def check_lookup(lookup_tokens: int, lookup_ngram_size: int, profile: HardwareProfile) -> None:
     """Refuse a prompt-lookup branch ``generate`` refuses (``prompt_lookup_num_tokens`` and ``max_matching_ngram_size``
-    of its ``_LookupBranch``, and a chain the static path's largest bucket cannot verify with its root), rather than
+    of its ``LookupBranch``, and a chain the static path's largest bucket cannot verify with its root), rather than
     replay no branch (a negative length or n-gram matches nothing) or price a verification generate never runs."""
     for name, value, low in (("lookup_tokens", lookup_tokens, 0), ("lookup_ngram_size", lookup_ngram_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

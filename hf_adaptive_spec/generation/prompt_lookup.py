@@ -8,7 +8,9 @@ weakest and a lookup is nearly free; the target verifies both in the same forwar
 from __future__ import annotations
 
 import torch
+from transformers import GenerationConfig
 
+from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..core.tree import DraftTree
 
 
@@ -103,3 +105,39 @@ def graft_chain(tree: DraftTree, chain: list[int]) -> int:
             added += 1
         node = child
     return added
+
+
+class LookupBranch:
+    """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``) and, while a
+    call decodes with it, the host's copy of the sequence it looks up in (:class:`NgramIndex`)."""
+
+    def __init__(self, num_tokens: int, ngram_size: int):
+        self.num_tokens, self.ngram_size = num_tokens, ngram_size
+        self.index = NgramIndex(ngram_size)
+
+    @classmethod
+    def from_config(cls, config: GenerationConfig) -> LookupBranch:
+        for name, value in (("prompt_lookup_num_tokens", config.prompt_lookup_num_tokens),
+                            ("max_matching_ngram_size", config.max_matching_ngram_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer (or None), got {value!r}.")
+        num_tokens = config.prompt_lookup_num_tokens or 0
+        return cls(num_tokens, config.max_matching_ngram_size or DEFAULT_MAX_NGRAM_SIZE)
+
+    def start(self, sequence: torch.LongTensor) -> None:
+        """Copy ``sequence`` ``[1, T]`` to the host (one read per call), when the branch is on."""
+        if self.num_tokens:
+            self.index.extend(sequence[0].tolist())
+
+    def extend(self, tokens: list[int]) -> None:
+        """The tokens the output appended since."""
+        if self.num_tokens:
+            self.index.extend(tokens)
+
+    def chain(self, sequence: torch.LongTensor, room: int) -> list[int]:
+        """The tokens that followed the latest earlier occurrence of ``sequence``'s last n-gram."""
+        if room <= 0:
+            return []
+        if len(self.index.tokens) != sequence.shape[1]:
+            raise RuntimeError("The prompt-lookup branch's copy of the sequence is out of step with the output.")
+        return self.index.continuation(min(self.num_tokens, room))

@@ -8,7 +8,6 @@ cache and sent the prompt to the streamer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
@@ -20,7 +19,6 @@ from ..core.cost_curve import CostCurve, cost_curve_mismatch
 from ..core.drafter_identity import drafter_mismatch
 from ..core.exclusive import exclusive_use
 from ..core.kv_cache import prepare_cache_for_trees
-from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..core.static_cache import is_static_cache
 from ..core.timing import synchronize
 from ..core.transfer import upload
@@ -28,114 +26,23 @@ from ..core.tree import DraftTree, nodes_in_place
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, StopsAfter, accept_greedy, accept_sampling
+from .emission import OutputSequence, TreeScores, emitting_each_token
 from .input_checks import check_supported
-from .prompt_lookup import NgramIndex, graft_chain
+from .prompt_lookup import LookupBranch, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
-from .stopping import first_stop, processed_together
+from .stopping import processed_together
 from .targets import (
     DynamicTarget,
     SharedCacheTarget,
     StaticTarget,
     TargetForward,
-    TreeLogits,
     check_cache_sharing,
     static_target,
 )
 from .tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 
 logger = logging.get_logger(__name__)
-
-RowAt = Callable[[int], torch.Tensor]
-"""The scores row ``[vocab]`` an emitted token (by its index among a cycle's) was chosen from."""
-
-
-class _Output:
-    """Appends emitted tokens, applying the stopping criteria to each (``stopping.first_stop``)."""
-
-    def __init__(self, input_ids, stopping_criteria, config: GenerationConfig, streamer: BaseStreamer | None):
-        self.sequence = input_ids
-        self.stopping_criteria = stopping_criteria
-        self.streamer = streamer
-        wants_dict = config.return_dict_in_generate
-        self.scores = () if wants_dict and config.output_scores else None
-        self.raw_logits = () if wants_dict and config.output_logits else None
-        self.finished = False
-        self.last_token: int | None = None  # the last token appended, known on the host: a cycle's tree root
-
-    def emit(self, tokens: list[int], score_row: RowAt, raw_row: RowAt, on_device: torch.Tensor | None = None) -> int:
-        """Append ``tokens`` (``on_device``: the same ``[1, len(tokens)]`` already uploaded, else one upload here),
-        stopping after the first token the criteria stop at; returns how many were appended. ``score_row(i)`` and
-        ``raw_row(i)``: the processed and raw scores ``[vocab]`` the ``i``-th token came from, asked for only when
-        the output returns them."""
-        base = self.sequence.shape[1]
-        if on_device is None:
-            on_device = upload([tokens], self.sequence)
-        extended = torch.cat([self.sequence, on_device], dim=-1)
-        scores, raw_logits = self.scores, self.raw_logits
-        # copies: a row may be a view of a compiled graph's output, which its next replay overwrites (CUDA graphs)
-        if scores is not None:
-            scores += tuple(score_row(i)[None].clone() for i in range(len(tokens)))
-        if raw_logits is not None:
-            raw_logits += tuple(raw_row(i)[None].clone() for i in range(len(tokens)))
-        stop = first_stop(self.stopping_criteria, extended, len(tokens), scores)
-        self.finished = stop is not None
-        kept = len(tokens) if stop is None else stop
-        if scores is not None:
-            self.scores = scores[: len(scores) - len(tokens) + kept]
-        if raw_logits is not None:
-            self.raw_logits = raw_logits[: len(raw_logits) - len(tokens) + kept]
-        self.sequence = extended[:, : base + kept]
-        if self.streamer is not None and kept:
-            self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
-        self.last_token = tokens[kept - 1] if kept else self.last_token
-        return kept
-
-
-def _emit_each(out: _Output, scores: _TreeScores, tree_logits: TreeLogits) -> StopsAfter:
-    """For a walk whose processors are the caller's: each token it chooses is emitted, and the stopping criteria
-    asked, before it processes the next row, as stock interleaves them: no processor sees a prefix past a stop."""
-
-    def emit(node: int, token: int) -> bool:
-        out.emit([token], lambda _: scores(node), lambda _: tree_logits[node])
-        return out.finished
-
-    return emit
-
-
-class _TreeScores:
-    """Processed target scores per tree node, computed on demand along the acceptance walk.
-
-    Without logits processors a node's scores are its logits row. With them, the processors see the sequence
-    and the tokens of the path to the node, built on the device from the parent's by one slice of the tree's
-    tokens there (the verification's input, else one upload per cycle), not one upload per node."""
-
-    def __init__(self, tree: DraftTree, logits: TreeLogits, sequence: torch.Tensor, processor: LogitsProcessorList):
-        self.tree, self.logits, self.sequence, self.processor = tree, logits, sequence, processor
-        self.cache: dict[int, torch.Tensor] = {}
-        self._prefixes: dict[int, torch.Tensor] = {0: sequence}
-        self._tokens: torch.Tensor | None = logits.tokens
-
-    def __call__(self, node: int) -> torch.Tensor:
-        if not self.processor:
-            return self.logits[node]
-        if node not in self.cache:
-            self.cache[node] = self.processor(self._prefix(node), self.logits[node][None].clone())[0]
-        return self.cache[node]
-
-    def argmaxes(self) -> list[int | None] | None:
-        """Every node's argmax read at once (``TreeLogits.argmaxes``) where the scores are the rows themselves."""
-        return None if self.processor else self.logits.argmaxes()
-
-    def _prefix(self, node: int) -> torch.Tensor:
-        """``[1, T + depth]``: the sequence, then the tokens of the path to ``node`` after the root."""
-        if node not in self._prefixes:
-            parent = self._prefix(self.tree.parents[node])
-            if self._tokens is None:
-                self._tokens = upload([self.tree.tokens], self.sequence)
-            self._prefixes[node] = torch.cat([parent, self._tokens[:, node : node + 1]], dim=-1)
-        return self._prefixes[node]
-
 
 def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
     """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
@@ -193,7 +100,7 @@ def speculative_decoding(
         check_supported(model, input_ids, generation_config, model_kwargs)
         input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
         wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
-        lookup = _LookupBranch.from_config(generation_config)
+        lookup = LookupBranch.from_config(generation_config)
         cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
         held = (cache,) if spec_static_cache == "engine" else ()  # the model's own cache: claimed as chosen
         with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}, held):
@@ -201,7 +108,7 @@ def speculative_decoding(
             target = _target_forward(model, cache, generation_config, spec_drafter, wanted, lookup.num_tokens,
                                      spec_static_cache, model_kwargs, cached_length)
             decoder = _Decoder(model, target, spec_drafter, spec_policy, generation_config, logits_processor, lookup)
-            out = _Output(input_ids, stopping_criteria, generation_config, spec_streamer)
+            out = OutputSequence(input_ids, stopping_criteria, generation_config, spec_streamer)
             return decoder.run(out, model_kwargs)
     except BaseException:
         if spec_streamer is not None:
@@ -215,47 +122,11 @@ def _drafter_accepted_length(path: list[int], drafter_nodes: int) -> int:
     return next((i for i, node in enumerate(path[1:]) if node >= drafter_nodes), len(path) - 1)
 
 
-class _LookupBranch:
-    """The prompt-lookup branch's settings (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``) and, while a
-    call decodes with it, the host's copy of the sequence it looks up in (:class:`NgramIndex`)."""
-
-    def __init__(self, num_tokens: int, ngram_size: int):
-        self.num_tokens, self.ngram_size = num_tokens, ngram_size
-        self.index = NgramIndex(ngram_size)
-
-    @classmethod
-    def from_config(cls, config: GenerationConfig) -> _LookupBranch:
-        for name, value in (("prompt_lookup_num_tokens", config.prompt_lookup_num_tokens),
-                            ("max_matching_ngram_size", config.max_matching_ngram_size)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive integer (or None), got {value!r}.")
-        num_tokens = config.prompt_lookup_num_tokens or 0
-        return cls(num_tokens, config.max_matching_ngram_size or DEFAULT_MAX_NGRAM_SIZE)
-
-    def start(self, sequence: torch.LongTensor) -> None:
-        """Copy ``sequence`` ``[1, T]`` to the host (one read per call), when the branch is on."""
-        if self.num_tokens:
-            self.index.extend(sequence[0].tolist())
-
-    def extend(self, tokens: list[int]) -> None:
-        """The tokens the output appended since."""
-        if self.num_tokens:
-            self.index.extend(tokens)
-
-    def chain(self, sequence: torch.LongTensor, room: int) -> list[int]:
-        """The tokens that followed the latest earlier occurrence of ``sequence``'s last n-gram."""
-        if room <= 0:
-            return []
-        if len(self.index.tokens) != sequence.shape[1]:
-            raise RuntimeError("The prompt-lookup branch's copy of the sequence is out of step with the output.")
-        return self.index.continuation(min(self.num_tokens, room))
-
-
 class _Decoder:
     """One cycle at a time: ask the policy, draft a tree, verify it, accept, commit, give feedback."""
 
     def __init__(self, model, target: TargetForward, drafter: Drafter, policy: DraftPolicy,
-                 config: GenerationConfig, processor: LogitsProcessorList, lookup: _LookupBranch):
+                 config: GenerationConfig, processor: LogitsProcessorList, lookup: LookupBranch):
         self.model, self.target, self.drafter, self.policy = model, target, drafter, policy
         self.config, self.processor, self.lookup = config, processor, lookup
         self.builder: TreeBuilder | None = None  # once the prefill shows the target's vocabulary
@@ -270,7 +141,7 @@ class _Decoder:
             )
         self.stats = SpeculationStats()
 
-    def run(self, out: _Output, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+    def run(self, out: OutputSequence, model_kwargs: dict) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
         """The decoding loop of one call, with its drafter, policy and cache held: prefill, then
         cycles until a stopping criterion ends ``out``."""
         started = time.perf_counter()
@@ -287,7 +158,7 @@ class _Decoder:
             # the prefill's logits (always computed): its row is not rescored before the walk asks for it
             self.builder = TreeBuilder(self.drafter, self.policy, target_vocab_size=first_logits.logits.shape[-1])
             root = DraftTree.with_root(-1)
-            choice = self._accept(root, _TreeScores(root, first_logits, out.sequence, self.processor))
+            choice = self._accept(root, TreeScores(root, first_logits, out.sequence, self.processor))
             out.emit([choice.next_token], choice.score_row, lambda _: first_logits[0])
             self.lookup.start(out.sequence)
             while not out.finished:
@@ -297,7 +168,7 @@ class _Decoder:
             out.streamer.end()
         return result
 
-    def _finish(self, out: _Output, seconds: float) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
+    def _finish(self, out: OutputSequence, seconds: float) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
         stats, target, drafter = self.stats, self.target, self.drafter
         stats.total_time = seconds
         stats.compiled, stats.compile_time = target.compiled, target.compile_time + drafter.compile_time
@@ -348,7 +219,7 @@ class _Decoder:
             if report:
                 logger.warning_once(report)
 
-    def cycle(self, out: _Output, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+    def cycle(self, out: OutputSequence, new_features: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """Run one cycle after ``out.sequence``; returns the features of the tokens it committed (plus
         those the drafter has not read yet)."""
         sequence = out.sequence
@@ -357,14 +228,14 @@ class _Decoder:
         tree, drafter_nodes, draft_depth, drafted = self._draft(sequence, new_features, times, out.last_token)
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
-        scores = _TreeScores(tree, tree_logits, sequence, self.processor)
-        emit_each = None if processed_together(self.processor) else _emit_each(out, scores, tree_logits)
-        result = self._accept(tree, scores, emit_each)
+        scores = TreeScores(tree, tree_logits, sequence, self.processor)
+        stops_after = None if processed_together(self.processor) else emitting_each_token(out, scores, tree_logits)
+        result = self._accept(tree, scores, stops_after)
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]
         # one upload for the tokens to emit and the path to keep in the cache (as long as the tokens)
         uploaded = upload([tokens, result.path], sequence)
-        if emit_each is not None:  # the walk emitted them, each before the next row was processed
+        if stops_after is not None:  # the walk emitted them, each before the next row was processed
             emitted = len(tokens)
         else:
             emitted = out.emit(tokens, result.score_row, lambda index: tree_logits[result.path[index]], uploaded[:1])
@@ -385,7 +256,7 @@ class _Decoder:
         self._record(sequence.shape[1], tree, result, draft_depth, drafter_accepted, times, verify_time, emitted)
         return kept
 
-    def _accept(self, tree: DraftTree, scores: _TreeScores, stops_after: StopsAfter | None = None) -> Acceptance:
+    def _accept(self, tree: DraftTree, scores: TreeScores, stops_after: StopsAfter | None = None) -> Acceptance:
         """Rejection sampling, or the greedy walk with every node's argmax read at once where that pays."""
         if self.config.do_sample:
             return accept_sampling(tree, scores, stops_after)
