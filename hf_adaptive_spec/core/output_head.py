@@ -21,7 +21,7 @@ import weakref
 import torch
 from torch import nn
 
-from .packaged import unseen_writes
+from .packaged import weights_version
 
 # head -> (storage key, row sums, transposed weight)
 _TRANSPOSED: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor, torch.Tensor]] = (
@@ -53,8 +53,8 @@ class OutputHead:
 
     def _transposed(self) -> torch.Tensor:
         weight = self.head.weight.detach()
-        # weights_changed() marks a write no version shows (a .data edit the row sums may miss): it remakes the copy
-        key = (weight.data_ptr(), self.head.weight._version, tuple(weight.shape), unseen_writes(self.head))
+        # storage, in-place versions and writes marked by weights_changed() (a .data edit the row sums may miss)
+        key = (weights_version(self.head), tuple(weight.shape))
         # every row's sum: an edit through .data bumps no version (a token's row set after resize_token_embeddings,
         # rows swapped), and stock generate reads the weight as it is; one read of it per call (~6 ms for SmolLM2's)
         row_sums = weight.sum(dim=1)

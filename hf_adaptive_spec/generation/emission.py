@@ -12,7 +12,7 @@ from transformers.generation.streamers import BaseStreamer
 from ..core.transfer import upload
 from ..core.tree import DraftTree
 from .acceptance import StopsAfter
-from .stopping import first_stop
+from .stopping import asked_together, first_stop
 from .targets import TreeLogits
 
 RowAt = Callable[[int], torch.Tensor]
@@ -25,6 +25,7 @@ class OutputSequence:
     def __init__(self, input_ids, stopping_criteria, config: GenerationConfig, streamer: BaseStreamer | None):
         self.sequence = input_ids
         self.stopping_criteria = stopping_criteria
+        self.criteria_together = asked_together(stopping_criteria)  # fixed for the call, asked at every emit
         self.streamer = streamer
         wants_dict = config.return_dict_in_generate
         self.scores = () if wants_dict and config.output_scores else None
@@ -47,7 +48,7 @@ class OutputSequence:
             scores += tuple(score_row(i)[None].clone() for i in range(len(tokens)))
         if raw_logits is not None:
             raw_logits += tuple(raw_row(i)[None].clone() for i in range(len(tokens)))
-        stop = first_stop(self.stopping_criteria, extended, len(tokens), scores)
+        stop = first_stop(self.stopping_criteria, extended, len(tokens), scores, self.criteria_together)
         self.finished = stop is not None
         kept = len(tokens) if stop is None else stop
         if scores is not None:

@@ -129,6 +129,8 @@ class _Decoder:
                  config: GenerationConfig, processor: LogitsProcessorList, lookup: LookupBranch):
         self.model, self.target, self.drafter, self.policy = model, target, drafter, policy
         self.config, self.processor, self.lookup = config, processor, lookup
+        # a caller's processors: each token emitted before the next row is processed (fixed for the call)
+        self.emits_each_token = not processed_together(processor)
         self.builder: TreeBuilder | None = None  # once the prefill shows the target's vocabulary
         self.capacity = target.path.largest_bucket if isinstance(target, StaticTarget) else None
         if self.capacity is not None and lookup.num_tokens >= self.capacity:  # else a long match fails mid-call
@@ -229,7 +231,7 @@ class _Decoder:
         tick, compiling_before = time.perf_counter(), self.target.compile_time
         tree_logits = self.target.verify(tree, past_length)
         scores = TreeScores(tree, tree_logits, sequence, self.processor)
-        stops_after = None if processed_together(self.processor) else emitting_each_token(out, scores, tree_logits)
+        stops_after = emitting_each_token(out, scores, tree_logits) if self.emits_each_token else None
         result = self._accept(tree, scores, stops_after)
         verify_time = time.perf_counter() - tick - (self.target.compile_time - compiling_before)
         tokens = [tree.tokens[i] for i in result.path[1:]] + [result.next_token]

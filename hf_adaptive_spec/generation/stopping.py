@@ -59,18 +59,20 @@ def asked_together(criteria: StoppingCriteriaList) -> bool:
 
 
 def first_stop(
-    criteria: StoppingCriteriaList, sequence: torch.LongTensor, new_tokens: int, scores: tuple | None
+    criteria: StoppingCriteriaList, sequence: torch.LongTensor, new_tokens: int, scores: tuple | None,
+    together: bool | None = None,
 ) -> int | None:
     """Of the last ``new_tokens`` of ``sequence`` ``[1, T]``, how many stock keeps when a criterion stops among them:
     up to and including the first whose prefix a criterion stops at; None when none does. ``scores``: the rows
-    ``generate`` returns so far, one per token through the last, or None; each prefix is asked with its own."""
+    ``generate`` returns so far, one per token through the last, or None; each prefix is asked with its own.
+    ``together``: :func:`asked_together` of ``criteria``, when the caller knows it (None: found here)."""
     start = sequence.shape[1] - new_tokens
     prior = None if scores is None else len(scores) - new_tokens
 
     def stops(count: int) -> torch.Tensor:
         return criteria(sequence[:, : start + count], None if scores is None else scores[: prior + count]).any()
 
-    if asked_together(criteria):
+    if asked_together(criteria) if together is None else together:
         verdicts = torch.stack([stops(count) for count in range(1, new_tokens + 1)]).tolist()  # one read
         return next((count for count, stop in enumerate(verdicts, 1) if stop), None)
     return next((count for count in range(1, new_tokens + 1) if bool(stops(count))), None)

@@ -162,9 +162,7 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         """Ints ``1 <= initial_depth, depth <= max_depth`` (a float would fail only once the chain grows to it)."""
         depths = {"initial_depth": self.initial_depth, "depth": self.depth, "max_depth": self.max_depth}
         integers = all(isinstance(value, int) and not isinstance(value, bool) for value in depths.values())
-        if not integers or not 1 <= min(self.initial_depth, self.depth) <= max(self.initial_depth, self.depth) <= (
-            self.max_depth
-        ):
+        if not integers or not all(1 <= depth <= self.max_depth for depth in (self.initial_depth, self.depth)):
             raise ValueError(
                 "HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth and 1 <= depth <= max_depth (depth: "
                 f"the chain it drafts now), got {depths}."

@@ -138,7 +138,6 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
         size_observations = size_observation_size(self.tree, lookup_feature)
         self.size_head = ActorCritic(size_observations, len(self.size_choices), size_actor, size_critic)
-        self.check_settings()
         self.generator: torch.Generator | None = None
         self.decisions: list[Decision] = []
         self.eval()

@@ -170,6 +170,7 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         for name, width in (("lstm_hidden", lstm_hidden), ("mlp_hidden", mlp_hidden)):
             check_number("RadarPolicy", name, width, at_least=1, integer=True, meaning="a layer's width")
         check_number("RadarPolicy", "dropout", dropout, at_least=0.0, below=1.0, meaning="the MLP's, in training")
+        check_flag("RadarPolicy", "allow_skip", allow_skip)  # it sizes the network's output
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config
         self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score
@@ -180,7 +181,7 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
             nn.Linear(lstm_hidden + top_k, mlp_hidden),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(mlp_hidden, 3 if allow_skip is True else 2),
+            nn.Linear(mlp_hidden, 3 if allow_skip else 2),
         )
         self.check_settings()
         self._cycle = _CycleMemory()
