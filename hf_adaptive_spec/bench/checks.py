@@ -4,6 +4,8 @@ an option no selected method reads, a tree that drafts nothing, a profile of ano
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
 from ..default_model import DEFAULT_MODEL_ID, resolve_device
@@ -52,6 +54,31 @@ def _check_profile_measured_this_run(profile: HardwareProfile, args: BenchArgume
             f"`hf-adaptive-spec profile --dtype {run[1]}{' --compile' if options.compile else ''} --recording DIR` "
             "and pass that profile."
         )
+
+
+#: options every method reads (or the run itself: the fast path's are checked by :func:`check_fast_path_options`)
+RUN_WIDE_OPTIONS = ("max_new_tokens", "temperature", "compile", "max_cache_len", "verify_buckets", "tree_profile")
+
+
+def options_given(options: MethodOptions) -> list[str]:
+    """The method options ``options`` sets away from their defaults (the run-wide ones aside), before
+    ``--tree_profile`` fills in its tree."""
+    return [f.name for f in dataclasses.fields(options)
+            if f.name not in RUN_WIDE_OPTIONS and getattr(options, f.name) != f.default]
+
+
+def check_options_read(given: list[str], options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
+    """Refuse an option given that no selected method reads (``--ltd-policy`` without ``eagle3-ltd``,
+    ``--dvi-exit-layer`` with ``--dvi-adapter``, ``--assistant-confidence-threshold`` with ``eagle3-confidence``,
+    which runs transformers' default): the run would ignore it and its report list it as a setting."""
+    read = set().union(*(method.options_read(options) for method in methods.values()))
+    unread = [name for name in given if name not in read]
+    if unread:
+        helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(options)}
+        named = "; ".join(f"--{name.replace('_', '-')} ({helps[name]})" for name in unread)
+        raise BenchError(f"no selected method ({', '.join(methods)}) reads {named}: drop "
+                         f"{'it' if len(unread) == 1 else 'them'}, or add a method that reads "
+                         f"{'it' if len(unread) == 1 else 'them'}")
 
 
 def check_trees_draft(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:

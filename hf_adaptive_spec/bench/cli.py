@@ -17,9 +17,11 @@ from .arguments import DEFAULT_LOOKUP_TOKENS, BenchArguments, MethodOptions, sam
 from .checks import (
     check_fast_path_options,
     check_float32_stock_once,
+    check_options_read,
     check_sizes,
     check_trees_draft,
     measures_fp32_agreement,
+    options_given,
     take_tree_from_profile,
 )
 from .errors import BenchError
@@ -81,6 +83,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
     check_sizes(args, options)
+    given = options_given(options)
     if options.tree_profile:
         take_tree_from_profile(args, options)
     set_seed(args.seed)
@@ -88,6 +91,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         torch.set_num_threads(args.num_threads)
     questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
+    check_options_read(given, options, methods)
     check_trees_draft(options, methods)
     check_float32_stock_once(args, options, methods)
     if options.lookup_tokens is None:

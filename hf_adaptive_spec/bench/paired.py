@@ -22,6 +22,9 @@ from .progress import read_progress
 from .records import QuestionRecord
 from .summary import _per_question_speedups, _throughput
 
+#: the fewest bootstrap resamples whose 2.5% and 97.5% points are neither the smallest nor the largest total
+MIN_RESAMPLES = 40
+
 
 @dataclass(frozen=True)
 class PairedComparison:
@@ -50,8 +53,11 @@ def compare_paired(
     """Every method of ``records`` against ``base``, in the order the methods first appear.
 
     Raises:
-        BenchError: when no record is of ``base``.
+        BenchError: when no record is of ``base``, or ``resamples`` is below :data:`MIN_RESAMPLES`.
     """
+    if resamples < MIN_RESAMPLES:
+        raise BenchError(f"resamples must be at least {MIN_RESAMPLES} for a 95% interval whose ends are distinct "
+                         f"resamples, got {resamples}")
     by_method: dict[str, dict[int | str, QuestionRecord]] = {}
     for record in records:
         by_method.setdefault(record.method, {})[record.question_id] = record
@@ -115,7 +121,10 @@ def load_records(path: Path) -> list[QuestionRecord]:
             f"{path} is not a bench report (a JSON object with 'records'); give the file --json wrote, or its "
             "progress file (.jsonl)"
         ) from None
-    return [QuestionRecord.from_dict(record) for record in records]
+    try:
+        return [QuestionRecord.from_dict(record) for record in records]
+    except BenchError as error:
+        raise BenchError(f"{path}: {error}") from None
 
 
 def _of_categories(records: list[QuestionRecord], categories: list[str]) -> list[QuestionRecord]:
@@ -146,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--categories", help="only the questions of these categories (comma-separated)")
     args = parser.parse_args(argv)
-    if args.resamples < 1:
-        parser.error(f"--resamples must be at least 1, got {args.resamples}")
+    if args.resamples < MIN_RESAMPLES:
+        parser.error(f"--resamples must be at least {MIN_RESAMPLES} (the 95% interval's ends), got {args.resamples}")
     try:
         records = load_records(args.report)
         if args.categories is not None:  # "" (an unset shell variable) named none: it compared them all

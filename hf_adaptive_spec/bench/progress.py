@@ -155,5 +155,7 @@ def read_progress(
                     path.write_text("".join(line + "\n" for line in lines[:-1]))
                 break
             raise BenchError(f"{path}:{number}: corrupt record") from None
+        except BenchError as error:
+            raise BenchError(f"{path}:{number}: {error}") from None
         completed[record.key] = record
     return settings, completed

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .errors import BenchError
+
 #: the engine's reports of a policy that does not fit its call (``SpeculationStats``), kept per turn and per method,
 #: each with how the markdown report names it
 POLICY_FIT_REPORTS = {
@@ -107,9 +109,17 @@ class QuestionRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> QuestionRecord:
-        """Inverse of :meth:`to_dict`."""
-        turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
-        return cls(data["question_id"], data["category"], data["method"], turns)
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            BenchError: when ``data`` is not such a record (a field missing, or one no record has).
+        """
+        try:
+            turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
+            return cls(data["question_id"], data["category"], data["method"], turns)
+        except (KeyError, TypeError, AttributeError) as error:
+            raise BenchError(f"not a bench question record ({type(error).__name__}: {error}); give a file the bench "
+                             "wrote, not an edited one") from None
 
 
 #: The float32 stock answers of a run below float32, reported as a method of their own (eager ``generate`` in

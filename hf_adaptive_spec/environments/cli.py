@@ -66,7 +66,8 @@ def make_parser() -> argparse.ArgumentParser:
                         "then pass its drafter with --eagle3-checkpoint)")
     parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="drafter to record")
     parser.add_argument("--eagle3-checkpoint", default=None, help="EAGLE-3 checkpoint (default: the shipped one)")
-    parser.add_argument("--prompts", default="sharegpt", choices=["sharegpt", "humaneval"], help="training prompt set")
+    parser.add_argument("--prompts", default=None, choices=["sharegpt", "humaneval"],
+                        help="training prompt set (default: sharegpt)")
     parser.add_argument(
         "--prompts-file", default=None,
         help="JSONL of {'id', 'conversation'} records (as trainers/regenerate_sharegpt.py writes) whose first "
@@ -88,7 +89,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-prompts", type=int, default=64, help="prompts to record, from --start")
     parser.add_argument("--start", type=int, default=0, help="index of the first prompt in the seeded prompt order")
     parser.add_argument("--shard-size", type=int, default=8, help="prompts per shard folder")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt order")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the training prompts' order (default 0)")
     parser.add_argument("--max-prompt-tokens", type=int, default=512,
                         help="skip longer prompts (chat template incl.); a later turn over it ends its conversation")
     parser.add_argument("--depth", type=int, default=8, help="depth of every recorded tree (policies may stop earlier)")
@@ -201,10 +202,38 @@ def write_profile(
                 1000 * verify_seconds[0], tokens[-1], 1000 * verify_seconds[-1], 1000 * draft_step, args.profile)
 
 
-def parse_feature_layers(value: str | None, drafter: Drafter) -> tuple[int, ...]:
+def parse_feature_layers(value: str | None, drafter: Drafter, model: PreTrainedModel) -> tuple[int, ...]:
+    """``--feature-layers``: hidden-state indices, 0 (the embeddings) to the target's layer count."""
     if value is None:
         return tuple(drafter.feature_layers)
-    return tuple(int(layer) for layer in value.split(",") if layer.strip())
+    try:
+        layers = tuple(int(layer) for layer in value.split(",") if layer.strip())
+    except ValueError:
+        raise ValueError(f"--feature-layers takes comma-separated hidden-state indices such as '2,15,27', got "
+                         f"{value!r}.") from None
+    last = model.config.get_text_config().num_hidden_layers
+    outside = [layer for layer in layers if not 0 <= layer <= last]
+    if outside:
+        raise ValueError(f"--feature-layers {outside} are outside the target's hidden states 0 (the embeddings) to "
+                         f"{last} (its last layer): give indices in that range.")
+    return layers
+
+
+def check_prompt_choice(args: argparse.Namespace) -> None:
+    """Refuse options the chosen prompts would ignore, then fill in the defaults of those not given."""
+    chosen_by = "--questions" if args.questions else "--prompts-file" if args.prompts_file else None
+    ignored = {
+        "--prompts": args.prompts is not None and chosen_by is not None,
+        "--seed": args.seed is not None and args.questions is not None,  # questions are taken in file order
+        "--sharegpt-file": args.sharegpt_file is not None and (  # a prompts file reads it for later turns only
+            args.questions is not None or (args.prompts_file is not None and args.turns == 1)),
+    }
+    named = [flag for flag, unused in ignored.items() if unused]
+    if named:
+        raise ValueError(f"{', '.join(named)} would be ignored: {chosen_by} names the prompts"
+                         f"{' (in file order)' if args.questions else ''}; drop {' and '.join(named)}.")
+    args.prompts = args.prompts or "sharegpt"
+    args.seed = 0 if args.seed is None else args.seed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
             raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
+        for flag, value in (("--max-prompt-tokens", args.max_prompt_tokens), ("--top-k", args.top_k),
+                            ("--profile-repeats", args.profile_repeats),
+                            ("--profile-context-length", args.profile_context_length)):
+            if value < 1:
+                raise ValueError(f"{flag} must be at least 1, got {value}.")
         # before the manifest and the profile: a run that would record nothing writes nothing
         for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 2), ("--total-tokens", args.total_tokens, 2),
                                  ("--depth", args.depth, 1)):
@@ -228,14 +262,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
         if args.per_category is not None and not args.questions:
             raise ValueError("--per-category selects benchmark questions: pass it with --questions.")
+        check_prompt_choice(args)
         config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
         model, tokenizer = load_target(args.model)
         drafter = load_drafter(model, args.eagle3_checkpoint)
-        feature_layers = parse_feature_layers(args.feature_layers, drafter)
+        feature_layers = parse_feature_layers(args.feature_layers, drafter, model)
         output = Path(args.output)
         prompts, source = load_prompts(tokenizer, args), args.questions or args.prompts_file or args.prompts
         if not prompts:  # before the manifest: a run that fails on its prompts leaves the folder as it was
-            raise ValueError(f"No {source} prompts from index {args.start}: the set has fewer; lower --start.")
+            raise ValueError(f"No {source} prompts of at most --max-prompt-tokens {args.max_prompt_tokens} tokens from "
+                             f"index {args.start}: the set has fewer; lower --start or raise --max-prompt-tokens.")
         check_manifest(output, {
             **({"model": artifact_name(args.model)} if args.model else {}),
             "target_weights": cached_weights_digest(model),

@@ -11,7 +11,7 @@ transformers' ``LogitsProcessor``. It never sees the drafter, only numbers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -65,6 +65,15 @@ class TreeConfig:
         return min(self.depth, self.total_tokens - 1)
 
 
+def policy_tree(owner: str, **fields: object) -> TreeConfig:
+    """``TreeConfig(**fields)`` for policy ``owner``'s arguments: a refusal names the policy and its argument, not
+    the dataclass the user never wrote."""
+    try:
+        return TreeConfig(**fields)
+    except ValueError as error:
+        raise ValueError(f"{owner}: {str(error).removeprefix('TreeConfig.')}") from None
+
+
 class TreeSetting:
     """A policy's tree field (``policy.depth``, ``top_k``, ``total_tokens``, ``sample_drafts``) read from the
     :class:`TreeConfig` it drafts with (the attribute ``holder``) and written to it: setting one gives the policy a
@@ -82,7 +91,7 @@ class TreeSetting:
 
     def __set__(self, policy: DraftPolicy, value: object) -> None:
         before = getattr(policy, self.holder)
-        setattr(policy, self.holder, replace(before, **{self.name: value}))
+        setattr(policy, self.holder, policy_tree(type(policy).__name__, **{**asdict(before), self.name: value}))
         try:
             policy.check_settings()
         except ValueError:

@@ -24,7 +24,7 @@ import math
 import torch
 
 from ..core.values import check_flag, check_number
-from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
+from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo, policy_tree
 from .serialization import PolicyHubMixin
 
 #: transformers' weights of missed accepts (false negatives) against wasted drafts (false positives).
@@ -92,7 +92,8 @@ class ConfidenceThresholdPolicy(
 
     @depth.setter
     def depth(self, depth: int) -> None:
-        self.config = TreeConfig(depth=depth, top_k=1, total_tokens=depth + 1 if isinstance(depth, int) else depth)
+        self.config = policy_tree(type(self).__name__, depth=depth, top_k=1,
+                                  total_tokens=depth + 1 if isinstance(depth, int) else depth)
 
     def check_settings(self) -> None:
         owner = type(self).__name__

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting
+from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting, policy_tree
 from .serialization import PolicyHubMixin, tree_settings
 
 
@@ -26,7 +26,8 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
     sample_drafts = TreeSetting()
 
     def __init__(self, depth: int = 7, top_k: int = 10, total_tokens: int = 60, sample_drafts: bool = False):
-        self.config = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens, sample_drafts=sample_drafts)
+        self.config = policy_tree(type(self).__name__, depth=depth, top_k=top_k, total_tokens=total_tokens,
+                                  sample_drafts=sample_drafts)
 
     def check_settings(self) -> None:
         if not isinstance(self.config, TreeConfig):

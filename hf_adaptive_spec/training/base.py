@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 import shlex
@@ -189,11 +190,7 @@ def load_target(name_or_path: str, dtype: str = "float32"):
 def check_renamed_arguments(parser: TrlParser, argv: list[str]) -> None:
     """Refuse an argument this script knew under another name (in ``argv`` or its ``--config`` YAML), naming the new
     one, rather than TRL's bare "unknown argument"."""
-    given = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
-    if "--config" in argv and argv.index("--config") + 1 < len(argv):
-        with open(argv[argv.index("--config") + 1], encoding="utf-8") as handle:
-            config = yaml.safe_load(handle)
-        given |= set(config) if isinstance(config, dict) else set()
+    given = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")} | set(recipe_keys(argv))
     known = {action.dest for action in parser._actions}
     renamed = [f"{old} is now {RENAMED_SCRIPT_ARGUMENTS[old]}" for old in sorted(given)
                if old in RENAMED_SCRIPT_ARGUMENTS and RENAMED_SCRIPT_ARGUMENTS[old] in known
@@ -206,6 +203,28 @@ def check_renamed_arguments(parser: TrlParser, argv: list[str]) -> None:
             "base_model, and the policy scripts its drafter drafter_name). Rename them in the recipe or on the command "
             "line."
         )
+
+
+def recipe_keys(argv: list[str]) -> list[str]:
+    """The keys of the ``--config`` YAML recipe in ``argv`` (none without one)."""
+    path, _ = split_config(argv)
+    if path is None:
+        return []
+    with open(path, encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)
+    return list(config) if isinstance(config, dict) else []
+
+
+def check_recipe_keys(parser: TrlParser, argv: list[str]) -> None:
+    """Refuse a recipe key no argument of this script has, naming the closest one, before TRL's traceback (which
+    tells to edit the dataclass). ``env`` is TRL's section of environment variables."""
+    known = {action.dest for action in parser._actions if action.dest != "help"}
+    unknown = [key for key in recipe_keys(argv) if key not in known and key != "env"]
+    if unknown:
+        guesses = {key: difflib.get_close_matches(str(key), known, n=1) for key in unknown}
+        named = ", ".join(f"{key} (did you mean {guess[0]}?)" if guess else str(key) for key, guess in guesses.items())
+        raise ValueError(f"The recipe {split_config(argv)[0]} sets arguments this script does not have: {named}. Fix "
+                         f"or remove them; `{parser.prog} --help` lists the arguments.")
 
 
 @dataclass(kw_only=True)
@@ -310,6 +329,7 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
     try:
         argv = sys.argv[1:] if argv is None else argv
         check_renamed_arguments(parser, argv)
+        check_recipe_keys(parser, argv)
         script_args, training_args = parser.parse_args_and_config(args=argv)
         script_args.reproduce_command = with_overrides(
             getattr(script_args, "reproduce_command", None), argv

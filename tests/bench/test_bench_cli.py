@@ -630,3 +630,38 @@ def test_a_resume_refuses_a_drafter_or_policy_retrained_at_its_path(bench_model_
     assert main([*with_eagle3, "--limit", "3", "--resume"]) == 2
     error = capsys.readouterr().err
     assert "loaded.methods.eagle3-candidate-policy.drafter: " in error and "loaded.methods.eagle3.drafter: " in error
+
+
+@pytest.mark.parametrize("extra, named", [
+    (("--ltd_policy", "some/policy"), "--ltd-policy (eagle3-ltd"),
+    (("--methods", "stock,eagle3", "--candidate_checkpoint", "c"), "--candidate-checkpoint"),
+    (("--methods", "stock,eagle3@2/2/3", "--tree_depth", "3"), "--tree-depth"),  # the method's own tree
+    (("--methods", "stock,dvi", "--dvi_adapter", "a", "--dvi_exit_layer", "2"), "--dvi-exit-layer"),
+    (("--methods", "stock,eagle3-confidence", "--assistant_confidence_threshold", "0.2"),
+     "--assistant-confidence-threshold"),  # the policy runs transformers' default, 0.4
+    (("--methods", "stock,tree+lookup8", "--lookup_tokens", "4"), "--lookup-tokens"),  # +lookup8 is its own length
+    (("--prompt_lookup_num_tokens", "3", "--drafter_layers", "2"), "reads --drafter-layers (hf-assistant and tree"),
+])
+def test_method_options_no_selected_method_reads_are_refused(bench_model_dir: Path, questions_file: Path,
+                                                             tmp_path: Path, capsys, extra, named):
+    """They were accepted and ignored, and the report listed them among the run's settings."""
+    assert main(bench_argv(bench_model_dir, questions_file, tmp_path / "out.json", *extra)) == 2
+    err = capsys.readouterr().err
+    assert "no selected method (" in err and named in err and "drop it" in err
+    assert "prompt-lookup-num-tokens" not in err  # hf-prompt-lookup, a default method, reads it
+
+
+def test_method_options_are_read_as_each_method_declares():
+    from hf_adaptive_spec.bench.methods import build_methods
+
+    options = MethodOptions()
+    methods = build_methods(["tree@2/2/3+lookup", "eagle3-ltd+lookup8", "dvi", "hf-early-exit", "eagle3"])
+    assert methods["tree@2/2/3+lookup"].options_read(options) == {"drafter_layers", "lookup_tokens",
+                                                                    "lookup_ngram_size"}
+    assert methods["eagle3-ltd+lookup8"].options_read(options) == {"eagle3_checkpoint", "ltd_policy",
+                                                                     "lookup_ngram_size"}
+    assert methods["dvi"].options_read(options) == {"dvi_adapter", "dvi_depth", "dvi_exit_layer"}
+    assert methods["hf-early-exit"].options_read(options) == {
+        "early_exit_layers", "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"}
+    assert methods["eagle3"].options_read(options) == {"eagle3_checkpoint", "tree_depth", "tree_top_k",
+                                                       "tree_total_tokens"}

@@ -81,3 +81,38 @@ def test_the_command_compares_the_questions_of_the_categories_asked_and_refuses_
     with pytest.raises(SystemExit):  # an unset shell variable named no category: it compared them all
         main([str(report), "--base", "base", "--categories", ""])
     assert "no question of --categories ['']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("broken", [{"question_id": 0, "category": "writing", "method": "m"},  # no turns
+                                    {"question_id": 0, "category": "writing", "method": "m", "turns": [{"turn": 0}]},
+                                    {"question_id": 0, "category": "writing", "method": "m",
+                                     "turns": [{"turn": 0, "new_tokens": 5, "wall_time": 1.0, "identical": None,
+                                                "speed": 3}]},
+                                    "not a record"])
+def test_a_malformed_record_is_refused_naming_the_file_and_line(tmp_path, capsys, broken):
+    """A record missing a field, or with one no record has, was a KeyError or TypeError traceback."""
+    good = _record(0, "base", 100, 2.0).to_dict()
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [good, broken]}))
+    with pytest.raises(BenchError, match=rf"{report}: not a bench question record"):
+        load_records(report)
+    progress = tmp_path / "run.progress.jsonl"
+    progress.write_text("\n".join(json.dumps(line) for line in ({"settings": {}}, good, broken)) + "\n")
+    with pytest.raises(BenchError, match=rf"{progress}:3: not a bench question record"):
+        load_records(progress)
+    with pytest.raises(SystemExit):
+        main([str(report), "--base", "base"])
+    assert "not a bench question record" in capsys.readouterr().err
+
+
+def test_too_few_resamples_for_an_interval_are_refused(tmp_path, capsys):
+    """--resamples 1 printed an 'interval' whose ends were the same resample."""
+    records = [_record(q, "base", 100, 2.0 + q) for q in range(3)] + [_record(q, "m", 100, 1.0) for q in range(3)]
+    with pytest.raises(BenchError, match="resamples must be at least 40"):
+        compare_paired(records, "base", resamples=39)
+    assert compare_paired(records, "base", resamples=40)[1].low < compare_paired(records, "base", resamples=40)[1].high
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    with pytest.raises(SystemExit):
+        main([str(report), "--base", "base", "--resamples", "1"])
+    assert "--resamples must be at least 40" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 
 import pytest
 import torch
@@ -171,7 +172,9 @@ def test_a_run_that_records_no_shard_does_not_bind_the_folder(tiny_cli, tmp_path
     output = tmp_path / "rec"
     monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: [])  # e.g. a --start past the set
     assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 2
-    assert "No sharegpt prompts from index 0" in capsys.readouterr().err and not output.exists()
+    err = capsys.readouterr().err
+    assert "No sharegpt prompts of at most --max-prompt-tokens 512 tokens from index 0" in err and not output.exists()
+    assert "lower --start or raise --max-prompt-tokens" in err
     output.mkdir()
     (output / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "seed": 7}))
     monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: PROMPTS[a.start : a.start + a.num_prompts])
@@ -428,3 +431,46 @@ def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversat
     dialogues = cli.load_prompts(tokenizer, argparse.Namespace(**vars(args), questions=None, max_prompt_tokens=200))
     expected = [["Question 0?", "And then?"]] + [[f"Question {i}?"] for i in range(1, 5)]
     assert sorted(d.user_turns for d in dialogues) == expected
+
+
+@pytest.mark.parametrize("flag", ["--max-prompt-tokens", "--top-k", "--profile-repeats", "--profile-context-length"])
+def test_counts_below_one_are_refused_naming_the_flag(tiny_cli, tmp_path, capsys, flag):
+    """--max-prompt-tokens 0 skipped every prompt and told to lower --start; --profile-repeats 0 timed 3 rounds."""
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, flag, "0"]) == 2
+    assert f"{flag} must be at least 1, got 0" in capsys.readouterr().err and not output.exists()
+
+
+@pytest.mark.parametrize("value, message", [("abc", "comma-separated hidden-state indices"),
+                                            ("1,5", r"\[5\] are outside the target's hidden states 0"),
+                                            ("-1", r"\[-1\] are outside")])
+def test_feature_layers_are_checked_naming_the_flag(tiny_cli, tmp_path, capsys, value, message):
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, "--feature-layers", value]) == 2
+    err = capsys.readouterr().err
+    assert "--feature-layers" in err and re.search(message, err) and not output.exists()
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, "--feature-layers", "0,4"]) == 0  # 4 layers
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--questions", "q.jsonl", "--prompts", "humaneval"], "--prompts"),
+    (["--questions", "q.jsonl", "--seed", "3"], "--seed"),
+    (["--questions", "q.jsonl", "--sharegpt-file", "s.json"], "--sharegpt-file"),
+    (["--prompts-file", "p.jsonl", "--prompts", "sharegpt"], "--prompts"),
+    (["--prompts-file", "p.jsonl", "--sharegpt-file", "s.json"], "--sharegpt-file"),
+])
+def test_options_the_chosen_prompts_ignore_are_refused(tiny_cli, tmp_path, capsys, argv, named):
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{named} would be ignored" in err and f"drop {named}" in err and not output.exists()
+
+
+def test_the_defaults_of_the_prompt_options_are_filled_in_after_the_check():
+    args = cli.make_parser().parse_args(["--output", "o"])
+    cli.check_prompt_choice(args)
+    assert (args.prompts, args.seed) == ("sharegpt", 0)
+    args = cli.make_parser().parse_args(["--output", "o", "--prompts-file", "p", "--turns", "2", "--sharegpt-file", "s",
+                                         "--seed", "4"])
+    cli.check_prompt_choice(args)  # later turns come from the ShareGPT file; the seed orders the file's records
+    assert (args.seed, args.sharegpt_file) == (4, "s")

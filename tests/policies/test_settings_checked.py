@@ -90,9 +90,13 @@ def test_a_static_trees_fields_set_the_tree_it_drafts(models):
     out = target.generate(prompt(6), max_new_tokens=6, do_sample=False, assistant_model=drafter,
                           assistant_policy=policy, return_dict_in_generate=True)
     assert max(out.speculation.draft_depths) <= 2
-    with pytest.raises(ValueError, match="TreeConfig.top_k must be an int >= 1, got -1"):
+    with pytest.raises(ValueError, match="StaticTreePolicy: top_k must be an int >= 1, got -1"):
         policy.top_k = -1
     assert policy.config.top_k == 1
+    with pytest.raises(ValueError, match="^ConfidenceThresholdPolicy: depth must be an int >= 0, got True"):
+        hfas.ConfidenceThresholdPolicy(depth=True)  # named TreeConfig.depth, which the caller never wrote
+    with pytest.raises(ValueError, match="^LTDPolicy: total_tokens must be an int >= 1, got 0"):
+        hfas.LTDPolicy(total_tokens=0)
     threshold = hfas.ConfidenceThresholdPolicy(depth=3)
     threshold.depth = 5
     assert threshold.config == hfas.TreeConfig(depth=5, top_k=1, total_tokens=6)

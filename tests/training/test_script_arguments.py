@@ -90,7 +90,12 @@ def test_a_prefix_of_a_drafter_scripts_own_argument_is_not_taken_for_an_old_name
      r"num_threads must be an int >= 1"),  # torch's RuntimeError after the recording loaded
     ("eagle3", ["--dataset_path", "data.jsonl", "--num_conversations", "0"],
      r"num_conversations must be an int >= 1"),  # torch's sampler error after the target loaded
-], ids=["radar-eval-fraction", "ltd-depth-zero", "ltd-threads", "eagle3-conversations"])
+    ("resps", ["--recordings", "rec", "--hardware_profile", "p.json", "--num_eval_prompts", "-3"],
+     r"num_eval_prompts must be an int >= 0"),  # trained on all but 3 prompts and evaluated on none
+    ("resps", ["--recordings", "rec", "--hardware_profile", "p.json", "--target_num_hidden_layers", "0"],
+     r"target_num_hidden_layers must be an int >= 1"),
+], ids=["radar-eval-fraction", "ltd-depth-zero", "ltd-threads", "eagle3-conversations", "resps-eval-prompts",
+        "resps-target-layers"])
 def test_a_script_argument_that_meant_something_else_is_refused_before_the_run(placeholder_inputs, tmp_path, method,
                                                                                argv, message):
     script = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method]
@@ -120,3 +125,16 @@ def test_a_continued_ltd_policy_refuses_shape_arguments_other_than_its_own(tmp_p
         continued(depth=3, size_choices=[1, 2, 3])
     with pytest.raises(ValueError, match=r"lookup_feature: False -> True"):
         continued(lookup_feature=True)
+
+
+@pytest.mark.parametrize("method", [*POLICY_SCRIPTS, *DRAFTER_SCRIPTS])
+def test_a_recipe_key_no_argument_has_is_refused_naming_the_closest(method, tmp_path):
+    """TRL's own refusal is a traceback that tells to edit the dataclass or pass fail_with_unknown_args=False."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"output_dir: {tmp_path / 'out'}\nlearning_ratee: 0.1\nnot_close_to_anything_xyz: 1\n"
+                      "env:\n  TOKENIZERS_PARALLELISM: 'false'\n", encoding="utf-8")
+    parser = {**POLICY_SCRIPTS, **DRAFTER_SCRIPTS}[method].make_parser()
+    with pytest.raises(ValueError, match=r"does not have: learning_ratee \(did you mean learning_rate\?\), "
+                                         r"not_close_to_anything_xyz\. Fix or remove them"):
+        run_training_script(parser, _never_called, [f"--config={recipe}"])
+    assert not (tmp_path / "out").exists()  # refused before the run writes its arguments

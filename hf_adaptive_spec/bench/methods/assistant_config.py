@@ -6,6 +6,9 @@ from transformers import GenerationConfig
 
 from ..arguments import MethodOptions
 
+#: the options :func:`apply_assistant_knobs` reads
+ASSISTANT_KNOBS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
 
 def apply_assistant_knobs(generation_config: GenerationConfig, options: MethodOptions) -> None:
     """Set the options given (not None) on ``generation_config``; unset ones keep transformers' defaults.

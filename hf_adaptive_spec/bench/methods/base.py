@@ -68,6 +68,19 @@ class BenchMethod(ABC):
     #: what it learns while decoding carries over from one call to the next (DVI's online head, transformers'
     #: adaptive heuristics), so a resumed run restarts it: the report names such methods.
     carries_state: ClassVar[bool] = False
+    #: the options of :class:`MethodOptions` its kwargs read, beyond the run-wide ones (tokens, temperature, the fast
+    #: path's) and ``--tree-*``; the bench refuses an option given that no selected method reads (:meth:`options_read`)
+    reads_options: ClassVar[tuple[str, ...]] = ()
+
+    def options_read(self, options: MethodOptions) -> set[str]:
+        """The method options this method reads with ``options``: its own, and ``--tree-*`` for a static-tree method
+        without a tree of its own (``@D/K/N``)."""
+        tree = ("tree_depth", "tree_top_k", "tree_total_tokens") if self.static_tree and not self.tree_shape else ()
+        return {*self.own_options_read(options), *tree}
+
+    def own_options_read(self, options: MethodOptions) -> set[str]:
+        """The options its kwargs read with ``options`` (:attr:`reads_options`), ``--tree-*`` aside."""
+        return set(self.reads_options)
 
     def learns_across_calls(self, options: MethodOptions) -> bool:
         """Whether this method, with ``options``, carries what it learned from one call to the next."""

@@ -25,6 +25,10 @@ class DVI(Tree):
     carries_state = True
     static_tree = False  # a chain of --dvi-depth
 
+    def own_options_read(self, options: MethodOptions) -> set[str]:
+        """A saved adapter exits where it was trained: ``--dvi-exit-layer`` places a fresh head only."""
+        return {"dvi_adapter", "dvi_depth", *(() if options.dvi_adapter else ("dvi_exit_layer",))}
+
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:

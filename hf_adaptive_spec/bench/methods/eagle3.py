@@ -34,6 +34,7 @@ class Eagle3(Tree):
     """``Eagle3Drafter`` (``--eagle3-checkpoint`` or the shipped one) + ``StaticTreePolicy``."""
 
     name = "eagle3"
+    reads_options = ("eagle3_checkpoint",)
     tree_policy_class: ClassVar[type[StaticTreePolicy]] = StaticTreePolicy
 
     def checkpoint(self, options: MethodOptions) -> str:
@@ -76,6 +77,7 @@ class Eagle3Candidate(Eagle3):
     interleaved run compares two drafters (e.g. a post-trained one against its starting point)."""
 
     name = "eagle3-candidate"
+    reads_options = ("candidate_checkpoint",)
 
     def checkpoint(self, options: MethodOptions) -> str:
         if not options.candidate_checkpoint:

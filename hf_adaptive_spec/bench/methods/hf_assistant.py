@@ -8,7 +8,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ...drafters import truncated_causal_lm
 from ..arguments import MethodOptions
-from .assistant_config import apply_assistant_knobs
+from .assistant_config import ASSISTANT_KNOBS, apply_assistant_knobs
 from .base import BenchMethod
 
 
@@ -19,6 +19,7 @@ class HfAssistant(BenchMethod):
     """
 
     name = "hf-assistant"
+    reads_options = ("drafter_layers", *ASSISTANT_KNOBS)
 
     def learns_across_calls(self, options: MethodOptions) -> bool:
         return options.num_assistant_tokens_schedule == "heuristic"  # transformers keeps the length it adapted

@@ -7,7 +7,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..arguments import MethodOptions
-from .assistant_config import apply_assistant_knobs
+from .assistant_config import ASSISTANT_KNOBS, apply_assistant_knobs
 from .base import BenchMethod
 
 
@@ -15,6 +15,7 @@ class HfEarlyExit(BenchMethod):
     """``generate(assistant_early_exit=K)``; draft-length knobs go on ``model.generation_config``."""
 
     name = "hf-early-exit"
+    reads_options = ("early_exit_layers", *ASSISTANT_KNOBS)
 
     def learns_across_calls(self, options: MethodOptions) -> bool:
         return options.num_assistant_tokens_schedule == "heuristic"  # transformers keeps the length it adapted

@@ -14,6 +14,7 @@ class HfPromptLookup(BenchMethod):
     """``generate(prompt_lookup_num_tokens=N)``: drafts copied from earlier n-gram matches."""
 
     name = "hf-prompt-lookup"
+    reads_options = ("prompt_lookup_num_tokens",)
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions

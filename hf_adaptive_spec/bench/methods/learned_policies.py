@@ -71,6 +71,9 @@ class Eagle3LearnedPolicy(Eagle3):
     policy: ClassVar[str]
     static_tree = False
 
+    def own_options_read(self, options: MethodOptions) -> set[str]:
+        return {*super().own_options_read(options), f"{self.policy}_policy"}
+
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
     ) -> dict[str, Any]:

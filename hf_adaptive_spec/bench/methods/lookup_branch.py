@@ -43,6 +43,11 @@ class WithLookupBranch(BenchMethod):
         self.name = base.name + LOOKUP_SUFFIX + (str(lookup_tokens) if lookup_tokens else "")
         self.runs_engine, self.static_tree = base.runs_engine, base.static_tree
 
+    def own_options_read(self, options: MethodOptions) -> set[str]:
+        """The wrapped method's, and the branch's (``--lookup-tokens`` unless ``+lookupN`` gave its own length)."""
+        branch = ("lookup_ngram_size", *(() if self.lookup_tokens else ("lookup_tokens",)))
+        return {*self.base.own_options_read(options), *branch}
+
     def learns_across_calls(self, options: MethodOptions) -> bool:
         """As the method it wraps (a resumed run names the methods whose learning restarted)."""
         return self.base.learns_across_calls(options)

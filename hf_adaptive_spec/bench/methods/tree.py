@@ -21,6 +21,7 @@ class Tree(BenchMethod):
     name = "tree"
     runs_engine = True
     static_tree = True
+    reads_options = ("drafter_layers",)
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -44,6 +45,7 @@ class PlainSteps(Tree):
 
     name = "plain-steps"
     static_tree = False
+    reads_options = ()
 
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions

@@ -12,7 +12,7 @@ from torch import nn
 
 from ...core.draws import multinomial_on_generator_device
 from ...core.values import check_flag, check_number, plain_ints
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo, policy_tree
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
@@ -128,7 +128,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
+        self.tree = policy_tree(type(self).__name__, depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.register_buffer("choices", torch.empty(0, dtype=torch.long), persistent=False)
         self.size_choices = list(range(1, total_tokens)) if size_choices is None else size_choices
         self.context_scale = context_scale

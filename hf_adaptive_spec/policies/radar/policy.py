@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...core.values import check_flag, check_number
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo
+from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo, policy_tree
 from ..networks import HostDecisions, host_array
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
@@ -172,7 +172,7 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         check_number("RadarPolicy", "dropout", dropout, at_least=0.0, below=1.0, meaning="the MLP's, in training")
         check_flag("RadarPolicy", "allow_skip", allow_skip)  # it sizes the network's output
         # `tree`, not `config`: Trainer assigns model.config.use_cache when a model has a config
-        self.tree = TreeConfig(depth=depth, top_k=top_k, total_tokens=total_tokens)
+        self.tree = policy_tree(type(self).__name__, depth=depth, top_k=top_k, total_tokens=total_tokens)
         self.min_score = min_score
         self.allow_skip = allow_skip
         self.lookup_first = lookup_first

@@ -18,6 +18,7 @@ from transformers import set_seed
 from trl import TrlParser
 
 from ...core.features import default_aux_layer_ids
+from ...core.values import check_number
 from ...environments import MultiReplayEnvironment, ReplayRecording, load_training_recording
 from ...environments.provenance import load_profile_for_recordings
 from ...policies.resps import ReSpSPolicy
@@ -53,6 +54,15 @@ class ReSpSScriptArguments(PolicyScriptArguments):
         default=None,
         metadata={"help": "Continue from this Re-SpS policy (folder or Hub repo): its grid, networks and statistics."},
     )
+
+    def __post_init__(self):
+        super().__post_init__()
+        # a negative count trained on fewer prompts than recorded (range(num_train, n) empty: no evaluation either)
+        check_number("ReSpSScriptArguments", "num_eval_prompts", self.num_eval_prompts, at_least=0, integer=True,
+                     meaning="the last recorded prompts held out for evaluate(); 0: none")
+        if self.target_num_hidden_layers is not None:
+            check_number("ReSpSScriptArguments", "target_num_hidden_layers", self.target_num_hidden_layers,
+                         at_least=1, integer=True, meaning="the target's decoder layers; unset: the recordings'")
 
 
 def make_parser() -> TrlParser:
