@@ -85,7 +85,7 @@ def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -
     if args.questions:
         return question_prompts(tokenizer, args)
     conversations = training_conversations(
-        args, keep=lambda c: len(prompt_ids(tokenizer, c.messages[:1])) <= args.max_prompt_tokens
+        args, keep=lambda c: len(prompt_ids(tokenizer, c.prompt_messages)) <= args.max_prompt_tokens
     )
     if args.turns > 1:
         later = sharegpt_user_turns(conversations, args) if args.prompts_file else {}
@@ -93,7 +93,7 @@ def load_prompts(tokenizer: PreTrainedTokenizerBase, args: argparse.Namespace) -
             Dialogue(later.get(c.id, c.user_turns)[: args.turns], tokenizer, args.max_prompt_tokens)
             for c in conversations
         ]
-    return [torch.tensor([prompt_ids(tokenizer, c.messages[:1])], dtype=torch.long) for c in conversations]
+    return [torch.tensor([prompt_ids(tokenizer, c.prompt_messages)], dtype=torch.long) for c in conversations]
 
 
 def sharegpt_user_turns(conversations: list[Conversation], args: argparse.Namespace) -> dict[str, list[str]]:

@@ -41,9 +41,46 @@ def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 def read_conversation_records(path: str | Path) -> Iterator[Conversation]:
     """The ``{"id", "conversation": [{"role", "content"}, ...]}`` records of a JSONL file (what
-    ``trainers/regenerate_sharegpt.py`` writes), in file order; a record without an id gets its line number."""
+    ``trainers/regenerate_sharegpt.py`` writes), in file order; a record without an id gets its line number.
+
+    Raises:
+        ValueError: naming the file and line, for a line that is not such a record (:func:`conversation_problem`).
+    """
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines):
             if line.strip():
-                record = json.loads(line)
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number + 1}: not JSON ({error}).") from None
+                problem = conversation_problem(record)
+                if problem:
+                    raise ValueError(
+                        f"{path}:{number + 1}: {problem}. Each line must be a record {{\"id\": ..., \"conversation\": "
+                        "[{\"role\": \"user\", \"content\": ...}, {\"role\": \"assistant\", ...}, ...]}, as "
+                        "trainers/regenerate_sharegpt.py writes (ShareGPT's own file: pass it where a --sharegpt-file "
+                        "is read)."
+                    )
                 yield Conversation(id=str(record.get("id", number)), messages=record["conversation"])
+
+
+def conversation_problem(record: object) -> str | None:
+    """What keeps ``record`` from being a conversation record, or None: its turns must be ``{"role", "content"}``
+    objects with a text content, in the roles system, user and assistant, and the first turn after any system
+    turns must be the user's (an answer nothing asked for has no prompt to train or record)."""
+    conversation = record.get("conversation") if isinstance(record, dict) else None
+    if not isinstance(conversation, list) or not conversation:
+        return "no 'conversation' list of turns"
+    for index, turn in enumerate(conversation):
+        if not isinstance(turn, dict) or not isinstance(turn.get("content"), str):
+            return f"turn {index} is not an object with a text 'content' (ShareGPT's 'from'/'value' turns?)"
+        if turn.get("role") not in CONVERSATION_ROLES:
+            return f"turn {index} has role {turn.get('role')!r}, not one of {list(CONVERSATION_ROLES)}"
+    first = next((turn["role"] for turn in conversation if turn["role"] != "system"), None)
+    if first != "user":
+        return f"the first turn after the system turns is {first or 'missing'}, not the user's"
+    return None
+
+
+#: the roles a conversation record's turns may have
+CONVERSATION_ROLES = ("system", "user", "assistant")

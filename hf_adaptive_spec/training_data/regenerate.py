@@ -102,7 +102,7 @@ def prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> l
 
 def first_prompt_length(tokenizer: PreTrainedTokenizerBase, conversation: Conversation) -> int:
     """Tokens in the prompt that asks for the first assistant turn of ``conversation``."""
-    return len(prompt_ids(tokenizer, conversation.messages[:1]))
+    return len(prompt_ids(tokenizer, conversation.prompt_messages))
 
 
 def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,6 +160,13 @@ def answer_token_ids(tokenizer: PreTrainedTokenizerBase, message: Message) -> li
     token_ids = message.get("token_ids")
     if token_ids is None:
         return None
+    outside = [t for t in token_ids if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < len(tokenizer)]
+    if outside:  # the tokenizer's decode drops unknown ids silently, so the check below would pass
+        raise ValueError(
+            f"the answer starting {message['content'][:60]!r} has token_ids {outside[:5]} that are not ids of this "
+            f"tokenizer (0..{len(tokenizer) - 1}): the file was regenerated with another tokenizer or edited. "
+            "Regenerate it with this target, or drop the token_ids field to train on the text."
+        )
     if tokenizer.decode(token_ids, skip_special_tokens=True) != message["content"]:
         raise ValueError(
             f"the answer starting {message['content'][:60]!r} has token_ids that do not decode to its content with "

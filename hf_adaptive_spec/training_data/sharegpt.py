@@ -41,10 +41,23 @@ class Message(TypedDict):
 
 @dataclass(frozen=True)
 class Conversation:
-    """A ShareGPT record: its id and its turns, starting with a user turn."""
+    """A ShareGPT record: its id and its turns, starting with a user turn (a conversation record's, with any system
+    turns before it)."""
 
     id: str
     messages: list[Message]
+
+    @property
+    def prompt_messages(self) -> list[Message]:
+        """The messages that ask for the first answer: the system turns before the first user turn, and that turn."""
+        first_user = next(index for index, message in enumerate(self.messages) if message["role"] == "user")
+        return self.messages[: first_user + 1]
+
+    @property
+    def first_answer(self) -> Message | None:
+        """The assistant's answer to :attr:`prompt_messages`, None when the next turn is not one (or there is none)."""
+        after = self.messages[len(self.prompt_messages) :]
+        return after[0] if after and after[0]["role"] == "assistant" else None
 
     @property
     def user_turns(self) -> list[str]:

@@ -92,3 +92,14 @@ def test_closing_ids_are_the_tokens_the_template_ends_the_answer_with(make_tiny_
     tokenizer.chat_template = glued
     with pytest.raises(ValueError, match="does not render an open final message as a prefix of the closed one"):
         closing_ids(tokenizer, turns)
+
+
+def test_ids_outside_the_tokenizer_are_refused(tiny_tokenizer: PreTrainedTokenizerFast) -> None:
+    """decode drops unknown ids, so an id past the vocabulary passed the decode check and failed later inside torch
+    (DVI's embedding) or as a draft vocabulary 'd2t' error (EAGLE-3)."""
+    ids = tiny_tokenizer.encode("hello world")
+    for bad in (len(tiny_tokenizer), -1, 2.0):
+        answer = {"role": "assistant", "content": "hello world", "token_ids": [*ids, bad]}
+        with pytest.raises(ValueError, match=r"token_ids \[.*\] that are not ids of this tokenizer"):
+            answer_token_ids(tiny_tokenizer, answer)
+    assert answer_token_ids(tiny_tokenizer, {"role": "assistant", "content": "hello world", "token_ids": ids}) == ids

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging
 
+from ...training_data.jsonl_output import read_conversation_records
 from ...training_data.leakage import leaks
 from ...training_data.regenerate import answer_token_ids, closing_ids, prompt_ids
-from ...training_data.sharegpt import Conversation
 
 logger = logging.get_logger(__name__)
 
@@ -20,7 +19,7 @@ class UnalignedRecordError(ValueError):
 
 
 def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], prompt: list[int]) -> list[int]:
-    """Tokens of the assistant turn ``messages[1]`` after ``prompt`` (the tokens of ``messages[:1]`` with the
+    """Tokens of the assistant turn ``messages[-1]`` after ``prompt`` (the tokens of ``messages[:-1]`` with the
     generation prompt), through the end-of-turn token (without one for an answer marked ``truncated``:
     ``max_new_tokens`` cut it, and the target went on).
 
@@ -36,15 +35,15 @@ def completion_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], pro
         ValueError: the answer's ``token_ids`` do not decode to its text with ``tokenizer``.
     """
     truncated = bool(messages[-1].get("truncated"))
-    generated = answer_token_ids(tokenizer, messages[1]) if len(messages) > 1 else None
+    generated = answer_token_ids(tokenizer, messages[-1])
     if generated is not None:
-        return generated if truncated else generated + _end_of_turn(tokenizer, messages[:2])
+        return generated if truncated else generated + _end_of_turn(tokenizer, messages)
     text = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=truncated)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if ids[: len(prompt)] == prompt:
         answer = ids[len(prompt) :]
     else:
-        prompt_text = tokenizer.apply_chat_template(messages[:1], add_generation_prompt=True, tokenize=False)
+        prompt_text = tokenizer.apply_chat_template(messages[:-1], add_generation_prompt=True, tokenize=False)
         if not text.startswith(prompt_text):
             raise UnalignedRecordError("the chat template renders the prompt differently inside the conversation")
         answer = tokenizer(text[len(prompt_text) :], add_special_tokens=False)["input_ids"]
@@ -69,37 +68,36 @@ def load_completions(
     """``{"input_ids", "completion_ids"}`` of the first ``num_prompts`` usable records of ``path``.
 
     Each record of the JSONL file (``trainers/regenerate_sharegpt.py`` output) contributes its
-    first user turn (chat template, generation prompt) and the assistant's answer to it
+    first user turn (after any system turns; chat template, generation prompt) and the assistant's answer to it
     (:func:`completion_ids`). Prompts longer than ``max_prompt_tokens`` are skipped, and so are conversations
     a user turn of which is an evaluation question
     (``digests``: :func:`~hf_adaptive_spec.training_data.eval_question_digests`).
-    Records with no answer (only the user turn) and records whose prompt the chat template renders otherwise inside
-    the conversation are skipped, with one warning per reason that counts them and names the first.
+    Records with no answer (only the user turn, or another user turn next) and records whose prompt the chat
+    template renders otherwise inside the conversation are skipped, with one warning per reason that counts them and
+    names the first.
     """
     if not path:
         raise ValueError("rollout=replay needs --completions_path: a JSONL file of target-answered conversations.")
     records, unanswered, unaligned = [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            record = json.loads(line)
-            if leaks(Conversation(str(record.get("id")), record["conversation"]), digests):
-                continue
-            messages = record["conversation"][:2]
-            prompt = prompt_ids(tokenizer, messages[:1])
-            if len(prompt) > max_prompt_tokens:
-                continue
-            if len(messages) < 2:
-                unanswered.append(str(record.get("id")))
-                continue
-            try:
-                records.append({"input_ids": prompt, "completion_ids": completion_ids(tokenizer, messages, prompt)})
-            except UnalignedRecordError:
-                unaligned.append(str(record.get("id")))
-            except ValueError as error:
-                raise ValueError(f"{path}, record {record.get('id')!r}: {error}") from error
-            if len(records) == num_prompts:
-                break
-    _warn_skipped(path, unanswered, "with no answer (only the user turn), so there is nothing to replay")
+    for conversation in read_conversation_records(path):
+        if leaks(conversation, digests):
+            continue
+        prompt = prompt_ids(tokenizer, conversation.prompt_messages)
+        if len(prompt) > max_prompt_tokens:
+            continue
+        if conversation.first_answer is None:
+            unanswered.append(conversation.id)
+            continue
+        messages = [*conversation.prompt_messages, conversation.first_answer]
+        try:
+            records.append({"input_ids": prompt, "completion_ids": completion_ids(tokenizer, messages, prompt)})
+        except UnalignedRecordError:
+            unaligned.append(conversation.id)
+        except ValueError as error:
+            raise ValueError(f"{path}, record {conversation.id!r}: {error}") from error
+        if len(records) == num_prompts:
+            break
+    _warn_skipped(path, unanswered, "with no answer to their first user turn, so there is nothing to replay")
     _warn_skipped(path, unaligned, "whose prompt the chat template renders differently inside the conversation, so "
                   "where the answer starts is unknown")
     if len(records) < num_prompts:

@@ -83,7 +83,7 @@ def load_prompts(tokenizer, script_args: DVIScriptArguments) -> list[dict[str, l
         script_args.prompt_seed,
         keep=lambda conversation: first_prompt_length(tokenizer, conversation) <= script_args.max_prompt_tokens,
     )
-    return [{"input_ids": prompt_ids(tokenizer, conversation.messages[:1])} for conversation in conversations]
+    return [{"input_ids": prompt_ids(tokenizer, conversation.prompt_messages)} for conversation in conversations]
 
 
 #: how a card names the prompts the generate rollout reads when given no file

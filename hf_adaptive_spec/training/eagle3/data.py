@@ -107,9 +107,20 @@ def _check_prefix(input_ids: list[int], rendered: list[int]) -> None:
 def load_samples(
     tokenizer: PreTrainedTokenizerBase, path: str | Path, max_length: int, limit: int | None = None
 ) -> list[dict[str, list[int]]]:
-    """The first ``limit`` conversations of a JSONL file, tokenised (those with nothing trainable dropped)."""
-    samples = (tokenize_conversation(tokenizer, c, max_length) for c in read_conversations(path, limit))
-    return [s for s in samples if s]
+    """The first ``limit`` conversations of a JSONL file, tokenised (those with nothing trainable dropped).
+
+    Raises:
+        ValueError: when none holds an assistant token to train within ``max_length``.
+    """
+    conversations = list(read_conversations(path, limit))
+    samples = [s for s in (tokenize_conversation(tokenizer, c, max_length) for c in conversations) if s]
+    if not samples:
+        raise ValueError(
+            f"{path}: none of its {len(conversations)} conversations read holds an assistant answer to train on "
+            f"within max_length={max_length}: give conversations with answers (trainers/regenerate_sharegpt.py "
+            "writes them), or raise max_length."
+        )
+    return samples
 
 
 def padding_id(tokenizer: PreTrainedTokenizerBase) -> int:
