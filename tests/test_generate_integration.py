@@ -584,3 +584,51 @@ def test_a_generate_that_takes_args_gets_its_positional_arguments_as_given():
     ids = prompt(6, seed=18)
     expected = model.generate(ids, max_new_tokens=10, do_sample=False)
     assert torch.equal(model.generate(ids, max_new_tokens=10, do_sample=False, **_spec(model)), expected)
+
+
+def test_a_target_training_with_gradient_checkpointing_is_refused_and_training_mode_warns(caplog):
+    """transformers drops the key/value cache of a checkpointed model in training mode: the engine decoded tokens
+    matching neither stock nor evaluation mode (DVI) or failed inside attention with a shape error."""
+    model = tiny_model("llama")
+    model.activation_checkpointing_enable() if hasattr(model, "activation_checkpointing_enable") else (
+        model.gradient_checkpointing_enable())
+    model.train()
+    for drafter in (hfas.DVIDrafter(model, exit_layer=2), hfas.CausalLMDrafter.from_target_layers(model, 2)):
+        with pytest.raises(ValueError, match=r"training mode with gradient checkpointing.*call model.eval\(\)"):
+            model.generate(prompt(6), max_new_tokens=8, do_sample=False, assistant_model=drafter,
+                           assistant_policy=hfas.StaticTreePolicy(depth=4, top_k=2, total_tokens=8))
+    model.activation_checkpointing_disable() if hasattr(model, "activation_checkpointing_disable") else (
+        model.gradient_checkpointing_disable())
+    hfas.core.modes.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):
+        model.generate(prompt(6), max_new_tokens=4, do_sample=False, **_spec(model))
+    assert "target model (LlamaForCausalLM) is in training mode" in caplog.text
+
+
+def test_generate_and_the_drafters_leave_the_callers_modules_in_their_mode():
+    """generate(assistant_model=model) switched the target to eval, and building a drafter on the target's layers
+    switched those layers, its norm and head (dropout off for training that went on after)."""
+    model = tiny_model("llama").train()
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    assert all(module.training for module in model.modules())
+    assert not drafter.model.training and not drafter.model.get_decoder().training  # what the drafter built
+    draft_model = tiny_model("llama", seed=3, num_hidden_layers=2).train()
+    model.generate(prompt(6), max_new_tokens=4, do_sample=False, assistant_model=draft_model,
+                   assistant_policy=hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4))
+    assert all(module.training for module in [*model.modules(), *draft_model.modules()])
+
+
+def test_transformers_assisted_length_settings_warn_that_the_policy_decides(llama, caplog):
+    ids = prompt(6, seed=2)
+    expected = llama.generate(ids, max_new_tokens=10, do_sample=False)
+    hfas.generation.input_checks.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):
+        out = llama.generate(ids, max_new_tokens=10, do_sample=False, num_assistant_tokens=3,
+                             assistant_confidence_threshold=0.9, **_spec(llama))
+    assert torch.equal(out, expected)
+    assert "num_assistant_tokens, assistant_confidence_threshold set transformers' assisted generation" in caplog.text
+    caplog.clear()
+    hfas.generation.input_checks.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):  # generate fills in transformers' defaults: they are not the caller's
+        llama.generate(ids, max_new_tokens=10, do_sample=False, **_spec(llama))
+    assert "assisted generation" not in caplog.text

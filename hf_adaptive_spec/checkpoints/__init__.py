@@ -43,14 +43,14 @@ def shipped_checkpoint(name: str, cost_curve: CostCurve | str | None = None) -> 
 
     Args:
         name: ``"eagle3"``, ``"dvi"`` or a learned policy (``"ltd"``, ``"resps"``, ``"radar"``).
-        cost_curve: the curve the checkpoint will run on (a :class:`CostCurve` or its ``"cpu/bfloat16/compiled"``
-            form): the variant of ``name`` trained on it when one is shipped, else the default one.
+        cost_curve: the curve the checkpoint will run on (a :class:`CostCurve` or ``str`` of one, such as
+            ``"cpu/bfloat16/compiled"``): the variant of ``name`` trained on it when one is shipped, else the default
+            one. Text of another form is refused (a typo would give the default variant silently).
     """
     if name not in SHIPPED:
         raise ValueError(f"No shipped checkpoint named {name!r}; shipped: {', '.join(SHIPPED)}.")
-    folder = Path(__file__).parent / SHIPPED_FOR_CURVE.get(
-        (name, getattr(cost_curve, "key", cost_curve)), SHIPPED[name]
-    )
+    curve = CostCurve.parse(cost_curve) if isinstance(cost_curve, str) else cost_curve
+    folder = Path(__file__).parent / SHIPPED_FOR_CURVE.get((name, curve and curve.key), SHIPPED[name])
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
             f"The shipped {name} checkpoint is missing at {folder}: reinstall hf-adaptive-spec, "

@@ -39,6 +39,23 @@ class CostCurve:
         return cls(torch.device(device).type, str(dtype).removeprefix("torch."), path, instruction_set_of(device))
 
     @classmethod
+    def parse(cls, text: str) -> CostCurve:
+        """The curve ``str(curve)`` wrote: ``device/dtype/path``, optionally followed by `` (INSTRUCTION_SET)``.
+
+        Raises:
+            ValueError: naming the form, for text of another form or a dtype torch does not have.
+        """
+        key, _, rest = text.partition(" (")
+        parts = key.split("/")
+        instruction_set = rest.removesuffix(")") if rest.endswith(")") else None
+        dtype = getattr(torch, parts[1], None) if len(parts) == 3 else None
+        if not isinstance(dtype, torch.dtype) or bool(rest) != bool(instruction_set):
+            raise ValueError(f"{text!r} is not a cost curve: write device/dtype/path, e.g. 'cpu/bfloat16/compiled' "
+                             "(str of a CostCurve, optionally with its ' (INSTRUCTION_SET)'), dtype a torch dtype's "
+                             f"name and path one of {PATHS}.")
+        return cls(parts[0], str(dtype).removeprefix("torch."), parts[2], instruction_set)
+
+    @classmethod
     def from_config(cls, value: dict | None) -> CostCurve | None:
         """A policy config's ``trained_on`` entry (None when the policy records none)."""
         if not value:

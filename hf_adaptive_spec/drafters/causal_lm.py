@@ -12,6 +12,7 @@ from ..core.attention import check_tree_attention_support, tree_extension_mask
 from ..core.drafter_identity import cached_weights_digest
 from ..core.features import decoder_layers, unwrap_peft
 from ..core.kv_cache import drop_tail
+from ..core.modes import check_inference_mode, eval_except
 from ..core.transfer import to_device
 from ..core.tree import DraftTree
 from .base import DraftContext, Drafter
@@ -45,7 +46,7 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     if leftovers:
         raise ValueError(f"Cannot truncate {type(target).__name__}: unshared parts {leftovers[:5]}.")
     drafter.generation_config = copy.deepcopy(target.generation_config)
-    return drafter.eval()
+    return eval_except(drafter, [target])  # the shared layers, norm and head stay in the target's mode
 
 
 def _causal_step(model: PreTrainedModel, input_ids, position_ids, mask, cache, output_rows) -> tuple[torch.Tensor]:
@@ -80,7 +81,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
                 "with AutoModelForCausalLM."
             )
         check_tree_attention_support(model.config, role="draft model")
-        self.model = model.eval()
+        self.model = model  # the caller's: its mode is checked at each call (bind), not switched
         self._cache: DynamicCache | None = None
         self._committed = 0
         self._fed: list[int] = []  # tree nodes in the draft cache, after the committed prefix
@@ -91,6 +92,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
         return cls(truncated_causal_lm(target, num_layers))
 
     def bind(self, target: PreTrainedModel) -> None:
+        check_inference_mode(self.model, role="draft model")
         draft_vocab, target_vocab = self.model.config.vocab_size, unwrap_peft(target).config.vocab_size
         if draft_vocab != target_vocab:
             raise ValueError(

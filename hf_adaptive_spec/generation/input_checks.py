@@ -13,6 +13,7 @@ from transformers.generation.configuration_utils import GenerationMode
 from transformers.utils import logging
 
 from ..core.attention import check_tree_attention_support
+from ..core.modes import check_inference_mode
 
 logger = logging.get_logger(__name__)
 
@@ -42,12 +43,33 @@ def check_supported(
         )
     _check_decoding_mode(config)
     _check_model_inputs(input_ids, model_kwargs)
+    check_inference_mode(model, role="target model")
     check_tree_attention_support(model.config, role="target model")
+    _warn_assisted_settings(config)
     if config.prefill_chunk_size is not None:
         logger.warning_once(
             f"prefill_chunk_size={config.prefill_chunk_size} is not applied under assistant_policy: the engine "
             "prefills the prompt in one forward. The tokens are the same, but the prefill's peak memory is the whole "
             "prompt's: drop prefill_chunk_size, or drop assistant_policy for stock's chunked prefill."
+        )
+
+
+#: transformers' assisted-generation settings of the draft length, which ``assistant_policy`` decides instead
+_ASSISTED_LENGTH_SETTINGS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
+                             "assistant_lookbehind", "target_lookbehind")
+
+
+def _warn_assisted_settings(config: GenerationConfig) -> None:
+    """Warn once when the call sets transformers' draft-length settings away from transformers' defaults (which
+    ``generate`` has filled in by now): the policy decides the tree, and they would change nothing (the tokens are
+    the same either way)."""
+    defaults = getattr(GenerationConfig, "_get_default_generation_params", dict)()
+    given = [name for name in _ASSISTED_LENGTH_SETTINGS if getattr(config, name, None) != defaults.get(name)]
+    if given:
+        logger.warning_once(
+            f"{', '.join(given)} set transformers' assisted generation, and assistant_policy decides the draft tree "
+            "instead: they are not applied. Drop them; the policies ConfidenceThresholdPolicy(threshold=...) and "
+            "HeuristicLengthPolicy(initial_depth=...) are their equivalents."
         )
 
 

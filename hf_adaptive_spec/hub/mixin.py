@@ -363,14 +363,22 @@ class HubArtifactMixin(ModelHubMixin):
         cls._check_config_keys(location, read_config(location))
 
     @classmethod
+    def _config_keys(cls) -> set[str] | None:
+        """The keys ``config.json`` may hold besides ``artifact_type``, or None for any: the ``__init__`` arguments
+        (:meth:`_init_keys`). A format of its own whose ``config.json`` holds other settings (DVI's split point and
+        target shape) names them."""
+        return cls._init_keys()
+
+    @classmethod
     def _check_config_keys(cls, location: ArtifactLocation, config: dict[str, Any]) -> None:
-        """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither an ``__init__``
-        argument nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` or a ``config`` takes them all)."""
-        init_keys = cls._init_keys()
-        if init_keys is None:
+        """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither one of
+        :meth:`_config_keys` nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` or a ``config`` takes them
+        all)."""
+        known_keys = cls._config_keys()
+        if known_keys is None:
             return
-        accepted = sorted(init_keys)
-        unknown = sorted(set(config) - init_keys - {ARTIFACT_TYPE_KEY})
+        accepted = sorted(known_keys)
+        unknown = sorted(set(config) - known_keys - {ARTIFACT_TYPE_KEY})
         if unknown:
             raise UnknownConfigKeyError(
                 f"'{CONFIG_NAME}' of {location} holds {unknown}, which {cls.__name__} does not take (a typo, or a "

@@ -25,7 +25,7 @@ import torch
 
 from ..core.values import check_flag, check_number
 from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo, policy_tree
-from .serialization import PolicyHubMixin
+from .serialization import PolicyHubMixin, trained_on_setting
 
 #: transformers' weights of missed accepts (false negatives) against wasted drafts (false positives).
 FALSE_NEGATIVE_COST = 3.0
@@ -78,9 +78,13 @@ class ConfidenceThresholdPolicy(
             scikit-learn is installed; this policy needs no scikit-learn).
     """
 
-    def __init__(self, depth: int = 20, threshold: float = 0.4, adaptive: bool = True):
+    def __init__(self, depth: int = 20, threshold: float = 0.4, adaptive: bool = True, *,
+                 trained_on: dict | None = None, trained_for_drafter: dict | None = None,
+                 trained_with_lookup_tokens: int | None = None, trained_with_lookup_ngram_size: int | None = None):
         self.depth = depth
         self.threshold, self.adaptive = threshold, adaptive
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens,
+                                   trained_with_lookup_ngram_size)
         self.check_settings()
         self.begin_generation()
         self._best_score = 0.0
@@ -133,7 +137,8 @@ class ConfidenceThresholdPolicy(
             self.threshold = self.threshold if threshold is None else threshold
 
     def _current_settings(self) -> dict:
-        return {"depth": self.config.depth, "threshold": self.threshold, "adaptive": self.adaptive}
+        return {"depth": self.config.depth, "threshold": self.threshold, "adaptive": self.adaptive,
+                **trained_on_setting(self)}
 
     def __repr__(self) -> str:
         return (
@@ -154,8 +159,12 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         max_depth: the longest chain (transformers has none; a bound keeps a verification forward small).
     """
 
-    def __init__(self, initial_depth: int = 20, max_depth: int = 64):
+    def __init__(self, initial_depth: int = 20, max_depth: int = 64, *, trained_on: dict | None = None,
+                 trained_for_drafter: dict | None = None, trained_with_lookup_tokens: int | None = None,
+                 trained_with_lookup_ngram_size: int | None = None):
         self.initial_depth, self.max_depth = initial_depth, max_depth
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens,
+                                   trained_with_lookup_ngram_size)
         self.depth = initial_depth
         self.check_settings()
 
@@ -180,7 +189,7 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         self.depth = max(1, min(self.max_depth, grown))
 
     def _current_settings(self) -> dict:
-        return {"initial_depth": self.depth, "max_depth": self.max_depth}
+        return {"initial_depth": self.depth, "max_depth": self.max_depth, **trained_on_setting(self)}
 
     def __repr__(self) -> str:
         return (

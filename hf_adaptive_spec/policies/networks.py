@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..core.values import check_number
+from ..core.values import check_number, plain_ints
+
+
+def hidden_widths(owner: str, name: str, widths: object) -> tuple[int, ...]:
+    """``widths``, an MLP's hidden layer widths (``owner``'s setting ``name``): a sequence of ints >= 1 (a layer of
+    width 0 makes the output a constant, whatever the input), refused naming the setting otherwise."""
+    if isinstance(widths, (str, bytes)) or not isinstance(widths, Iterable):
+        raise ValueError(f"{owner}: {name} must be a list of hidden layer widths such as [128, 128], got {widths!r}.")
+    values = plain_ints(widths)
+    for width in values:
+        check_number(owner, f"each width of {name}", width, at_least=1, integer=True, meaning=f"of {values}")
+    return tuple(values)
 
 
 def tanh_mlp(in_features: int, hidden: Sequence[int], out_features: int, out_gain: float) -> nn.Sequential:
     """Tanh MLP with Stable-Baselines3's ``MlpPolicy`` initialisation (orthogonal, gain √2 inside,
     ``out_gain`` on the output layer, zero biases), as LTD and Re-SpS use it."""
-    for width in hidden:  # a layer of width 0 makes the output a constant, whatever the input
-        check_number("tanh_mlp", "each hidden width", width, at_least=1, integer=True, meaning=f"of {list(hidden)}")
+    hidden = hidden_widths("tanh_mlp", "hidden", hidden)
     layers: list[nn.Module] = []
     for width in hidden:
         layers += [nn.Linear(in_features, width), nn.Tanh()]

@@ -66,9 +66,9 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
 
     def _read_training_record(
         self,
-        trained_on: dict | None,
-        trained_for_drafter: dict | None,
-        trained_with_lookup_tokens: int | None,
+        trained_on: dict | None = None,
+        trained_for_drafter: dict | None = None,
+        trained_with_lookup_tokens: int | None = None,
         trained_with_lookup_ngram_size: int | None = None,
     ) -> None:
         """Restore what :meth:`mark_trained_on` recorded from a ``config.json``'s entries."""

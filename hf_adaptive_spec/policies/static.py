@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting, policy_tree
-from .serialization import PolicyHubMixin, tree_settings
+from .serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
 
 class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.static"):
@@ -25,9 +25,14 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
     total_tokens = TreeSetting()
     sample_drafts = TreeSetting()
 
-    def __init__(self, depth: int = 7, top_k: int = 10, total_tokens: int = 60, sample_drafts: bool = False):
+    def __init__(self, depth: int = 7, top_k: int = 10, total_tokens: int = 60, sample_drafts: bool = False, *,
+                 trained_on: dict | None = None, trained_for_drafter: dict | None = None,
+                 trained_with_lookup_tokens: int | None = None, trained_with_lookup_ngram_size: int | None = None):
         self.config = policy_tree(type(self).__name__, depth=depth, top_k=top_k, total_tokens=total_tokens,
                                   sample_drafts=sample_drafts)
+        # what mark_trained_on recorded (a tree ranked on a cost curve: recommended_policy), as config.json holds it
+        self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens,
+                                   trained_with_lookup_ngram_size)
 
     def check_settings(self) -> None:
         if not isinstance(self.config, TreeConfig):
@@ -45,7 +50,7 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
         return self.config
 
     def _current_settings(self) -> dict:
-        return {**tree_settings(self.config), "sample_drafts": self.config.sample_drafts}
+        return {**tree_settings(self.config), "sample_drafts": self.config.sample_drafts, **trained_on_setting(self)}
 
     def __repr__(self) -> str:
         c = self.config

@@ -6,13 +6,22 @@ import json
 import logging
 import shutil
 from dataclasses import asdict, replace
+from types import SimpleNamespace
 
 import pytest
 import torch
+from huggingface_hub import HfApi
 from tiny_models import prompt, tiny_model
 
 from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
-from hf_adaptive_spec.hub import ArtifactTypeError, PickleWeightsError, WeightsMismatchError
+from hf_adaptive_spec.hub import (
+    ArtifactTypeError,
+    MissingArtifactFileError,
+    MissingConfigKeyError,
+    PickleWeightsError,
+    UnknownConfigKeyError,
+    WeightsMismatchError,
+)
 
 from .conftest import CHAIN, EXIT_LAYER, lora_state, make_drafter
 
@@ -204,3 +213,92 @@ def test_dtype_is_refused_naming_the_target_as_what_sets_it(trained, named_targe
     with pytest.raises(TypeError, match=r"does not take \['dtype'\]") as error:
         DVIDrafter.from_pretrained(folder, target=named_target, dtype=torch.bfloat16)
     assert "the target's dtype" in str(error.value) and "Load the target in the dtype you want" in str(error.value)
+
+
+def copy_with_config(folder, copy, **changes):
+    """``folder`` copied to ``copy``, its config.json updated with ``changes`` (None: the key removed)."""
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config.update(changes)
+    (copy / "config.json").write_text(json.dumps({key: value for key, value in config.items() if value is not None}))
+    return copy
+
+
+def test_saving_without_online_state_removes_an_earlier_saves(trained, named_target, tmp_path):
+    """An offline drafter saved over an online one's folder left its dvi_online_state.json there:
+    from_pretrained(online=True) continued the earlier drafter's schedule position under its online config."""
+    _, folder = trained
+    reused = tmp_path / "reused"
+    shutil.copytree(folder, reused)
+    (reused / "dvi_rollout_state.safetensors").write_bytes(b"an earlier training checkpoint's")
+    make_drafter(named_target, online=False).save_pretrained(reused)
+    assert not (reused / "dvi_online_state.json").exists() and not (reused / "dvi_rollout_state.safetensors").exists()
+    fresh = DVIDrafter.from_pretrained(reused, target=named_target, online=True)
+    assert fresh.updater.num_updates == 0 and fresh.updater.config == DVIOnlineLearnerConfig()
+
+
+def test_pushing_deletes_the_online_state_an_earlier_push_left(trained, named_target, monkeypatch):
+    """As in a folder: an offline drafter pushed to a repo an online one was pushed to deletes the repo's
+    dvi_online_state.json in its commit; an online drafter's push uploads its own (huggingface_hub keeps an uploaded
+    file that a delete pattern matches)."""
+    commits = []
+
+    def upload_folder(api, *, folder_path, delete_patterns, **kwargs):
+        commits.append((sorted(path.name for path in folder_path.iterdir()), delete_patterns))
+
+    monkeypatch.setattr(HfApi, "create_repo", lambda api, repo_id, **kwargs: SimpleNamespace(repo_id=repo_id))
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    card = {"reproduce_command": "python trainers/dvi.py --config x.yaml"}
+    online, _ = trained
+    online.push_to_hub("org/dvi", model_card_kwargs=card)
+    make_drafter(named_target, online=False).push_to_hub("org/dvi", model_card_kwargs=card)
+    (online_files, _), (offline_files, offline_deletes) = commits
+    assert "dvi_online_state.json" in online_files and "dvi_online_state.json" not in offline_files
+    assert {"dvi_online_state.json", "dvi_rollout_state.safetensors"} <= set(offline_deletes or ())
+
+
+@pytest.mark.parametrize("key", ["exit_layer", "target_shape"])
+def test_a_config_without_a_setting_names_the_folder_and_the_key(trained, named_target, tmp_path, key):
+    """A config.json without exit_layer was a bare KeyError."""
+    _, folder = trained
+    damaged = copy_with_config(folder, tmp_path / "damaged", **{key: None})
+    with pytest.raises(MissingConfigKeyError, match=rf"'config.json' of folder '{damaged}' lacks \['{key}'\]: .*"
+                       "saved or downloaded in part"):
+        DVIDrafter.from_pretrained(damaged, target=named_target)
+
+
+@pytest.mark.parametrize("extra", [{"foo": 1}, {"format_version": 99}, {"hf_adaptive_spec_version": "9.0.0"}])
+def test_unknown_config_keys_are_refused_as_for_policies(trained, named_target, tmp_path, extra):
+    """A key of a newer version (or a typo) loaded silently, where policies raise UnknownConfigKeyError."""
+    _, folder = trained
+    edited = copy_with_config(folder, tmp_path / "edited", **extra)
+    with pytest.raises(UnknownConfigKeyError, match=rf"holds \['{next(iter(extra))}'\], which DVIDrafter does not "
+                       r"take .* its keys are \['exit_layer', 'target_shape'\]"):
+        DVIDrafter.from_pretrained(edited, target=named_target)
+
+
+def test_an_uncached_hub_repo_names_the_cache_not_a_damaged_adapter(named_target, tmp_path):
+    """Offline, a repo id not in the cache was called "no DVI adapter, or one saved or downloaded in part"."""
+    with pytest.raises(MissingArtifactFileError, match="'config.json' of Hub repo 'org/absent-dvi' is not in the "
+                       "local Hugging Face cache") as error:
+        DVIDrafter.from_pretrained("org/absent-dvi", target=named_target, cache_dir=tmp_path, local_files_only=True)
+    assert "holds neither" not in str(error.value)
+
+
+def test_exit_layer_is_fixed_at_construction(named_target, tmp_path):
+    """Setting exit_layer kept the 2-layer draft path and saved exit_layer 3: another drafter than the one drafting."""
+    drafter = make_drafter(named_target, online=False)
+    with pytest.raises(AttributeError, match=r"fixed at construction.* DVIDrafter\(target, exit_layer=3\)"):
+        drafter.exit_layer = 3
+    drafter.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())["exit_layer"]
+    assert saved == drafter.exit_layer == len(drafter.shallow.layers) == EXIT_LAYER
+
+
+def test_an_adapter_for_a_shallower_target_names_the_target_it_was_trained_for(trained):
+    """Onto a 2-layer target, an adapter of a 4-layer one was refused as exit_layer=2 'Pass an int in 1..1', which
+    from_pretrained does not take: the saved target shape is compared first."""
+    _, folder = trained
+    with pytest.raises(WeightsMismatchError, match=r"trained for a target with \{'num_hidden_layers': 4.* this "
+                       r"target has \{'num_hidden_layers': 2"):
+        DVIDrafter.from_pretrained(folder, target=tiny_model("llama", num_hidden_layers=2))

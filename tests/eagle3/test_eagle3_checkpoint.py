@@ -280,6 +280,16 @@ def test_save_pretrained_round_trip(tmp_path, target, frequent_tokens, kwargs):
     assert torch.equal(loaded.model.d2t, drafter.model.d2t) and torch.equal(loaded.model.t2d, drafter.model.t2d)
 
 
+def test_the_config_names_the_dtype_of_the_weights_written(tmp_path, target):
+    """A float32 drafter saved with its state_dict cast to bfloat16 (the trainers' small checkpoints) wrote
+    torch_dtype float32 beside bfloat16 weights."""
+    model = make_draft_model(target)
+    model.save_pretrained(tmp_path / "bf16", state_dict={k: v.bfloat16() for k, v in model.state_dict().items()})
+    model.save_pretrained(tmp_path / "fp32")
+    for folder, dtype in (("bf16", "bfloat16"), ("fp32", "float32")):
+        assert json.loads((tmp_path / folder / "config.json").read_text())["torch_dtype"] == dtype
+
+
 def test_own_width_drafter_saves_and_reloads_its_embeddings(tmp_path, target):
     model = make_draft_model(target, hidden_size=32, intermediate_size=64, head_dim=8)
     with pytest.raises(ValueError, match="embeddings were never set"):

@@ -9,6 +9,7 @@ import torch
 from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.checkpoints import shipped_checkpoint
 from hf_adaptive_spec.core import CostCurve, cost_curve_mismatch
 from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
 from hf_adaptive_spec.policies import LTDPolicy
@@ -125,3 +126,19 @@ def test_a_policy_shipped_for_a_curve_is_the_one_that_curve_gets(tmp_path, monke
     fit = dict(line.split(" policy: ", 1) for line in shipped_policy_fit(compiled))
     assert fit["shipped ltd"] == "trained on cpu/bfloat16/compiled; fits this curve"
     assert "trained on another curve" in fit["shipped radar"]
+
+
+def test_a_curve_written_as_text_is_read_back_and_other_text_is_refused():
+    """shipped_checkpoint('ltd', str(out.speculation.cost_curve)) gave the eager float32 default, as did a typo."""
+    curve = CostCurve("cpu", "bfloat16", "compiled", "AVX512-BF16")
+    assert CostCurve.parse(str(curve)) == curve and CostCurve.parse(curve.key) == CostCurve("cpu", "bfloat16",
+                                                                                            "compiled")
+    assert CostCurve.parse("cpu/float/eager") == CostCurve("cpu", "float32", "eager")
+    compiled_ltd = shipped_checkpoint("ltd", curve)
+    assert shipped_checkpoint("ltd", str(curve)) == shipped_checkpoint("ltd", curve.key) == compiled_ltd
+    assert compiled_ltd != shipped_checkpoint("ltd")
+    for typo in ("cpu/bf16/compiled", "cpu/bfloat16", "cpu/bfloat16/compiled (AVX", "bfloat16"):
+        with pytest.raises(ValueError, match="is not a cost curve: write device/dtype/path"):
+            shipped_checkpoint("ltd", typo)
+    with pytest.raises(ValueError, match="path must be one of"):
+        shipped_checkpoint("ltd", "cpu/bfloat16/jit")

@@ -12,6 +12,7 @@ from tiny_models import SMALL_LTD, prompt
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.cost_curve import CostCurve
+from hf_adaptive_spec.core.drafter_identity import DrafterIdentity
 from hf_adaptive_spec.policies import (
     AutoDraftPolicy,
     ConfidenceThresholdPolicy,
@@ -206,3 +207,21 @@ def test_the_shipped_resps_cast_to_bfloat16_keeps_its_statistics_and_comes_back_
     assert again.actor[0].weight.dtype == torch.bfloat16
     for (name, mine), theirs in zip(policy.state_dict().items(), again.state_dict().values()):
         assert torch.equal(mine, theirs), name
+
+
+@pytest.mark.parametrize("make", [lambda: StaticTreePolicy(depth=3, top_k=2, total_tokens=6),
+                                  lambda: hfas.LookupFirstPolicy(depth=2, top_k=4, total_tokens=8),
+                                  HeuristicLengthPolicy, ConfidenceThresholdPolicy],
+                         ids=["static", "lookup-first", "heuristic-length", "confidence"])
+def test_what_a_static_or_heuristic_policy_was_ranked_on_is_saved(tmp_path, make):
+    """recommended_policy() marks the static tree it ranked on the profile's curve; the mark was dropped on saving,
+    so the reloaded policy no longer reported a call on another curve, and its card's lookup branch had no record."""
+    policy = make()
+    assert reloaded(policy, tmp_path / "plain").trained_on is None  # unmarked stays unmarked
+    identity = DrafterIdentity("org/drafter", "abc123")
+    policy.mark_trained_on(COMPILED, identity, lookup_tokens=4, lookup_ngram_size=2)
+    back = reloaded(policy, tmp_path / "marked")
+    assert type(back) is type(policy) and back.trained_on == COMPILED
+    assert (back.trained_for_drafter, back.trained_with_lookup_tokens, back.trained_with_lookup_ngram_size) == (
+        identity, 4, 2)
+    assert back._current_settings() == policy._current_settings()

@@ -139,16 +139,21 @@ def test_an_on_off_setting_written_as_a_string_in_config_json_is_refused_on_load
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": (0,)}), "each hidden width must be an int >= 1"),
-    (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": (6.9,)}), "each hidden width must be an int >= 1"),
-    (lambda: hfas.LTDPolicy(**{**SMALL_LTD, "depth_actor": (0,)}), "each hidden width must be an int >= 1"),
+    (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": (0,)}), "each width of net_arch must be an int >= 1"),
+    (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": (6.9,)}), "each width of net_arch must be an int >= 1"),
+    (lambda: hfas.LTDPolicy(**{**SMALL_LTD, "depth_actor": (0,)}), "each width of depth_actor must be an int >= 1"),
     (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, mlp_hidden=0), "mlp_hidden must be an int >= 1"),
     (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, dropout=math.nan), "dropout must be a number"),
     (lambda: hfas.ReSpSPolicy(**RESPS, actions=[(6.9, 3.9, 2.9)]), "TreeConfig.depth must be an int"),
     (lambda: hfas.ReSpSPolicy(**RESPS, feature_layers=[]), "feature_layers must be one or more ints"),
     (lambda: hfas.ReSpSPolicy(hidden_size=16, num_target_layers=0, net_arch=(8,)), "feature_layers must be one or"),
+    # a config.json's number or null where a list belongs: a bare TypeError or unpacking error before
+    (lambda: hfas.LTDPolicy(**{**SMALL_LTD, "depth_actor": 8}), "LTDPolicy: depth_actor must be a list of hidden"),
+    (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": None}), "ReSpSPolicy: net_arch must be a list of hidden"),
+    (lambda: hfas.ReSpSPolicy(**RESPS, actions=[[1, 0]]), r"actions must be a list of \(total_tokens, depth, top_k\)"),
 ], ids=["resps-zero-width", "resps-float-width", "ltd-zero-width", "radar-zero-width", "radar-nan-dropout",
-        "resps-float-action", "resps-no-layers", "resps-no-target-layers"])
+        "resps-float-action", "resps-no-layers", "resps-no-target-layers", "ltd-width-not-a-list",
+        "resps-widths-null", "resps-action-pair"])
 def test_a_network_or_grid_setting_that_would_be_rounded_or_empty_is_refused(build, message):
     with pytest.raises(ValueError, match=message):
         build()

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import safetensors.torch
 from huggingface_hub import ModelCard
+from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
 
+from ...core.features import decoder_layers, unwrap_peft
 from ...hub.cards import render_card
 from ...hub.config import (
     ARTIFACT_TYPE_KEY,
@@ -22,7 +24,7 @@ from ...hub.config import (
     check_no_config_overrides,
     read_json_object,
 )
-from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, WeightsMismatchError
+from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, MissingConfigKeyError, WeightsMismatchError
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
@@ -35,6 +37,12 @@ ADAPTER_CONFIG_NAME = "adapter_config.json"
 ONLINE_STATE_NAME = "dvi_online_state.json"
 #: the online learner's rollout buffer and generator, saved in a training checkpoint (not beside a saved adapter)
 ROLLOUT_STATE_NAME = "dvi_rollout_state.safetensors"
+#: the learner's files beside an adapter: a save removes earlier ones (it writes the online state when online)
+LEARNER_STATE_NAMES = (ONLINE_STATE_NAME, ROLLOUT_STATE_NAME)
+#: the settings a DVI adapter's ``config.json`` holds besides ``artifact_type``
+DVI_CONFIG_KEYS = frozenset({"exit_layer", "target_shape"})
+#: the name ``dvi_config.json`` (folders saved before ``config.json``) gave ``target_shape``
+LEGACY_TARGET_SHAPE_KEY = "target"
 #: the paper's proposal depth (k_spec = 4), as a chain.
 RECOMMENDED_DEPTH = 4
 
@@ -44,25 +52,71 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def target_shape(target: nn.Module) -> dict[str, int]:
+    """The target's shape a DVI adapter is saved with (``config.json``'s ``target_shape``) and loaded onto."""
+    target = unwrap_peft(target)
+    return {
+        "num_hidden_layers": len(decoder_layers(target)),
+        "hidden_size": target.config.hidden_size,
+        "vocab_size": target.config.vocab_size,
+    }
+
+
 def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
-    """A DVI adapter's settings: ``config.json``, or ``dvi_config.json`` in folders saved before it.
+    """A DVI adapter's settings (``exit_layer``, ``target_shape``): ``config.json``, or ``dvi_config.json`` in folders
+    saved before it (its ``target`` read as ``target_shape``).
 
     Raises:
+        MissingArtifactFileError: neither file is there, or the cache or the Hub could not say (named as such).
         ArtifactTypeError: the folder declares another artifact type.
+        MissingConfigKeyError: a setting is missing (a damaged file, or one saved in part).
     """
     try:
-        config = read_json_object(location.resolve(CONFIG_NAME))
-    except MissingArtifactFileError:
-        try:
-            config = read_json_object(location.resolve(DVI_CONFIG_NAME))
-        except MissingArtifactFileError as error:  # name the file folders hold now, not only the legacy one
-            raise MissingArtifactFileError(
-                f"{location} holds neither '{CONFIG_NAME}' nor '{DVI_CONFIG_NAME}' (folders saved before "
-                f"'{CONFIG_NAME}'): it is no DVI adapter, or one saved or downloaded in part. Save or download it "
-                "again."
-            ) from error
+        path = location.resolve(CONFIG_NAME)
+    except MissingArtifactFileError as missing_config:
+        path = _legacy_config_path(location, missing_config)
+    config = read_json_object(path)
+    _check_declares_dvi(location, config)
+    if path.name == DVI_CONFIG_NAME and LEGACY_TARGET_SHAPE_KEY in config:
+        config["target_shape"] = config.pop(LEGACY_TARGET_SHAPE_KEY)
+    missing = sorted(DVI_CONFIG_KEYS - config.keys())
+    if missing:
+        raise MissingConfigKeyError(
+            f"'{path.name}' of {location} lacks {missing}: the adapter is damaged or was saved or downloaded in part "
+            f"(DVIDrafter.save_pretrained writes {sorted(DVI_CONFIG_KEYS)}). Save or download it again."
+        )
+    return config
+
+
+def _legacy_config_path(location: ArtifactLocation, missing_config: MissingArtifactFileError) -> Path:
+    """``dvi_config.json``, which folders saved before ``config.json`` hold in its place. When it is not there either,
+    the error is ``missing_config`` itself unless the folder or repo was read and lacks both: offline and not cached,
+    no such repo or a gated one is the cause to fix, not a damaged adapter."""
+    try:
+        return location.resolve(DVI_CONFIG_NAME)
+    except MissingArtifactFileError as missing_legacy:
+        if not _says_file_absent(location, missing_config):
+            raise missing_config from missing_config.__cause__
+        raise MissingArtifactFileError(
+            f"{location} holds neither '{CONFIG_NAME}' nor '{DVI_CONFIG_NAME}' (folders saved before "
+            f"'{CONFIG_NAME}'): it is no DVI adapter, or one saved or downloaded in part. Save or download it "
+            "again."
+        ) from missing_legacy
+
+
+def _says_file_absent(location: ArtifactLocation, error: MissingArtifactFileError) -> bool:
+    """Whether ``error`` (of ``location.resolve``) says the folder or repo lacks the file, rather than that the cache
+    or the Hub could not answer (offline and not cached, no such repo, a gated one)."""
+    cause = error.__cause__
+    remote_absent = isinstance(cause, EntryNotFoundError) and not isinstance(cause, LocalEntryNotFoundError)
+    return location.is_local or remote_absent
+
+
+def _check_declares_dvi(location: ArtifactLocation, config: dict[str, Any]) -> None:
+    """Refuse a ``config.json`` that declares another artifact type, or none (naming what it is, as the other
+    loaders do)."""
     declared = config.get(ARTIFACT_TYPE_KEY)
-    if declared is None:  # not an hf-adaptive-spec artifact: name what it is, as the other loaders do
+    if declared is None:
         kind = _kind_of_config(config)
         raise ArtifactTypeError(
             f"{location} is not a DVI adapter: its '{CONFIG_NAME}' declares no '{ARTIFACT_TYPE_KEY}'"
@@ -73,7 +127,18 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
         holder = registered_class(declared)
         hint = f" Load it with {load_hint(holder)}." if holder else ""
         raise ArtifactTypeError(f"{location} declares {declared!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r}).{hint}")
-    return config
+
+
+def check_target_shape(location: ArtifactLocation, saved: dict[str, int], target: nn.Module) -> None:
+    """Refuse a target of another shape than the adapter was trained for, before a drafter is built on it (whose
+    ``exit_layer`` check would ask for another ``exit_layer``, which ``from_pretrained`` does not take)."""
+    shape = target_shape(target)
+    if saved != shape:
+        raise WeightsMismatchError(
+            f"The DVI adapter of {location} was trained for a target with {saved}, but this target has {shape}. "
+            f"Load it onto the model it was trained for ('{ADAPTER_CONFIG_NAME}' names it as "
+            "base_model_name_or_path), or train an adapter for this one."
+        )
 
 
 class DVICheckpointMixin(HubArtifactMixin):
@@ -92,6 +157,8 @@ class DVICheckpointMixin(HubArtifactMixin):
             ARTIFACT_TYPE_KEY: DVI_ARTIFACT_TYPE, "exit_layer": self.exit_layer, "target_shape": self._target_shape
         }
         (save_directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        for name in LEARNER_STATE_NAMES:  # an earlier save's: from_pretrained(online=True) would continue it
+            (save_directory / name).unlink(missing_ok=True)
         if self.updater is not None:
             with self._lock:
                 state = self.updater.state_dict()
@@ -118,9 +185,24 @@ class DVICheckpointMixin(HubArtifactMixin):
             "dvi_adapter", method="dvi", base_model=base_model, usage=usage, repo_id=repo_id, **card_kwargs
         )
 
+    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
+        """``HubArtifactMixin.push_to_hub``, the commit deleting the learner's files an earlier push left in the repo
+        (``dvi_online_state.json`` of an online drafter, a training checkpoint's rollout state) unless it uploads them
+        anew, as :meth:`save_pretrained` does in a folder: the repo then describes this drafter alone."""
+        delete_patterns = kwargs.pop("delete_patterns", None) or []
+        delete_patterns = [delete_patterns] if isinstance(delete_patterns, str) else list(delete_patterns)
+        return super().push_to_hub(repo_id, delete_patterns=[*delete_patterns, *LEARNER_STATE_NAMES], **kwargs)
+
+    @classmethod
+    def _config_keys(cls) -> set[str]:
+        """``config.json``'s settings (the split point and the target's shape): the checkpoint, not ``__init__``'s
+        arguments, sets the drafter."""
+        return set(DVI_CONFIG_KEYS)
+
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
-        read_dvi_config(location)  # a folder of another kind is named first (it has no adapter files)
+        # a folder of another kind is named first (it has no adapter files); a key of a newer version is refused
+        cls._check_config_keys(location, read_dvi_config(location))
         resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before unpickling anything
         location.resolve(ADAPTER_CONFIG_NAME)
 
@@ -156,16 +238,11 @@ class DVICheckpointMixin(HubArtifactMixin):
             )
         dvi_config = read_dvi_config(location)
         check_no_config_overrides("DVIDrafter.from_pretrained", dvi_config, config_fields)
+        check_target_shape(location, dvi_config["target_shape"], target)
         adapter_config = location.resolve(ADAPTER_CONFIG_NAME)
         read_json_object(adapter_config)  # a damaged file is named as such, not as peft's bare JSONDecodeError
         lora_config = LoraConfig.from_pretrained(str(adapter_config.parent))
         drafter = cls(target, dvi_config["exit_layer"], lora_config=lora_config, share_cache=share_cache)
-        saved_shape = dvi_config.get("target_shape", dvi_config.get("target", drafter._target_shape))
-        if saved_shape != drafter._target_shape:
-            raise WeightsMismatchError(
-                f"The DVI adapter of {location} was trained for a target with {saved_shape}, but this target "
-                f"has {drafter._target_shape}."
-            )
         drafter._load_adapter(location)
         if online:
             drafter.enable_online(online_config or saved_online_config(location))

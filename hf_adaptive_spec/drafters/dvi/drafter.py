@@ -17,7 +17,7 @@ from ...core.values import check_flag
 from ..base import DraftContext, Drafter, DraftOutcome
 from ..causal_lm import truncated_causal_lm
 from ..static_shapes import StaticShapesMixin
-from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin
+from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin, target_shape
 from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
 from .learner import DVIOnlineLearner
@@ -110,10 +110,12 @@ class DVIDrafter(
                 f"DVIDrafter needs the target's final norm at `model.norm` (Llama, Mistral, Qwen, Gemma layouts); "
                 f"{type(target).__name__} has none."
             )
-        check_exit_layer(exit_layer, len(decoder_layers(target)))
+        self._target_shape = target_shape(target)
+        self._num_layers = self._target_shape["num_hidden_layers"]
+        check_exit_layer(exit_layer, self._num_layers)
         shallow = truncated_causal_lm(target, exit_layer).get_decoder()
         shallow.norm = nn.Identity()  # the head applies the norm: the shallow output is h_k itself
-        self.exit_layer = exit_layer
+        self._exit_layer = exit_layer
         self.shallow = shallow
         sliding = [i for i in range(exit_layer) if is_sliding_layer(target.config, i)]
         if share_cache and sliding:
@@ -127,12 +129,6 @@ class DVIDrafter(
         self.head = lora_draft_head(
             DVIDraftHead(norm, target.get_output_embeddings(), self._target_name), self.lora_config
         )
-        self._num_layers = len(decoder_layers(target))
-        self._target_shape = {
-            "num_hidden_layers": self._num_layers,
-            "hidden_size": target.config.hidden_size,
-            "vocab_size": target.config.vocab_size,
-        }
         self._lock = threading.RLock()
         self.learner = DVIOnlineLearner(self.head, target.get_output_embeddings(), self._num_layers, self._lock)
         self._sharing = DVISharedCache(self.shallow, exit_layer, self._take_drafted, self._check_owner,
@@ -140,6 +136,20 @@ class DVIDrafter(
         if online:
             self.enable_online(online_config)
         self._reset()
+
+    @property
+    def exit_layer(self) -> int:
+        """The target layers the draft path runs, fixed at construction (the shallow layers and the shared cache are
+        built for it, and ``save_pretrained`` writes it)."""
+        return self._exit_layer
+
+    @exit_layer.setter
+    def exit_layer(self, value: int) -> None:
+        raise AttributeError(
+            f"DVIDrafter.exit_layer is fixed at construction: this drafter's draft path runs the target's first "
+            f"{self._exit_layer} layers, and save_pretrained writes what drafts. For exit_layer={value!r}, build a new "
+            f"drafter: DVIDrafter(target, exit_layer={value!r})."
+        )
 
     # ----- online learning (DVIOnlineLearner) ----------------------------------------------------
 

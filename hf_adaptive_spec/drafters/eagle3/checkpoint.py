@@ -427,5 +427,6 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
     save_file(tensors, directory / SAFETENSORS_NAME, metadata={"format": "pt"})
-    exported = export_config(config, model.lm_head.weight.dtype)
+    # the dtype of the weights written (a state_dict cast to bfloat16 for a small checkpoint), not the module's
+    exported = export_config(config, tensors.get("lm_head.weight", model.lm_head.weight).dtype)
     (directory / CONFIG_NAME).write_text(json.dumps(exported, indent=2) + "\n")

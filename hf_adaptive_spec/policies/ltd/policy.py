@@ -14,7 +14,7 @@ from ...core.draws import multinomial_on_generator_device
 from ...core.values import check_flag, check_number, plain_ints
 from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo, policy_tree
 from ..distributions import masked_categorical
-from ..networks import HostDecisions, HostTanhMLP, tanh_mlp
+from ..networks import HostDecisions, HostTanhMLP, hidden_widths, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 from .features import (
     depth_observation,
@@ -135,9 +135,14 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self.lookup_feature, self.lookup_first = lookup_feature, lookup_first
         self._check_shape_settings()
         self.context_scale = float(context_scale)
-        self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, depth_actor, depth_critic)
+        widths = {name: hidden_widths("LTDPolicy", name, value) for name, value in (
+            ("depth_actor", depth_actor), ("depth_critic", depth_critic), ("size_actor", size_actor),
+            ("size_critic", size_critic))}
+        self.depth_head = ActorCritic(depth_observation_size(self.tree, lookup_feature), 2, widths["depth_actor"],
+                                      widths["depth_critic"])
         size_observations = size_observation_size(self.tree, lookup_feature)
-        self.size_head = ActorCritic(size_observations, len(self.size_choices), size_actor, size_critic)
+        self.size_head = ActorCritic(size_observations, len(self.size_choices), widths["size_actor"],
+                                     widths["size_critic"])
         self.generator: torch.Generator | None = None
         self.decisions: list[Decision] = []
         self.eval()

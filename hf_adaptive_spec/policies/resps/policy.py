@@ -26,7 +26,7 @@ from ...core.features import default_aux_layer_ids
 from ...core.tree import full_tree_size
 from ...core.values import check_flag, check_number, plain_ints
 from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
-from ..networks import tanh_mlp
+from ..networks import hidden_widths, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting
 
 Action = tuple[int, int, int]  # (total_tokens, depth, top_k)
@@ -81,6 +81,17 @@ class ReSpSDecision:
     def reward(self) -> float:
         """Tokens per second over the interval (its real throughput: total tokens / total time)."""
         return self.tokens / max(self.seconds, 1e-12)
+
+
+def _actions(actions: object) -> tuple[TreeConfig, ...]:
+    """The grid's actions as trees; refused, naming the form, unless each is ``(total_tokens, depth, top_k)``."""
+    entries = [] if isinstance(actions, (str, bytes)) or not isinstance(actions, Iterable) else list(actions)
+    malformed = [a for a in entries  # a triple of any kind: a list, a tuple, a numpy row
+                 if isinstance(a, (str, bytes)) or not isinstance(a, Iterable) or len(list(a)) != 3]
+    if malformed or not isinstance(actions, Iterable):
+        raise ValueError(f"ReSpSPolicy: actions must be a list of (total_tokens, depth, top_k) triples, got "
+                         f"{malformed[:3] or actions!r}; ACTION_GRIDS and action_grid() give such grids.")
+    return tuple(_action(total_tokens, depth, top_k) for total_tokens, depth, top_k in entries)
 
 
 def _action(total_tokens: int, depth: int, top_k: int) -> TreeConfig:
@@ -171,7 +182,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        self.actions = tuple(_action(tt, d, k) for tt, d, k in actions)
+        self.actions = _actions(actions)
         if not self.actions:
             raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
         if feature_layers is None and num_target_layers is None:
@@ -188,7 +199,7 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self.observation_clip = observation_clip
         self.lookup_first = lookup_first
         self.check_settings()
-        self.net_arch = tuple(plain_ints(net_arch))
+        self.net_arch = hidden_widths("ReSpSPolicy", "net_arch", net_arch)
         obs_dim = hidden_size * len(self.feature_layers)
         self.actor = tanh_mlp(obs_dim, self.net_arch, len(self.actions), out_gain=0.01)
         self.critic = tanh_mlp(obs_dim, self.net_arch, 1, out_gain=1.0)
