@@ -610,7 +610,9 @@ def test_generate_and_the_drafters_leave_the_callers_modules_in_their_mode():
     switched those layers, its norm and head (dropout off for training that went on after)."""
     model = tiny_model("llama").train()
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    dvi = hfas.DVIDrafter(model, exit_layer=2)
     assert all(module.training for module in model.modules())
+    assert not any(module.training for name, module in dvi.head.named_modules() if "lora" in name)
     assert not drafter.model.training and not drafter.model.get_decoder().training  # what the drafter built
     draft_model = tiny_model("llama", seed=3, num_hidden_layers=2).train()
     model.generate(prompt(6), max_new_tokens=4, do_sample=False, assistant_model=draft_model,

@@ -18,16 +18,19 @@ from typing import Any, ClassVar
 import torch
 import yaml
 from huggingface_hub import ModelCard
-from transformers import Trainer
+from transformers import PreTrainedModel, Trainer, TrainerCallback
+from transformers.trainer_callback import ExportableState
 from trl import TrlParser
 
 from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..default_model import load_model
 from ..environments.provenance import card_names
+from ..hub import ArtifactLocation, load_weights
 from ..hub.cards import check_base_model
 from ..policies.serialization import lookup_generate_kwargs
 from .resume import (
     RENAMED_SCRIPT_ARGUMENTS,
+    check_checkpoint_kind,
     check_resume_settings,
     check_resumed_script_args,
     keep_script_args,
@@ -39,6 +42,32 @@ from .script_inputs import check_local_inputs, split_config
 from .script_logging import LoggingState, configure_logging
 
 logger = logging.getLogger(__name__)
+
+
+class SamplesDrawn(TrainerCallback, ExportableState):
+    """The training samples (conversations, prompts) a run has drawn, every process's and, resumed, its checkpoint's:
+    what a model card says it trained on. A trainer that counts adds it and calls :meth:`SpecTrainer.count_samples`.
+    The count is kept in a checkpoint's ``trainer_state.json`` and read back when a run resumes it, whatever
+    ``restore_callback_states_from_checkpoint`` says; ``complete`` is False after resuming a checkpoint saved before
+    samples were counted (the count then holds only the samples drawn since)."""
+
+    def __init__(self, samples: int = 0, complete: bool = True):
+        self.samples, self.complete = samples, complete
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {"samples": self.samples, "complete": self.complete}, "attributes": {}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        stored = state.stateful_callbacks.get(type(self).__name__)
+        if stored:  # a new run's state holds this callback's own count, a resumed one its checkpoint's
+            self.samples, self.complete = stored["args"]["samples"], stored["args"]["complete"]
+            return
+        self.samples, self.complete = 0, not state.global_step
+        state.stateful_callbacks[type(self).__name__] = self.state()  # where Trainer updates it at each save
+
+    def phrase(self, noun: str) -> str:
+        """How a card states the count: ``over N <noun> drawn`` (``over at least N`` when it is not complete)."""
+        return f"over {'' if self.complete else 'at least '}{self.samples} {noun} drawn"
 
 
 class SpecTrainer(Trainer):
@@ -70,6 +99,16 @@ class SpecTrainer(Trainer):
         self.save_training_config(output_dir)
         keep_script_args(self._script_args, output_dir, self.args.output_dir)  # the arguments that trained it
 
+    def count_samples(self, count: int) -> None:
+        """Add the ``count`` training samples this process drew to the run's :class:`SamplesDrawn` (the trainer must
+        have added one), summed over the processes; every process calls it at the same step."""
+        drawn = self.accelerator.gather(torch.tensor(count, device=self.args.device)).sum().item()
+        self.samples_drawn().samples += int(drawn)
+
+    def samples_drawn(self) -> SamplesDrawn:
+        """The run's :class:`SamplesDrawn` (looked up: restoring callback states from a checkpoint replaces it)."""
+        return next(c for c in self.callback_handler.callbacks if isinstance(c, SamplesDrawn))
+
     def save_artifact(self, output_dir: str) -> None:
         """Write what this trainer trains, with its card, to ``output_dir`` (the writer process only)."""
         raise NotImplementedError
@@ -80,8 +119,24 @@ class SpecTrainer(Trainer):
         too (``Trainer`` would resolve it only after)."""
         if resume_from_checkpoint:
             resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
+            check_checkpoint_kind(resume_from_checkpoint, self.checkpoint_artifact_type(), type(self).__name__)
             check_resume_settings(self.args, resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def checkpoint_artifact_type(self) -> str | None:
+        """The ``artifact_type`` this trainer's checkpoints declare in ``config.json``: its model's (None where the
+        model declares none, as an EAGLE-3 drafter in SpecForge's layout)."""
+        return getattr(self.accelerator.unwrap_model(self.model), "artifact_type", None)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        """Resume the weights: a transformers model's as ``Trainer`` does, any other's (a policy) strictly from the
+        checkpoint's safetensors (``Trainer``'s loader reads a file that does not fit in part, and reports it with a
+        bare AttributeError on a module that is no transformers model)."""
+        model = self.accelerator.unwrap_model(self.model if model is None else model)
+        if isinstance(model, PreTrainedModel):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
+            return
+        load_weights(model, ArtifactLocation(resume_from_checkpoint))
 
     def train_save_and_push(self) -> None:
         """What every training script ends with: train (resuming if asked), save, push if asked."""

@@ -13,6 +13,8 @@ from transformers import TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..core.settings import changed_settings
+from ..hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
+from ..hub.registry import registered_class
 
 #: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
 #: them (the schedule's length, logging, saving and evaluation may change). A new learning rate would not even apply:
@@ -58,6 +60,36 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> No
             f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
             "checkpoint's values, or start a new run (init_from, where the trainer has it) instead of resuming."
         )
+
+
+def check_checkpoint_kind(checkpoint: str, expected_type: str | None, trainer: str) -> None:
+    """Refuse to resume ``checkpoint`` when its ``config.json`` declares another ``artifact_type`` than ``trainer``'s
+    checkpoints do, ``expected_type`` (None: none, as an EAGLE-3 drafter in SpecForge's layout), naming both: another
+    kind of trainer saved it, and its weights, optimizer and state are not this run's. A checkpoint without
+    ``config.json`` is left to the trainer's own loading."""
+    path = os.path.join(checkpoint, CONFIG_NAME)
+    if not os.path.isfile(path):
+        return
+    found = read_json_object(path).get(ARTIFACT_TYPE_KEY)
+    if found == expected_type:
+        return
+    holds = _artifact_kind(found, f"a {CONFIG_NAME} without {ARTIFACT_TYPE_KEY} (an EAGLE-3 drafter in SpecForge's "
+                           "layout, or another library's model)")
+    resumes = _artifact_kind(expected_type, f"an EAGLE-3 drafter in SpecForge's layout (no {ARTIFACT_TYPE_KEY})")
+    raise ValueError(
+        f"resume_from_checkpoint={checkpoint} holds {holds}, where {trainer} resumes {resumes}: another kind of "
+        f"trainer saved it. Resume a checkpoint-N folder {trainer} saved, or drop resume_from_checkpoint to start a "
+        "new run."
+    )
+
+
+def _artifact_kind(artifact_type: str | None, unnamed: str) -> str:
+    """How a checkpoint's ``artifact_type`` is named in a message (with the class registered for it, where one is;
+    ``unnamed`` without one)."""
+    if artifact_type is None:
+        return unnamed
+    holder = registered_class(artifact_type)
+    return f"a '{artifact_type}' artifact" + (f" ({holder.__name__})" if holder else "")
 
 
 #: the script arguments of a run, written to its ``output_dir`` (what a resumed run is compared with).

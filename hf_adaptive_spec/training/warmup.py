@@ -26,6 +26,25 @@ def carry_warmup_ratio(config: TrainingArguments) -> None:
     config.warmup_steps = ratio
 
 
+def check_warmup_length(config: TrainingArguments) -> None:
+    """Refuse, where the run's length is known (``max_steps > 0``), a warm-up of at least that many steps, as the
+    schedule counts it (a ratio rounded up): the learning rate would never leave the warm-up, and a 1-step run's only
+    step would run at 0 and change nothing."""
+    if config.max_steps <= 0 or not config.warmup_steps:
+        return
+    steps = config.get_warmup_steps(config.max_steps)
+    if steps < config.max_steps:
+        return
+    ratio = getattr(config, "warmup_ratio", None)
+    name, value = ("warmup_ratio", ratio) if ratio else ("warmup_steps", config.warmup_steps)
+    rounded = f" ({steps} step{'s' if steps > 1 else ''}, rounded up)" if ratio else ""
+    raise ValueError(
+        f"{name}={value}{rounded} warms up for the whole run of max_steps={config.max_steps}: the learning rate "
+        "never reaches its peak, and the first step runs at 0 (a 1-step run trains nothing). Lower "
+        f"{name} (0: no warm-up) to warm up for fewer steps than max_steps, or raise max_steps."
+    )
+
+
 def warmup_share(args: TrainingArguments) -> float:
     """The warm-up as a share of the run: ``warmup_steps`` below 1 (where :func:`carry_warmup_ratio` puts a ratio);
     one counted in whole steps has no share and is refused."""

@@ -27,7 +27,7 @@ def test_the_eagle3_card_names_are_card_names_and_the_card_reads_as_before(tmp_p
     torch.manual_seed(1)
     trainer = Eagle3Trainer(
         model=Eagle3DraftModel.from_target(target), target_model=target,
-        args=Eagle3Config(output_dir=str(tmp_path), max_steps=1, report_to=[], disable_tqdm=True),
+        args=Eagle3Config(output_dir=str(tmp_path), max_steps=1, warmup_ratio=0.0, report_to=[], disable_tqdm=True),
         train_dataset=[{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}], data_collator=lambda b: collate(b, 0),
         **names,
     )

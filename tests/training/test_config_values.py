@@ -58,9 +58,46 @@ def test_a_value_that_would_train_something_else_is_refused_when_the_config_is_b
         config(output_dir=str(tmp_path), report_to=[], **setting)
 
 
-@pytest.mark.parametrize("config", [Eagle3Config, PPOWConfig, LTDConfig, RadarConfig, ReSpSConfig, DVIConfig])
+CONFIGS = [Eagle3Config, PPOWConfig, LTDConfig, RadarConfig, ReSpSConfig, DVIConfig]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
 def test_the_defaults_pass(tmp_path, config):
     config(output_dir=str(tmp_path), report_to=[])
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_fp16_is_refused_where_training_runs_on_the_cpu(tmp_path, config):
+    """accelerate ignores fp16 on the CPU: the run trained in float32 while training_config.json recorded fp16."""
+    with pytest.raises(ValueError, match=r"fp16=True trains on the CPU \(use_cpu=True.*Use bf16=True, the CPU's half"):
+        config(output_dir=str(tmp_path), report_to=[], fp16=True)
+    assert config(output_dir=str(tmp_path), report_to=[], bf16=True).bf16
+
+
+WHOLE_RUN_WARMUPS = [
+    (Eagle3Config, dict(max_steps=1), r"warmup_ratio=0.015 \(1 step, rounded up\) warms up for the whole run of "
+     "max_steps=1"),
+    (PPOWConfig, dict(max_steps=1), r"warmup_ratio=0.05 \(1 step, rounded up\) warms up for the whole run"),
+    (Eagle3Config, dict(max_steps=4, warmup_ratio=0.8), r"warmup_ratio=0.8 \(4 steps, rounded up\)"),
+    (Eagle3Config, dict(max_steps=3, warmup_ratio=0.0, warmup_steps=3), "warmup_steps=3 warms up for the whole run"),
+    (RadarConfig, dict(max_steps=2, warmup_steps=5), "warmup_steps=5 warms up for the whole run of max_steps=2"),
+    (DVIConfig, dict(max_steps=1, warmup_steps=1), "warmup_steps=1 warms up for the whole run of max_steps=1"),
+]
+
+
+@pytest.mark.parametrize("config, setting, message", WHOLE_RUN_WARMUPS,
+                         ids=[f"{c.__name__}-{'-'.join(map(str, s.values()))}" for c, s, _ in WHOLE_RUN_WARMUPS])
+def test_a_warmup_as_long_as_a_step_counted_run_is_refused(tmp_path, config, setting, message):
+    """With max_steps=1 and the default warmup_ratio, the only step ran at learning rate 0 and changed nothing (the
+    ratio becomes a fractional warmup_steps that transformers rounds up), yet the card said it trained 1 step."""
+    with pytest.raises(ValueError, match=message + ".*Lower warmup_.* or raise max_steps"):
+        config(output_dir=str(tmp_path), report_to=[], **setting)
+
+
+def test_a_warmup_shorter_than_the_run_passes_and_an_unknown_length_is_not_checked(tmp_path):
+    assert Eagle3Config(output_dir=str(tmp_path), report_to=[], max_steps=2).get_warmup_steps(2) == 1
+    Eagle3Config(output_dir=str(tmp_path), report_to=[], max_steps=1, warmup_ratio=0.0)
+    RadarConfig(output_dir=str(tmp_path), report_to=[], warmup_steps=5)  # epochs: the length is not known yet
 
 
 def test_ppow_takes_the_papers_cost_unless_one_is_given_or_measured(tmp_path):

@@ -523,7 +523,7 @@ def test_the_card_names_the_data_file_read_unless_given_a_dataset_name(tokenizer
     (tmp_path / "tickets.jsonl").write_text(json.dumps({"conversation": turns}) + "\n", encoding="utf-8")
     args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=1,
                                ttt_steps=1, draft_vocab_size=8, max_length=32, save_strategy="no", report_to=[],
-                               disable_tqdm=True)
+                               disable_tqdm=True, warmup_ratio=0.0)
     for dataset_name, named in ((None, "tickets.jsonl"), ("printer tickets", "printer tickets")):
         script_args = script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "tickets.jsonl"),
                                                    dataset_name=dataset_name)
@@ -570,3 +570,70 @@ def test_a_resumed_stream_trains_the_batches_the_uninterrupted_run_trains_next(t
     caplog.clear()
     assert train(max_steps=7, resume=str(tmp_path / "out" / "checkpoint-4")) == uninterrupted[4:]
     assert not [r for r in caplog.records if "missing keys" in r.getMessage()]  # the target's embeddings are kept
+
+
+def _answered(count: int) -> list[dict]:
+    return [{"conversation": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"answer {i}"}]}
+            for i in range(count)]
+
+
+def test_init_from_whose_vocabulary_holds_none_of_the_trained_tokens_is_refused(tokenizer, tmp_path, monkeypatch,
+                                                                                caplog):
+    """The loss reads only the positions whose token the drafter can draft: a checkpoint's vocabulary holding none of
+    the data's answer tokens trained nothing and logged loss 0. It is refused, one holding few of them warned about,
+    and draft_vocab_size widens it with the data's tokens, as the message says."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    target = tiny_model("llama")
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in _answered(4)), encoding="utf-8")
+    a_token = tokenizer("a", add_special_tokens=False)["input_ids"][0]
+    for name, vocabulary in (("disjoint", torch.arange(60, 68)), ("few", torch.tensor([a_token, *range(61, 68)]))):
+        Eagle3DraftModel.from_target(target, draft_to_target=vocabulary).save_pretrained(tmp_path / name)
+
+    def train(init_from: str, **settings):
+        args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=1, warmup_ratio=0.0, ttt_steps=1,
+                                   max_length=32, save_strategy="no", report_to=[], disable_tqdm=True, **settings)
+        script_args = script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"),
+                                                   init_from=str(tmp_path / init_from))
+        return script.main(script_args, args)
+
+    with pytest.raises(ValueError, match=r"The draft vocabulary of the checkpoint .*disjoint \(8 tokens\) holds none "
+                                         r"of the \d+ answer tokens the data trains.*Set draft_vocab_size above 8"):
+        train("disjoint")
+    caplog.clear()
+    train("few")
+    assert [r for r in caplog.records if r.levelname == "WARNING" and "holds 1" in r.getMessage()
+            and "answer tokens the data trains" in r.getMessage()]
+    caplog.clear()
+    trainer = train("disjoint", draft_vocab_size=24)  # widened with the data's tokens: trains, no warning
+    assert trainer.state.log_history[-1]["train_loss"] > 0
+    assert not [r for r in caplog.records if "answer tokens the data trains" in r.getMessage()]
+
+
+def test_the_card_counts_the_conversations_drawn_across_a_resume(setup, tmp_path):
+    """4 conversations at batch 1 with gradient_accumulation_steps 8: the one optimizer step drew 4, not the "8
+    conversations per device" the card said; a resumed run adds its checkpoint's count, and one resumed from a
+    checkpoint saved before conversations were counted says it knows a lower bound only."""
+    target, _ = setup
+    samples = _samples(target, count=4, length=10)
+
+    def train(max_steps: int, resume: str | None = None) -> Eagle3Trainer:
+        torch.manual_seed(0)
+        draft = Eagle3DraftModel.from_target(target, draft_to_target=build_draft_vocabulary(samples, 16, 96))
+        args = Eagle3Config(output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=1,
+                            gradient_accumulation_steps=8, warmup_ratio=0.0, ttt_steps=1, save_strategy="steps",
+                            save_steps=1, report_to=[], disable_tqdm=True)
+        trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                                data_collator=lambda b: collate(b, pad_token_id=0))
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    assert "for 1 optimizer steps over 4 conversations drawn." in train(1)._training_description()
+    assert "for 2 optimizer steps over 8 conversations drawn." in train(
+        2, str(tmp_path / "checkpoint-1"))._training_description()
+    state_file = tmp_path / "checkpoint-1" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    del state["stateful_callbacks"]["SamplesDrawn"]  # as a checkpoint saved before the count was kept
+    state_file.write_text(json.dumps(state))
+    assert "over at least 4 conversations drawn." in train(2, str(tmp_path / "checkpoint-1"))._training_description()

@@ -360,7 +360,7 @@ def test_a_hardware_profile_of_another_target_or_drafter_is_refused(peaky_target
     target = model_name(peaky_target)
 
     def trainer(profile, drafter_name="acme/eagle3-tiny"):
-        args = PPOWConfig(output_dir=str(tmp_path), hardware_profile=profile, max_steps=1,
+        args = PPOWConfig(output_dir=str(tmp_path), hardware_profile=profile, max_steps=1, warmup_ratio=0.0,
                           per_device_train_batch_size=2, window_size=3, num_generations=2, num_prefixes=2,
                           report_to=[], disable_tqdm=True)
         return PPOWTrainer(model=copy.deepcopy(draft), args=args, target_model=peaky_target, train_dataset=samples,
@@ -408,7 +408,7 @@ def test_the_script_names_its_data_file_and_can_reuse_a_drafter_of_another_depth
     )
     args = PPOWConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, window_size=3,
                       num_generations=2, num_prefixes=2, max_length=64, save_strategy="no", report_to=[],
-                      disable_tqdm=True)
+                      disable_tqdm=True, warmup_ratio=0.0)
     script_args = script.PPOWScriptArguments(drafter_name_or_path=str(tmp_path / "drafter"),
                                              dataset_path=str(tmp_path / "tickets.jsonl"))
     with pytest.raises(ValueError, match="ignore_target_mismatch=True"):

@@ -6,6 +6,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn
 
+from ...core.modes import eval_except
 from .config import DRAFT_HEAD_MODULE
 
 
@@ -36,10 +37,11 @@ class DVIDraftHead(nn.Module):
 def lora_draft_head(head: DVIDraftHead, lora_config: LoraConfig) -> PeftModel:
     """Wrap ``head`` with a LoRA adapter without changing the shared target weights' ``requires_grad``."""
     flags = {param: param.requires_grad for param in head.parameters()}
+    shared = [head.norm, head.draft_head]  # the target's final norm and output head
     peft_head = get_peft_model(head, lora_config)
     for param, requires_grad in flags.items():
         param.requires_grad_(requires_grad)  # peft freezes the base weights, which are the target's
-    return peft_head.eval()
+    return eval_except(peft_head, shared)  # the adapter drafts without dropout; the target's modules keep its mode
 
 
 def check_lora_config(lora_config: LoraConfig | None) -> LoraConfig:

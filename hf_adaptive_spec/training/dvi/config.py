@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peft import LoraConfig
-from transformers import TrainingArguments
 
 from ...core.values import check_number
 from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig, check_online_learner_values
+from ..config import SpecTrainingArguments
 
 _ONLINE = DVIOnlineLearnerConfig  # field defaults are read from the online config: one source of truth
 #: DVIOnlineLearnerConfig fields the trainer sets under another name
@@ -23,7 +23,7 @@ def _flag_name(field_name: str) -> str:
 
 
 @dataclass
-class DVIConfig(TrainingArguments):
+class DVIConfig(SpecTrainingArguments):
     r"""Arguments of :class:`DVITrainer` on top of ``transformers.TrainingArguments``.
 
     One training step is one prompt (``per_device_train_batch_size`` prompts): the target

@@ -17,7 +17,7 @@ from ...generation.enable import enable
 from ...hub.cards import CardResult, check_base_model
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
-from ..base import CardNames, SpecTrainer
+from ..base import CardNames, SamplesDrawn, SpecTrainer
 from .config import DVIConfig
 from .replay import GreedyChainReplay
 
@@ -140,6 +140,7 @@ class DVITrainer(SpecTrainer):
             optimizers=(updater.optimizer, None),
             **kwargs,
         )
+        self.add_callback(SamplesDrawn())  # the prompts the card says it trained on
 
     def training_step(
         self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: torch.Tensor | int | None = None
@@ -171,6 +172,7 @@ class DVITrainer(SpecTrainer):
             self._metrics["acceptance_rate"].append(sum(stats.accepted_lengths) / drafted if drafted else 0.0)
             if self.args.update_every == 0:
                 self.drafter.update()
+        self.count_samples(len(inputs["input_ids"]))
         return torch.tensor(self._collect_update_metrics(), device=self.args.device)
 
     def _note_greedy_agreement(self, agreement: float) -> None:
@@ -203,6 +205,33 @@ class DVITrainer(SpecTrainer):
         return sum(m.loss for m in new) / len(new) if new else 0.0
 
 
+    def train(self, *args, **kwargs):
+        """:meth:`SpecTrainer.train`, refusing a run that ends with no LoRA update (:meth:`_check_updated`)."""
+        output = super().train(*args, **kwargs)
+        self._check_updated()
+        return output
+
+    def _check_updated(self) -> None:
+        """Refuse a run whose adapter no update changed, before it is saved: as the EAGLE-3 and PPOW scripts refuse
+        data with no answer to train, rather than save an untrained artifact under a card that says it trained. The
+        rollouts logged no accept/reject record (no prompt gave a drafting cycle), or ``update_every`` fresh records
+        never came."""
+        updater = self.drafter.updater
+        if updater.num_updates > (self._continued_at_update or 0) or not self.state.global_step:
+            return
+        drawn = self.samples_drawn().phrase("prompts")
+        if updater.buffer.total_added:
+            cause = (f"update_every={self.args.update_every} fresh records never came ({updater.num_fresh} were "
+                     "logged). Lower update_every, or train on more prompts")
+        else:
+            cause = ("no prompt gave a drafting cycle to learn from (its answer empty or one token long, or cut "
+                     f"there by max_new_tokens={self.args.max_new_tokens}). Train on answers longer than one token, "
+                     "or raise max_new_tokens")
+        raise ValueError(
+            f"DVI made no LoRA update in {self.state.global_step} steps {drawn}, so the adapter is untouched and is "
+            f"not saved: {cause}."
+        )
+
     def save_artifact(self, output_dir: str) -> None:
         """The adapter, its card and ``dvi_online_state.json`` (the drafter's, being online)."""
         self.drafter.save_pretrained(output_dir, model_card_kwargs=self.card_kwargs())
@@ -214,6 +243,10 @@ class DVITrainer(SpecTrainer):
         super()._save_optimizer_and_scheduler(output_dir)
         if self.args.should_save:
             self.drafter.save_rollout_state(output_dir)
+
+    def checkpoint_artifact_type(self) -> str:
+        """The drafter's: a checkpoint holds the adapter (its ``config.json``), not the head ``Trainer`` steps."""
+        return self.drafter.artifact_type
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         """Resume: the LoRA weights (safetensors), the schedule position and baseline, and the rollout state.
@@ -262,7 +295,7 @@ class DVITrainer(SpecTrainer):
             "results": results,
             "description": (
                 f"Draft path: the target's first {self.drafter.exit_layer} layers. {self._start_description()}Trained "
-                f"online over {self.state.global_step * self.args.per_device_train_batch_size} prompts "
+                f"online {self.samples_drawn().phrase('prompts')} "
                 f"({updater.num_updates - (self._continued_at_update or 0)} LoRA updates"
                 + (f", {updater.num_updates} with the starting adapter's" if self._continued_at_update else "")
                 + f", {schedule}, chains of {self.args.draft_depth}; "

@@ -6,10 +6,9 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from transformers import TrainingArguments
-
 from ...core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ...core.values import check_number
+from ..config import SpecTrainingArguments
 from ..warmup import carry_warmup_ratio
 from .feature_cache import check_bound
 from .initialization import INITIALIZATIONS
@@ -19,7 +18,7 @@ DEFAULT_DRAFT_VOCAB_SIZE = 8192
 
 
 @dataclass
-class Eagle3Config(TrainingArguments):
+class Eagle3Config(SpecTrainingArguments):
     r"""Arguments of :class:`Eagle3Trainer` on top of ``transformers.TrainingArguments``.
 
     Defaults follow SpecForge (AdamW, cosine schedule, warm-up 1.5%, gradient clipping 0.5) and

@@ -14,7 +14,7 @@ from transformers import PreTrainedModel
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, check_base_model, render_card
-from ..base import CardNames, SpecTrainer
+from ..base import CardNames, SamplesDrawn, SpecTrainer
 from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .feature_cache import FeatureCache, target_signature
@@ -61,6 +61,7 @@ class Eagle3Trainer(SpecTrainer):
         self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
                                     reproduce_command)
         self.can_return_loss = True
+        self.add_callback(SamplesDrawn())  # the conversations the card says it trained on
         self.target_features = self._target_features_class(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
         )
@@ -88,6 +89,7 @@ class Eagle3Trainer(SpecTrainer):
             features, target_logits = self.target_features(ids, mask, cached=model.training)
         if model.training:  # evaluation batches run the target: the cache holds the training conversations only
             self._log_feature_cache()
+            self.count_samples(len(ids))
         # a bfloat16 target's features
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)
         loss_mask = inputs["loss_mask"] * mask
@@ -149,8 +151,7 @@ class Eagle3Trainer(SpecTrainer):
     def _training_description(self) -> str:
         description = (
             f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
-            f"optimizer steps of {self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps} "
-            "conversations per device."
+            f"optimizer steps {self.samples_drawn().phrase('conversations')}."
         )
         if self.args.target_temperature != 1.0:
             description += (

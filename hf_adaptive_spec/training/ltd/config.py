@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ...core.values import check_number
+from ..config import SpecTrainingArguments
 from ..rl import check_ppo_settings
 
 
 @dataclass
-class LTDConfig(TrainingArguments):
+class LTDConfig(SpecTrainingArguments):
     r"""Arguments of :class:`LTDTrainer` on top of ``transformers.TrainingArguments``.
 
     One optimizer step is one PPO minibatch update. A rollout of ``n_steps`` decisions of the

@@ -14,7 +14,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
 from ...environments.replay import committed_tokens
-from ...hub import ArtifactLocation, CardResult, load_weights
+from ...hub import CardResult
 from ...policies.ltd import LTDPolicy
 from ...policies.serialization import lookup_generate_kwargs
 from ...policies.static import static_tree_policy
@@ -186,8 +186,9 @@ class LTDTrainer(SpecTrainer):
         save_state(folder, self.args.process_index, self.rollouts, self.updates)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
-        """Resume: the policy weights (strict safetensors), then this process's replay state."""
-        load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
+        """Resume: the policy weights (strict safetensors, :meth:`SpecTrainer._load_from_checkpoint`), then this
+        process's replay state."""
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
         self.updates = load_state(resume_from_checkpoint, self.args.process_index, self.rollouts)
 
     def model_card(self) -> ModelCard:

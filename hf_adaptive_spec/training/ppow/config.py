@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ...core.values import check_number
+from ..config import SpecTrainingArguments
 from ..warmup import carry_warmup_ratio
 
 #: the paper's drafter cost ``c`` in the reward ``L / (1 + cL)`` (Table A.3)
@@ -15,7 +14,7 @@ DEFAULT_RELATIVE_COST = 0.12
 
 
 @dataclass
-class PPOWConfig(TrainingArguments):
+class PPOWConfig(SpecTrainingArguments):
     r"""Arguments of :class:`PPOWTrainer` on top of ``transformers.TrainingArguments``.
 
     Defaults are the paper's (Table A.3): windows of 10 tokens, groups of 8, clip 0.2, KL

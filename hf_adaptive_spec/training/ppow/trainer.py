@@ -193,6 +193,7 @@ class PPOWTrainer(Eagle3Trainer):
         slot = self._micro_step % accumulation
         if (self._micro_step // accumulation) % self.args.num_iterations == 0 or slot not in self._rollouts:
             self._rollouts[slot] = self.sample_rollout(model, inputs)
+            self.count_samples(len(inputs["input_ids"]))
         self._micro_step += 1
         return self._rollouts[slot]
 
@@ -221,10 +222,10 @@ class PPOWTrainer(Eagle3Trainer):
         args = self.args
         start = f" from the EAGLE-3 drafter {self.drafter_name_or_path}" if self.drafter_name_or_path else ""
         parts = [
-            f"Post-trained with PPOW{start} for {self.state.global_step} optimizer steps: "
+            f"Post-trained with PPOW{start} for {self.state.global_step} optimizer steps "
+            f"{self.samples_drawn().phrase('conversations')}: "
             f"windows of {args.window_size} tokens, groups of {args.num_generations}, "
             f"{args.num_prefixes} prefixes per conversation, "
-            f"{args.per_device_train_batch_size * args.gradient_accumulation_steps} conversations per step and device, "
             f"{args.acceptance} acceptance, relative cost {self.relative_cost:.3f} ({self._relative_cost_source()}), "
             f"beta {args.beta}, clip {args.epsilon}",
             "proximity reward " + ("on" if args.use_proximity_reward else "off"),

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ...core.values import check_number
+from ..config import SpecTrainingArguments
 
 
 @dataclass
-class RadarConfig(TrainingArguments):
+class RadarConfig(SpecTrainingArguments):
     r"""Arguments of :class:`RadarTrainer` on top of ``transformers.TrainingArguments``.
 
     Defaults are RADAR's (``train_radar.py``): REINFORCE with lr 1e-4, weight decay 1e-4, cosine

@@ -6,16 +6,16 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from ...core.values import check_number
 from ...policies.resps import ACTION_GRIDS, action_grid
+from ..config import SpecTrainingArguments
 from ..rl import check_ppo_settings
 
 
 @dataclass
-class ReSpSConfig(TrainingArguments):
+class ReSpSConfig(SpecTrainingArguments):
     r"""Arguments of :class:`ReSpSTrainer` on top of ``transformers.TrainingArguments``.
 
     Defaults are the paper's max-entropy PPO (its Table 4, Stable-Baselines3 defaults otherwise):

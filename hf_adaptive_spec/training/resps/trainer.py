@@ -12,8 +12,6 @@ from transformers import Trainer, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ...environments import MultiReplayEnvironment
-from ...hub.location import ArtifactLocation
-from ...hub.weights import load_weights
 from ...policies.base import TreeConfig
 from ...policies.resps import ReSpSDecision, ReSpSPolicy
 from ...policies.serialization import lookup_generate_kwargs
@@ -195,7 +193,7 @@ class ReSpSTrainer(SpecTrainer):
                 "the rest of that update. Resume from an earlier checkpoint whose step is a multiple of "
                 f"{self.args.steps_per_update}."
             )
-        load_weights(self.policy, ArtifactLocation(resume_from_checkpoint))
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
         self.rollouts.load(resume_from_checkpoint)
 
     def model_card(self) -> ModelCard:

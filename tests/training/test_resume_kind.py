@@ -1,0 +1,87 @@
+"""A trainer resumed from a checkpoint another kind of trainer saved is refused, naming what the checkpoint holds and
+what the trainer resumes (a RadarTrainer resumed from an LTD checkpoint failed with a bare AttributeError
+'_keys_to_ignore_on_save' from transformers); a policy's weights are resumed strictly."""
+
+from __future__ import annotations
+
+import pytest
+import safetensors.torch
+import torch
+from tiny_models import prompt, tiny_model
+
+from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+from hf_adaptive_spec.hub.errors import WeightsMismatchError
+from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.policies.ltd import LTDPolicy
+from hf_adaptive_spec.policies.radar import RadarPolicy
+from hf_adaptive_spec.profiling import HardwareProfile
+from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
+from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, collate
+from hf_adaptive_spec.training.radar import RadarConfig, RadarDataset, RadarTrainer
+
+torch.set_num_threads(1)
+
+TREE = TreeConfig(depth=2, top_k=1, total_tokens=3)
+
+
+def _radar_policy(**settings) -> RadarPolicy:
+    return RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens, **settings)
+
+
+def _radar_trainer(tmp_path, max_steps: int = 2, **settings) -> RadarTrainer:
+    cycles = 4
+    dataset = RadarDataset(
+        TREE, beam_scores=torch.rand(cycles, 1, 1), accept_probs=torch.eye(3)[[0, 1]].expand(cycles, 2, 3).clone(),
+        verified_tokens=torch.tensor([[2, 3]] * cycles), prompt_index=torch.arange(cycles),
+        position=torch.zeros(cycles, dtype=torch.long),
+    )
+    profile = HardwareProfile(device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 4],
+                              verify_seconds=[1.0, 1.5], draft_step_seconds=0.1, policy_call_seconds=0.01)
+    args = RadarConfig(output_dir=str(tmp_path / "radar"), max_steps=max_steps, per_device_train_batch_size=2,
+                       eval_strategy="no", load_best_model_at_end=False, report_to=[], disable_tqdm=True, **settings)
+    return RadarTrainer(model=_radar_policy(), args=args, train_dataset=dataset, profile=profile)
+
+
+def _eagle3_trainer(tmp_path) -> Eagle3Trainer:
+    target = tiny_model("llama")
+    args = Eagle3Config(output_dir=str(tmp_path / "eagle3"), max_steps=2, ttt_steps=1, report_to=[], disable_tqdm=True)
+    return Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
+                         train_dataset=[{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}],
+                         data_collator=lambda b: collate(b, 0))
+
+
+def _dvi_trainer(tmp_path) -> DVITrainer:
+    args = DVIConfig(output_dir=str(tmp_path / "dvi"), max_steps=2, exit_layer=2, report_to=[], disable_tqdm=True)
+    return DVITrainer(target_model=tiny_model("llama"), args=args,
+                      train_dataset=[{"input_ids": prompt(6, seed=0)[0].tolist()}])
+
+
+OTHER_KINDS = [
+    (_radar_trainer, LTDPolicy, r"holds a 'hf_adaptive_spec.policy.ltd' artifact \(LTDPolicy\), where RadarTrainer "
+     r"resumes a 'hf_adaptive_spec.policy.radar' artifact \(RadarPolicy\)"),
+    (_eagle3_trainer, _radar_policy, r"holds a 'hf_adaptive_spec.policy.radar' artifact \(RadarPolicy\), where "
+     r"Eagle3Trainer resumes an EAGLE-3 drafter in SpecForge's layout \(no artifact_type\)"),
+    (_dvi_trainer, LTDPolicy, r"holds a 'hf_adaptive_spec.policy.ltd' artifact \(LTDPolicy\), where DVITrainer "
+     r"resumes a 'hf_adaptive_spec.drafter.dvi' artifact \(DVIDrafter\)"),
+]
+
+
+@pytest.mark.parametrize("trainer, saved, message", OTHER_KINDS, ids=["radar-from-ltd", "eagle3-from-radar",
+                                                                    "dvi-from-ltd"])
+def test_a_checkpoint_another_kind_of_trainer_saved_is_refused_naming_both(tmp_path, trainer, saved, message):
+    saved().save_pretrained(tmp_path / "checkpoint-2")
+    with pytest.raises(ValueError, match=message + ": another kind of trainer saved it. Resume a checkpoint-N folder"):
+        trainer(tmp_path).train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
+def test_a_policy_checkpoint_resumes_strictly(tmp_path):
+    """A RADAR run resumes its own checkpoint; one whose weights file lacks a tensor is refused naming it, where
+    Trainer's loader, made for transformers models, loaded the rest and failed with a bare AttributeError."""
+    _radar_trainer(tmp_path, max_steps=1, save_strategy="steps", save_steps=1).train()
+    checkpoint = tmp_path / "radar" / "checkpoint-1"
+    assert _radar_trainer(tmp_path, max_steps=2).train(resume_from_checkpoint=str(checkpoint)).global_step == 2
+    weights = safetensors.torch.load_file(checkpoint / "model.safetensors")
+    dropped = sorted(weights)[0]
+    safetensors.torch.save_file({k: v for k, v in weights.items() if k != dropped}, checkpoint / "model.safetensors")
+    with pytest.raises(WeightsMismatchError, match=f"does not match RadarPolicy: missing keys \\['{dropped}'\\]"):
+        _radar_trainer(tmp_path, max_steps=2).train(resume_from_checkpoint=str(checkpoint))
