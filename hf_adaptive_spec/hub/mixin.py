@@ -272,7 +272,7 @@ class HubArtifactMixin(ModelHubMixin):
         ``model_kwargs`` override ``config.json`` values passed to ``__init__``. ``dtype=`` (transformers' keyword:
         a floating ``torch.dtype``, its name, or ``"auto"``/None for the saved one) casts a module after loading,
         its :attr:`float32_keys` kept float32; a config-only artifact holds no tensors and ignores it. transformers'
-        ``torch_dtype=`` and ``device_map=`` are refused, naming ``dtype=`` and ``.to(device)``.
+        ``torch_dtype=``, ``device_map=`` and ``device=`` are refused, naming ``dtype=`` and ``.to(device)``.
 
         Raises:
             MissingArtifactFileError: ``config.json`` or ``model.safetensors`` is missing.
@@ -316,9 +316,9 @@ class HubArtifactMixin(ModelHubMixin):
 
     @classmethod
     def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any]) -> None:
-        """Refuse, for the default load, transformers' ``torch_dtype=`` and ``device_map=`` (unless ``__init__`` takes
-        them), naming what does the same here: ``__init__`` would only say it got an unexpected keyword argument. A
-        format of its own (``load_keywords``) names the keywords it takes instead."""
+        """Refuse, for the default load, transformers' ``torch_dtype=``, ``device_map=`` and ``device=`` (unless
+        ``__init__`` takes them), naming what does the same here: ``__init__`` would only say it got an unexpected
+        keyword argument. A format of its own (``load_keywords``) names the keywords it takes instead."""
         if cls.load_keywords is not None:
             return
         init_keys = cls._init_keys() or set()
@@ -328,11 +328,12 @@ class HubArtifactMixin(ModelHubMixin):
                 f"{name} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
                 "deprecated there)."
             )
-        if "device_map" in model_kwargs and "device_map" not in init_keys:
-            raise TypeError(
-                f"{name} does not take device_map= (transformers' placement of a model's layers): it loads whole on "
-                f"the CPU; move it after loading: {name}(path).to(device)."
-            )
+        for placement in ("device_map", "device"):  # transformers' placement of a model's layers, or one device
+            if placement in model_kwargs and placement not in init_keys:
+                raise TypeError(
+                    f"{name} does not take {placement}=: it loads whole on the CPU; move it after loading: "
+                    f"{name}(path).to(device)."
+                )
 
     @classmethod
     def _pop_load_dtype(cls, model_kwargs: dict[str, Any]) -> torch.dtype | None:

@@ -357,6 +357,8 @@ def test_torch_dtype_and_device_map_are_refused_naming_what_to_use(saved_mlp):
         TinyMLPPolicy.from_pretrained(saved_mlp[1], torch_dtype=torch.bfloat16)
     with pytest.raises(TypeError, match=r"does not take device_map=.*on the CPU.*from_pretrained\(path\).to\(device\)"):
         AutoDraftPolicy.from_pretrained(saved_mlp[1], device_map="auto")
+    with pytest.raises(TypeError, match=r"does not take device=.*on the CPU.*from_pretrained\(path\).to\(device\)"):
+        AutoDraftPolicy.from_pretrained(saved_mlp[1], device="cpu")  # was: __init__() got an unexpected keyword
 
 
 def test_a_revision_given_for_a_local_folder_is_said_to_be_ignored_once(saved_mlp, caplog):
