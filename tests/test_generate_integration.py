@@ -634,3 +634,10 @@ def test_transformers_assisted_length_settings_warn_that_the_policy_decides(llam
     with caplog.at_level("WARNING"):  # generate fills in transformers' defaults: they are not the caller's
         llama.generate(ids, max_new_tokens=10, do_sample=False, **_spec(llama))
     assert "assisted generation" not in caplog.text
+    llama.generation_config.num_assistant_tokens = 1  # as the bench's hf-early-exit sets it for transformers' drafter
+    try:
+        with caplog.at_level("WARNING"):
+            llama.generate(ids, max_new_tokens=10, do_sample=False, **_spec(llama))
+    finally:
+        llama.generation_config.num_assistant_tokens = None
+    assert "assisted generation" not in caplog.text  # the model's setting, not this call's

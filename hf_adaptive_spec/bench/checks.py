@@ -72,6 +72,8 @@ def check_options_read(given: list[str], options: MethodOptions, methods: dict[s
     ``--dvi-exit-layer`` with ``--dvi-adapter``, ``--assistant-confidence-threshold`` with ``eagle3-confidence``,
     which runs transformers' default): the run would ignore it and its report list it as a setting."""
     read = set().union(*(method.options_read(options) for method in methods.values()))
+    if options.tree_profile:  # the profile's check names the drafter it must have timed
+        read.add("eagle3_checkpoint")
     unread = [name for name in given if name not in read]
     if unread:
         helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(options)}

@@ -23,7 +23,7 @@ from .records import QuestionRecord
 from .summary import _per_question_speedups, _throughput
 
 #: the fewest bootstrap resamples whose 2.5% and 97.5% points are neither the smallest nor the largest total
-MIN_RESAMPLES = 40
+MIN_RESAMPLES = 41
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,10 @@ class CostCurve:
         parts = key.split("/")
         instruction_set = rest.removesuffix(")") if rest.endswith(")") else None
         dtype = getattr(torch, parts[1], None) if len(parts) == 3 else None
-        if not isinstance(dtype, torch.dtype) or bool(rest) != bool(instruction_set):
+        if not isinstance(dtype, torch.dtype) or bool(rest) != bool(instruction_set) or not _is_device_type(parts[0]):
             raise ValueError(f"{text!r} is not a cost curve: write device/dtype/path, e.g. 'cpu/bfloat16/compiled' "
-                             "(str of a CostCurve, optionally with its ' (INSTRUCTION_SET)'), dtype a torch dtype's "
-                             f"name and path one of {PATHS}.")
+                             "(str of a CostCurve, optionally with its ' (INSTRUCTION_SET)'), device a device type, "
+                             f"dtype a torch dtype's name and path one of {PATHS}.")
         return cls(parts[0], str(dtype).removeprefix("torch."), parts[2], instruction_set)
 
     @classmethod
@@ -85,6 +85,14 @@ class CostCurve:
 
     def __str__(self) -> str:
         return self.key if self.instruction_set is None else f"{self.key} ({self.instruction_set})"
+
+
+def _is_device_type(name: str) -> bool:
+    """Whether ``name`` is a device type as a curve records it (``cpu``, ``cuda``; not ``cuda:0`` nor a typo)."""
+    try:
+        return torch.device(name).type == name
+    except RuntimeError:
+        return False
 
 
 #: the CPU matrix instruction sets that set a many-token forward's cost, best first, with torch's check for each

@@ -17,7 +17,7 @@ logger = logging.get_logger(__name__)
 
 def check_inference_mode(model: nn.Module, role: str) -> None:
     """Refuse a ``model`` in training mode with gradient checkpointing (transformers then drops its key/value cache,
-    which tree verification and drafting read), and warn once about one in training mode (its dropout makes every
+    which tree verification and drafting read), and warn once about one in training mode (any dropout makes every
     forward another draw, so its tokens follow no fixed model). ``role`` names it ("target model", "draft model")."""
     if not model.training:
         return
@@ -29,8 +29,9 @@ def check_inference_mode(model: nn.Module, role: str) -> None:
             "generate (or model.gradient_checkpointing_disable())."
         )
     logger.warning_once(
-        f"The {role} ({type(model).__name__}) is in training mode: its dropout makes every forward another draw, so "
-        "the tokens follow no fixed model (stock's would not repeat either). Call model.eval() before generate."
+        f"The {role} ({type(model).__name__}) is in training mode: any dropout it has makes every forward another "
+        "draw, so the tokens follow no fixed model (stock's would not repeat either). Call model.eval() before "
+        "generate."
     )
 
 

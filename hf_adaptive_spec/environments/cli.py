@@ -219,8 +219,30 @@ def parse_feature_layers(value: str | None, drafter: Drafter, model: PreTrainedM
     return layers
 
 
-def check_prompt_choice(args: argparse.Namespace) -> None:
-    """Refuse options the chosen prompts would ignore, then fill in the defaults of those not given."""
+def check_counts(args: argparse.Namespace) -> None:
+    """Refuse, before the manifest and the profile, counts below what a recording needs (a run that would record
+    nothing writes nothing)."""
+    if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
+        raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
+    for flag, value in (("--max-prompt-tokens", args.max_prompt_tokens), ("--top-k", args.top_k),
+                        ("--profile-repeats", args.profile_repeats),
+                        ("--profile-context-length", args.profile_context_length)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 2), ("--total-tokens", args.total_tokens, 2),
+                             ("--depth", args.depth, 1)):
+        if value < low:
+            raise ValueError(f"{flag} must be at least {low}, got {value}: with {flag} {value} a recording holds "
+                             "nothing to replay (no cycle, no tree, or the root alone verified).")
+
+
+def resolve_prompt_options(args: argparse.Namespace) -> None:
+    """Refuse prompt options that name the prompts twice or that the chosen prompts would ignore, then fill in the
+    defaults of those not given (``--prompts sharegpt``, ``--seed 0``)."""
+    if args.questions and args.prompts_file:
+        raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
+    if args.per_category is not None and not args.questions:
+        raise ValueError("--per-category selects benchmark questions: pass it with --questions.")
     chosen_by = "--questions" if args.questions else "--prompts-file" if args.prompts_file else None
     ignored = {
         "--prompts": args.prompts is not None and chosen_by is not None,
@@ -245,24 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     try:
-        if args.num_prompts < 1 or args.start < 0 or args.shard_size < 1 or args.turns < 1:
-            raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
-        for flag, value in (("--max-prompt-tokens", args.max_prompt_tokens), ("--top-k", args.top_k),
-                            ("--profile-repeats", args.profile_repeats),
-                            ("--profile-context-length", args.profile_context_length)):
-            if value < 1:
-                raise ValueError(f"{flag} must be at least 1, got {value}.")
-        # before the manifest and the profile: a run that would record nothing writes nothing
-        for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 2), ("--total-tokens", args.total_tokens, 2),
-                                 ("--depth", args.depth, 1)):
-            if value < low:
-                raise ValueError(f"{flag} must be at least {low}, got {value}: with {flag} {value} a recording holds "
-                                 "nothing to replay (no cycle, no tree, or the root alone verified).")
-        if args.questions and args.prompts_file:
-            raise ValueError("--questions and --prompts-file both name the prompts: pass one of them.")
-        if args.per_category is not None and not args.questions:
-            raise ValueError("--per-category selects benchmark questions: pass it with --questions.")
-        check_prompt_choice(args)
+        check_counts(args)
+        resolve_prompt_options(args)
         config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
         model, tokenizer = load_target(args.model)
         drafter = load_drafter(model, args.eagle3_checkpoint)

@@ -45,7 +45,7 @@ def check_supported(
     _check_model_inputs(input_ids, model_kwargs)
     check_inference_mode(model, role="target model")
     check_tree_attention_support(model.config, role="target model")
-    _warn_assisted_settings(config)
+    _warn_assisted_settings(config, model.generation_config)
     if config.prefill_chunk_size is not None:
         logger.warning_once(
             f"prefill_chunk_size={config.prefill_chunk_size} is not applied under assistant_policy: the engine "
@@ -59,12 +59,14 @@ _ASSISTED_LENGTH_SETTINGS = ("num_assistant_tokens", "num_assistant_tokens_sched
                              "assistant_lookbehind", "target_lookbehind")
 
 
-def _warn_assisted_settings(config: GenerationConfig) -> None:
-    """Warn once when the call sets transformers' draft-length settings away from transformers' defaults (which
-    ``generate`` has filled in by now): the policy decides the tree, and they would change nothing (the tokens are
-    the same either way)."""
+def _warn_assisted_settings(config: GenerationConfig, model_config: GenerationConfig) -> None:
+    """Warn once when the call itself sets transformers' draft-length settings (away from both transformers' defaults,
+    which ``generate`` has filled in by now, and the model's ``generation_config``, which other methods of a run may
+    set for transformers' own assisted generation): the policy decides the tree, and they would change nothing (the
+    tokens are the same either way)."""
     defaults = getattr(GenerationConfig, "_get_default_generation_params", dict)()
-    given = [name for name in _ASSISTED_LENGTH_SETTINGS if getattr(config, name, None) != defaults.get(name)]
+    given = [name for name in _ASSISTED_LENGTH_SETTINGS
+             if getattr(config, name, None) not in (defaults.get(name), getattr(model_config, name, None))]
     if given:
         logger.warning_once(
             f"{', '.join(given)} set transformers' assisted generation, and assistant_policy decides the draft tree "

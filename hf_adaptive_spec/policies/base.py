@@ -71,7 +71,7 @@ def policy_tree(owner: str, **fields: object) -> TreeConfig:
     try:
         return TreeConfig(**fields)
     except ValueError as error:
-        raise ValueError(f"{owner}: {str(error).removeprefix('TreeConfig.')}") from None
+        raise ValueError(f"{owner}: {str(error).removeprefix('TreeConfig.').removeprefix('TreeConfig: ')}") from None
 
 
 class TreeSetting:

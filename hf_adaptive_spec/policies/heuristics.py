@@ -78,6 +78,8 @@ class ConfidenceThresholdPolicy(
             scikit-learn is installed; this policy needs no scikit-learn).
     """
 
+    omits_unset_training_record = True
+
     def __init__(self, depth: int = 20, threshold: float = 0.4, adaptive: bool = True, *,
                  trained_on: dict | None = None, trained_for_drafter: dict | None = None,
                  trained_with_lookup_tokens: int | None = None, trained_with_lookup_ngram_size: int | None = None):
@@ -158,6 +160,8 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         initial_depth: the first cycle's chain length (transformers' ``num_assistant_tokens``).
         max_depth: the longest chain (transformers has none; a bound keeps a verification forward small).
     """
+
+    omits_unset_training_record = True
 
     def __init__(self, initial_depth: int = 20, max_depth: int = 64, *, trained_on: dict | None = None,
                  trained_for_drafter: dict | None = None, trained_with_lookup_tokens: int | None = None,

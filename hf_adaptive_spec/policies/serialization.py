@@ -12,7 +12,7 @@ A policy class opts in with one line; config-only policies (``StaticTreePolicy``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from huggingface_hub import ModelCard
 
@@ -25,6 +25,17 @@ from .base import DraftPolicy, TreeConfig
 
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
     """``HubArtifactMixin`` with the policy model card; set ``artifact_type="hf_adaptive_spec.policy.<method>"``."""
+
+    #: whether ``config.json`` leaves out the training record's entries that are unset (a static or heuristic policy,
+    #: which is marked only when ranked on a curve: its settings, and the bench's digest of them, stay as they were
+    #: before it could be marked; a learned policy writes them, set or not)
+    omits_unset_training_record: ClassVar[bool] = False
+
+    def saved_settings(self) -> dict[str, Any]:
+        settings = super().saved_settings()
+        if not self.omits_unset_training_record:
+            return settings
+        return {key: value for key, value in settings.items() if key not in TRAINING_RECORD_KEYS or value is not None}
 
     def generate_model_card(self, **kwargs: Any) -> ModelCard:
         """The policy card, whose usage line passes the prompt-lookup branch the policy was trained with
@@ -100,6 +111,11 @@ def lookup_generate_kwargs(lookup_tokens: int | None, ngram_size: int = DEFAULT_
 def tree_settings(tree: TreeConfig) -> dict[str, int]:
     """A policy's ``depth``, ``top_k`` and ``total_tokens`` arguments, read from the tree it holds."""
     return {"depth": tree.depth, "top_k": tree.top_k, "total_tokens": tree.total_tokens}
+
+
+#: the ``config.json`` entries of what :meth:`PolicyHubMixin.mark_trained_on` records
+TRAINING_RECORD_KEYS = ("trained_on", "trained_for_drafter", "trained_with_lookup_tokens",
+                        "trained_with_lookup_ngram_size")
 
 
 def trained_on_setting(policy: DraftPolicy) -> dict[str, dict | int | None]:

@@ -20,6 +20,7 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
         >>> policy = StaticTreePolicy(depth=4, top_k=1, total_tokens=5)  # a 4-token chain
     """
 
+    omits_unset_training_record = True
     depth = TreeSetting()
     top_k = TreeSetting()
     total_tokens = TreeSetting()

@@ -108,11 +108,20 @@ def test_a_malformed_record_is_refused_naming_the_file_and_line(tmp_path, capsys
 def test_too_few_resamples_for_an_interval_are_refused(tmp_path, capsys):
     """--resamples 1 printed an 'interval' whose ends were the same resample."""
     records = [_record(q, "base", 100, 2.0 + q) for q in range(3)] + [_record(q, "m", 100, 1.0) for q in range(3)]
-    with pytest.raises(BenchError, match="resamples must be at least 40"):
-        compare_paired(records, "base", resamples=39)
-    assert compare_paired(records, "base", resamples=40)[1].low < compare_paired(records, "base", resamples=40)[1].high
+    with pytest.raises(BenchError, match="resamples must be at least 41"):
+        compare_paired(records, "base", resamples=40)  # its 97.5% point was the largest total
+    assert compare_paired(records, "base", resamples=41)[1].low < compare_paired(records, "base", resamples=41)[1].high
     report = tmp_path / "run.json"
     report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
     with pytest.raises(SystemExit):
         main([str(report), "--base", "base", "--resamples", "1"])
-    assert "--resamples must be at least 40" in capsys.readouterr().err
+    assert "--resamples must be at least 41" in capsys.readouterr().err
+
+
+def test_the_fewest_resamples_put_both_ends_of_the_interval_inside_the_sorted_totals():
+    from hf_adaptive_spec.bench.paired import MIN_RESAMPLES
+
+    def inner(n):
+        return int(0.025 * n) >= 1 and min(int(0.975 * n), n - 1) <= n - 2
+
+    assert inner(MIN_RESAMPLES) and not inner(MIN_RESAMPLES - 1)

@@ -468,9 +468,9 @@ def test_options_the_chosen_prompts_ignore_are_refused(tiny_cli, tmp_path, capsy
 
 def test_the_defaults_of_the_prompt_options_are_filled_in_after_the_check():
     args = cli.make_parser().parse_args(["--output", "o"])
-    cli.check_prompt_choice(args)
+    cli.resolve_prompt_options(args)
     assert (args.prompts, args.seed) == ("sharegpt", 0)
     args = cli.make_parser().parse_args(["--output", "o", "--prompts-file", "p", "--turns", "2", "--sharegpt-file", "s",
                                          "--seed", "4"])
-    cli.check_prompt_choice(args)  # later turns come from the ShareGPT file; the seed orders the file's records
+    cli.resolve_prompt_options(args)  # later turns come from the ShareGPT file; the seed orders the file's records
     assert (args.seed, args.sharegpt_file) == (4, "s")

@@ -137,7 +137,8 @@ def test_a_curve_written_as_text_is_read_back_and_other_text_is_refused():
     compiled_ltd = shipped_checkpoint("ltd", curve)
     assert shipped_checkpoint("ltd", str(curve)) == shipped_checkpoint("ltd", curve.key) == compiled_ltd
     assert compiled_ltd != shipped_checkpoint("ltd")
-    for typo in ("cpu/bf16/compiled", "cpu/bfloat16", "cpu/bfloat16/compiled (AVX", "bfloat16"):
+    for typo in ("cpu/bf16/compiled", "cpu/bfloat16", "cpu/bfloat16/compiled (AVX", "bfloat16",
+                 "cpux/bfloat16/compiled", "cuda:0/bfloat16/compiled"):
         with pytest.raises(ValueError, match="is not a cost curve: write device/dtype/path"):
             shipped_checkpoint("ltd", typo)
     with pytest.raises(ValueError, match="path must be one of"):

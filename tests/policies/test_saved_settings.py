@@ -225,3 +225,16 @@ def test_what_a_static_or_heuristic_policy_was_ranked_on_is_saved(tmp_path, make
     assert (back.trained_for_drafter, back.trained_with_lookup_tokens, back.trained_with_lookup_ngram_size) == (
         identity, 4, 2)
     assert back._current_settings() == policy._current_settings()
+
+
+def test_an_unmarked_static_policy_saves_the_settings_it_saved_before_it_could_be_marked():
+    """The bench resumes a run only with the policies it started with, by a digest of their saved settings: writing
+    the unset training record changed every static tree's digest, and resuming a run was refused as 'retrained'."""
+    from hf_adaptive_spec.bench.methods.base import policy_digest
+
+    policy = hfas.LookupFirstPolicy(depth=2, top_k=4, total_tokens=8)
+    assert policy.saved_settings() == {"depth": 2, "top_k": 4, "total_tokens": 8, "sample_drafts": False}
+    assert policy_digest(policy) == "917d7658a7f7a05147f8e25e27ef10ba"  # session 86's progress file holds it
+    assert set(HeuristicLengthPolicy().saved_settings()) == {"initial_depth", "max_depth"}
+    assert set(ConfidenceThresholdPolicy().saved_settings()) == {"depth", "threshold", "adaptive"}
+    assert "trained_on" in LTDPolicy(**SMALL_LTD).saved_settings()  # a learned policy writes its record, set or not

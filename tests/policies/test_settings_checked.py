@@ -97,6 +97,8 @@ def test_a_static_trees_fields_set_the_tree_it_drafts(models):
         hfas.ConfidenceThresholdPolicy(depth=True)  # named TreeConfig.depth, which the caller never wrote
     with pytest.raises(ValueError, match="^LTDPolicy: total_tokens must be an int >= 1, got 0"):
         hfas.LTDPolicy(total_tokens=0)
+    with pytest.raises(ValueError, match="^StaticTreePolicy: sample_drafts must be True or False"):
+        hfas.StaticTreePolicy(sample_drafts="yes")
     threshold = hfas.ConfidenceThresholdPolicy(depth=3)
     threshold.depth = 5
     assert threshold.config == hfas.TreeConfig(depth=5, top_k=1, total_tokens=6)

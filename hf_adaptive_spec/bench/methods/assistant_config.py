@@ -16,11 +16,7 @@ def apply_assistant_knobs(generation_config: GenerationConfig, options: MethodOp
     Passing these knobs to ``generate`` has no effect: the assisted candidate generator reads
     them from the assistant model's ``generation_config`` (the target itself for early exit).
     """
-    knobs = {
-        "num_assistant_tokens": options.num_assistant_tokens,
-        "num_assistant_tokens_schedule": options.num_assistant_tokens_schedule,
-        "assistant_confidence_threshold": options.assistant_confidence_threshold,
-    }
-    for key, value in knobs.items():
+    for key in ASSISTANT_KNOBS:
+        value = getattr(options, key)
         if value is not None:
             setattr(generation_config, key, value)

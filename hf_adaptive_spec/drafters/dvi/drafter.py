@@ -114,7 +114,7 @@ class DVIDrafter(
         self._num_layers = self._target_shape["num_hidden_layers"]
         check_exit_layer(exit_layer, self._num_layers)
         shallow = truncated_causal_lm(target, exit_layer).get_decoder()
-        shallow.norm = nn.Identity()  # the head applies the norm: the shallow output is h_k itself
+        shallow.norm = nn.Identity().eval()  # the head applies the norm: the shallow output is h_k itself
         self._exit_layer = exit_layer
         self.shallow = shallow
         sliding = [i for i in range(exit_layer) if is_sliding_layer(target.config, i)]

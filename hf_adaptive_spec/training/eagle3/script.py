@@ -197,11 +197,14 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: list[dict], init
     holds less than :data:`LOW_VOCABULARY_SHARE` of them: the loss reads only the positions whose token the drafter
     can draft (:func:`~.ttt.ttt_loss`), so the others train nothing, and with none the run logs a loss of 0 and
     changes nothing (``init_from``'s vocabulary, kept as it is, may be another data's)."""
-    trained = [token for sample in samples for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
+    vocabulary = set(draft.draft_to_target().tolist())
+    trained = held = 0
+    for sample in samples:
+        tokens = [token for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
+        trained, held = trained + len(tokens), held + sum(token in vocabulary for token in tokens)
     if not trained:
         return
-    vocabulary = set(draft.draft_to_target().tolist())
-    share = sum(token in vocabulary for token in trained) / len(trained)
+    share = held / trained
     if share >= LOW_VOCABULARY_SHARE:
         return
     owner = f"the checkpoint {init_from}" if init_from else "the new drafter"
