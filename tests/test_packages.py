@@ -310,9 +310,33 @@ def test_a_module_swapped_on_the_instance_is_not_packaged(tmp_path):
     model.model.layers[1].mlp.act_fn = torch.nn.ReLU()
     fast_path(model, package_dir=tmp_path)
     ids = prompt(9, seed=3)
-    with pytest.warns(UserWarning, match=r"modules its config does not build \(model.layers.1.mlp.act_fn"):
+    with pytest.warns(UserWarning, match=r"modules or module settings its config does not build \(model.layers.1.mlp"):
         out = _frozen_generate(model, ids)
     assert not out.speculation.packaged and torch.equal(out.sequences, model.generate(ids, max_new_tokens=24))
+
+
+def test_a_module_swapped_or_reset_after_a_package_ran_is_noticed_and_no_stale_package_loads(tmp_path):
+    """A package's name digested the weights alone: an activation swapped (or a norm's epsilon set) after it ran kept
+    it running, weights_changed() reloaded it, and a new instance swapped before its first call loaded the old
+    package from disk; each returned the old model's tokens."""
+    ids = prompt(9, seed=3)
+    model = tiny_model("llama", seed=7)
+    fast_path(model, package_dir=tmp_path)
+    assert _frozen_generate(model, ids).speculation.packaged
+    for changed in ({"act_fn": torch.nn.ReLU()}, {"variance_epsilon": 0.5}):
+        twin = tiny_model("llama", seed=7)  # the same weights: the package on disk is found by their digest
+        for instance in (model, twin):
+            for layer in instance.model.layers:
+                name, value = next(iter(changed.items()))
+                setattr(layer.mlp if name == "act_fn" else layer.post_attention_layernorm, name, value)
+        fast_path(twin, package_dir=tmp_path)
+        for instance in (model, twin):
+            with pytest.warns(UserWarning, match="modules or module settings its config does not build"):
+                out = _frozen_generate(instance, ids)
+            assert not out.speculation.packaged
+            assert torch.equal(out.sequences, instance.generate(ids, max_new_tokens=24, do_sample=False))
+        assert fast_path(twin).packaged_forward is None or fast_path(twin).packaged_forward.loaded == 0
+        fast_path(model, package_dir=tmp_path)  # packages again for the next change
 
 
 def test_a_package_is_never_saved_under_the_digest_of_weights_written_since(tmp_path):

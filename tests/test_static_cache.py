@@ -10,7 +10,7 @@ import torch
 from tiny_models import prompt, tiny_compile_config, tiny_drafter, tiny_eagle3, tiny_model
 from torch._dynamo.exc import FailOnRecompileLimitHit
 from torch_calls import TorchCalls
-from transformers import CompileConfig, StaticCache
+from transformers import CompileConfig, DynamicCache, StaticCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.static_cache import compact_static_cache, static_tree_mask
@@ -360,6 +360,9 @@ def test_a_cycle_moves_cache_slots_only_for_a_path_out_of_place(top_k, moves, mo
          "The static cache has 2 layers and the model 4: build it from this model"),
         (dict(past_key_values="laid-out-in-bfloat16"), r"laid out by an earlier call for batch 1 in torch.bfloat16"),
         (dict(past_key_values="laid-out-for-batch-2"), r"laid out by an earlier call for batch 2 in torch.float32"),
+        # on a CPU transformers' own update failed ('Torch not compiled with CUDA'); on a GPU it ran unrefused
+        (dict(past_key_values="offloaded-static"), r"StaticCache passed offloads its layers \(offloading=True\)"),
+        (dict(past_key_values="offloaded-dynamic"), r"DynamicCache passed offloads its layers \(offloading=True\)"),
     ],
 )
 def test_static_cache_bad_inputs(kwargs, message):
@@ -371,6 +374,8 @@ def test_static_cache_bad_inputs(kwargs, message):
         "fewer-layers": lambda: StaticCache(config=tiny_model("llama", num_hidden_layers=2).config, max_cache_len=256),
         "laid-out-in-bfloat16": lambda: _laid_out(model, dtype=torch.bfloat16),
         "laid-out-for-batch-2": lambda: _laid_out(model, batch_size=2),
+        "offloaded-static": lambda: StaticCache(config=model.config, max_cache_len=256, offloading=True),
+        "offloaded-dynamic": lambda: DynamicCache(config=model.config, offloading=True),
     }
     kwargs = {k: caches[v]() if k == "past_key_values" else v for k, v in kwargs.items()}
     with pytest.raises(ValueError, match=message):
@@ -605,3 +610,12 @@ def test_a_lookup_branch_longer_than_the_largest_bucket_holds_is_refused_before_
     out = model.generate(ids, prompt_lookup_num_tokens=7, **kwargs)
     assert torch.equal(out, model.generate(ids, max_new_tokens=12, do_sample=False))
 
+
+
+@pytest.mark.parametrize("buckets", [(2.5, 8), (True, 8), (8.0,), "2,4,8", (4, 2), (0, 8), ()])
+def test_verification_buckets_other_than_distinct_ascending_ints_are_refused(buckets):
+    """Floats and bools were accepted and failed inside the first verification (a TypeError in the cache's slot
+    arithmetic); the command line's text was split into characters."""
+    with pytest.raises(ValueError, match="Verification buckets (must be distinct positive ints|are ints, got the)"):
+        hfas.fast_path(tiny_model("llama"), buckets=buckets)
+    assert hfas.fast_path(tiny_model("llama"), buckets=torch.tensor([2, 4])).buckets == (2, 4)

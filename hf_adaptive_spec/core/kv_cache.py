@@ -7,6 +7,16 @@ from transformers import Cache, DynamicCache
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 
+def check_not_offloaded(cache: Cache) -> None:
+    """Refuse a cache built with ``offloading=True`` (its layers moved to the CPU between uses, prefetched one ahead):
+    trees are written, read and dropped out of layer order, which its prefetching does not follow."""
+    if getattr(cache, "offloading", False):
+        raise ValueError(
+            f"The {type(cache).__name__} passed offloads its layers (offloading=True), which speculative decoding "
+            "does not support: pass one built without offloading, or drop assistant_policy."
+        )
+
+
 def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
     """Check that ``cache`` can hold and drop tree nodes, and make sliding layers keep them.
 
@@ -22,6 +32,7 @@ def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
             f"Speculative decoding supports a DynamicCache or a StaticCache, got {type(cache).__name__}: pass one of "
             "those (or cache_implementation='static' / none) together with assistant_policy."
         )
+    check_not_offloaded(cache)
     for idx, layer in enumerate(cache.layers):
         if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer):
             raise ValueError(

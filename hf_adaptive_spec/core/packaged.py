@@ -87,6 +87,31 @@ def weights_digest(module: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
+#: module attributes that do not change what a forward computes: the mode (packages are traced in evaluation mode)
+#: and where the weights were loaded from
+_NOT_COMPUTED = frozenset({"training", "name_or_path"})
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def module_settings(model: torch.nn.Module) -> tuple:
+    """Each module's class and plain settings (numbers, strings, flags and tuples of them: a norm's epsilon, a
+    scaling; an activation's kind is its class), by dotted name: what a forward computes besides the weights and the
+    code, which a module swapped or re-set on the instance changes (a package, traced once, would not)."""
+    return tuple((name, type(module).__qualname__, _plain_settings(module)) for name, module in model.named_modules())
+
+
+def module_settings_digest(model: torch.nn.Module) -> str:
+    """A digest of :func:`module_settings`, for a package's identity."""
+    return hashlib.blake2b(repr(module_settings(model)).encode(), digest_size=16).hexdigest()
+
+
+def _plain_settings(module: torch.nn.Module) -> tuple:
+    plain = lambda value: isinstance(value, _PLAIN) or (  # noqa: E731
+        isinstance(value, tuple) and all(isinstance(item, _PLAIN) for item in value))
+    return tuple(sorted((name, value) for name, value in vars(module).items()
+                        if not name.startswith("_") and name not in _NOT_COMPUTED and plain(value)))
+
+
 def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     """Another instance of ``model``'s class (built on the meta device from its config) holding the
     very same parameter, buffer and tensor-attribute objects, without ``model``'s hooks and
@@ -100,12 +125,14 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     left = [name for name, tensor in named_tensors(twin) if tensor.is_meta]
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
-    built = {name: type(module) for name, module in twin.named_modules()}
-    swapped = [name for name, module in model.named_modules() if built.get(name) is not type(module)]
+    built = {name: (kind, settings) for name, kind, settings in module_settings(twin)}
+    swapped = [name or "(the model)" for name, kind, settings in module_settings(model)
+               if built.get(name) != (kind, settings)]
     if swapped:
         raise ValueError(
-            f"{type(model).__name__} holds modules its config does not build ({', '.join(swapped[:3])}: swapped or "
-            "added on the instance), which a package traced from the config's modules would leave out."
+            f"{type(model).__name__} holds modules or module settings its config does not build "
+            f"({', '.join(swapped[:3])}: swapped, added or set on the instance, or the config edited since it was "
+            "built), which a package traced from the config's modules would leave out."
         )
     return twin.eval()
 

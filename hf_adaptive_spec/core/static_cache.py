@@ -16,6 +16,7 @@ import torch
 from transformers import Cache, PretrainedConfig, StaticCache
 from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
+from .kv_cache import check_not_offloaded
 from .transfer import to_device
 
 
@@ -27,6 +28,7 @@ def check_static_cache(cache: Cache, needed_length: int, model: torch.nn.Module 
         needed_length: slots the call may touch (prompt + new tokens + the largest verification
             bucket).
     """
+    check_not_offloaded(cache)
     for idx, layer in enumerate(cache.layers):
         if type(layer) is not StaticLayer:
             raise ValueError(

@@ -10,6 +10,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -25,18 +26,34 @@ from ..core.packaged import (
     default_package_dir,
     forward_changes,
     mark_weights_changed,
+    module_settings,
+    module_settings_digest,
     weight_sharing_twin,
     weights_digest,
     weights_version,
 )
 from ..core.settings import distinct_ints_from_text
 from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
+from ..core.values import plain_ints
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
 #: 1.2x; with a tree of 8 and the prompt-lookup chain, (8, 12, 16, 32) ran 10% faster than (8, 16, 32)
 #: (MT-bench, results/README.md). Graphs compile on a bucket's first use.
 DEFAULT_BUCKETS = (8, 12, 16, 32)
+
+
+def checked_buckets(buckets: Iterable[int]) -> tuple[int, ...]:
+    """``buckets`` as a tuple of distinct positive ints in ascending order (ints of any kind: numpy's, a tensor's);
+    refused otherwise, before a size fails inside a forward (a float, a bool, the command line's text)."""
+    if isinstance(buckets, str):
+        raise ValueError(f"Verification buckets are ints, got the text {buckets!r}: pass a tuple such as (2, 4, 8) "
+                         "(buckets_from_text reads the command line's '2,4,8').")
+    sizes = tuple(plain_ints(buckets))
+    if (not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes)
+            or list(sizes) != sorted(set(sizes))):
+        raise ValueError(f"Verification buckets must be distinct positive ints in ascending order, got {sizes}.")
+    return sizes
 
 
 def buckets_from_text(text: str) -> tuple[int, ...]:
@@ -113,9 +130,7 @@ class FastPath:
 
     def __init__(self, model: PreTrainedModel, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
                  package_dir: str | os.PathLike | None = DEFAULT_PACKAGE_DIR):
-        if not buckets or any(b < 1 for b in buckets) or list(buckets) != sorted(set(buckets)):
-            raise ValueError(f"Verification buckets must be distinct positive sizes in ascending order, got {buckets}.")
-        self.model, self.buckets = model, tuple(buckets)
+        self.model, self.buckets = model, checked_buckets(buckets)
         self.package_dir = _resolve_package_dir(package_dir)
         self.own_caches: dict[tuple, list[StaticCache]] = {}
         #: in-process graphs: per cache object when inductor freezes (the graph holds that cache's tensors)
@@ -171,15 +186,18 @@ class FastPath:
         ahead-of-time packages (:meth:`packages`), decided once for the whole call.
 
         - When the model's weights changed since the last call (a training step, ``load_state_dict``, a tensor
-          replaced), drop the graphs and packages compiled from the old ones. Frozen graphs hold the weights as
-          constants and a package's name is the digest of the weights it was built from, so both would otherwise
-          go on computing with, or be saved under, the old weights.
+          replaced), or a module or a module's setting did (an activation swapped, a norm's epsilon set:
+          :func:`~hf_adaptive_spec.core.packaged.module_settings`), drop the graphs and packages compiled from the old
+          ones. Frozen graphs hold the weights as constants and a package's name is the digest of the weights and
+          settings it was built from, so both would otherwise go on computing with, or be saved under, the old
+          ones.
         - When what changes the model's forward besides its code changed
           (:func:`~hf_adaptive_spec.core.packaged.forward_changes`: hooks, a replaced forward), drop the in-process
           graphs, which keep the hooks they were traced with; while there is any, compile in-process instead of
           running packages, which are traced without, and say so."""
         with self._lock:
-            seen, changes = weights_version(self.model), forward_changes(self.model)
+            seen = (weights_version(self.model), module_settings(self.model))
+            changes = forward_changes(self.model)
             if self._weights_seen is not None and seen != self._weights_seen:
                 self._drop_compiled()
             if changes != self._forward_changes:
@@ -298,13 +316,15 @@ class FastPath:
         return (outputs[0], tuple(outputs[1:])), seconds + identifying
 
     def package_identity(self, compile_options: dict) -> dict:
-        """What every package of this model depends on besides its shapes: the weights' digest,
-        the config (attention implementation included) and the compile options."""
+        """What every package of this model depends on besides its shapes: the weights' digest, its modules'
+        classes and settings (a package found on disk for a model whose activation was swapped is not loaded), the
+        config (attention implementation included) and the compile options."""
         try:
             weights = weights_digest(self.model)
         except Exception as error:
             raise PackageBuildError(f"The model's weights cannot be digested for a package ({error}).") from error
-        return {"weights": weights, "config": self.model.config.to_json_string(),
+        return {"weights": weights, "modules": module_settings_digest(self.model),
+                "config": self.model.config.to_json_string(),
                 "attn_implementation": self.model.config._attn_implementation, "compile_options": compile_options}
 
 
@@ -330,7 +350,7 @@ def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None, pa
     path's makes a new path. Arguments left out keep the current path's settings."""
     with _FAST_PATH_LOCK:  # two threads' first calls get the same one
         path = getattr(model, "_hf_adaptive_spec_fast_path", None)
-        wanted_buckets = tuple(buckets) if buckets is not None else path.buckets if path else DEFAULT_BUCKETS
+        wanted_buckets = checked_buckets(buckets) if buckets is not None else path.buckets if path else DEFAULT_BUCKETS
         if package_dir is _UNCHANGED:
             package_dir = path.package_dir if path is not None else DEFAULT_PACKAGE_DIR
         package_dir = _resolve_package_dir(package_dir)
