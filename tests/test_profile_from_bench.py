@@ -72,7 +72,8 @@ def test_a_fit_that_is_not_monotone_or_a_bucketed_profile_is_refused():
     with pytest.raises(ValueError, match="not monotone"):
         fit.linear_profile(eager_profile(), flat)
     with pytest.raises(ValueError, match="fits the eager path"):
-        fit.linear_profile(eager_profile(buckets=[4, 8], verify_tokens=[1, 4, 8], verify_seconds=[0.1, 0.2, 0.3]),
+        fit.linear_profile(eager_profile(path="compiled", buckets=[4, 8], verify_tokens=[1, 4, 8],
+                                         verify_seconds=[0.1, 0.2, 0.3]),
                            fit.turns_against_stock(run_records([0.1, 0.2, 0.3])))
 
 

@@ -41,7 +41,7 @@ def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
     assert HardwareProfile.load(tmp_path / "p.json") == profile
     with pytest.raises(ValueError, match=r"must measure each of them; \[12\] not measured"):
         HardwareProfile("cpu", "bfloat16", 2, 256, verify_tokens=[1, 8, 16], verify_seconds=[1, 1, 1],
-                        buckets=[8, 12, 16])
+                        path="compiled", buckets=[8, 12, 16])
 
 
 def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
@@ -56,10 +56,11 @@ def test_buckets_measured_inside_generate_are_what_a_tree_costs(tmp_path):
     profile.save(tmp_path / "p.json")
     assert HardwareProfile.load(tmp_path / "p.json") == profile
     with pytest.raises(ValueError, match=r"3 times for buckets \[8, 12, 16, 32\]: give one time per bucket"):
-        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[8, 12, 16, 32],
+        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, path="compiled", buckets=[8, 12, 16, 32],
                         bucket_seconds=[0.03, 0.03, 0.04])
     with pytest.raises(ValueError, match="follow the buckets' order: give the buckets sorted"):
-        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, buckets=[12, 8, 16, 32], bucket_seconds=[1, 2, 3, 4])
+        HardwareProfile("cpu", "bfloat16", 2, 512, **forwards, path="compiled", buckets=[12, 8, 16, 32],
+                        bucket_seconds=[1, 2, 3, 4])
 
 
 def test_a_drafting_cycle_pays_for_the_committed_tokens_its_first_step_reads(tmp_path):
@@ -263,7 +264,9 @@ def test_the_profile_says_when_bfloat16_has_no_matrix_instructions(dtype, instru
     lines = instruction_set_lines(profile)
     assert lines[0] == f"instruction set: {instruction_set}"
     assert any("no bfloat16 matrix instructions" in line for line in lines) == warned
-    assert instruction_set_lines(HardwareProfile(device="cuda", dtype=dtype, num_threads=2, context_length=16)) == []
+    on_gpu = HardwareProfile(device="cuda", dtype=dtype, num_threads=2, context_length=16, verify_tokens=[1],
+                             verify_seconds=[0.01])
+    assert instruction_set_lines(on_gpu) == []
 
 
 def test_profile_cli_measures_a_model_of_ones_own(tmp_path, capsys):
@@ -681,8 +684,9 @@ def test_recommended_policy_names_what_is_missing(tmp_path):
     bare = HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0])
     with pytest.raises(ValueError, match="recommends nothing: it was measured without a recording"):
         hfas.recommended_policy(bare)
+    tree = {"depth": 2, "top_k": 2, "total_tokens": 4}
     compiled = HardwareProfile("cuda", "bfloat16", 1, 64, [1, 8], [1.0, 1.0], path="compiled",
-                               recommendation={"policy": "ltd", "tree": {}})  # a curve no ltd variant is shipped for
+                               recommendation={"policy": "ltd", "tree": tree})  # a curve no ltd variant is shipped for
     with pytest.raises(ValueError,
                        match=r"trained on cpu/float32/eager \(AVX2\) and the profile measured cuda/bfloat16/compiled"):
         hfas.recommended_policy(compiled)
@@ -771,8 +775,9 @@ def test_the_shipped_policies_are_recommended_only_for_the_model_and_drafter_the
         other.recommendation = None  # without a recording: the curve alone is not enough to say they fit
         assert all("not for the target and drafter profiled" in line for line in ranking.shipped_policy_fit(
             CostCurve("cpu", "float32", "eager"), ranking.shipped_policies_misfit(model, drafter)))
+    tree = {"depth": 2, "top_k": 2, "total_tokens": 4}
     written_before = HardwareProfile(**costs, model="org/my-model", drafter="org/my-drafter",
-                                     recommendation={"policy": "radar", "tree": {}})  # by a profile before the check
+                                     recommendation={"policy": "radar", "tree": tree})  # by a profile before the check
     with pytest.raises(ValueError, match=r"recommends the shipped radar policy, but the shipped policies were "
                                          r"trained for HuggingFaceTB/SmolLM2-135M-Instruct .* "
                                          r"not for the target org/my-model"):
@@ -786,8 +791,9 @@ def test_a_recommendation_of_a_shipped_policy_with_another_branch_than_it_was_tr
 
     def written(lookup_tokens):
         return HardwareProfile("cpu", "float32", 1, 64, [1, 8], [1.0, 1.0], model="HuggingFaceTB/SmolLM2-135M-Instruct",
-                               drafter=eagle3_name(None), recommendation={"policy": "ltd", "tree": {},
-                                                                          "lookup_tokens": lookup_tokens})
+                               drafter=eagle3_name(None),
+                               recommendation={"policy": "ltd", "tree": {"depth": 2, "top_k": 2, "total_tokens": 4},
+                                               "lookup_tokens": lookup_tokens})
 
     with pytest.raises(ValueError, match=r"recommends the shipped ltd policy with prompt_lookup_num_tokens=None, "
                                          r"but it was trained with 4 prompt-lookup tokens.*profile --recording DIR"):

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..core.values import check_number, plain_ints
 from ..policies.base import CycleState, DraftStepInfo, TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
@@ -102,6 +103,41 @@ def _checked_action(space: spaces.Discrete, action: int) -> int:
     return int(action)
 
 
+def _int_option(owner: str, options: dict[str, Any], name: str) -> int:
+    """``options[name]`` of ``owner.reset`` (0 when left out), refused unless an int: ``int(1.9)`` would replay
+    prompt 1 as the one asked for."""
+    return int(check_number(f"{owner}.reset", f"options[{name!r}]", options.get(name, 0), integer=True))
+
+
+def _checked_verify_sizes(
+    verify_sizes: Sequence[int] | None, config: TreeConfig, profile: HardwareProfile
+) -> list[int] | None:
+    """``verify_sizes`` as ints, refused unless at least 2 candidate counts ``config`` can verify, each verified as
+    asked: on a bucketed (static-path) profile the replay, as ``generate``, caps a tree to the largest bucket, so a
+    larger size would silently verify fewer candidates than the agent picked."""
+    if verify_sizes is None:
+        return None
+    sizes = plain_ints(verify_sizes)
+    for index, size in enumerate(sizes):
+        check_number("DraftStepEnv", f"verify_sizes[{index}]", size, integer=True,
+                     meaning="a count of candidates to verify, the root excluded")
+    if len(sizes) < 2 or not all(0 <= size < config.total_tokens for size in sizes):
+        raise ValueError(
+            f"verify_sizes {sizes} must be at least 2 candidate counts in [0, {config.total_tokens - 1}] (total_tokens "
+            f"{config.total_tokens} includes the root): pass other sizes, a larger config, or no verify_sizes for a "
+            "fixed size."
+        )
+    largest = max(sizes) + 1  # tokens verified, the root included
+    if profile.buckets and largest > profile.buckets[-1]:
+        raise ValueError(
+            f"verify_sizes {sizes} verify up to {largest} tokens with the root, but the profile's static-cache path "
+            f"verifies at most {profile.buckets[-1]} (its largest bucket of {profile.buckets}): the replay, as "
+            f"generate, would verify fewer candidates than the agent picks. Pass sizes <= {profile.buckets[-1] - 1}, "
+            f"or a profile with buckets that hold {largest} (`hf-adaptive-spec profile --static --buckets ...`)."
+        )
+    return sizes
+
+
 def _max_context_length(recording: ReplayRecording, prompts: Sequence[int]) -> int:
     return max(trees[-1].context_length + 1 for trees in (recording.prompts[p] for p in prompts))
 
@@ -159,15 +195,10 @@ class DraftStepEnv(gym.Env):
         self.replay = ReplayEnvironment(recording, profile)
         self.config = config or recording.tree_config
         self.replay.check_config(self.config)
-        self.verify_sizes = list(verify_sizes) if verify_sizes is not None else None
-        if self.verify_sizes is not None and (
-            len(self.verify_sizes) < 2 or not all(0 <= size < self.config.total_tokens for size in self.verify_sizes)
-        ):
-            raise ValueError(
-                f"verify_sizes {self.verify_sizes} must be at least 2 candidate counts in [0, "
-                f"{self.config.total_tokens - 1}] (total_tokens {self.config.total_tokens} includes the root): pass "
-                "other sizes, a larger config, or no verify_sizes for a fixed size."
-            )
+        if self.config.depth < 1:
+            raise ValueError(f"config {self.config} drafts nothing (depth 0: a plain step), so the agent decides "
+                             "nothing: pass a config with depth >= 1.")
+        self.verify_sizes = _checked_verify_sizes(verify_sizes, self.config, profile)
         if self.config.depth < 2 and self.verify_sizes is None:
             raise ValueError(
                 "With depth 1 and no verify_sizes the agent decides nothing: raise depth or pass verify_sizes."
@@ -191,7 +222,7 @@ class DraftStepEnv(gym.Env):
             raise ValueError(f"reset(options={options!r}) names a position without its prompt: pass "
                              "options={'prompt': p, 'position': t} (a position alone would be ignored).")
         if options and "prompt" in options:
-            where = (int(options["prompt"]), int(options.get("position", 0)))
+            where = (_int_option("DraftStepEnv", options, "prompt"), _int_option("DraftStepEnv", options, "position"))
             self.replay.check_position(*where)
             if not self._start(*where):
                 raise ValueError(f"The engine asks nothing at prompt {where[0]} position {where[1]} (too close to "
@@ -297,13 +328,14 @@ class TreeConfigEnv(gym.Env):
         reward: Reward = tokens_per_second,
         prompts: Sequence[int] | None = None,
     ):
-        if not configs or cycles_per_action < 1:
-            raise ValueError("TreeConfigEnv needs at least one TreeConfig and cycles_per_action >= 1.")
+        if not configs:
+            raise ValueError("TreeConfigEnv needs at least one TreeConfig: pass the tree of each action in configs.")
+        self.cycles_per_action = int(check_number("TreeConfigEnv", "cycles_per_action", cycles_per_action, at_least=1,
+                                                  integer=True, meaning="the cycles one action decides"))
         self.replay = ReplayEnvironment(recording, profile)
         for config in configs:
             self.replay.check_config(config)
         self.policies = [StaticTreePolicy(c.depth, c.top_k, c.total_tokens, c.sample_drafts) for c in configs]
-        self.cycles_per_action = cycles_per_action
         self.prompts = _check_prompts(recording, prompts)
         if observe is None:
             first = recording.prompts[self.prompts[0]][0]
@@ -326,7 +358,7 @@ class TreeConfigEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         if options and "prompt" in options:
-            self._prompt = self._checked_prompt(int(options["prompt"]))
+            self._prompt = self._checked_prompt(_int_option("TreeConfigEnv", options, "prompt"))
         else:
             self._prompt = self.prompts[int(self.np_random.integers(len(self.prompts)))]
         self._position, self._unread = 0, None

@@ -151,11 +151,16 @@ class MultiReplayEnvironment(ReplayLoop):
             return False
         return True
 
-    def state(self, prompt: int, position: int) -> CycleState:
-        """What a policy sees at the cycle starting at ``position`` of ``prompt``: the reference recording's features
-        and the length of the prompt-lookup chain the cycle grafts (as ``generate`` passes it)."""
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return self.reference.feature_layers
+
+    def state(self, prompt: int, position: int, feature_layers: Iterable[int] | None = None) -> CycleState:
+        """What a policy reading ``feature_layers`` sees at the cycle starting at ``position`` of ``prompt``: those of
+        the reference recording's features (None: all of them) and the length of the prompt-lookup chain the cycle
+        grafts (as ``generate`` passes it)."""
         chain = self.environments[self.reference.tree_config.top_k].lookup_chain(prompt, position)
-        return self.reference.prompts[prompt][position].cycle_state(lookup_length=len(chain))
+        return self.reference.prompts[prompt][position].cycle_state(len(chain), feature_layers)
 
     def states(self, prompts: Iterable[int]) -> Iterator[CycleState]:
         """Every recorded cycle state of ``prompts``."""
@@ -175,7 +180,7 @@ class MultiReplayEnvironment(ReplayLoop):
             raise ValueError(f"position {position} is outside the {self.lengths[prompt]} cycle starts the recordings "
                              f"share for prompt {prompt}: give 0 to {self.lengths[prompt] - 1}.")
         tick = time.perf_counter()
-        config = policy.tree_config(self.state(prompt, position))
+        config = policy.tree_config(self.state(prompt, position, policy.feature_layers))
         policy_time = time.perf_counter() - tick
         if not isinstance(config, TreeConfig):
             raise ValueError(f"The policy's tree_config returned {config!r}; expected a TreeConfig.")

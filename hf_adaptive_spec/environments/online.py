@@ -18,11 +18,17 @@ from .replay import ReplayedCycle, ReplayResult
 
 
 class _FeedbackRecorder(DraftPolicy):
-    """Delegates every hook to ``policy`` and keeps the ``CycleFeedback`` of each cycle."""
+    """Delegates every hook to ``policy`` and keeps the ``CycleFeedback`` of each cycle.
+
+    It shows the engine what ``policy`` declares (``DraftPolicy``'s attributes: the hidden states it reads, the cost
+    curve, drafter and prompt-lookup branch it was trained for), so ``generate`` gives it the same features and
+    reports the same mismatches; make one with :func:`feedback_recorder`, whose class bears the policy's name, which
+    the reports give."""
 
     def __init__(self, policy: DraftPolicy):
         self.policy = policy
-        self.feature_layers = policy.feature_layers
+        for name in DraftPolicy.__annotations__:
+            setattr(self, name, getattr(policy, name))
         self.feedback: list[CycleFeedback] = []
 
     def check_settings(self) -> None:
@@ -45,6 +51,13 @@ class _FeedbackRecorder(DraftPolicy):
         self.policy.observe(feedback)
 
 
+def feedback_recorder(policy: DraftPolicy) -> _FeedbackRecorder:
+    """A :class:`_FeedbackRecorder` of ``policy`` whose class is named as ``policy``'s: ``generate`` names the policy
+    it reports as misused by its class."""
+    named = type(type(policy).__name__, (_FeedbackRecorder,), {"__module__": __name__})
+    return named(policy)
+
+
 class OnlineEnvironment:
     """Runs draft policies in real greedy speculative ``generate`` calls of ``model`` and ``drafter``.
 
@@ -63,7 +76,7 @@ class OnlineEnvironment:
 
     def run_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one live generation under ``policy`` (which also gets ``observe`` calls)."""
-        recorder = _FeedbackRecorder(policy)
+        recorder = feedback_recorder(policy)
         self.model.generate(
             self.prompts[prompt], max_new_tokens=self.max_new_tokens, do_sample=False,
             assistant_model=self.drafter, assistant_policy=recorder,

@@ -11,10 +11,12 @@ would give, without running the target again.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache, LogitsProcessorList, PreTrainedModel
 
@@ -51,14 +53,45 @@ class ReplayTree:
     target_next: list[int]
     features: dict[int, torch.Tensor] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Refuse a tree whose per-node lists differ in length (a damaged row): a short ``target_next`` would
+        replay its missing nodes as never verified, or as another node's token."""
+        lengths = {name: len(getattr(self, name)) for name in ("parents", "depths", "scores", "target_next")}
+        uneven = {name: length for name, length in lengths.items() if length != len(self.tokens)}
+        if uneven:
+            raise ValueError(f"a recorded tree holds {len(self.tokens)} tokens but {uneven} of the other per-node "
+                             "lists (each node has one of each)")
+
     def draft_tree(self) -> DraftTree:
         return DraftTree(
             tokens=list(self.tokens), parents=list(self.parents), depths=list(self.depths), scores=list(self.scores)
         )
 
-    def cycle_state(self, lookup_length: int = 0) -> CycleState:
-        """What a policy saw at this cycle's start; ``lookup_length``: the prompt-lookup chain the replay grafts."""
-        return CycleState(self.context_length, dict(self.features), lookup_length=lookup_length)
+    def cycle_state(self, lookup_length: int = 0, feature_layers: Iterable[int] | None = None) -> CycleState:
+        """What a policy reading ``feature_layers`` (None: every layer the recording kept) saw at this cycle's start,
+        as ``generate`` shows it: those hidden states and no other; ``lookup_length``: the prompt-lookup chain the
+        replay grafts."""
+        layers = tuple(self.features if feature_layers is None else feature_layers)
+        try:
+            features = {layer: self.features[layer] for layer in layers}
+        except KeyError:  # a caller of one cycle, which no replay's start checked: the same refusal
+            check_feature_layers(layers, tuple(self.features))
+            raise
+        return CycleState(self.context_length, features, lookup_length=lookup_length)
+
+
+def check_feature_layers(wanted: Iterable[int], kept: Iterable[int]) -> None:
+    """Refuse a policy reading target hidden states ``wanted`` (its ``feature_layers``) that a recording keeping
+    ``kept`` does not hold: replayed, it would fail inside its own code, or read another layer than live."""
+    wanted, kept = tuple(wanted), tuple(kept)
+    missing = sorted(set(wanted) - set(kept))
+    if missing:
+        raise ValueError(
+            f"The policy reads the target's hidden states {missing} (its feature_layers {list(wanted)}), but the "
+            f"recording keeps {list(kept)}: record it again keeping them (`hf-adaptive-spec record --feature-layers "
+            f"{','.join(str(layer) for layer in sorted(set(wanted) | set(kept)))}`), or replay a policy that reads "
+            "the recorded layers."
+        )
 
 
 @dataclass
@@ -89,6 +122,11 @@ class ReplayRecording:
     def num_positions(self) -> int:
         return sum(len(trees) for trees in self.prompts)
 
+    @property
+    def keeps_prompt_ids(self) -> bool:
+        """Whether every prompt's ids are kept (a recording of no prompts keeps all of its none)."""
+        return len(self.prompt_ids) == len(self.prompts)
+
     @classmethod
     def concatenate(cls, recordings: list[ReplayRecording]) -> ReplayRecording:
         """The prompts of every recording, in order (e.g. shards of one run); all settings must agree."""
@@ -106,7 +144,7 @@ class ReplayRecording:
                     f"{settings(recording)} (tree config, vocab, max_new_tokens, feature layers, eos). Record every "
                     "shard with the same options."
                 )
-        with_ids = all(recording.prompt_ids for recording in recordings)
+        with_ids = all(recording.keeps_prompt_ids for recording in recordings)
         return replace(
             recordings[0],
             prompts=[trees for recording in recordings for trees in recording.prompts],
@@ -115,7 +153,7 @@ class ReplayRecording:
 
     def sequence(self, prompt: int) -> list[int]:
         """Prompt ``prompt``'s ids followed by its whole greedy generation."""
-        if not self.prompt_ids:
+        if not self.keeps_prompt_ids:
             raise ValueError(
                 "This recording does not keep its prompts' ids (recorded before they were kept): record it again "
                 "with `hf-adaptive-spec record` to replay a prompt-lookup branch."
@@ -156,15 +194,31 @@ class ReplayRecording:
 
     @classmethod
     def load(cls, directory: str | Path) -> ReplayRecording:
+        """The recording saved in ``directory``; one damaged or saved in part (a file cut short or missing, a row
+        without its fields) is refused naming the folder, never loaded as another recording."""
         directory = Path(directory)
-        meta = json.loads((directory / "recording.json").read_text(encoding="utf-8"))
-        if meta.get("format") != RECORDING_FORMAT:
+        try:
+            meta = json.loads((directory / "recording.json").read_text(encoding="utf-8"))
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError: the file was cut short or overwritten
+            raise damaged_recording(directory, f"recording.json does not parse: {error}") from error
+        if not isinstance(meta, dict) or meta.get("format") != RECORDING_FORMAT:
             raise ValueError(
                 f"{directory} is not a replay recording ({RECORDING_FORMAT}); record one with record_replay()."
             )
-        feature_file = directory / "features.safetensors"
-        tensors = load_file(str(feature_file)) if feature_file.exists() else {}
+        try:
+            return cls.from_saved(directory, meta)
+        except (KeyError, TypeError, ValueError, SafetensorError) as error:
+            what = f"no entry {error}" if isinstance(error, KeyError) else str(error)
+            raise damaged_recording(directory, what) from error
+
+    @classmethod
+    def from_saved(cls, directory: Path, meta: dict) -> ReplayRecording:
+        """The recording of ``meta`` (``recording.json``'s contents) and ``directory``'s feature file."""
         layers = tuple(meta["feature_layers"])
+        feature_file = directory / "features.safetensors"
+        if layers and any(meta["prompts"]) and not feature_file.exists():  # saved with its first tree's features
+            raise ValueError(f"features.safetensors is missing, and the recording keeps hidden states {list(layers)}")
+        tensors = load_file(str(feature_file)) if feature_file.exists() else {}
         prompts = [
             [
                 ReplayTree(*row, features={layer: tensors[f"{p}.{t}.{layer}"] for layer in layers})
@@ -172,6 +226,9 @@ class ReplayRecording:
             ]
             for p, rows in enumerate(meta["prompts"])
         ]
+        prompt_ids = meta.get("prompt_ids", [])
+        if prompt_ids and len(prompt_ids) != len(prompts):
+            raise ValueError(f"it keeps the ids of {len(prompt_ids)} prompts and the trees of {len(prompts)}")
         return cls(
             tree_config=TreeConfig(**meta["tree_config"]),
             vocab_size=meta["vocab_size"],
@@ -179,8 +236,16 @@ class ReplayRecording:
             prompts=prompts,
             feature_layers=layers,
             eos_token_ids=tuple(meta["eos_token_ids"]),
-            prompt_ids=meta.get("prompt_ids", []),
+            prompt_ids=prompt_ids,
         )
+
+
+def damaged_recording(directory: Path, what: str) -> ValueError:
+    """The refusal of the recording in ``directory``, damaged or saved in part as ``what`` says."""
+    return ValueError(
+        f"The recording in {directory} is damaged or was saved in part ({what}): delete that folder and record it "
+        "again (`hf-adaptive-spec record` with the same --output and options records the shards missing)."
+    )
 
 
 class _WholeTree(DraftPolicy):

@@ -27,7 +27,7 @@ from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
 from ..profiling.hardware import HardwareProfile, unread_after
-from .recording import ReplayRecording, ReplayTree
+from .recording import ReplayRecording, ReplayTree, check_feature_layers
 
 
 class ReplayDrafter(Drafter):
@@ -172,6 +172,11 @@ class ReplayResult:
     def replayed_cycles(self) -> list[ReplayedCycle]:
         """Every cycle, refused when there is none: no data has no τ or speed (0 would rank as a real figure)."""
         cycles = self.all_cycles
+        if not self.cycles:
+            raise ValueError(
+                "No prompt was replayed: the recording holds none (recorded from no prompts), or none were chosen. "
+                "Record prompts with `hf-adaptive-spec record`, or replay the prompts the recording holds."
+            )
         if not cycles:
             raise ValueError(
                 f"No cycle was replayed on {len(self.cycles)} prompts: the recording holds no positions for them (each "
@@ -219,6 +224,9 @@ class ReplayLoop:
     """Whole generations from single cycles: subclasses give ``replay_cycle``, ``num_prompts`` and ``num_positions``."""
 
     num_prompts: int
+    #: the target hidden states the replayed cycle states hold (a policy may read any of them); None: a loop that
+    #: does not say, whose policies' layers are not checked before the replay
+    feature_layers: tuple[int, ...] | None = None
 
     def num_positions(self, prompt: int) -> int:
         """Recorded cycle starts of ``prompt``."""
@@ -236,6 +244,8 @@ class ReplayLoop:
         """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
         cycles, position, unread = [], 0, None
         policy.check_settings()
+        if self.feature_layers is not None:
+            check_feature_layers(policy.feature_layers, self.feature_layers)
         policy.begin_generation()
         while position < self.num_positions(prompt):
             cycle = self.replay_cycle(prompt, position, policy, unread)
@@ -314,7 +324,7 @@ class ReplayEnvironment(ReplayLoop):
         chain = self.lookup_chain(prompt, position)
         times = DraftTimes()
         tick = time.perf_counter()
-        config = policy.tree_config(recorded.cycle_state(lookup_length=len(chain)))
+        config = policy.tree_config(recorded.cycle_state(len(chain), policy.feature_layers))
         times.policy += time.perf_counter() - tick
         self.check_config(config)
         if config.sample_drafts:  # as generate: no chain among sampled sibling groups (a depth-0 cycle's root alone)
@@ -381,6 +391,10 @@ class ReplayEnvironment(ReplayLoop):
     @property
     def num_prompts(self) -> int:
         return len(self.recording.prompts)
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return self.recording.feature_layers
 
     def num_positions(self, prompt: int) -> int:
         return len(self.recording.prompts[prompt])

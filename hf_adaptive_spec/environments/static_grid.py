@@ -96,10 +96,28 @@ def rank_static_trees(
     """Every static tree ``recording`` holds (and depth 0: plain steps, or with ``lookup_tokens`` the lookup
     branch alone), each with the prompt-lookup branch of ``lookup_tokens``, replayed with ``profile``'s costs,
     best first."""
+    check_measured_sizes(profile, [recording])
     environment = ReplayEnvironment(
         recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size
     )
     return rank_trees_in(environment, [recording], profile, lookup_tokens)
+
+
+def check_measured_sizes(profile: HardwareProfile, recordings: list, names: list[str] | None = None) -> None:
+    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
+    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
+    so the ranking would rest on sizes never timed. A bucketed profile prices every tree at a timed bucket."""
+    if profile.buckets:
+        return
+    names = names or [f"recording {index}" for index in range(len(recordings))]
+    sizes = sorted({1} | {recording.tree_config.total_tokens for recording in recordings})
+    unmeasured = [n for n in sizes if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
+    if unmeasured:
+        raise ValueError(
+            f"The profile timed verifications of {profile.verify_tokens} tokens, and ranking {[str(n) for n in names]} "
+            f"needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to their total_tokens): time "
+            f"them, `hf-adaptive-spec profile --recording DIR` (it adds them to --verify-tokens)."
+        )
 
 
 def rank_trees_in(
@@ -134,7 +152,9 @@ def rank_over_recordings(
 ) -> list[RankedTree]:
     """Every static tree of ``recordings``, each ranked on all of them (:func:`replay_environment_over`), with each
     prompt-lookup branch length of ``lookup_counts`` (0: no branch), best first."""
+    recordings = list(recordings)
     groups = recordings_by_top_k(recordings)
+    check_measured_sizes(profile, recordings)
     ranked = [
         tree
         for lookup_tokens in dict.fromkeys(lookup_counts)

@@ -14,7 +14,7 @@ from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..environments import load_recording
 from ..environments.provenance import check_recorded_drafter_weights, load_profile_for_recordings, recorded_pair
-from ..environments.static_grid import lookup_counts_from_text
+from ..environments.static_grid import check_measured_sizes, lookup_counts_from_text
 from ..environments.storage import recording_manifest
 from ..generation import enable, fast_path, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
@@ -28,7 +28,7 @@ from .measure import (
     measure_static_verification,
     measure_verification_in_generate,
 )
-from .ranking import check_measured_sizes, check_recorded_positions, recommend, recommendation_lines
+from .ranking import check_recorded_positions, recommend, recommendation_lines
 from .recommendation import default_profile_path
 
 PROMPT = "Explain how a bicycle works, step by step."

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+import numbers
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from ..core.cost_curve import CostCurve
+import torch
+
+from ..core.cost_curve import PATHS, CostCurve
 from ..core.drafter_identity import DrafterIdentity
+from ..core.values import check_number, plain_ints
 from ..generation.static_path import FastPath
 
 DEFAULT_VERIFY_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+#: the fix for a profile holding what no measurement gives
+MEASURE_AGAIN = "The profile is damaged or hand-edited: measure it again with `hf-adaptive-spec profile`."
 
 
 @dataclass
@@ -94,32 +100,29 @@ class HardwareProfile:
     instruction_set: str | None = None
 
     def __post_init__(self):
+        self._check_settings()
+        self.verify_tokens = self._distinct_sizes("verify_tokens")
+        if not self.verify_tokens:
+            raise ValueError(
+                "verify_tokens is empty or missing: a profile prices every verification from its measured sizes, one "
+                f"at least (a replay would have nothing to interpolate). {MEASURE_AGAIN}"
+            )
         if len(self.verify_tokens) != len(self.verify_seconds):
             raise ValueError(f"verify_tokens {self.verify_tokens} and verify_seconds need one time per size.")
-        if len(set(self.verify_tokens)) != len(self.verify_tokens):
-            raise ValueError(f"verify_tokens {self.verify_tokens} measures a size twice: give each size once.")
         pairs = sorted(zip(self.verify_tokens, self.verify_seconds))  # the interpolation reads them in order
         self.verify_tokens, self.verify_seconds = [n for n, _ in pairs], [s for _, s in pairs]
         self._check_times()
         if self.buckets is not None:
-            if self.buckets != sorted(self.buckets) and self.bucket_seconds is not None:
-                raise ValueError(
-                    f"bucket_seconds follow the buckets' order: give the buckets sorted, not {self.buckets}."
-                )
-            self.buckets = sorted(self.buckets)
-            missing = sorted(set(self.buckets) - set(self.verify_tokens))
-            if missing:
-                raise ValueError(
-                    f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured."
-                )
+            self._check_buckets()
         if (self.catch_up_tokens is None) != (self.catch_up_seconds is None) or (
             self.catch_up_tokens is not None
             and (len(self.catch_up_tokens) != len(self.catch_up_seconds) or not self.catch_up_tokens
-                 or self.catch_up_tokens != sorted(set(self.catch_up_tokens)))
+                 or self.catch_up_tokens != sorted(set(self.catch_up_tokens)) or self.catch_up_tokens[0] < 1)
         ):
             raise ValueError(
                 f"catch_up_tokens {self.catch_up_tokens} and catch_up_seconds {self.catch_up_seconds} need one time "
-                "per token count, the counts distinct and ascending (measure_catch_up_in_generate), or both None."
+                "per token count, the counts distinct, ascending and >= 1 (a first step reads a token at least; "
+                "measure_catch_up_in_generate), or both None."
             )
         if self.bucket_seconds is not None and len(self.bucket_seconds) != len(self.buckets or []):
             raise ValueError(
@@ -129,12 +132,58 @@ class HardwareProfile:
         if self.catch_up_seconds is not None:  # older profiles kept the medians as measured
             self.catch_up_seconds = monotone_seconds(self.catch_up_seconds)
 
+    def _check_settings(self) -> None:
+        """Refuse settings no measurement has: a path the engine does not have (a typo would fail only once a curve
+        is taken from the profile), no thread, a negative context (0: fitted over a run's contexts, as
+        ``examples/profile_from_bench.py`` writes it) or a static cache of no slots."""
+        if self.path not in PATHS:
+            raise ValueError(
+                f"path is {self.path!r}: it must be one of {PATHS}, the engine path the profile timed "
+                "(`hf-adaptive-spec profile` writes 'eager', with --static 'static' and with --compile 'compiled')."
+            )
+        _check_count("num_threads", self.num_threads, at_least=1)
+        _check_count("context_length", self.context_length, at_least=0)
+        if self.cache_slots is not None:
+            _check_count("cache_slots", self.cache_slots, at_least=1)
+
+    def _distinct_sizes(self, name: str) -> list[int]:
+        """``name``'s token counts as Python ints (numpy's too), refused unless each is an int >= 1 (a timed tree
+        holds its root: a point at 0 would price a plain step between it and the next) and none comes twice (its
+        second time would be ignored)."""
+        sizes = plain_ints(getattr(self, name))
+        for size in sizes:
+            _check_count(name, size, at_least=1, meaning=f"each the nodes of a timed tree, in {sizes}")
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"{name} {sizes} measures a size twice: give each size once.")
+        return sizes
+
+    def _check_buckets(self) -> None:
+        """The static path's buckets: distinct sizes, each measured, sorted (given in order when ``bucket_seconds``
+        follow it), and only on the static-cache path: the eager path pads no tree to a bucket."""
+        if self.path == "eager":
+            raise ValueError(
+                f"buckets {self.buckets} on the eager path: the eager path (the DynamicCache engine) pads no tree to a "
+                "bucket, so a replay would pad and cap its trees as generate never does there. If the profile timed "
+                "the static-cache path, set path to 'static' or 'compiled' (as `hf-adaptive-spec profile --static` "
+                "or `--compile` writes it); else set buckets and bucket_seconds to None."
+            )
+        buckets = self._distinct_sizes("buckets")
+        if buckets != sorted(buckets) and self.bucket_seconds is not None:
+            raise ValueError(f"bucket_seconds follow the buckets' order: give the buckets sorted, not {buckets}.")
+        self.buckets = sorted(buckets)
+        missing = sorted(set(self.buckets) - set(self.verify_tokens))
+        if missing:
+            raise ValueError(
+                f"A profile with buckets {self.buckets} must measure each of them; {missing} not measured."
+            )
+
     def _check_times(self) -> None:
         """Refuse times no measurement gives: a verification, catch-up or bucket time that is not a positive finite
         number of seconds, or a negative or non-finite draft step or policy call (the replay would price cycles at
         or below 0 s and rank by it)."""
         for name in ("verify_seconds", "catch_up_seconds", "bucket_seconds"):
-            bad = [value for value in getattr(self, name) or [] if not (math.isfinite(value) and value > 0)]
+            bad = [value for value in getattr(self, name) or []
+                   if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0)]
             if bad:
                 raise ValueError(
                     f"{name} holds {bad}: every time must be a positive finite number of seconds, as a measured one "
@@ -143,15 +192,32 @@ class HardwareProfile:
                 )
         for name in ("draft_step_seconds", "policy_call_seconds"):
             value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(
-                    f"{name} is {value}: it must be a finite number of seconds >= 0. The profile is damaged or "
-                    "hand-edited: measure it again with `hf-adaptive-spec profile`."
-                )
+            if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} is {value}: it must be a finite number of seconds >= 0. {MEASURE_AGAIN}")
 
     def cost_curve(self) -> CostCurve:
-        """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``)."""
+        """Which cost curve this profile measured (what a policy trained on it records as ``trained_on``); refused
+        for a device or dtype torch does not name."""
+        self._check_device_and_dtype()
         return replace(CostCurve.of(self.device, self.dtype, self.path), instruction_set=self.instruction_set)
+
+    def _check_device_and_dtype(self) -> None:
+        """Refuse a device torch does not parse or a dtype that is not a torch dtype's own name: the curve would carry
+        it ('cpu/fp32/eager' fits no policy and no model). Checked where a profile is loaded and its curve taken,
+        not on construction: RADAR's dataset replays on an untimed placeholder of neither (device and dtype 'none')."""
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError):
+            raise ValueError(
+                f"device is {self.device!r}, which torch does not name: write the device the profile was measured on "
+                "as torch names it ('cpu', 'cuda', 'cuda:0')."
+            ) from None
+        dtype = getattr(torch, self.dtype, None) if isinstance(self.dtype, str) else None
+        if not isinstance(dtype, torch.dtype) or str(dtype) != f"torch.{self.dtype}":
+            raise ValueError(
+                f"dtype is {self.dtype!r}, not a torch dtype's name: write the dtype the profile was measured in as "
+                "torch names it ('float32', 'bfloat16', 'float16'; not 'fp32' nor an alias such as 'float')."
+            )
 
     def drafter_identity(self) -> DrafterIdentity | None:
         """The EAGLE-3 drafter this profile timed, by name and weights (what a policy trained on it records as
@@ -184,9 +250,15 @@ class HardwareProfile:
         """Drafting time of a cycle of ``levels`` drafter steps whose first step reads ``unread_tokens``
         committed tokens (1 after a cycle that drafted and accepted nothing; more after accepted drafts, after
         cycles that drafted nothing, and for the prompt): the catch-up table's time for the first step, where
-        measured, and ``draft_step_seconds`` for each later one; 0 for a cycle that drafts nothing."""
+        measured, and ``draft_step_seconds`` for each later one; 0 for a cycle that drafts nothing. Refused for a
+        profile without ``draft_step_seconds``, which cannot price a drafting cycle."""
         if levels == 0:
             return 0.0
+        if self.draft_step_seconds is None:
+            raise ValueError(
+                f"This profile has no draft_step_seconds: it cannot price a drafting cycle ({levels} levels here). "
+                "Measure it with a drafter: `hf-adaptive-spec profile` times a draft step inside generate."
+            )
         if self.catch_up_tokens is None:
             return levels * self.draft_step_seconds
         first = piecewise_linear(self.catch_up_tokens, self.catch_up_seconds, unread_tokens)
@@ -197,7 +269,45 @@ class HardwareProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> HardwareProfile:
-        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+        """The profile saved at ``path``, refused naming the file when it is not one this version reads (not a JSON
+        object of a profile's keys) or holds what no measurement gives."""
+        try:
+            values = json.loads(Path(path).read_text(encoding="utf-8"))
+            _check_keys(values)
+            profile = cls(**values)
+            profile._check_device_and_dtype()
+        except ValueError as error:
+            raise ValueError(f"The hardware profile {path}: {error}") from error
+        return profile
+
+
+def _check_keys(values: object) -> None:
+    """Refuse a profile's JSON that is not an object of :class:`HardwareProfile`'s keys: not an object, a key the class
+    does not have or a required one missing (written by another version, or edited)."""
+    known = [f.name for f in fields(HardwareProfile)]
+    required = [f.name for f in fields(HardwareProfile) if f.default is MISSING and f.default_factory is MISSING]
+    if isinstance(values, dict):
+        unknown, missing = [key for key in values if key not in known], [key for key in required if key not in values]
+        if not unknown and not missing:
+            return
+        problem = "; ".join([*([f"it has keys no profile has: {unknown}"] if unknown else []),
+                             *([f"it lacks the required keys {missing}"] if missing else [])])
+    else:
+        problem = f"it holds a JSON {type(values).__name__}, not an object of a profile's keys"
+    raise ValueError(
+        f"{problem} (a profile has {known}, the first {len(required)} required). It was written by another version "
+        "of hf-adaptive-spec or edited: measure the machine again with `hf-adaptive-spec profile` (with --recording "
+        "DIR for a recommendation)."
+    )
+
+
+def _check_count(name: str, value: object, **bounds) -> int:
+    """``value`` of the profile's integer setting ``name``, refused as
+    :func:`~hf_adaptive_spec.core.values.check_number` refuses it, with the fix."""
+    try:
+        return check_number("HardwareProfile", name, value, integer=True, **bounds)
+    except ValueError as error:
+        raise ValueError(f"{error} {MEASURE_AGAIN}") from None
 
 
 def piecewise_linear(xs: list[float], ys: list[float], x: float) -> float:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
-from ..environments.static_grid import rank_over_recordings, recordings_by_top_k, replay_environment_over
+from ..environments.static_grid import (
+    check_measured_sizes,
+    rank_over_recordings,
+    recordings_by_top_k,
+    replay_environment_over,
+)
 from ..policies import AutoDraftPolicy
 from .hardware import HardwareProfile
 from .identity import shipped_policies_misfit
@@ -65,22 +70,6 @@ def check_recorded_positions(recordings: list, names: list[str]) -> None:
             f"The recordings {empty} hold no positions (each generation ended at its first token): nothing to rank "
             "the trees on. Record them again with `hf-adaptive-spec record --max-new-tokens N` (N >= 2, e.g. 256) "
             "on prompts the target answers at length, or leave them out."
-        )
-
-
-def check_measured_sizes(profile: HardwareProfile, recordings: list, names: list[str]) -> None:
-    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
-    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
-    so the ranking would rest on sizes never timed. A bucketed profile prices every tree at a timed bucket."""
-    if profile.buckets:
-        return
-    sizes = sorted({1} | {recording.tree_config.total_tokens for recording in recordings})
-    unmeasured = [n for n in sizes if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
-    if unmeasured:
-        raise ValueError(
-            f"The profile timed verifications of {profile.verify_tokens} tokens, and ranking {[str(n) for n in names]} "
-            f"needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to their total_tokens): time "
-            f"them, `hf-adaptive-spec profile --recording DIR` (it adds them to --verify-tokens)."
         )
 
 

@@ -30,6 +30,7 @@ from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import CostCurve
+from ..core.values import check_flag, check_number
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.static_path import DEFAULT_BUCKETS
 from ..policies import AutoDraftPolicy
@@ -69,9 +70,34 @@ def _profile_with_recommendation(
             f"The hardware profile {where} recommends nothing: it was measured without a recording. Run "
             "`hf-adaptive-spec profile --recording DIR` (a folder from `hf-adaptive-spec record`) to rank the trees."
         )
+    _check_recommendation(loaded, where)
     check_profiled(loaded, where, model, drafter)
     _check_this_machine(loaded, where, model)
     return loaded
+
+
+def _check_recommendation(profile: HardwareProfile, where: str) -> None:
+    """Refuse a recommendation ``profile --recording`` does not write (edited, or by another version): its tree must
+    be a :class:`TreeConfig`'s depth, top_k and total_tokens (``lookup_first`` a bool), its prompt-lookup branch an
+    int >= 0 or None and its policy a name or None."""
+    recommendation = profile.recommendation
+    try:
+        tree = recommendation.get("tree") if isinstance(recommendation, dict) else None
+        if not isinstance(tree, dict):
+            raise ValueError(f"it must be an object whose tree has depth, top_k and total_tokens: {recommendation!r}.")
+        TreeConfig(*(tree.get(name) for name in ("depth", "top_k", "total_tokens")))
+        check_flag("the recommended tree", "lookup_first", tree.get("lookup_first", False))
+        if recommendation.get("lookup_tokens") is not None:
+            check_number("the recommendation", "lookup_tokens", recommendation["lookup_tokens"], at_least=0,
+                         integer=True, meaning="generate's prompt_lookup_num_tokens, 0 for none")
+        if not isinstance(recommendation.get("policy"), str | None):
+            raise ValueError(f"its policy must be a shipped policy's name or None, got {recommendation['policy']!r}.")
+    except ValueError as error:
+        raise ValueError(
+            f"The hardware profile {where} holds a recommendation its ranking does not write: {error} It was edited "
+            "or written by another version: rank again on its costs with `hf-adaptive-spec profile --rerank --json "
+            "FILE --recording DIR`, or measure again with `hf-adaptive-spec profile --recording DIR`."
+        ) from error
 
 
 def _check_this_machine(profile: HardwareProfile, where: str, model: PreTrainedModel | str | None) -> None:

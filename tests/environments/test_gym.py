@@ -143,8 +143,13 @@ def test_errors_in_the_cycle_reach_the_agent(recording):
     baseline = threading.active_count()
     env = DraftStepEnv(recording, PROFILE)
     env.reset(seed=0)
-    env.replay.profile = replace(PROFILE, verify_tokens=[], verify_seconds=[])  # verification time cannot be modelled
-    with pytest.raises(IndexError):
+    env.replay.profile = replace(PROFILE)
+
+    def unpriced(tokens):
+        raise RuntimeError("verification time cannot be modelled")
+
+    env.replay.profile.verify_time = unpriced
+    with pytest.raises(RuntimeError, match="cannot be modelled"):
         while True:
             env.step(1)
     assert threading.active_count() == baseline

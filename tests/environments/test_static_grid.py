@@ -26,7 +26,7 @@ def exact_recording():
 
 def _profile(seconds: list[float], tokens=(1, 2, 16), buckets=None, draft_step=0.01) -> HardwareProfile:
     return HardwareProfile("cpu", "float32", 1, 64, verify_tokens=list(tokens), verify_seconds=seconds,
-                           draft_step_seconds=draft_step, buckets=buckets)
+                           draft_step_seconds=draft_step, path="compiled" if buckets else "eager", buckets=buckets)
 
 
 def test_a_flat_curve_picks_the_most_accepting_tree_and_a_steep_one_plain_steps(exact_recording):

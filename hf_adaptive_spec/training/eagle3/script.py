@@ -212,14 +212,14 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: list[dict], init
            "checkpoint's trained rows are kept)" if init_from else "Raise draft_vocab_size")
     if not share:
         raise ValueError(
-            f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds none of the {len(trained)} answer "
+            f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds none of the {trained} answer "
             "tokens the data trains: the loss reads only the tokens the drafter can draft, so the run would log a "
             f"loss of 0 and train nothing. {fix}, or train on data the vocabulary was built for."
         )
     logger.warning(
         "The draft vocabulary of %s (%d tokens) holds %.0f%% of the %d answer tokens the data trains: the others "
         "train nothing (the loss reads only the tokens the drafter can draft). %s.",
-        owner, len(vocabulary), 100 * share, len(trained), fix,
+        owner, len(vocabulary), 100 * share, trained, fix,
     )
 
 

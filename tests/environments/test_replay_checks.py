@@ -1,0 +1,200 @@
+"""Replay shows a policy what live ``generate`` shows it, and refuses what it cannot replay by name: the hidden states a
+policy reads, the verification sizes a profile timed, a damaged recording, the fit reports of the online environment,
+refusals that name their real cause, and the gymnasium environments' integer settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.cost_curve import CostCurve
+from hf_adaptive_spec.environments import (
+    MultiReplayEnvironment,
+    OnlineEnvironment,
+    ReplayEnvironment,
+    ReplayRecording,
+    load_recording,
+    record_replay,
+)
+from hf_adaptive_spec.environments.gym import DraftStepEnv, TreeConfigEnv
+from hf_adaptive_spec.environments.static_grid import rank_over_recordings, rank_static_trees
+from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+
+RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
+MAX_NEW = 16
+PROMPTS = [prompt(7, seed=11), prompt(12, seed=12)]
+PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64,
+    verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=0.1,
+)
+
+
+def _drafter(target):
+    return hfas.CausalLMDrafter.from_target_layers(target, 2)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="module")
+def recording(target):
+    return record_replay(target, _drafter(target), PROMPTS, RECORDED, MAX_NEW, feature_layers=(1, 4))
+
+
+class LayerPolicy(DraftPolicy):
+    """Reads the hidden states ``layers`` and notes the ones each state holds and when its generations begin."""
+
+    def __init__(self, layers: tuple[int, ...]):
+        self.feature_layers = layers
+        self.seen: list[list[int]] = []
+        self.generations = 0
+
+    def begin_generation(self):
+        self.generations += 1
+
+    def tree_config(self, state):
+        self.seen.append(sorted(state.features))
+        return RECORDED
+
+
+def test_a_replayed_policy_sees_the_hidden_states_it_reads_and_no_other_as_live(target, recording):
+    """The recording keeps layers 1 and 4; a policy reading 4 saw both in replay, and 4 alone live."""
+    live = LayerPolicy((4,))
+    target.generate(PROMPTS[0], max_new_tokens=MAX_NEW, do_sample=False, assistant_model=_drafter(target),
+                    assistant_policy=live)
+    for environment in (ReplayEnvironment(recording, PROFILE), MultiReplayEnvironment([recording], PROFILE)):
+        replayed = LayerPolicy((4,))
+        environment.replay_prompt(0, replayed)
+        assert replayed.seen == live.seen == [[4]] * len(live.seen)
+    assert sorted(MultiReplayEnvironment([recording], PROFILE).state(0, 0).features) == [1, 4]  # no policy: all
+
+
+def test_a_policy_reading_hidden_states_the_recording_lacks_is_refused_before_its_replay_begins(recording):
+    """It failed with a bare KeyError inside its own code, at its first cycle."""
+    refusal = (r"reads the target's hidden states \[2\] \(its feature_layers \[2, 4\]\), but the recording keeps "
+               r"\[1, 4\]: record it again keeping them \(`hf-adaptive-spec record --feature-layers 1,2,4`\)")
+    for environment in (ReplayEnvironment(recording, PROFILE), MultiReplayEnvironment([recording], PROFILE)):
+        policy = LayerPolicy((2, 4))
+        with pytest.raises(ValueError, match=refusal):
+            environment.replay(policy)
+        assert (policy.generations, policy.seen) == (0, [])  # refused at the start: nothing of the policy ran
+        with pytest.raises(ValueError, match=refusal):  # one cycle alone: the same refusal
+            environment.replay_cycle(0, 3, policy)
+
+
+def _profile(**fields) -> HardwareProfile:
+    return replace(PROFILE, **fields)
+
+
+@pytest.mark.parametrize("rank", [rank_static_trees, lambda recording, profile: rank_over_recordings([recording],
+                                                                                                      profile)])
+def test_ranking_refuses_a_profile_that_did_not_time_the_sizes_it_prices(recording, rank):
+    """Timed at 8 tokens only, the plain step and the 9-token tree were ranked at the 8-token time."""
+    with pytest.raises(ValueError, match=r"timed verifications of \[8\] tokens, and ranking .* needs \[1, 9\] too"):
+        rank(recording, _profile(verify_tokens=[8], verify_seconds=[1.0]))
+
+
+def test_draft_step_env_refuses_verify_sizes_past_the_profiles_largest_bucket(recording):
+    """Buckets [4, 6]: the agent's 8 candidates were verified as 5, silently."""
+    bucketed = _profile(verify_tokens=[1, 4, 6], verify_seconds=[0.1, 0.15, 0.2], path="compiled", buckets=[4, 6])
+    with pytest.raises(ValueError, match=r"verify_sizes \[2, 8\] verify up to 9 tokens with the root, but the "
+                                         r"profile's static-cache path verifies at most 6 \(its largest bucket of "
+                                         r"\[4, 6\]\).* Pass sizes <= 5"):
+        DraftStepEnv(recording, bucketed, verify_sizes=[2, 8])
+    DraftStepEnv(recording, bucketed, verify_sizes=[2, 5]).close()
+
+
+def _cut_in_half(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _edit_meta(edit):
+    def damage(folder):
+        meta = json.loads((folder / "recording.json").read_text())
+        edit(meta)
+        (folder / "recording.json").write_text(json.dumps(meta))
+    return damage
+
+
+DAMAGES = {
+    "no feature file": lambda folder: (folder / "features.safetensors").unlink(),
+    "recording.json cut short": lambda folder: _cut_in_half(folder / "recording.json"),
+    "feature file cut short": lambda folder: _cut_in_half(folder / "features.safetensors"),
+    "a row without target_next": _edit_meta(lambda meta: meta["prompts"][0].__setitem__(0, meta["prompts"][0][0][:5])),
+    "a short target_next": _edit_meta(lambda meta: meta["prompts"][0][5].__setitem__(5, meta["prompts"][0][5][5][:3])),
+    "no tree_config": _edit_meta(lambda meta: meta.pop("tree_config")),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_a_damaged_shard_is_refused_naming_it_and_the_fix(recording, tmp_path, damage):
+    """Raw KeyError, JSONDecodeError, SafetensorError or TypeError named neither the shard nor the fix; a short
+    target_next loaded and replayed silently."""
+    for start, trees, ids in ((0, recording.prompts[:1], recording.prompt_ids[:1]),
+                              (1, recording.prompts[1:], recording.prompt_ids[1:])):
+        replace(recording, prompts=trees, prompt_ids=ids).save(tmp_path / f"shard-{start}-{start + 1}")
+    damage(tmp_path / "shard-1-2")
+    with pytest.raises(ValueError, match=r"The recording in .*shard-1-2 is damaged or was saved in part \(.+\): "
+                                         r"delete that folder and record it again \(`hf-adaptive-spec record`"):
+        load_recording(tmp_path)
+
+
+def test_the_online_environment_reports_a_policy_trained_for_another_curve_or_branch_as_generate_does(target):
+    """Through the environment's feedback recorder both reports were None."""
+    policy = hfas.StaticTreePolicy(4, 3, 9)
+    policy.mark_trained_on(CostCurve("cuda", "bfloat16", "compiled"))
+    policy.trained_with_lookup_tokens = 4
+    OnlineEnvironment(target, _drafter(target), PROMPTS[:1], 8).run(policy)
+    stats = target.last_speculation
+    assert stats.policy_cost_curve_mismatch.startswith("StaticTreePolicy was trained on the cuda/bfloat16/compiled")
+    assert stats.policy_lookup_mismatch.startswith("StaticTreePolicy was trained with the 4-token prompt-lookup")
+
+
+def test_a_recording_of_no_prompts_is_refused_as_such_and_concatenates_keeping_the_others_prompt_ids(recording,
+                                                                                                       tmp_path):
+    """It was refused as generations that 'ended at their first token', and concatenated it dropped every prompt's
+    ids, so a lookup replay was refused as 'recorded before they were kept'."""
+    empty = replace(recording, prompts=[], prompt_ids=[])
+    empty.save(tmp_path / "empty")
+    assert load_recording(tmp_path / "empty").prompts == []
+    for refused in (lambda: ReplayEnvironment(empty, PROFILE).replay(hfas.StaticTreePolicy(4, 3, 9)).tokens_per_second,
+                    lambda: rank_static_trees(empty, PROFILE)):
+        with pytest.raises(ValueError, match=r"No prompt was replayed: the recording holds none"):
+            refused()
+    joined = ReplayRecording.concatenate([empty, recording])
+    assert joined.prompt_ids == recording.prompt_ids
+    ReplayEnvironment(joined, PROFILE, lookup_tokens=2).replay(hfas.StaticTreePolicy(4, 3, 9))
+
+
+def test_draft_step_env_refuses_a_config_that_drafts_nothing_as_such(recording):
+    """Its reset said 'the recording's generations are too short'."""
+    with pytest.raises(ValueError, match=r"drafts nothing \(depth 0: a plain step\).*depth >= 1"):
+        DraftStepEnv(recording, PROFILE, config=TreeConfig(0, 3, 1), verify_sizes=[0, 0])
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda recording: TreeConfigEnv(recording, PROFILE, [TreeConfig(2, 3, 4)], cycles_per_action=2.5),
+     r"TreeConfigEnv: cycles_per_action must be an int >= 1 .*got 2.5"),
+    (lambda recording: TreeConfigEnv(recording, PROFILE, [TreeConfig(2, 3, 4)]).reset(options={"prompt": 1.9}),
+     r"TreeConfigEnv.reset: options\['prompt'\] must be an int, got 1.9"),
+    (lambda recording: DraftStepEnv(recording, PROFILE).reset(options={"prompt": 1.9}),
+     r"DraftStepEnv.reset: options\['prompt'\] must be an int, got 1.9"),
+    (lambda recording: DraftStepEnv(recording, PROFILE).reset(options={"prompt": 0, "position": 2.5}),
+     r"DraftStepEnv.reset: options\['position'\] must be an int, got 2.5"),
+    (lambda recording: DraftStepEnv(recording, PROFILE, verify_sizes=[2.5, 4]),
+     r"DraftStepEnv: verify_sizes\[0\] must be an int \(a count of candidates"),
+], ids=["cycles_per_action", "tree_config_env_prompt", "draft_step_env_prompt", "position", "verify_sizes"])
+def test_the_gym_environments_refuse_a_count_that_is_no_int_by_name(recording, make, named):
+    """2.5 cycles per action ran 3, prompt 1.9 replayed prompt 1, verify size 2.5 was accepted."""
+    with pytest.raises(ValueError, match=named):
+        make(recording)
