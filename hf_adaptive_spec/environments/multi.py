@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..profiling.hardware import HardwareProfile
-from .recording import ReplayRecording
+from .recording import ReplayRecording, check_same_models
 from .replay import ReplayedCycle, ReplayEnvironment, ReplayLoop
 
 logger = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class MultiReplayEnvironment(ReplayLoop):
     ):
         recordings = list(recordings)
         _check_same_generations(recordings)
+        check_same_models(recordings, "replayed as one environment")
         self.environments: dict[int, ReplayEnvironment] = {}
         for recording in recordings:
             top_k = recording.tree_config.top_k

@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache, LogitsProcessorList, PreTrainedModel
 
+from ..core.drafter_identity import cached_weights_digest
 from ..core.features import FeatureCapture
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.sequences import end_of_sequence_ids
@@ -108,6 +109,10 @@ class ReplayRecording:
         eos_token_ids: tokens that ended a generation.
         prompt_ids: per prompt, its token ids (what a prompt-lookup branch searches); empty in
             recordings made before they were kept.
+        target_weights / drafter_weights: digests of the target's and the drafter's weights
+            (:func:`~hf_adaptive_spec.core.drafter_identity.weights_digest`), by which recordings of other
+            models are refused where they would be pooled; None where unknown (recordings made before they were
+            kept, a drafter that has no digest), and then not compared.
     """
 
     tree_config: TreeConfig
@@ -117,6 +122,8 @@ class ReplayRecording:
     feature_layers: tuple[int, ...] = ()
     eos_token_ids: tuple[int, ...] = ()
     prompt_ids: list[list[int]] = field(default_factory=list)
+    target_weights: str | None = None
+    drafter_weights: str | None = None
 
     @property
     def num_positions(self) -> int:
@@ -144,11 +151,14 @@ class ReplayRecording:
                     f"{settings(recording)} (tree config, vocab, max_new_tokens, feature layers, eos). Record every "
                     "shard with the same options."
                 )
+        target_weights, drafter_weights = check_same_models(recordings, "concatenated")
         with_ids = all(recording.keeps_prompt_ids for recording in recordings)
         return replace(
             recordings[0],
             prompts=[trees for recording in recordings for trees in recording.prompts],
             prompt_ids=[ids for recording in recordings for ids in recording.prompt_ids] if with_ids else [],
+            target_weights=target_weights,
+            drafter_weights=drafter_weights,
         )
 
     def sequence(self, prompt: int) -> list[int]:
@@ -186,6 +196,7 @@ class ReplayRecording:
             "feature_layers": list(self.feature_layers),
             "eos_token_ids": list(self.eos_token_ids),
             "prompt_ids": self.prompt_ids,
+            **{key: value for key, value in self.model_digests().items() if value is not None},
             "prompts": prompts,
         }
         (directory / "recording.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -237,7 +248,30 @@ class ReplayRecording:
             feature_layers=layers,
             eos_token_ids=tuple(meta["eos_token_ids"]),
             prompt_ids=prompt_ids,
+            target_weights=meta.get("target_weights"),
+            drafter_weights=meta.get("drafter_weights"),
         )
+
+    def model_digests(self) -> dict[str, str | None]:
+        """``target_weights`` and ``drafter_weights`` by name, as ``recording.json`` keeps them."""
+        return {"target_weights": self.target_weights, "drafter_weights": self.drafter_weights}
+
+
+def check_same_models(recordings: Iterable[ReplayRecording], pooled: str) -> tuple[str | None, str | None]:
+    """Refuse recordings of other targets or drafters where they are ``pooled`` (concatenated, replayed as one): a
+    policy or a ranking over them would mix two drafters' acceptance, or two targets' generations. Returns the
+    target and drafter digests they share (None where no recording keeps one); an unknown digest is not compared."""
+    recordings, shared = list(recordings), []
+    for role in ("target", "drafter"):
+        digests = {getattr(recording, f"{role}_weights") for recording in recordings} - {None}
+        if len(digests) > 1:
+            raise ValueError(
+                f"Recordings made with other {role} weights cannot be {pooled}: their {role}s' digests are "
+                f"{sorted(digests)}. Record every recording with the same target and drafter (`hf-adaptive-spec "
+                "record` keeps their digests), or use them apart."
+            )
+        shared.append(next(iter(digests), None))
+    return shared[0], shared[1]
 
 
 def damaged_recording(directory: Path, what: str) -> ValueError:
@@ -416,4 +450,6 @@ def record_replay(
         feature_layers=tuple(feature_layers),
         eos_token_ids=tuple(eos_token_ids),
         prompt_ids=[ids[0].tolist() for ids in prompts],
+        target_weights=cached_weights_digest(model),
+        drafter_weights=drafter.weights_digest(),
     )

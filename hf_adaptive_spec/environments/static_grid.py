@@ -23,7 +23,7 @@ from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
 from .multi import MultiReplayEnvironment
-from .recording import ReplayRecording
+from .recording import ReplayRecording, check_same_models
 from .replay import ReplayEnvironment, ReplayLoop
 
 
@@ -167,6 +167,8 @@ def rank_over_recordings(
 def recordings_by_top_k(recordings: Iterable[ReplayRecording]) -> list[ReplayRecording]:
     """One recording per ``top_k``, ascending: recordings of the same ``top_k`` concatenated (their prompts are
     pooled, as shards are), so that no tree is ranked on a part of the data another is not."""
+    recordings = list(recordings)
+    check_same_models(recordings, "ranked together")
     by_top_k: dict[int, list[ReplayRecording]] = {}
     for recording in recordings:
         by_top_k.setdefault(recording.tree_config.top_k, []).append(recording)

@@ -1,0 +1,89 @@
+"""A recording keeps digests of the target and drafter it was made with, and recordings of other models are refused
+where they are pooled (concatenated shards, a multi-top_k environment, a ranking over recordings): pooled, a policy
+or a ranking learned silently from two drafters' acceptance or two targets' generations."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from tiny_models import prompt, tiny_model
+
+import hf_adaptive_spec as hfas
+from hf_adaptive_spec.core.drafter_identity import weights_digest
+from hf_adaptive_spec.environments import MultiReplayEnvironment, ReplayRecording, record_replay
+from hf_adaptive_spec.environments.static_grid import rank_over_recordings
+from hf_adaptive_spec.policies.base import TreeConfig
+from hf_adaptive_spec.profiling import HardwareProfile
+
+torch.set_num_threads(1)
+
+RECORDED = TreeConfig(depth=2, top_k=2, total_tokens=4)
+MAX_NEW = 8
+PROMPTS = [prompt(7, seed=21)]
+PROFILE = HardwareProfile(
+    device="cpu", dtype="float32", num_threads=1, context_length=64,
+    verify_tokens=[1, 2, 4], verify_seconds=[1.0, 1.2, 1.5], draft_step_seconds=0.1,
+)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_model("llama")
+
+
+def _record(target, drafter_layers: int) -> ReplayRecording:
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, drafter_layers)
+    return record_replay(target, drafter, PROMPTS, RECORDED, MAX_NEW)
+
+
+@pytest.fixture(scope="module")
+def recording(target):
+    return _record(target, 2)
+
+
+def test_a_recording_keeps_its_target_and_drafter_digests_through_save_and_load(target, recording, tmp_path):
+    assert recording.target_weights == weights_digest(target)
+    assert recording.drafter_weights == hfas.CausalLMDrafter.from_target_layers(target, 2).weights_digest()
+    recording.save(tmp_path / "r")
+    assert ReplayRecording.load(tmp_path / "r").model_digests() == recording.model_digests()
+
+
+def test_a_recording_saved_before_the_digests_were_kept_loads_and_pools_with_a_known_one(recording, tmp_path):
+    recording.save(tmp_path / "old")
+    path = tmp_path / "old" / "recording.json"
+    meta = json.loads(path.read_text())
+    del meta["target_weights"], meta["drafter_weights"]
+    path.write_text(json.dumps(meta))
+    old = ReplayRecording.load(tmp_path / "old")
+    assert old.model_digests() == {"target_weights": None, "drafter_weights": None}
+    joined = ReplayRecording.concatenate([old, recording])
+    assert joined.model_digests() == recording.model_digests()
+    assert len(joined.prompts) == 2
+
+
+POOLS = {
+    "concatenated": ReplayRecording.concatenate,
+    "replayed as one environment": lambda recordings: MultiReplayEnvironment(recordings, PROFILE),
+    "ranked together": lambda recordings: rank_over_recordings(recordings, PROFILE),
+}
+
+
+@pytest.mark.parametrize("pooled", list(POOLS))
+def test_recordings_of_another_drafter_are_refused_where_pooled(target, recording, pooled):
+    """Recorded with a drafter of one layer and one of two: the generations are the target's either way, and only
+    the digests tell the acceptance apart."""
+    other = _record(target, 1)
+    assert other.drafter_weights != recording.drafter_weights
+    assert other.sequence(0) == recording.sequence(0)  # the same greedy generation
+    with pytest.raises(ValueError, match=f"other drafter weights cannot be {pooled}: their drafters' digests"):
+        POOLS[pooled]([recording, other])
+
+
+@pytest.mark.parametrize("pooled", list(POOLS))
+def test_recordings_of_another_target_are_refused_where_pooled(recording, pooled):
+    other = replace(recording, target_weights="0" * 32)
+    with pytest.raises(ValueError, match=f"other target weights cannot be {pooled}: their targets' digests"):
+        POOLS[pooled]([recording, other])
