@@ -5,6 +5,7 @@ from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_artifact_type, read_con
 from .errors import (
     ArtifactError,
     ArtifactTypeError,
+    HubUnreachableError,
     MissingArtifactFileError,
     MissingConfigKeyError,
     PickleWeightsError,
@@ -28,6 +29,7 @@ __all__ = [
     "AutoArtifact",
     "CardResult",
     "HubArtifactMixin",
+    "HubUnreachableError",
     "MissingArtifactFileError",
     "MissingConfigKeyError",
     "PickleWeightsError",

@@ -27,3 +27,8 @@ class UnknownConfigKeyError(ArtifactError, ValueError):
 
 class MissingConfigKeyError(ArtifactError, ValueError):
     """``config.json`` lacks an argument the artifact's ``__init__`` needs (one without a default)."""
+
+
+class HubUnreachableError(ArtifactError, ConnectionError):
+    """An upload could not reach the Hub (no connection, a name that does not resolve, a timeout); says where the
+    artifact is kept meanwhile."""

@@ -16,6 +16,7 @@ from .cards import CARD_KINDS, LIBRARY_NAME, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
 from .errors import MissingConfigKeyError, UnknownConfigKeyError
 from .location import ArtifactLocation
+from .network import reaching_the_hub
 from .registry import check_artifact_type, register_artifact, registered_class
 from .weights import load_weights, save_weights, saved_floating_dtype
 
@@ -233,7 +234,10 @@ class HubArtifactMixin(ModelHubMixin):
                 "or upload the training run's output folder (huggingface_hub.upload_folder), whose card the "
                 "trainer wrote."
             )
-        return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, **kwargs)
+        kept = ("Nothing was uploaded: save_pretrained(folder), then upload the folder once online "
+                "(huggingface_hub.upload_folder, or `hf upload REPO FOLDER`).")
+        with reaching_the_hub(f"{type(self).__name__}.push_to_hub({repo_id!r})", kept):
+            return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, **kwargs)
 
     def _is_trained(self) -> bool:
         """Whether the artifact holds learned weights (a drafter, an adapter, a learned policy), whose card should

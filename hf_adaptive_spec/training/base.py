@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import logging
 import os
 import shlex
@@ -27,9 +28,11 @@ from ..default_model import load_model
 from ..environments.provenance import card_names
 from ..hub import ArtifactLocation, load_weights
 from ..hub.cards import check_base_model
+from ..hub.network import reaching_the_hub
 from ..policies.serialization import lookup_generate_kwargs
 from .resume import (
     RENAMED_SCRIPT_ARGUMENTS,
+    TRAINER_KEY,
     check_checkpoint_kind,
     check_resume_settings,
     check_resumed_script_args,
@@ -78,7 +81,9 @@ class SpecTrainer(Trainer):
 
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, list[float]] = defaultdict(list)
-        super().__init__(*args, **kwargs)
+        kept = "Nothing was trained yet: train without push_to_hub, then upload output_dir once online (`hf upload`)."
+        with reaching_the_hub(f"{type(self).__name__} (push_to_hub=True creates the Hub repo first)", kept):
+            super().__init__(*args, **kwargs)
         self._script_args = read_script_args(self.args.output_dir)  # this run's, kept in each checkpoint
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -120,7 +125,7 @@ class SpecTrainer(Trainer):
         if resume_from_checkpoint:
             resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
             check_checkpoint_kind(resume_from_checkpoint, self.checkpoint_artifact_type(), type(self).__name__)
-            check_resume_settings(self.args, resume_from_checkpoint)
+            check_resume_settings(self.args, resume_from_checkpoint, type(self).__name__)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def checkpoint_artifact_type(self) -> str | None:
@@ -141,9 +146,18 @@ class SpecTrainer(Trainer):
     def train_save_and_push(self) -> None:
         """What every training script ends with: train (resuming if asked), save, push if asked."""
         self.train(resume_from_checkpoint=self.args.resume_from_checkpoint)
-        self.save_model(self.args.output_dir)
+        self.save_and_push()
+
+    def save_and_push(self) -> None:
+        """Save to ``output_dir``, then push it if asked, in one commit (``Trainer.save_model`` called from outside
+        pushes too, so the push of the end of training made a second commit); a Hub out of reach is named, with the
+        folder kept."""
+        self.save_model(self.args.output_dir, _internal_call=True)
         if self.args.push_to_hub:
-            self.push_to_hub()
+            kept = (f"The trained artifact is saved in {self.args.output_dir}: upload it once online (`hf upload "
+                    f"{self.hub_model_id or 'REPO'} {self.args.output_dir}`).")
+            with reaching_the_hub(f"{type(self).__name__}.push_to_hub()", kept):
+                self.push_to_hub()
 
     def model_card(self) -> ModelCard:
         """The card of what this trainer trains (each trainer renders its own template)."""
@@ -157,9 +171,12 @@ class SpecTrainer(Trainer):
             self.model_card().save(os.path.join(output_dir or self.args.output_dir, "README.md"))
 
     def save_training_config(self, output_dir: str) -> None:
-        """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``)."""
+        """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``), with the trainer's
+        name under ``TRAINER_KEY``: a resume checks it (:func:`~.resume.check_resume_settings`), since two trainers
+        may save the same kind of artifact (EAGLE-3 and PPOW train one drafter)."""
+        stored = {TRAINER_KEY: type(self).__name__, **json.loads(self.args.to_json_string())}
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
-            handle.write(self.args.to_json_string())
+            handle.write(json.dumps(stored, indent=2))
 
 
 

@@ -26,6 +26,10 @@ _RUN_DEFINING = frozenset({
 })
 
 
+#: the key of ``training_config.json`` naming the trainer that saved it
+TRAINER_KEY = "hf_adaptive_spec_trainer"
+
+
 def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
     """The checkpoint folder ``resume_from_checkpoint`` names: ``True`` (or ``"true"`` from a command line or YAML,
     unless a folder has that name) is ``output_dir``'s last ``checkpoint-N``, as ``Trainer.train`` resolves it."""
@@ -41,16 +45,25 @@ def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
     return str(checkpoint)
 
 
-def check_resume_settings(args: TrainingArguments, checkpoint: str | bool) -> None:
+def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, trainer: str | None = None) -> None:
     """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
     run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's
-    ``resume_may_change`` fields aside)."""
+    ``resume_may_change`` fields aside), or saved by another trainer than ``trainer`` (its class name; checkpoints
+    saved before the name was kept are not compared)."""
     checkpoint = resolve_checkpoint(checkpoint, args.output_dir)
     path = os.path.join(checkpoint, "training_config.json")
     if not os.path.isfile(path):
         return  # a checkpoint saved without it
     with open(path, encoding="utf-8") as handle:
         stored = json.load(handle)
+    saved_by = stored.pop(TRAINER_KEY, None)
+    if trainer is not None and saved_by is not None and saved_by != trainer:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} was saved by {saved_by} ({path}), and this run is {trainer}'s: "
+            f"another trainer's weights, optimizer and schedule are not this run's. Resume a checkpoint-N folder "
+            f"{trainer} saved; to start from those weights, start a new run from them (init_from, or the drafter's "
+            "path, where the script takes one)."
+        )
     current = json.loads(args.to_json_string())
     own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
     compared = ((own | _RUN_DEFINING) - getattr(args, "resume_may_change", frozenset())) & stored.keys()

@@ -182,6 +182,8 @@ def test_a_trainer_pushes_its_drafter_with_the_trainers_card(hub_run: HubRun):
     assert "Trained with the training-time test (2 steps) for 2 optimizer steps" in card.text
     assert "greedy first-draft acceptance" in card.text and "heldout_curve.jsonl" in card.text
     assert "python trainers/eagle3.py --config tiny.yaml" in card.text
+    commits = [r for r in hub_run.requests if r.startswith("POST /api/models/org/trained-eagle3/commit")]
+    assert len(commits) == 1, commits  # saved, then pushed once (Trainer.save_model called from outside pushed too)
 
 
 def test_dvi_adapter_round_trips_through_the_hub(hub_run: HubRun):

@@ -4,6 +4,8 @@ what the trainer resumes (a RadarTrainer resumed from an LTD checkpoint failed w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import safetensors.torch
 import torch
@@ -15,8 +17,10 @@ from hf_adaptive_spec.policies.base import TreeConfig
 from hf_adaptive_spec.policies.ltd import LTDPolicy
 from hf_adaptive_spec.policies.radar import RadarPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
+from hf_adaptive_spec.training.base import check_resume_settings
 from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
 from hf_adaptive_spec.training.eagle3 import Eagle3Config, Eagle3Trainer, collate
+from hf_adaptive_spec.training.ppow import PPOWConfig, PPOWTrainer
 from hf_adaptive_spec.training.radar import RadarConfig, RadarDataset, RadarTrainer
 
 torch.set_num_threads(1)
@@ -48,6 +52,15 @@ def _eagle3_trainer(tmp_path) -> Eagle3Trainer:
     return Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
                          train_dataset=[{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}],
                          data_collator=lambda b: collate(b, 0))
+
+
+def _ppow_trainer(tmp_path) -> PPOWTrainer:
+    target = tiny_model("llama")
+    args = PPOWConfig(output_dir=str(tmp_path / "ppow"), max_steps=2, window_size=3, num_generations=2, num_prefixes=2,
+                      report_to=[], disable_tqdm=True)
+    return PPOWTrainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
+                       train_dataset=[{"input_ids": list(range(1, 9)), "loss_mask": [0, 0] + [1] * 6}],
+                       data_collator=lambda b: collate(b, 0))
 
 
 def _dvi_trainer(tmp_path) -> DVITrainer:
@@ -85,3 +98,25 @@ def test_a_policy_checkpoint_resumes_strictly(tmp_path):
     safetensors.torch.save_file({k: v for k, v in weights.items() if k != dropped}, checkpoint / "model.safetensors")
     with pytest.raises(WeightsMismatchError, match=f"does not match RadarPolicy: missing keys \\['{dropped}'\\]"):
         _radar_trainer(tmp_path, max_steps=2).train(resume_from_checkpoint=str(checkpoint))
+
+
+@pytest.mark.parametrize("saver, resumer", [(_eagle3_trainer, _ppow_trainer), (_ppow_trainer, _eagle3_trainer)],
+                         ids=["ppow-from-eagle3", "eagle3-from-ppow"])
+def test_a_checkpoint_of_the_same_artifact_another_trainer_saved_is_refused_naming_it(tmp_path, saver, resumer):
+    """EAGLE-3 and PPOW both save an EAGLE-3 drafter in SpecForge's layout, so the artifact check cannot tell their
+    checkpoints apart: with the same learning rate one resumed the other's optimizer, schedule and step silently.
+    training_config.json names the trainer that saved it; one saved before it did is not compared."""
+    saved_by = saver(tmp_path)
+    checkpoint = tmp_path / "checkpoint-2"
+    saved_by.save_model(str(checkpoint))
+    resuming = resumer(tmp_path)
+    resuming.args.learning_rate = saved_by.args.learning_rate
+    saver_name, resumer_name = type(saved_by).__name__, type(resuming).__name__
+    with pytest.raises(ValueError, match=f"was saved by {saver_name} .*, and this run is {resumer_name}'s: another "
+                                         "trainer's weights, optimizer and schedule are not this run's"):
+        resuming.train(resume_from_checkpoint=str(checkpoint))
+    config = checkpoint / "training_config.json"
+    stored = json.loads(config.read_text())
+    assert stored.pop("hf_adaptive_spec_trainer") == saver_name
+    config.write_text(json.dumps(stored))
+    check_resume_settings(saved_by.args, str(checkpoint), resumer_name)  # saved before the name was kept

@@ -172,9 +172,7 @@ class LTDTrainer(SpecTrainer):
         """Train (resuming if asked), evaluate by replay, save with the results in the card, push if asked."""
         self.train(resume_from_checkpoint=self.args.resume_from_checkpoint)
         self.evaluate()
-        self.save_model(self.args.output_dir)
-        if self.args.push_to_hub:
-            self.push_to_hub()
+        self.save_and_push()
 
     def save_artifact(self, output_dir: str) -> None:
         self.policy.save_pretrained(output_dir)
