@@ -303,40 +303,70 @@ def test_in_process_graphs_are_rebuilt_when_hooks_change():
     assert out.speculation.compile_time > 0  # the rebuilt graphs' compile is no verification time
 
 
-def test_a_module_swapped_on_the_instance_is_not_packaged(tmp_path):
+def test_a_module_swapped_on_the_instance_is_not_packaged_until_it_is_swapped_back(tmp_path):
     """The package is traced from a twin built from the config: a submodule replaced on the instance (another
-    activation, a custom norm) would be left out. The build is refused and verification compiles in-process."""
+    activation, a custom norm) would be left out. The build is refused and verification compiles in-process; packages
+    are tried again once the modules change (they were off for good after one refusal)."""
     model = tiny_model("llama", seed=7)
     model.model.layers[1].mlp.act_fn = torch.nn.ReLU()
     fast_path(model, package_dir=tmp_path)
     ids = prompt(9, seed=3)
-    with pytest.warns(UserWarning, match=r"modules or module settings its config does not build \(model.layers.1.mlp"):
+    with pytest.warns(UserWarning, match=r"modules its config does not build \(model.layers.1.mlp.act_fn: swapped"):
         out = _frozen_generate(model, ids)
     assert not out.speculation.packaged and torch.equal(out.sequences, model.generate(ids, max_new_tokens=24))
+    assert not _frozen_generate(model, ids).speculation.packaged  # the same modules: not tried again
+    model.model.layers[1].mlp.act_fn = type(model.model.layers[0].mlp.act_fn)()
+    out = _frozen_generate(model, ids)
+    assert out.speculation.packaged and torch.equal(out.sequences, model.generate(ids, max_new_tokens=24))
 
 
-def test_a_module_swapped_or_reset_after_a_package_ran_is_noticed_and_no_stale_package_loads(tmp_path):
+def _set_on_every_layer(model, name: str, value) -> None:
+    for layer in model.model.layers:
+        setattr(layer.mlp if name == "act_fn" else layer.post_attention_layernorm, name, value)
+
+
+@pytest.mark.parametrize("name, value", [("act_fn", torch.nn.ReLU()), ("variance_epsilon", 0.5)])
+def test_a_module_swapped_or_reset_after_a_package_ran_is_noticed_and_no_stale_package_loads(tmp_path, name, value):
     """A package's name digested the weights alone: an activation swapped (or a norm's epsilon set) after it ran kept
     it running, weights_changed() reloaded it, and a new instance swapped before its first call loaded the old
-    package from disk; each returned the old model's tokens."""
+    package from disk; each returned the old model's tokens. A swapped module compiles in-process; a setting is
+    traced into the twin, so the package built with it (under a name of its own) computes what the model does."""
     ids = prompt(9, seed=3)
     model = tiny_model("llama", seed=7)
     fast_path(model, package_dir=tmp_path)
-    assert _frozen_generate(model, ids).speculation.packaged
-    for changed in ({"act_fn": torch.nn.ReLU()}, {"variance_epsilon": 0.5}):
-        twin = tiny_model("llama", seed=7)  # the same weights: the package on disk is found by their digest
-        for instance in (model, twin):
-            for layer in instance.model.layers:
-                name, value = next(iter(changed.items()))
-                setattr(layer.mlp if name == "act_fn" else layer.post_attention_layernorm, name, value)
-        fast_path(twin, package_dir=tmp_path)
-        for instance in (model, twin):
-            with pytest.warns(UserWarning, match="modules or module settings its config does not build"):
+    before = _frozen_generate(model, ids)
+    assert before.speculation.packaged
+    twin = tiny_model("llama", seed=7)  # the same weights: the package on disk is found by their digest
+    for instance in (model, twin):
+        _set_on_every_layer(instance, name, value)
+    fast_path(twin, package_dir=tmp_path)
+    for instance in (model, twin):
+        if name == "act_fn":
+            with pytest.warns(UserWarning, match="modules its config does not build"):
                 out = _frozen_generate(instance, ids)
-            assert not out.speculation.packaged
-            assert torch.equal(out.sequences, instance.generate(ids, max_new_tokens=24, do_sample=False))
+        else:
+            out = _frozen_generate(instance, ids)
+        assert out.speculation.packaged == (name != "act_fn")
+        assert torch.equal(out.sequences, instance.generate(ids, max_new_tokens=24, do_sample=False))
+        assert not torch.equal(out.sequences, before.sequences)  # the change changes the tokens
+    if name == "act_fn":
         assert fast_path(twin).packaged_forward is None or fast_path(twin).packaged_forward.loaded == 0
-        fast_path(model, package_dir=tmp_path)  # packages again for the next change
+    else:  # the model built the package of the new settings, and its twin loaded that one
+        assert fast_path(model).packaged_forward.built > 0 and fast_path(twin).packaged_forward.built == 0
+
+
+def test_settings_that_change_no_output_keep_packages(tmp_path):
+    """A pad token id set on the config after the model was built, or gradient checkpointing enabled and the model
+    put back in evaluation mode, change module settings but no output: they were refused as modules the config does
+    not build, and packages stayed off for good; now the twin carries them."""
+    ids = prompt(9, seed=3)
+    model = tiny_model("llama", seed=7)
+    model.gradient_checkpointing_enable()
+    model.eval()
+    model.config.pad_token_id = 3
+    fast_path(model, package_dir=tmp_path)
+    out = _frozen_generate(model, ids)
+    assert out.speculation.packaged and torch.equal(out.sequences, model.generate(ids, max_new_tokens=24))
 
 
 def test_a_package_is_never_saved_under_the_digest_of_weights_written_since(tmp_path):

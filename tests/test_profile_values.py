@@ -106,6 +106,17 @@ def test_load_names_the_file_and_the_keys_it_cannot_read(tmp_path, edit, message
         HardwareProfile.load(path)
 
 
+@pytest.mark.parametrize("edit", [{"verify_tokens": None}, {"verify_seconds": None},
+                                  {"catch_up_tokens": ["1", "2"], "catch_up_seconds": [0.01, 0.02]}])
+def test_load_refuses_a_value_of_the_wrong_json_type_naming_the_file(tmp_path, edit):
+    """null or text where a list of numbers was measured was a bare TypeError naming neither the file nor the fix."""
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({**json.loads(json.dumps(MEASURED)), **edit}))
+    with pytest.raises(ValueError, match=f"The hardware profile {path} holds a value of the wrong type .*measure the "
+                                         "machine again with `hf-adaptive-spec profile`"):
+        HardwareProfile.load(path)
+
+
 @pytest.mark.parametrize(("recommendation", "message"), [
     ({"policy": None, "tree": {}}, r"TreeConfig.depth must be an int >= 0, got None"),
     ({"policy": None}, "it must be an object whose tree has depth, top_k and total_tokens"),

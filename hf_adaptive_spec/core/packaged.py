@@ -114,9 +114,11 @@ def _plain_settings(module: torch.nn.Module) -> tuple:
 
 def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     """Another instance of ``model``'s class (built on the meta device from its config) holding the
-    very same parameter, buffer and tensor-attribute objects, without ``model``'s hooks and
-    attributes. ``torch.export`` swaps the traced module's weights for fake tensors while it traces;
-    tracing the twin leaves ``model`` to other threads' calls meanwhile."""
+    very same parameter, buffer and tensor-attribute objects and each module's plain settings
+    (:func:`module_settings`: a norm's epsilon set on the instance, a config edited after the model was built),
+    without ``model``'s hooks and other attributes; a model holding modules of other classes than its config builds
+    (an activation swapped) is refused. ``torch.export`` swaps the traced module's weights for fake tensors while it
+    traces; tracing the twin leaves ``model`` to other threads' calls meanwhile."""
     with torch.device("meta"):
         twin = type(model)(model.config)
     for name, tensor in named_tensors(model):
@@ -125,15 +127,16 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     left = [name for name, tensor in named_tensors(twin) if tensor.is_meta]
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
-    built = {name: (kind, settings) for name, kind, settings in module_settings(twin)}
-    swapped = [name or "(the model)" for name, kind, settings in module_settings(model)
-               if built.get(name) != (kind, settings)]
+    built, held = dict(twin.named_modules()), dict(model.named_modules())
+    swapped = [name or "(the model)" for name in {**held, **built} if type(held.get(name)) is not type(built.get(name))]
     if swapped:
         raise ValueError(
-            f"{type(model).__name__} holds modules or module settings its config does not build "
-            f"({', '.join(swapped[:3])}: swapped, added or set on the instance, or the config edited since it was "
-            "built), which a package traced from the config's modules would leave out."
+            f"{type(model).__name__} holds modules its config does not build ({', '.join(sorted(swapped)[:3])}: "
+            "swapped, added or removed on the instance), which a package traced from the config's modules would "
+            "leave out."
         )
+    for name, module in held.items():  # a setting set on the instance, or the config edited since the model was built
+        vars(built[name]).update(_plain_settings(module))
     return twin.eval()
 
 

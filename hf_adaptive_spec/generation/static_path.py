@@ -138,6 +138,8 @@ class FastPath:
         self._packaged: PackagedForward | None = None
         self._weights_seen: tuple | None = None
         self._forward_changes: dict[str, tuple[int, ...]] = {}
+        #: the modules and settings a package failed to build for (None: none failed); tried again once they change
+        self._unpackageable: tuple | None = None
         self._lock = threading.Lock()
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -145,6 +147,12 @@ class FastPath:
     def packaged_forward(self) -> PackagedForward | None:
         """The ahead-of-time packages in use (with their ``built`` / ``loaded`` counts); None before any."""
         return self._packaged
+
+    @property
+    def packages_failed(self) -> bool:
+        """Whether a package failed to build for the model's current modules and settings: verification compiles
+        in-process until they change."""
+        return self._unpackageable is not None
 
     @property
     def largest_bucket(self) -> int:
@@ -203,6 +211,8 @@ class FastPath:
             if changes != self._forward_changes:
                 self._compiled = weakref.WeakKeyDictionary()
             self._weights_seen, self._forward_changes = seen, changes
+            if self._unpackageable is not None and self._unpackageable != seen[1]:
+                self._unpackageable = None  # another module or setting since a package failed: try packages again
         applies = self._packaging_applies(compile_options)
         if changes and applies:
             names = list(changes)
@@ -238,7 +248,8 @@ class FastPath:
         return self._packaging_applies(compile_options) and not self._forward_changes
 
     def _packaging_applies(self, compile_options: dict | None) -> bool:
-        if compile_options is None or self.package_dir is None or self.model.device.type != "cpu":
+        if (compile_options is None or self.package_dir is None or self.packages_failed
+                or self.model.device.type != "cpu"):
             return False
         inductor_options = split_inductor_patches(compile_options)[1]
         return bool(inductor_options.get("freezing")) and compile_options.get("mode") in (None, "default")
@@ -251,15 +262,16 @@ class FastPath:
         args = (self.model, input_ids, position_ids, attention_mask, cache, feature_layers)
         if compile_options is None:
             return _forward_with_features(*args), 0.0
-        if packaged and self.package_dir is not None:
+        if packaged and self.package_dir is not None and not self.packages_failed:
             try:
                 return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
                                               feature_layers)
             except PackageBuildError as error:  # this model does not export: compile it in-process, with a word
                 warnings.warn(
-                    f"{error} Compiling in-process instead (out.speculation.packaged is False).", stacklevel=2
+                    f"{error} Compiling in-process instead (out.speculation.packaged is False) until a module or a "
+                    "module's setting changes.", stacklevel=2
                 )
-                self.package_dir = None
+                self._unpackageable = module_settings(self.model)
         compiled = self._in_process_forward(compile_options, cache)
         return compiled((input_ids.shape[1], attention_mask.shape[-1], feature_layers, id(cache)), *args)
 

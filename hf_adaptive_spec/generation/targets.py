@@ -300,7 +300,7 @@ class StaticTarget(TargetForward):
 
     @property
     def packaged(self) -> bool:
-        return self._from_packages and self.path.package_dir is not None  # unless building failed this call
+        return self._from_packages and not self.path.packages_failed  # unless building failed this call
 
     def prefill(self, input_ids: torch.LongTensor, model_kwargs: dict) -> tuple[TreeLogits, Features]:
         set_cache_length(self.cache, self.cached_length)

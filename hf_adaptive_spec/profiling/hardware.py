@@ -278,6 +278,11 @@ class HardwareProfile:
             profile._check_device_and_dtype()
         except ValueError as error:
             raise ValueError(f"The hardware profile {path}: {error}") from error
+        except TypeError as error:  # a value of another JSON type than measured: null or text for a list, a number
+            raise ValueError(
+                f"The hardware profile {path} holds a value of the wrong type ({error}): it was edited or written by "
+                "another program; measure the machine again with `hf-adaptive-spec profile`."
+            ) from error
         return profile
 
 
