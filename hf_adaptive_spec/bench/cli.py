@@ -117,6 +117,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     log = ProgressLog(progress_path_for(args.json), measured, args.resume) if args.json else None
     if log:
         log.record_restarts(_restarted_learning(methods, options, log, len(questions)))
+    rebuilt = _nothing_left_to_run(log, questions, methods)
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         models.model, models.tokenizer, questions, methods, args.warmup, log, args.progress, args.seed,
@@ -126,10 +127,10 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         **measured,
         "methods": list(methods),
         "reference": args.reference,
-        "categories": args.category_names,
-        "limit": args.limit,
+        **_selection(args),
         "seed": args.seed,
         **({RESTARTED_LEARNING: log.restarted_learning} if log and log.restarted_learning else {}),
+        **({"rebuilt_from": log.path.name} if rebuilt else {}),
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
     }
@@ -188,6 +189,19 @@ def _restarted_learning(
     finished = {name: sum(1 for _, method in (log.completed if log else {}) if method == name) for name in methods}
     return {name: finished[name] for name, method in methods.items()
             if method.learns_across_calls(options) and 0 < finished[name] < questions}
+
+
+def _selection(args: BenchArguments) -> dict[str, Any]:
+    """The question selection the report's numbers are over, all of it: a ``--per-category`` run reported without
+    it read as one over every question of its categories."""
+    return {"categories": args.category_names, "limit": args.limit, "per_category": args.per_category}
+
+
+def _nothing_left_to_run(log: ProgressLog | None, questions: list[Question], methods: dict) -> bool:
+    """Whether a resumed run finds every selected (question, method) pair in its progress file: it then runs nothing,
+    not even the warm-up, so its report is the progress file's, rebuilt, and holds no warm-up compile seconds (it
+    says so, as ``--report_only``'s does, rather than show a compiled method's compile time as unmeasured)."""
+    return log is not None and all((q.question_id, name) in log.completed for q in questions for name in methods)
 
 
 def _stored_cache_length(args: BenchArguments) -> int | None:
@@ -259,8 +273,7 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
         **stored,
         "methods": methods,
         "reference": args.reference,
-        "categories": args.category_names,
-        "limit": args.limit,
+        **_selection(args),
     }
     if len(finished) < len(questions):
         settings["partial"] = (

@@ -18,7 +18,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Model `{settings['model']}` ({settings['dtype']}) on {_processor(report['environment'])}, "
         f"{settings['options']['max_new_tokens']} new tokens max, {_decoding(settings['options'])}, batch size 1.",
-        *(["", f"**Partial report** of an interrupted run: {settings['partial']}."] if settings.get("partial") else []),
+        *(["", f"**Partial report** of an interrupted run: {settings['partial']} (without the warm-up's compile "
+               "seconds, which its progress file does not keep)."] if settings.get("partial") else []),
         *(["", f"Report rebuilt from the finished run's `{settings['rebuilt_from']}` (without the warm-up's compile "
                "seconds, which it does not keep)."] if settings.get("rebuilt_from") else []),
         "",

@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import BenchError
 from .progress import read_progress
 from .records import QuestionRecord
-from .summary import _per_question_speedups, _throughput
+from .summary import _throughput
 
 #: the fewest bootstrap resamples whose 2.5% and 97.5% points are neither the smallest nor the largest total
 MIN_RESAMPLES = 41
@@ -81,7 +81,7 @@ def _compare(
         for q in records
         if q in base and _throughput(base[q].turns) > 0 and _throughput(records[q].turns) > 0
     ]
-    ratios = _per_question_speedups(list(records.values()), base)
+    ratios = [_total_ratio([pair]) for pair in pairs]  # over the very questions n and the total count
     low = high = None
     if len(pairs) > 1:
         totals = sorted(_total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(resamples))

@@ -100,9 +100,11 @@ def _by_question(records: list[QuestionRecord]) -> dict[int | str, QuestionRecor
 
 
 def _speedup(records: list[QuestionRecord], baseline: dict[int | str, QuestionRecord]) -> float | None:
-    base_records = [baseline[record.question_id] for record in records if record.question_id in baseline]
-    base_throughput = _throughput([turn for record in base_records for turn in record.turns])
-    throughput = _throughput([turn for record in records for turn in record.turns])
+    """Tokens/s over the baseline's, both totalled over the questions both ran: a question the baseline lacks
+    must not count on one side only (its tokens/s would be set against another question set's)."""
+    paired = [record for record in records if record.question_id in baseline]
+    base_throughput = _throughput([turn for record in paired for turn in baseline[record.question_id].turns])
+    throughput = _throughput([turn for record in paired for turn in record.turns])
     return throughput / base_throughput if base_throughput > 0 else None
 
 
@@ -124,7 +126,8 @@ def _summarize_method(
     ratios = _per_question_speedups(records, baseline)
     tau, tau_source = _mean_accepted_tokens(turns)
     reported = all(turn.accepted_lengths is not None for turn in turns)
-    agreements = [turn.fp32_agreement for turn in turns if turn.fp32_agreement is not None]
+    compared = [turn for turn in turns if turn.fp32_agreement is not None]  # both fp32 fields over the same turns
+    agreements = [turn.fp32_agreement for turn in compared]
     return MethodSummary(
         method=method,
         questions=len(records),
@@ -143,7 +146,7 @@ def _summarize_method(
         mean_draft_depth=_cycle_mean(turns, "draft_depths"),
         mean_verified_tokens=_cycle_mean(turns, "verified_tokens"),
         fp32_agreement=sum(agreements) / len(agreements) if agreements else None,
-        fp32_identical_share=sum(bool(turn.fp32_identical) for turn in turns) / len(turns) if agreements else None,
+        fp32_identical_share=sum(bool(turn.fp32_identical) for turn in compared) / len(compared) if compared else None,
         **{report: next(filter(None, (getattr(t, report) for t in turns)), None) for report in POLICY_FIT_REPORTS},
         capped_trees=_sum_reported(turns, "capped_trees"),
     )

@@ -74,6 +74,9 @@ def test_report_only_reports_the_questions_every_method_finished(
     assert all(figures["questions"] == 1 for figures in report["summary"].values())
     assert report["settings"]["partial"].startswith("1 of 2 selected questions")
     assert "**Partial report** of an interrupted run: 1 of 2" in (tmp_path / "out.md").read_text()
+    assert "(without the warm-up's compile seconds, which its progress file does not keep)" in (
+        tmp_path / "out.md"
+    ).read_text()
     assert progress.read_text().splitlines() == lines[:-1]  # the progress file is left as it was
     progress.write_text("\n".join(lines) + "\n")  # finished: a rebuilt report is not called partial
     assert main([*argv, "--limit", "2", "--report_only", "--markdown", str(tmp_path / "out.md")]) == 0
@@ -534,6 +537,22 @@ def test_a_resume_keeps_the_warm_up_and_machine_of_the_run(bench_model_dir: Path
     assert set(settings["machine"]) == {"device", "instruction_set", "torch", "transformers"}
     assert main([*argv, "--resume", "--warmup", "3"]) == 2
     assert "other settings (warmup: 1 -> 3)" in capsys.readouterr().err
+
+
+def test_a_resume_with_nothing_left_to_run_says_its_report_is_rebuilt(bench_model_dir: Path, questions_file: Path,
+                                                                     tmp_path: Path):
+    """Every pair finished: the resumed run ran no warm-up, so a compiled method's compile seconds went missing (shown
+    as unmeasured) from a report that overwrote the finished run's as if measured afresh."""
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--per-category", "1", "--markdown", str(md))
+    assert main(argv) == 0
+    settings = json.loads(out.read_text())["settings"]
+    assert "rebuilt_from" not in settings and settings["per_category"] == 1  # the selection, all of it
+    assert main([*argv, "--resume"]) == 0
+    assert json.loads(out.read_text())["settings"]["rebuilt_from"] == "out.progress.jsonl"
+    assert "Report rebuilt from the finished run's `out.progress.jsonl` (without the warm-up's" in md.read_text()
+    assert main([*argv, "--report_only"]) == 0  # marked rebuilt, it may be rebuilt over
+    assert json.loads(out.read_text())["settings"]["per_category"] == 1
 
 
 def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, questions_file: Path, tmp_path: Path,

@@ -125,3 +125,12 @@ def test_the_fewest_resamples_put_both_ends_of_the_interval_inside_the_sorted_to
         return int(0.025 * n) >= 1 and min(int(0.975 * n), n - 1) <= n - 2
 
     assert inner(MIN_RESAMPLES) and not inner(MIN_RESAMPLES - 1)
+
+
+def test_the_median_and_faster_in_are_over_the_questions_paired():
+    """Questions left out of n and the total (no tokens) still counted in the median and 'faster in': a median of
+    1.0x beside a 2.0x total over 'faster in 2 of 2'."""
+    records = [_record(q, "base", 100, 1.0) for q in range(4)]
+    records += [_record(q, "m", 0, 1.0) for q in range(2)] + [_record(q, "m", 100, 0.5) for q in range(2, 4)]
+    m = _by_method(compare_paired(records, "base"))["m"]
+    assert (m.questions, m.total, m.median, m.faster_in) == (2, 2.0, 2.0, 2)

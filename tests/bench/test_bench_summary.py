@@ -111,3 +111,21 @@ def test_the_float32_answers_timed_beside_stock_are_the_row_stock_fp32():
     assert summary["stock-fp32"]["speedup"] == pytest.approx(5.0 / 10.0)  # against stock on questions 1 and 2
     assert summary["fast"]["speedup"] == pytest.approx(2.0)
     assert "stock-fp32" not in build_report(hand_made_records(), {}, torch.device("cpu"))["summary"]  # float32 runs
+
+
+def test_a_question_the_reference_lacks_counts_on_neither_side_of_the_speedup():
+    """The method's tokens/s was totalled over all its questions and the reference's over those both ran: a fast
+    question the reference lacks made 2x read 3.33x."""
+    records = [record(1, "stock", turn(100, 1.0)), record(1, "fast", turn(100, 0.5)), record(2, "fast", turn(100, 0.1))]
+    summary = summarize(records)
+    assert summary["fast"].speedup == pytest.approx(2.0) and summary["fast"].speedup_vs_stock == pytest.approx(2.0)
+    assert summary["fast"].median_speedup == pytest.approx(2.0)
+
+
+def test_the_fp32_identical_share_is_over_the_turns_the_agreement_is_over():
+    """The share divided by every turn while the agreement averaged the turns compared: agreement 1.0 beside
+    '50% identical' for a method identical wherever it was compared."""
+    compared = turn(10, 1.0, fp32_agreement=1.0, fp32_identical=True)
+    records = [record(1, "stock", compared), record(2, "stock", turn(10, 1.0))]
+    stock = summarize(records)["stock"]
+    assert stock.fp32_agreement == pytest.approx(1.0) and stock.fp32_identical_share == pytest.approx(1.0)
