@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from tiny_models import prompt
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.drafter_identity import weights_digest
@@ -27,11 +27,6 @@ PROFILE = HardwareProfile(
     device="cpu", dtype="float32", num_threads=1, context_length=64,
     verify_tokens=[1, 2, 4], verify_seconds=[1.0, 1.2, 1.5], draft_step_seconds=0.1,
 )
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_model("llama")
 
 
 def _record(target, drafter_layers: int) -> ReplayRecording:

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny_models import prompt, tiny_model
+from replay_helpers import UNIT_PROFILE, two_layer_drafter
+from tiny_models import prompt
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.cost_curve import CostCurve
@@ -31,19 +32,8 @@ torch.set_num_threads(1)
 RECORDED = TreeConfig(depth=4, top_k=3, total_tokens=9)
 MAX_NEW = 16
 PROMPTS = [prompt(7, seed=11), prompt(12, seed=12)]
-PROFILE = HardwareProfile(
-    device="cpu", dtype="float32", num_threads=1, context_length=64,
-    verify_tokens=[1, 4, 16], verify_seconds=[1.0, 1.5, 3.0], draft_step_seconds=0.1,
-)
-
-
-def _drafter(target):
-    return hfas.CausalLMDrafter.from_target_layers(target, 2)
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_model("llama")
+PROFILE = UNIT_PROFILE
+_drafter = two_layer_drafter
 
 
 @pytest.fixture(scope="module")
