@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import torch
-from huggingface_hub import ModelCard, ModelHubMixin
+from huggingface_hub import ModelCard, ModelHubMixin, try_to_load_from_cache
 from torch import nn
 
 from .cards import CARD_KINDS, LIBRARY_NAME, docstring_summary, render_card
@@ -304,19 +304,41 @@ class HubArtifactMixin(ModelHubMixin):
                 + "".join(f" {cls.refused_keyword_hints[key]}" for key in unknown if key in cls.refused_keyword_hints)
             )
         cls._check_location(location)
-        pretrained_model_name_or_path = location.name  # a home folder expanded: never read as a repo id
-        artifact = super().from_pretrained(
-            pretrained_model_name_or_path,
-            force_download=force_download,
-            token=token,
-            cache_dir=cache_dir,
-            local_files_only=local_files_only,
-            revision=revision,
-            **model_kwargs,
-        )
+        artifact = cls._load_checked(location, model_kwargs)
         if dtype is not None and isinstance(artifact, nn.Module):
             cast_keeping_float32(artifact, dtype, cls.float32_keys)
         return artifact
+
+    @classmethod
+    def _load_checked(cls: type[ArtifactT], location: ArtifactLocation, model_kwargs: dict[str, Any]) -> ArtifactT:
+        """Load the artifact ``_check_location`` accepted: through ``ModelHubMixin.from_pretrained``, which reads
+        ``config.json`` into ``model_kwargs``, unless the location has none, as a format of its own may not (a DVI
+        adapter saved before ``config.json`` holds ``dvi_config.json``). For a Hub repo without one cached,
+        huggingface_hub asks the Hub again and, offline (``HF_HUB_OFFLINE=1``, ``local_files_only``) or without a
+        connection, raises its bare ``LocalEntryNotFoundError``: such a location goes to ``_from_pretrained``
+        directly, as huggingface_hub's own does online when the repo has no ``config.json``."""
+        hub_options = {
+            "force_download": location.force_download,
+            "token": location.token,
+            "cache_dir": location.cache_dir,
+            "local_files_only": location.local_files_only,
+            "revision": location.revision,
+        }
+        if not cls._holds_config(location):
+            return cls._from_pretrained(model_id=location.name, **hub_options, **model_kwargs)
+        # location.name: a home folder expanded, never read as a repo id
+        return super().from_pretrained(location.name, **hub_options, **model_kwargs)
+
+    @staticmethod
+    def _holds_config(location: ArtifactLocation) -> bool:
+        """Whether ``location`` holds a ``config.json``, looked up without a request: a folder's, or a Hub repo's in
+        the local cache, where ``_check_location`` put it (every format resolves ``config.json`` there first)."""
+        if location.is_local:
+            return (Path(location.name) / CONFIG_NAME).is_file()
+        cached = try_to_load_from_cache(
+            location.name, CONFIG_NAME, cache_dir=location.cache_dir, revision=location.revision
+        )
+        return isinstance(cached, str)
 
     @classmethod
     def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any]) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import pytest
 import torch
-from huggingface_hub import HfApi
+from hub.hf_cache import add_to_hf_cache
+from huggingface_hub import HfApi, constants
 from tiny_models import prompt, tiny_model
 
 from hf_adaptive_spec.drafters.dvi import DVIDrafter, DVIOnlineLearnerConfig
@@ -109,17 +111,44 @@ def test_an_adapter_for_another_target_shape_is_refused(trained):
         DVIDrafter.from_pretrained(folder, target=other)
 
 
+def copy_as_legacy(folder, copy, **changes):
+    """``folder`` copied to ``copy`` as adapters were saved before config.json: ``dvi_config.json``, with ``target``
+    for the shape, updated with ``changes``."""
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config["target"] = config.pop("target_shape")
+    config.update(changes)
+    (copy / "dvi_config.json").write_text(json.dumps(config))
+    (copy / "config.json").unlink()
+    return copy
+
+
 def test_folders_saved_before_config_json_still_load(trained, named_target, tmp_path):
     """Adapters saved with ``dvi_config.json`` (and ``target`` for the shape) load as before."""
     drafter, folder = trained
-    legacy = tmp_path / "legacy"
-    shutil.copytree(folder, legacy)
-    config = json.loads((legacy / "config.json").read_text())
-    config["target"] = config.pop("target_shape")
-    (legacy / "dvi_config.json").write_text(json.dumps(config))
-    (legacy / "config.json").unlink()
+    legacy = copy_as_legacy(folder, tmp_path / "legacy")
     reloaded = DVIDrafter.from_pretrained(legacy, target=named_target)
     assert reloaded.exit_layer == EXIT_LAYER and lora_state(reloaded).keys() == lora_state(drafter).keys()
+
+
+@pytest.mark.parametrize("offline", ["local_files_only", "HF_HUB_OFFLINE"])
+def test_an_old_adapter_loads_offline_from_the_hf_cache(trained, named_target, tmp_path, monkeypatch, offline):
+    """An adapter saved with dvi_config.json, in the Hugging Face cache, offline: huggingface_hub's from_pretrained
+    looked config.json up again and raised its bare LocalEntryNotFoundError. One cached in part names the file."""
+    drafter, folder = trained
+    cache = tmp_path / "cache"
+    add_to_hf_cache(cache, "org/old-dvi", copy_as_legacy(folder, tmp_path / "legacy"))
+    part = copy_as_legacy(folder, tmp_path / "part")
+    (part / "adapter_model.safetensors").unlink()
+    add_to_hf_cache(cache, "org/old-dvi-part", part)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline == "HF_HUB_OFFLINE")
+    hub = {"cache_dir": cache, "local_files_only": offline == "local_files_only"}
+    reloaded = DVIDrafter.from_pretrained("org/old-dvi", target=named_target, **hub)
+    saved, loaded = lora_state(drafter), lora_state(reloaded)
+    assert reloaded.exit_layer == EXIT_LAYER and all(saved[key].equal(loaded[key]) for key in saved)
+    with pytest.raises(MissingArtifactFileError, match=r"'adapter_model.safetensors' of Hub repo 'org/old-dvi-part' "
+                       r"is not in the local Hugging Face cache.* Download it once online"):
+        DVIDrafter.from_pretrained("org/old-dvi-part", target=named_target, **hub)
 
 
 def test_loading_without_the_target_names_it(trained):
@@ -274,6 +303,41 @@ def test_unknown_config_keys_are_refused_as_for_policies(trained, named_target, 
     edited = copy_with_config(folder, tmp_path / "edited", **extra)
     with pytest.raises(UnknownConfigKeyError, match=rf"holds \['{next(iter(extra))}'\], which DVIDrafter does not "
                        r"take .* its keys are \['exit_layer', 'target_shape'\]"):
+        DVIDrafter.from_pretrained(edited, target=named_target)
+
+
+def test_unknown_keys_of_an_old_adapter_name_its_dvi_config_json(trained, named_target, tmp_path):
+    """A key dvi_config.json does not take was refused naming config.json, which such a folder does not hold."""
+    _, folder = trained
+    edited = copy_as_legacy(folder, tmp_path / "edited", foo=1)
+    with pytest.raises(UnknownConfigKeyError, match=rf"^'dvi_config.json' of folder '{edited}' holds \['foo'\], which "
+                       r"DVIDrafter does not take .* its keys are \['exit_layer', 'target'\] and 'artifact_type'\. "
+                       r"Fix or remove them in dvi_config.json") as error:
+        DVIDrafter.from_pretrained(edited, target=named_target)
+    assert "config.json" not in str(error.value).replace("dvi_config.json", "")
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["config.json", "dvi_config.json"])
+@pytest.mark.parametrize("exit_layer", [0, -1, 4, 9, 2.0, "2", None, True])
+def test_an_invalid_saved_exit_layer_names_the_file_the_range_and_the_fix(
+    trained, named_target, tmp_path, legacy, exit_layer
+):
+    """A saved exit_layer no split point of the target (the tiny one has 4 layers: 1..3) was refused as a constructor
+    argument ('Pass an int in 1..3'), which from_pretrained does not take, without naming the file."""
+    _, folder = trained
+    copy = copy_as_legacy if legacy else copy_with_config
+    edited = copy(folder, tmp_path / "edited", exit_layer=exit_layer)
+    if exit_layer is None and not legacy:  # copy_with_config removes a None key: write JSON null
+        config = json.loads((edited / "config.json").read_text())
+        (edited / "config.json").write_text(json.dumps({**config, "exit_layer": None}))
+    filename, shape_key = ("dvi_config.json", "target") if legacy else ("config.json", "target_shape")
+    kind = "" if isinstance(exit_layer, int) and not isinstance(exit_layer, bool) else r" \(a \w+, not an int\)"
+    message = (
+        rf"^'{filename}' of folder '{edited}' holds exit_layer={re.escape(repr(exit_layer))}{kind}: .* must be an int "
+        rf"in 1\.\.3 for the 4-layer target the adapter was saved for \('{shape_key}'\)\. .*set exit_layer in "
+        rf"{filename} to the value the adapter was trained with .*, or save or download the adapter again\.$"
+    )
+    with pytest.raises(ValueError, match=message):
         DVIDrafter.from_pretrained(edited, target=named_target)
 
 

@@ -24,7 +24,13 @@ from ...hub.config import (
     check_no_config_overrides,
     read_json_object,
 )
-from ...hub.errors import ArtifactTypeError, MissingArtifactFileError, MissingConfigKeyError, WeightsMismatchError
+from ...hub.errors import (
+    ArtifactTypeError,
+    MissingArtifactFileError,
+    MissingConfigKeyError,
+    UnknownConfigKeyError,
+    WeightsMismatchError,
+)
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
@@ -43,6 +49,8 @@ LEARNER_STATE_NAMES = (ONLINE_STATE_NAME, ROLLOUT_STATE_NAME)
 DVI_CONFIG_KEYS = frozenset({"exit_layer", "target_shape"})
 #: the name ``dvi_config.json`` (folders saved before ``config.json``) gave ``target_shape``
 LEGACY_TARGET_SHAPE_KEY = "target"
+#: how a JSON value of another type than an int is named in an error
+_JSON_KINDS = {bool: "boolean", float: "float", str: "string", type(None): "null", list: "list", dict: "object"}
 #: the paper's proposal depth (k_spec = 4), as a chain.
 RECOMMENDED_DEPTH = 4
 
@@ -70,13 +78,20 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
         MissingArtifactFileError: neither file is there, or the cache or the Hub could not say (named as such).
         ArtifactTypeError: the folder declares another artifact type.
         MissingConfigKeyError: a setting is missing (a damaged file, or one saved in part).
+        ValueError: ``exit_layer`` is no split point of the target the adapter was saved for.
     """
+    return read_dvi_config_file(location)[1]
+
+
+def read_dvi_config_file(location: ArtifactLocation) -> tuple[str, dict[str, Any]]:
+    """:func:`read_dvi_config`, with the name of the file that holds the settings (``config.json``, or
+    ``dvi_config.json``), which the errors about them name."""
     try:
         path = location.resolve(CONFIG_NAME)
     except MissingArtifactFileError as missing_config:
         path = _legacy_config_path(location, missing_config)
     config = read_json_object(path)
-    _check_declares_dvi(location, config)
+    _check_declares_dvi(location, path.name, config)
     if path.name == DVI_CONFIG_NAME and LEGACY_TARGET_SHAPE_KEY in config:
         config["target_shape"] = config.pop(LEGACY_TARGET_SHAPE_KEY)
     missing = sorted(DVI_CONFIG_KEYS - config.keys())
@@ -85,7 +100,35 @@ def read_dvi_config(location: ArtifactLocation) -> dict[str, Any]:
             f"'{path.name}' of {location} lacks {missing}: the adapter is damaged or was saved or downloaded in part "
             f"(DVIDrafter.save_pretrained writes {sorted(DVI_CONFIG_KEYS)}). Save or download it again."
         )
-    return config
+    _check_saved_exit_layer(location, path.name, config)
+    return path.name, config
+
+
+def _check_saved_exit_layer(location: ArtifactLocation, filename: str, config: dict[str, Any]) -> None:
+    """Refuse a saved ``exit_layer`` that is no split point of the target the adapter was saved for (an int in
+    ``1 .. num_hidden_layers - 1`` of its saved shape), naming the file: building the drafter would refuse it as a
+    constructor argument, which ``from_pretrained`` does not take. A saved shape that is not one is refused by
+    :func:`check_target_shape`, which names it."""
+    exit_layer = config["exit_layer"]
+    shape = config["target_shape"]
+    num_layers = shape.get("num_hidden_layers") if isinstance(shape, dict) else None
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 2:
+        num_layers = None  # no depth to check against: only that exit_layer is a positive int
+    is_int = isinstance(exit_layer, int) and not isinstance(exit_layer, bool)
+    if is_int and exit_layer >= 1 and (num_layers is None or exit_layer < num_layers):
+        return
+    shape_key = LEGACY_TARGET_SHAPE_KEY if filename == DVI_CONFIG_NAME else "target_shape"
+    valid = (
+        f"an int in 1..{num_layers - 1} for the {num_layers}-layer target the adapter was saved for ('{shape_key}')"
+        if num_layers is not None else "an int of at least 1"
+    )
+    kind = "" if is_int else f" (a {_JSON_KINDS.get(type(exit_layer), type(exit_layer).__name__)}, not an int)"
+    raise ValueError(
+        f"'{filename}' of {location} holds exit_layer={exit_layer!r}{kind}: exit_layer, the number of the target's "
+        f"first layers the draft path runs, must be {valid}. The file was edited or damaged: set exit_layer in "
+        f"{filename} to the value the adapter was trained with (its DVI run's --exit_layer), or save or download the "
+        "adapter again."
+    )
 
 
 def _legacy_config_path(location: ArtifactLocation, missing_config: MissingArtifactFileError) -> Path:
@@ -112,14 +155,14 @@ def _says_file_absent(location: ArtifactLocation, error: MissingArtifactFileErro
     return location.is_local or remote_absent
 
 
-def _check_declares_dvi(location: ArtifactLocation, config: dict[str, Any]) -> None:
-    """Refuse a ``config.json`` that declares another artifact type, or none (naming what it is, as the other
-    loaders do)."""
+def _check_declares_dvi(location: ArtifactLocation, filename: str, config: dict[str, Any]) -> None:
+    """Refuse a ``config.json`` (or ``dvi_config.json``: ``filename``) that declares another artifact type, or none
+    (naming what it is, as the other loaders do)."""
     declared = config.get(ARTIFACT_TYPE_KEY)
     if declared is None:
         kind = _kind_of_config(config)
         raise ArtifactTypeError(
-            f"{location} is not a DVI adapter: its '{CONFIG_NAME}' declares no '{ARTIFACT_TYPE_KEY}'"
+            f"{location} is not a DVI adapter: its '{filename}' declares no '{ARTIFACT_TYPE_KEY}'"
             + (f"; it is {kind}." if kind else ", so it is no hf-adaptive-spec artifact.")
             + " DVIDrafter.from_pretrained(path, target=model) loads a folder a DVIDrafter or DVITrainer saved."
         )
@@ -127,6 +170,20 @@ def _check_declares_dvi(location: ArtifactLocation, config: dict[str, Any]) -> N
         holder = registered_class(declared)
         hint = f" Load it with {load_hint(holder)}." if holder else ""
         raise ArtifactTypeError(f"{location} declares {declared!r}, not a DVI adapter ({DVI_ARTIFACT_TYPE!r}).{hint}")
+
+
+def _check_legacy_config_keys(loader: str, location: ArtifactLocation, config: dict[str, Any]) -> None:
+    """Refuse a key of ``dvi_config.json`` (adapters saved before ``config.json``) that no version wrote, naming that
+    file and its keys, as ``HubArtifactMixin._check_config_keys`` does for ``config.json`` (whose message named
+    ``config.json``, which such a folder does not hold). ``config`` is as read, ``target`` renamed ``target_shape``."""
+    unknown = sorted(config.keys() - DVI_CONFIG_KEYS - {ARTIFACT_TYPE_KEY})
+    if unknown:
+        keys = sorted({"exit_layer", LEGACY_TARGET_SHAPE_KEY})
+        raise UnknownConfigKeyError(
+            f"'{DVI_CONFIG_NAME}' of {location} holds {unknown}, which {loader} does not take (a typo, or a field of "
+            f"a newer hf-adaptive-spec): its keys are {keys} and '{ARTIFACT_TYPE_KEY}'. Fix or remove them in "
+            f"{DVI_CONFIG_NAME}, or upgrade hf-adaptive-spec."
+        )
 
 
 def check_target_shape(location: ArtifactLocation, saved: dict[str, int], target: nn.Module) -> None:
@@ -202,7 +259,11 @@ class DVICheckpointMixin(HubArtifactMixin):
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
         # a folder of another kind is named first (it has no adapter files); a key of a newer version is refused
-        cls._check_config_keys(location, read_dvi_config(location))
+        filename, config = read_dvi_config_file(location)
+        if filename == CONFIG_NAME:
+            cls._check_config_keys(location, config)
+        else:
+            _check_legacy_config_keys(cls.__name__, location, config)
         resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before unpickling anything
         location.resolve(ADAPTER_CONFIG_NAME)
 
