@@ -355,6 +355,33 @@ def test_a_module_swapped_or_reset_after_a_package_ran_is_noticed_and_no_stale_p
         assert fast_path(model).packaged_forward.built > 0 and fast_path(twin).packaged_forward.built == 0
 
 
+def test_a_setting_changed_while_a_package_is_identified_is_not_saved_under_the_old_name(tmp_path, monkeypatch):
+    """The twin carries the model's settings as they are when it is traced: one changed after the package's name was
+    made (another thread's edit mid-call) would be traced into a package saved under the old settings' name, which a
+    model of the old settings then loads. The build checks the settings as it checks the weights, drops the stale
+    identity and builds for the new one."""
+    ids = prompt(9, seed=3)
+    model = tiny_model("llama", seed=7)  # whose tokens the epsilon changes
+    original, edited = PackagedForward._load_or_build, []
+
+    def edit_then_build(self, key, make_module, args):
+        if not edited:  # once, between the identity and the build
+            edited.append(True)
+            _set_on_every_layer(model, "variance_epsilon", 0.5)
+        return original(self, key, make_module, args)
+
+    monkeypatch.setattr(PackagedForward, "_load_or_build", edit_then_build)
+    fast_path(model, package_dir=tmp_path)
+    with pytest.warns(UserWarning, match="changed while a call was verifying"):
+        _frozen_generate(model, ids)
+    monkeypatch.setattr(PackagedForward, "_load_or_build", original)
+    old_settings = tiny_model("llama", seed=7)  # the same weights, the old epsilon: it must not load the new one's
+    fast_path(old_settings, package_dir=tmp_path)
+    out = _frozen_generate(old_settings, ids)
+    assert out.speculation.packaged
+    assert torch.equal(out.sequences, old_settings.generate(ids, max_new_tokens=24, do_sample=False))
+
+
 def test_settings_that_change_no_output_keep_packages(tmp_path):
     """A pad token id set on the config after the model was built, or gradient checkpointing enabled and the model
     put back in evaluation mode, change module settings but no output: they were refused as modules the config does

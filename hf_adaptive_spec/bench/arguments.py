@@ -82,8 +82,9 @@ class BenchArguments:
     report_json: Path | None = field(
         default=None,
         metadata={
-            "help": "With --report_only: write the JSON here instead of over --json (needed when --json holds the "
-            "finished run's own report, which keeps the warm-up's compile seconds the progress file lacks)."
+            "help": "With --report_only (or a --resume with nothing left to run): write the rebuilt JSON here "
+            "instead of over --json (needed when --json holds the finished run's own report, which keeps the "
+            "warm-up's compile seconds the progress file lacks)."
         },
     )
     progress: bool = field(default=True, metadata={"help": "Show a progress bar (--no-progress hides it)."})

@@ -82,6 +82,9 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     """Load, prepare every method, benchmark, write the requested outputs; return the report."""
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
+    if args.report_json is not None and not (args.report_only or args.resume):
+        raise BenchError("--report_json is where a report rebuilt from the progress file goes (--report_only, or a "
+                         "--resume with nothing left to run): a run that measures writes --json")
     check_sizes(args, options)
     given = options_given(options)
     if options.tree_profile:
@@ -118,6 +121,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if log:
         log.record_restarts(_restarted_learning(methods, options, log, len(questions)))
     rebuilt = _nothing_left_to_run(log, questions, methods)
+    json_path = _rebuilt_report_path(args, "--resume with every selected pair measured") if rebuilt else None
     warmup_seconds: dict[str, list[list[float]]] = {}
     records = run_benchmark(
         models.model, models.tokenizer, questions, methods, args.warmup, log, args.progress, args.seed,
@@ -135,7 +139,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         "are taken out of its wall time and counted in compile_seconds",
     }
     report = build_report(records, settings, models.model.device, args.reference, warmup_seconds)
-    _write_outputs(report, args)
+    _write_outputs(report, args, json_path=json_path)
     return report
 
 
@@ -294,8 +298,9 @@ def _report_from_progress(args: BenchArguments, questions: list[Question], metho
     return report
 
 
-def _rebuilt_report_path(args: BenchArguments) -> Path:
-    """Where ``--report_only`` writes its JSON: ``--report_json``, else ``--json`` unless that is a finished run's own
+def _rebuilt_report_path(args: BenchArguments, rebuilding: str = "--report_only") -> Path:
+    """Where a report rebuilt from the progress file (``rebuilding``: ``--report_only``, or a ``--resume`` that finds
+    nothing left to run) writes its JSON: ``--report_json``, else ``--json`` unless that is a finished run's own
     report (rebuilding it would drop the warm-up's compile seconds, which the progress file does not keep)."""
     if args.report_json is not None:
         return args.report_json
@@ -303,7 +308,7 @@ def _rebuilt_report_path(args: BenchArguments) -> Path:
         settings = json.loads(args.json.read_text()).get("settings", {})
         if not settings.get("partial") and not settings.get("rebuilt_from"):
             raise BenchError(
-                f"--report_only would overwrite {args.json}, the finished run's own report (its warm-up compile "
+                f"{rebuilding} would overwrite {args.json}, the finished run's own report (its warm-up compile "
                 "seconds are not in the progress file): pass --report_json PATH for the rebuilt report"
             )
     return args.json

@@ -61,8 +61,9 @@ _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def cached_weights_digest(module: torch.nn.Module) -> str:
     """:func:`weights_digest`, computed again only after a tensor of ``module`` was replaced or changed in
-    place (a write through ``.data`` bumps no version and is not seen, as for the fast path's graphs)."""
-    state = tuple((id(t), t._version) for t in module.state_dict(keep_vars=True).values())
+    place (a write through ``.data`` bumps no version and is not seen, as for the fast path's graphs). Tensors made
+    under ``torch.inference_mode`` keep no version: they can only change by being replaced."""
+    state = tuple((id(t), None if t.is_inference() else t._version) for t in module.state_dict(keep_vars=True).values())
     cached = _DIGESTS.get(module)
     if cached is None or cached[0] != state:
         cached = (state, weights_digest(module))

@@ -173,8 +173,9 @@ def _reads_only(hook) -> bool:
 
 
 class StaleWeightsError(Exception):
-    """The weights changed since a package identity digested them, without a version bump the caller saw: a package
-    built now would be saved under the digest of other weights."""
+    """The weights changed since a package identity digested them, without a version bump the caller saw, or the
+    modules' settings did meanwhile: a package built now would be saved under the digest of other ones (the message
+    says which)."""
 
 
 def package_digest(**parts) -> str:

@@ -306,22 +306,26 @@ class FastPath:
             )
         key = (tuple(input_ids.shape), str(attention_mask.dtype), tuple(attention_mask.shape), feature_layers, layout)
 
-        digested = packaged.identity["weights"]
-
-        def make_module():  # a package is saved under its identity's digest: it must be the weights traced
-            if weights_digest(self.model) != digested:
-                raise StaleWeightsError
-            return _ForwardWithCacheInputs(weight_sharing_twin(self.model), cache, feature_layers)
+        def make_module():  # a package is saved under its identity's digests: they must be what is traced
+            if module_settings_digest(self.model) != packaged.identity["modules"]:
+                raise StaleWeightsError(
+                    "A module or a module's setting of the model changed while a call was verifying (another thread?)"
+                    ": its graphs and packages are dropped now, and the package is built for the new ones."
+                )
+            twin = weight_sharing_twin(self.model)
+            if weights_digest(self.model) != packaged.identity["weights"]:
+                raise StaleWeightsError(
+                    "The model's weights changed in place without a version bump (a write through .data?) since its "
+                    "packages were identified: their graphs and packages are dropped now, and verifications before "
+                    "this one may have used the old weights. Call hf_adaptive_spec.fast_path(model).weights_changed() "
+                    "right after such a write."
+                )
+            return _ForwardWithCacheInputs(twin, cache, feature_layers)
 
         try:
             outputs, seconds = packaged(key, make_module, input_ids, position_ids, attention_mask, *cache_tensors)
-        except StaleWeightsError:
-            warnings.warn(
-                "The model's weights changed in place without a version bump (a write through .data?) since its "
-                "packages were identified: their graphs and packages are dropped now, and verifications before this "
-                "one may have used the old weights. Call hf_adaptive_spec.fast_path(model).weights_changed() right "
-                "after such a write.", stacklevel=2,
-            )
+        except StaleWeightsError as stale:
+            warnings.warn(str(stale), stacklevel=2)
             self.weights_changed()
             return self._packaged_forward(compile_options, input_ids, position_ids, attention_mask, cache,
                                           feature_layers)

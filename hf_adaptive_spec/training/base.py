@@ -78,6 +78,9 @@ class SpecTrainer(Trainer):
     pattern) and saves its arguments as ``training_config.json`` (never a pickle)."""
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "speculative-decoding"]
+    #: what this trainer's checkpoints are, as ``training_config.json`` records it (a resume by a trainer of another
+    #: kind is refused); a subclass of a shipped trainer inherits its kind, and one with none is named by its class
+    trainer_kind: ClassVar[str | None] = None
 
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, list[float]] = defaultdict(list)
@@ -125,7 +128,7 @@ class SpecTrainer(Trainer):
         if resume_from_checkpoint:
             resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
             check_checkpoint_kind(resume_from_checkpoint, self.checkpoint_artifact_type(), type(self).__name__)
-            check_resume_settings(self.args, resume_from_checkpoint, type(self).__name__)
+            check_resume_settings(self.args, resume_from_checkpoint, self.kind())
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def checkpoint_artifact_type(self) -> str | None:
@@ -170,11 +173,15 @@ class SpecTrainer(Trainer):
         if self.is_world_process_zero():
             self.model_card().save(os.path.join(output_dir or self.args.output_dir, "README.md"))
 
+    def kind(self) -> str:
+        """:attr:`trainer_kind`, else the class's name."""
+        return self.trainer_kind or type(self).__name__
+
     def save_training_config(self, output_dir: str) -> None:
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``), with the trainer's
-        name under ``TRAINER_KEY``: a resume checks it (:func:`~.resume.check_resume_settings`), since two trainers
-        may save the same kind of artifact (EAGLE-3 and PPOW train one drafter)."""
-        stored = {TRAINER_KEY: type(self).__name__, **json.loads(self.args.to_json_string())}
+        :meth:`kind` under ``TRAINER_KEY``: a resume checks it (:func:`~.resume.check_resume_settings`), since two
+        trainers may save the same kind of artifact (EAGLE-3 and PPOW train one drafter)."""
+        stored = {TRAINER_KEY: self.kind(), **json.loads(self.args.to_json_string())}
         with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
             handle.write(json.dumps(stored, indent=2))
 

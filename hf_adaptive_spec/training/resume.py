@@ -48,8 +48,8 @@ def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
 def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, trainer: str | None = None) -> None:
     """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
     run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's
-    ``resume_may_change`` fields aside), or saved by another trainer than ``trainer`` (its class name; checkpoints
-    saved before the name was kept are not compared)."""
+    ``resume_may_change`` fields aside), or saved by another kind of trainer than ``trainer`` (its
+    ``SpecTrainer.kind()``; checkpoints saved before the kind was kept are not compared)."""
     checkpoint = resolve_checkpoint(checkpoint, args.output_dir)
     path = os.path.join(checkpoint, "training_config.json")
     if not os.path.isfile(path):
@@ -59,10 +59,10 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, train
     saved_by = stored.pop(TRAINER_KEY, None)
     if trainer is not None and saved_by is not None and saved_by != trainer:
         raise ValueError(
-            f"resume_from_checkpoint={checkpoint} was saved by {saved_by} ({path}), and this run is {trainer}'s: "
-            f"another trainer's weights, optimizer and schedule are not this run's. Resume a checkpoint-N folder "
-            f"{trainer} saved; to start from those weights, start a new run from them (init_from, or the drafter's "
-            "path, where the script takes one)."
+            f"resume_from_checkpoint={checkpoint} was saved by a '{saved_by}' trainer ({path}), and this run is a "
+            f"'{trainer}' trainer's: another trainer's weights, optimizer and schedule are not this run's. Resume a "
+            f"checkpoint-N folder a '{trainer}' run saved; to start from those weights, start a new run from them "
+            "(init_from, or the drafter's path, where the script takes one)."
         )
     current = json.loads(args.to_json_string())
     own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}

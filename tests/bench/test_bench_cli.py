@@ -548,11 +548,16 @@ def test_a_resume_with_nothing_left_to_run_says_its_report_is_rebuilt(bench_mode
     assert main(argv) == 0
     settings = json.loads(out.read_text())["settings"]
     assert "rebuilt_from" not in settings and settings["per_category"] == 1  # the selection, all of it
-    assert main([*argv, "--resume"]) == 0
-    assert json.loads(out.read_text())["settings"]["rebuilt_from"] == "out.progress.jsonl"
+    own = out.read_text()
+    assert main([*argv, "--resume"]) == 2  # the finished run's own report, with its compile seconds: kept
+    assert out.read_text() == own
+    rebuilt = tmp_path / "rebuilt.json"
+    assert main([*argv, "--resume", "--report_json", str(rebuilt)]) == 0
+    assert json.loads(rebuilt.read_text())["settings"]["rebuilt_from"] == "out.progress.jsonl"
     assert "Report rebuilt from the finished run's `out.progress.jsonl` (without the warm-up's" in md.read_text()
-    assert main([*argv, "--report_only"]) == 0  # marked rebuilt, it may be rebuilt over
-    assert json.loads(out.read_text())["settings"]["per_category"] == 1
+    assert main([*argv, "--report_only", "--report_json", str(rebuilt)]) == 0  # marked rebuilt, it may be rebuilt over
+    assert json.loads(rebuilt.read_text())["settings"]["per_category"] == 1
+    assert main([*argv, "--report_json", str(rebuilt)]) == 2  # a run that measures writes --json: refused, not ignored
 
 
 def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
@@ -564,7 +569,7 @@ def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, qu
     out = tmp_path / "out.json"
     argv = bench_argv(bench_model_dir, questions, out, "--limit", "1")
     assert main(argv) == 0
-    assert main([*argv, "--resume"]) == 0  # unchanged: resumes
+    assert main([*argv, "--resume", "--report_json", str(tmp_path / "rebuilt.json")]) == 0  # unchanged: resumes
     first, *rest = questions.read_text().splitlines()
     edited = json.loads(first)
     edited["turns"][0] += " And one more thing."

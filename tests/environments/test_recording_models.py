@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny_models import prompt
+from tiny_models import prompt, tiny_model
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.drafter_identity import weights_digest
@@ -82,3 +82,30 @@ def test_recordings_of_another_target_are_refused_where_pooled(recording, pooled
     other = replace(recording, target_weights="0" * 32)
     with pytest.raises(ValueError, match=f"other target weights cannot be {pooled}: their targets' digests"):
         POOLS[pooled]([recording, other])
+
+
+def test_profile_refuses_recordings_of_two_drafters_before_any_timing(target, recording, tmp_path, capsys,
+                                                                       monkeypatch):
+    """It ranked them only after minutes of timing, and failed there with a traceback; nothing was saved."""
+    from hf_adaptive_spec.profiling import cli
+
+    recording.save(tmp_path / "a")
+    _record(target, 1).save(tmp_path / "b")
+    monkeypatch.setattr(cli, "measure_profile", lambda args: pytest.fail("timed before the recordings were checked"))
+    out = tmp_path / "profile.json"
+    for extra in ([], ["--rerank"]):
+        with pytest.raises(SystemExit):
+            cli.main(["--recording", str(tmp_path / "a"), "--recording", str(tmp_path / "b"), "--json", str(out),
+                      *extra])
+        assert "--recording: Recordings made with other drafter weights cannot be ranked together" in (
+            capsys.readouterr().err)
+        assert not out.exists()
+
+
+def test_a_target_built_under_inference_mode_is_recorded():
+    """Its tensors keep no version counter: digesting them for the recording raised 'Inference tensors do not track
+    version counter', where recording itself works."""
+    with torch.inference_mode():
+        target = tiny_model("llama")
+    recorded = _record(target, 2)
+    assert recorded.target_weights == weights_digest(target) and recorded.num_positions > 0

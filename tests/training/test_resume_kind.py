@@ -111,12 +111,18 @@ def test_a_checkpoint_of_the_same_artifact_another_trainer_saved_is_refused_nami
     saved_by.save_model(str(checkpoint))
     resuming = resumer(tmp_path)
     resuming.args.learning_rate = saved_by.args.learning_rate
-    saver_name, resumer_name = type(saved_by).__name__, type(resuming).__name__
-    with pytest.raises(ValueError, match=f"was saved by {saver_name} .*, and this run is {resumer_name}'s: another "
-                                         "trainer's weights, optimizer and schedule are not this run's"):
+    saver_kind, resumer_kind = saved_by.kind(), resuming.kind()
+    with pytest.raises(ValueError, match=f"was saved by a '{saver_kind}' trainer .*, and this run is a "
+                                         f"'{resumer_kind}' trainer's: another trainer's weights, optimizer and "
+                                         "schedule are not this run's"):
         resuming.train(resume_from_checkpoint=str(checkpoint))
+
+    class LoggingTrainer(type(saved_by)):  # a user's subclass of the trainer that saved it resumes it
+        pass
+
+    check_resume_settings(saved_by.args, str(checkpoint), LoggingTrainer.trainer_kind)
     config = checkpoint / "training_config.json"
     stored = json.loads(config.read_text())
-    assert stored.pop("hf_adaptive_spec_trainer") == saver_name
+    assert stored.pop("hf_adaptive_spec_trainer") == saver_kind
     config.write_text(json.dumps(stored))
-    check_resume_settings(saved_by.args, str(checkpoint), resumer_name)  # saved before the name was kept
+    check_resume_settings(saved_by.args, str(checkpoint), resumer_kind)  # saved before the kind was kept

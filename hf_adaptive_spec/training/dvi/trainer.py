@@ -84,6 +84,8 @@ class DVITrainer(SpecTrainer):
         init_from: the adapter ``drafter`` was loaded from (folder or Hub id), named in the card as the run's start.
     """
 
+    trainer_kind: ClassVar[str] = "dvi"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "dvi", "speculative-decoding"]
     _name = "DVI"
     _paper: ClassVar[dict[str, str | None]] = {

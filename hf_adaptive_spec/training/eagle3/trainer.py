@@ -35,6 +35,8 @@ class Eagle3Trainer(SpecTrainer):
     ``trained_prompts.json``, which a later stage's held-out curve reads.
     """
 
+    trainer_kind: ClassVar[str] = "eagle3"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
     _target_features_class = TargetFeatures
     _name = "EAGLE-3"

@@ -52,6 +52,8 @@ class LTDTrainer(SpecTrainer):
         base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
+    trainer_kind: ClassVar[str] = "ltd"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "ltd", "speculative-decoding"]
     _name = "LTD"
     _paper: ClassVar[dict[str, str | None]] = {

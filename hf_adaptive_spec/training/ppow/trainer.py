@@ -108,6 +108,8 @@ class PPOWTrainer(Eagle3Trainer):
         **kwargs: :class:`Eagle3Trainer`'s (``dataset_name``, ``reproduce_command``, ``base_model``, ``Trainer``'s).
     """
 
+    trainer_kind: ClassVar[str] = "ppow"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
     _name = "PPOW"
     _paper: ClassVar[dict[str, str]] = {

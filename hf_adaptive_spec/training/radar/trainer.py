@@ -169,6 +169,8 @@ class RadarTrainer(SpecTrainer):
         base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
+    trainer_kind: ClassVar[str] = "radar"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "radar", "speculative-decoding"]
     _name = "RADAR"
     _paper: ClassVar[dict[str, str | None]] = {

@@ -51,6 +51,8 @@ class ReSpSTrainer(SpecTrainer):
         base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
+    trainer_kind: ClassVar[str] = "resps"
+
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "resps", "speculative-decoding"]
     _name = "Re-SpS"
     _paper: ClassVar[dict[str, str | None]] = {
