@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +44,31 @@ def _grouped_bars(axes: Axes, groups: list[str], series: dict[str, list[float]])
         axes.legend(fontsize="small")
 
 
-def _speedup_by_category(axes: Axes, summary: dict[str, Any]) -> None:
+def speedup_series(summary: dict[str, Any]) -> tuple[str, list[str], dict[str, list[float]]]:
+    """``(reference, groups, speedups per method)`` of the speedup plot: one value per category and overall, NaN
+    where the speedup is unknown (no question of the category shared with the reference), which draws no bar; a 0
+    drew a bar that read as a method that generated nothing."""
     reference = next((figures.get("reference") for figures in summary.values()), None) or REFERENCE_METHOD
-    methods = [method for method in summary if method != reference]
     categories = list(dict.fromkeys(name for figures in summary.values() for name in figures["categories"]))
-    groups = [*categories, "overall"]
     series = {
-        method: [summary[method]["categories"].get(name, {}).get("speedup") or 0.0 for name in categories]
-        + [summary[method]["speedup"] or 0.0]
-        for method in methods
+        method: [_known(summary[method]["categories"].get(name, {}).get("speedup")) for name in categories]
+        + [_known(summary[method]["speedup"])]
+        for method in summary if method != reference
     }
+    return reference, [*categories, "overall"], series
+
+
+def _known(speedup: float | None) -> float:
+    return math.nan if speedup is None else speedup
+
+
+def _speedup_by_category(axes: Axes, summary: dict[str, Any]) -> None:
+    reference, groups, series = speedup_series(summary)
     _grouped_bars(axes, [name or "(none)" for name in groups], series)
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     axes.set_ylabel(f"speedup over {reference}")
-    axes.set_title("Speedup per category")
+    unknown = any(math.isnan(value) for values in series.values() for value in values)
+    axes.set_title("Speedup per category" + (" (no bar: not measured against the reference)" if unknown else ""))
 
 
 def _mean_accepted_tokens(axes: Axes, summary: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -115,3 +116,17 @@ def test_trees_the_static_path_capped_are_counted_per_method_and_shown():
         render_markdown(data)
     )
     assert "capped" not in render_markdown(report())
+
+
+def test_an_unknown_speedup_draws_no_bar_rather_than_a_zero_one(tmp_path: Path):
+    """A method with no question of a category in common with the reference has no speedup there: it was drawn as a
+    0 bar, which reads as a method that generated nothing."""
+    from hf_adaptive_spec.bench.plots import speedup_series
+
+    records = [record(1, "stock", turn(4, 1.0), category="math"), record(1, "fast", turn(4, 0.5), category="math"),
+               record(2, "fast", turn(4, 0.5), category="code")]
+    reference, groups, series = speedup_series(report(records)["summary"])
+    assert reference == "stock" and groups == ["math", "code", "overall"]
+    assert series["fast"][0] == pytest.approx(2.0) and math.isnan(series["fast"][1])
+    assert series["fast"][2] == pytest.approx(2.0)  # over the questions both ran
+    assert "speedup_by_category.png" in {path.name for path in write_plots(report(records), tmp_path)}
