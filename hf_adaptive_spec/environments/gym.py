@@ -24,7 +24,7 @@ from ..core.values import check_number, plain_ints
 from ..policies.base import CycleState, DraftStepInfo, TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
-from .recording import ReplayRecording
+from .recorded import ReplayRecording
 from .replay import ReplayedCycle, ReplayEnvironment, committed_tokens
 from .stepped_cycle import Question, SteppedCycle
 

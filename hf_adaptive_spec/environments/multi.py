@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ..profiling.hardware import HardwareProfile
-from .recording import ReplayRecording, check_same_models
+from .recorded import ReplayRecording, check_same_models
 from .replay import ReplayedCycle, ReplayEnvironment, ReplayLoop
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from ..training_data import (
     select_subset,
 )
 from ..training_data.regenerate import prompt_ids
-from .recording import ReplayRecording
+from .recorded import ReplayRecording
 
 logger = logging.getLogger(__name__)
 

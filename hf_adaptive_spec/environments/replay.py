@@ -27,7 +27,7 @@ from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
 from ..profiling.hardware import HardwareProfile, unread_after
-from .recording import ReplayRecording, ReplayTree, check_feature_layers
+from .recorded import ReplayRecording, ReplayTree, check_feature_layers
 
 
 class ReplayDrafter(Drafter):

@@ -23,7 +23,7 @@ from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
 from .multi import MultiReplayEnvironment
-from .recording import ReplayRecording, check_same_models
+from .recorded import ReplayRecording, check_same_models
 from .replay import ReplayEnvironment, ReplayLoop
 
 

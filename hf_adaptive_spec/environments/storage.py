@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from .recording import ReplayRecording
+from .recorded import ReplayRecording
 
 SHARD_NAME = re.compile(r"shard-(\d+)-(\d+)")
 MANIFEST = "record_args.json"

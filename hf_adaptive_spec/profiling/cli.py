@@ -14,7 +14,7 @@ from ..default_model import DEFAULT_MODEL_ID, load_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..environments import load_recording
 from ..environments.provenance import check_recorded_drafter_weights, load_profile_for_recordings, recorded_pair
-from ..environments.recording import check_same_models
+from ..environments.recorded import check_same_models
 from ..environments.static_grid import check_measured_sizes, lookup_counts_from_text
 from ..environments.storage import recording_manifest
 from ..generation import enable, fast_path, fast_path_compile_config
