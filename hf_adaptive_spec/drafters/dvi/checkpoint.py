@@ -16,6 +16,7 @@ from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dic
 from torch import nn
 
 from ...core.features import decoder_layers, unwrap_peft
+from ...core.values import check_number
 from ...hub.cards import render_card
 from ...hub.config import (
     ARTIFACT_TYPE_KEY,
@@ -114,9 +115,12 @@ def _check_saved_exit_layer(location: ArtifactLocation, filename: str, config: d
     num_layers = shape.get("num_hidden_layers") if isinstance(shape, dict) else None
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 2:
         num_layers = None  # no depth to check against: only that exit_layer is a positive int
-    is_int = isinstance(exit_layer, int) and not isinstance(exit_layer, bool)
-    if is_int and exit_layer >= 1 and (num_layers is None or exit_layer < num_layers):
+    try:  # the project's one rule for an int setting in a range (never a bool)
+        check_number("DVIDrafter", "exit_layer", exit_layer, integer=True, at_least=1, below=num_layers)
         return
+    except ValueError:
+        pass  # refused below, naming the file, the range and the fix
+    is_int = isinstance(exit_layer, int) and not isinstance(exit_layer, bool)
     shape_key = LEGACY_TARGET_SHAPE_KEY if filename == DVI_CONFIG_NAME else "target_shape"
     valid = (
         f"an int in 1..{num_layers - 1} for the {num_layers}-layer target the adapter was saved for ('{shape_key}')"
