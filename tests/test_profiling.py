@@ -631,14 +631,17 @@ def test_with_recordings_one_token_and_each_recordings_largest_tree_are_timed_or
 
     monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
     monkeypatch.setattr(cli, "measure_profile", measured)
-    for argv in (["--recording", str(folder)], []):
+    for argv in (["--recording", str(folder)], [], ["--recording", str(folder), "--lookup-tokens", "0,4"],
+                 ["--recording", str(folder), "--lookup-tokens", "0,4", "--static"]):
         with pytest.raises(KeyboardInterrupt):
             cli.main(["--verify-tokens", "8,4", "--json", str(tmp_path / "profile.json"), *argv])
-    assert timed == ["1,4,8,16", "4,8"]
+    # ranked with a 4-token branch, the eager path's 16-token trees verify 20: timed, not extrapolated; a bucketed
+    # profile prices a tree at its bucket, so the static path compiles no graph for it
+    assert timed == ["1,4,8,16", "4,8", "1,4,8,16,20", "1,4,8,16"]
     narrow = HardwareProfile("cpu", "float32", 1, 16, verify_tokens=[2, 8], verify_seconds=[0.01, 0.02],
                              draft_step_seconds=0.001, policy_call_seconds=0.0, catch_up_tokens=[1.0],
                              catch_up_seconds=[0.002])
-    with pytest.raises(ValueError, match=r"timed verifications of \[2, 8\] tokens, and ranking \['R'\] needs "
+    with pytest.raises(ValueError, match=r"timed verifications of \[2, 8\] tokens, and replaying \['R'\] needs "
                                          r"\[1, 16\] too"):
         recommend(narrow, [recording], ["R"], (0,))
     narrow.save(tmp_path / "narrow.json")

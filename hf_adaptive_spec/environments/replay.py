@@ -13,6 +13,7 @@ the recorded generation makes its accepted length exact too.
 from __future__ import annotations
 
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -220,6 +221,44 @@ def check_lookup(lookup_tokens: int, lookup_ngram_size: int, profile: HardwarePr
         )
 
 
+def check_measured_sizes(
+    profile: HardwareProfile, recordings: list, names: list[str] | None = None, lookup_tokens: int = 0
+) -> None:
+    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
+    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
+    so the replay would rest on sizes never timed. With a prompt-lookup branch of ``lookup_tokens`` a tree verifies
+    up to ``total_tokens + lookup_tokens``: past the largest size timed that is priced along the last measured
+    segment, an estimate, and warned of (:class:`ExtrapolatedCostWarning`); a refusal would fail the profiles timed
+    before ``profile`` timed the branch. A bucketed profile prices every tree at a timed bucket."""
+    if profile.buckets:
+        return
+    names = names or [f"recording {index}" for index in range(len(recordings))]
+    totals = {recording.tree_config.total_tokens for recording in recordings}
+    unmeasured = [n for n in sorted({1} | totals) if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
+    if unmeasured:
+        raise ValueError(
+            f"The profile timed verifications of {profile.verify_tokens} tokens, and replaying "
+            f"{[str(n) for n in names]} needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to "
+            "their total_tokens): time them, `hf-adaptive-spec profile --recording DIR` (it adds them to "
+            "--verify-tokens)."
+        )
+    largest = max(totals, default=1) + lookup_tokens
+    if largest > profile.verify_tokens[-1]:
+        warnings.warn(
+            f"The profile timed verifications up to {profile.verify_tokens[-1]} tokens, and a recorded tree of "
+            f"{max(totals)} with the prompt-lookup branch of {lookup_tokens} verifies up to {largest}: those sizes are "
+            f"priced by extending the profile's last measured segment ({profile.verify_tokens[-2:]} tokens), an "
+            f"estimate. Time them: `hf-adaptive-spec profile --recording DIR --lookup-tokens {lookup_tokens}` adds "
+            "each recording's total_tokens plus the branch to --verify-tokens.",
+            ExtrapolatedCostWarning,
+            stacklevel=3,
+        )
+
+
+class ExtrapolatedCostWarning(UserWarning):
+    """A replay priced a verification size its eager profile never timed (:func:`check_measured_sizes`)."""
+
+
 class ReplayLoop:
     """Whole generations from single cycles: subclasses give ``replay_cycle``, ``num_prompts`` and ``num_positions``."""
 
@@ -283,6 +322,7 @@ class ReplayEnvironment(ReplayLoop):
                 "The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter."
             )
         check_lookup(lookup_tokens, lookup_ngram_size, profile)
+        check_measured_sizes(profile, [recording], lookup_tokens=lookup_tokens)
         self.recording = recording
         self.profile = profile
         self.lookup_tokens = lookup_tokens

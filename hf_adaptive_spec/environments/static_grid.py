@@ -24,7 +24,7 @@ from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
 from .multi import MultiReplayEnvironment
 from .recorded import ReplayRecording, check_same_models
-from .replay import ReplayEnvironment, ReplayLoop
+from .replay import ReplayEnvironment, ReplayLoop, check_measured_sizes
 
 
 @dataclass(frozen=True)
@@ -101,23 +101,6 @@ def rank_static_trees(
         recording, profile, lookup_tokens=lookup_tokens, lookup_ngram_size=lookup_ngram_size
     )
     return rank_trees_in(environment, [recording], profile, lookup_tokens)
-
-
-def check_measured_sizes(profile: HardwareProfile, recordings: list, names: list[str] | None = None) -> None:
-    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
-    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
-    so the ranking would rest on sizes never timed. A bucketed profile prices every tree at a timed bucket."""
-    if profile.buckets:
-        return
-    names = names or [f"recording {index}" for index in range(len(recordings))]
-    sizes = sorted({1} | {recording.tree_config.total_tokens for recording in recordings})
-    unmeasured = [n for n in sizes if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
-    if unmeasured:
-        raise ValueError(
-            f"The profile timed verifications of {profile.verify_tokens} tokens, and ranking {[str(n) for n in names]} "
-            f"needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to their total_tokens): time "
-            f"them, `hf-adaptive-spec profile --recording DIR` (it adds them to --verify-tokens)."
-        )
 
 
 def rank_trees_in(

@@ -23,6 +23,7 @@ from hf_adaptive_spec.environments import (
     record_replay,
 )
 from hf_adaptive_spec.environments.gym import DraftStepEnv, TreeConfigEnv
+from hf_adaptive_spec.environments.replay import ExtrapolatedCostWarning
 from hf_adaptive_spec.environments.static_grid import rank_over_recordings, rank_static_trees
 from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
@@ -90,8 +91,33 @@ def _profile(**fields) -> HardwareProfile:
                                                                                                       profile)])
 def test_ranking_refuses_a_profile_that_did_not_time_the_sizes_it_prices(recording, rank):
     """Timed at 8 tokens only, the plain step and the 9-token tree were ranked at the 8-token time."""
-    with pytest.raises(ValueError, match=r"timed verifications of \[8\] tokens, and ranking .* needs \[1, 9\] too"):
+    with pytest.raises(ValueError, match=r"timed verifications of \[8\] tokens, and replaying .* needs \[1, 9\] too"):
         rank(recording, _profile(verify_tokens=[8], verify_seconds=[1.0]))
+
+
+def test_a_replay_environment_refuses_a_profile_that_did_not_time_its_trees(recording):
+    """A policy's training replays without ranking first: timed at 8 tokens only, its plain steps and 9-token trees
+    were priced at the 8-token time, silently."""
+    narrow = _profile(verify_tokens=[8], verify_seconds=[1.0])
+    for make in (ReplayEnvironment, lambda recording, profile: MultiReplayEnvironment([recording], profile)):
+        with pytest.raises(ValueError, match=r"timed verifications of \[8\] tokens, and replaying .* needs \[1, 9\]"):
+            make(recording, narrow)
+
+
+def test_a_lookup_branch_past_the_largest_timed_size_is_warned_of_as_an_estimate(recording, recwarn):
+    """The profile timed up to 16 tokens: the 9-token trees with an 8-token branch verify up to 17, priced by
+    extending the last measured segment. That was silent; it is warned of, naming the fix, and a branch inside the
+    timed sizes is not."""
+    with pytest.warns(ExtrapolatedCostWarning, match=r"timed verifications up to 16 tokens, and a recorded tree of 9 "
+                                                     r"with the prompt-lookup branch of 8 verifies up to 17: .*"
+                                                     r"\[4, 16\] tokens\), an estimate. Time them: `hf-adaptive-spec "
+                                                     r"profile --recording DIR --lookup-tokens 8`"):
+        ReplayEnvironment(recording, PROFILE, lookup_tokens=8)
+    ReplayEnvironment(recording, PROFILE, lookup_tokens=7)
+    bucketed = _profile(verify_tokens=[1, 4, 6, 32], verify_seconds=[0.1, 0.15, 0.2, 0.3], path="compiled",
+                        buckets=[32])
+    ReplayEnvironment(recording, bucketed, lookup_tokens=8)  # every tree is priced at its timed bucket
+    assert not [w for w in recwarn if w.category is ExtrapolatedCostWarning]
 
 
 def test_draft_step_env_refuses_verify_sizes_past_the_profiles_largest_bucket(recording):

@@ -55,7 +55,7 @@ def _varied_policy(seed: int = 0, cls: type[RecordingLTD] | None = None, **setti
 def _profile() -> HardwareProfile:
     return HardwareProfile(
         device="cpu", dtype="float32", num_threads=1, context_length=64,
-        verify_tokens=[1, 4, 8], verify_seconds=[1.0, 1.2, 1.6], draft_step_seconds=0.1,
+        verify_tokens=[1, 4, 8, 16], verify_seconds=[1.0, 1.2, 1.6, 2.4], draft_step_seconds=0.1,
     )
 
 

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def _profile() -> HardwareProfile:
     return HardwareProfile(
         device="cpu", dtype="float32", num_threads=1, context_length=64,
-        verify_tokens=[1, 4, 8], verify_seconds=[1.0, 1.3, 2.0], draft_step_seconds=0.15,
+        verify_tokens=[1, 4, 8, 16], verify_seconds=[1.0, 1.3, 2.0, 3.4], draft_step_seconds=0.15,
     )
 
 

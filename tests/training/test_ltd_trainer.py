@@ -29,7 +29,7 @@ SMALL = dict(depth_actor=(32,), depth_critic=(32,), size_actor=(32,), size_criti
 # verification is nearly flat up to 8 tokens and drafting is cheap: deep, wide trees pay off
 PROFILE = HardwareProfile(
     device="cpu", dtype="float32", num_threads=1, context_length=64,
-    verify_tokens=[1, 2, 4, 8], verify_seconds=[1.0, 1.0, 1.02, 1.1], draft_step_seconds=0.03,
+    verify_tokens=[1, 2, 4, 8, 9], verify_seconds=[1.0, 1.0, 1.02, 1.1, 1.12], draft_step_seconds=0.03,
 )
 
 
@@ -108,8 +108,8 @@ def _weights(policy: LTDPolicy) -> dict[str, torch.Tensor]:
 
 #: PROFILE with a catch-up table: a cycle's drafting time depends on the committed tokens the drafter has not read
 CATCH_UP_PROFILE = HardwareProfile(
-    device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 2, 4, 8],
-    verify_seconds=[1.0, 1.0, 1.02, 1.1], draft_step_seconds=0.03, catch_up_tokens=[1.0, 8.0],
+    device="cpu", dtype="float32", num_threads=1, context_length=64, verify_tokens=[1, 2, 4, 8, 9],
+    verify_seconds=[1.0, 1.0, 1.02, 1.1, 1.12], draft_step_seconds=0.03, catch_up_tokens=[1.0, 8.0],
     catch_up_seconds=[0.01, 0.5],
 )
 

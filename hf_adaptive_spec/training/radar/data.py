@@ -184,10 +184,11 @@ class _SkipAfterFirstCall(StaticTreePolicy):
 
 def _untimed(recording: ReplayRecording, lookup_tokens: int, lookup_ngram_size: int) -> ReplayEnvironment:
     """A replay environment whose times are placeholders (the dataset reads what the cycles accept, never their
-    seconds): one second per forward, drafting free."""
+    seconds): one second per forward of any size it verifies, drafting free."""
+    largest = recording.tree_config.total_tokens + lookup_tokens
     profile = HardwareProfile(
-        device="none", dtype="none", num_threads=1, context_length=0, verify_tokens=[1], verify_seconds=[1.0],
-        draft_step_seconds=0.0,
+        device="none", dtype="none", num_threads=1, context_length=0, verify_tokens=sorted({1, largest}),
+        verify_seconds=[1.0] * len({1, largest}), draft_step_seconds=0.0,
     )
     return ReplayEnvironment(recording, profile, lookup_tokens, lookup_ngram_size)
 
