@@ -9,6 +9,7 @@ from typing import Any
 from ..core.drafter_identity import cached_weights_digest
 from ..core.files import write_text_atomically
 from ..core.settings import changed_settings
+from ..hub import CONFIG_NAME
 from .errors import BenchError
 from .records import QuestionRecord
 
@@ -16,6 +17,9 @@ from .records import QuestionRecord
 QUESTIONS_DIGEST = "questions_digest"
 #: the settings key of the digests of what the run decodes with (:func:`loaded_digests`)
 LOADED = "loaded"
+#: the key, in :data:`LOADED`, of each method's policy digests by file (config.json, model.safetensors): what a refused
+#: resume names as changed. Files written before it hold the one digest of each policy, and are refused as before.
+POLICY_FILES = "policy_files"
 #: the header's note of the methods whose learning across calls restarted, with the questions each had finished at
 #: every resume (:meth:`ProgressLog.record_restarts`)
 RESTARTED_LEARNING = "restarted_learning"
@@ -26,7 +30,8 @@ def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
     loaded_digests` (its drafter, policy or adapter), once every method is prepared: a resumed run must load the
     same, so that a model, drafter or policy retrained at the same path is not mixed with the records before it."""
     return {"target": cached_weights_digest(model),
-            "methods": {name: method.loaded_digests() for name, method in methods.items()}}
+            "methods": {name: method.loaded_digests() for name, method in methods.items()},
+            POLICY_FILES: {name: files for name, method in methods.items() if (files := method.policy_file_digests())}}
 
 
 def progress_path_for(json_path: Path) -> Path:
@@ -110,14 +115,58 @@ class ProgressLog:
             f"{LOADED}.",
         )
         if changed:
-            raise BenchError(
-                f"{self.path} was measured with other weights than this run loads ({'; '.join(changed)}): a model, "
-                "drafter or policy was retrained or replaced at its path since the run began. Restore it, or run "
-                "without --resume (or with another --json) to measure it afresh"
-            )
-        if loaded["methods"].keys() - before["methods"].keys():
+            raise BenchError(changed_loaded_message(self.path, changed, changed_policy_files(before, loaded, common)))
+        new = loaded["methods"].keys() - before["methods"].keys()
+        if new:
             methods = {**loaded["methods"], **before["methods"]}
-            self._rewrite_header({**stored, LOADED: {"target": before["target"], "methods": methods}})
+            files = {name: files for name, files in loaded.get(POLICY_FILES, {}).items() if name in new}
+            files.update(before.get(POLICY_FILES, {}))
+            header = {"target": before["target"], "methods": methods, **({POLICY_FILES: files} if files else {})}
+            self._rewrite_header({**stored, LOADED: header})
+
+
+def changed_policy_files(
+    before: dict[str, Any], loaded: dict[str, Any], methods: set[str]
+) -> dict[str, dict[str, bool]]:
+    """Each of ``methods`` whose policy digest differs between the progress file's loaded digests (``before``) and
+    the run's, with each file of its folder and whether it differs (:data:`POLICY_FILES`; a method the progress file
+    holds no file digests for, written before them, is left out)."""
+    changed = {}
+    for name in sorted(methods):
+        if before["methods"][name].get("policy") == loaded["methods"][name].get("policy"):
+            continue
+        stored, current = before.get(POLICY_FILES, {}).get(name), loaded.get(POLICY_FILES, {}).get(name)
+        if stored is not None and current is not None:
+            changed[name] = {file: stored.get(file) != current.get(file) for file in sorted(stored.keys() | current)}
+    return changed
+
+
+def changed_loaded_message(path: Path, changed: list[str], policy_files: dict[str, dict[str, bool]]) -> str:
+    """The refusal of a resume whose target, drafters or policies differ from the progress file's (``changed``:
+    each digest, ``name: stored -> new``), naming the files of each changed policy's folder that differ
+    (``policy_files``, :func:`changed_policy_files`): a policy whose config.json alone changed was edited, not
+    retrained."""
+    listed, afresh = "; ".join(changed), "or run without --resume (or with another --json) to measure it afresh"
+    if not policy_files:  # no policy among the changes, or a file written before the policies' file digests
+        return (f"{path} was measured with other weights than this run loads ({listed}): a model, drafter or policy "
+                f"was retrained or replaced at its path since the run began. Restore it, {afresh}")
+    named = "; ".join(_policy_files_changed(name, files) for name, files in policy_files.items())
+    edited = [[file for file, differs in files.items() if differs] for files in policy_files.values()]
+    if len(policy_files) == len(changed) and all(files == [CONFIG_NAME] for files in edited):
+        return (f"{path} was measured with other policy settings than this run loads: {named} ({listed}). Only "
+                f"{CONFIG_NAME} was edited since the run began, no weights (no policy was retrained); a policy drafts "
+                f"by its settings too, so the records before are not mixed with this run's. Restore the "
+                f"{CONFIG_NAME} the run began with, {afresh}")
+    return (f"{path} was measured with other weights or settings than this run loads: {named} ({listed}). A model, "
+            f"drafter or policy was retrained, edited or replaced at its path since the run began. Restore it, "
+            f"{afresh}")
+
+
+def _policy_files_changed(method: str, files: dict[str, bool]) -> str:
+    """``"x's policy changed in config.json, not in model.safetensors"``."""
+    differ = " and ".join(file for file, differs in files.items() if differs)
+    same = " and ".join(file for file, differs in files.items() if not differs)
+    return f"{method}'s policy changed in {differ}" + (f", not in {same}" if same else "")
 
 
 def _measurement_settings(header: dict[str, Any]) -> dict[str, Any]:

@@ -642,7 +642,9 @@ def test_a_resume_refuses_a_drafter_or_policy_retrained_at_its_path(bench_model_
     save_policy(1)  # retrained at the same path
     assert main([*argv, "--limit", "2", "--resume"]) == 2
     error = capsys.readouterr().err
-    assert "measured with other weights than this run loads (loaded.methods.eagle3-candidate-policy.policy: " in error
+    assert ("eagle3-candidate-policy's policy changed in model.safetensors, not in config.json "
+            "(loaded.methods.eagle3-candidate-policy.policy: ") in error
+    assert "A model, drafter or policy was retrained, edited or replaced at its path since the run began" in error
     save_policy(0)  # restored: resumes
     assert main([*argv, "--limit", "2", "--resume"]) == 0
     with_eagle3 = list(argv)
@@ -654,6 +656,38 @@ def test_a_resume_refuses_a_drafter_or_policy_retrained_at_its_path(bench_model_
     assert main([*with_eagle3, "--limit", "3", "--resume"]) == 2
     error = capsys.readouterr().err
     assert "loaded.methods.eagle3-candidate-policy.drafter: " in error and "loaded.methods.eagle3.drafter: " in error
+
+
+def test_a_resume_refused_for_a_policy_config_edit_says_it_was_no_retrain(bench_model_dir: Path,
+                                                                            questions_file: Path, tmp_path: Path,
+                                                                            capsys):
+    """Policy folders whose config.json alone was edited (a lookup-branch setting added) were refused as 'retrained
+    or replaced at its path': the refusal names config.json as the file that changed, not the weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+    from hf_adaptive_spec.policies import LTDPolicy
+
+    drafter, policy = tmp_path / "drafter", tmp_path / "policy"
+    torch.manual_seed(0)
+    Eagle3DraftModel.from_target(AutoModelForCausalLM.from_pretrained(bench_model_dir)).save_pretrained(drafter)
+    LTDPolicy(depth=2, top_k=2, total_tokens=4).save_pretrained(policy)
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json"),
+            "--eagle3-checkpoint", str(drafter), "--candidate-policy", str(policy)]
+    argv[argv.index("--methods") + 1] = "stock,eagle3-candidate-policy"
+    assert main([*argv, "--limit", "1"]) == 0
+    config = policy / "config.json"
+    measured_with = config.read_text()
+    config.write_text(json.dumps({**json.loads(measured_with), "trained_with_lookup_tokens": 0}))
+    assert main([*argv, "--limit", "2", "--resume"]) == 2  # still refused
+    error = capsys.readouterr().err
+    assert ("measured with other policy settings than this run loads: eagle3-candidate-policy's policy changed in "
+            "config.json, not in model.safetensors (loaded.methods.eagle3-candidate-policy.policy: ") in error
+    assert "Only config.json was edited since the run began, no weights (no policy was retrained)" in error
+    assert "retrained or replaced" not in error
+    config.write_text(measured_with)  # restored: resumes
+    assert main([*argv, "--limit", "2", "--resume"]) == 0
 
 
 @pytest.mark.parametrize("extra, named", [

@@ -113,3 +113,58 @@ def test_resume_compares_the_weights_of_the_methods_the_file_names(tmp_path: Pat
         ProgressLog(path, loaded("u", x={"drafter": "a"}), resume=True)
     ProgressLog(path, SETTINGS, resume=False)  # written before the digests
     ProgressLog(path, loaded(x={"drafter": "b"}), resume=True)
+
+
+
+def _loaded_policy(policy="p", config="c", weights="w", drafter="d", files=True) -> dict:
+    """Settings whose loaded digests name method x's drafter and policy, and (``files``) the policy's by file."""
+    loaded = {"target": "t", "methods": {"x": {"drafter": drafter, "policy": policy}}}
+    if files:
+        loaded["policy_files"] = {"x": {"config.json": config, "model.safetensors": weights}}
+    return {**SETTINGS, "loaded": loaded}
+
+
+def _refusal(path: Path, settings: dict) -> str:
+    with pytest.raises(BenchError) as refused:
+        ProgressLog(path, settings, resume=True)
+    return str(refused.value)
+
+
+def test_a_refused_resume_names_the_policy_files_that_changed(tmp_path: Path):
+    """Four policy folders whose config.json alone was edited (a lookup-branch setting added) were refused as
+    'retrained or replaced at its path': the file records each policy's digest by file, and the refusal names the
+    files that differ (still refusing: a policy drafts by its settings too)."""
+    path = tmp_path / "run.progress.jsonl"
+    ProgressLog(path, _loaded_policy(), resume=False)
+    edited = _refusal(path, _loaded_policy("q", config="c2"))
+    assert ("other policy settings than this run loads: x's policy changed in config.json, not in model.safetensors"
+            " (loaded.methods.x.policy: 'p' -> 'q'). Only config.json was edited since the run began, no weights"
+            ) in edited
+    assert "Restore the config.json the run began with" in edited and "retrained or replaced" not in edited
+    retrained = _refusal(path, _loaded_policy("q", weights="w2"))
+    assert ("x's policy changed in model.safetensors, not in config.json (loaded.methods.x.policy: 'p' -> 'q'). A "
+            "model, drafter or policy was retrained, edited or replaced") in retrained
+    with_drafter = _refusal(path, _loaded_policy("q", config="c2", drafter="e"))  # not a settings edit alone
+    assert ("x's policy changed in config.json, not in model.safetensors (loaded.methods.x.drafter: 'd' -> 'e'; "
+            "loaded.methods.x.policy: 'p' -> 'q'). A model, drafter or policy was retrained") in with_drafter
+    assert ProgressLog(path, _loaded_policy(), resume=True).completed == {}  # the same policy resumes
+
+
+def test_a_file_written_before_the_policy_file_digests_is_refused_as_before(tmp_path: Path):
+    """Its policies have one digest each: the refusal cannot tell a settings edit from a retrain. A method new to the
+    run adds its file digests, named when that method's policy changes."""
+    path = tmp_path / "run.progress.jsonl"
+    ProgressLog(path, _loaded_policy(files=False), resume=False)
+    with pytest.raises(BenchError, match=r"other weights than this run loads \(loaded\.methods\.x\.policy: 'p' -> "
+                                         r"'q'\): a model, drafter or policy was retrained or replaced at its path"):
+        ProgressLog(path, _loaded_policy("q", config="c2"), resume=True)
+    with_y = _loaded_policy()
+    with_y["loaded"]["methods"]["y"] = {"policy": "r"}
+    with_y["loaded"]["policy_files"]["y"] = {"config.json": "cy"}
+    ProgressLog(path, with_y, resume=True)
+    header = json.loads(path.read_text().splitlines()[0])["settings"]["loaded"]
+    assert header["policy_files"] == {"y": {"config.json": "cy"}} and header["methods"]["y"] == {"policy": "r"}
+    with_y["loaded"]["methods"]["y"], with_y["loaded"]["policy_files"]["y"] = {"policy": "s"}, {"config.json": "cy2"}
+    with pytest.raises(BenchError, match=r"y's policy changed in config\.json \(loaded\.methods\.y\.policy: 'r' -> "
+                                         r"'s'\)\. Only config\.json was edited"):
+        ProgressLog(path, with_y, resume=True)

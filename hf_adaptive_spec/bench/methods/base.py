@@ -13,6 +13,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from ...core.drafter_identity import cached_weights_digest
+from ...hub import CONFIG_NAME, WEIGHTS_NAME
 from ..arguments import MethodOptions, sampling_kwargs
 from ..errors import MethodUnavailableError
 from ..fast_path import (
@@ -191,6 +192,13 @@ class BenchMethod(ABC):
         digests = {"drafter": drafter_digest(drafter), "policy": policy_digest(policy) if policy else None}
         return {part: digest for part, digest in digests.items() if digest}
 
+    def policy_file_digests(self) -> dict[str, str]:
+        """The digest of each file of the policy's folder (:func:`policy_file_digests`), where :meth:`loaded_digests`
+        names a policy ({} where it names none): what a refused resume names as changed."""
+        if "policy" not in self.loaded_digests():
+            return {}
+        return policy_file_digests(self.generate_kwargs["assistant_policy"])
+
     @abstractmethod
     def method_kwargs(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions
@@ -226,9 +234,24 @@ def drafter_digest(drafter: Any) -> str | None:
 
 def policy_digest(policy: Any) -> str:
     """A policy's settings (those ``save_pretrained`` writes) and, for a network, its weights."""
-    settings = policy.saved_settings() if hasattr(policy, "saved_settings") else {}
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{type(policy).__qualname__}:{json.dumps(settings, sort_keys=True, default=str)}".encode())
+    digest.update(_policy_settings_text(policy).encode())
     if isinstance(policy, torch.nn.Module):
         digest.update(cached_weights_digest(policy).encode())
     return digest.hexdigest()
+
+
+def policy_file_digests(policy: Any) -> dict[str, str]:
+    """What :func:`policy_digest` covers, digested by the file of the policy's folder that holds it: its settings
+    (``config.json``) and, for a network, its weights (``model.safetensors``). A resume refused for a changed policy
+    names which changed: a settings edit (a lookup branch added to the config) is no retrained policy."""
+    files = {CONFIG_NAME: hashlib.blake2b(_policy_settings_text(policy).encode(), digest_size=16).hexdigest()}
+    if isinstance(policy, torch.nn.Module):
+        files[WEIGHTS_NAME] = cached_weights_digest(policy)
+    return files
+
+
+def _policy_settings_text(policy: Any) -> str:
+    """The policy's class and the settings ``save_pretrained`` writes to ``config.json``, as digested."""
+    settings = policy.saved_settings() if hasattr(policy, "saved_settings") else {}
+    return f"{type(policy).__qualname__}:{json.dumps(settings, sort_keys=True, default=str)}"

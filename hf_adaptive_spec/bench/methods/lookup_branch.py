@@ -77,6 +77,10 @@ class WithLookupBranch(BenchMethod):
         """The wrapped method's (its drafter, policy or DVI adapter), once :meth:`prepare` shared its kwargs."""
         return self.base.loaded_digests()
 
+    def policy_file_digests(self) -> dict[str, str]:
+        """The wrapped method's, as :meth:`loaded_digests`."""
+        return self.base.policy_file_digests()
+
     def decode_warm_up_in(self, length: int | None) -> None:
         super().decode_warm_up_in(length)
         self.base.decode_warm_up_in(length)
