@@ -245,17 +245,19 @@ LOOKUP_FIRST_NOTE = (
 )
 
 
-def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | None) -> int:
+def run_training_script(
+    parser: TrlParser, main: Callable, argv: list[str] | None, trainer: type[SpecTrainer] | None = None
+) -> int:
     """What every ``trainers/<method>.py`` does: parse ``argv`` (YAML via ``--config``), call
     ``main(script_args, training_args)``.
     The local files and folders it reads must exist (:func:`~.script_inputs.check_local_inputs`, before any model
     loads). The model card's command is the recipe's with this run's command-line overrides appended; the script
-    arguments are written to ``output_dir`` and a resumed run must keep those that define it
-    (:func:`check_resumed_script_args`). A process group opened during the run (under ``torchrun``) is closed at its
-    end, even a failed one (:func:`end_process_group`); one the caller had opened is left to the caller. The logging
-    levels and handler that ``--log_level`` set (:func:`configure_logging`, and the Trainer's) are restored at the end
-    too: a script called from Python (``run(argv)`` in a notebook or a sweep) must not leave the package's warnings
-    hidden after it."""
+    arguments are written to ``output_dir`` and a resumed run must keep those that define it, and resume a checkpoint
+    of the kind of ``trainer``, the trainer ``main`` builds (:func:`check_resumed_script_args`). A process group
+    opened during the run (under ``torchrun``) is closed at its end, even a failed one (:func:`end_process_group`);
+    one the caller had opened is left to the caller. The logging levels and handler that ``--log_level`` set
+    (:func:`configure_logging`, and the Trainer's) are restored at the end too: a script called from Python
+    (``run(argv)`` in a notebook or a sweep) must not leave the package's warnings hidden after it."""
     had_process_group = process_group_open()
     logging_before = LoggingState.now()
     try:
@@ -268,7 +270,7 @@ def run_training_script(parser: TrlParser, main: Callable, argv: list[str] | Non
         )
         check_local_inputs(script_args, argv)  # before any model loads
         configure_logging(training_args)
-        check_resumed_script_args(script_args, training_args)
+        check_resumed_script_args(script_args, training_args, trainer.kind() if trainer else None)
         write_script_args(script_args, training_args.output_dir)
         main(script_args, training_args)
     finally:

@@ -15,6 +15,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from ..core.settings import changed_settings
 from ..hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
 from ..hub.registry import registered_class
+from .cli import TRAINERS
 
 #: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
 #: them (the schedule's length, logging, saving and evaluation may change). A new learning rate would not even apply:
@@ -26,6 +27,8 @@ _RUN_DEFINING = frozenset({
 })
 
 
+#: the file a checkpoint's training arguments are saved to (``SpecTrainer.save_training_config``)
+TRAINING_CONFIG_NAME = "training_config.json"
 #: the key of ``training_config.json`` naming the trainer that saved it
 TRAINER_KEY = "hf_adaptive_spec_trainer"
 
@@ -48,22 +51,16 @@ def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
 def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, trainer: str | None = None) -> None:
     """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
     run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's
-    ``resume_may_change`` fields aside), or saved by another kind of trainer than ``trainer`` (its
-    ``SpecTrainer.kind()``; checkpoints saved before the kind was kept are not compared)."""
+    ``resume_may_change`` fields aside), or saved by another kind of trainer than ``trainer``
+    (:func:`check_trainer_kind`)."""
     checkpoint = resolve_checkpoint(checkpoint, args.output_dir)
-    path = os.path.join(checkpoint, "training_config.json")
+    check_trainer_kind(checkpoint, trainer)
+    path = os.path.join(checkpoint, TRAINING_CONFIG_NAME)
     if not os.path.isfile(path):
         return  # a checkpoint saved without it
     with open(path, encoding="utf-8") as handle:
         stored = json.load(handle)
-    saved_by = stored.pop(TRAINER_KEY, None)
-    if trainer is not None and saved_by is not None and saved_by != trainer:
-        raise ValueError(
-            f"resume_from_checkpoint={checkpoint} was saved by a '{saved_by}' trainer ({path}), and this run is a "
-            f"'{trainer}' trainer's: another trainer's weights, optimizer and schedule are not this run's. Resume a "
-            f"checkpoint-N folder a '{trainer}' run saved; to start from those weights, start a new run from them "
-            "(init_from, or the drafter's path, where the script takes one)."
-        )
+    stored.pop(TRAINER_KEY, None)
     current = json.loads(args.to_json_string())
     own = {f.name for f in dataclasses.fields(args)} - {f.name for f in dataclasses.fields(TrainingArguments)}
     compared = ((own | _RUN_DEFINING) - getattr(args, "resume_may_change", frozenset())) & stored.keys()
@@ -73,6 +70,38 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, train
             f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
             "checkpoint's values, or start a new run (init_from, where the trainer has it) instead of resuming."
         )
+
+
+def check_trainer_kind(checkpoint: str, trainer: str | None, from_script: bool = False) -> None:
+    """Refuse to resume ``checkpoint`` when its ``training_config.json`` names another kind of trainer than
+    ``trainer`` (``SpecTrainer.kind()``), naming both: two trainers may save one kind of artifact (EAGLE-3 and PPOW
+    train one drafter), and another trainer's weights, optimizer and schedule are not this run's. ``from_script``:
+    the fix names the training scripts (another ``--output_dir``, or the script of the trainer that saved it).
+    Checkpoints saved before the kind was kept are not compared."""
+    path = os.path.join(checkpoint, TRAINING_CONFIG_NAME)
+    if trainer is None or not os.path.isfile(path):
+        return
+    saved_by = read_json_object(path).get(TRAINER_KEY)
+    if saved_by is None or saved_by == trainer:
+        return
+    if from_script:
+        fix = (f"Give this '{trainer}' run another --output_dir (or a checkpoint a '{trainer}' run saved), or resume "
+               f"that folder with {_script_of(saved_by)}")
+    else:
+        fix = f"Resume a checkpoint-N folder a '{trainer}' run saved"
+    raise ValueError(
+        f"resume_from_checkpoint={checkpoint} was saved by a '{saved_by}' trainer ({path}), and this run is a "
+        f"'{trainer}' trainer's: another trainer's weights, optimizer and schedule are not this run's. {fix}; to "
+        "start from those weights, start a new run from them (init_from, or the drafter's path, where the script "
+        "takes one)."
+    )
+
+
+def _script_of(trainer: str) -> str:
+    """How a message names the training script of the trainer kind ``trainer``."""
+    if trainer in TRAINERS:
+        return f"the '{trainer}' script (trainers/{trainer}.py, or `hf-adaptive-spec train {trainer}`)"
+    return f"the script of the '{trainer}' trainer"
 
 
 def check_checkpoint_kind(checkpoint: str, expected_type: str | None, trainer: str) -> None:
@@ -119,13 +148,15 @@ _MAY_CHANGE_ON_RESUME = frozenset({
 })
 
 
-def check_resumed_script_args(script_args: Any, args: TrainingArguments) -> None:
+def check_resumed_script_args(script_args: Any, args: TrainingArguments, trainer: str | None = None) -> None:
     """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
     it was started with (``SCRIPT_ARGS_NAME`` kept in the checkpoint, else in its run folder), naming each as
-    ``name: stored -> new``."""
+    ``name: stored -> new``. A checkpoint another kind of trainer than ``trainer`` saved is refused as such first
+    (:func:`check_trainer_kind`): its script's arguments differ too, and listing them hid the cause."""
     if not args.resume_from_checkpoint:
         return
     checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    check_trainer_kind(checkpoint, trainer, from_script=True)
     path = _script_args_of(str(checkpoint), args.output_dir)
     if path is None:
         return  # a run started before its script arguments were written

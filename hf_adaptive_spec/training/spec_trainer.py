@@ -17,6 +17,7 @@ from ..hub import ArtifactLocation, load_weights
 from ..hub.network import reaching_the_hub
 from .resume import (
     TRAINER_KEY,
+    TRAINING_CONFIG_NAME,
     check_checkpoint_kind,
     check_resume_settings,
     keep_script_args,
@@ -151,14 +152,15 @@ class SpecTrainer(Trainer):
         if self.is_world_process_zero():
             self.model_card().save(os.path.join(output_dir or self.args.output_dir, "README.md"))
 
-    def kind(self) -> str:
-        """:attr:`trainer_kind`, else the class's name."""
-        return self.trainer_kind or type(self).__name__
+    @classmethod
+    def kind(cls) -> str:
+        """:attr:`trainer_kind`, else the class's name (a script checks it before building its trainer)."""
+        return cls.trainer_kind or cls.__name__
 
     def save_training_config(self, output_dir: str) -> None:
         """Write the training arguments as JSON (``Trainer`` would pickle ``training_args.bin``), with the trainer's
         :meth:`kind` under ``TRAINER_KEY``: a resume checks it (:func:`~.resume.check_resume_settings`), since two
         trainers may save the same kind of artifact (EAGLE-3 and PPOW train one drafter)."""
         stored = {TRAINER_KEY: self.kind(), **json.loads(self.args.to_json_string())}
-        with open(os.path.join(output_dir, "training_config.json"), "w", encoding="utf-8") as handle:
+        with open(os.path.join(output_dir, TRAINING_CONFIG_NAME), "w", encoding="utf-8") as handle:
             handle.write(json.dumps(stored, indent=2))

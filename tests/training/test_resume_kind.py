@@ -126,3 +126,33 @@ def test_a_checkpoint_of_the_same_artifact_another_trainer_saved_is_refused_nami
     assert stored.pop("hf_adaptive_spec_trainer") == saver_kind
     config.write_text(json.dumps(stored))
     check_resume_settings(saved_by.args, str(checkpoint), resumer_kind)  # saved before the kind was kept
+
+
+@pytest.mark.usefixtures("placeholder_inputs")
+def test_a_script_resuming_another_trainers_output_dir_names_both_kinds(tmp_path):
+    """Through the scripts, the script-argument comparison ran first and refused the EAGLE-3 folder a PPOW run was
+    pointed at by listing the arguments that differ (every one of another script's), never saying another kind of
+    trainer wrote the folder: the kind is checked first, by the one check the trainers run."""
+    from hf_adaptive_spec.training.base import run_training_script
+    from hf_adaptive_spec.training.eagle3.script import make_parser as eagle3_parser
+    from hf_adaptive_spec.training.ppow.script import run as run_ppow_script
+
+    out = tmp_path / "eagle3"
+    eagle3_argv = ["--output_dir", str(out), "--dataset_path", "data.jsonl"]
+    run_training_script(eagle3_parser(), lambda *_: _eagle3_trainer(tmp_path).save_model(str(out / "checkpoint-2")),
+                        eagle3_argv)
+    eagle3_arguments = (out / "script_args.json").read_text()
+    resumed = ["--resume_from_checkpoint", "true"]
+    with pytest.raises(ValueError) as refused:
+        run_ppow_script(["--output_dir", str(out), "--drafter_name_or_path", str(out / "checkpoint-2"),
+                         "--dataset_path", "data.jsonl", *resumed])
+    message = str(refused.value)
+    assert f"resume_from_checkpoint={out / 'checkpoint-2'} was saved by a 'eagle3' trainer" in message
+    assert "and this run is a 'ppow' trainer's: another trainer's weights, optimizer and schedule" in message
+    assert ("Give this 'ppow' run another --output_dir (or a checkpoint a 'ppow' run saved), or resume that folder "
+            "with the 'eagle3' script (trainers/eagle3.py, or `hf-adaptive-spec train eagle3`)") in message
+    assert "script arguments" not in message
+    assert (out / "script_args.json").read_text() == eagle3_arguments  # the refused run wrote nothing there
+    ran = []
+    run_training_script(eagle3_parser(), lambda *_: ran.append(1), [*eagle3_argv, *resumed], Eagle3Trainer)
+    assert ran == [1]  # the script of the kind that saved it resumes it

@@ -291,4 +291,4 @@ def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eag
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    return run_training_script(make_parser(), main, argv)
+    return run_training_script(make_parser(), main, argv, Eagle3Trainer)

@@ -140,4 +140,4 @@ def main(script_args: LTDScriptArguments, training_args: LTDConfig) -> LTDTraine
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    return run_training_script(make_parser(), main, argv)
+    return run_training_script(make_parser(), main, argv, LTDTrainer)

@@ -98,4 +98,4 @@ def main(script_args: PPOWScriptArguments, training_args: PPOWConfig) -> PPOWTra
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    return run_training_script(make_parser(), main, argv)
+    return run_training_script(make_parser(), main, argv, PPOWTrainer)

@@ -141,4 +141,4 @@ def main(script_args: RadarScriptArguments, training_args: RadarConfig) -> Radar
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    return run_training_script(make_parser(), main, argv)
+    return run_training_script(make_parser(), main, argv, RadarTrainer)

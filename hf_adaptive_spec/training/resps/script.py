@@ -151,4 +151,4 @@ def main(script_args: ReSpSScriptArguments, training_args: ReSpSConfig) -> ReSpS
 
 def run(argv: list[str] | None = None) -> int:
     """Parse argv (YAML via --config) and train."""
-    return run_training_script(make_parser(), main, argv)
+    return run_training_script(make_parser(), main, argv, ReSpSTrainer)
