@@ -34,6 +34,7 @@ from .progress import (
     LOADED,
     QUESTIONS_DIGEST,
     RESTARTED_LEARNING,
+    SESSIONS,
     ProgressLog,
     loaded_digests,
     progress_path_for,
@@ -134,6 +135,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         **_selection(args),
         "seed": args.seed,
         **({RESTARTED_LEARNING: log.restarted_learning} if log and log.restarted_learning else {}),
+        **({SESSIONS: log.header[SESSIONS]} if log else {}),
         **({"rebuilt_from": log.path.name} if rebuilt else {}),
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",

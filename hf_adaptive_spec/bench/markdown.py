@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import FP32_REFERENCE_METHOD, POLICY_FIT_REPORTS
+from .report import NOT_INTERLEAVED
 
 TIME_PARTS = ("draft", "verify", "policy", "other")
 
@@ -62,6 +63,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *_policy_fit_notes(summary),
         *_capped_trees_note(summary),
         *_restarted_learning_note(settings),
+        *_not_interleaved_note(report.get(NOT_INTERLEAVED) or {}, settings),
         "",
         *_category_table(summary),
     ]
@@ -99,6 +101,19 @@ def _restarted_learning_note(settings: dict[str, Any]) -> list[str]:
     )
     return (
         ["", f"**Resumed run:** what these methods learn across calls started afresh when the run resumed: {listed}."]
+        if listed
+        else []
+    )
+
+
+def _not_interleaved_note(apart: dict[str, int], settings: dict[str, Any]) -> list[str]:
+    """The methods measured on some questions in another session of a resumed run than the reference."""
+    listed = ", ".join(f"`{method}` on {count}" for method, count in apart.items())
+    return (
+        ["", f"**Not interleaved:** a resumed run measured these methods in another session than "
+             f"`{settings.get('reference', 'stock')}` on some questions: {listed}; their speedup there compares two "
+             f"sessions of the machine (sessions began {', '.join(settings.get('sessions') or [])} UTC). To compare "
+             "them turn by turn, run them together without --resume."]
         if listed
         else []
     )

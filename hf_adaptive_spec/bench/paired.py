@@ -20,6 +20,7 @@ from pathlib import Path
 from .errors import BenchError
 from .progress import read_progress
 from .records import QuestionRecord
+from .report import not_interleaved
 from .summary import _throughput
 
 #: the fewest bootstrap resamples whose 2.5% and 97.5% points are neither the smallest nor the largest total
@@ -165,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
     print(format_comparisons(comparisons, args.base))
+    apart = not_interleaved(records, args.base)
+    if apart:
+        print(f"not interleaved with {args.base} (measured in another session of a resumed run, their ratio compares "
+              f"two sessions of the machine): {', '.join(f'{m} on {n} questions' for m, n in apart.items())}")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ POLICY_FILES = "policy_files"
 #: the header's note of the methods whose learning across calls restarted, with the questions each had finished at
 #: every resume (:meth:`ProgressLog.record_restarts`)
 RESTARTED_LEARNING = "restarted_learning"
+#: the header's list of the run's sessions (the first and each ``--resume``), each by the time it began (UTC); each
+#: record names the session that measured it (:attr:`QuestionRecord.session`)
+SESSIONS = "sessions"
 
 
 def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +65,13 @@ class ProgressLog:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"settings": settings}) + "\n")
+        self.session = self._begin_session()
+
+    def _begin_session(self) -> int:
+        """Number this session (0: the run's first) and note when it began in the header."""
+        sessions = [*self.header.get(SESSIONS, []), datetime.now(timezone.utc).isoformat(timespec="seconds")]
+        self._rewrite_header({**self.header, SESSIONS: sessions})
+        return len(sessions) - 1
 
     @property
     def restarted_learning(self) -> dict[str, list[int]]:
@@ -82,7 +93,8 @@ class ProgressLog:
         self.header = header
 
     def append(self, record: QuestionRecord) -> None:
-        """Write one finished record (flushed at once)."""
+        """Write one finished record (flushed at once), marked with this session."""
+        record.session = self.session
         with self.path.open("a") as file:
             file.write(json.dumps(record.to_dict()) + "\n")
         self.completed[record.key] = record
@@ -171,8 +183,8 @@ def _policy_files_changed(method: str, files: dict[str, bool]) -> str:
 
 def _measurement_settings(header: dict[str, Any]) -> dict[str, Any]:
     """The header's settings a resumed run must match exactly (the loaded weights are compared per method, and the
-    restarts are a note of the sessions)."""
-    return {key: value for key, value in header.items() if key not in (LOADED, RESTARTED_LEARNING)}
+    restarts and the sessions are notes of the run's history)."""
+    return {key: value for key, value in header.items() if key not in (LOADED, RESTARTED_LEARNING, SESSIONS)}
 
 
 def read_progress(

@@ -88,12 +88,15 @@ class TurnRecord:
 
 @dataclass
 class QuestionRecord:
-    """All turns of one question decoded by one method."""
+    """All turns of one question decoded by one method; ``session``: which session of its run measured it (0 for
+    the first, 1 for the first ``--resume``, ...; None for a record kept without a progress file, or written before
+    sessions were numbered)."""
 
     question_id: int | str
     category: str
     method: str
     turns: list[TurnRecord] = field(default_factory=list)
+    session: int | None = None
 
     @property
     def key(self) -> tuple[int | str, str]:
@@ -116,7 +119,7 @@ class QuestionRecord:
         """
         try:
             turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
-            return cls(data["question_id"], data["category"], data["method"], turns)
+            return cls(data["question_id"], data["category"], data["method"], turns, data.get("session"))
         except (KeyError, TypeError, AttributeError) as error:
             raise BenchError(f"not a bench question record ({type(error).__name__}: {error}); give a file the bench "
                              "wrote, not an edited one") from None

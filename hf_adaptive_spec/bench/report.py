@@ -40,12 +40,31 @@ def build_report(
         summary[method]["categories"] = {
             name: asdict(by_category[name][method]) for name in categories if method in by_category[name]
         }
+    apart = not_interleaved(records, reference)
     return {
         "settings": settings,
         "environment": environment(device),
         "summary": summary,
+        **({NOT_INTERLEAVED: apart} if apart else {}),
         "records": [record.to_dict() for record in records],
     }
+
+
+#: the report's key of :func:`not_interleaved`'s counts, present when some method has any
+NOT_INTERLEAVED = "not_interleaved"
+
+
+def not_interleaved(records: list[QuestionRecord], reference: str) -> dict[str, int]:
+    """Each method with the questions a session of a resumed run measured it in other than ``reference``'s (both
+    sessions known): on those its speedup compares two sessions of the machine, not turns interleaved in one (a
+    method added when resuming is measured after every reference turn)."""
+    reference_session = {record.question_id: record.session for record in records if record.method == reference}
+    apart: dict[str, int] = {}
+    for record in records:
+        theirs = reference_session.get(record.question_id)
+        if record.method != reference and None not in (record.session, theirs) and record.session != theirs:
+            apart[record.method] = apart.get(record.method, 0) + 1
+    return apart
 
 
 def measured_on(device: torch.device) -> dict[str, str]:

@@ -13,6 +13,7 @@ from hf_adaptive_spec import cli as top_level
 from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.cli import _size_static_cache, main
 from hf_adaptive_spec.bench.errors import BenchError
+from hf_adaptive_spec.bench.paired import main as paired_main
 from hf_adaptive_spec.core.settings import sampling_kwargs
 
 
@@ -612,6 +613,36 @@ def test_a_resumed_run_names_the_methods_whose_learning_restarted(bench_model_di
     argv[argv.index("--json") + 1] = str(constant)
     assert main([*argv, "--limit", "1"]) == 0 and main([*argv, "--limit", "2", "--resume"]) == 0
     assert "restarted_learning" not in json.loads(constant.read_text())["settings"]  # a constant length learns nothing
+
+
+def test_a_method_added_when_resuming_is_reported_as_not_interleaved_with_the_reference(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
+):
+    """A method added by --resume was measured after every stock turn, in another session of the machine, and the
+    report compared them as if interleaved, silently. Each record names its session; the report counts the questions
+    a method shares no session with the reference on, and the markdown says so."""
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--markdown", str(md), "--limit", "2")
+    argv[argv.index("--methods") + 1] = "stock"
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert "not_interleaved" not in report and len(report["settings"]["sessions"]) == 1
+    assert {record["session"] for record in report["records"]} == {0}
+    argv[argv.index("--methods") + 1] = "stock,hf-prompt-lookup"
+    assert main([*argv, "--resume"]) == 0
+    report = json.loads(out.read_text())
+    assert report["not_interleaved"] == {"hf-prompt-lookup": 2} and len(report["settings"]["sessions"]) == 2
+    assert {(r["method"], r["session"]) for r in report["records"]} == {("stock", 0), ("hf-prompt-lookup", 1)}
+    assert "**Not interleaved:** a resumed run measured these methods in another session than `stock` on some " \
+           "questions: `hf-prompt-lookup` on 2;" in md.read_text()
+    rebuilt = tmp_path / "rebuilt.json"  # rebuilt from the progress file, it says so too
+    assert main([*argv, "--report_only", "--report_json", str(rebuilt)]) == 0
+    assert json.loads(rebuilt.read_text())["not_interleaved"] == {"hf-prompt-lookup": 2}
+    capsys.readouterr()
+    assert paired_main([str(out), "--base", "stock"]) == 0
+    assert capsys.readouterr().out.endswith("not interleaved with stock (measured in another session of a resumed "
+                                            "run, their ratio compares two sessions of the machine): "
+                                            "hf-prompt-lookup on 2 questions\n")
 
 
 def test_a_resume_refuses_a_drafter_or_policy_retrained_at_its_path(bench_model_dir: Path, questions_file: Path,

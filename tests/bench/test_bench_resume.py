@@ -41,7 +41,9 @@ def test_resume_skips_completed_pairs(bench_model, questions_file: Path, tmp_pat
     assert [record.to_dict() for record in records[:2]] == [record.to_dict() for record in first]
     assert records[3].turns[0].identical is False  # the new x differs from stock, loaded or not
     lines = path.read_text().splitlines()
-    assert json.loads(lines[0]) == {"settings": SETTINGS} and len(lines) == 1 + 6
+    header = json.loads(lines[0])["settings"]
+    assert len(header.pop("sessions")) == 2 and header == SETTINGS and len(lines) == 1 + 6
+    assert [record.session for record in records] == [0, 0, 1, 1, 1, 1]  # each record names the session it ran in
 
 
 def test_nothing_pending_runs_nothing_not_even_warmup(bench_model, questions_file: Path, tmp_path: Path):
@@ -105,7 +107,8 @@ def test_resume_compares_the_weights_of_the_methods_the_file_names(tmp_path: Pat
 
     ProgressLog(path, loaded(x={"drafter": "a"}), resume=False)
     ProgressLog(path, loaded(x={"drafter": "a"}, y={"policy": "p"}), resume=True)  # y is new: added
-    assert json.loads(path.read_text().splitlines()[0])["settings"] == loaded(x={"drafter": "a"}, y={"policy": "p"})
+    header = json.loads(path.read_text().splitlines()[0])["settings"]
+    assert {**header, "sessions": None} == {**loaded(x={"drafter": "a"}, y={"policy": "p"}), "sessions": None}
     ProgressLog(path, loaded(y={"policy": "p"}), resume=True)  # x not run now: not compared
     with pytest.raises(BenchError, match=r"other weights than this run loads \(loaded.methods.y.policy: 'p' -> 'q'\)"):
         ProgressLog(path, loaded(y={"policy": "q"}), resume=True)
