@@ -5,11 +5,12 @@ from .gym import DraftStepEnv, TreeConfigEnv
 from .multi import MultiReplayEnvironment
 from .online import OnlineEnvironment
 from .recording import ReplayRecording, ReplayTree, record_greedy_trees, record_replay
-from .replay import ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
+from .replay import ExtrapolatedCostWarning, ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
 from .storage import load_recording, load_training_recording
 
 __all__ = [
     "DraftStepEnv",
+    "ExtrapolatedCostWarning",
     "MultiReplayEnvironment",
     "OnlineEnvironment",
     "ReplayDrafter",

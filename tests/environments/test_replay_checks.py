@@ -15,6 +15,7 @@ from tiny_models import prompt
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core.cost_curve import CostCurve
 from hf_adaptive_spec.environments import (
+    ExtrapolatedCostWarning,
     MultiReplayEnvironment,
     OnlineEnvironment,
     ReplayEnvironment,
@@ -23,7 +24,6 @@ from hf_adaptive_spec.environments import (
     record_replay,
 )
 from hf_adaptive_spec.environments.gym import DraftStepEnv, TreeConfigEnv
-from hf_adaptive_spec.environments.replay import ExtrapolatedCostWarning
 from hf_adaptive_spec.environments.static_grid import rank_over_recordings, rank_static_trees
 from hf_adaptive_spec.policies.base import DraftPolicy, TreeConfig
 from hf_adaptive_spec.profiling import HardwareProfile
