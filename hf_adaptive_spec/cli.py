@@ -16,6 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hf_adaptive_spec.environments.cli",
         "Record greedy generations of training prompts for policy replay (exact for greedy decoding).",
     ),
+    "packages": (
+        "hf_adaptive_spec.generation.packages_cli",
+        "List the fast path's ahead-of-time packages on disk; delete those unused for N days.",
+    ),
 }
 
 

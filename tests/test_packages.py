@@ -3,10 +3,13 @@ loaded by later processes instead of compiled, never stale, and never a silent c
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 import torch
@@ -47,6 +50,12 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
     assert torch.equal(out.sequences, expected)
     assert out.speculation.compiled and out.speculation.packaged and out.speculation.compile_time > 0
     assert len(_packages(tmp_path / "packages")) == 1 and fast_path(model).packaged_forward.built == 1
+    (package,) = (tmp_path / "packages").glob("*.pt2")  # described for `hf-adaptive-spec packages`
+    described = json.loads(package.with_suffix(".json").read_text())
+    assert (described["model_type"], described["dtype"], described["torch"]) == ("llama", "float32", torch.__version__)
+    assert described["key"].startswith("(") and described["built"].endswith("Z")
+    long_ago = time.time() - 30 * 86400
+    os.utime(package, (long_ago, long_ago))
 
     child = textwrap.dedent(f"""
         import torch, hf_adaptive_spec as hfas
@@ -66,6 +75,7 @@ def test_a_new_process_loads_the_package_instead_of_compiling(tmp_path):
     built, loaded, packaged, sequences = result.stdout.strip().splitlines()[-1].split(" ", 3)
     assert (built, loaded, packaged) == ("0", "1", "True"), result.stdout
     assert sequences == str(expected.tolist())
+    assert time.time() - package.stat().st_mtime < 600  # loading marked it used: not pruned as unused
 
 
 def test_changed_weights_never_load_a_stale_package(tmp_path):

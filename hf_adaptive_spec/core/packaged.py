@@ -15,6 +15,7 @@ nothing stale is ever loaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -209,9 +210,13 @@ class PackagedForward:
         inductor_options: inductor settings the packages compile with (e.g. ``{"freezing": True}``).
     """
 
-    def __init__(self, directory: str | os.PathLike, identity: dict, inductor_options: dict):
+    def __init__(
+        self, directory: str | os.PathLike, identity: dict, inductor_options: dict, description: dict | None = None
+    ):
         self.directory = Path(directory)
         self.identity, self.inductor_options = identity, dict(inductor_options)
+        #: what a person reads of each package this builds (``hf-adaptive-spec packages``), in its sidecar JSON
+        self.description = dict(description or {})
         self._runners: dict[Hashable, object] = {}
         self._lock = threading.Lock()
         #: packages this instance built, and found already built on disk
@@ -243,10 +248,10 @@ class PackagedForward:
         if runner is not None:
             self.loaded += 1
             return runner
-        self._build(path, make_module, args)
+        self._build(path, make_module, args, key)
         return self._load(path, required=True)
 
-    def _build(self, path: Path, make_module: Callable[[], torch.nn.Module], args: tuple) -> None:
+    def _build(self, path: Path, make_module: Callable[[], torch.nn.Module], args: tuple, key: Hashable) -> None:
         building = self.directory / "building"  # not a *.pt2 of the folder: never loaded half-written
         building.mkdir(parents=True, exist_ok=True)
         partial = building / f"{path.stem}-{os.getpid()}-{threading.get_ident()}.pt2"
@@ -258,6 +263,7 @@ class PackagedForward:
                     package_path=str(partial),
                     inductor_configs=dict(self.inductor_options),  # it adds its own entries
                 )
+            write_description(path, {**self.description, "key": str(key)})
             os.replace(partial, path)  # atomic: another process sees no package or a whole one
         except StaleWeightsError:
             raise
@@ -282,4 +288,21 @@ class PackagedForward:
             warnings.warn(f"The ahead-of-time package {path} does not load ({error}); building it again.", stacklevel=3)
             path.unlink(missing_ok=True)
             return None
+        mark_used(path)
         return runner
+
+
+#: a package's sidecar file: what it was built for, for ``hf-adaptive-spec packages``
+DESCRIPTION_SUFFIX = ".json"
+
+
+def write_description(path: Path, description: dict) -> None:
+    """Write the sidecar of the package at ``path`` (written before the package, so a package never lacks one)."""
+    built = {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "torch": torch.__version__}
+    path.with_suffix(DESCRIPTION_SUFFIX).write_text(json.dumps({**description, **built}, sort_keys=True) + "\n")
+
+
+def mark_used(path: Path) -> None:
+    """Set the package's modification time to now: its last use, which ``hf-adaptive-spec packages`` prunes by."""
+    with contextlib.suppress(OSError):  # a read-only cache still loads
+        os.utime(path)

@@ -294,7 +294,9 @@ class FastPath:
             if self._packaged is None or self._packaged.identity["compile_options"] != compile_options:
                 inductor_options = {**(compile_options.get("options") or {})}
                 self._packaged = PackagedForward(
-                    self.package_dir, self.package_identity(compile_options), inductor_options
+                    self.package_dir, self.package_identity(compile_options), inductor_options,
+                    description={"model": self.model.config._name_or_path, "model_type": self.model.config.model_type,
+                                 "dtype": str(self.model.dtype).removeprefix("torch.")},
                 )
             packaged = self._packaged
         identifying = time.perf_counter() - start
