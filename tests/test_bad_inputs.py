@@ -208,6 +208,26 @@ GENERATE = {
         lambda m, t: _generate(m, cache_implementation="offloaded"), ValueError,
         "supports cache_implementation='static' or 'dynamic'",
     ),
+    "ensemble-verification": BadInput(  # transformers' lossy ensemble weight was dropped without a word
+        lambda m, t: _generate(m, assistant_ensemble_weight=0.3), ValueError,
+        r"lossless tree speculation, and this call asks for assistant_ensemble_weight=0.3 \(verification against a "
+        r"mix of the target's and the drafter's distributions \(lossy\)\): drop it",
+    ),
+    "another-speculation-type": BadInput(  # dropped without a word
+        lambda m, t: _generate(m, speculation_type="dflash"), ValueError,
+        r"asks for speculation_type='dflash' \(transformers' own speculation of that type\): drop it",
+    ),
+    "synced-gpus": BadInput(  # dropped without a word: ranks of a sharded model would stop stepping together
+        lambda m, t: _generate(m, synced_gpus=True), ValueError,
+        r"does not run with synced_gpus \(a model sharded over several ranks by DeepSpeed ZeRO-3 or FSDP.*Generate "
+        r"with a model each rank holds whole, or drop assistant_policy",
+    ),
+    "static-cache-shorter-than-the-call-needs": BadInput(  # max_cache_len was ignored: a cache of the engine's size
+        lambda m, t: _generate(m, cache_implementation="static", max_cache_len=10), ValueError,
+        r"generate: max_cache_len must be an int >= \d+ \(the slots of the static cache; this call needs \d+: its "
+        r"prompt and new tokens, and its last tree padded to the largest verification bucket \(\d+\) after them; or "
+        r"leave it out for the engine's own size\), got 10",
+    ),
     "static-cache-request-and-a-cache": BadInput(
         lambda m, t: _generate(m, cache_implementation="static", past_key_values=DynamicCache()), ValueError,
         "either cache_implementation='static' or a past_key_values cache, not both",

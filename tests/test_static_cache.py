@@ -619,3 +619,19 @@ def test_verification_buckets_other_than_distinct_ascending_ints_are_refused(buc
     with pytest.raises(ValueError, match="Verification buckets (must be distinct positive ints|are ints, got the)"):
         hfas.fast_path(tiny_model("llama"), buckets=buckets)
     assert hfas.fast_path(tiny_model("llama"), buckets=torch.tensor([2, 4])).buckets == (2, 4)
+
+
+def test_max_cache_len_sizes_the_engines_static_cache_as_stocks(caplog):
+    """It was ignored: the engine returned a cache of its own size (512), which a later turn of stock's overran, and
+    transformers warned that max_cache_len was ignored 'with cache_implementation=None', though the call asked for
+    'static'."""
+    model = tiny_model("llama")
+    ids = prompt(9, seed=4)
+    kwargs = dict(max_new_tokens=12, do_sample=False, cache_implementation="static", return_dict_in_generate=True)
+    stock = model.generate(ids, **kwargs, max_cache_len=640)
+    with caplog.at_level("WARNING"):
+        out = model.generate(ids, **kwargs, max_cache_len=640, assistant_model=hfas.CausalLMDrafter(model),
+                             assistant_policy=hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4))
+    assert torch.equal(out.sequences, stock.sequences)
+    assert out.past_key_values.layers[0].max_cache_len == stock.past_key_values.layers[0].max_cache_len == 640
+    assert "max_cache_len" not in caplog.text

@@ -127,6 +127,35 @@ def _static_cache_request(model: PreTrainedModel, kwargs: dict) -> str | None:
     return "engine"
 
 
+def _pop_cache_length(model: PreTrainedModel, kwargs: dict) -> int | None:
+    """The call's ``max_cache_len`` for the engine's own static cache (None: the engine sizes it), taken out of the
+    call: ``generate``, told no cache implementation, would warn that it ignores it, and it is not ignored."""
+    length = _call_option(model, kwargs, "max_cache_len")
+    if length is not None:
+        kwargs.pop("max_cache_len", None)
+        _unset_option(model, kwargs, "max_cache_len")
+    return length
+
+
+def _check_not_synced(model: PreTrainedModel, kwargs: dict) -> None:
+    """Refuse ``synced_gpus`` (given, or set by ``generate`` itself for a model sharded by DeepSpeed ZeRO-3 or FSDP
+    over several ranks): each rank would end its speculation at another cycle, and the ranks, which must run every
+    forward together, would stop stepping together. ``generate`` does not pass it to a custom decoding loop."""
+    synced = kwargs.get("synced_gpus")
+    if synced is None:
+        from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+        from transformers.integrations.fsdp import is_fsdp_managed_module
+
+        ranks = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        synced = (is_deepspeed_zero3_enabled() or is_fsdp_managed_module(model)) and ranks > 1
+    if synced:
+        raise ValueError(
+            "assistant_policy does not run with synced_gpus (a model sharded over several ranks by DeepSpeed ZeRO-3 "
+            "or FSDP, whose ranks must run every forward together): each rank would finish its speculation at "
+            "another cycle. Generate with a model each rank holds whole, or drop assistant_policy."
+        )
+
+
 def _check_assistant_tokenizer(assistant_tokenizer: Any, tokenizer: Any) -> None:
     """Refuse ``assistant_tokenizer=`` (the drafter's own tokenizer, transformers' universal assisted generation)
     unless its vocabulary is ``tokenizer``'s: tree speculation reads the drafter's token ids as the target's."""
@@ -221,7 +250,9 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
             raise ValueError("stop_strings needs the tokenizer: pass tokenizer=tokenizer to generate.")
         stopping_criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stop_strings))
     streamer = kwargs.pop("streamer", None)
+    _check_not_synced(self, kwargs)
     static_cache = _static_cache_request(self, kwargs)
+    cache_length = _pop_cache_length(self, kwargs) if static_cache == "engine" else None
     return stock_generate(
         self,
         *args,
@@ -232,6 +263,7 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
         spec_policy=assistant_policy,
         spec_streamer=streamer,
         spec_static_cache=static_cache,
+        spec_cache_length=cache_length,
         **kwargs,
     )
 

@@ -42,6 +42,7 @@ def check_supported(
             "drop output_attentions/output_hidden_states."
         )
     _check_decoding_mode(config)
+    _check_no_other_speculation(config)
     _check_model_inputs(input_ids, model_kwargs)
     check_inference_mode(model, role="target model")
     check_tree_attention_support(model.config, role="target model")
@@ -94,6 +95,27 @@ def _check_decoding_mode(config: GenerationConfig) -> None:
             f"({', '.join(asked) or 'its options'}): drop {'them' if len(asked) > 1 else 'it'}, or drop "
             "assistant_policy (assistant_early_exit and use_mtp are transformers' own drafters: the assistant_model "
             "passed replaces them)."
+        )
+
+
+#: transformers' own speculation settings, each with what it asks for, which the engine's lossless tree speculation
+#: does not do
+_OTHER_SPECULATION = {
+    "assistant_ensemble_weight": "verification against a mix of the target's and the drafter's distributions (lossy)",
+    "speculation_type": "transformers' own speculation of that type",
+}
+
+
+def _check_no_other_speculation(config: GenerationConfig) -> None:
+    """Refuse transformers' speculation settings the engine would otherwise drop without a word: the ensemble
+    weight's tokens would follow another distribution than the one asked for."""
+    asked = [f"{name}={getattr(config, name)!r} ({what})" for name, what in _OTHER_SPECULATION.items()
+             if getattr(config, name, None) is not None]
+    if asked:
+        raise ValueError(
+            f"assistant_policy runs its own lossless tree speculation, and this call asks for {'; '.join(asked)}: "
+            "drop it (from the call, or the model's generation_config), or drop assistant_policy to use "
+            "transformers' assisted generation."
         )
 
 

@@ -44,12 +44,16 @@ from .tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 
 logger = logging.get_logger(__name__)
 
-def _call_cache(model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict):
+def _call_cache(
+    model: PreTrainedModel, config: GenerationConfig, static_cache: str | None, model_kwargs: dict,
+    cache_length: int | None = None,
+):
     """The cache this call decodes in: the caller's (or the DynamicCache ``generate`` made), or with
-    ``static_cache="engine"`` the model's own StaticCache of the size that fits the call (``FastPath.cache_for``)."""
+    ``static_cache="engine"`` the model's own StaticCache of the size that fits the call, or of the call's
+    ``max_cache_len`` (``cache_length``) as stock's would be (``FastPath.cache_for``)."""
     if static_cache == "engine":
         path = fast_path(model)
-        return path.cache_for(path.needed_slots(config.max_length), claim=True)
+        return path.cache_for(path.needed_slots(config.max_length), claim=True, length=cache_length)
     return model_kwargs.get("past_key_values")
 
 
@@ -89,6 +93,7 @@ def speculative_decoding(
     spec_policy: DraftPolicy,
     spec_streamer: BaseStreamer | None = None,
     spec_static_cache: str | None = None,
+    spec_cache_length: int | None = None,
     **model_kwargs,
 ) -> torch.LongTensor | SpeculativeDecoderOnlyOutput:
     """Lossless tree speculative decoding (greedy or sampling), batch size 1.
@@ -101,7 +106,7 @@ def speculative_decoding(
         input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
         wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
         lookup = LookupBranch.from_config(generation_config)
-        cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs)
+        cache = _call_cache(model, generation_config, spec_static_cache, model_kwargs, spec_cache_length)
         held = (cache,) if spec_static_cache == "engine" else ()  # the model's own cache: claimed as chosen
         with exclusive_use({"drafter": spec_drafter, "policy": spec_policy, "cache": cache}, held):
             cached_length = 0 if spec_static_cache == "engine" else check_continuation(cache, input_ids)

@@ -34,7 +34,7 @@ from ..core.packaged import (
 )
 from ..core.settings import distinct_ints_from_text
 from ..core.static_cache import full_length_static_cache, static_cache_holding, static_cache_tensors
-from ..core.values import plain_ints
+from ..core.values import check_number, plain_ints
 
 #: verification forwards are padded to the smallest of these that fits the tree (see FastPath). On the
 #: compiled bfloat16 path of a 2-core AMD EPYC a forward over 8 tokens costs what one costs and 12 about
@@ -178,13 +178,19 @@ class FastPath:
         bucket, is written after them."""
         return max_length + self.largest_bucket
 
-    def cache_for(self, needed_length: int, claim: bool = False) -> StaticCache:
+    def cache_for(self, needed_length: int, claim: bool = False, length: int | None = None) -> StaticCache:
         """The engine's own static cache for a call that needs ``needed_length`` slots: one of
-        :meth:`rounded_cache_length` slots for the model's dtype and device that no running call holds, made on
-        first use and kept (concurrent calls of one size each get their own: they were refused, told to pass a cache
-        of their own though they had passed none). With ``claim`` (a ``generate`` call) it is claimed for the calling
-        thread in the same step; :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held`` releases it."""
-        key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
+        :meth:`rounded_cache_length` slots (or ``length``, the call's ``max_cache_len``: refused below
+        ``needed_length``) for the model's dtype and device that no running call holds, made on first use and kept
+        (concurrent calls of one size each get their own: they were refused, told to pass a cache of their own
+        though they had passed none). With ``claim`` (a ``generate`` call) it is claimed for the calling thread in
+        the same step; :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held`` releases it."""
+        if length is not None:
+            check_number("generate", "max_cache_len", length, integer=True, at_least=needed_length, meaning=(
+                f"the slots of the static cache; this call needs {needed_length}: its prompt and new tokens, and its "
+                f"last tree padded to the largest verification bucket ({self.largest_bucket}) after them; or leave it "
+                "out for the engine's own size"))
+        key = (length or self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
             caches = self.own_caches.setdefault(key, [])
         return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]), claim)
