@@ -54,6 +54,15 @@ def check_number(
     return value
 
 
+def int_list(owner: str, name: str, values: object, what: str) -> list:
+    """:func:`plain_ints` of ``owner``'s list setting ``name``, refused, naming ``what`` it lists (with an example),
+    when it is no list at all: a number, a string or null where a list belongs (a ``config.json``'s
+    ``"size_choices": 3``) would otherwise fail as a bare ``TypeError``, or be read character by character."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{owner}: {name} must be a list of {what}, got {values!r}.")
+    return plain_ints(values)
+
+
 def plain_ints(values: Iterable) -> list:
     """``values`` as a list, integers of any kind (numpy's, a tensor's integer elements) as Python ints and the rest
     left as they are, for the checks to refuse (never rounded: ``int(6.9)`` would be 6)."""

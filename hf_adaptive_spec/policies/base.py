@@ -17,7 +17,7 @@ import torch
 
 from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
-from ..core.values import check_flag
+from ..core.values import check_flag, check_number
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,34 @@ def policy_tree(owner: str, **fields: object) -> TreeConfig:
         return TreeConfig(**fields)
     except ValueError as error:
         raise ValueError(f"{owner}: {str(error).removeprefix('TreeConfig.').removeprefix('TreeConfig: ')}") from None
+
+
+def check_tree(owner: str, name: str, tree: object) -> TreeConfig:
+    """``tree``, policy ``owner``'s tree setting ``name`` (``policy.config``, ``policy.tree``, an action of a grid),
+    refused unless a :class:`TreeConfig` (a string or a tuple set in its place would fail inside ``generate`` as a
+    bare ``AttributeError``)."""
+    if not isinstance(tree, TreeConfig):
+        raise ValueError(
+            f"{owner}.{name} must be a TreeConfig, got {tree!r}: set "
+            f"policy.{name} = TreeConfig(depth=..., top_k=..., total_tokens=...)."
+        )
+    return tree
+
+
+def check_top_k_tree(owner: str, name: str, tree: object) -> TreeConfig:
+    """:func:`check_tree` for a learned policy's tree, also refused when it samples its drafts
+    (``TreeConfig.sample_drafts``): the policy was trained on replayed top-k trees (a replay records no sampled one),
+    decides what a sampled tree does not ask (LTD's verification size, RADAR's skip) and its ``config.json`` keeps
+    no ``sample_drafts``, so the folder ``save_pretrained`` writes would draft top-k trees."""
+    tree = check_tree(owner, name, tree)
+    if tree.sample_drafts:
+        raise ValueError(
+            f"{owner} decides for top-k trees, as it was trained on replayed ones, and saves no sample_drafts: its "
+            f"{name} {tree} samples its drafts. Give it TreeConfig(depth={tree.depth}, top_k={tree.top_k}, "
+            f"total_tokens={tree.total_tokens}) (sample_drafts=False); StaticTreePolicy(..., sample_drafts=True) "
+            "drafts sampled trees."
+        )
+    return tree
 
 
 class TreeSetting:
@@ -202,8 +230,10 @@ class DraftPolicy:
         """Refuse a setting this policy cannot run with, whether given to its constructor or set since
         (``policy.threshold = 5.0``): the constructor, every ``generate`` call (before it touches any state),
         each replayed prompt and ``save_pretrained`` (which would write a ``config.json`` that cannot be loaded
-        back) call it. The default checks nothing."""
-        return None
+        back) call it. The default checks the training record (:func:`check_training_record`), which the engine
+        reads once the output is decoded: an override checks its own settings and calls ``super().check_settings()``."""
+        check_training_record(type(self).__name__, self.trained_on, self.trained_for_drafter,
+                              self.trained_with_lookup_tokens, self.trained_with_lookup_ngram_size)
 
     def begin_generation(self) -> None:
         """Called once per ``generate`` call (and per replayed prompt) before its first cycle: reset what
@@ -224,6 +254,38 @@ class DraftPolicy:
 
     def observe(self, feedback: CycleFeedback) -> None:
         return None
+
+
+def check_training_record(
+    owner: str,
+    trained_on: object,
+    trained_for_drafter: object,
+    lookup_tokens: object,
+    lookup_ngram_size: object,
+) -> None:
+    """Refuse policy ``owner``'s training record (:class:`DraftPolicy`'s ``trained_on``, ``trained_for_drafter``,
+    ``trained_with_lookup_tokens``, ``trained_with_lookup_ngram_size``; what ``mark_trained_on`` records) unless each
+    entry is None or of its kind: a :class:`CostCurve`, a :class:`DrafterIdentity`, an int >= 0 and an int >= 1. The
+    engine compares them with the call's once the output is decoded, where ``config.json``'s dict form set as an
+    attribute failed as a bare ``AttributeError``, losing the output, and a negative length made a report that
+    asked for ``prompt_lookup_num_tokens=-2``."""
+    for name, value, kind in (("trained_on", trained_on, CostCurve),
+                              ("trained_for_drafter", trained_for_drafter, DrafterIdentity)):
+        if value is not None and not isinstance(value, kind):
+            form = " (config.json's form of it)" if isinstance(value, dict) else ""
+            raise ValueError(
+                f"{owner}: {name} must be a {kind.__name__} or None, got {value!r}{form}: set "
+                f"policy.{name} = {kind.__name__}.from_config({{...}}), or call policy.mark_trained_on(...)."
+            )
+    for name, value, minimum, what in (
+        ("trained_with_lookup_tokens", lookup_tokens, 0, "the prompt-lookup branch's length it was trained with, 0 for "
+         "none"),
+        ("trained_with_lookup_ngram_size", lookup_ngram_size, 1, "the longest n-gram its prompt-lookup branch matched "
+         "in training"),
+    ):
+        if value is not None:
+            check_number(owner, name, value, at_least=minimum, integer=True,
+                         meaning=f"{what}; None when not recorded: fix or remove it in a config.json")
 
 
 def lookup_mismatch(

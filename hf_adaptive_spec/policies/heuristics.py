@@ -24,7 +24,16 @@ import math
 import torch
 
 from ..core.values import check_flag, check_number
-from .base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo, policy_tree
+from .base import (
+    CycleFeedback,
+    CycleState,
+    DraftPolicy,
+    DraftStepInfo,
+    TreeConfig,
+    VerifySizeInfo,
+    check_tree,
+    policy_tree,
+)
 from .serialization import PolicyHubMixin, trained_on_setting
 
 #: transformers' weights of missed accepts (false negatives) against wasted drafts (false positives).
@@ -102,10 +111,21 @@ class ConfidenceThresholdPolicy(
                                   total_tokens=depth + 1 if isinstance(depth, int) else depth)
 
     def check_settings(self) -> None:
+        """The threshold and ``adaptive`` as set now, and a tree that is the chain of ``depth`` tokens the policy
+        drafts and saves (``config.json`` holds ``depth`` alone): ``policy.config`` replaced by another tree ran it,
+        and its saved copy drafted the chain."""
+        super().check_settings()
         owner = type(self).__name__
         check_number(owner, "threshold", self.threshold, at_least=0.0, at_most=1.0,
                      meaning="a draft probability, transformers' assistant_confidence_threshold")
         check_flag(owner, "adaptive", self.adaptive)
+        tree = check_tree(owner, "config", self.config)
+        if tree != TreeConfig(depth=tree.depth, top_k=1, total_tokens=tree.depth + 1):
+            raise ValueError(
+                f"{owner} drafts a chain, as transformers' assistant does: its config must be TreeConfig(depth=d, "
+                f"top_k=1, total_tokens=d + 1) (what it saves: depth alone), got {tree}. Set policy.depth = "
+                f"{tree.depth} for a chain of {tree.depth} tokens; StaticTreePolicy drafts other trees."
+            )
 
     def begin_generation(self) -> None:
         """A call's samples start empty; the threshold carries over (as transformers' candidate generator
@@ -159,6 +179,13 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
     Args:
         initial_depth: the first cycle's chain length (transformers' ``num_assistant_tokens``).
         max_depth: the longest chain (transformers has none; a bound keeps a verification forward small).
+
+    ``policy.depth`` is the chain length the next cycle drafts; it carries over from one ``generate`` call to the
+    next, as transformers writes ``num_assistant_tokens`` back to its assistant's generation config, so the next call
+    starts from it. ``policy.initial_depth`` is that same setting under the constructor's name (as
+    ``num_assistant_tokens`` is both transformers' starting length and the length it adapted to): setting either
+    makes the next cycle draft that chain, and ``save_pretrained`` writes it as ``initial_depth``, where the reloaded
+    policy starts.
     """
 
     omits_unset_training_record = True
@@ -166,20 +193,31 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
     def __init__(self, initial_depth: int = 20, max_depth: int = 64, *, trained_on: dict | None = None,
                  trained_for_drafter: dict | None = None, trained_with_lookup_tokens: int | None = None,
                  trained_with_lookup_ngram_size: int | None = None):
-        self.initial_depth, self.max_depth = initial_depth, max_depth
+        self.depth, self.max_depth = initial_depth, max_depth
         self._read_training_record(trained_on, trained_for_drafter, trained_with_lookup_tokens,
                                    trained_with_lookup_ngram_size)
-        self.depth = initial_depth
         self.check_settings()
 
+    @property
+    def initial_depth(self) -> int:
+        """The chain length the next ``generate`` call starts from: ``policy.depth``, where the calls so far left it
+        (transformers' ``num_assistant_tokens`` after a call with the ``"heuristic"`` schedule). Setting it sets
+        ``depth``: it was a second attribute that nothing read, and saving wrote ``depth`` in its place."""
+        return self.depth
+
+    @initial_depth.setter
+    def initial_depth(self, depth: int) -> None:
+        self.depth = depth
+
     def check_settings(self) -> None:
-        """Ints ``1 <= initial_depth, depth <= max_depth`` (a float would fail only once the chain grows to it)."""
-        depths = {"initial_depth": self.initial_depth, "depth": self.depth, "max_depth": self.max_depth}
+        """Ints ``1 <= depth <= max_depth`` (a float would fail only once the chain grows to it)."""
+        super().check_settings()
+        depths = {"initial_depth": self.depth, "max_depth": self.max_depth}
         integers = all(isinstance(value, int) and not isinstance(value, bool) for value in depths.values())
-        if not integers or not all(1 <= depth <= self.max_depth for depth in (self.initial_depth, self.depth)):
+        if not integers or not 1 <= self.depth <= self.max_depth:
             raise ValueError(
-                "HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth and 1 <= depth <= max_depth (depth: "
-                f"the chain it drafts now), got {depths}."
+                "HeuristicLengthPolicy needs ints 1 <= initial_depth <= max_depth (initial_depth, or policy.depth: the "
+                f"chain the next cycle drafts, so 1 <= depth <= max_depth), got {depths}."
             )
 
     def tree_config(self, state: CycleState) -> TreeConfig:
@@ -196,6 +234,4 @@ class HeuristicLengthPolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adapt
         return {"initial_depth": self.depth, "max_depth": self.max_depth, **trained_on_setting(self)}
 
     def __repr__(self) -> str:
-        return (
-            f"HeuristicLengthPolicy(depth={self.depth}, initial_depth={self.initial_depth}, max_depth={self.max_depth})"
-        )
+        return f"HeuristicLengthPolicy(initial_depth={self.depth}, max_depth={self.max_depth})"

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..core.values import check_number, plain_ints
+from ..core.values import check_number, int_list
 
 
 def hidden_widths(owner: str, name: str, widths: object) -> tuple[int, ...]:
     """``widths``, an MLP's hidden layer widths (``owner``'s setting ``name``): a sequence of ints >= 1 (a layer of
     width 0 makes the output a constant, whatever the input), refused naming the setting otherwise."""
-    if isinstance(widths, (str, bytes)) or not isinstance(widths, Iterable):
-        raise ValueError(f"{owner}: {name} must be a list of hidden layer widths such as [128, 128], got {widths!r}.")
-    values = plain_ints(widths)
+    values = int_list(owner, name, widths, "hidden layer widths such as [128, 128]")
     for width in values:
         check_number(owner, f"each width of {name}", width, at_least=1, integer=True, meaning=f"of {values}")
     return tuple(values)

@@ -20,7 +20,7 @@ from ..core.cost_curve import CostCurve
 from ..core.drafter_identity import DrafterIdentity
 from ..core.settings import DEFAULT_MAX_NGRAM_SIZE
 from ..hub import AutoArtifact, HubArtifactMixin
-from .base import DraftPolicy, TreeConfig
+from .base import DraftPolicy, TreeConfig, check_training_record
 
 
 class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
@@ -63,17 +63,11 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
         ``lookup_ngram_size``: the longest n-gram it matched, recorded only with a branch): the engine compares
         them with each call's, and ``save_pretrained`` writes them to ``config.json`` as ``trained_on``,
         ``trained_for_drafter``, ``trained_with_lookup_tokens`` and ``trained_with_lookup_ngram_size``."""
+        check_training_record(type(self).__name__, curve, drafter, lookup_tokens, lookup_ngram_size)
         self.trained_on = curve
         self.trained_for_drafter = drafter
-        self.trained_with_lookup_tokens = _checked_count(
-            "trained_with_lookup_tokens", lookup_tokens,
-            "the prompt-lookup branch's length it was trained with (0 for none)", minimum=0,
-        )
-        ngram_size = _checked_count(
-            "trained_with_lookup_ngram_size", lookup_ngram_size,
-            "the longest n-gram its prompt-lookup branch matched in training", minimum=1,
-        )
-        self.trained_with_lookup_ngram_size = ngram_size if self.trained_with_lookup_tokens else None
+        self.trained_with_lookup_tokens = lookup_tokens
+        self.trained_with_lookup_ngram_size = lookup_ngram_size if lookup_tokens else None
 
     def _read_training_record(
         self,
@@ -87,16 +81,6 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
             CostCurve.from_config(trained_on), DrafterIdentity.from_config(trained_for_drafter),
             trained_with_lookup_tokens, trained_with_lookup_ngram_size,
         )
-
-
-def _checked_count(name: str, value: int | None, what: str, minimum: int) -> int | None:
-    """``value`` of the recorded entry ``name``, refused unless an integer >= ``minimum`` (or None: not recorded)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-        raise ValueError(
-            f"A policy's {name} must be {what}, an integer >= {minimum}, or None when not recorded, got {value!r}: fix "
-            "or remove it in the policy's config.json."
-        )
-    return value
 
 
 def lookup_generate_kwargs(lookup_tokens: int | None, ngram_size: int = DEFAULT_MAX_NGRAM_SIZE) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting, policy_tree
+from .base import CycleState, DraftPolicy, TreeConfig, TreeSetting, check_tree, policy_tree
 from .serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
 
@@ -36,11 +36,8 @@ class StaticTreePolicy(DraftPolicy, PolicyHubMixin, artifact_type="hf_adaptive_s
                                    trained_with_lookup_ngram_size)
 
     def check_settings(self) -> None:
-        if not isinstance(self.config, TreeConfig):
-            raise ValueError(
-                f"{type(self).__name__}.config must be a TreeConfig, got {self.config!r}: set "
-                "policy.config = TreeConfig(depth=..., top_k=..., total_tokens=...)."
-            )
+        super().check_settings()
+        check_tree(type(self).__name__, "config", self.config)
 
     @classmethod
     def chain(cls, depth: int) -> StaticTreePolicy:

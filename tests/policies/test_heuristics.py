@@ -3,6 +3,7 @@ adaptation) and the +2/-1 length schedule, on the hooks and through generate."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -115,6 +116,26 @@ def test_heuristic_length_grows_by_two_and_shrinks_by_one():
     assert policy.depth == 1  # never below one token
     with pytest.raises(ValueError, match="initial_depth"):
         hfas.HeuristicLengthPolicy(initial_depth=0)
+
+
+def test_initial_depth_set_after_construction_is_the_chain_the_next_call_starts_from(tmp_path):
+    """transformers' num_assistant_tokens is both where a call starts and what its "heuristic" schedule adapted:
+    policy.initial_depth is policy.depth. It was a second attribute, checked and never read: the chain stayed where
+    the schedule had left it, and save_pretrained wrote that as initial_depth."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=2, max_depth=8)
+    policy.observe(_feedback(2, 0))  # shrunk to 1
+    assert policy.initial_depth == policy.depth == 1
+    policy.initial_depth = 6
+    assert policy.depth == 6 and policy.tree_config(None).depth == 6
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["initial_depth"] == 6
+    again = hfas.AutoDraftPolicy.from_pretrained(tmp_path)
+    assert again.initial_depth == again.depth == 6
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    out = model.generate(prompt(7), max_new_tokens=12, do_sample=False, assistant_model=drafter,
+                         assistant_policy=policy, return_dict_in_generate=True)
+    assert out.speculation.draft_depths[0] == 6
 
 
 def test_heuristic_length_counts_a_shortened_chain_as_transformers_counts_its_candidates():

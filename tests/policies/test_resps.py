@@ -17,6 +17,7 @@ from tiny_models import prompt, tiny_model
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.environments import MultiReplayEnvironment, record_replay
+from hf_adaptive_spec.policies import CycleState
 from hf_adaptive_spec.policies.resps import ACTION_GRIDS, ReSpSPolicy, action_grid
 from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
 from hf_adaptive_spec.profiling import HardwareProfile
@@ -138,6 +139,28 @@ def test_settings_that_would_run_as_something_else_are_refused(setting, value):
     with pytest.raises(ValueError, match=f"ReSpSPolicy: {setting}"):
         ReSpSPolicy(hidden_size=8, num_target_layers=4, actions=GRID, **{setting: value})
     ReSpSPolicy(hidden_size=8, num_target_layers=4, actions=GRID, observation_clip=float("inf"), temperature=1.5)
+
+
+def test_a_tiny_temperature_samples_the_argmax_action_instead_of_nan(setup):
+    """softmax(logits / 1e-45) in float32 divided by a denormal (or by 0, for 1e-300): infinities, NaN
+    probabilities, and a bare RuntimeError from torch.multinomial inside generate."""
+    target, _, _ = setup
+    generator = torch.Generator().manual_seed(3)
+    states = [CycleState(context_length=10, features={layer: 5 * torch.randn(target.config.hidden_size,
+                                                                            generator=generator)
+                                                      for layer in _policy(target).feature_layers}) for _ in range(4)]
+
+    def decisions(policy: ReSpSPolicy) -> list:
+        trees = []
+        for state in states:
+            policy.end_episode()  # every state a new decision
+            trees.append(policy.tree_config(state))
+        return trees
+
+    expected = decisions(_policy(target))  # temperature 0: the argmax action
+    assert len(set(expected)) > 1
+    for temperature in (1e-45, 1e-300, 5e-324):
+        assert decisions(_policy(target, temperature=temperature)) == expected  # the same weights
 
 
 def test_policy_defaults_follow_eagle3_and_the_paper():

@@ -59,6 +59,18 @@ def test_resps_settings_set_after_construction_are_saved(tmp_path):
     assert [getattr(again, name) for name in settings] == [1.5, 7, 3, 4.0, COMPILED]
 
 
+def test_resps_actions_set_after_construction_are_its_grid_and_saved(tmp_path):
+    """Set as (total_tokens, depth, top_k) triples, as the constructor takes them, the grid is held as trees: the
+    triples were kept as they were, and save_pretrained failed on them with a bare AttributeError."""
+    policy = ReSpSPolicy(hidden_size=8, num_target_layers=4, feature_layers=(1, 2), actions=[(4, 2, 2), (6, 3, 2)])
+    policy.actions = [(8, 3, 2), (6, 2, 3)]  # as many: the actor's outputs fit
+    grid = (TreeConfig(depth=3, top_k=2, total_tokens=8), TreeConfig(depth=2, top_k=3, total_tokens=6))
+    assert policy.actions == grid
+    assert reloaded(policy, tmp_path).actions == grid
+    policy.actions = policy.actions[::-1]  # the trees it holds, too
+    assert reloaded(policy, tmp_path / "reversed").actions == grid[::-1]
+
+
 def test_ltd_and_radar_trees_and_scales_set_after_construction_are_saved(tmp_path):
     ltd = LTDPolicy(depth=3, top_k=2, total_tokens=6, depth_actor=(8,), depth_critic=(8,), size_actor=(8,),
                     size_critic=(8,))

@@ -33,6 +33,45 @@ CHANGED_SINCE = [
     (lambda: hfas.ReSpSPolicy(**RESPS), "decision_interval", 2.5, "decision_interval must be an int >= 1"),
     (lambda: hfas.LTDPolicy(**SMALL_LTD), "context_scale", 0.0, "context_scale must be a number > 0 and < inf"),
     (lambda: hfas.LTDPolicy(**SMALL_LTD), "lookup_feature", True, "heads read observations of"),
+    # a learned policy's tree that samples its drafts: generate drafted sampled trees, save_pretrained dropped it
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "tree", hfas.TreeConfig(2, 2, 4, sample_drafts=True),
+     "LTDPolicy decides for top-k trees"),
+    (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "tree",
+     hfas.TreeConfig(3, 2, 6, sample_drafts=True), "RadarPolicy decides for top-k trees"),
+    (lambda: hfas.ReSpSPolicy(**RESPS, actions=[(4, 2, 2)]), "actions", [hfas.TreeConfig(2, 2, 4, sample_drafts=True)],
+     "ReSpSPolicy decides for top-k trees"),
+    # a tree that is no TreeConfig: an AttributeError inside generate
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "tree", "x",
+     r"LTDPolicy.tree must be a TreeConfig, got 'x': set policy.tree = TreeConfig"),
+    (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "tree", "x",
+     "RadarPolicy.tree must be a TreeConfig"),
+    (lambda: hfas.ConfidenceThresholdPolicy(depth=3), "config", "x", "ConfidenceThresholdPolicy.config must be a Tree"),
+    # a confidence policy's tree that is no chain: generate verified 10-token trees, its saved copy 3-token chains
+    (lambda: hfas.ConfidenceThresholdPolicy(depth=3), "config", hfas.TreeConfig(depth=3, top_k=4, total_tokens=10),
+     r"drafts a chain, as transformers' assistant does: its config must be TreeConfig\(depth=d, top_k=1"),
+    (lambda: hfas.ConfidenceThresholdPolicy(depth=3), "config", hfas.TreeConfig(depth=3, top_k=1, total_tokens=9),
+     "drafts a chain"),
+    (lambda: hfas.HeuristicLengthPolicy(2, 8), "initial_depth", 99, "1 <= initial_depth <= max_depth"),
+    # Re-SpS settings its networks no longer fit: an IndexError inside generate, or a folder that cannot be loaded
+    (lambda: hfas.ReSpSPolicy(**RESPS), "actions", [(4, 2, 2)], "actor has 53 outputs, one per action, but actions"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "feature_layers", (1, 2), "networks read 48 features, but feature_layers"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "feature_layers", 3, "feature_layers must be a list of indices"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "hidden_size", 8, "networks read 48 features"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "hidden_size", 16.0, "hidden_size must be an int >= 1"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "net_arch", (16,), r"hidden widths \[8\], but net_arch is \[16\]"),
+    # the training record in config.json's form, or a length no branch has: a bare AttributeError once the output was
+    # decoded (the output lost), or a report asking for prompt_lookup_num_tokens=-2
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "trained_on", {"device": "cpu", "dtype": "float32", "path": "eager"},
+     r"LTDPolicy: trained_on must be a CostCurve or None, got .* CostCurve.from_config"),
+    (lambda: hfas.StaticTreePolicy(2, 2, 4), "trained_on", {"device": "cpu", "dtype": "float32", "path": "eager"},
+     "trained_on must be a CostCurve"),
+    (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, lstm_hidden=8, mlp_hidden=8), "trained_for_drafter",
+     {"name": "org/x", "weights": "ab" * 16}, "trained_for_drafter must be a DrafterIdentity or None"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "trained_with_lookup_tokens", -2,
+     "trained_with_lookup_tokens must be an int >= 0"),
+    (lambda: hfas.StaticTreePolicy(2, 2, 4), "trained_with_lookup_tokens", True, "trained_with_lookup_tokens must be"),
+    (lambda: hfas.HeuristicLengthPolicy(2, 8), "trained_with_lookup_ngram_size", 0,
+     "trained_with_lookup_ngram_size must be an int >= 1"),
 ]
 IDS = [f"{make().__class__.__name__}.{name}={value!r}" for make, name, value, _ in CHANGED_SINCE]
 
@@ -148,17 +187,57 @@ def test_an_on_off_setting_written_as_a_string_in_config_json_is_refused_on_load
     (lambda: hfas.RadarPolicy(depth=3, top_k=2, total_tokens=6, dropout=math.nan), "dropout must be a number"),
     (lambda: hfas.ReSpSPolicy(**RESPS, actions=[(6.9, 3.9, 2.9)]), "TreeConfig.depth must be an int"),
     (lambda: hfas.ReSpSPolicy(**RESPS, feature_layers=[]), "feature_layers must be one or more ints"),
-    (lambda: hfas.ReSpSPolicy(hidden_size=16, num_target_layers=0, net_arch=(8,)), "feature_layers must be one or"),
+    (lambda: hfas.ReSpSPolicy(hidden_size=16, num_target_layers=0, net_arch=(8,)), "num_target_layers must be an int"),
     # a config.json's number or null where a list belongs: a bare TypeError or unpacking error before
     (lambda: hfas.LTDPolicy(**{**SMALL_LTD, "depth_actor": 8}), "LTDPolicy: depth_actor must be a list of hidden"),
     (lambda: hfas.ReSpSPolicy(**{**RESPS, "net_arch": None}), "ReSpSPolicy: net_arch must be a list of hidden"),
     (lambda: hfas.ReSpSPolicy(**RESPS, actions=[[1, 0]]), r"actions must be a list of \(total_tokens, depth, top_k\)"),
+    (lambda: hfas.ReSpSPolicy(**RESPS, actions="abc"), r"actions must be a list of \(total_tokens, depth, top_k\)"),
+    # a bare TypeError from plain_ints, a tensor of negative size, None * 3, or True read as 1
+    (lambda: hfas.LTDPolicy(**{**SMALL_LTD, "size_choices": 3}), "LTDPolicy: size_choices must be a list of verif"),
+    (lambda: hfas.ReSpSPolicy(**{**RESPS, "feature_layers": 3}), "ReSpSPolicy: feature_layers must be a list of"),
+    *[(lambda bad=bad: hfas.ReSpSPolicy(**{**RESPS, "hidden_size": bad}), "ReSpSPolicy: hidden_size must be an int")
+      for bad in (-1, 16.0, "64", None, True)],
+    (lambda: hfas.ReSpSPolicy(hidden_size=16, num_target_layers=True, net_arch=(8,)), "num_target_layers must be an"),
 ], ids=["resps-zero-width", "resps-float-width", "ltd-zero-width", "radar-zero-width", "radar-nan-dropout",
         "resps-float-action", "resps-no-layers", "resps-no-target-layers", "ltd-width-not-a-list",
-        "resps-widths-null", "resps-action-pair"])
+        "resps-widths-null", "resps-action-pair", "resps-actions-text", "ltd-choices-not-a-list",
+        "resps-layers-not-a-list", "resps-hidden-negative", "resps-hidden-float", "resps-hidden-text",
+        "resps-hidden-null", "resps-hidden-bool", "resps-target-layers-bool"])
 def test_a_network_or_grid_setting_that_would_be_rounded_or_empty_is_refused(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize("make, key, value, message", [
+    (lambda: hfas.LTDPolicy(**SMALL_LTD), "size_choices", 3, "LTDPolicy: size_choices must be a list of"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "hidden_size", "16", "ReSpSPolicy: hidden_size must be an int >= 1"),
+    (lambda: hfas.ReSpSPolicy(**RESPS), "feature_layers", 2, "ReSpSPolicy: feature_layers must be a list of"),
+], ids=["ltd-size_choices", "resps-hidden_size", "resps-feature_layers"])
+def test_a_config_json_value_of_the_wrong_kind_is_refused_by_name_on_loading(tmp_path, make, key, value, message):
+    make().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(ValueError, match=message):
+        AutoDraftPolicy.from_pretrained(tmp_path)
+
+
+def test_ltd_size_choices_set_to_a_number_are_refused_and_the_choices_kept():
+    policy = hfas.LTDPolicy(**SMALL_LTD)
+    with pytest.raises(ValueError, match=r"LTDPolicy: size_choices must be a list of .* got 3\."):
+        policy.size_choices = 3
+    assert policy.size_choices == [1, 2, 3]
+
+
+def test_mark_trained_on_refuses_the_config_json_form_of_the_record():
+    """The engine compares the record with each call's once the output is decoded: a dict there failed as a bare
+    AttributeError, the output lost."""
+    policy = hfas.LTDPolicy(**SMALL_LTD)
+    with pytest.raises(ValueError, match=r"trained_on must be a CostCurve or None, got \{'device'"):
+        policy.mark_trained_on({"device": "cpu", "dtype": "float32", "path": "eager"})
+    with pytest.raises(ValueError, match="trained_for_drafter must be a DrafterIdentity"):
+        policy.mark_trained_on(None, {"name": "org/x", "weights": "ab" * 16})
+    assert policy.trained_on is None and policy.trained_for_drafter is None
 
 
 def test_numpy_integers_are_taken_as_ints():

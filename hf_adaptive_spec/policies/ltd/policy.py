@@ -11,8 +11,17 @@ import torch
 from torch import nn
 
 from ...core.draws import multinomial_on_generator_device
-from ...core.values import check_flag, check_number, plain_ints
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo, policy_tree
+from ...core.values import check_flag, check_number, int_list
+from ..base import (
+    CycleState,
+    DraftPolicy,
+    DraftStepInfo,
+    TreeConfig,
+    TreeSetting,
+    VerifySizeInfo,
+    check_top_k_tree,
+    policy_tree,
+)
 from ..distributions import masked_categorical
 from ..networks import HostDecisions, HostTanhMLP, hidden_widths, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
@@ -156,7 +165,8 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
     def size_choices(self, choices: Iterable[int]) -> None:
         """Check the choices and make the tensors the size decisions are masked with from them: ``choices`` on the
         module's device (training), a host copy (an eval-mode decision runs on the host, wherever the module is)."""
-        choices = plain_ints(choices)
+        choices = int_list("LTDPolicy", "size_choices", choices,
+                           "verification sizes such as [1, 2, 4, 8] (candidates, the root excluded)")
         _check_size_choices(choices, self.tree.total_tokens)
         head = self._modules.get("size_head")
         outputs = None if head is None else head.actor[-1].out_features
@@ -170,7 +180,8 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         self._host_choices = torch.tensor(choices)
 
     def _check_shape_settings(self) -> None:
-        """The settings the heads' shapes follow from: a depth with a decision, the scale, the flags."""
+        """The settings the heads' shapes follow from: a top-k tree with a decision, the scale, the flags."""
+        check_top_k_tree("LTDPolicy", "tree", self.tree)
         if self.tree.depth < 1:
             raise ValueError(
                 f"LTDPolicy: at depth {self.tree.depth} nothing is drafted and no head is asked; pass depth >= 1."
@@ -189,6 +200,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
     def check_settings(self) -> None:
         """The settings as set now (:meth:`_check_shape_settings`), with a tree the heads still read and
         ``size_choices`` it verifies."""
+        super().check_settings()
         self._check_shape_settings()
         _check_size_choices(self._size_choices, self.tree.total_tokens)
         reads = (depth_observation_size(self.tree, self.lookup_feature), size_observation_size(self.tree,

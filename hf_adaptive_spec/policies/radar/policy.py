@@ -10,7 +10,16 @@ import torch
 from torch import nn
 
 from ...core.values import check_flag, check_number
-from ..base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, TreeSetting, VerifySizeInfo, policy_tree
+from ..base import (
+    CycleState,
+    DraftPolicy,
+    DraftStepInfo,
+    TreeConfig,
+    TreeSetting,
+    VerifySizeInfo,
+    check_top_k_tree,
+    policy_tree,
+)
 from ..networks import HostDecisions, host_array
 from ..serialization import PolicyHubMixin, trained_on_setting, tree_settings
 
@@ -189,6 +198,8 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
 
     def check_settings(self) -> None:
         """The tree, ``min_score`` and the flags as set now, and a tree and ``allow_skip`` the network still fits."""
+        super().check_settings()
+        check_top_k_tree("RadarPolicy", "tree", self.tree)
         if self.tree.depth < 2:
             raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {self.tree.depth}.")
         # log-probs are <= 0: a floor at or above 0 makes every input the same; NaN or -inf makes NaN logits

@@ -24,8 +24,8 @@ from transformers import PretrainedConfig
 
 from ...core.features import default_aux_layer_ids
 from ...core.tree import full_tree_size
-from ...core.values import check_flag, check_number, plain_ints
-from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig
+from ...core.values import check_flag, check_number, int_list, plain_ints
+from ..base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, check_top_k_tree
 from ..networks import hidden_widths, tanh_mlp
 from ..serialization import PolicyHubMixin, trained_on_setting
 
@@ -84,14 +84,16 @@ class ReSpSDecision:
 
 
 def _actions(actions: object) -> tuple[TreeConfig, ...]:
-    """The grid's actions as trees; refused, naming the form, unless each is ``(total_tokens, depth, top_k)``."""
+    """The grid's actions as trees; refused, naming the form, unless each is ``(total_tokens, depth, top_k)`` (or a
+    :class:`TreeConfig`, as ``policy.actions`` holds them)."""
     entries = [] if isinstance(actions, (str, bytes)) or not isinstance(actions, Iterable) else list(actions)
     malformed = [a for a in entries  # a triple of any kind: a list, a tuple, a numpy row
-                 if isinstance(a, (str, bytes)) or not isinstance(a, Iterable) or len(list(a)) != 3]
-    if malformed or not isinstance(actions, Iterable):
+                 if not isinstance(a, TreeConfig)
+                 and (isinstance(a, (str, bytes)) or not isinstance(a, Iterable) or len(list(a)) != 3)]
+    if malformed or isinstance(actions, (str, bytes)) or not isinstance(actions, Iterable):
         raise ValueError(f"ReSpSPolicy: actions must be a list of (total_tokens, depth, top_k) triples, got "
                          f"{malformed[:3] or actions!r}; ACTION_GRIDS and action_grid() give such grids.")
-    return tuple(_action(total_tokens, depth, top_k) for total_tokens, depth, top_k in entries)
+    return tuple(action if isinstance(action, TreeConfig) else _action(*action) for action in entries)
 
 
 def _action(total_tokens: int, depth: int, top_k: int) -> TreeConfig:
@@ -100,13 +102,28 @@ def _action(total_tokens: int, depth: int, top_k: int) -> TreeConfig:
     return TreeConfig(total_tokens=total_tokens, depth=depth, top_k=top_k)
 
 
-def _check_feature_layers(layers: tuple) -> None:
-    """At least one hidden-state index, each an int >= 0 (``hidden_states`` numbering: 0 is the embeddings)."""
+def _check_feature_layers(layers: object) -> tuple[int, ...]:
+    """At least one hidden-state index, each an int >= 0 (``hidden_states`` numbering: 0 is the embeddings), as a
+    tuple of ints."""
+    layers = tuple(int_list("ReSpSPolicy", "feature_layers", layers,
+                            "indices into the target's hidden_states such as [2, 15, 27]"))
     if not layers or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers):
         raise ValueError(
             f"ReSpSPolicy: feature_layers must be one or more ints >= 0 (indices into the target's hidden_states), "
             f"got {list(layers)!r}: leave them unset for EAGLE-3's (2, L//2, L-3), with num_target_layers >= 4."
         )
+    return layers
+
+
+def _hidden_widths_of(mlp: nn.Sequential) -> tuple[int, ...]:
+    """The hidden layer widths a :func:`tanh_mlp` was built with (its ``hidden``)."""
+    return tuple(layer.out_features for layer in mlp if isinstance(layer, nn.Linear))[:-1]
+
+
+def _check_hidden_size(hidden_size: object) -> int:
+    """The target's hidden size, refused unless an int >= 1 (a negative or fractional one failed inside torch)."""
+    return int(check_number("ReSpSPolicy", "hidden_size", hidden_size, at_least=1, integer=True,
+                            meaning="the target's hidden size: ReSpSPolicy.for_target(model.config) reads it"))
 
 
 class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adaptive_spec.policy.resps"):
@@ -182,25 +199,25 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._read_training_record(
             trained_on, trained_for_drafter, trained_with_lookup_tokens, trained_with_lookup_ngram_size
         )
-        self.actions = _actions(actions)
-        if not self.actions:
-            raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
+        self.actions = actions
         if feature_layers is None and num_target_layers is None:
             raise ValueError(
                 "ReSpSPolicy reads target hidden states: give feature_layers, or num_target_layers for EAGLE-3's "
                 "(2, L//2, L-3); ReSpSPolicy.for_target(model.config) takes them from the target."
             )
+        if num_target_layers is not None:  # True was read as 1 layer
+            check_number("ReSpSPolicy", "num_target_layers", num_target_layers, at_least=1, integer=True,
+                         meaning="the target's decoder layers, for EAGLE-3's default feature_layers (2, L//2, L-3)")
         layers = default_aux_layer_ids(num_target_layers) if feature_layers is None else feature_layers
-        self.feature_layers = tuple(plain_ints(layers))
-        _check_feature_layers(self.feature_layers)
+        self.feature_layers = _check_feature_layers(layers)
+        self.hidden_size = _check_hidden_size(hidden_size)
         self.decision_interval = decision_interval
         self.training_interval = training_interval
         self.temperature = temperature
         self.observation_clip = observation_clip
         self.lookup_first = lookup_first
-        self.check_settings()
         self.net_arch = hidden_widths("ReSpSPolicy", "net_arch", net_arch)
-        obs_dim = hidden_size * len(self.feature_layers)
+        obs_dim = self.hidden_size * len(self.feature_layers)
         self.actor = tanh_mlp(obs_dim, self.net_arch, len(self.actions), out_gain=0.01)
         self.critic = tanh_mlp(obs_dim, self.net_arch, 1, out_gain=1.0)
         self.register_buffer("feature_mean", torch.zeros(obs_dim, dtype=torch.float32))
@@ -211,12 +228,51 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         self._action = 0
         self._cycles_left = 0
         self._next_context: int | None = None
+        self.check_settings()
         self.eval()
+
+    @property
+    def actions(self) -> tuple[TreeConfig, ...]:
+        """The grid of tree shapes the actor picks from, one per output (set ``(total_tokens, depth, top_k)``
+        triples or trees: the same count, or the actor's outputs would index past the grid)."""
+        return self._grid
+
+    @actions.setter
+    def actions(self, actions: Iterable) -> None:
+        self._grid = _actions(actions)
 
     def check_settings(self) -> None:
         """Refuse settings that would run without saying so: a fractional interval holds an action a rounded-up
         number of cycles, a negative or NaN temperature is argmax, and a clip of 0 or below makes every observation
-        the same constant (``clamp(-c, c)``), so one action whatever the state."""
+        the same constant (``clamp(-c, c)``), so one action whatever the state. And settings the networks no longer
+        fit, set since construction: ``actions`` of another count than the actor's outputs (its decisions index
+        past the grid), ``feature_layers`` and ``hidden_size`` making other than the features they read, and a
+        ``net_arch`` they were not built with (``save_pretrained`` wrote folders that could not be loaded)."""
+        super().check_settings()
+        if not self.actions:
+            raise ValueError("ReSpSPolicy needs at least one action; pick a grid from ACTION_GRIDS or action_grid().")
+        for index, action in enumerate(self.actions):
+            check_top_k_tree("ReSpSPolicy", f"actions[{index}]", action)
+        if len(self.actions) != self.actor[-1].out_features:
+            raise ValueError(
+                f"ReSpSPolicy's actor has {self.actor[-1].out_features} outputs, one per action, but actions holds "
+                f"{len(self.actions)}: keep {self.actor[-1].out_features} actions, or build and train a new policy."
+            )
+        layers, hidden_size = _check_feature_layers(self.feature_layers), _check_hidden_size(self.hidden_size)
+        reads = self.feature_mean.numel()
+        if hidden_size * len(layers) != reads:
+            raise ValueError(
+                f"ReSpSPolicy's networks read {reads} features, but feature_layers {list(layers)} of hidden_size "
+                f"{hidden_size} make {hidden_size * len(layers)}: keep the feature layers and hidden size it was built "
+                "with, or build and train a new policy (ReSpSPolicy.for_target(target.config))."
+            )
+        widths = hidden_widths("ReSpSPolicy", "net_arch", self.net_arch)
+        built = _hidden_widths_of(self.actor)
+        if widths != built:
+            raise ValueError(
+                f"ReSpSPolicy's actor and critic have hidden widths {list(built)}, but net_arch is {list(widths)}: "
+                f"keep net_arch={list(built)} (it only describes the networks), or build and train a new policy."
+            )
         for name in ("decision_interval", "training_interval"):
             check_number("ReSpSPolicy", name, getattr(self, name), at_least=1, integer=True, meaning="cycles")
         check_number("ReSpSPolicy", "temperature", self.temperature, at_least=0,
@@ -234,7 +290,8 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
         """What the policy holds, the layers, actions and widths as plain lists (whatever sequence built them)."""
         actions = [[action.total_tokens, action.depth, action.top_k] for action in self.actions]
         return {
-            "feature_layers": list(self.feature_layers), "actions": actions, "net_arch": list(self.net_arch),
+            "hidden_size": self.hidden_size, "feature_layers": list(self.feature_layers), "actions": actions,
+            "net_arch": list(self.net_arch),
             **trained_on_setting(self), "decision_interval": self.decision_interval,
             "training_interval": self.training_interval, "temperature": self.temperature,
             "observation_clip": self.observation_clip, "lookup_first": self.lookup_first,
@@ -370,8 +427,9 @@ class ReSpSPolicy(DraftPolicy, nn.Module, PolicyHubMixin, artifact_type="hf_adap
             self._open = ReSpSDecision(observation, int(action), float(distribution.log_prob(action)), float(value))
             self._cycles_left = self.training_interval
         else:
-            if self.temperature > 0:
-                action = torch.multinomial(torch.softmax(logits / self.temperature, -1), 1)[0]
+            if self.temperature > 0:  # in float64, from the best logit: a tiny temperature gives 0 and -inf, no NaN
+                scaled = (logits.double() - logits.max().double()) / self.temperature
+                action = torch.multinomial(torch.softmax(scaled, -1), 1)[0]
             else:
                 action = logits.argmax()
             self._cycles_left = self.decision_interval
