@@ -222,11 +222,9 @@ GENERATE = {
         r"does not run with synced_gpus \(a model sharded over several ranks by DeepSpeed ZeRO-3 or FSDP.*Generate "
         r"with a model each rank holds whole, or drop assistant_policy",
     ),
-    "static-cache-shorter-than-the-call-needs": BadInput(  # max_cache_len was ignored: a cache of the engine's size
-        lambda m, t: _generate(m, cache_implementation="static", max_cache_len=10), ValueError,
-        r"generate: max_cache_len must be an int >= \d+ \(the slots of the static cache; this call needs \d+: its "
-        r"prompt and new tokens, and its last tree padded to the largest verification bucket \(\d+\) after them; or "
-        r"leave it out for the engine's own size\), got 10",
+    "static-cache-length-not-a-count": BadInput(
+        lambda m, t: _generate(m, cache_implementation="static", max_cache_len=64.5), ValueError,
+        r"generate: max_cache_len must be an int \(the static cache's slots, at least\), got 64.5",
     ),
     "static-cache-request-and-a-cache": BadInput(
         lambda m, t: _generate(m, cache_implementation="static", past_key_values=DynamicCache()), ValueError,
@@ -612,6 +610,20 @@ CATALOGUE = {**GENERATE, **FOLDERS, **BENCH}
 def test_bad_input_gets_its_error(llama, tmp_path, case):
     with pytest.raises(case.error, match=case.message):
         case.call(llama, tmp_path)
+
+
+def test_a_model_sharded_over_several_ranks_is_refused_as_synced_gpus_is(llama, monkeypatch):
+    """generate sets synced_gpus itself for a ZeRO-3 or FSDP model over several ranks, and never passes it to the
+    engine's loop: the check resolves it as generate does."""
+    import transformers.integrations.deepspeed as deepspeed
+
+    monkeypatch.setattr(deepspeed, "is_deepspeed_zero3_enabled", lambda: True)
+    _generate(llama)  # one rank: nothing to keep in step
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *args, **kwargs: 2)
+    with pytest.raises(ValueError, match="does not run with synced_gpus"):
+        _generate(llama)
+    _generate(llama, synced_gpus=False)  # the caller's False stands, as in generate
 
 
 def test_the_catalogue_has_at_least_40_entries():

@@ -26,37 +26,46 @@ def _package(folder, name: str, days_unused: float, described: dict | None = Non
     return path
 
 
+OLD, RECENT, UNDESCRIBED, KILLED, IN_PROGRESS = "0" * 32, "1" * 32, "2" * 32, "3" * 32 + "-123-4", "4" * 32 + "-9-9"
+
+
 @pytest.fixture
 def folder(tmp_path):
-    _package(tmp_path, "old", 40, {"model": "SmolLM2", "dtype": "bfloat16", "key": "(16, 512)"}, size=3_000_000)
-    _package(tmp_path, "recent", 1, {"model": "SmolLM2", "dtype": "bfloat16", "key": "(8, 512)"})
-    _package(tmp_path, "undescribed", 39)
-    _package(tmp_path / "building", "killed-123-4", 38)
-    _package(tmp_path / "building", "in-progress-9-9", 0.001)
+    built = {"model": "SmolLM2", "dtype": "bfloat16", "built": "2026-11-01T00:00:00Z"}
+    _package(tmp_path, OLD, 40, {**built, "key": "(16, 512)"}, size=3_000_000)
+    _package(tmp_path, RECENT, 1, {**built, "key": "(8, 512)"})
+    _package(tmp_path, UNDESCRIBED, 39)
+    _package(tmp_path / "building", KILLED, 38)
+    _package(tmp_path / "building", IN_PROGRESS, 0.001)
+    _package(tmp_path, "my_exported_model", 60, {"mine": True})  # torch.export.save's, in a shared folder: not ours
     return tmp_path
 
 
 def test_the_listing_names_each_package_least_recently_used_first(folder, capsys):
     assert cli_main(["packages", "--dir", str(folder)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[5] for line in lines[:-1]] == ["old.pt2", "undescribed.pt2", "killed-123-4.pt2",
-                                                         "recent.pt2", "in-progress-9-9.pt2"]
-    assert "3.0 MB  unused   40.0 days  old.pt2  SmolLM2 (bfloat16), key (16, 512)" in "\n".join(lines)
-    assert "undescribed.pt2  built before packages were described" in "\n".join(lines)
-    assert "killed-123-4.pt2  an unfinished build (its process was killed)" in "\n".join(lines)
-    assert lines[-1] == "5 files, 3.0 MB"
+    assert [line.split()[5] for line in lines[:-1]] == [f"{OLD}.pt2", f"{UNDESCRIBED}.pt2", f"{KILLED}.pt2",
+                                                         f"{RECENT}.pt2", f"{IN_PROGRESS}.pt2"]
+    text = "\n".join(lines)
+    assert f"3.0 MB  unused   40.0 days  {OLD}.pt2  SmolLM2 (bfloat16), key (16, 512)" in text
+    assert f"{UNDESCRIBED}.pt2  built before packages were described (loads before 2026-12-06 did not" in text
+    assert f"{KILLED}.pt2  an unfinished build (its process was killed)" in text
+    assert lines[-1] == "5 files, 3.0 MB" and "my_exported_model" not in text
 
 
 def test_unused_packages_are_deleted_only_with_yes(folder, capsys):
+    """Files the engine did not name (another .pt2 and its .json in a shared folder) are never deleted."""
     assert main(["--dir", str(folder), "--delete-unused-days", "30"]) == 0
     out = capsys.readouterr().out
-    assert "not deleted: pass --yes" in out and "old.pt2" in out and "recent.pt2" not in out
-    assert (folder / "old.pt2").exists()
+    assert "not deleted: pass --yes" in out and OLD in out and RECENT not in out
+    assert (folder / f"{OLD}.pt2").exists()
     assert main(["--dir", str(folder), "--delete-unused-days", "30", "--yes"]) == 0
     left = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
-    assert left == ["building/in-progress-9-9.pt2", "recent.json", "recent.pt2"]  # sidecars go with their package
+    assert left == sorted([f"building/{IN_PROGRESS}.pt2", "my_exported_model.json", "my_exported_model.pt2",
+                           f"{RECENT}.json", f"{RECENT}.pt2"])  # sidecars go with their package
     assert main(["--dir", str(folder), "--delete-unused-days", "0", "--yes"]) == 0  # a build may be in progress
-    assert (folder / "building" / "in-progress-9-9.pt2").exists() and not (folder / "recent.pt2").exists()
+    assert (folder / "building" / f"{IN_PROGRESS}.pt2").exists() and not (folder / f"{RECENT}.pt2").exists()
+    assert (folder / "my_exported_model.pt2").exists()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -631,13 +631,14 @@ def test_with_recordings_one_token_and_each_recordings_largest_tree_are_timed_or
 
     monkeypatch.setattr(cli, "time_the_recorded_pair", lambda parser, args: None)
     monkeypatch.setattr(cli, "measure_profile", measured)
-    for argv in (["--recording", str(folder)], [], ["--recording", str(folder), "--lookup-tokens", "0,4"],
+    for argv in (["--recording", str(folder)], [], ["--recording", str(folder), "--lookup-tokens", "2"],
                  ["--recording", str(folder), "--lookup-tokens", "0,4", "--static"]):
         with pytest.raises(KeyboardInterrupt):
             cli.main(["--verify-tokens", "8,4", "--json", str(tmp_path / "profile.json"), *argv])
-    # ranked with a 4-token branch, the eager path's 16-token trees verify 20: timed, not extrapolated; a bucketed
-    # profile prices a tree at its bucket, so the static path compiles no graph for it
-    assert timed == ["1,4,8,16", "4,8", "1,4,8,16,20", "1,4,8,16"]
+    # ranked with a 2-token branch, and the shipped policies replayed with the 4-token one they were trained with, the
+    # eager path's 16-token trees verify 18 and 20: timed, not extrapolated, and 16 too (every ranking ranks without
+    # a branch); a bucketed profile prices a tree at its bucket, so the static path compiles no graph for them
+    assert timed == ["1,4,8,16,20", "4,8", "1,4,8,16,18,20", "1,4,8,16"]
     narrow = HardwareProfile("cpu", "float32", 1, 16, verify_tokens=[2, 8], verify_seconds=[0.01, 0.02],
                              draft_step_seconds=0.001, policy_call_seconds=0.0, catch_up_tokens=[1.0],
                              catch_up_seconds=[0.002])

@@ -128,21 +128,28 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         models.model, models.tokenizer, questions, methods, args.warmup, log, args.progress, args.seed,
         options.temperature == 0, models.agreement_reference, warmup_seconds, args.keep_outputs,
     )
-    settings = {
+    settings = _run_settings(args, measured, list(methods), log, rebuilt)
+    report = build_report(records, settings, models.model.device, args.reference, warmup_seconds)
+    _write_outputs(report, args, json_path=json_path)
+    return report
+
+
+def _run_settings(
+    args: BenchArguments, measured: dict[str, Any], methods: list[str], log: ProgressLog | None, rebuilt: bool
+) -> dict[str, Any]:
+    """The report's settings: what was measured and how, and what the progress file notes of the run's sessions."""
+    return {
         **measured,
-        "methods": list(methods),
+        "methods": methods,
         "reference": args.reference,
         **_selection(args),
         "seed": args.seed,
         **({RESTARTED_LEARNING: log.restarted_learning} if log and log.restarted_learning else {}),
-        **({SESSIONS: log.header[SESSIONS]} if log else {}),
+        **({SESSIONS: log.header[SESSIONS]} if log and SESSIONS in log.header else {}),
         **({"rebuilt_from": log.path.name} if rebuilt else {}),
         "timing": "warm-up calls untimed (compiled methods compile there); graphs compiled during a timed turn "
         "are taken out of its wall time and counted in compile_seconds",
     }
-    report = build_report(records, settings, models.model.device, args.reference, warmup_seconds)
-    _write_outputs(report, args, json_path=json_path)
-    return report
 
 
 @dataclass

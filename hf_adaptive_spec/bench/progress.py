@@ -27,6 +27,8 @@ RESTARTED_LEARNING = "restarted_learning"
 #: the header's list of the run's sessions (the first and each ``--resume``), each by the time it began (UTC); each
 #: record names the session that measured it (:attr:`QuestionRecord.session`)
 SESSIONS = "sessions"
+#: the first entry of :data:`SESSIONS` in a file whose earlier records were written before sessions were numbered
+EARLIER_SESSIONS = "earlier sessions (not numbered)"
 
 
 def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
@@ -65,13 +67,18 @@ class ProgressLog:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"settings": settings}) + "\n")
-        self.session = self._begin_session()
+        self.began = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.session: int | None = None  # numbered at its first record: a session that measures nothing is none
 
     def _begin_session(self) -> int:
-        """Number this session (0: the run's first) and note when it began in the header."""
-        sessions = [*self.header.get(SESSIONS, []), datetime.now(timezone.utc).isoformat(timespec="seconds")]
-        self._rewrite_header({**self.header, SESSIONS: sessions})
-        return len(sessions) - 1
+        """Number this session (0: the run's first) and note when it began in the header. A file of records written
+        before sessions were numbered gets :data:`EARLIER_SESSIONS` first: its records (session None) were measured
+        in other sessions than this one."""
+        sessions = list(self.header.get(SESSIONS, []))
+        if not sessions and self.completed:
+            sessions.append(EARLIER_SESSIONS)
+        self._rewrite_header({**self.header, SESSIONS: [*sessions, self.began]})
+        return len(sessions)
 
     @property
     def restarted_learning(self) -> dict[str, list[int]]:
@@ -94,6 +101,8 @@ class ProgressLog:
 
     def append(self, record: QuestionRecord) -> None:
         """Write one finished record (flushed at once), marked with this session."""
+        if self.session is None:
+            self.session = self._begin_session()
         record.session = self.session
         with self.path.open("a") as file:
             file.write(json.dumps(record.to_dict()) + "\n")

@@ -55,14 +55,16 @@ NOT_INTERLEAVED = "not_interleaved"
 
 
 def not_interleaved(records: list[QuestionRecord], reference: str) -> dict[str, int]:
-    """Each method with the questions a session of a resumed run measured it in other than ``reference``'s (both
-    sessions known): on those its speedup compares two sessions of the machine, not turns interleaved in one (a
-    method added when resuming is measured after every reference turn)."""
+    """Each method with the questions a session of a resumed run measured it in other than ``reference``'s: on those
+    its speedup compares two sessions of the machine, not turns interleaved in one (a method added when resuming is
+    measured after every reference turn). A record of no session (written before sessions were numbered) is of
+    another session than a numbered one, which came later; two such records are not known apart."""
     reference_session = {record.question_id: record.session for record in records if record.method == reference}
     apart: dict[str, int] = {}
     for record in records:
-        theirs = reference_session.get(record.question_id)
-        if record.method != reference and None not in (record.session, theirs) and record.session != theirs:
+        if record.method == reference or record.question_id not in reference_session:
+            continue
+        if record.session != reference_session[record.question_id]:
             apart[record.method] = apart.get(record.method, 0) + 1
     return apart
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import threading
 import time
 import warnings
@@ -29,6 +30,7 @@ from pathlib import Path
 import torch
 
 from .features import CAPTURE_HOOK
+from .files import write_text_atomically
 
 #: bump when what a package computes changes in a way its digest would not see.
 PACKAGE_FORMAT = 1
@@ -252,7 +254,7 @@ class PackagedForward:
         return self._load(path, required=True)
 
     def _build(self, path: Path, make_module: Callable[[], torch.nn.Module], args: tuple, key: Hashable) -> None:
-        building = self.directory / "building"  # not a *.pt2 of the folder: never loaded half-written
+        building = self.directory / BUILDING_DIR  # not a *.pt2 of the folder: never loaded half-written
         building.mkdir(parents=True, exist_ok=True)
         partial = building / f"{path.stem}-{os.getpid()}-{threading.get_ident()}.pt2"
         try:
@@ -294,12 +296,19 @@ class PackagedForward:
 
 #: a package's sidecar file: what it was built for, for ``hf-adaptive-spec packages``
 DESCRIPTION_SUFFIX = ".json"
+#: the subfolder builds are written to before their atomic rename into the packages folder
+BUILDING_DIR = "building"
+#: a package's file name: the digest of what it depends on (:meth:`PackagedForward.path_for`); in ``BUILDING_DIR``
+#: followed by the building process and thread
+PACKAGE_NAME = re.compile(r"[0-9a-f]{32}\.pt2")
+BUILD_NAME = re.compile(r"[0-9a-f]{32}-\d+-\d+\.pt2")
 
 
 def write_description(path: Path, description: dict) -> None:
     """Write the sidecar of the package at ``path`` (written before the package, so a package never lacks one)."""
     built = {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "torch": torch.__version__}
-    path.with_suffix(DESCRIPTION_SUFFIX).write_text(json.dumps({**description, **built}, sort_keys=True) + "\n")
+    text = json.dumps({**description, **built}, sort_keys=True) + "\n"
+    write_text_atomically(path.with_suffix(DESCRIPTION_SUFFIX), text)
 
 
 def mark_used(path: Path) -> None:

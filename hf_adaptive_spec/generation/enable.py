@@ -137,6 +137,12 @@ def _pop_cache_length(model: PreTrainedModel, kwargs: dict) -> int | None:
     return length
 
 
+def _world_size() -> int:
+    """The ranks of the default process group (1 without one, or on a torch built without distributed support)."""
+    distributed = torch.distributed
+    return distributed.get_world_size() if distributed.is_available() and distributed.is_initialized() else 1
+
+
 def _check_not_synced(model: PreTrainedModel, kwargs: dict) -> None:
     """Refuse ``synced_gpus`` (given, or set by ``generate`` itself for a model sharded by DeepSpeed ZeRO-3 or FSDP
     over several ranks): each rank would end its speculation at another cycle, and the ranks, which must run every
@@ -146,8 +152,7 @@ def _check_not_synced(model: PreTrainedModel, kwargs: dict) -> None:
         from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
         from transformers.integrations.fsdp import is_fsdp_managed_module
 
-        ranks = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-        synced = (is_deepspeed_zero3_enabled() or is_fsdp_managed_module(model)) and ranks > 1
+        synced = (is_deepspeed_zero3_enabled() or is_fsdp_managed_module(model)) and _world_size() > 1
     if synced:
         raise ValueError(
             "assistant_policy does not run with synced_gpus (a model sharded over several ranks by DeepSpeed ZeRO-3 "

@@ -14,10 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.packaged import DESCRIPTION_SUFFIX, default_package_dir
+from ..core.packaged import BUILD_NAME, BUILDING_DIR, DESCRIPTION_SUFFIX, PACKAGE_NAME, default_package_dir
 
-#: where builds write before the atomic rename; a file left there was cut short by a killed process
-BUILDING = "building"
 SECONDS_PER_DAY = 86400.0
 #: an unfinished build written to this recently may be in progress in another process: never deleted
 BUILD_IN_PROGRESS_SECONDS = 3600.0
@@ -34,7 +32,7 @@ class PackageFile:
 
     @property
     def unfinished(self) -> bool:
-        return self.path.parent.name == BUILDING
+        return self.path.parent.name == BUILDING_DIR
 
     def days_unused(self, now: float) -> float:
         return (now - self.last_used) / SECONDS_PER_DAY
@@ -43,15 +41,17 @@ class PackageFile:
         if self.unfinished:
             return "an unfinished build (its process was killed)"
         if self.description is None:
-            return "built before packages were described"
+            return "built before packages were described (loads before 2026-12-06 did not mark it used)"
         described = self.description
         return f"{described.get('model', '?')} ({described.get('dtype', '?')}), key {described.get('key', '?')}"
 
 
 def scan(directory: Path) -> list[PackageFile]:
     """Every package in ``directory`` and every unfinished build in its ``building`` folder, least recently used
-    first."""
-    paths = [*directory.glob("*.pt2"), *(directory / BUILDING).glob("*.pt2")]
+    first: files named as the engine names them (a digest), never another ``.pt2`` (``torch.export.save``'s) that
+    shares the folder."""
+    paths = [*(path for path in directory.glob("*.pt2") if PACKAGE_NAME.fullmatch(path.name)),
+             *(path for path in (directory / BUILDING_DIR).glob("*.pt2") if BUILD_NAME.fullmatch(path.name))]
     files = []
     for path in paths:
         try:
@@ -63,18 +63,20 @@ def scan(directory: Path) -> list[PackageFile]:
 
 
 def _description(path: Path) -> dict | None:
+    """The sidecar :func:`~hf_adaptive_spec.core.packaged.write_description` wrote beside ``path``, else None."""
     sidecar = path.with_suffix(DESCRIPTION_SUFFIX)
     try:
         described = json.loads(sidecar.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return described if isinstance(described, dict) else None
+    return described if isinstance(described, dict) and {"key", "built"} <= described.keys() else None
 
 
 def delete(file: PackageFile) -> None:
     """Delete a package and its sidecar (a process that loaded it keeps running: a loaded package is unpacked)."""
     file.path.unlink(missing_ok=True)
-    file.path.with_suffix(DESCRIPTION_SUFFIX).unlink(missing_ok=True)
+    if file.description is not None:
+        file.path.with_suffix(DESCRIPTION_SUFFIX).unlink(missing_ok=True)
 
 
 def listing(files: list[PackageFile], now: float) -> list[str]:

@@ -179,18 +179,18 @@ class FastPath:
         return max_length + self.largest_bucket
 
     def cache_for(self, needed_length: int, claim: bool = False, length: int | None = None) -> StaticCache:
-        """The engine's own static cache for a call that needs ``needed_length`` slots: one of
-        :meth:`rounded_cache_length` slots (or ``length``, the call's ``max_cache_len``: refused below
-        ``needed_length``) for the model's dtype and device that no running call holds, made on first use and kept
-        (concurrent calls of one size each get their own: they were refused, told to pass a cache of their own
+        """The engine's own static cache for a call that needs ``needed_length`` slots (or ``length``, the call's
+        ``max_cache_len``, when more: as stock's, a cache at least that long, which a later turn continues in): one
+        of :meth:`rounded_cache_length` slots for the model's dtype and device that no running call holds, made on
+        first use and kept (a few sizes, each doubling: a length per call would keep a cache and graphs per call;
+        concurrent calls of one size each get their own: they were refused, told to pass a cache of their own
         though they had passed none). With ``claim`` (a ``generate`` call) it is claimed for the calling thread in
         the same step; :func:`~hf_adaptive_spec.core.exclusive.exclusive_use`'s ``held`` releases it."""
         if length is not None:
-            check_number("generate", "max_cache_len", length, integer=True, at_least=needed_length, meaning=(
-                f"the slots of the static cache; this call needs {needed_length}: its prompt and new tokens, and its "
-                f"last tree padded to the largest verification bucket ({self.largest_bucket}) after them; or leave it "
-                "out for the engine's own size"))
-        key = (length or self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
+            check_number("generate", "max_cache_len", length, integer=True,
+                         meaning="the static cache's slots, at least")
+            needed_length = max(needed_length, length)
+        key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
         with self._lock:
             caches = self.own_caches.setdefault(key, [])
         return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]), claim)

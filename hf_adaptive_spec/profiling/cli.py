@@ -30,7 +30,7 @@ from .measure import (
     measure_static_verification,
     measure_verification_in_generate,
 )
-from .ranking import check_recorded_positions, recommend, recommendation_lines
+from .ranking import check_recorded_positions, recommend, recommendation_lines, shipped_branch_lengths
 from .recommendation import default_profile_path
 
 PROMPT = "Explain how a bicycle works, step by step."
@@ -78,15 +78,15 @@ def refuse_timing_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
                      "--rerank).")
 
 
-def with_recorded_sizes(verify_tokens: str, recordings: list, lookup_counts: Sequence[int] = (0,)) -> str:
-    """``--verify-tokens`` with 1 (a plain step) and each recording's ``total_tokens`` (its largest tree), plus each
-    ``--lookup-tokens`` length (the branch grafted onto it), added when there are recordings to rank, as ``record
-    --profile`` times them: the ranking prices each of them. (A bucketed profile prices a tree at its bucket: give
-    it no lookup lengths, which would only compile graphs the ranking never reads.)"""
+def with_recorded_sizes(verify_tokens: str, recordings: list, lookup_counts: Sequence[int] = ()) -> str:
+    """``--verify-tokens`` with 1 (a plain step) and each recording's ``total_tokens`` (its largest tree), alone and
+    plus each of ``lookup_counts`` (the branch grafted onto it), added when there are recordings to rank, as
+    ``record --profile`` times them: the ranking prices each of them. (A bucketed profile prices a tree at its
+    bucket: give it no lookup lengths, which would only compile graphs the ranking never reads.)"""
     sizes = {int(n) for n in verify_tokens.split(",")}
     if recordings:
         totals = {recording.tree_config.total_tokens for recording in recordings}
-        sizes |= {1} | {total + lookup for total in totals for lookup in lookup_counts}
+        sizes |= {1} | {total + lookup for total in totals for lookup in {0, *lookup_counts}}
     return ",".join(map(str, sorted(sizes)))
 
 
@@ -100,7 +100,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-length", type=int, default=256)
     parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)),
                         help="verification sizes to time; with --recording, 1 (a plain step) and each recording's "
-                             "total_tokens, alone and plus each --lookup-tokens length, are added")
+                             "total_tokens (on the eager path, alone and plus each --lookup-tokens length and the "
+                             "shipped policies' trained branch) are added")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timings per verification size (eager: a third of it, at least 3, rounds of generate)")
     parser.add_argument("--eagle3", default=None,
@@ -149,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--recording: {error}")
     if args.rerank:
         return rerank(parser, args, recordings)
-    eager_lookup = (0,) if args.static or args.compile else args.lookup_tokens
-    args.verify_tokens = with_recorded_sizes(args.verify_tokens, recordings, eager_lookup)
+    eager_lookup = () if args.static or args.compile else {*args.lookup_tokens, *shipped_branch_lengths(None)}
+    args.verify_tokens = with_recorded_sizes(args.verify_tokens, recordings, sorted(eager_lookup))
     if args.cache_slots is not None:
         check_cache_slots(parser, args)
     if args.recording:

@@ -83,9 +83,20 @@ def fastest_replay(entries) -> dict:
 def branches_to_replay(name: str, profile: HardwareProfile, counts: tuple[int, ...]) -> tuple[int, ...]:
     """The prompt-lookup branch lengths to replay the shipped ``name`` policy with: the one it was trained with
     when it records it (with another, ``generate`` reports the policy as misused), else each of ``counts``."""
-    policy = AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, profile.cost_curve()))
-    trained_with = policy.trained_with_lookup_tokens
+    trained_with = trained_branch(name, profile.cost_curve())
     return counts if trained_with is None else (trained_with,)
+
+
+def trained_branch(name: str, curve: CostCurve | None) -> int | None:
+    """The prompt-lookup branch length the shipped ``name`` policy for ``curve`` was trained with (None: not
+    recorded)."""
+    return AutoDraftPolicy.from_pretrained(shipped_checkpoint(name, curve)).trained_with_lookup_tokens
+
+
+def shipped_branch_lengths(curve: CostCurve | None) -> set[int]:
+    """The prompt-lookup branch lengths the shipped learned policies for ``curve`` were trained with: a
+    recommendation replays each with its own, so a profile times each recorded tree with them."""
+    return {length for name in SHIPPED_POLICIES if (length := trained_branch(name, curve)) is not None}
 
 
 def shipped_policy_replay(name: str, profile: HardwareProfile, recordings: list, lookup_tokens: int) -> dict:

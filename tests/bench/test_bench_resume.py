@@ -171,3 +171,38 @@ def test_a_file_written_before_the_policy_file_digests_is_refused_as_before(tmp_
     with pytest.raises(BenchError, match=r"y's policy changed in config\.json \(loaded\.methods\.y\.policy: 'r' -> "
                                          r"'s'\)\. Only config\.json was edited"):
         ProgressLog(path, with_y, resume=True)
+
+
+def test_a_file_written_before_sessions_were_numbered_keeps_its_records_apart_from_a_resumes(
+    bench_model, questions_file: Path, tmp_path: Path
+):
+    """Its records carry no session: the resume numbered itself session 0, the old records read as unknown, and a
+    method added then was reported as interleaved with them. The earlier sessions get the first place; a record of
+    no session is of another session than a numbered one."""
+    from hf_adaptive_spec.bench.progress import EARLIER_SESSIONS
+    from hf_adaptive_spec.bench.report import not_interleaved
+
+    model, tokenizer = bench_model
+    path = tmp_path / "run.progress.jsonl"
+    questions = load_questions(questions_file)[:2]
+    run_benchmark(model, tokenizer, questions, {"stock": ScriptedMethod("stock", [5, 6], [])},
+                  log=ProgressLog(path, SETTINGS, resume=False))
+    lines = path.read_text().splitlines()  # as an older version wrote it: no sessions anywhere
+    records = [{key: value for key, value in json.loads(line).items() if key != "session"} for line in lines[1:]]
+    path.write_text("\n".join([json.dumps({"settings": SETTINGS}), *map(json.dumps, records)]) + "\n")
+    log = ProgressLog(path, SETTINGS, resume=True)
+    methods = {"stock": ScriptedMethod("stock", [5, 6], []), "x": ScriptedMethod("x", [5, 6], [])}
+    measured = run_benchmark(model, tokenizer, questions, methods, log=log)
+    assert [(record.method, record.session) for record in measured] == [("stock", None), ("x", 1)] * 2
+    assert json.loads(path.read_text().splitlines()[0])["settings"]["sessions"][0] == EARLIER_SESSIONS
+    assert not_interleaved(measured, "stock") == {"x": 2}
+
+
+def test_a_session_that_measures_nothing_is_not_listed(bench_model, questions_file: Path, tmp_path: Path):
+    model, tokenizer = bench_model
+    path = tmp_path / "run.progress.jsonl"
+    questions = load_questions(questions_file)[:1]
+    methods = {"stock": ScriptedMethod("stock", [5], [])}
+    run_benchmark(model, tokenizer, questions, methods, log=ProgressLog(path, SETTINGS, resume=False))
+    run_benchmark(model, tokenizer, questions, methods, log=ProgressLog(path, SETTINGS, resume=True))
+    assert len(json.loads(path.read_text().splitlines()[0])["settings"]["sessions"]) == 1
