@@ -199,11 +199,15 @@ def test_an_on_off_setting_written_as_a_string_in_config_json_is_refused_on_load
     *[(lambda bad=bad: hfas.ReSpSPolicy(**{**RESPS, "hidden_size": bad}), "ReSpSPolicy: hidden_size must be an int")
       for bad in (-1, 16.0, "64", None, True)],
     (lambda: hfas.ReSpSPolicy(hidden_size=16, num_target_layers=True, net_arch=(8,)), "num_target_layers must be an"),
+    # a tree of one level leaves RADAR no decision: refused at depth 1, not at depth 3 with 2 tokens (also one level)
+    *[(lambda depth=depth, total=total: hfas.RadarPolicy(depth=depth, top_k=2, total_tokens=total),
+       r"RadarPolicy decides after each draft step but the last.*reaching depth 1\): a StaticTreePolicy")
+      for depth, total in ((1, 3), (3, 2))],
 ], ids=["resps-zero-width", "resps-float-width", "ltd-zero-width", "radar-zero-width", "radar-nan-dropout",
         "resps-float-action", "resps-no-layers", "resps-no-target-layers", "ltd-width-not-a-list",
         "resps-widths-null", "resps-action-pair", "resps-actions-text", "ltd-choices-not-a-list",
         "resps-layers-not-a-list", "resps-hidden-negative", "resps-hidden-float", "resps-hidden-text",
-        "resps-hidden-null", "resps-hidden-bool", "resps-target-layers-bool"])
+        "resps-hidden-null", "resps-hidden-bool", "resps-target-layers-bool", "radar-depth-1", "radar-two-tokens"])
 def test_a_network_or_grid_setting_that_would_be_rounded_or_empty_is_refused(build, message):
     with pytest.raises(ValueError, match=message):
         build()

@@ -200,8 +200,12 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
         """The tree, ``min_score`` and the flags as set now, and a tree and ``allow_skip`` the network still fits."""
         super().check_settings()
         check_top_k_tree("RadarPolicy", "tree", self.tree)
-        if self.tree.depth < 2:
-            raise ValueError(f"RadarPolicy needs depth >= 2 to have any decision to take, got {self.tree.depth}.")
+        if self.tree.reachable_depth < 2:  # total_tokens=2 drafts one level whatever depth says: nothing to decide
+            raise ValueError(
+                f"RadarPolicy decides after each draft step but the last, so it needs a tree that can draft 2 levels "
+                f"or more (depth >= 2 and total_tokens >= 3), got {self.tree} (reaching depth "
+                f"{self.tree.reachable_depth}): a StaticTreePolicy drafts such a tree."
+            )
         # log-probs are <= 0: a floor at or above 0 makes every input the same; NaN or -inf makes NaN logits
         check_number("RadarPolicy", "min_score", self.min_score, above=-math.inf, below=0,
                      meaning="a floor on log-probabilities; RADAR: -30")
