@@ -337,7 +337,7 @@ GENERATE = {
         ValueError, "drop prompt_lookup_num_tokens, or pass share_cache=False to DVIDrafter",
     ),
     "truncated-drafter-too-deep": BadInput(
-        lambda m, t: hfas.CausalLMDrafter.from_target_layers(m, 4), ValueError, "num_layers must be in 1..3"
+        lambda m, t: hfas.CausalLMDrafter.from_target_layers(m, 4), ValueError, "num_layers must be an int in 1..3"
     ),
     "feature-index-out-of-range": BadInput(
         lambda m, t: FeatureCapture(m, [5]), ValueError, "out of range for a 4-layer model"
@@ -370,6 +370,48 @@ GENERATE = {
     ),
     "token-healing": BadInput(
         lambda m, t: _generate(m, token_healing=True), ValueError, r"heal the prompt first.*model.heal_tokens"
+    ),
+    # drafters' settings read by their truth, accepted and ignored, or failing raw (audit helper-104)
+    "dvi-loaded-with-online-as-a-string": BadInput(  # online="no" learned
+        _load_saved_drafter("dvi", online="no"), ValueError, r"DVIDrafter: online must be True or False, got 'no'",
+    ),
+    "eagle3-loaded-with-ignore-target-mismatch-as-a-string": BadInput(  # "no" loaded onto another depth
+        _load_saved_drafter("eagle3", ignore_target_mismatch="no"), ValueError,
+        r"Eagle3Drafter.from_pretrained: ignore_target_mismatch must be True or False, got 'no'",
+    ),
+    "dvi-online-config-without-online": BadInput(  # accepted and ignored
+        lambda m, t: hfas.DVIDrafter(m, 2, online_config=hfas.DVIOnlineLearnerConfig()), ValueError,
+        r"online_config sets the online learner, and online=False learns nothing.*pass online=True with it",
+    ),
+    "dvi-online-config-as-a-dict": BadInput(  # an AttributeError inside the learner
+        lambda m, t: hfas.DVIDrafter(m, 2, online=True, online_config={"learning_rate": 1e-3}), ValueError,
+        r"online_config must be a DVIOnlineLearnerConfig, got \{'learning_rate': 0.001\}.*"
+        r"DVIOnlineLearnerConfig\(\*\*settings\)",
+    ),
+    "dvi-share-cache-set-to-a-string": BadInput(  # "no" is truthy: sharing stayed on
+        lambda m, t: setattr(hfas.DVIDrafter(m, 2, share_cache=False), "share_cache", "no"), ValueError,
+        r"DVIDrafter: share_cache must be True or False, got 'no'",
+    ),
+    "dvi-share-cache-set-on-sliding-layers": BadInput(  # the constructor refused it; set later, a raw RuntimeError
+        lambda m, t: setattr(hfas.DVIDrafter(tiny_model("mistral-sliding"), 2), "share_cache", True), ValueError,
+        r"DVIDrafter\(share_cache=True\) needs full attention in the shared layers, but layers \[0, 1\] use a "
+        r"sliding window",
+    ),
+    "eagle3-feature-layers-set": BadInput(  # ignored (the model reads its config's), or a raw KeyError
+        lambda m, t: setattr(hfas.Eagle3Drafter(Eagle3DraftModel.from_target(m)), "feature_layers", (3, 2, 1)),
+        ValueError, r"Eagle3Drafter.feature_layers follow the checkpoint's aux_hidden_state_layer_ids",
+    ),
+    "eagle3-layers-as-a-float": BadInput(  # a raw TypeError in range()
+        lambda m, t: Eagle3DraftModel.from_target(m, num_hidden_layers=2.0), ValueError,
+        r"Eagle3DrafterConfig: num_hidden_layers must be an int",
+    ),
+    "eagle3-feature-layer-as-a-bool": BadInput(  # read as layer 1
+        lambda m, t: Eagle3DraftModel.from_target(m, aux_hidden_state_layer_ids=[True, 2, 3]), ValueError,
+        r"aux_hidden_state_layer_ids must be ints \(indices into the target's hidden_states\), got \[True, 2, 3\]",
+    ),
+    "early-exit-layers-as-text": BadInput(  # a raw TypeError in a comparison
+        lambda m, t: hfas.CausalLMDrafter.from_target_layers(m, "2"), ValueError,
+        r"num_layers must be an int in 1..3 for a 4-layer target, got '2'",
     ),
     "eagle3-drafter-loaded-with-a-misspelt-keyword": BadInput(
         _load_saved_drafter("eagle3", alow_pickle=True), TypeError,

@@ -27,8 +27,9 @@ def truncated_causal_lm(target: PreTrainedModel, num_layers: int) -> PreTrainedM
     """
     target = unwrap_peft(target)
     total = target.config.num_hidden_layers
-    if not 1 <= num_layers < total:
-        raise ValueError(f"num_layers must be in 1..{total - 1} for a {total}-layer target, got {num_layers}.")
+    integer = isinstance(num_layers, int) and not isinstance(num_layers, bool)  # None or "2" failed raw, True as 1
+    if not integer or not 1 <= num_layers < total:
+        raise ValueError(f"num_layers must be an int in 1..{total - 1} for a {total}-layer target, got {num_layers!r}.")
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = num_layers
     if getattr(config, "layer_types", None):

@@ -175,7 +175,7 @@ def test_python_dash_m_runs_the_command():
 def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Path, questions_file: Path, capsys):
     argv = ["--model", str(bench_model_dir), "--questions", str(questions_file), "--methods", "hf-assistant"]
     assert main([*argv, "--drafter-layers", "5", "--no-progress"]) == 2
-    assert "method 'hf-assistant': num_layers must be in 1..3" in capsys.readouterr().err
+    assert "method 'hf-assistant': num_layers must be an int in 1..3" in capsys.readouterr().err
 
 
 def test_a_learned_policy_method_on_another_model_needs_its_policy_passed(

@@ -36,7 +36,13 @@ from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
 from ...hub.weights import read_safetensors, resolve_safetensors
-from .config import DVI_ARTIFACT_TYPE, DVI_CONFIG_NAME, SCHEDULE_FIELDS, DVIOnlineLearnerConfig
+from .config import (
+    DVI_ARTIFACT_TYPE,
+    DVI_CONFIG_NAME,
+    SCHEDULE_FIELDS,
+    DVIOnlineLearnerConfig,
+    check_online_arguments,
+)
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -301,6 +307,7 @@ class DVICheckpointMixin(HubArtifactMixin):
             raise TypeError(
                 "DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
             )
+        check_online_arguments(online, online_config)  # online="no" learned: the flag was read by its truth
         dvi_config = read_dvi_config(location)
         check_no_config_overrides("DVIDrafter.from_pretrained", dvi_config, config_fields)
         check_target_shape(location, dvi_config["target_shape"], target)

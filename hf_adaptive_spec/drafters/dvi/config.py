@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.values import check_number
+from ...core.values import check_flag, check_number
 
 #: the file that held the drafter's split point before adapters wrote ``config.json`` (still read).
 DVI_CONFIG_NAME = "dvi_config.json"
@@ -126,4 +126,22 @@ def check_online_learner_values(
     if values["kl_weight_min"] > values["kl_weight"]:
         raise ValueError(
             f"{name_of('kl_weight_min')} must not exceed {name_of('kl_weight')} (the KL weight decays to it)."
+        )
+
+
+def check_online_arguments(online: object, online_config: object) -> None:
+    """Refuse ``online`` unless a bool, ``online_config`` unless a :class:`DVIOnlineLearnerConfig` (its dict form
+    failed inside the learner), and an ``online_config`` with ``online=False``, which no learner would read."""
+    check_flag("DVIDrafter", "online", online)
+    if online_config is None:
+        return
+    if not isinstance(online_config, DVIOnlineLearnerConfig):
+        raise ValueError(
+            f"DVIDrafter: online_config must be a DVIOnlineLearnerConfig, got {online_config!r}: pass "
+            "DVIOnlineLearnerConfig(...) (DVIOnlineLearnerConfig(**settings) for a dict of them)."
+        )
+    if not online:
+        raise ValueError(
+            "DVIDrafter: online_config sets the online learner, and online=False learns nothing, so it would be "
+            "ignored: pass online=True with it, or drop online_config."
         )

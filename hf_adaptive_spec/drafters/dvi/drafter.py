@@ -18,7 +18,7 @@ from ..base import DraftContext, Drafter, DraftOutcome
 from ..causal_lm import truncated_causal_lm
 from ..static_shapes import StaticShapesMixin
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin, target_shape
-from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig
+from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig, check_online_arguments
 from .head import DVIDraftHead, check_lora_config, lora_draft_head
 from .learner import DVIOnlineLearner
 from .online import DVIUpdater, UpdateMetrics
@@ -101,9 +101,7 @@ class DVIDrafter(
     ):
         target = unwrap_peft(target)
         check_tree_attention_support(target.config, role="target model")
-        for name, flag in (("online", online), ("share_cache", share_cache)):
-            if flag is not None:  # share_cache=None: share where the layers allow it
-                check_flag("DVIDrafter", name, flag)
+        check_online_arguments(online, online_config)
         norm = getattr(target.get_decoder(), "norm", None)
         if norm is None:
             raise ValueError(
@@ -117,13 +115,8 @@ class DVIDrafter(
         shallow.norm = nn.Identity().eval()  # the head applies the norm: the shallow output is h_k itself
         self._exit_layer = exit_layer
         self.shallow = shallow
-        sliding = [i for i in range(exit_layer) if is_sliding_layer(target.config, i)]
-        if share_cache and sliding:
-            raise ValueError(
-                f"DVIDrafter(share_cache=True) needs full attention in the shared layers, but layers {sliding} use a "
-                "sliding window (their cache cannot hold a draft tree exactly). Pass share_cache=False."
-            )
-        self.share_cache = not sliding if share_cache is None else share_cache
+        self._sliding = [i for i in range(exit_layer) if is_sliding_layer(target.config, i)]
+        self.share_cache = not self._sliding if share_cache is None else share_cache  # None: where the layers allow
         self.lora_config = check_lora_config(lora_config)
         self._target_name = target.config.name_or_path or None
         self.head = lora_draft_head(
@@ -155,7 +148,25 @@ class DVIDrafter(
 
     def enable_online(self, config: DVIOnlineLearnerConfig | None = None) -> DVIUpdater:
         """Start learning online with a fresh updater (empty buffer, new optimizer)."""
+        check_online_arguments(True, config)
         return self.learner.enable(config)
+
+    @property
+    def share_cache(self) -> bool:
+        """Whether verification runs through the shared first ``exit_layer`` layers (:attr:`cache_sharing`)."""
+        return self._share_cache
+
+    @share_cache.setter
+    def share_cache(self, share: bool) -> None:
+        """Checked as the constructor's argument: a bool (``"no"`` is truthy, and shared), and full attention in the
+        shared layers (a sliding-window layer's cache cannot hold a draft tree: it failed inside attention)."""
+        check_flag("DVIDrafter", "share_cache", share)
+        if share and self._sliding:
+            raise ValueError(
+                f"DVIDrafter(share_cache=True) needs full attention in the shared layers, but layers {self._sliding} "
+                "use a sliding window (their cache cannot hold a draft tree exactly). Pass share_cache=False."
+            )
+        self._share_cache = share
 
     @property
     def updater(self) -> DVIUpdater | None:
@@ -320,3 +331,4 @@ class DVIDrafter(
         """This cycle's drafted nodes, for the shared-cache verification (which consumes them)."""
         drafted, self._drafted = self._drafted, DraftedNodes()
         return drafted
+

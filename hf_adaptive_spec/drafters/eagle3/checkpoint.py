@@ -25,6 +25,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
 from ...core.attention import check_tree_attention_support
+from ...core.values import check_flag
 from ...hub.config import read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError
 from ...hub.location import ArtifactLocation
@@ -350,6 +351,8 @@ def load_checkpoint(
         hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``huggingface_hub``'s downloads.
     """
     check_tree_attention_support(target.config, role="target model")
+    for name, flag in (("allow_pickle", allow_pickle), ("ignore_target_mismatch", ignore_target_mismatch)):
+        check_flag("Eagle3Drafter.from_pretrained", name, flag)  # "no" was read by its truth: loaded on purpose
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating torch.dtype, e.g. torch.float32 (None: the target's), got {dtype}.")
     location = ArtifactLocation(os.fspath(path_or_hub_id), **hub_kwargs)

@@ -7,6 +7,7 @@ from transformers import LlamaConfig, PretrainedConfig
 from transformers.activations import ACT2FN
 
 from ...core.features import aux_layer_ids_problem, default_aux_layer_ids
+from ...core.values import check_number
 
 __all__ = ["Eagle3DrafterConfig", "aux_layer_ids_problem", "default_aux_layer_ids"]
 
@@ -70,6 +71,13 @@ class Eagle3DrafterConfig(LlamaConfig):
             raise ValueError(
                 f"hidden_act={self.hidden_act!r} names no activation transformers knows (ACT2FN), so the drafter's "
                 "MLP cannot be built: fix hidden_act in the checkpoint's config.json (EAGLE-3's is 'silu')."
+            )
+        check_number("Eagle3DrafterConfig", "num_hidden_layers", self.num_hidden_layers, integer=True,
+                     meaning="the EAGLE-3 layer and the plain Llama layers after it")  # 2.0 failed in range()
+        ids = self.aux_hidden_state_layer_ids
+        if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ValueError(  # a float failed in the capture, a bool read as a layer
+                f"aux_hidden_state_layer_ids must be ints (indices into the target's hidden_states), got {ids!r}."
             )
         if self.num_hidden_layers < 1:
             raise ValueError(

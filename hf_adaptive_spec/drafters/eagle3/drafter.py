@@ -59,13 +59,28 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         check_tree_attention_support(model.config, role="EAGLE-3 draft model")
         model.check_embeddings()
         self.model = model.eval()
-        self.feature_layers = tuple(model.config.aux_hidden_state_layer_ids)
         self._cache = DynamicCache()
         self._committed = 0  # draft positions in the cache: committed tokens - 1 - _skipped
         self._skipped = 0  # prompt tokens a continued call's cache held: the drafter starts after them
         self._fed: list[int] = []  # tree nodes in the cache, after the committed prefix
         self._outputs: dict[int, torch.Tensor] = {}  # pre-norm output per tree node (root: node 0)
         self._head = OutputHead(model.lm_head)
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """The target hidden states the drafter reads: its config's ``aux_hidden_state_layer_ids``, which its
+        ``fc`` was trained on."""
+        return tuple(self.model.config.aux_hidden_state_layer_ids)
+
+    @feature_layers.setter
+    def feature_layers(self, layers: object) -> None:
+        """Refused: the model reads its config's ids, so a copy set here was ignored (or failed inside the
+        capture); the ids are the checkpoint's."""
+        raise ValueError(
+            f"Eagle3Drafter.feature_layers follow the checkpoint's aux_hidden_state_layer_ids "
+            f"({self.feature_layers}), which its fc layer was trained on; {layers!r} cannot be set. Train or load a "
+            "drafter of those feature layers instead."
+        )
 
     def weights_digest(self) -> str:
         """The draft model's :func:`~hf_adaptive_spec.core.drafter_identity.weights_digest` (one checkpoint, one
