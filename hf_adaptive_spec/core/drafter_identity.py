@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .packaged import unseen_writes
+
 _IDENTITY_KEYS = {"name", "weights"}
 
 
@@ -61,9 +63,13 @@ _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def cached_weights_digest(module: torch.nn.Module) -> str:
     """:func:`weights_digest`, computed again only after a tensor of ``module`` was replaced or changed in
-    place (a write through ``.data`` bumps no version and is not seen, as for the fast path's graphs). Tensors made
-    under ``torch.inference_mode`` keep no version: they can only change by being replaced."""
-    state = tuple((id(t), None if t.is_inference() else t._version) for t in module.state_dict(keep_vars=True).values())
+    place, or a write no version shows was marked (``weights_changed()``, :func:`~.packaged.mark_weights_changed`,
+    on the module or a submodule it shares: a write through ``.data`` bumps no version, as for the fast path's
+    graphs). Tensors made under ``torch.inference_mode`` keep no version: they can only change by being replaced or
+    marked."""
+    tensors = tuple((id(t), None if t.is_inference() else t._version)
+                    for t in module.state_dict(keep_vars=True).values())
+    state = (tensors, tuple(unseen_writes(submodule) for submodule in module.modules()))
     cached = _DIGESTS.get(module)
     if cached is None or cached[0] != state:
         cached = (state, weights_digest(module))

@@ -49,6 +49,28 @@ def test_a_drafter_that_cannot_be_matched_by_its_weights_is_reported_as_such():
     assert "this call drafts with DVIDrafter, which cannot be matched to it by its weights" in note
 
 
+def test_a_write_no_version_shows_changes_the_digest_once_weights_changed_says_so():
+    """A write through .data bumps no tensor version; after the documented weights_changed() the digest stayed the
+    old weights', so a learned policy's drafter-mismatch report could not see the change. The drafter's own
+    weights (EAGLE-3) and a drafter on the target's layers (told through fast_path) both count now."""
+    from tiny_models import tiny_eagle3
+
+    target = tiny_model("llama")
+    eagle3 = tiny_eagle3(target)
+    before = eagle3.weights_digest()
+    with torch.no_grad():
+        eagle3.model.fc.weight.data.add_(1.0)
+    assert eagle3.weights_digest() == before  # unseen, as documented, until the drafter is told
+    eagle3.weights_changed()
+    assert eagle3.weights_digest() != before
+    early_exit = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    before = early_exit.weights_digest()
+    with torch.no_grad():
+        target.model.layers[0].mlp.down_proj.weight.data.mul_(2.0)
+    hfas.fast_path(target).weights_changed()
+    assert early_exit.weights_digest() != before
+
+
 def test_the_digest_does_not_depend_on_the_dtype_the_weights_were_loaded_in():
     model = tiny_model("llama")
     module = hfas.CausalLMDrafter.from_target_layers(model, 2).model
