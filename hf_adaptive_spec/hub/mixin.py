@@ -12,73 +12,18 @@ import torch
 from huggingface_hub import ModelCard, ModelHubMixin, try_to_load_from_cache
 from torch import nn
 
-from .cards import CARD_KINDS, LIBRARY_NAME, docstring_summary, render_card
+from .cards import CARD_KINDS, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
 from .errors import MissingConfigKeyError, UnknownConfigKeyError
 from .location import ArtifactLocation
 from .network import reaching_the_hub
-from .registry import check_artifact_type, register_artifact, registered_class
+from .registry import check_artifact_type, register_artifact
+from .saving import cast_keeping_float32, drop_generated_card, plain_json_value, warn_if_saved_as_parent
 from .weights import load_weights, save_weights, saved_floating_dtype
 
 logger = logging.getLogger(__name__)
 
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
-
-
-def warn_if_saved_as_parent(cls: type) -> None:
-    """Say so when a subclass that inherited its parent's ``artifact_type`` is saved: ``AutoDraftPolicy`` will load the
-    folder as the parent (as transformers' auto classes load a subclass's folder as its parent). Right for a subclass
-    that only observes (a recorder); a subclass that decides otherwise declares its own ``artifact_type``."""
-    owner = registered_class(cls.artifact_type)
-    if owner is not None and owner is not cls and _qualified(owner) != _qualified(cls):
-        logger.warning(
-            f"{cls.__name__} is saved as {owner.__name__} (it inherits artifact_type '{cls.artifact_type}'): the auto "
-            f"classes will load the folder as {owner.__name__}. If {cls.__name__} decides otherwise, declare its own: "
-            f"class {cls.__name__}({owner.__name__}, artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
-        )
-
-
-def cast_keeping_float32(module: nn.Module, dtype: torch.dtype, float32_keys: frozenset[str]) -> None:
-    """``module.to(dtype)``, the tensors named in ``float32_keys`` (state-dict keys) kept float32 at their values
-    before the cast (a module that keeps them itself, as Re-SpS's ``_apply`` does, loses nothing either way)."""
-    kept = {key: tensor for key, tensor in module.state_dict().items() if key in float32_keys}
-    module.to(dtype)
-    for key, before in kept.items():
-        owner_name, _, leaf = key.rpartition(".")
-        owner = module.get_submodule(owner_name)
-        after = getattr(owner, leaf)
-        if after.dtype == torch.float32:
-            continue
-        restored = before.to(device=after.device, dtype=torch.float32)
-        if leaf in owner._parameters:
-            owner._parameters[leaf].data = restored
-        else:
-            owner._buffers[leaf] = restored
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def drop_generated_card(folder: Path) -> None:
-    """Remove ``folder``'s ``README.md`` when this package wrote it, so that saving again writes the card of what
-    is saved now (``ModelHubMixin`` keeps an existing card, which would keep the old numbers); a card written by
-    hand (without the package's ``library_name``) is kept."""
-    card = folder / "README.md"
-    if card.is_file() and f"library_name: {LIBRARY_NAME}" in card.read_text(encoding="utf-8", errors="ignore"):
-        card.unlink()
-
-
-def plain_json_value(value: Any) -> Any:
-    """``value`` with what JSON cannot encode but means a number or a list of them made plain: a ``range`` or a
-    numpy array as a list, a numpy scalar as a Python number, inside lists, tuples and dicts too; the rest as is."""
-    if isinstance(value, range) or (type(value).__module__ == "numpy" and hasattr(value, "tolist")):
-        return value.tolist() if hasattr(value, "tolist") else list(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(plain_json_value(item) for item in value)
-    if isinstance(value, dict):
-        return {key: plain_json_value(item) for key, item in value.items()}
-    return value
 
 
 class HubArtifactMixin(ModelHubMixin):

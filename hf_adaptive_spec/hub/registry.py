@@ -12,7 +12,7 @@ from .location import ArtifactLocation
 _CLASSES: dict[str, type] = {}
 
 
-def _qualified_name(cls: type) -> str:
+def qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -23,10 +23,10 @@ def register_artifact(artifact_type: str, artifact_class: type) -> None:
     registering a different class under a taken type raises ``ValueError``.
     """
     existing = _CLASSES.get(artifact_type)
-    if existing is not None and _qualified_name(existing) != _qualified_name(artifact_class):
+    if existing is not None and qualified_name(existing) != qualified_name(artifact_class):
         raise ValueError(
-            f"artifact_type '{artifact_type}' is already registered to {_qualified_name(existing)}; "
-            f"pick another one for {_qualified_name(artifact_class)}."
+            f"artifact_type '{artifact_type}' is already registered to {qualified_name(existing)}; "
+            f"pick another one for {qualified_name(artifact_class)}."
         )
     _CLASSES[artifact_type] = artifact_class
 
