@@ -23,7 +23,8 @@ from .records import QuestionRecord
 from .report import not_interleaved
 from .summary import _throughput
 
-#: the fewest bootstrap resamples whose 2.5% and 97.5% points are neither the smallest nor the largest total
+#: the fewest bootstrap resamples whose 2.5% and 97.5% points (at 0.025 (n - 1) and 0.975 (n - 1)) are at least one
+#: resample from either end: fewer gives an interval of the smallest and largest totals
 MIN_RESAMPLES = 41
 
 
@@ -85,8 +86,7 @@ def _compare(
     ratios = [_total_ratio([pair]) for pair in pairs]  # over the very questions n and the total count
     low = high = None
     if len(pairs) > 1:
-        totals = sorted(_total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(resamples))
-        low, high = totals[int(0.025 * resamples)], totals[min(int(0.975 * resamples), resamples - 1)]
+        low, high = central_95(sorted(_total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(resamples)))
     return PairedComparison(
         method=method,
         questions=len(pairs),
@@ -96,6 +96,14 @@ def _compare(
         low=low,
         high=high,
     )
+
+
+def central_95(ordered: list[float]) -> tuple[float, float]:
+    """The 2.5% and 97.5% points of sorted values: the order statistics as far from either end (the nearest to
+    numpy's linear percentiles at positions 0.025 (n - 1) and 0.975 (n - 1)), so the interval drops as many
+    resamples below as above."""
+    from_end = round(0.025 * (len(ordered) - 1))
+    return ordered[from_end], ordered[len(ordered) - 1 - from_end]
 
 
 def _tokens_and_seconds(record: QuestionRecord) -> tuple[int, float]:

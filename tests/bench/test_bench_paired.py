@@ -5,7 +5,7 @@ import json
 import pytest
 
 from hf_adaptive_spec.bench.errors import BenchError
-from hf_adaptive_spec.bench.paired import compare_paired, load_records, main
+from hf_adaptive_spec.bench.paired import central_95, compare_paired, load_records, main
 from hf_adaptive_spec.bench.records import QuestionRecord, TurnRecord
 
 
@@ -121,10 +121,15 @@ def test_too_few_resamples_for_an_interval_are_refused(tmp_path, capsys):
 def test_the_fewest_resamples_put_both_ends_of_the_interval_inside_the_sorted_totals():
     from hf_adaptive_spec.bench.paired import MIN_RESAMPLES
 
-    def inner(n):
-        return int(0.025 * n) >= 1 and min(int(0.975 * n), n - 1) <= n - 2
+    assert 0.025 * (MIN_RESAMPLES - 1) >= 1 > 0.025 * (MIN_RESAMPLES - 2)
+    assert central_95(list(range(MIN_RESAMPLES))) == (1, MIN_RESAMPLES - 2)
 
-    assert inner(MIN_RESAMPLES) and not inner(MIN_RESAMPLES - 1)
+
+def test_the_interval_drops_as_many_resamples_below_as_above():
+    """The 97.5% point was the order statistic int(0.975 n): of 2000 totals it dropped 49 above and 50 below
+    (numpy's percentile puts it at 0.975 (n - 1) = 1949.025)."""
+    assert central_95(list(range(2000))) == (50, 1949)
+    assert central_95(list(range(1000))) == (25, 974)
 
 
 def test_the_median_and_faster_in_are_over_the_questions_paired():
