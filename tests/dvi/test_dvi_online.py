@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -80,6 +81,34 @@ def test_invalid_online_config_is_refused():
         DVIOnlineLearnerConfig(kl_weight=0.1, kl_weight_min=0.5)
     with pytest.raises(ValueError, match="buffer_size"):
         DVIOnlineLearnerConfig(buffer_size=0)
+
+
+def test_a_value_set_after_construction_is_checked_as_the_constructor_checks_it(target):
+    """batch_size = 0 set on a running learner's config failed inside the update (buffer.sample's randperm), and
+    kl_weight_min above kl_weight would have made the KL weight grow; both are refused where they are set."""
+    config = DVIOnlineLearnerConfig()
+    with pytest.raises(ValueError, match=r"batch_size must be >= 1, got 0"):
+        config.batch_size = 0
+    with pytest.raises(ValueError, match="kl_weight_min must not exceed"):
+        config.kl_weight_min = 2.0
+    config.batch_size = 8  # a value the constructor takes is set
+    assert (config.batch_size, config.kl_weight_min) == (8, 0.1)
+
+
+def test_what_the_learner_read_when_built_is_refused_once_it_is_built(target):
+    """learning_rate (and the other fields of BUILT_WITH) set on the config of a running learner kept the old value
+    in the optimizer, buffer or generator while the adapter's saved online config wrote the new one."""
+    drafter = make_drafter(target)
+    config = drafter.updater.config
+    for name, value in [("learning_rate", 1e-3), ("buffer_size", 16), ("seed", 3), ("adam_beta1", 0.5)]:
+        with pytest.raises(AttributeError, match=rf"DVIOnlineLearnerConfig.{name} is read once.*enable_online"):
+            setattr(config, name, value)
+    assert drafter.updater.optimizer.param_groups[0]["lr"] == config.learning_rate == 1e-2
+    config.update_every = 4  # read at every cycle: set, and followed
+    assert drafter.updater.config.update_every == 4
+    unbuilt = copy.deepcopy(config)
+    unbuilt.learning_rate = 1e-3  # a copy is a config no learner holds yet
+    assert drafter.enable_online(unbuilt).optimizer.param_groups[0]["lr"] == 1e-3
 
 
 def _mean_accepted_tokens(target, drafter, stream) -> float:

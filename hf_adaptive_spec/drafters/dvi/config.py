@@ -90,6 +90,38 @@ class DVIOnlineLearnerConfig:
 
     def __post_init__(self) -> None:
         check_online_learner_values(vars(self))
+        object.__setattr__(self, "_learner_built", False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A value set after construction is checked as the constructor checks it, and a field the learner read
+        when it was built (:data:`BUILT_WITH`) is refused once a learner holds this config: a later value would be
+        saved with the adapter while the learner kept the old one."""
+        if "_learner_built" not in vars(self):  # the dataclass's __init__
+            object.__setattr__(self, name, value)
+            return
+        if name in BUILT_WITH and self._learner_built:
+            raise AttributeError(
+                f"DVIOnlineLearnerConfig.{name} is read once, when the online learner is built (its optimizer, "
+                f"buffer or generator), and this config's learner is built: set it before DVIDrafter(online=True, "
+                "online_config=...) or enable_online(config), or pass a new config to enable_online (which starts "
+                "a new learner)" + (
+                    "; to change the learning rate of a running learner, set "
+                    "drafter.updater.optimizer.param_groups[0]['lr']" if name == "learning_rate" else "") + "."
+            )
+        check_online_learner_values({**vars(self), name: value})
+        object.__setattr__(self, name, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy is a config no learner holds yet."""
+        return {**vars(self), "_learner_built": False}
+
+    def mark_learner_built(self) -> None:
+        """Called by the learner that reads this config's :data:`BUILT_WITH` fields."""
+        object.__setattr__(self, "_learner_built", True)
+
+
+#: the fields of :class:`DVIOnlineLearnerConfig` the online learner reads once, when it is built
+BUILT_WITH = ("buffer_size", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "seed")
 
 
 #: the fields of :class:`DVIOnlineLearnerConfig` that define the KL->RL schedule (what a saved position means)

@@ -118,6 +118,7 @@ class DVIUpdater:
         self.buffer = RolloutBuffer(config.buffer_size)
         self.schedule = KLToRLSchedule(config)
         self.generator = torch.Generator().manual_seed(config.seed)
+        config.mark_learner_built()
         self.num_updates = 0
         self.baseline: float | None = None  # EMA of fresh rewards; starts at the first batch's mean
         self.history: deque[UpdateMetrics] = deque(maxlen=10_000)
