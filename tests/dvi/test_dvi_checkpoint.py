@@ -366,3 +366,42 @@ def test_an_adapter_for_a_shallower_target_names_the_target_it_was_trained_for(t
     with pytest.raises(WeightsMismatchError, match=r"trained for a target with \{'num_hidden_layers': 4.* this "
                        r"target has \{'num_hidden_layers': 2"):
         DVIDrafter.from_pretrained(folder, target=tiny_model("llama", num_hidden_layers=2))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "named"),
+    [("lora_alpha", 64, r"lora_alpha 64 \(the adapter's 32\), scaling 4.0 \(the adapter's 2.0\)"),
+     ("r", 8, r"r 8 \(the adapter's 16\)"), ("use_rslora", True, r"scaling 8.0 \(the adapter's 2.0\)"),
+     ("lora_dropout", 0.1, r"lora_dropout 0.1 \(the adapter's 0.0\)")],
+)
+def test_a_lora_config_changed_since_the_adapter_was_built_is_not_saved(named_target, tmp_path, name, value, named):
+    """drafter.lora_config.lora_alpha = 64 drafted with the built scale 2.0 and saved alpha 64: the loaded adapter
+    drafted with scale 4.0 (another drafter, silently); r = 8 saved a folder refused at load as mis-shaped."""
+    drafter = make_drafter(named_target, online=False)
+    setattr(drafter.lora_config, name, value)
+    with pytest.raises(ValueError, match=rf"LoraConfig was changed after its adapter was built: {named}"):
+        drafter.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved" / "adapter_config.json").exists()
+
+
+def test_a_lora_config_built_as_saved_round_trips(named_target, tmp_path):
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, use_rslora=True, target_modules=["draft_head"])
+    DVIDrafter(named_target, EXIT_LAYER, lora_config=lora).save_pretrained(tmp_path / "a")
+    DVIDrafter.from_pretrained(tmp_path / "a", target=named_target).save_pretrained(tmp_path / "b")
+    assert json.loads((tmp_path / "b" / "adapter_config.json").read_text())["lora_alpha"] == 8
+    with pytest.raises(ValueError, match=r"set its rank and alpha with r= and lora_alpha=, not rank_pattern"):
+        DVIDrafter(named_target, EXIT_LAYER, lora_config=LoraConfig(r=4, rank_pattern={"draft_head": 8},
+                                                                     target_modules=["draft_head"]))
+
+
+def test_an_adapter_config_of_another_rank_names_both_ranks(trained, named_target, tmp_path):
+    """Saved before edits were refused (or edited by hand): the load named mis-shaped weights and nothing else."""
+    _, folder = trained
+    copy_with_config(folder, tmp_path / "edited")
+    adapter_config = tmp_path / "edited" / "adapter_config.json"
+    adapter_config.write_text(json.dumps({**json.loads(adapter_config.read_text()), "r": 8}))
+    with pytest.raises(WeightsMismatchError, match=r"mis-shaped .*The weights have rank 16 and 'adapter_config.json' "
+                       r"says r=8: set r to 16 there"):
+        DVIDrafter.from_pretrained(tmp_path / "edited", target=named_target)

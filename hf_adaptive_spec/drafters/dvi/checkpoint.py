@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import safetensors.torch
+import torch
 from huggingface_hub import ModelCard
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 from peft import LoraConfig, get_peft_model_state_dict, set_peft_model_state_dict
@@ -43,6 +44,7 @@ from .config import (
     DVIOnlineLearnerConfig,
     check_online_arguments,
 )
+from .head import check_config_describes_adapter
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -214,6 +216,7 @@ class DVICheckpointMixin(HubArtifactMixin):
     target itself is never saved: ``from_pretrained(path, target=model)`` rebuilds the drafter on it."""
 
     def _save_pretrained(self, save_directory: Path) -> None:
+        check_config_describes_adapter(self.head)
         with self._lock:
             for config in self.head.peft_config.values():
                 config.base_model_name_or_path = self._target_name
@@ -372,10 +375,21 @@ class DVICheckpointMixin(HubArtifactMixin):
         if missing or unexpected or wrong:
             raise WeightsMismatchError(
                 f"'{ADAPTER_WEIGHTS_NAME}' of {location} does not fit this DVI draft head: missing {missing}, "
-                f"unexpected {unexpected}, mis-shaped {sorted(wrong)}."
+                f"unexpected {unexpected}, mis-shaped {sorted(wrong)}.{_rank_hint(state, expected, wrong)}"
             )
         with self._lock:
             set_peft_model_state_dict(self.head, state)
+
+
+def _rank_hint(saved: dict[str, torch.Tensor], built: dict[str, torch.Tensor], wrong: list[str]) -> str:
+    """Why LoRA weights are mis-shaped when their rank is not the one ``adapter_config.json`` builds: the config
+    was edited after the adapter was built (saves before such edits were refused)."""
+    for key in sorted(wrong):
+        if "lora_A" in key:
+            return (f" The weights have rank {saved[key].shape[0]} and '{ADAPTER_CONFIG_NAME}' says r="
+                    f"{built[key].shape[0]}: set r to {saved[key].shape[0]} there (and lora_alpha to the value "
+                    "it trained with).")
+    return ""
 
 
 def saved_online_config(location: ArtifactLocation) -> DVIOnlineLearnerConfig | None:

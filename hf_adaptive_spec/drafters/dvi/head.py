@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
 from torch import nn
 
 from ...core.modes import eval_except
@@ -53,4 +56,46 @@ def check_lora_config(lora_config: LoraConfig | None) -> LoraConfig:
             f"The DVI LoRA adapter targets the draft head only: target_modules must be ['{DRAFT_HEAD_MODULE}'], "
             f"got {modules!r}."
         )
+    if config.rank_pattern or config.alpha_pattern:
+        raise ValueError(
+            "The DVI LoRA adapter has one module, the draft head: set its rank and alpha with r= and lora_alpha=, "
+            f"not rank_pattern={config.rank_pattern!r} / alpha_pattern={config.alpha_pattern!r}."
+        )
     return config
+
+
+def check_config_describes_adapter(peft_head: PeftModel) -> None:
+    """Refuse to save an ``adapter_config.json`` that would build another adapter than the one that drafted: peft
+    reads ``r``, ``lora_alpha``, ``use_rslora``, ``use_dora`` and ``lora_dropout`` when it builds the LoRA layer, so
+    a value set on the config since then (``drafter.lora_config.lora_alpha = 64``) was saved while the layer kept
+    the old one, and the loaded drafter drafted with another scale, or failed to load as mis-shaped weights."""
+    for adapter, config in peft_head.peft_config.items():
+        layer = next(module for module in peft_head.modules() if isinstance(module, LoraLayer))
+        dropout = layer.lora_dropout[adapter]
+        built = {
+            "r": layer.r[adapter],
+            "lora_alpha": layer.lora_alpha[adapter],
+            "scaling": layer.scaling[adapter],
+            "use_dora": layer.use_dora[adapter],
+            "lora_dropout": dropout.p if isinstance(dropout, nn.Dropout) else 0.0,
+        }
+        rank = math.sqrt(config.r) if config.use_rslora else config.r
+        described = {
+            "r": config.r, "lora_alpha": config.lora_alpha, "scaling": config.lora_alpha / rank,
+            "use_dora": config.use_dora, "lora_dropout": config.lora_dropout,
+        }
+        changed = {name: (built[name], described[name]) for name in built if not _same(built[name], described[name])}
+        if changed:
+            differences = ", ".join(f"{name} {now!r} (the adapter's {was!r})" for name, (was, now) in changed.items())
+            raise ValueError(
+                f"The DVI drafter's LoraConfig was changed after its adapter was built: {differences}. peft reads "
+                "these when it builds the LoRA layer, so the saved adapter_config.json would load another adapter "
+                "than the one that drafted. Set them back on drafter.lora_config before saving, or build a new "
+                "DVIDrafter(target, exit_layer, lora_config=...) with the values (and train it)."
+            )
+
+
+def _same(built: object, described: object) -> bool:
+    if isinstance(built, float) or isinstance(described, float):
+        return math.isclose(float(built), float(described), rel_tol=1e-9)
+    return built == described
