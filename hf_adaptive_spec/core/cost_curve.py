@@ -133,12 +133,22 @@ def instruction_set_of(device: torch.device | str) -> str | None:
     return None
 
 
-def cost_curve_mismatch(policy_name: str, trained_on: CostCurve | None, running: CostCurve) -> str | None:
+def cost_curve_mismatch(
+    policy_name: str, trained_on: CostCurve | None, running: CostCurve, learned: bool = True
+) -> str | None:
     """The report for a policy trained on another cost curve than the call's (None when it fits, see
-    :meth:`CostCurve.fits`, or the policy does not say what it was trained on)."""
+    :meth:`CostCurve.fits`, or the policy does not say what it was trained on). ``learned=False``: a static or
+    heuristic policy whose settings were chosen for that curve (``mark_trained_on``), re-chosen rather than
+    retrained."""
     if trained_on is None or trained_on.fits(running):
         return None
     flags = f"--dtype {running.dtype}" + (" --compile" if running.path == "compiled" else "")
+    if not learned:
+        return (
+            f"{policy_name} was chosen for the {trained_on} cost curve and this call runs on {running}: its tree "
+            f"assumes other verification costs. `hf-adaptive-spec profile {flags}` measures this one and recommends "
+            "the tree for it."
+        )
     return (
         f"{policy_name} was trained on the {trained_on} cost curve and this call runs on {running}: its choices "
         f"assume other verification costs. Measure this one with `hf-adaptive-spec profile {flags}` and retrain the "

@@ -78,11 +78,16 @@ def cached_weights_digest(module: torch.nn.Module) -> str:
 
 
 def drafter_mismatch(
-    policy_name: str, trained_for: DrafterIdentity | None, drafter_name: str, drafter_weights: str | None
+    policy_name: str,
+    trained_for: DrafterIdentity | None,
+    drafter_name: str,
+    drafter_weights: str | None,
+    learned: bool = True,
 ) -> str | None:
     """The report for a policy trained with another drafter than the call's, whose weights digest is
     ``drafter_weights`` (None: a drafter that cannot be matched by its weights); None when they match or the
-    policy records no drafter."""
+    policy records no drafter. ``learned=False``: a static or heuristic policy chosen for that drafter, re-chosen
+    rather than retrained."""
     if trained_for is None or drafter_weights == trained_for.weights:
         return None
     running = f"this call drafts with {drafter_name}" + (
@@ -90,6 +95,12 @@ def drafter_mismatch(
         if drafter_weights is not None
         else ", which cannot be matched to it by its weights"
     )
+    if not learned:
+        return (
+            f"{policy_name} was chosen for the drafter {trained_for.name} (weights {trained_for.weights[:12]}) and "
+            f"{running}: its tree assumes another drafter's acceptance. Record this drafter (`hf-adaptive-spec "
+            "record`) and `hf-adaptive-spec profile --recording DIR` recommends the tree for it."
+        )
     return (
         f"{policy_name} was trained with the drafter {trained_for.name} (weights {trained_for.weights[:12]}) and "
         f"{running}: its choices assume another drafter's acceptance. Retrain the policy on a recording of this "

@@ -210,17 +210,18 @@ class _Decoder:
         stats.cost_curve = str(running)
         policy_name = type(self.policy).__name__
         trained_on = getattr(self.policy, "trained_on", None)
-        stats.policy_cost_curve_mismatch = cost_curve_mismatch(policy_name, trained_on, running)
+        learned = isinstance(self.policy, torch.nn.Module)  # a network; else a tree or heuristic chosen for a curve
+        stats.policy_cost_curve_mismatch = cost_curve_mismatch(policy_name, trained_on, running, learned)
         trained_for = getattr(self.policy, "trained_for_drafter", None)
         if trained_for is not None:  # the drafter's digest is only computed for a policy that records one
             weights = self.drafter.weights_digest()
             stats.policy_drafter_mismatch = drafter_mismatch(
-                policy_name, trained_for, type(self.drafter).__name__, weights
+                policy_name, trained_for, type(self.drafter).__name__, weights, learned
             )
         trained_with = getattr(self.policy, "trained_with_lookup_tokens", None)
         trained_ngram_size = getattr(self.policy, "trained_with_lookup_ngram_size", None)
         stats.policy_lookup_mismatch = lookup_mismatch(
-            policy_name, trained_with, self.lookup.num_tokens, trained_ngram_size, self.lookup.ngram_size
+            policy_name, trained_with, self.lookup.num_tokens, trained_ngram_size, self.lookup.ngram_size, learned
         )
         for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch, stats.policy_lookup_mismatch):
             if report:

@@ -294,6 +294,7 @@ def lookup_mismatch(
     lookup_tokens: int,
     trained_ngram_size: int | None = None,
     ngram_size: int | None = None,
+    learned: bool = True,
 ) -> str | None:
     """The report for a policy trained with another prompt-lookup branch than the call's: another length
     (``lookup_tokens``, ``prompt_lookup_num_tokens``, 0 without the branch), or the same length matching other
@@ -301,23 +302,26 @@ def lookup_mismatch(
 
     A policy trained on trees that carried the branch learned how often its chain carries the accepted path:
     without it, with another length or with other n-grams matched, its choices assume acceptance the call does not
-    have, and the output, exact either way, does not show it.
+    have, and the output, exact either way, does not show it. ``learned=False``: a static or heuristic policy
+    chosen with the branch, ranked again rather than retrained.
     """
     if trained_with is None:
         return None
     if trained_with != lookup_tokens:
-        return _other_branch_length(policy_name, trained_with, lookup_tokens)
+        return _other_branch_length(policy_name, trained_with, lookup_tokens, learned)
     if trained_with and trained_ngram_size is not None and ngram_size is not None and trained_ngram_size != ngram_size:
         return (
             f"{policy_name} was trained with a prompt-lookup branch matching n-grams of up to {trained_ngram_size} "
             f"tokens and this call matches up to {ngram_size}: its choices assume another acceptance. Pass "
-            f"max_matching_ngram_size={trained_ngram_size} to generate, or retrain the policy with --lookup_ngram_size "
-            f"{ngram_size}."
+            f"max_matching_ngram_size={trained_ngram_size} to generate, or "
+            + (f"retrain the policy with --lookup_ngram_size {ngram_size}." if learned else
+               "rank the trees again for this call's branch (`hf-adaptive-spec profile --recording DIR "
+               "--lookup-tokens N`).")
         )
     return None
 
 
-def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int) -> str:
+def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int, learned: bool) -> str:
     def branch(tokens: int) -> str:
         return f"the {tokens}-token prompt-lookup branch" if tokens else "no prompt-lookup branch"
 
@@ -327,6 +331,12 @@ def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int
     )
     # a policy that reads the branch (LTD's --lookup_feature, --lookup_first) is retrained without those settings
     without = "" if lookup_tokens else " and without the settings that need the branch"
+    if not learned:
+        return (
+            f"{policy_name} was chosen with {branch(trained_with)} and this call runs with {branch(lookup_tokens)}: "
+            f"its tree assumes another acceptance. {advice[0].upper() + advice[1:]}, or rank the trees again for "
+            f"this call's branch (`hf-adaptive-spec profile --recording DIR --lookup-tokens {lookup_tokens}`)."
+        )
     return (
         f"{policy_name} was trained with {branch(trained_with)} and this call runs with {branch(lookup_tokens)}: its "
         f"choices assume another acceptance. {advice[0].upper() + advice[1:]}, or retrain the policy with "

@@ -172,8 +172,9 @@ def test_the_online_environment_reports_a_policy_trained_for_another_curve_or_br
     policy.trained_with_lookup_tokens = 4
     OnlineEnvironment(target, _drafter(target), PROMPTS[:1], 8).run(policy)
     stats = target.last_speculation
-    assert stats.policy_cost_curve_mismatch.startswith("StaticTreePolicy was trained on the cuda/bfloat16/compiled")
-    assert stats.policy_lookup_mismatch.startswith("StaticTreePolicy was trained with the 4-token prompt-lookup")
+    assert stats.policy_cost_curve_mismatch.startswith("StaticTreePolicy was chosen for the cuda/bfloat16/compiled")
+    assert stats.policy_lookup_mismatch.startswith("StaticTreePolicy was chosen with the 4-token prompt-lookup")
+    assert "rank the trees again for this call's branch" in stats.policy_lookup_mismatch
 
 
 def test_a_recording_of_no_prompts_is_refused_as_such_and_concatenates_keeping_the_others_prompt_ids(recording,

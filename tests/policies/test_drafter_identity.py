@@ -111,3 +111,18 @@ def test_each_shipped_policy_names_the_drafter_it_was_trained_with(method):
     assert policy.trained_for_drafter is not None
     assert policy.trained_for_drafter.name == "hf_adaptive_spec:eagle3-smollm2-135m-instruct"
     assert len(policy.trained_for_drafter.weights) == 32
+
+
+def test_a_tree_chosen_for_another_drafter_and_curve_is_told_to_be_chosen_again():
+    """A StaticTreePolicy marked by mark_trained_on (recommended_policy's tree) was told to 'retrain the policy ... or
+    use a StaticTreePolicy': it is one, and nothing trains it; the profile command recommends the tree instead."""
+    model = tiny_model("llama")
+    other = hfas.CausalLMDrafter.from_target_layers(model, 1)
+    tree = hfas.StaticTreePolicy.chain(2)
+    tree.mark_trained_on(CostCurve("cpu", "bfloat16", "compiled"), DrafterIdentity("org/drafter", "ab" * 16))
+    speculation = _speculation(model, other, tree)
+    for note in (speculation.policy_cost_curve_mismatch, speculation.policy_drafter_mismatch):
+        assert "StaticTreePolicy was chosen for the" in note and "recommends the tree for" in note
+        assert "retrain" not in note.lower() and "use a StaticTreePolicy" not in note
+    assert "`hf-adaptive-spec profile --dtype float32` measures this one" in speculation.policy_cost_curve_mismatch
+    assert "profile --recording DIR` recommends the tree" in speculation.policy_drafter_mismatch
