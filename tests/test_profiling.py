@@ -885,7 +885,7 @@ def test_a_profile_is_refused_for_a_model_on_another_device_or_dtype_and_its_tre
     out = model.to(torch.bfloat16).generate(
         prompt(8, seed=1), max_new_tokens=6, do_sample=False, return_dict_in_generate=True,
         assistant_model=hfas.CausalLMDrafter.from_target_layers(model, 2), **hfas.recommended_generate_kwargs(profile))
-    assert "trained on the cpu/float32/eager" in out.speculation.policy_cost_curve_mismatch
+    assert "chosen for the cpu/float32/eager" in out.speculation.policy_cost_curve_mismatch
 
 
 def _lookup_profile(tree: dict, lookup_tokens: int) -> HardwareProfile:

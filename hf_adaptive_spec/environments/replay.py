@@ -232,7 +232,7 @@ def check_measured_sizes(
     before ``profile`` timed the branch. A bucketed profile prices every tree at a timed bucket."""
     if profile.buckets:
         return
-    names = names or [f"recording {index}" for index in range(len(recordings))]
+    names = names or [_recording_name(recording) for recording in recordings]
     totals = {recording.tree_config.total_tokens for recording in recordings}
     unmeasured = [n for n in sorted({1} | totals) if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
     if unmeasured:
@@ -253,6 +253,12 @@ def check_measured_sizes(
             ExtrapolatedCostWarning,
             stacklevel=3,
         )
+
+
+def _recording_name(recording) -> str:
+    """A recording named by its tree, where the caller has no path for it (one of a MultiReplayEnvironment's)."""
+    tree = recording.tree_config
+    return f"the recording of depth {tree.depth}, top_k {tree.top_k}, total_tokens {tree.total_tokens}"
 
 
 class ExtrapolatedCostWarning(UserWarning):

@@ -99,8 +99,12 @@ def test_a_replay_environment_refuses_a_profile_that_did_not_time_its_trees(reco
     """A policy's training replays without ranking first: timed at 8 tokens only, its plain steps and 9-token trees
     were priced at the 8-token time, silently."""
     narrow = _profile(verify_tokens=[8], verify_seconds=[1.0])
+    tree = recording.tree_config
+    named = rf"the recording of depth {tree.depth}, top_k {tree.top_k}, total_tokens {tree.total_tokens}"
     for make in (ReplayEnvironment, lambda recording, profile: MultiReplayEnvironment([recording], profile)):
-        with pytest.raises(ValueError, match=r"timed verifications of \[8\] tokens, and replaying .* needs \[1, 9\]"):
+        # each recording was named 'recording 0': a MultiReplayEnvironment's are told apart by their trees
+        with pytest.raises(ValueError, match=rf"timed verifications of \[8\] tokens, and replaying \['{named}'\] "
+                           r"needs \[1, 9\]"):
             make(recording, narrow)
 
 
