@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import uuid
 from pathlib import Path
 
+#: the names of :func:`write_text_atomically`'s temporary files after the target's name (``.<pid>-<8 hex>.partial``;
+#: before 2026-12-07 a fixed ``.partial``, which two writers of one file shared), as a regular expression
+TEMPORARY_NAME_SUFFIX = r"(\.\d+-[0-9a-f]{8})?\.partial"
+
 
 def write_text_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file renamed over it: a reader (or a crash) never meets half a
-    file."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    file. The temporary name is this writer's own (process id and a random part): two processes writing one file at
+    once (two builders of one package) each rename a whole file of their own, and the last one stays."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except BaseException:  # a full disk, an interrupt: leave no temporary file behind (the first error is raised)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise
 
 
 def give_files_the_umask_mode(*paths: Path) -> None:

@@ -98,9 +98,16 @@ class _ForwardWithCacheInputs(torch.nn.Module):
         return (logits, *features)
 
 
-#: ``FastPath(package_dir=...)``'s default: ahead-of-time packages in
-#: :func:`~hf_adaptive_spec.core.packaged.default_package_dir` where they apply.
-DEFAULT_PACKAGE_DIR = "default"
+class _DefaultPackageDir:
+    """``FastPath(package_dir=...)``'s default: ahead-of-time packages in
+    :func:`~hf_adaptive_spec.core.packaged.default_package_dir` where they apply (an object of its own: a folder
+    named ``default`` is a folder like any other)."""
+
+    def __repr__(self) -> str:
+        return "<the default packages folder: $HF_ADAPTIVE_SPEC_PACKAGES, else ~/.cache/hf_adaptive_spec/packages>"
+
+
+DEFAULT_PACKAGE_DIR = _DefaultPackageDir()
 
 
 class FastPath:
@@ -359,9 +366,21 @@ _UNCHANGED = object()
 
 
 def _resolve_package_dir(package_dir) -> Path | None:
+    """The packages folder ``package_dir`` names: None (no packages), :data:`DEFAULT_PACKAGE_DIR`, or a folder given as
+    a str or os.PathLike; other values and an empty one (the current folder) are refused, naming what is taken."""
     if package_dir is None:
         return None
-    return default_package_dir() if package_dir == DEFAULT_PACKAGE_DIR else Path(package_dir).expanduser()
+    if package_dir is DEFAULT_PACKAGE_DIR:
+        return default_package_dir()
+    folder = os.fspath(package_dir) if isinstance(package_dir, (str, os.PathLike)) else None
+    taken = ("str or os.PathLike (None: no packages, compile in-process; left out: $HF_ADAPTIVE_SPEC_PACKAGES, else "
+             "~/.cache/hf_adaptive_spec/packages)")
+    if not isinstance(folder, str):
+        raise TypeError(f"package_dir is the packages folder, a {taken}; got {type(package_dir).__name__} "
+                        f"{package_dir!r:.80}.")
+    if not folder.strip():
+        raise ValueError(f"package_dir is empty (it would be the current folder): pass the packages folder, a {taken}.")
+    return Path(folder).expanduser()
 
 
 def fast_path(model: PreTrainedModel, buckets: tuple[int, ...] | None = None, package_dir=_UNCHANGED) -> FastPath:
