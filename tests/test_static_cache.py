@@ -3,6 +3,7 @@ generate, padded buckets, the compiled forward, and the errors of the static lay
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import pytest
@@ -407,6 +408,34 @@ def test_the_engines_own_cache_follows_the_models_dtype():
     assert model.generate(ids, **kwargs).shape == (1, ids.shape[1] + 8)
 
 
+@pytest.mark.parametrize(("kind", "moved"), [("causal-lm", "target"), ("dvi", "target"), ("causal-lm", "drafter"),
+                                             ("eagle3", "drafter")])
+def test_a_drafters_static_cache_follows_a_dtype_change_between_calls(kind, moved):
+    """After one static call, the target converted to bfloat16 (a drafter on its layers) or the drafter's own model
+    converted failed the next static call inside the drafter's step (index_copy_ of a bfloat16 row into the kept
+    float32 cache): the steps are rebuilt in the weights' dtype, and the call gives a fresh drafter's tokens."""
+    def run(target, drafter):
+        return target.generate(prompt(8), max_new_tokens=12, do_sample=False, assistant_model=drafter,
+                               assistant_policy=POLICIES["tree"], cache_implementation="static")
+
+    def convert(target, drafter):
+        (target if moved == "target" else drafter.model).to(torch.bfloat16)
+
+    def make_drafter(target):  # a drafter converted alone has its own model
+        own = moved == "drafter" and kind == "causal-lm"
+        return hfas.CausalLMDrafter(tiny_model("llama", seed=3, num_hidden_layers=1)) if own else tiny_drafter(
+            kind, target)
+
+    target = tiny_model("llama")
+    drafter = make_drafter(target)
+    run(target, drafter)
+    convert(target, drafter)
+    fresh_target = tiny_model("llama")
+    fresh = make_drafter(fresh_target)
+    convert(fresh_target, fresh)
+    assert torch.equal(run(target, drafter), run(fresh_target, fresh))
+
+
 @pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
 def test_sliding_window_models_decode_in_a_static_cache_of_full_length_layers(family):
     """The engine's own cache keeps every layer full-length, and each verification mask applies its layer kind's
@@ -520,6 +549,24 @@ def test_a_model_made_under_inference_mode_decodes_on_the_static_path():
     out = model.generate(ids, max_new_tokens=8, do_sample=False, assistant_policy=POLICIES["plain"],
                          cache_implementation="static")
     assert torch.equal(out, model.generate(ids, max_new_tokens=8, do_sample=False))
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "causal-lm", "dvi"])
+@pytest.mark.parametrize("second", [contextlib.nullcontext, torch.enable_grad])
+def test_a_call_outside_inference_mode_after_one_inside_it_decodes_as_stock(kind, second):
+    """The first static call under torch.inference_mode made the engine's and the drafter's kept caches of inference
+    tensors, and the next call outside that mode failed at their first in-place write ('Inplace update to inference
+    tensor outside InferenceMode'), with the engine's cache or a caller's; stock decodes in every order."""
+    model, ids = tiny_model("llama"), prompt(6)
+    drafter = tiny_drafter(kind, model)
+    stock = model.generate(ids, max_new_tokens=10, do_sample=False)
+    kwargs = dict(max_new_tokens=10, do_sample=False, assistant_model=drafter, assistant_policy=POLICIES["tree"])
+    with torch.inference_mode():
+        model.generate(ids, cache_implementation="static", **kwargs)
+    with second():
+        assert torch.equal(model.generate(ids, cache_implementation="static", **kwargs), stock)
+        assert torch.equal(model.generate(ids, past_key_values=StaticCache(config=model.config, max_cache_len=64),
+                                          **kwargs), stock)
 
 
 def test_a_drafters_static_cache_is_allocated_before_any_compiled_step():

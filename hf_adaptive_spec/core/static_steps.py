@@ -83,6 +83,12 @@ class StaticDraftSteps:
         """Whether the compiled steps hold the weights they were compiled with (inductor's freezing)."""
         return self.compiled is not None and self.compiled.freezes
 
+    @property
+    def made_in_inference_mode(self) -> bool:
+        """Whether the cache holds inference tensors (built under ``torch.inference_mode``): outside that mode a
+        step's in-place writes into them are refused."""
+        return any(layer.cumulative_length.is_inference() for layer in self.cache.layers)
+
     def fits(self, max_length: int, compile_options: dict | None) -> bool:
         """Whether this runner serves a call of ``max_length`` with ``compile_options`` (else build a new one)."""
         options = self.compiled.options if self.compiled is not None else None

@@ -13,6 +13,12 @@ from ..core.static_steps import StaticDraftSteps, tree_level_rows
 from ..core.tree import DraftTree
 
 
+def placement(module: nn.Module) -> tuple[torch.device, torch.dtype] | None:
+    """The device and dtype of ``module``'s first floating-point parameter (None when it has none)."""
+    param = next((p for p in module.parameters() if p.is_floating_point()), None)
+    return None if param is None else (param.device, param.dtype)
+
+
 class StaticShapesMixin:
     """Implements :meth:`~hf_adaptive_spec.drafters.base.Drafter.use_static_shapes` and
     ``compile_time`` for a drafter whose steps run in a :class:`StaticDraftSteps`: built on the first
@@ -56,7 +62,12 @@ class StaticShapesMixin:
         # frozen graphs hold the weights they were compiled with: written since (a fine-tuned drafter, the target
         # an early-exit drafter shares layers with), they would go on drafting with the old ones
         stale = current is not None and current.freezes and version != self._static_weights_version
-        if current is None or stale or not current.fits(max_length, compile_options):
+        # the cache and masks are allocated in the weights' dtype and device: moved since (model.to(torch.bfloat16),
+        # or the target's layers an early-exit drafter shares), the next step would write into the old cache
+        moved = current is not None and weights is not None and placement(weights) != (current.device, current.dtype)
+        # a cache built under torch.inference_mode refuses the in-place writes of a call made outside it
+        stranded = current is not None and not torch.is_inference_mode_enabled() and current.made_in_inference_mode
+        if current is None or stale or moved or stranded or not current.fits(max_length, compile_options):
             if current is not None and current.max_cache_len < current.slots_needed(max_length):
                 # each cache length compiles the step graphs anew, and dynamo fails past a number of
                 # graphs per step function (shared by every drafter using it): grow geometrically

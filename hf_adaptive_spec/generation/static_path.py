@@ -197,7 +197,10 @@ class FastPath:
             check_number("generate", "max_cache_len", length, integer=True,
                          meaning="the static cache's slots, at least")
             needed_length = max(needed_length, length)
-        key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device)
+        # a cache made under torch.inference_mode holds inference tensors, whose in-place writes are refused outside
+        # that mode: each mode has caches of its own
+        key = (self.rounded_cache_length(needed_length), self.model.dtype, self.model.device,
+               torch.is_inference_mode_enabled())
         with self._lock:
             caches = self.own_caches.setdefault(key, [])
         return claim_first_idle(caches, lambda: full_length_static_cache(self.model.config, key[0]), claim)
