@@ -720,3 +720,21 @@ def test_a_huge_top_k_samples_no_more_than_total_tokens_can_verify(llama):
     assert out.shape[1] == 6 + 12
     assert policy.drafted and max(policy.drafted) <= 7, policy.drafted  # a level of at most total_tokens - 1
     assert max(policy.verified) <= 8 and max(policy.verified) > 1, policy.verified
+
+
+def test_a_forward_compiled_without_the_capture_hooks_is_refused_naming_the_cause():
+    """model.forward = torch.compile(model.forward), one stock call (traced without hooks), then the engine: dynamo
+    does not check hooks added since, so the capture saw nothing and the engine failed with a bare KeyError: 4. Any
+    backend traces the same way; 'eager' keeps the test fast. After torch._dynamo.reset() it decodes as stock."""
+    model = tiny_model("llama")
+    model.forward = torch.compile(model.forward, backend="eager")
+    try:
+        stock = model.generate(prompt(6), max_new_tokens=6, do_sample=False)
+        drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+        with pytest.raises(RuntimeError, match=r"forward ran without hf_adaptive_spec's hooks \(hidden state 4 was "
+                           r"not captured\).* torch._dynamo.reset\(\) before generate"):
+            _generate(model, prompt(6), assistant_model=drafter)
+        torch._dynamo.reset()
+        assert torch.equal(_generate(model, prompt(6), assistant_model=drafter), stock[:, :11])
+    finally:
+        torch._dynamo.reset()

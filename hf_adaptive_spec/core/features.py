@@ -75,6 +75,21 @@ class FeatureCapture:
                     f"Hidden-state index {index} is out of range for a {num_layers}-layer model (0..{num_layers})."
                 )
 
+    def read(self, index: int) -> torch.Tensor:
+        """The latest forward's hidden state ``index``, refused with the cause when that forward ran without this
+        capture's hooks (clear :attr:`latest` before it, so an earlier forward's states are not read instead)."""
+        try:
+            return self.latest[index]
+        except KeyError:
+            raise RuntimeError(
+                f"The model's forward ran without hf_adaptive_spec's hooks (hidden state {index} was not captured), "
+                "which read the hidden states drafting and verification need. A forward compiled before this call "
+                "(torch.compile(model.forward), model.compile()) keeps the hooks it was traced with: dynamo does not "
+                "check hooks added since. Call torch._dynamo.reset() before generate so the forward is traced again "
+                "with them, or leave the forward uncompiled and decode on the engine's compiled path "
+                "(cache_implementation='static' with a compile_config)."
+            ) from None
+
     def __enter__(self) -> FeatureCapture:
         self._thread = threading.get_ident()
         if not self.indices:

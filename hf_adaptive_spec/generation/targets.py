@@ -172,29 +172,31 @@ class DynamicTarget(TargetForward):
         kwargs = {k: v for k, v in model_kwargs.items() if k not in ("output_attentions", "output_hidden_states")}
         new_tokens = input_ids.shape[1] - self.cached_length
         inputs = model.prepare_inputs_for_generation(input_ids, next_sequence_length=new_tokens, **kwargs)
+        self.capture.latest.clear()  # a forward that ran without the hooks is refused, never served the last one's
         logits = model(**inputs, return_dict=True).logits
-        final_hidden = self.capture.latest[self.final_index][0]
+        final_hidden = self.capture.read(self.final_index)[0]
         if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())
             # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
             self.lazy_head = None if reads_rows_at_once(model.device) else self.head
             self.rescorer = _rescorer(model)
         first = TreeLogits(logits=logits[0, -1:], hidden=final_hidden[-1:], rescorer=self.rescorer)
-        return first, {i: self.capture.latest[i] for i in self.wanted}
+        return first, {i: self.capture.read(i) for i in self.wanted}
 
     def verify(self, tree: DraftTree, past_length: int) -> TreeLogits:
+        self.capture.latest.clear()
         tree_logits = verify_tree(self.model, self.cache, tree, past_length, self.lazy_head)
         self._keep_tree_features()
         if self.rescorer is not None:
             tree_logits.rescorer = self.rescorer
             if tree_logits.hidden is None:
-                tree_logits.hidden = self.capture.latest[self.final_index][0]
+                tree_logits.hidden = self.capture.read(self.final_index)[0]
         return tree_logits
 
     def _keep_tree_features(self) -> None:
         """The verification forward's features, kept for :meth:`commit`: a logits processor that runs the model
         itself (``guidance_scale``'s) overwrites the capture in between."""
-        self._tree_features = {i: self.capture.latest[i] for i in self.wanted}
+        self._tree_features = {i: self.capture.read(i) for i in self.wanted}
 
     def commit(self, tree: DraftTree, past_length: int, keep: torch.Tensor, in_place: int = 0) -> Features:
         compact_cache(self.cache, len(tree), keep, in_place=in_place)
