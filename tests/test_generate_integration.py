@@ -641,3 +641,42 @@ def test_transformers_assisted_length_settings_warn_that_the_policy_decides(llam
     finally:
         llama.generation_config.num_assistant_tokens = None
     assert "assisted generation" not in caplog.text  # the model's setting, not this call's
+
+
+def test_an_enabled_model_pickles_and_copies_and_each_copy_decodes_as_stock(tmp_path):
+    """enable() put a bound method on the instance, which pickles as getattr(model, '_generate'): torch.save of an
+    enabled model wrote a file torch.load could not load; after a static call the model's fast path held a lock, so
+    copy.deepcopy failed ('cannot pickle _thread.lock'). A copy gets a fresh fast path of the same settings."""
+    import pickle
+
+    model, ids = tiny_model("llama"), prompt(6)
+    stock = model.generate(ids, max_new_tokens=8, do_sample=False)
+    policy = hfas.StaticTreePolicy(depth=3, top_k=2, total_tokens=6)
+
+    def speculative(target, **kwargs):
+        drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+        return target.generate(ids, max_new_tokens=8, do_sample=False, assistant_model=drafter,
+                               assistant_policy=policy, **kwargs)
+
+    speculative(model, cache_implementation="static")
+    torch.save(model, tmp_path / "model.pt")
+    copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model)),
+              torch.load(tmp_path / "model.pt", weights_only=False)]
+    for copied in copies:
+        assert copied.generate.args[0] is copied  # its own engine, not the original's
+        for cache in ("static", None):
+            assert torch.equal(speculative(copied, cache_implementation=cache), stock)
+    assert torch.equal(speculative(model, cache_implementation="static"), stock)
+
+
+def test_enable_after_the_patch_was_removed_enables_again():
+    """A flag kept on the instance said 'enabled' after `del model.generate`: enable() did nothing and the next call
+    was told to call enable(), which it just had. Whether a model is enabled is read from its generate."""
+    from hf_adaptive_spec.generation.enable import is_enabled
+
+    model, ids = tiny_model("llama"), prompt(6)
+    del model.generate
+    assert not is_enabled(model)
+    hfas.enable(model)
+    out = model.generate(ids, max_new_tokens=6, do_sample=False, assistant_policy=hfas.StaticTreePolicy(depth=0))
+    assert torch.equal(out, model.generate(ids, max_new_tokens=6, do_sample=False))

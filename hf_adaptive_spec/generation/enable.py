@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
-from types import MethodType
 from typing import Any
 
 import torch
@@ -21,9 +21,6 @@ from ..policies.base import DraftPolicy
 from .speculative_decoding import speculative_decoding
 
 logger = logging.get_logger(__name__)
-
-_ENABLED_FLAG = "_hf_adaptive_spec_enabled"
-
 
 NO_DRAFTER_MESSAGE = (
     "The policy asked for a draft tree (depth >= 1) but generate got no assistant_model: pass a drafter "
@@ -290,10 +287,18 @@ def enable(model: nn.Module) -> nn.Module:
     ``model``.
     """
     target = _transformers_model(model)
-    if not getattr(target, _ENABLED_FLAG, False):
-        target.generate = MethodType(_generate, target)
-        setattr(target, _ENABLED_FLAG, True)
+    if not is_enabled(target):
+        # a partial, not a bound method: a bound method pickles as getattr(model, "_generate"), so torch.save or
+        # pickle of an enabled model wrote a file that did not load
+        target.generate = functools.partial(_generate, target)
     return model
+
+
+def is_enabled(model: nn.Module) -> bool:
+    """Whether ``model.generate`` is the engine's (:func:`enable`): read from the instance's ``generate`` itself, so
+    a model whose patch was removed (``del model.generate``) is enabled again by ``enable``."""
+    engine = vars(_transformers_model(model)).get("generate")
+    return isinstance(engine, functools.partial) and engine.func is _generate
 
 
 def _hint_enable_for_assistant_policy() -> None:

@@ -150,6 +150,11 @@ class FastPath:
         self._lock = threading.Lock()
         self._cache_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+    def __reduce__(self):
+        """A copy of the model (``copy.deepcopy``, pickle) gets a fresh path of the same settings: graphs, packages
+        in use, kept caches and locks belong to this model's process and tensors (a lock made the copy fail)."""
+        return FastPath, (self.model, self.buckets, self.package_dir)
+
     @property
     def packaged_forward(self) -> PackagedForward | None:
         """The ahead-of-time packages in use (with their ``built`` / ``loaded`` counts); None before any."""
