@@ -32,3 +32,16 @@ def check_half_precision(args: TrainingArguments) -> None:
         "train in float32 while training_config.json records fp16. Use bf16=True, the CPU's half precision, or "
         "train on an accelerator (use_cpu=False)."
     )
+
+
+def check_no_mixed_precision(args: TrainingArguments, step: str) -> None:
+    """Refuse ``bf16`` / ``fp16`` for a trainer whose own training step (``step`` says what it runs) replaces
+    ``Trainer``'s: accelerate autocasts only the forwards of the model it prepared, so such a step would run in part
+    in float32 and in part in half precision while ``training_config.json`` records the half precision."""
+    half = [name for name in ("bf16", "fp16") if getattr(args, name)]
+    if half:
+        raise ValueError(
+            f"{type(args).__name__}: {half[0]}=True would apply only in part: {step} outside the autocast accelerate "
+            f"applies to the model's forward, so part of each step would run in float32 while training_config.json "
+            f"records {half[0]}. Leave bf16 and fp16 unset (float32)."
+        )

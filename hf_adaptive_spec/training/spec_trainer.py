@@ -3,14 +3,16 @@ base), and ``SamplesDrawn``, the count its cards state. What the training script
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import torch
 from huggingface_hub import ModelCard
-from transformers import PreTrainedModel, Trainer, TrainerCallback
+from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
 
 from ..hub import ArtifactLocation, load_weights
@@ -52,27 +54,81 @@ class SamplesDrawn(TrainerCallback, ExportableState):
         return f"over {'' if self.complete else 'at least '}{self.samples} {noun} drawn"
 
 
+def refuse_unread_arguments(trainer: str, kwargs: Mapping[str, Any], instead: Mapping[str, str]) -> None:
+    """Refuse each keyword of ``kwargs`` that ``trainer`` does not read, or sets itself (``Trainer`` would ignore it, or
+    fail with "got multiple values"), naming in ``instead[name]`` what the trainer reads in its place."""
+    given = [name for name in instead if name in kwargs]
+    if given:
+        raise TypeError(f"{trainer} does not take " + "; ".join(f"{name}= ({instead[name]})" for name in given) + ".")
+
+
 class SpecTrainer(Trainer):
     """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
-    pattern) and saves its arguments as ``training_config.json`` (never a pickle)."""
+    pattern: training's and an evaluation's kept apart) and saves its arguments as ``training_config.json`` (never a
+    pickle)."""
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "speculative-decoding"]
     #: what this trainer's checkpoints are, as ``training_config.json`` records it (a resume by a trainer of another
     #: kind is refused); a subclass of a shipped trainer inherits its kind, and one with none is named by its class
     trainer_kind: ClassVar[str | None] = None
+    #: the config this trainer reads (``args``): its own fields drive training
+    config_class: ClassVar[type[TrainingArguments]] = TrainingArguments
 
     def __init__(self, *args, **kwargs):
-        self._metrics: dict[str, list[float]] = defaultdict(list)
+        self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
+        self._evaluation_prefix: str | None = None  # the metric_key_prefix while an evaluation runs
         kept = "Nothing was trained yet: train without push_to_hub, then upload output_dir once online (`hf upload`)."
         with reaching_the_hub(f"{type(self).__name__} (push_to_hub=True creates the Hub repo first)", kept):
             super().__init__(*args, **kwargs)
         self._script_args = read_script_args(self.args.output_dir)  # this run's, kept in each checkpoint
 
+    @classmethod
+    def check_args(cls, args: Any) -> None:
+        """Refuse ``args`` that is not a :attr:`config_class` (None, a plain ``TrainingArguments``): a trainer calls it
+        before it reads ``args``."""
+        if not isinstance(args, cls.config_class):
+            name = cls.config_class.__name__
+            raise TypeError(
+                f"{cls.__name__} needs args={name}(...), got {type(args).__name__}: it reads that config's own "
+                f"fields. Build a {name} with output_dir and the settings you need."
+            )
+
+    @property
+    def step_metrics(self) -> dict[str, list[float]]:
+        """Where a step appends its metrics: the evaluation's store while an evaluation runs, else training's."""
+        return self._metrics["train" if self._evaluation_prefix is None else "eval"]
+
+    @contextlib.contextmanager
+    def evaluating(self, metric_key_prefix: str = "eval") -> Iterator[None]:
+        """Within: an evaluation runs, its steps' metrics kept apart from training's and logged with its prefix;
+        what it leaves unlogged is dropped at the end."""
+        self._evaluation_prefix = metric_key_prefix
+        try:
+            yield
+        finally:
+            self._evaluation_prefix = None
+            self._metrics["eval"].clear()
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        prefix = "eval_" if any(key.startswith("eval_") for key in logs) else ""
-        logs.update({prefix + key: sum(values) / len(values) for key, values in self._metrics.items() if values})
-        self._metrics.clear()
+        """``Trainer.log`` with the mean of each metric the steps appended since the last log of the same kind
+        (training's into a training log, an evaluation's, prefixed, into its log)."""
+        prefix = "" if self._evaluation_prefix is None else f"{self._evaluation_prefix}_"
+        metrics = self.step_metrics
+        logs.update({prefix + key: sum(values) / len(values) for key, values in metrics.items() if values})
+        metrics.clear()
         super().log(logs, start_time)
+
+    def evaluate(self, eval_dataset=None, ignore_keys: list[str] | None = None, metric_key_prefix: str = "eval"):
+        """``Trainer.evaluate``, its batches' metrics logged apart from training's (:meth:`evaluating`)."""
+        with self.evaluating(metric_key_prefix):
+            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+
+    def log_evaluation(self, metrics: dict[str, float], metric_key_prefix: str = "eval") -> None:
+        """Log an evaluation's ``metrics`` (already prefixed) and tell the callbacks, as ``Trainer.evaluate`` does: for
+        a trainer whose ``evaluate`` replays rather than runs ``Trainer``'s evaluation loop."""
+        with self.evaluating(metric_key_prefix):
+            self.log(dict(metrics))
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """The artifact (:meth:`save_artifact`) and ``training_config.json``, written by the writer process alone, as
@@ -136,10 +192,15 @@ class SpecTrainer(Trainer):
         folder kept."""
         self.save_model(self.args.output_dir, _internal_call=True)
         if self.args.push_to_hub:
-            kept = (f"The trained artifact is saved in {self.args.output_dir}: upload it once online (`hf upload "
-                    f"{self.hub_model_id or 'REPO'} {self.args.output_dir}`).")
-            with reaching_the_hub(f"{type(self).__name__}.push_to_hub()", kept):
-                self.push_to_hub()
+            self.push_to_hub()
+
+    def push_to_hub(self, *args, **kwargs):
+        """``Trainer.push_to_hub`` (it saves to ``output_dir``, then uploads it); a Hub out of reach is named, with the
+        folder kept."""
+        kept = (f"The trained artifact is saved in {self.args.output_dir}: upload it once online (`hf upload "
+                f"{self.hub_model_id or self.args.hub_model_id or 'REPO'} {self.args.output_dir}`).")
+        with reaching_the_hub(f"{type(self).__name__}.push_to_hub()", kept):
+            return super().push_to_hub(*args, **kwargs)
 
     def model_card(self) -> ModelCard:
         """The card of what this trainer trains (each trainer renders its own template)."""

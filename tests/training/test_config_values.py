@@ -71,7 +71,8 @@ def test_fp16_is_refused_where_training_runs_on_the_cpu(tmp_path, config):
     """accelerate ignores fp16 on the CPU: the run trained in float32 while training_config.json recorded fp16."""
     with pytest.raises(ValueError, match=r"fp16=True trains on the CPU \(use_cpu=True.*Use bf16=True, the CPU's half"):
         config(output_dir=str(tmp_path), report_to=[], fp16=True)
-    assert config(output_dir=str(tmp_path), report_to=[], bf16=True).bf16
+    if config not in (LTDConfig, DVIConfig):  # their own training step runs outside autocast: they refuse bf16 too
+        assert config(output_dir=str(tmp_path), report_to=[], bf16=True).bf16
 
 
 WHOLE_RUN_WARMUPS = [

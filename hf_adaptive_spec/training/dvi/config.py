@@ -9,7 +9,7 @@ from peft import LoraConfig
 
 from ...core.values import check_number
 from ...drafters.dvi.config import DRAFT_HEAD_MODULE, DVIOnlineLearnerConfig, check_online_learner_values
-from ..config import SpecTrainingArguments
+from ..config import SpecTrainingArguments, check_no_mixed_precision
 
 _ONLINE = DVIOnlineLearnerConfig  # field defaults are read from the online config: one source of truth
 #: DVIOnlineLearnerConfig fields the trainer sets under another name
@@ -98,6 +98,8 @@ class DVIConfig(SpecTrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_no_mixed_precision(self, "DVITrainer's training step generates (or replays) the prompts and updates the "
+                                       "LoRA head inside them")
         if self.rollout not in ("generate", "replay"):
             raise ValueError(f"DVIConfig.rollout must be 'generate' or 'replay', got {self.rollout!r}.")
         # adamw_torch_fused is transformers' default (torch >= 2.8): both name the updater's torch.optim.AdamW

@@ -18,6 +18,7 @@ from ...hub.cards import CardResult, check_base_model
 from ...policies.base import DraftPolicy
 from ...policies.static import StaticTreePolicy
 from ..base import CardNames, SamplesDrawn, SpecTrainer
+from ..spec_trainer import refuse_unread_arguments
 from .config import DVIConfig
 from .replay import GreedyChainReplay
 
@@ -56,6 +57,18 @@ def adopt_adapter_settings(training_args: DVIConfig, drafter: DVIDrafter) -> Non
         setattr(training_args, name, value)
 
 
+#: the ``Trainer`` arguments DVITrainer sets itself or would not read, and what it reads instead
+UNREAD_ARGUMENTS = {
+    "model": "it trains the LoRA head of drafter= (a DVIDrafter of target_model; by default a new one from "
+             "args' exit_layer and LoRA settings)",
+    "data_collator": "it batches the prompts itself (collate_prompts)",
+    "optimizers": "the LoRA head steps with the online updater's AdamW, set by DVIConfig's learning_rate, "
+                  "weight_decay, adam_beta1/2 and adam_epsilon",
+    "eval_dataset": "it has no evaluation loop: measure the saved adapter's acceptance with "
+                    "examples/dvi_acceptance.py --adapters <output_dir>",
+}
+
+
 class DVITrainer(SpecTrainer):
     """Trains a DVI LoRA draft head by running its online loop over a prompt stream.
 
@@ -85,6 +98,7 @@ class DVITrainer(SpecTrainer):
     """
 
     trainer_kind: ClassVar[str] = "dvi"
+    config_class = DVIConfig
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "dvi", "speculative-decoding"]
     _name = "DVI"
@@ -107,6 +121,8 @@ class DVITrainer(SpecTrainer):
         **kwargs,
     ):
         check_base_model(base_model)
+        self.check_args(args)
+        refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
         target_model = enable(target_model.to(args.device).eval())
         if drafter is not None:
             adopt_adapter_settings(args, drafter)
@@ -169,9 +185,9 @@ class DVITrainer(SpecTrainer):
                     assistant_policy=self.policy,
                 )
                 stats = self.target_model.last_speculation
-            self._metrics["mean_accepted_tokens"].append(stats.mean_accepted_tokens)
+            self.step_metrics["mean_accepted_tokens"].append(stats.mean_accepted_tokens)
             drafted = sum(stats.draft_depths)
-            self._metrics["acceptance_rate"].append(sum(stats.accepted_lengths) / drafted if drafted else 0.0)
+            self.step_metrics["acceptance_rate"].append(sum(stats.accepted_lengths) / drafted if drafted else 0.0)
             if self.args.update_every == 0:
                 self.drafter.update()
         self.count_samples(len(inputs["input_ids"]))
@@ -180,7 +196,7 @@ class DVITrainer(SpecTrainer):
     def _note_greedy_agreement(self, agreement: float) -> None:
         """Log a replayed answer's ``completion_greedy_agreement``; once ``AGREEMENT_CHECK_ANSWERS`` answers are in,
         warn if their mean is below ``LOW_GREEDY_AGREEMENT`` (the replay then walks text the target would not write)."""
-        self._metrics["completion_greedy_agreement"].append(agreement)
+        self.step_metrics["completion_greedy_agreement"].append(agreement)
         first = self._first_agreements
         if len(first) == AGREEMENT_CHECK_ANSWERS:
             return
@@ -202,8 +218,8 @@ class DVITrainer(SpecTrainer):
         self._logged_updates = updater.num_updates
         for metrics in new:
             for name in _LOGGED_UPDATE_FIELDS:
-                self._metrics[name].append(getattr(metrics, name))
-        self._metrics["buffer_records"].append(float(len(updater.buffer)))
+                self.step_metrics[name].append(getattr(metrics, name))
+        self.step_metrics["buffer_records"].append(float(len(updater.buffer)))
         return sum(m.loss for m in new) / len(new) if new else 0.0
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.data import IterableDataset
@@ -15,6 +17,15 @@ from transformers import PreTrainedTokenizerBase
 from ...training_data import read_conversation_records
 from ...training_data.regenerate import answer_token_ids, closing_ids, without_end_marker
 from .lineage import prompt_digest
+
+if TYPE_CHECKING:
+    from ...drafters.eagle3.modeling import Eagle3DraftModel
+
+logger = logging.getLogger(__name__)
+
+#: below this share of the data's trained tokens in the draft vocabulary a warning is logged: the loss reads only the
+#: positions whose token the drafter can draft, so most answer tokens would train nothing
+LOW_VOCABULARY_SHARE = 0.5
 
 
 def read_conversations(path: str | Path, limit: int | None = None) -> Iterator[list[dict]]:
@@ -150,6 +161,55 @@ def build_draft_vocabulary(
             break
         chosen.add(token)
     return torch.tensor(sorted(chosen), dtype=torch.long)
+
+
+def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], init_from: str | None) -> None:
+    """Refuse data whose ``loss_mask`` is 0 everywhere, and a draft vocabulary that holds none of the tokens
+    ``samples`` train (``loss_mask`` 1); warn when it holds less than :data:`LOW_VOCABULARY_SHARE` of them: the loss
+    reads only the answer positions whose token the drafter can draft (:func:`~.ttt.ttt_loss`), so the others train
+    nothing, and with none the run logs a loss of 0 and changes nothing (``init_from``'s vocabulary, kept as it is,
+    may be another data's)."""
+    vocabulary = set(draft.draft_to_target().tolist())
+    trained = held = 0
+    for index, sample in enumerate(samples):
+        if "loss_mask" not in sample:
+            raise ValueError(
+                f"Conversation {index} of the training data has no loss_mask (keys {sorted(sample)}): each needs "
+                "input_ids and a loss_mask of 1 on the answer tokens to train, as tokenize_conversation builds them."
+            )
+        tokens = [token for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
+        trained, held = trained + len(tokens), held + sum(token in vocabulary for token in tokens)
+    if not trained:
+        raise ValueError(
+            "Every loss_mask of the training data is 0: there is no answer token to train, so the run would log a loss "
+            "of 0, change nothing, and save a card saying it trained. Set loss_mask to 1 on the assistant tokens (as "
+            "tokenize_conversation does)."
+        )
+    share = held / trained
+    if share >= LOW_VOCABULARY_SHARE:
+        return
+    owner = f"the checkpoint {init_from}" if init_from else "the new drafter"
+    fix = (f"Set draft_vocab_size above {len(vocabulary)} to widen it with the data's most frequent tokens (the "
+           "checkpoint's trained rows are kept)" if init_from else "Raise draft_vocab_size")
+    if not share:
+        raise ValueError(
+            f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds none of the {trained} answer "
+            "tokens the data trains: the loss reads only the tokens the drafter can draft, so the run would log a "
+            f"loss of 0 and train nothing. {fix}, or train on data the vocabulary was built for."
+        )
+    logger.warning(
+        "The draft vocabulary of %s (%d tokens) holds %.0f%% of the %d answer tokens the data trains: the others "
+        "train nothing (the loss reads only the tokens the drafter can draft). %s.",
+        owner, len(vocabulary), 100 * share, trained, fix,
+    )
+
+
+def dataset_rows(dataset: Sequence | Iterable) -> Iterable[dict]:
+    """The rows of a dataset with a length: iterated where it can be (a list, a ``datasets.Dataset``), else indexed
+    (a map-style torch ``Dataset``)."""
+    if isinstance(dataset, Iterable):
+        return dataset
+    return (dataset[index] for index in range(len(dataset)))
 
 
 def collate(samples: list[dict[str, list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:

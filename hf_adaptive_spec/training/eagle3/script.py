@@ -32,7 +32,14 @@ from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
 from .curve import HeldOutCurveCallback, read_curve
-from .data import ConversationStream, build_draft_vocabulary, collate, load_samples, padding_id
+from .data import (
+    ConversationStream,
+    build_draft_vocabulary,
+    check_vocabulary_coverage,
+    collate,
+    load_samples,
+    padding_id,
+)
 from .heldout import HeldOutSet
 from .initialization import deepen, initialize_drafter, widen_mlp, widen_vocabulary
 from .lineage import Lineage, lineage_before, prompt_digests
@@ -42,9 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: the folder in ``output_dir`` a ``warmup_stable_decay`` run saves its stable point to
 STABLE_POINT_DIR = "stable"
-#: below this share of the data's trained tokens in the draft vocabulary a warning is logged: the loss reads only the
-#: positions whose token the drafter can draft, so most answer tokens would train nothing
-LOW_VOCABULARY_SHARE = 0.5
 
 
 @dataclass
@@ -192,37 +196,6 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     return initialize_drafter(draft, target, training_args.initialization)
 
 
-def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: list[dict], init_from: str | None) -> None:
-    """Refuse a draft vocabulary that holds none of the tokens ``samples`` train (``loss_mask`` 1), and warn when it
-    holds less than :data:`LOW_VOCABULARY_SHARE` of them: the loss reads only the positions whose token the drafter
-    can draft (:func:`~.ttt.ttt_loss`), so the others train nothing, and with none the run logs a loss of 0 and
-    changes nothing (``init_from``'s vocabulary, kept as it is, may be another data's)."""
-    vocabulary = set(draft.draft_to_target().tolist())
-    trained = held = 0
-    for sample in samples:
-        tokens = [token for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
-        trained, held = trained + len(tokens), held + sum(token in vocabulary for token in tokens)
-    if not trained:
-        return
-    share = held / trained
-    if share >= LOW_VOCABULARY_SHARE:
-        return
-    owner = f"the checkpoint {init_from}" if init_from else "the new drafter"
-    fix = (f"Set draft_vocab_size above {len(vocabulary)} to widen it with the data's most frequent tokens (the "
-           "checkpoint's trained rows are kept)" if init_from else "Raise draft_vocab_size")
-    if not share:
-        raise ValueError(
-            f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds none of the {trained} answer "
-            "tokens the data trains: the loss reads only the tokens the drafter can draft, so the run would log a "
-            f"loss of 0 and train nothing. {fix}, or train on data the vocabulary was built for."
-        )
-    logger.warning(
-        "The draft vocabulary of %s (%d tokens) holds %.0f%% of the %d answer tokens the data trains: the others "
-        "train nothing (the loss reads only the tokens the drafter can draft). %s.",
-        owner, len(vocabulary), 100 * share, trained, fix,
-    )
-
-
 def make_parser() -> TrlParser:
     return TrlParser((Eagle3ScriptArguments, Eagle3Config))
 
@@ -247,6 +220,9 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
+    if script_args.init_from:  # as transformers' from_pretrained names it: the coverage check names the checkpoint
+        draft.config.name_or_path = script_args.init_from
+    # before the held-out set runs the target (the trainer checks a dataset with a length again, a stream not)
     check_vocabulary_coverage(draft, samples, script_args.init_from)
     before = lineage_before(script_args.init_from)
     dataset, lineage = training_data(script_args, training_args, tokenizer, samples, before)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import ClassVar
 
 import torch
@@ -17,6 +17,7 @@ from ...hub.cards import CardResult, check_base_model, render_card
 from ..base import CardNames, SamplesDrawn, SpecTrainer
 from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
+from .data import check_vocabulary_coverage, dataset_rows
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
 from .lineage import Lineage, write_lineage
@@ -36,6 +37,7 @@ class Eagle3Trainer(SpecTrainer):
     """
 
     trainer_kind: ClassVar[str] = "eagle3"
+    config_class = Eagle3Config
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
     _target_features_class = TargetFeatures
@@ -57,6 +59,11 @@ class Eagle3Trainer(SpecTrainer):
         **kwargs,
     ):
         check_base_model(base_model)
+        self.check_args(args)
+        self._check_target(model, target_model)
+        train_dataset = kwargs.get("train_dataset")
+        if isinstance(train_dataset, Sized):  # a stream is not read ahead (the script checks what it loaded)
+            check_vocabulary_coverage(model, dataset_rows(train_dataset), model.config.name_or_path or None)
         self.lineage = lineage
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
@@ -70,6 +77,15 @@ class Eagle3Trainer(SpecTrainer):
         self.target_features.cache = self._feature_cache(target_model, model.config.aux_hidden_state_layer_ids)
         self._cache_counted = (0, 0)
         self._saving_stable_point = False
+
+    def _check_target(self, model: Eagle3DraftModel, target_model: PreTrainedModel) -> None:
+        """Refuse a drafter built for another target (its depth, width, vocabulary or feature layers), as loading it
+        on ``target_model`` would: the drafter saved would not load on it. One loaded with
+        ``ignore_target_mismatch=True`` already follows ``target_model``'s depth."""
+        try:
+            model.config.check_target(target_model.config)
+        except ValueError as error:
+            raise ValueError(f"{type(self).__name__}: the drafter does not fit target_model. {error}") from error
 
     def _feature_cache(self, target_model: PreTrainedModel, layer_ids: list[int]) -> FeatureCache | None:
         """``args.feature_cache_dir``'s cache, or None; refused with more than one process."""
@@ -103,8 +119,8 @@ class Eagle3Trainer(SpecTrainer):
                 self.args.compile_loss, self.args.target_temperature,
             )
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
-            self._metrics[f"loss_step{step}"].append(step_loss)
-            self._metrics[f"acc_step{step}"].append(accuracy)
+            self.step_metrics[f"loss_step{step}"].append(step_loss)
+            self.step_metrics[f"acc_step{step}"].append(accuracy)
         return (loss, {"loss": loss}) if return_outputs else loss
 
     def _log_feature_cache(self) -> None:
@@ -115,8 +131,8 @@ class Eagle3Trainer(SpecTrainer):
             return
         hits, misses = cache.hits - self._cache_counted[0], cache.misses - self._cache_counted[1]
         self._cache_counted = (cache.hits, cache.misses)
-        self._metrics["feature_cache_hit_rate"].append(hits / max(1, hits + misses))
-        self._metrics["feature_cache_refused"].append(float(cache.refused))
+        self.step_metrics["feature_cache_hit_rate"].append(hits / max(1, hits + misses))
+        self.step_metrics["feature_cache_refused"].append(float(cache.refused))
 
     def _loss_weight(self, input_ids: torch.LongTensor) -> torch.Tensor | None:
         """``1 + copy_loss_weight`` on the tokens a prompt lookup would have proposed, 1 elsewhere (None: no

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from transformers import TrainingArguments
+
 from ...core.values import check_number
-from ..config import SpecTrainingArguments
+from ..config import SpecTrainingArguments, check_no_mixed_precision
 from ..rl import check_ppo_settings
 
 
@@ -110,7 +112,15 @@ class LTDConfig(SpecTrainingArguments):
                 f"LTDConfig: max_steps={self.max_steps} exceeds the schedule ({self.schedule_steps} steps); leave "
                 "max_steps unset or raise collaborative_rounds / steps_per_phase."
             )
+        default_batch = TrainingArguments.__dataclass_fields__["per_device_train_batch_size"].default
+        if self.per_device_train_batch_size != default_batch:
+            raise ValueError(
+                f"LTDConfig.per_device_train_batch_size={self.per_device_train_batch_size} would not be used: one "
+                "optimizer step is one PPO minibatch of minibatch_size decisions from the policy's own rollouts. Set "
+                f"minibatch_size instead, and leave per_device_train_batch_size at {default_batch}."
+            )
         super().__post_init__()
+        check_no_mixed_precision(self, "LTDTrainer's training step replays the rollouts with the policy")
 
     @property
     def updates_per_rollout(self) -> int:

@@ -20,12 +20,23 @@ from ...policies.serialization import lookup_generate_kwargs
 from ...policies.static import static_tree_policy
 from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import ppo_loss
+from ..spec_trainer import refuse_unread_arguments
 from .config import LTDConfig
 from .phases import build_schedule, phase_at
 from .rollout import PPOUpdates, ReplayRollouts, load_state, save_state
 
 PAPER_URL = "https://openreview.net/forum?id=IK9cbzzXLt"
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+#: the ``Trainer`` arguments LTDTrainer sets itself or would not read, and what it reads instead
+UNREAD_ARGUMENTS = {
+    "train_dataset": "it trains on replays of environment=, each process on its share of the recorded prompts",
+    "eval_dataset": "pass the held-out replay environment as eval_environment=",
+    "data_collator": "it batches its own rollouts into PPO minibatches of LTDConfig.minibatch_size decisions",
+    "compute_metrics": "evaluate() replays eval_environment and logs its own tau and speedups; compute others "
+                       "from trainer.replay()",
+}
 
 
 class LTDTrainer(SpecTrainer):
@@ -53,6 +64,7 @@ class LTDTrainer(SpecTrainer):
     """
 
     trainer_kind: ClassVar[str] = "ltd"
+    config_class = LTDConfig
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "ltd", "speculative-decoding"]
     _name = "LTD"
@@ -73,6 +85,8 @@ class LTDTrainer(SpecTrainer):
         reproduce_command: str | None = None,
         **kwargs,
     ):
+        self.check_args(args)
+        refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
         environment.check_config(model.tree)
         check_branch_settings(model, environment.lookup_tokens, ("lookup_feature", "lookup_first"))
         super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
@@ -116,7 +130,7 @@ class LTDTrainer(SpecTrainer):
         )
         self.accelerator.backward(out.loss)
         for name in _LOSS_FIELDS:
-            self._metrics[f"{self.updates.head}/{name}"].append(getattr(out, name))
+            self.step_metrics[f"{self.updates.head}/{name}"].append(getattr(out, name))
         return out.loss.detach()
 
     def _collect_rollout(self) -> PPOUpdates:
@@ -124,12 +138,12 @@ class LTDTrainer(SpecTrainer):
         rollout = self.rollouts.collect(self.policy, phase, self.args.n_steps, self.cycle_reward)
         cycles = rollout.cycles
         tokens = committed_tokens(cycles)
-        self._metrics["phase"].append(float(index))
-        self._metrics["reward"].append(sum(map(self.cycle_reward, cycles)) / len(cycles))
-        self._metrics["tau"].append(tokens / len(cycles))
-        self._metrics["tokens_per_second"].append(tokens / sum(c.draft_time + c.verify_time for c in cycles))
-        self._metrics["draft_depth"].append(sum(c.draft_depth for c in cycles) / len(cycles))
-        self._metrics["verified_tokens"].append(sum(c.verified_tokens for c in cycles) / len(cycles))
+        self.step_metrics["phase"].append(float(index))
+        self.step_metrics["reward"].append(sum(map(self.cycle_reward, cycles)) / len(cycles))
+        self.step_metrics["tau"].append(tokens / len(cycles))
+        self.step_metrics["tokens_per_second"].append(tokens / sum(c.draft_time + c.verify_time for c in cycles))
+        self.step_metrics["draft_depth"].append(sum(c.draft_depth for c in cycles) / len(cycles))
+        self.step_metrics["verified_tokens"].append(sum(c.verified_tokens for c in cycles) / len(cycles))
         args = self.args
         return PPOUpdates.from_rollout(
             rollout, args.gamma, args.gae_lambda, args.minibatch_size, args.ppo_epochs, self.rollouts.generator
@@ -167,7 +181,7 @@ class LTDTrainer(SpecTrainer):
                 hardware=f"{profile.device}, {profile.dtype}, {profile.num_threads} threads",
             ),
         )
-        self.log(metrics)
+        self.log_evaluation(metrics, metric_key_prefix)
         return metrics
 
     def train_save_and_push(self) -> None:

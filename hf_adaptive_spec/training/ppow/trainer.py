@@ -109,6 +109,7 @@ class PPOWTrainer(Eagle3Trainer):
     """
 
     trainer_kind: ClassVar[str] = "ppow"
+    config_class = PPOWConfig
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "ppow", "speculative-decoding"]
     _name = "PPOW"
@@ -125,6 +126,7 @@ class PPOWTrainer(Eagle3Trainer):
         drafter_name_or_path: str | None = None,
         **kwargs,
     ):
+        self.check_args(args)
         for name in ("train_dataset", "eval_dataset"):
             check_windows(kwargs.get(name), args.window_size, name)
         super().__init__(model=model, args=args, target_model=target_model, **kwargs)
@@ -175,12 +177,12 @@ class PPOWTrainer(Eagle3Trainer):
             tolerance=args.proximity_tolerance, scale=args.proximity_scale, use_proximity=args.use_proximity_reward,
         )
         advantages = group_relative_advantages(rewards.flatten(), args.num_generations).view(rewards.shape)
-        self._metrics["accepted_length"].append(float(accepted.float().mean()))
-        self._metrics["reward"].append(float(rewards.mean()))
-        self._metrics["zero_accepted"].append(float((accepted == 0).float().mean()))
+        self.step_metrics["accepted_length"].append(float(accepted.float().mean()))
+        self.step_metrics["reward"].append(float(rewards.mean()))
+        self.step_metrics["zero_accepted"].append(float((accepted == 0).float().mean()))
         # the speedup reward of L = 0 is 0, so a positive reward there is the proximity reward
-        self._metrics["proximity_share"].append(float(((accepted == 0) & (rewards > 0)).float().mean()))
-        self._metrics["hard_fraction"].append(hard_fraction)
+        self.step_metrics["proximity_share"].append(float(((accepted == 0) & (rewards > 0)).float().mean()))
+        self.step_metrics["hard_fraction"].append(hard_fraction)
         return WindowRollout(
             input_ids, passed.features, prefixes, windows.tokens, log_probs,
             torch.log_softmax(verdicts.draft_vocab_logits, dim=-1), advantages,
@@ -215,9 +217,9 @@ class PPOWTrainer(Eagle3Trainer):
         policy_loss = -clipped_surrogate(ratio, advantages, args.epsilon).mean()
         kl = (log_q.exp() * (log_q - rollout.target_log_probs)).sum(-1).mean()
         loss = policy_loss + args.beta * kl
-        self._metrics["policy_loss"].append(float(policy_loss.detach()))
-        self._metrics["kl"].append(float(kl.detach()))
-        self._metrics["clip_fraction"].append(float(((ratio.detach() - 1).abs() > args.epsilon).float().mean()))
+        self.step_metrics["policy_loss"].append(float(policy_loss.detach()))
+        self.step_metrics["kl"].append(float(kl.detach()))
+        self.step_metrics["clip_fraction"].append(float(((ratio.detach() - 1).abs() > args.epsilon).float().mean()))
         return (loss, {"loss": loss}) if return_outputs else loss
 
     def _training_description(self) -> str:

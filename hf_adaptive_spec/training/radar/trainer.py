@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 import torch
 from huggingface_hub import ModelCard
 from torch.distributions import Categorical
-from transformers import Trainer
 
 from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...policies.serialization import lookup_generate_kwargs
 from ...profiling.hardware import HardwareProfile
 from ..base import CardNames, SpecTrainer, lookup_branch_note
+from ..spec_trainer import refuse_unread_arguments
 from .config import RadarConfig
 from .data import RadarDataset
 
@@ -149,6 +149,13 @@ def held_out_metrics(policy: RadarPolicy, dataset: RadarDataset, latency: Latenc
     }
 
 
+#: the ``Trainer`` arguments RadarTrainer sets itself or would not read, and what it reads instead
+UNREAD_ARGUMENTS = {
+    "compute_metrics": "evaluate() scores the deterministic policy on eval_dataset (held_out_metrics) and logs "
+                       "those; compute others from held_out_metrics(policy, dataset, trainer.latency)",
+}
+
+
 class RadarTrainer(SpecTrainer):
     """Trains a :class:`RadarPolicy` with RADAR's offline REINFORCE (no baseline, no simulator rollouts).
 
@@ -170,6 +177,7 @@ class RadarTrainer(SpecTrainer):
     """
 
     trainer_kind: ClassVar[str] = "radar"
+    config_class = RadarConfig
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "radar", "speculative-decoding"]
     _name = "RADAR"
@@ -191,6 +199,8 @@ class RadarTrainer(SpecTrainer):
         reproduce_command: str | None = None,
         **kwargs: Any,
     ):
+        self.check_args(args)
+        refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
         if args.allow_skip != model.allow_skip:
             raise ValueError(
                 f"RadarConfig.allow_skip={args.allow_skip} but the policy has allow_skip={model.allow_skip}: "
@@ -241,7 +251,7 @@ class RadarTrainer(SpecTrainer):
             skip_return[:, 0] = self.beta * skip_speed
             returns = torch.where(skipped[:, None], skip_return, returns)
             accepted = torch.where(skipped, inputs["skip_accepted"], accepted)
-            self._metrics["skip_probability"].append(float(distribution.probs[:, 0, SKIP].mean().detach()))
+            self.step_metrics["skip_probability"].append(float(distribution.probs[:, 0, SKIP].mean().detach()))
         num_decisions = actions.shape[-1]
         taken = torch.arange(num_decisions, device=calls.device) < calls.clamp(max=num_decisions)[:, None]  # [B, D - 1]
         weights = returns
@@ -251,10 +261,10 @@ class RadarTrainer(SpecTrainer):
         loss = -(distribution.log_prob(actions) * weights.to(logits.dtype)).sum(-1).mean()
         if self.args.entropy_coef:
             loss = loss - self.args.entropy_coef * (distribution.entropy() * taken).sum(-1).mean()
-        self._metrics["return"].append(float(returns[:, 0].mean()))
-        self._metrics["draft_calls"].append(float(calls.float().mean()))
-        self._metrics["accepted"].append(float(accepted.float().mean()))
-        self._metrics["stop_probability"].append(float(distribution.probs[..., STOP].mean().detach()))
+        self.step_metrics["return"].append(float(returns[:, 0].mean()))
+        self.step_metrics["draft_calls"].append(float(calls.float().mean()))
+        self.step_metrics["accepted"].append(float(accepted.float().mean()))
+        self.step_metrics["stop_probability"].append(float(distribution.probs[..., STOP].mean().detach()))
         return (loss, {"loss": loss}) if return_outputs else loss
 
     def evaluate(
@@ -269,9 +279,7 @@ class RadarTrainer(SpecTrainer):
             raise ValueError("RadarTrainer.evaluate needs an eval_dataset (a held-out RadarDataset).")
         policy = self.accelerator.unwrap_model(self.model)
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in held_out_metrics(policy, dataset, self.latency).items()}
-        # Trainer.log, not SpecTrainer.log: training metrics gathered since the last log stay for the next train log.
-        Trainer.log(self, dict(metrics))
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        self.log_evaluation(metrics, metric_key_prefix)
         return metrics
 
     def save_artifact(self, output_dir: str) -> None:

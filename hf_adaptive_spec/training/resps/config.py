@@ -42,8 +42,10 @@ class ReSpSConfig(SpecTrainingArguments):
             change later states. gamma and gae_lambda then have no effect. False: one episode per
             generation, with gamma and gae_lambda.
         decision_seconds: time charged to a cycle where the policy decides, in replayed rewards;
-            unset: measured once at the start (median of the policy's decision) and kept in
-            checkpoints, so rewards are deterministic. Other cycles are charged nothing.
+            unset: measured once at the start (wall-clock median of the policy's decision) and kept in
+            checkpoints, so a resumed run keeps it; but two runs with the same seed measure it anew and
+            train differently. Set it (e.g. to the value a run's card states) for reproducible runs: the
+            rewards are then deterministic. Other cycles are charged nothing.
         action_grid: the policy's action grid, a name in ``ACTION_GRIDS`` ("cpu" or "paper").
         grid_total_tokens / grid_depths / grid_top_ks: set all three for a custom grid,
             ``action_grid(grid_total_tokens, grid_depths, grid_top_ks, grid_paper_filter)``, instead of
@@ -68,7 +70,9 @@ class ReSpSConfig(SpecTrainingArguments):
         metadata={"help": "Each decision is a one-step episode (reference code); False: one episode per generation."},
     )
     decision_seconds: float | None = field(
-        default=None, metadata={"help": "Seconds charged per policy decision in replay; unset: measured once."}
+        default=None,
+        metadata={"help": "Seconds charged per policy decision in replay; unset: measured once (wall clock: set it "
+                          "for reproducible runs)."},
     )
     action_grid: str = field(
         default="cpu", metadata={"help": f"Action grid of the policy: one of {', '.join(ACTION_GRIDS)}."}

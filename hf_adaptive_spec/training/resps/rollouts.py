@@ -63,7 +63,7 @@ class ReplayRollouts:
         prompts: this process's prompt indices.
         args: the training arguments.
         reward_fn: PPO rewards ``[N]`` of a rollout's decisions.
-        metrics: where rollout statistics are appended (``SpecTrainer._metrics``).
+        metrics: where rollout statistics are appended (``SpecTrainer._metrics["train"]``: rollouts are training's).
         rank: this process's index, for its own random streams.
     """
 

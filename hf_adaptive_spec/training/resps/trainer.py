@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 from huggingface_hub import ModelCard
-from transformers import Trainer, TrainerState
+from transformers import TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ...environments import MultiReplayEnvironment
@@ -18,10 +18,20 @@ from ...policies.serialization import lookup_generate_kwargs
 from ...policies.static import static_tree_policy
 from ..base import CardNames, SpecTrainer, check_branch_settings, lookup_branch_note
 from ..rl import RolloutBatch, ppo_loss
+from ..spec_trainer import refuse_unread_arguments
 from .config import ReSpSConfig
 from .rollouts import ReplayRollouts
 
 _LOSS_FIELDS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+#: the ``Trainer`` arguments ReSpSTrainer sets itself or would not read, and what it reads instead
+UNREAD_ARGUMENTS = {
+    "model": "pass the ReSpSPolicy to train as policy=",
+    "data_collator": "it batches its own rollouts into PPO minibatches of per_device_train_batch_size "
+                     "decisions",
+    "compute_metrics": "evaluate() replays the policy on eval_dataset and logs its own speed metrics",
+}
 
 
 class ReSpSTrainer(SpecTrainer):
@@ -52,6 +62,7 @@ class ReSpSTrainer(SpecTrainer):
     """
 
     trainer_kind: ClassVar[str] = "resps"
+    config_class = ReSpSConfig
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "resps", "speculative-decoding"]
     _name = "Re-SpS"
@@ -74,6 +85,8 @@ class ReSpSTrainer(SpecTrainer):
         reproduce_command: str | None = None,
         **kwargs,
     ):
+        self.check_args(args)
+        refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
         environment.check_actions(policy.actions)
         check_branch_settings(policy, environment.lookup_tokens)
         train_prompts = list(range(environment.num_prompts) if train_dataset is None else train_dataset)
@@ -97,7 +110,7 @@ class ReSpSTrainer(SpecTrainer):
             train_prompts[args.process_index :: args.world_size],
             args,
             self.compute_rewards,
-            self._metrics,
+            self._metrics["train"],
             rank=args.process_index,
         )
 
@@ -122,7 +135,7 @@ class ReSpSTrainer(SpecTrainer):
             args.normalize_advantages,
         )
         for name in _LOSS_FIELDS:
-            self._metrics[name].append(getattr(out, name))
+            self.step_metrics[name].append(getattr(out, name))
         return (out.loss, {}) if return_outputs else out.loss
 
     # -- evaluation ------------------------------------------------------------------------------
@@ -165,8 +178,7 @@ class ReSpSTrainer(SpecTrainer):
             f"{prefix}_best_static_top_k": float(best_action.top_k),
         }
         self.last_eval = (speed, speed / best_speed, best_action)
-        Trainer.log(self, metrics)  # SpecTrainer.log would fold pending training metrics in as eval ones
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        self.log_evaluation(metrics, metric_key_prefix)
         return metrics
 
     # -- saving and resuming ---------------------------------------------------------------------
@@ -202,6 +214,16 @@ class ReSpSTrainer(SpecTrainer):
         """The policy's card (``model_cards/policy.md``)."""
         return self.policy.generate_model_card(**self.card_kwargs())
 
+    def _decision_cost(self) -> str:
+        """The time charged per decision, as the card states it, and whether the run can be reproduced."""
+        seconds = self.rollouts.stream.decision_seconds
+        if self.args.decision_seconds is not None:
+            return f"{1000 * seconds:.4g} ms (decision_seconds, fixed: runs with the same seed reproduce)"
+        if seconds is None:
+            return "a time measured when training starts"
+        return (f"{1000 * seconds:.4g} ms, measured when training started (wall clock: a run with the same seed "
+                f"measures anew; set decision_seconds={seconds!r} to reproduce it)")
+
     def card_kwargs(self) -> dict[str, Any]:
         """Model-card fields: target, drafter, data, command, and what was trained and measured."""
         policy, args = self.policy, self.args
@@ -211,7 +233,8 @@ class ReSpSTrainer(SpecTrainer):
             f"hidden states {list(policy.feature_layers)} at the last committed token, concatenated "
             f"({policy.feature_mean.numel()} dims, standardised). An action ({decide}) is held "
             f"{policy.decision_interval} cycles. Trained with PPO on exact replays of recorded generations: "
-            f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process."
+            f"{self.rollouts.stream.updates} updates of {args.n_steps} decisions per process, each decision charged "
+            f"{self._decision_cost()}."
         ) + lookup_branch_note(self.environment.lookup_tokens, self.environment.lookup_ngram_size, policy.lookup_first)
         if self.last_eval is not None:
             speed, ratio, best = self.last_eval
