@@ -174,3 +174,26 @@ def test_a_folder_named_default_is_that_folder_and_left_out_is_the_default_folde
     model = tiny_model("llama")
     assert fast_path(model).package_dir == default_package_dir() == tmp_path / "cache"
     assert fast_path(model, package_dir="default").package_dir == Path("default")
+
+
+def test_a_peft_adapted_model_is_named_as_such_and_its_build_gives_no_folder_advice(tmp_path, builds):
+    """A LoRA adapter on the target: the twin failed setting a peft tensor ('Linear has no attribute base_layer') and
+    the warning told the user to keep packages in another folder; the modules are compared first, the adapter is
+    named with merge_and_unload(), and a model that cannot be packaged gets no folder advice."""
+    from peft import LoraConfig, get_peft_model
+
+    from hf_adaptive_spec.core.packaged import UnpackageableModel, weight_sharing_twin
+
+    model = tiny_model("llama")
+    get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"]))
+    with pytest.raises(UnpackageableModel, match=r"self_attn.q_proj.*a peft adapter's layers \(merge_and_unload\(\)"):
+        weight_sharing_twin(model)
+    forward = _forward(tmp_path)
+
+    def untraceable():
+        return weight_sharing_twin(model)
+
+    untraceable_message = r"^No ahead-of-time package can be traced for this model: .*peft"
+    with pytest.raises(PackageBuildError, match=untraceable_message) as got:
+        forward("key", untraceable, torch.zeros(1))
+    assert "folder" not in str(got.value)

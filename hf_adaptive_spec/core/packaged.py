@@ -116,6 +116,10 @@ def _plain_settings(module: torch.nn.Module) -> tuple:
                         if not name.startswith("_") and name not in _NOT_COMPUTED and plain(value)))
 
 
+class UnpackageableModel(ValueError):
+    """The model holds modules its config does not build (:func:`weight_sharing_twin`): no package can be traced."""
+
+
 def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     """Another instance of ``model``'s class (built on the meta device from its config) holding the
     very same parameter, buffer and tensor-attribute objects and each module's plain settings
@@ -125,20 +129,23 @@ def weight_sharing_twin(model: torch.nn.Module) -> torch.nn.Module:
     traces; tracing the twin leaves ``model`` to other threads' calls meanwhile."""
     with torch.device("meta"):
         twin = type(model)(model.config)
+    # the modules first: a tensor of a module the config does not build (a peft LoRA layer's) has nowhere to go
+    built, held = dict(twin.named_modules()), dict(model.named_modules())
+    swapped = [name or "(the model)" for name in {**held, **built} if type(held.get(name)) is not type(built.get(name))]
+    if swapped:
+        adapted = any(type(module).__module__.startswith("peft.") for module in held.values())
+        raise UnpackageableModel(
+            f"{type(model).__name__} holds modules its config does not build ({', '.join(sorted(swapped)[:3])}: "
+            "swapped, added or removed on the instance), which a package traced from the config's modules would "
+            "leave out" + (": a peft adapter's layers (merge_and_unload() folds them into the model's own)"
+                           if adapted else "")
+        )
     for name, tensor in named_tensors(model):
         owner, _, leaf = name.rpartition(".")
         setattr(twin.get_submodule(owner), leaf, tensor)
     left = [name for name, tensor in named_tensors(twin) if tensor.is_meta]
     if left:
         raise ValueError(f"{type(model).__name__} built from its config has tensors its instance lacks: {left[:3]}")
-    built, held = dict(twin.named_modules()), dict(model.named_modules())
-    swapped = [name or "(the model)" for name in {**held, **built} if type(held.get(name)) is not type(built.get(name))]
-    if swapped:
-        raise ValueError(
-            f"{type(model).__name__} holds modules its config does not build ({', '.join(sorted(swapped)[:3])}: "
-            "swapped, added or removed on the instance), which a package traced from the config's modules would "
-            "leave out."
-        )
     for name, module in held.items():  # a setting set on the instance, or the config edited since the model was built
         vars(built[name]).update(_plain_settings(module))
     return twin.eval()
@@ -273,6 +280,8 @@ class PackagedForward:
             os.replace(partial, path)  # atomic: another process sees no package or a whole one
         except StaleWeightsError:
             raise
+        except UnpackageableModel as error:  # the model, not the folder: no folder advice
+            raise PackageBuildError(f"No ahead-of-time package can be traced for this model: {error}.") from error
         except Exception as error:
             raise PackageBuildError(
                 f"Building an ahead-of-time package of a speculative-decoding forward in {self.directory} failed "
