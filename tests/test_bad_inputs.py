@@ -284,6 +284,10 @@ GENERATE = {
     "assistant-model-of-the-wrong-type": BadInput(
         lambda m, t: _generate(m, assistant_model="smollm2"), ValueError, "assistant_model must be a drafter"
     ),
+    "assistant-model-compiled": BadInput(  # named only 'got OptimizedModule'
+        lambda m, t: _generate(m, assistant_model=torch.compile(tiny_model("llama", seed=3, num_hidden_layers=1))),
+        ValueError, r"assistant_model is a torch.compile'd LlamaForCausalLM: pass the model itself .*_orig_mod",
+    ),
     "drafter-without-policy": BadInput(
         lambda m, t: m.generate(prompt(5), max_new_tokens=5, assistant_model=hfas.CausalLMDrafter(m)), ValueError,
         "needs a policy",

@@ -680,3 +680,14 @@ def test_enable_after_the_patch_was_removed_enables_again():
     hfas.enable(model)
     out = model.generate(ids, max_new_tokens=6, do_sample=False, assistant_policy=hfas.StaticTreePolicy(depth=0))
     assert torch.equal(out, model.generate(ids, max_new_tokens=6, do_sample=False))
+
+
+def test_enable_takes_a_torch_compiled_model_and_enables_the_model_inside():
+    """enable(torch.compile(model)) was refused ('got OptimizedModule'), though the compiled module's generate is the
+    model's own: the model inside is enabled, and the compiled module is returned."""
+    from hf_adaptive_spec.generation.enable import is_enabled
+
+    model = tiny_model("llama")
+    del model.generate  # as a model never enabled
+    compiled = torch.compile(model, backend="eager")
+    assert hfas.enable(compiled) is compiled and is_enabled(model)

@@ -56,6 +56,12 @@ def _as_drafter(assistant_model: object) -> Drafter:
         )
     if isinstance(assistant_model, PreTrainedModel):
         return CausalLMDrafter(assistant_model)
+    if isinstance(getattr(assistant_model, "_orig_mod", None), PreTrainedModel):  # torch.compile's OptimizedModule
+        raise ValueError(
+            f"assistant_model is a torch.compile'd {type(assistant_model._orig_mod).__name__}: pass the model itself "
+            "(assistant_model=compiled._orig_mod). The engine compiles its drafting on its own compiled path "
+            "(cache_implementation='static' with a compile_config)."
+        )
     raise ValueError(
         "assistant_model must be a drafter (an hf_adaptive_spec Drafter such as CausalLMDrafter, or a causal LM "
         f"sharing the target's tokenizer), or None to draft nothing; got {type(assistant_model).__name__}."
@@ -271,7 +277,9 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
 
 
 def _transformers_model(model: nn.Module) -> PreTrainedModel:
-    inner = unwrap_peft(model)
+    """The transformers model inside ``model``: a peft wrapper's, or torch.compile's (whose ``generate`` is the
+    model's own)."""
+    inner = unwrap_peft(getattr(model, "_orig_mod", model))
     if not isinstance(inner, PreTrainedModel) or not hasattr(inner, "generate"):
         raise ValueError(
             f"enable() needs a transformers causal LM (or a peft model wrapping one), got {type(model).__name__}."
