@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_char_tokenizer, prompt, tiny_model
+from tiny_models import make_char_tokenizer, prompt, tiny_eagle3, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -43,6 +43,11 @@ def _generate(model, ids=None, **kwargs):
     kwargs.setdefault("assistant_model", hfas.CausalLMDrafter(model))
     kwargs.setdefault("assistant_policy", hfas.StaticTreePolicy.chain(3))
     return model.generate(prompt(5) if ids is None else ids, max_new_tokens=5, do_sample=False, **kwargs)
+
+
+def _resized(model):
+    model.resize_token_embeddings(model.config.vocab_size + 32)
+    return model
 
 
 def _dvi_sharing_on_scaled_logits(model, tmp_path):
@@ -287,6 +292,10 @@ GENERATE = {
     "assistant-model-compiled": BadInput(  # named only 'got OptimizedModule'
         lambda m, t: _generate(m, assistant_model=torch.compile(tiny_model("llama", seed=3, num_hidden_layers=1))),
         ValueError, r"assistant_model is a torch.compile'd LlamaForCausalLM: pass the model itself .*_orig_mod",
+    ),
+    "eagle3-after-the-target-was-resized": BadInput(  # said only that the drafter must share the tokenizer
+        lambda m, t: _generate(_resized(tiny_model("llama")), assistant_model=tiny_eagle3(tiny_model("llama"))),
+        ValueError, r"vocab_size is 96, the target's is 128.*embeddings resized with resize_token_embeddings",
     ),
     "drafter-without-policy": BadInput(
         lambda m, t: m.generate(prompt(5), max_new_tokens=5, assistant_model=hfas.CausalLMDrafter(m)), ValueError,

@@ -128,7 +128,11 @@ class Eagle3DrafterConfig(LlamaConfig):
         if self.vocab_size != target.vocab_size:
             raise ValueError(
                 f"Vocabulary mismatch: the drafter's vocab_size is {self.vocab_size}, the target's is "
-                f"{target.vocab_size}. An EAGLE-3 drafter must share its target's tokenizer."
+                f"{target.vocab_size}. An EAGLE-3 drafter must share its target's tokenizer"
+                + ("; this target has more tokens than the drafter knows (its embeddings resized with "
+                   "resize_token_embeddings, or another model): use the target as the drafter was trained for it "
+                   "(vocab_size as above), or train a drafter for this one (hf-adaptive-spec train eagle3)."
+                   if target.vocab_size > self.vocab_size else ".")
             )
         problem = self.use_aux_hidden_state and aux_layer_ids_problem(self.aux_hidden_state_layer_ids, num_layers)
         if problem:
