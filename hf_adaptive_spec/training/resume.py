@@ -9,12 +9,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+from safetensors import safe_open
 from transformers import TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..core.settings import changed_settings
 from ..hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
 from ..hub.registry import registered_class
+from ..hub.weights import WEIGHTS_NAME
 from .cli import TRAINERS
 
 #: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
@@ -123,6 +126,30 @@ def check_checkpoint_kind(checkpoint: str, expected_type: str | None, trainer: s
         f"trainer saved it. Resume a checkpoint-N folder {trainer} saved, or drop resume_from_checkpoint to start a "
         "new run."
     )
+
+
+def check_checkpoint_shapes(checkpoint: str, model: torch.nn.Module, trainer: str) -> None:
+    """Refuse to resume ``checkpoint`` into ``model`` when its weights' names or shapes differ from the model's (another
+    draft vocabulary, another number of layers): the weights failed to load with a bare size-mismatch error, or
+    loaded in part with a warning before the optimizer's state failed ("parameter group doesn't match"). A checkpoint
+    without ``model.safetensors`` is left to the trainer's own loading."""
+    path = os.path.join(checkpoint, WEIGHTS_NAME)
+    if not os.path.isfile(path):
+        return
+    with safe_open(path, "pt") as weights:
+        saved = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    held = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    trained = {name for name, parameter in model.named_parameters() if parameter.requires_grad}  # frozen: not saved
+    differences = [f"{name}: {saved[name]} saved, {held[name]} here" for name in sorted(saved.keys() & held.keys())
+                   if saved[name] != held[name]]
+    differences += [f"{name}: saved, not in this model" for name in sorted(saved.keys() - held.keys())]
+    differences += [f"{name}: trained in this model, not saved" for name in sorted(trained - saved.keys())]
+    if differences:
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} holds weights of another shape than {trainer}'s model "
+            f"({len(differences)} differ, e.g. {'; '.join(differences[:3])}): build the model as the run that saved "
+            f"it did (its {CONFIG_NAME}), or drop resume_from_checkpoint to start a new run."
+        )
 
 
 def _artifact_kind(artifact_type: str | None, unnamed: str) -> str:

@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sized
 from typing import Any, ClassVar
 
 import torch
@@ -21,6 +21,7 @@ from .resume import (
     TRAINER_KEY,
     TRAINING_CONFIG_NAME,
     check_checkpoint_kind,
+    check_checkpoint_shapes,
     check_resume_settings,
     keep_script_args,
     read_script_args,
@@ -62,6 +63,23 @@ def refuse_unread_arguments(trainer: str, kwargs: Mapping[str, Any], instead: Ma
         raise TypeError(f"{trainer} does not take " + "; ".join(f"{name}= ({instead[name]})" for name in given) + ".")
 
 
+def check_train_dataset_size(dataset: Any, args: TrainingArguments | None) -> None:
+    """Refuse a training dataset with a length that gives no batch: an empty one (torch's sampler failed with
+    'num_samples=0'), or one smaller than a batch with ``dataloader_drop_last`` (transformers' 'dataloader does not
+    have a length')."""
+    if not isinstance(dataset, Sized) or args is None:
+        return
+    if not len(dataset):
+        raise ValueError("train_dataset is empty: nothing to train. Pass the data to train on.")
+    batch = args.per_device_train_batch_size * max(1, args.world_size)
+    if args.dataloader_drop_last and len(dataset) < batch:
+        raise ValueError(
+            f"train_dataset holds {len(dataset)} rows, fewer than one batch of {batch} (per_device_train_batch_size "
+            f"{args.per_device_train_batch_size} on {max(1, args.world_size)} processes), and dataloader_drop_last "
+            "drops it: lower per_device_train_batch_size, or leave dataloader_drop_last off."
+        )
+
+
 class SpecTrainer(Trainer):
     """A ``Trainer`` that averages per-step metrics into each log line (TRL's ``_metrics``
     pattern: training's and an evaluation's kept apart) and saves its arguments as ``training_config.json`` (never a
@@ -77,6 +95,7 @@ class SpecTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._evaluation_prefix: str | None = None  # the metric_key_prefix while an evaluation runs
+        check_train_dataset_size(kwargs.get("train_dataset"), kwargs.get("args", args[1] if len(args) > 1 else None))
         kept = "Nothing was trained yet: train without push_to_hub, then upload output_dir once online (`hf upload`)."
         with reaching_the_hub(f"{type(self).__name__} (push_to_hub=True creates the Hub repo first)", kept):
             super().__init__(*args, **kwargs)
@@ -177,6 +196,7 @@ class SpecTrainer(Trainer):
         bare AttributeError on a module that is no transformers model)."""
         model = self.accelerator.unwrap_model(self.model if model is None else model)
         if isinstance(model, PreTrainedModel):
+            check_checkpoint_shapes(resume_from_checkpoint, model, type(self).__name__)  # Trainer's loads in part
             super()._load_from_checkpoint(resume_from_checkpoint, model)
             return
         load_weights(model, ArtifactLocation(resume_from_checkpoint))

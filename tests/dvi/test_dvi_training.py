@@ -15,6 +15,9 @@ from hf_adaptive_spec.training.dvi import DVIConfig, DVITrainer
 
 from .conftest import EXIT_LAYER
 
+#: one prompt: a trainer built only to inspect its settings (an empty dataset is refused)
+ONE_PROMPT = [{"input_ids": prompt(6)[0].tolist()}]
+
 torch.set_num_threads(1)
 
 RECIPES = Path(__file__).resolve().parents[2] / "trainers" / "recipes"
@@ -204,7 +207,7 @@ def test_a_continued_adapter_sets_the_exit_layer_and_lora_shape_and_says_so(tmp_
     drafter = DVIDrafter(target, exit_layer=1, lora_config=LoraConfig(r=4, lora_alpha=8, target_modules=["draft_head"]))
     args = _args(tmp_path, exit_layer=3, lora_r=2)
     with caplog.at_level("WARNING"):  # the trainer adopts a drafter's settings, whoever made it (not only the script)
-        DVITrainer(target_model=target, args=args, train_dataset=[], drafter=drafter)
+        DVITrainer(target_model=target, args=args, train_dataset=ONE_PROMPT, drafter=drafter)
     assert (args.exit_layer, args.lora_r, args.lora_alpha) == (1, 4, 8)
     assert "exit_layer=1, lora_r=4, lora_alpha=8 (the config's exit_layer=3, lora_r=2" in caplog.text
 
@@ -212,7 +215,8 @@ def test_a_continued_adapter_sets_the_exit_layer_and_lora_shape_and_says_so(tmp_
 def test_optimizer_settings_the_online_updater_would_not_use_are_refused_or_used(tmp_path):
     with pytest.raises(ValueError, match="optim='sgd' would not be used: the LoRA head steps with the online updater"):
         _args(tmp_path, optim="sgd")
-    trainer = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, adam_epsilon=0.5), train_dataset=[])
+    trainer = DVITrainer(target_model=tiny_model("llama"), args=_args(tmp_path, adam_epsilon=0.5),
+                         train_dataset=ONE_PROMPT)
     assert trainer.drafter.updater.optimizer.param_groups[0]["eps"] == 0.5
 
 

@@ -233,3 +233,47 @@ def test_a_direct_push_that_cannot_reach_the_hub_names_the_hub_and_the_saved_fol
     with pytest.raises(HubUnreachableError, match=r"RadarTrainer.push_to_hub\(\) could not reach the Hub .* "
                                                   r"upload it once online \(`hf upload org/radar "):
         trainer.push_to_hub()
+
+
+# -- B12: a checkpoint of another shape ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("other", [
+    dict(draft_to_target=torch.arange(0, 96, 3)),
+    dict(num_hidden_layers=2),
+], ids=["draft-vocabulary", "layers"])
+def test_a_checkpoint_of_another_shape_is_refused_before_it_loads(tmp_path, other):
+    """Another draft vocabulary failed in torch's load_state_dict (a bare size mismatch); one more layer loaded in
+    part with a 'missing keys' warning, then failed in the optimizer ('parameter group doesn't match')."""
+    target = tiny_model("llama")
+    args = _eagle3_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2)
+    Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
+                  train_dataset=CONVERSATIONS, data_collator=_collate).train()
+    checkpoint = tmp_path / "eagle3" / "checkpoint-2"
+    resumed = Eagle3Trainer(model=Eagle3DraftModel.from_target(target, **other),
+                            args=_eagle3_args(tmp_path, max_steps=4), target_model=target,
+                            train_dataset=CONVERSATIONS, data_collator=_collate)
+    with pytest.raises(ValueError, match=r"holds weights of another shape than Eagle3Trainer's model .*build the "
+                                         r"model as the run that saved it did"):
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    same = Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=_eagle3_args(tmp_path, max_steps=4),
+                         target_model=target, train_dataset=CONVERSATIONS, data_collator=_collate)
+    same.train(resume_from_checkpoint=str(checkpoint))
+    assert same.state.global_step == 4
+
+
+# -- B11: a training dataset that gives no batch ---------------------------------------------------------------------
+
+
+def test_a_training_dataset_that_gives_no_batch_is_refused_at_construction(tmp_path):
+    """An empty dataset failed in torch's sampler ('num_samples=0') once training started; one smaller than a batch
+    with dataloader_drop_last failed with transformers' 'dataloader does not have a length'."""
+    target = tiny_model("llama")
+    with pytest.raises(ValueError, match=r"train_dataset is empty: nothing to train"):
+        DVITrainer(target_model=target, args=DVIConfig(output_dir=str(tmp_path / "dvi"), max_steps=1, exit_layer=2,
+                                                       report_to=[]),
+                   train_dataset=[])
+    args = _eagle3_args(tmp_path, per_device_train_batch_size=8, dataloader_drop_last=True)
+    with pytest.raises(ValueError, match=r"train_dataset holds 4 rows, fewer than one batch of 8 .*drop_last"):
+        Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
+                      train_dataset=CONVERSATIONS, data_collator=_collate)
