@@ -277,3 +277,22 @@ def test_a_training_dataset_that_gives_no_batch_is_refused_at_construction(tmp_p
     with pytest.raises(ValueError, match=r"train_dataset holds 4 rows, fewer than one batch of 8 .*drop_last"):
         Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
                       train_dataset=CONVERSATIONS, data_collator=_collate)
+
+
+# -- B10: rows that are not conversations ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row, message", [
+    ("a path", r"Conversation 0 of the training data is a str, not a mapping"),
+    ({"loss_mask": [1] * 4}, r"Conversation 0 of the training data has no input_ids \(keys \['loss_mask'\]\)"),
+    ({"input_ids": [1, 2, 3], "loss_mask": [0, 1]}, r"has 3 input_ids and a loss_mask of 2"),
+    ({"input_ids": [1, 2, 500], "loss_mask": [0, 1, 1]}, r"token ids outside the target's vocabulary of 96 \(e.g. "
+                                                         r"\[500\]\)"),
+], ids=["string", "no-input-ids", "lengths", "outside-vocabulary"])
+def test_a_training_row_that_is_no_conversation_is_refused_at_construction(tmp_path, row, message):
+    """Each failed once training started: 'string indices must be integers', a KeyError, a size mismatch inside the
+    loss, an IndexError in the embedding."""
+    target = tiny_model("llama")
+    with pytest.raises(ValueError, match=message):
+        Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=_eagle3_args(tmp_path), target_model=target,
+                      train_dataset=[row], data_collator=_collate)

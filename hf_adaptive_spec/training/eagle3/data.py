@@ -6,7 +6,7 @@ import itertools
 import logging
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -172,11 +172,7 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], 
     vocabulary = set(draft.draft_to_target().tolist())
     trained = held = 0
     for index, sample in enumerate(samples):
-        if "loss_mask" not in sample:
-            raise ValueError(
-                f"Conversation {index} of the training data has no loss_mask (keys {sorted(sample)}): each needs "
-                "input_ids and a loss_mask of 1 on the answer tokens to train, as tokenize_conversation builds them."
-            )
+        check_training_row(index, sample, draft.config.vocab_size)
         tokens = [token for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
         trained, held = trained + len(tokens), held + sum(token in vocabulary for token in tokens)
     if not trained:
@@ -202,6 +198,29 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], 
         "train nothing (the loss reads only the tokens the drafter can draft). %s.",
         owner, len(vocabulary), 100 * share, trained, fix,
     )
+
+
+def check_training_row(index: int, sample: object, vocab_size: int) -> None:
+    """Refuse a training row that is not a conversation as :func:`tokenize_conversation` builds it: a mapping with
+    ``input_ids`` (ids below ``vocab_size``) and a ``loss_mask`` of the same length (a string row, a missing column,
+    another length or an id past the vocabulary failed inside collation, the loss or the embedding)."""
+    fix = "each needs input_ids and a loss_mask of 1 on the answer tokens, as tokenize_conversation builds them"
+    if not isinstance(sample, Mapping):
+        raise ValueError(
+            f"Conversation {index} of the training data is a {type(sample).__name__}, not a mapping: {fix}."
+        )
+    missing = [key for key in ("input_ids", "loss_mask") if key not in sample]
+    if missing:
+        raise ValueError(f"Conversation {index} of the training data has no {' or '.join(missing)} (keys "
+                         f"{sorted(sample)}): {fix}.")
+    ids, mask = list(sample["input_ids"]), list(sample["loss_mask"])
+    if len(ids) != len(mask):
+        raise ValueError(f"Conversation {index} of the training data has {len(ids)} input_ids and a loss_mask of "
+                         f"{len(mask)}: {fix}.")
+    outside = [token for token in ids if not 0 <= int(token) < vocab_size]
+    if outside:
+        raise ValueError(f"Conversation {index} of the training data holds token ids outside the target's vocabulary "
+                         f"of {vocab_size} (e.g. {outside[:3]}): tokenize it with the target's tokenizer.")
 
 
 def dataset_rows(dataset: Sequence | Iterable) -> Iterable[dict]:
