@@ -664,6 +664,7 @@ def test_an_enabled_model_pickles_and_copies_and_each_copy_decodes_as_stock(tmp_
               torch.load(tmp_path / "model.pt", weights_only=False)]
     for copied in copies:
         assert copied.generate.args[0] is copied  # its own engine, not the original's
+        assert "tree speculative decoding" in copied.generate.__doc__  # help(model.generate) shows the engine's
         for cache in ("static", None):
             assert torch.equal(speculative(copied, cache_implementation=cache), stock)
     assert torch.equal(speculative(model, cache_implementation="static"), stock)

@@ -23,8 +23,8 @@ from .records import QuestionRecord
 from .report import not_interleaved
 from .summary import _throughput
 
-#: the fewest bootstrap resamples whose 2.5% and 97.5% points (at 0.025 (n - 1) and 0.975 (n - 1)) are at least one
-#: resample from either end: fewer gives an interval of the smallest and largest totals
+#: the fewest bootstrap resamples whose 2.5% point, at 0.025 (n - 1), lies a whole resample or more from the end:
+#: with fewer, the interval's ends are placed by rounding rather than by the resamples
 MIN_RESAMPLES = 41
 
 

@@ -145,9 +145,9 @@ def cost_curve_mismatch(
     flags = f"--dtype {running.dtype}" + (" --compile" if running.path == "compiled" else "")
     if not learned:
         return (
-            f"{policy_name} was chosen for the {trained_on} cost curve and this call runs on {running}: its tree "
-            f"assumes other verification costs. `hf-adaptive-spec profile {flags}` measures this one and recommends "
-            "the tree for it."
+            f"{policy_name} was chosen for the {trained_on} cost curve and this call runs on {running}: its settings "
+            f"assume other verification costs. `hf-adaptive-spec profile {flags} --recording DIR` (a recording of "
+            "the drafter) measures this one and recommends the tree for it."
         )
     return (
         f"{policy_name} was trained on the {trained_on} cost curve and this call runs on {running}: its choices "

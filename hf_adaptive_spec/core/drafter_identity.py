@@ -98,7 +98,7 @@ def drafter_mismatch(
     if not learned:
         return (
             f"{policy_name} was chosen for the drafter {trained_for.name} (weights {trained_for.weights[:12]}) and "
-            f"{running}: its tree assumes another drafter's acceptance. Record this drafter (`hf-adaptive-spec "
+            f"{running}: its settings assume another drafter's acceptance. Record this drafter (`hf-adaptive-spec "
             "record`) and `hf-adaptive-spec profile --recording DIR` recommends the tree for it."
         )
     return (

@@ -64,7 +64,8 @@ class StaticShapesMixin:
         stale = current is not None and current.freezes and version != self._static_weights_version
         # the cache and masks are allocated in the weights' dtype and device: moved since (model.to(torch.bfloat16),
         # or the target's layers an early-exit drafter shares), the next step would write into the old cache
-        moved = current is not None and weights is not None and placement(weights) != (current.device, current.dtype)
+        placed = placement(weights) if weights is not None else None
+        moved = current is not None and placed is not None and placed != (current.device, current.dtype)
         # a cache built under torch.inference_mode refuses the in-place writes of a call made outside it
         stranded = current is not None and not torch.is_inference_mode_enabled() and current.made_in_inference_mode
         if current is None or stale or moved or stranded or not current.fits(max_length, compile_options):

@@ -298,7 +298,7 @@ def enable(model: nn.Module) -> nn.Module:
     if not is_enabled(target):
         # a partial, not a bound method: a bound method pickles as getattr(model, "_generate"), so torch.save or
         # pickle of an enabled model wrote a file that did not load
-        target.generate = functools.partial(_generate, target)
+        target.generate = functools.update_wrapper(functools.partial(_generate, target), _generate)  # its help
     return model
 
 

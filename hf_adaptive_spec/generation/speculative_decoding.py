@@ -210,7 +210,7 @@ class _Decoder:
         stats.cost_curve = str(running)
         policy_name = type(self.policy).__name__
         trained_on = getattr(self.policy, "trained_on", None)
-        learned = isinstance(self.policy, torch.nn.Module)  # a network; else a tree or heuristic chosen for a curve
+        learned = self.policy.learned
         stats.policy_cost_curve_mismatch = cost_curve_mismatch(policy_name, trained_on, running, learned)
         trained_for = getattr(self.policy, "trained_for_drafter", None)
         if trained_for is not None:  # the drafter's digest is only computed for a policy that records one

@@ -226,6 +226,13 @@ class DraftPolicy:
     #: the longest n-gram that branch matched in training (``max_matching_ngram_size``; None: not recorded).
     trained_with_lookup_ngram_size: int | None = None
 
+    @property
+    def learned(self) -> bool:
+        """Whether the policy's choices were learned (a network, retrained for another curve, drafter or branch), as
+        against settings chosen for them (a tree, a heuristic's threshold: chosen again): what the mismatch reports
+        advise. By default, whether the policy is a torch module."""
+        return isinstance(self, torch.nn.Module)
+
     def check_settings(self) -> None:
         """Refuse a setting this policy cannot run with, whether given to its constructor or set since
         (``policy.threshold = 5.0``): the constructor, every ``generate`` call (before it touches any state),
@@ -313,10 +320,8 @@ def lookup_mismatch(
         return (
             f"{policy_name} was trained with a prompt-lookup branch matching n-grams of up to {trained_ngram_size} "
             f"tokens and this call matches up to {ngram_size}: its choices assume another acceptance. Pass "
-            f"max_matching_ngram_size={trained_ngram_size} to generate, or "
-            + (f"retrain the policy with --lookup_ngram_size {ngram_size}." if learned else
-               "rank the trees again for this call's branch (`hf-adaptive-spec profile --recording DIR "
-               "--lookup-tokens N`).")
+            f"max_matching_ngram_size={trained_ngram_size} to generate"
+            + (f", or retrain the policy with --lookup_ngram_size {ngram_size}." if learned else ".")
         )
     return None
 
@@ -334,7 +339,7 @@ def _other_branch_length(policy_name: str, trained_with: int, lookup_tokens: int
     if not learned:
         return (
             f"{policy_name} was chosen with {branch(trained_with)} and this call runs with {branch(lookup_tokens)}: "
-            f"its tree assumes another acceptance. {advice[0].upper() + advice[1:]}, or rank the trees again for "
+            f"its settings assume another acceptance. {advice[0].upper() + advice[1:]}, or rank the trees again for "
             f"this call's branch (`hf-adaptive-spec profile --recording DIR --lookup-tokens {lookup_tokens}`)."
         )
     return (

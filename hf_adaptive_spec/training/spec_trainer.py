@@ -63,11 +63,11 @@ def refuse_unread_arguments(trainer: str, kwargs: Mapping[str, Any], instead: Ma
         raise TypeError(f"{trainer} does not take " + "; ".join(f"{name}= ({instead[name]})" for name in given) + ".")
 
 
-def check_train_dataset_size(dataset: Any, args: TrainingArguments | None) -> None:
-    """Refuse a training dataset with a length that gives no batch: an empty one (torch's sampler failed with
-    'num_samples=0'), or one smaller than a batch with ``dataloader_drop_last`` (transformers' 'dataloader does not
-    have a length')."""
-    if not isinstance(dataset, Sized) or args is None:
+def check_train_dataset_size(dataset: Any, args: TrainingArguments) -> None:
+    """Refuse a training dataset with a length that gives ``Trainer``'s dataloader no batch: an empty one (torch's
+    sampler failed with 'num_samples=0'), or one smaller than a batch with ``dataloader_drop_last`` (transformers'
+    'dataloader does not have a length')."""
+    if not isinstance(dataset, Sized):
         return
     if not len(dataset):
         raise ValueError("train_dataset is empty: nothing to train. Pass the data to train on.")
@@ -95,7 +95,6 @@ class SpecTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._evaluation_prefix: str | None = None  # the metric_key_prefix while an evaluation runs
-        check_train_dataset_size(kwargs.get("train_dataset"), kwargs.get("args", args[1] if len(args) > 1 else None))
         kept = "Nothing was trained yet: train without push_to_hub, then upload output_dir once online (`hf upload`)."
         with reaching_the_hub(f"{type(self).__name__} (push_to_hub=True creates the Hub repo first)", kept):
             super().__init__(*args, **kwargs)
@@ -121,12 +120,19 @@ class SpecTrainer(Trainer):
     def evaluating(self, metric_key_prefix: str = "eval") -> Iterator[None]:
         """Within: an evaluation runs, its steps' metrics kept apart from training's and logged with its prefix;
         what it leaves unlogged is dropped at the end."""
-        self._evaluation_prefix = metric_key_prefix
+        outer, self._evaluation_prefix = self._evaluation_prefix, metric_key_prefix
         try:
             yield
         finally:
-            self._evaluation_prefix = None
-            self._metrics["eval"].clear()
+            self._evaluation_prefix = outer  # Trainer.evaluate nests one evaluation per dataset of a dict
+            if outer is None:
+                self._metrics["eval"].clear()
+
+    def get_train_dataloader(self):
+        """``Trainer``'s dataloader, refused by name when it would hold no batch (:func:`check_train_dataset_size`; a
+        trainer that batches its own rollouts overrides this)."""
+        check_train_dataset_size(self.train_dataset, self.args)
+        return super().get_train_dataloader()
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """``Trainer.log`` with the mean of each metric the steps appended since the last log of the same kind

@@ -124,5 +124,19 @@ def test_a_tree_chosen_for_another_drafter_and_curve_is_told_to_be_chosen_again(
     for note in (speculation.policy_cost_curve_mismatch, speculation.policy_drafter_mismatch):
         assert "StaticTreePolicy was chosen for the" in note and "recommends the tree for" in note
         assert "retrain" not in note.lower() and "use a StaticTreePolicy" not in note
-    assert "`hf-adaptive-spec profile --dtype float32` measures this one" in speculation.policy_cost_curve_mismatch
+    assert "`hf-adaptive-spec profile --dtype float32 --recording DIR` (a recording of the drafter) measures this one" \
+        in speculation.policy_cost_curve_mismatch
     assert "profile --recording DIR` recommends the tree" in speculation.policy_drafter_mismatch
+
+
+def test_a_policy_says_whether_its_choices_were_learned():
+    """The reports' advice (retrain, or choose again) follows DraftPolicy.learned: a network by default, and a user's
+    policy learned some other way says so."""
+    class Tabular(hfas.DraftPolicy):
+        learned = True
+
+    assert LTDPolicy(**SMALL_LTD).learned and Tabular().learned
+    assert not hfas.StaticTreePolicy().learned and not hfas.ConfidenceThresholdPolicy().learned
+    note = drafter_mismatch("Tabular", DrafterIdentity("org/drafter", "ab" * 16), "D", "cd" * 16,
+                            Tabular().learned)
+    assert "Retrain the policy" in note

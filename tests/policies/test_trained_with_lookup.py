@@ -63,6 +63,12 @@ def test_the_engine_reports_a_call_matching_other_ngrams_with_the_same_branch():
     assert note.startswith("LTDPolicy was trained with a prompt-lookup branch matching n-grams of up to 2 tokens and "
                            "this call matches up to 3")
     assert "Pass max_matching_ngram_size=2 to generate, or retrain the policy with --lookup_ngram_size 3." in note
+    tree = hfas.StaticTreePolicy.chain(2)  # chosen with the branch: no retraining, and no profile option matches
+    tree.mark_trained_on(EAGER_FP32, None, 2, 2)  # n-grams (its ranking replays 2-token ones)
+    note = _speculation(
+        model, drafter, tree, prompt_lookup_num_tokens=2, max_matching_ngram_size=3
+    ).policy_lookup_mismatch
+    assert note.endswith("Pass max_matching_ngram_size=2 to generate.")
     policy.mark_trained_on(EAGER_FP32, None, 2)  # the n-gram size not recorded: nothing to compare
     assert _speculation(
         model, drafter, policy, prompt_lookup_num_tokens=2, max_matching_ngram_size=3

@@ -265,18 +265,21 @@ def test_a_checkpoint_of_another_shape_is_refused_before_it_loads(tmp_path, othe
 # -- B11: a training dataset that gives no batch ---------------------------------------------------------------------
 
 
-def test_a_training_dataset_that_gives_no_batch_is_refused_at_construction(tmp_path):
-    """An empty dataset failed in torch's sampler ('num_samples=0') once training started; one smaller than a batch
-    with dataloader_drop_last failed with transformers' 'dataloader does not have a length'."""
+def test_a_training_dataset_that_gives_no_batch_is_refused_by_name_when_training_starts(tmp_path):
+    """An empty dataset failed in torch's sampler ('num_samples=0'); one smaller than a batch with
+    dataloader_drop_last failed with transformers' 'dataloader does not have a length'. The check sits in Trainer's
+    dataloader: a trainer built only to evaluate is not refused, nor one that batches its own rollouts (Re-SpS,
+    whose per_device_train_batch_size counts decisions, overrides the dataloader)."""
     target = tiny_model("llama")
+    empty = DVITrainer(target_model=target, args=DVIConfig(output_dir=str(tmp_path / "dvi"), max_steps=1, exit_layer=2,
+                                                           report_to=[]), train_dataset=[])
     with pytest.raises(ValueError, match=r"train_dataset is empty: nothing to train"):
-        DVITrainer(target_model=target, args=DVIConfig(output_dir=str(tmp_path / "dvi"), max_steps=1, exit_layer=2,
-                                                       report_to=[]),
-                   train_dataset=[])
+        empty.train()
     args = _eagle3_args(tmp_path, per_device_train_batch_size=8, dataloader_drop_last=True)
+    small = Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
+                          train_dataset=CONVERSATIONS, data_collator=_collate)
     with pytest.raises(ValueError, match=r"train_dataset holds 4 rows, fewer than one batch of 8 .*drop_last"):
-        Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=args, target_model=target,
-                      train_dataset=CONVERSATIONS, data_collator=_collate)
+        small.train()
 
 
 # -- B10: rows that are not conversations ----------------------------------------------------------------------------
@@ -296,3 +299,13 @@ def test_a_training_row_that_is_no_conversation_is_refused_at_construction(tmp_p
     with pytest.raises(ValueError, match=message):
         Eagle3Trainer(model=Eagle3DraftModel.from_target(target), args=_eagle3_args(tmp_path), target_model=target,
                       train_dataset=[row], data_collator=_collate)
+
+
+def test_rows_of_tensors_count_their_answer_tokens():
+    """A map-style torch Dataset or a with_format('torch') dataset gives tensor rows: their tokens, hashed by
+    identity, were never found in the draft vocabulary, and the data was refused as holding no answer token."""
+    from hf_adaptive_spec.training.eagle3.data import check_vocabulary_coverage
+
+    draft = Eagle3DraftModel.from_target(tiny_model("llama"))
+    rows = [{name: torch.tensor(values) for name, values in row.items()} for row in CONVERSATIONS]
+    check_vocabulary_coverage(draft, rows, None)

@@ -173,7 +173,8 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], 
     trained = held = 0
     for index, sample in enumerate(samples):
         check_training_row(index, sample, draft.config.vocab_size)
-        tokens = [token for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
+        # ints: a tensor hashes by identity, so a tensor row's tokens were never found in the vocabulary
+        tokens = [int(token) for token, mask in zip(sample["input_ids"], sample["loss_mask"]) if mask]
         trained, held = trained + len(tokens), held + sum(token in vocabulary for token in tokens)
     if not trained:
         raise ValueError(
