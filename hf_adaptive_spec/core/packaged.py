@@ -37,12 +37,15 @@ from .files import TEMPORARY_NAME_SUFFIX, write_text_atomically
 PACKAGE_FORMAT = 1
 
 PACKAGE_DIR_ENV = "HF_ADAPTIVE_SPEC_PACKAGES"
+#: the packages folder when ``$HF_ADAPTIVE_SPEC_PACKAGES`` is unset
+FALLBACK_PACKAGE_DIR = "~/.cache/hf_adaptive_spec/packages"
+#: where packages go by default, as messages name it
+DEFAULT_PACKAGE_DIR_TEXT = f"${PACKAGE_DIR_ENV}, else {FALLBACK_PACKAGE_DIR}"
 
 
 def default_package_dir() -> Path:
     """``$HF_ADAPTIVE_SPEC_PACKAGES``, else ``~/.cache/hf_adaptive_spec/packages``."""
-    configured = os.environ.get(PACKAGE_DIR_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "hf_adaptive_spec" / "packages"
+    return Path(os.environ.get(PACKAGE_DIR_ENV) or FALLBACK_PACKAGE_DIR).expanduser()
 
 
 def named_tensors(module: torch.nn.Module):

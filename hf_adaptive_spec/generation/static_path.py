@@ -20,6 +20,7 @@ from ..core.attention import attention_mask_argument
 from ..core.compiled import CompiledForward, split_inductor_patches
 from ..core.exclusive import claim_first_idle
 from ..core.packaged import (
+    DEFAULT_PACKAGE_DIR_TEXT,
     PackageBuildError,
     PackagedForward,
     StaleWeightsError,
@@ -104,7 +105,7 @@ class _DefaultPackageDir:
     named ``default`` is a folder like any other)."""
 
     def __repr__(self) -> str:
-        return "<the default packages folder: $HF_ADAPTIVE_SPEC_PACKAGES, else ~/.cache/hf_adaptive_spec/packages>"
+        return f"<the default packages folder: {DEFAULT_PACKAGE_DIR_TEXT}>"
 
 
 DEFAULT_PACKAGE_DIR = _DefaultPackageDir()
@@ -381,8 +382,7 @@ def _resolve_package_dir(package_dir) -> Path | None:
     if package_dir is DEFAULT_PACKAGE_DIR:
         return default_package_dir()
     folder = os.fspath(package_dir) if isinstance(package_dir, (str, os.PathLike)) else None
-    taken = ("str or os.PathLike (None: no packages, compile in-process; left out: $HF_ADAPTIVE_SPEC_PACKAGES, else "
-             "~/.cache/hf_adaptive_spec/packages)")
+    taken = f"str or os.PathLike (None: no packages, compile in-process; left out: {DEFAULT_PACKAGE_DIR_TEXT})"
     if not isinstance(folder, str):
         raise TypeError(f"package_dir is the packages folder, a {taken}; got {type(package_dir).__name__} "
                         f"{package_dir!r:.80}.")

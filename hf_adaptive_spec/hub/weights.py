@@ -98,6 +98,16 @@ def saved_floating_dtype(
     return floating.pop() if len(floating) == 1 else None
 
 
+def shape_differences(
+    saved: dict[str, tuple[int, ...]], expected: dict[str, tuple[int, ...]]
+) -> tuple[list[str], list[str], list[str]]:
+    """The names ``expected`` has and ``saved`` lacks, those ``saved`` has and ``expected`` lacks, and those of
+    another shape in each (names to shapes; each list sorted): what a strict load of saved weights would refuse."""
+    missing, unexpected = sorted(expected.keys() - saved.keys()), sorted(saved.keys() - expected.keys())
+    misshaped = sorted(name for name in expected.keys() & saved.keys() if tuple(expected[name]) != tuple(saved[name]))
+    return missing, unexpected, misshaped
+
+
 def load_weights(module: nn.Module, location: ArtifactLocation, filename: str = WEIGHTS_NAME) -> None:
     """Load ``filename`` into ``module`` strictly: every key present, none extra, shapes equal.
 

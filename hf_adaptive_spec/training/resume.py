@@ -17,7 +17,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from ..core.settings import changed_settings
 from ..hub.config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_json_object
 from ..hub.registry import registered_class
-from ..hub.weights import WEIGHTS_NAME
+from ..hub.weights import WEIGHTS_NAME, shape_differences
 from .cli import TRAINERS
 
 #: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
@@ -140,10 +140,10 @@ def check_checkpoint_shapes(checkpoint: str, model: torch.nn.Module, trainer: st
         saved = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
     held = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     trained = {name for name, parameter in model.named_parameters() if parameter.requires_grad}  # frozen: not saved
-    differences = [f"{name}: {saved[name]} saved, {held[name]} here" for name in sorted(saved.keys() & held.keys())
-                   if saved[name] != held[name]]
-    differences += [f"{name}: saved, not in this model" for name in sorted(saved.keys() - held.keys())]
-    differences += [f"{name}: trained in this model, not saved" for name in sorted(trained - saved.keys())]
+    missing, unexpected, misshaped = shape_differences(saved, held)
+    differences = [f"{name}: {saved[name]} saved, {held[name]} here" for name in misshaped]
+    differences += [f"{name}: saved, not in this model" for name in unexpected]
+    differences += [f"{name}: trained in this model, not saved" for name in missing if name in trained]
     if differences:
         raise ValueError(
             f"resume_from_checkpoint={checkpoint} holds weights of another shape than {trainer}'s model "

@@ -36,7 +36,7 @@ from ...hub.errors import (
 from ...hub.location import ArtifactLocation
 from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
-from ...hub.weights import read_safetensors, resolve_safetensors
+from ...hub.weights import read_safetensors, resolve_safetensors, shape_differences
 from .config import (
     DVI_ARTIFACT_TYPE,
     DVI_CONFIG_NAME,
@@ -370,12 +370,14 @@ class DVICheckpointMixin(HubArtifactMixin):
         weights_path = resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)
         state = read_safetensors(weights_path, device=str(self.shallow.device))
         expected = get_peft_model_state_dict(self.head, save_embedding_layers=False)
-        missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
-        wrong = [key for key in expected.keys() & state.keys() if expected[key].shape != state[key].shape]
+        missing, unexpected, wrong = shape_differences(
+            {name: tuple(tensor.shape) for name, tensor in state.items()},
+            {name: tuple(tensor.shape) for name, tensor in expected.items()},
+        )
         if missing or unexpected or wrong:
             raise WeightsMismatchError(
                 f"'{ADAPTER_WEIGHTS_NAME}' of {location} does not fit this DVI draft head: missing {missing}, "
-                f"unexpected {unexpected}, mis-shaped {sorted(wrong)}.{_rank_hint(state, expected, wrong)}"
+                f"unexpected {unexpected}, mis-shaped {wrong}.{_rank_hint(state, expected, wrong)}"
             )
         with self._lock:
             set_peft_model_state_dict(self.head, state)
