@@ -436,6 +436,25 @@ def test_a_drafters_static_cache_follows_a_dtype_change_between_calls(kind, move
     assert torch.equal(run(target, drafter), run(fresh_target, fresh))
 
 
+@pytest.mark.parametrize("kind", ["eagle3", "causal-lm"])
+def test_a_copied_drafter_builds_its_own_step_graphs(kind):
+    """After a compiled static call, pickling an EAGLE-3 drafter failed in its compiled step function ('Can't pickle
+    <function _draft_step>: it's not the same object'), and a deep copy carried graphs holding the original's weights
+    that it could never use: a copy leaves the graphs behind, builds its own, and drafts what the original drafts."""
+    import copy
+    import pickle
+
+    target = tiny_model("llama")
+    drafter = tiny_drafter(kind, target)
+    kwargs = dict(max_new_tokens=12, do_sample=False, cache_implementation="static",
+                  compile_config=hfas.fast_path_compile_config("cpu"))
+    expected = target.generate(prompt(8), assistant_model=drafter, assistant_policy=POLICIES["tree"], **kwargs)
+    for copied in (copy.deepcopy(drafter), pickle.loads(pickle.dumps(drafter))):
+        assert copied._static is None and not copied._static_in_use
+        out = target.generate(prompt(8), assistant_model=copied, assistant_policy=POLICIES["tree"], **kwargs)
+        assert torch.equal(out, expected)
+
+
 @pytest.mark.parametrize("family", ["mistral-sliding", "qwen2-hybrid"])
 def test_sliding_window_models_decode_in_a_static_cache_of_full_length_layers(family):
     """The engine's own cache keeps every layer full-length, and each verification mask applies its layer kind's

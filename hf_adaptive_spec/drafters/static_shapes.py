@@ -39,6 +39,15 @@ class StaticShapesMixin:
     #: (see :class:`~hf_adaptive_spec.core.static_steps.StaticDraftSteps`).
     _static_step: Callable | None = None
 
+    def __getstate__(self) -> dict:
+        """A copy (``copy.deepcopy``, pickle) keeps the drafter's settings and weights but not its step graphs,
+        which hold the original's weights and cache: its first static call builds its own. Pickling the graphs
+        failed (compiled step functions do not pickle), and deep-copying them copied graphs it could never use."""
+        state = self.__dict__.copy()
+        for name in ("_static", "_static_in_use", "_static_weights_version"):
+            state.pop(name, None)
+        return state
+
     def _static_model(self) -> nn.Module | None:
         """The model :attr:`_static_step` runs (None: the drafter builds its own runner)."""
         return None

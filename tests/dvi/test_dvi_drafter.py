@@ -219,6 +219,31 @@ def test_bind_refuses_another_model(target):
         )
 
 
+def test_a_copy_is_refused_with_the_way_to_a_second_drafter(target, tmp_path):
+    """copy.deepcopy, pickle and torch.save of a DVI drafter failed on its lock ('cannot pickle _thread.RLock'),
+    naming no way on; had they copied, the copy would have duplicated the target's first layers apart from it. The
+    refusal names the way to a second drafter, and that way drafts what the first one drafts."""
+    import copy
+    import io
+    import pickle
+
+    drafter = make_drafter(target, online=False)
+    for copy_it in (copy.deepcopy, pickle.dumps, lambda obj: torch.save(obj, io.BytesIO())):
+        with pytest.raises(TypeError, match=r"DVIDrafter cannot be copied.*first 2 layers.*from_pretrained"):
+            copy_it(drafter)
+    with torch.no_grad():  # an adapter of its own (a fresh one drafts as the plain head)
+        for name, param in drafter.head.named_parameters():
+            if "lora_" in name:
+                param.add_(torch.randn_like(param))
+    drafter.save_pretrained(tmp_path)
+    second = DVIDrafter.from_pretrained(tmp_path, target=target)
+    saved = lora_state(drafter)
+    assert all(torch.equal(param, saved[name]) for name, param in lora_state(second).items())
+    run = dict(max_new_tokens=12, do_sample=False, assistant_policy=CHAIN, return_dict_in_generate=True)
+    outputs = [target.generate(prompt(6), assistant_model=one, **run) for one in (drafter, second)]
+    assert outputs[0].speculation.accepted_lengths == outputs[1].speculation.accepted_lengths
+
+
 @pytest.mark.parametrize("exit_layer", [0, 4, 5, 2.5, "2", True])
 def test_an_exit_layer_outside_the_target_is_refused_by_its_name(target, exit_layer):
     """The draft path is a strict part of the target: the error names exit_layer and the target's layer count (not

@@ -215,6 +215,16 @@ class DVIDrafter(
     #: the paper's proposal: a chain of depth 4, ``StaticTreePolicy.chain(DVIDrafter.recommended_depth)``
     recommended_depth = RECOMMENDED_DEPTH
 
+    def __getstate__(self) -> dict:
+        """Refused: a copy would duplicate the target's first layers apart from the target (and its lock)."""
+        raise TypeError(
+            f"A DVIDrafter cannot be copied or pickled (copy.deepcopy, pickle, torch.save): it drafts with its "
+            f"target's first {self._exit_layer} layers, which a copy would duplicate apart from the target. For a "
+            f"second drafter (each concurrent generate call needs its own), build one on the same target and give it "
+            f"this one's adapter: drafter.save_pretrained(folder), then DVIDrafter.from_pretrained(folder, "
+            f"target=model); to keep the adapter, save_pretrained alone."
+        )
+
     # ----- the Drafter interface ---------------------------------------------------------------
 
     def _reset(self) -> None:
