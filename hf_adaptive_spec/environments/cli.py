@@ -41,6 +41,7 @@ from ..default_model import load_model
 from ..drafters.base import Drafter
 from ..drafters.eagle3 import Eagle3Drafter
 from ..generation.enable import enable
+from ..hub.errors import ArtifactError
 from ..policies.base import TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile
@@ -211,6 +212,10 @@ def parse_feature_layers(value: str | None, drafter: Drafter, model: PreTrainedM
     except ValueError:
         raise ValueError(f"--feature-layers takes comma-separated hidden-state indices such as '2,15,27', got "
                          f"{value!r}.") from None
+    repeated = sorted({layer for layer in layers if layers.count(layer) > 1})
+    if repeated:
+        raise ValueError(f"--feature-layers names {repeated} more than once (got {value!r}): name each hidden state "
+                         "once.")
     last = model.config.get_text_config().num_hidden_layers
     outside = [layer for layer in layers if not 0 <= layer <= last]
     if outside:
@@ -226,14 +231,27 @@ def check_counts(args: argparse.Namespace) -> None:
         raise ValueError("--num-prompts, --shard-size and --turns must be positive and --start non-negative.")
     for flag, value in (("--max-prompt-tokens", args.max_prompt_tokens), ("--top-k", args.top_k),
                         ("--profile-repeats", args.profile_repeats),
-                        ("--profile-context-length", args.profile_context_length)):
-        if value < 1:
+                        ("--profile-context-length", args.profile_context_length),
+                        ("--per-category", args.per_category)):
+        if value is not None and value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}.")
     for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 2), ("--total-tokens", args.total_tokens, 2),
                              ("--depth", args.depth, 1)):
         if value < low:
             raise ValueError(f"{flag} must be at least {low}, got {value}: with {flag} {value} a recording holds "
                              "nothing to replay (no cycle, no tree, or the root alone verified).")
+
+
+def check_output(output: Path) -> None:
+    """Refuse an ``--output`` that is a file, or a recording of its own (``recording.json``: a shard, or what
+    :meth:`ReplayRecording.save` wrote): :func:`load_recording` reads that recording and never the shards beside it."""
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"--output {output} is a file: give a folder (a new one, or one `record` wrote shards into).")
+    if (output / "recording.json").is_file():
+        raise ValueError(
+            f"--output {output} holds a recording of its own (recording.json): load_recording would read it and never "
+            "the shards recorded beside it. Give a new folder, or the folder of shards (a shard's parent)."
+        )
 
 
 def resolve_prompt_options(args: argparse.Namespace) -> None:
@@ -254,6 +272,11 @@ def resolve_prompt_options(args: argparse.Namespace) -> None:
     if named:
         raise ValueError(f"{', '.join(named)} would be ignored: {chosen_by} names the prompts"
                          f"{' (in file order)' if args.questions else ''}; drop {' and '.join(named)}.")
+    one_turn = {"--sharegpt-file": args.sharegpt_file is not None, f"--turns {args.turns}": args.turns > 1}
+    unused = [flag for flag, given in one_turn.items() if given and args.prompts == "humaneval"]
+    if unused:
+        raise ValueError(f"{' and '.join(unused)} would be ignored: --prompts humaneval records HumanEval's "
+                         f"problems, one user turn each and no ShareGPT conversation; drop {' and '.join(unused)}.")
     args.prompts = args.prompts or "sharegpt"
     args.seed = 0 if args.seed is None else args.seed
 
@@ -268,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.num_threads)
     try:
         check_counts(args)
+        check_output(Path(args.output))
         resolve_prompt_options(args)
         config = TreeConfig(depth=args.depth, top_k=args.top_k, total_tokens=args.total_tokens)
         model, tokenizer = load_target(args.model)
@@ -299,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         record_shards(
             model, drafter, prompts, output, args.start, args.shard_size, config, args.max_new_tokens, feature_layers
         )
-    except (ValueError, FileNotFoundError, ImportError, BenchError) as error:
+    except (ValueError, FileNotFoundError, ImportError, BenchError, ArtifactError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     shards = finished_shards(output)

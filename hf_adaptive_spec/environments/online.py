@@ -76,6 +76,9 @@ class OnlineEnvironment:
 
     def run_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one live generation under ``policy`` (which also gets ``observe`` calls)."""
+        if not 0 <= prompt < len(self.prompts):  # a negative index would run another prompt as this one
+            raise ValueError(f"prompt {prompt} is outside the environment's {len(self.prompts)} prompts: give 0 to "
+                             f"{len(self.prompts) - 1}.")
         recorder = feedback_recorder(policy)
         self.model.generate(
             self.prompts[prompt], max_new_tokens=self.max_new_tokens, do_sample=False,

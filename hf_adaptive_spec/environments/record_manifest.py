@@ -8,14 +8,16 @@ from pathlib import Path
 
 from ..core.files import write_text_atomically
 from ..profiling.identity import artifact_name
-from .storage import MANIFEST, finished_shards
+from .storage import MANIFEST, finished_shards, read_manifest
 
 
 def without_unused_prompt_set(manifest: dict) -> dict:
     """A manifest as :func:`prompt_source` writes it: earlier ones also named the ``--prompts`` default beside the
-    file or questions actually recorded."""
+    file or questions actually recorded (and a ``--sharegpt-file`` that only a prompts file's later turns read)."""
     if "prompts_file" in manifest or "questions" in manifest:
-        return {key: value for key, value in manifest.items() if key not in ("prompts", "sharegpt_file")}
+        later_turns = "prompts_file" in manifest and manifest.get("turns", 1) > 1 and manifest.get("sharegpt_file")
+        unused = ("prompts",) if later_turns else ("prompts", "sharegpt_file")
+        return {key: value for key, value in manifest.items() if key not in unused}
     return manifest
 
 
@@ -35,7 +37,7 @@ def check_manifest(directory: Path, settings: dict) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         _write_manifest(path, settings)
         return
-    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    on_disk = read_manifest(path)
     resolved = _with_resolved_names(on_disk)
     earlier = without_unused_prompt_set(resolved)
     check_same_weights(directory, earlier, settings, "target")

@@ -152,6 +152,7 @@ def prompt_source(args: argparse.Namespace) -> dict:
     ``--prompts`` set, whichever was used (only it)."""
     if args.questions:
         return {"questions": args.questions, "per_category": args.per_category}
-    if args.prompts_file:
-        return {"prompts_file": args.prompts_file}
+    if args.prompts_file:  # with later turns, the ShareGPT file that continues its records is a source too
+        later = {"sharegpt_file": args.sharegpt_file} if args.turns > 1 and args.sharegpt_file else {}
+        return {"prompts_file": args.prompts_file, **later}
     return {"prompts": args.prompts, **({"sharegpt_file": args.sharegpt_file} if args.sharegpt_file else {})}

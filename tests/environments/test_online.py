@@ -84,3 +84,12 @@ def test_a_live_cycle_keeps_what_it_committed_as_a_replayed_cycle():
                           drafter_accepted_length=4, committed_tokens=5, **timing)
     assert (ReplayedCycle.from_feedback(whole).remaining_tokens is None
             and ReplayedCycle.from_feedback(whole).committed_tokens == 5)
+
+
+@pytest.mark.parametrize("index", [2, -1])
+def test_a_prompt_outside_the_online_environments_is_refused_naming_the_range(index):
+    """2 raised a bare IndexError; -1 generated the last prompt under another index, where replay refuses both."""
+    target = tiny_model("llama")
+    online = OnlineEnvironment(target, _eagle3(target), [prompt(7, seed=21), prompt(11, seed=22)], 4)
+    with pytest.raises(ValueError, match=f"prompt {index} is outside the environment's 2 prompts: give 0 to 1"):
+        online.run(hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4), [index])

@@ -433,9 +433,11 @@ def test_prompts_file_records_take_their_later_turns_from_the_sharegpt_conversat
     assert sorted(d.user_turns for d in dialogues) == expected
 
 
-@pytest.mark.parametrize("flag", ["--max-prompt-tokens", "--top-k", "--profile-repeats", "--profile-context-length"])
+@pytest.mark.parametrize("flag", ["--max-prompt-tokens", "--top-k", "--profile-repeats", "--profile-context-length",
+                                  "--per-category"])
 def test_counts_below_one_are_refused_naming_the_flag(tiny_cli, tmp_path, capsys, flag):
-    """--max-prompt-tokens 0 skipped every prompt and told to lower --start; --profile-repeats 0 timed 3 rounds."""
+    """--max-prompt-tokens 0 skipped every prompt and told to lower --start; --profile-repeats 0 timed 3 rounds;
+    --per-category 0 (or -2) said only that the question file had no questions to run."""
     output = tmp_path / "rec"
     assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, flag, "0"]) == 2
     assert f"{flag} must be at least 1, got 0" in capsys.readouterr().err and not output.exists()
@@ -443,7 +445,8 @@ def test_counts_below_one_are_refused_naming_the_flag(tiny_cli, tmp_path, capsys
 
 @pytest.mark.parametrize("value, message", [("abc", "comma-separated hidden-state indices"),
                                             ("1,5", r"\[5\] are outside the target's hidden states 0"),
-                                            ("-1", r"\[-1\] are outside")])
+                                            ("-1", r"\[-1\] are outside"),
+                                            ("2,3,2", r"names \[2\] more than once")])
 def test_feature_layers_are_checked_naming_the_flag(tiny_cli, tmp_path, capsys, value, message):
     output = tmp_path / "rec"
     assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE, "--feature-layers", value]) == 2
@@ -458,6 +461,8 @@ def test_feature_layers_are_checked_naming_the_flag(tiny_cli, tmp_path, capsys, 
     (["--questions", "q.jsonl", "--sharegpt-file", "s.json"], "--sharegpt-file"),
     (["--prompts-file", "p.jsonl", "--prompts", "sharegpt"], "--prompts"),
     (["--prompts-file", "p.jsonl", "--sharegpt-file", "s.json"], "--sharegpt-file"),
+    (["--prompts", "humaneval", "--sharegpt-file", "s.json"], "--sharegpt-file"),  # the card named ShareGPT
+    (["--prompts", "humaneval", "--turns", "2"], "--turns 2"),  # HumanEval's problems are one turn each
 ])
 def test_options_the_chosen_prompts_ignore_are_refused(tiny_cli, tmp_path, capsys, argv, named):
     output = tmp_path / "rec"
@@ -474,3 +479,95 @@ def test_the_defaults_of_the_prompt_options_are_filled_in_after_the_check():
                                          "--seed", "4"])
     cli.resolve_prompt_options(args)  # later turns come from the ShareGPT file; the seed orders the file's records
     assert (args.seed, args.sharegpt_file) == (4, "s")
+
+
+def test_an_output_that_is_a_file_or_a_recording_of_its_own_is_refused(tiny_cli, tmp_path, capsys):
+    """A file raised a bare FileExistsError; shards recorded beside a recording.json were never loaded (load_recording
+    read that recording alone)."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    assert cli.main(["--output", str(afile), "--num-prompts", "1", *TREE]) == 2
+    assert f"--output {afile} is a file" in capsys.readouterr().err
+    assert cli.main(["--output", str(tmp_path / "rec"), "--num-prompts", "2", "--shard-size", "1", *TREE]) == 0
+    shard = tmp_path / "rec" / "shard-000000-000001"
+    ReplayRecording.load(shard).save(tmp_path / "saved")
+    for folder in (shard, tmp_path / "saved"):
+        before = sorted(path.name for path in folder.iterdir())
+        assert cli.main(["--output", str(folder), "--num-prompts", "2", "--shard-size", "1", *TREE]) == 2
+        assert "holds a recording of its own (recording.json)" in capsys.readouterr().err
+        assert sorted(path.name for path in folder.iterdir()) == before
+
+
+@pytest.mark.parametrize("text, what", [('{"model": ', "Expecting value"), ("[1, 2]", "a JSON list, not an object")])
+def test_a_damaged_manifest_is_refused_naming_the_file(tiny_cli, tmp_path, capsys, text, what):
+    """It said only 'Expecting value: line 1 column 11' on the command line, and load_training_recording raised a bare
+    JSONDecodeError."""
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 0
+    (output / "record_args.json").write_text(text)
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 2
+    err = capsys.readouterr().err
+    assert f"{output / 'record_args.json'} is damaged ({what}" in err and "new --output" in err
+    with pytest.raises(ValueError, match=re.escape(f"{output / 'record_args.json'} is damaged")):
+        load_training_recording(output)
+
+
+def test_prompts_no_shard_holds_between_two_are_warned_of(tiny_cli, tmp_path, caplog):
+    """Shards 0-1 and 3-4 loaded as a recording of 2 prompts without a word: its prompt 1 is the record order's 3."""
+    output = tmp_path / "rec"
+    assert cli.main(["--output", str(output), "--num-prompts", "1", *TREE]) == 0
+    assert cli.main(["--output", str(output), "--start", "3", "--num-prompts", "1", *TREE]) == 0
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.environments.storage"):
+        assert len(load_recording(output).prompts) == 2
+    assert "holds no shard for prompts 1-3 (between shard-000000-000001 and shard-000003-000004)" in caplog.text
+    assert f"--output {output} --start 1 --num-prompts 2" in caplog.text
+    caplog.clear()
+    assert cli.main(["--output", str(output), "--start", "1", "--num-prompts", "2", *TREE]) == 0
+    with caplog.at_level("WARNING", logger="hf_adaptive_spec.environments.storage"):
+        assert len(load_recording(output).prompts) == 4
+    assert "holds no shard" not in caplog.text
+
+
+def test_a_shard_that_lost_its_recording_json_is_refused_naming_it(tiny_cli, tmp_path, capsys):
+    """load_recording left its prompts out without a word, and a rerun recorded them, then failed to rename the new
+    shard over the old folder with a bare OSError (Directory not empty)."""
+    output = tmp_path / "rec"
+    argv = ["--output", str(output), "--num-prompts", "2", "--shard-size", "1", *TREE]
+    assert cli.main(argv) == 0
+    shard = output / "shard-000001-000002"
+    (shard / "recording.json").unlink()
+    message = f"The recording in {shard} is damaged or was saved in part (recording.json is missing): delete that"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_recording(output)
+    assert cli.main(argv) == 2 and message in capsys.readouterr().err
+    assert not (output / "shard-000001-000002.partial").exists()
+
+
+@pytest.mark.parametrize("config, message", [("{", "config.json' is not valid JSON"),
+                                             ('{"artifact_type": "dvi_drafter"}', "holds a 'dvi_drafter' artifact")])
+def test_an_eagle3_checkpoint_that_does_not_load_is_one_line_on_stderr(monkeypatch, tmp_path, capsys, config, message):
+    """A damaged config.json or another artifact's folder raised a traceback (ArtifactError) instead of the command's
+    one-line error."""
+    target = tiny_model("llama")
+    monkeypatch.setattr(cli, "load_target", lambda name=None: (target, None))
+    monkeypatch.setattr(cli, "load_prompts", lambda tokenizer, a: PROMPTS[a.start : a.start + a.num_prompts])
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(config)
+    argv = ["--output", str(tmp_path / "rec"), "--num-prompts", "1", "--eagle3-checkpoint", str(checkpoint), *TREE]
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "rec").exists()
+
+
+def test_the_sharegpt_file_that_continues_a_prompts_files_later_turns_binds_the_folder(tiny_cli, tmp_path, capsys):
+    """With --prompts-file and --turns 2 the ShareGPT file gives the later turns, but the manifest left it out: a
+    rerun with another file (or the wheel's) added shards of other later turns without a word."""
+    output = tmp_path / "rec"
+    argv = ["--output", str(output), "--prompts-file", "p.jsonl", "--turns", "2", *TREE]
+    assert cli.main([*argv, "--sharegpt-file", "a.json", "--num-prompts", "1"]) == 0
+    assert json.loads((output / "record_args.json").read_text())["sharegpt_file"] == "a.json"
+    for other in (["--sharegpt-file", "b.json"], []):
+        assert cli.main([*argv, *other, "--start", "1", "--num-prompts", "1"]) == 2
+        assert "other settings (sharegpt_file differ" in capsys.readouterr().err
+    assert cli.main([*argv, "--sharegpt-file", "a.json", "--start", "1", "--num-prompts", "1"]) == 0
+    assert len(load_recording(output).prompts) == 2
