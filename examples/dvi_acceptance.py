@@ -86,7 +86,7 @@ def seconds_per_stock_token(model, prompts, max_new_tokens: int) -> float:
     return total / tokens
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--completions", help="JSONL of target-answered conversations (training, with --exit-layers)")
     parser.add_argument("--held-out", required=True, help="JSONL of target-answered conversations never trained on")
@@ -103,7 +103,10 @@ def main() -> None:
     parser.add_argument("--max-prompt-tokens", type=int, default=512)
     parser.add_argument("--num-threads", type=int, default=2)
     parser.add_argument("--json", help="write the table here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if bool(args.exit_layers) != bool(args.completions):  # before the target loads
+        parser.error("--exit-layers trains a head per layer on --completions, and --adapters loads trained ones: give "
+                     "--completions JSONL with --exit-layers, and not with --adapters")
     torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
     hfas.enable(model)

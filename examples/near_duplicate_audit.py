@@ -67,14 +67,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threshold", type=float, default=0.5, help="share of a question's n-grams a turn must hold")
     parser.add_argument("--n", type=int, default=4, help="words per n-gram")
     args = parser.parse_args(argv)
+    if not 0 <= args.threshold <= 1:  # e.g. 50 for 50%: no turn can hold more than all of a question
+        parser.error(f"--threshold {args.threshold:g} is a share of a question's n-grams: give it in [0, 1] "
+                     "(0.5: half)")
+    if not 1 <= args.n <= MIN_WORDS:  # 0 words: every turn held every question; past MIN_WORDS short ones had none
+        parser.error(f"--n {args.n}: give words per n-gram from 1 to {MIN_WORDS} (the shortest question audited)")
     questions = sorted(q for q in load_eval_questions() if len(normalize_question(q).split()) >= MIN_WORDS)
     index = QuestionIndex(questions, args.n)
     turns = hits = 0
     for path in args.files:
         for conversation_id, text in user_turns(path):
             turns += 1
-            for share, question in index.contained(text, args.threshold):
-                hits += 1
+            contained = index.contained(text, args.threshold)
+            hits += bool(contained)  # turns, not (turn, question) pairs: one turn may hold several questions
+            for share, question in contained:
                 print(f"{share:.2f} {path.name} {conversation_id}\n  question: {questions[question][:120]!r}\n"
                       f"  turn:     {text[:120]!r}")
     print(f"{len(questions)} evaluation questions of >= {MIN_WORDS} words, {turns} training user turns in "

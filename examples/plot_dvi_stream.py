@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 
 import matplotlib
 
@@ -44,10 +45,19 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10, help="log lines in the moving average")
     parser.add_argument("--output", required=True, help="PNG path")
     args = parser.parse_args()
-    logs = labelled_paths(parser, "--log", args.log)
+    for flag in ("prompts_per_line", "window"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: give at least 1")
+    logs = []
+    for label, path in labelled_paths(parser, "--log", args.log):  # before plotting: an empty curve was drawn
+        if not os.path.isfile(path):
+            parser.error(f"--log {label}={path}: no file {path!r}")
+        logs.append((label, read_log(path)))
+        if not logs[-1][1]:
+            parser.error(f"--log {label}={path}: no line holds 'acceptance_rate': give the log a trainers/dvi.py run "
+                         "printed (its metric dicts)")
     figure, (rate_axis, tau_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    for label, path in logs:
-        rows = read_log(path)
+    for label, rows in logs:
         prompts = [(i + 1) * args.prompts_per_line for i in range(len(rows))]
         rate_axis.plot(prompts, moving_average([r["acceptance_rate"] for r in rows], args.window), label=label)
         tau_axis.plot(prompts, moving_average([r["mean_accepted_tokens"] for r in rows], args.window), label=label)

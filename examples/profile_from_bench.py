@@ -53,6 +53,9 @@ def fit_verify_seconds(turns: list[dict], min_cycles: int, size_of=lambda size: 
     cycle that best explain the total verify time of every turn that verified only such sizes."""
     seen = Counter(size_of(size) for turn in turns for size in turn["verified_tokens"])
     sizes = sorted(size for size, count in seen.items() if count >= min_cycles)
+    if not sizes:  # numpy's LinAlgError ('1-dimensional array given') otherwise
+        raise ValueError(f"No verified size (or bucket) was seen in {min_cycles} cycles (the most: "
+                         f"{max(seen.values(), default=0)}): lower --min-cycles or bench longer.")
     turns = [turn for turn in turns if {size_of(size) for size in turn["verified_tokens"]} <= set(sizes)]
     counts = np.array(
         [[Counter(map(size_of, turn["verified_tokens"]))[size] for size in sizes] for turn in turns], dtype=float
@@ -100,7 +103,7 @@ def main() -> None:
         return
     if len(args.bench) != 1:
         raise SystemExit("--curve per-size fits one bench run (its seconds drift with the machine): give one --bench.")
-    bench = json.loads(Path(args.bench[0]).read_text(encoding="utf-8"))
+    bench = load_report(args.bench[0])
     turns = fitted_turns(bench, bucketed=bool(measured.buckets))
     draft, drafted_by = draft_step_seconds(turns)
     if measured.buckets:
@@ -120,13 +123,27 @@ def main() -> None:
     print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
 
 
+def load_report(path: str | Path) -> dict:
+    """A bench JSON report (``--json`` of ``hf-adaptive-spec bench``); another file (a profile, a progress file) is
+    refused by name, where it failed in a KeyError or a JSONDecodeError."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(report, dict) and isinstance(report.get("records"), list) and "settings" in report:
+            return report
+    except json.JSONDecodeError:
+        pass
+    raise ValueError(f"{path} is not a bench report (a JSON object with 'settings' and 'records'): give the file "
+                     "`hf-adaptive-spec bench --json` wrote (--curve linear and per-cycle also read its "
+                     ".progress.jsonl)")
+
+
 def load_records(path: str | Path) -> list[dict]:
     """A run's per-question records: a bench JSON's ``records`` or a progress file's lines (its settings line left
     out)."""
-    text = Path(path).read_text(encoding="utf-8")
     if str(path).endswith(".jsonl"):
+        text = Path(path).read_text(encoding="utf-8")
         return [record for record in map(json.loads, text.splitlines()) if "method" in record]
-    return json.loads(text)["records"]
+    return load_report(path)["records"]
 
 
 def turns_against_stock(records: list[dict], stock: str = "stock") -> list[dict]:
@@ -241,8 +258,6 @@ def bucketed_profile(measured: HardwareProfile, turns: list[dict], min_cycles: i
     sizes, seconds = fit_verify_seconds(turns, min_cycles, measured.bucket_for)
     print(f"{len(turns)} speculative turns; "
           + ", ".join(f"bucket {n}: {1000 * s:.1f} ms" for n, s in zip(sizes, seconds)))
-    if not sizes:
-        raise ValueError(f"No bucket was verified in {min_cycles} cycles: lower --min-cycles or bench longer.")
     filled = dict(zip(*fill_unfitted_sizes(measured, sizes, seconds)))
     bucket_seconds = [filled[bucket] for bucket in measured.buckets]
     unfitted = [bucket for bucket in measured.buckets if bucket not in sizes]

@@ -24,10 +24,10 @@ runs it on a GPU (CUDA graphs instead of weight freezing), ``--eager`` without t
 compilation (transformers' dynamic cache), and ``--checkpoint`` takes another EAGLE-3 drafter folder.
 ``--profile PATH`` takes the tree, the prompt-lookup branch and the verification buckets from this machine's
 hardware profile (``hf-adaptive-spec profile --recording REC``): ``hfas.recommended_generate_kwargs`` and
-``hfas.recommended_buckets``, as a script should. Without it the profile ``profile`` writes by default
-(``hfas.profiling.default_profile_path()``) is used when there is one; with none, on a CPU without bfloat16 matrix
-instructions (AVX2, AVX512), the script says that its default tree is measured slower than stock there in bfloat16,
-and that ``--dtype float32`` is not (results/README.md, "Float32 on this CPU").
+``hfas.recommended_buckets``, as a script should. Without it (and without ``--tree``) the profile ``profile`` writes
+by default (``hfas.profiling.default_profile_path()``) is used when there is one; with none, on a CPU without bfloat16
+matrix instructions (AVX2, AVX512), the script says that its default tree is measured slower than stock there in
+bfloat16, and that ``--dtype float32`` is not (results/README.md, "Float32 on this CPU").
 """
 
 from __future__ import annotations
@@ -95,22 +95,26 @@ def _default_profile_for(model, drafter) -> str | None:
 def _speculation(args, model, drafter) -> dict:
     """The speculative call's arguments and the verification buckets: this machine's profile's recommendation, for the
     target and drafter it timed, else --tree with the 4-token prompt-lookup branch in the buckets of ``BUCKETS``."""
-    profile = None if args.no_profile else args.profile or _default_profile_for(model, drafter)
+    profile = None if args.no_profile or args.tree else args.profile or _default_profile_for(model, drafter)
     if not profile:
         hfas.fast_path(model, buckets=BUCKETS)
         _say_when_the_default_tree_is_slow(model, args.dtype)
-        return {"assistant_policy": hfas.LookupFirstPolicy(*args.tree), "prompt_lookup_num_tokens": 4}
+        return {"assistant_policy": hfas.LookupFirstPolicy(*(args.tree or TREE)), "prompt_lookup_num_tokens": 4}
     hfas.fast_path(model, buckets=hfas.recommended_buckets(profile, model=model, drafter=drafter))
     speculation = hfas.recommended_generate_kwargs(profile, model=model, drafter=drafter)
     print(f"from {profile}: {speculation}")
     return speculation
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The demo's arguments; a profile together with --no-profile or --tree, whose tree it would silently replace, is
+    refused here, before any model loads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
-    parser.add_argument("--tree", nargs=3, type=int, default=TREE, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"))
+    parser.add_argument("--tree", nargs=3, type=int, default=None, metavar=("DEPTH", "TOP_K", "TOTAL_TOKENS"),
+                        help=f"the static tree drafted where the lookup branch found no match (default: {TREE}); "
+                        "given, no profile is used")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--eager", action="store_true", help="dynamic cache, no compilation, for stock and speculation")
     parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
@@ -118,8 +122,15 @@ def main() -> None:
                         "(tree, lookup branch and buckets; overrides --tree); default: the one `hf-adaptive-spec "
                         "profile` writes by default, when there is one measured on this device and dtype")
     parser.add_argument("--no-profile", action="store_true", help="decode with --tree, whatever profile there is")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.profile and (args.no_profile or args.tree):
+        parser.error("--profile sets the tree from its recommendation: give --profile, or --tree / --no-profile "
+                     "without it, not both")
+    return args
 
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     reference, tokenizer = hfas.load_default_model(dtype=torch.float32)
     reference.to(args.device)
     model = hfas.enable(hfas.load_default_model(dtype=getattr(torch, args.dtype))[0].to(args.device))

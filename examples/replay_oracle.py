@@ -46,6 +46,23 @@ def recorded_shapes(environment: ReplayEnvironment) -> dict[str, hfas.StaticTree
     return shapes
 
 
+def static_shape(parser: argparse.ArgumentParser, text: str, shapes: dict[str, hfas.StaticTreePolicy],
+                 top_k: int) -> tuple[int, int, int]:
+    """``--static DEPTH,TOP_K,TOTAL_TOKENS`` as ints, refused by the parser unless it is one of ``shapes`` (the
+    recording's, at its ``top_k``): a shape outside them stopped in a lookup (KeyError, "... is not in list"), and
+    another top_k was compared under its name at the recording's."""
+    try:
+        depth, static_top_k, total_tokens = (int(part) for part in text.split(","))
+    except ValueError:
+        parser.error(f"--static takes DEPTH,TOP_K,TOTAL_TOKENS (e.g. 1,8,8), got {text!r}")
+    if static_top_k != top_k or shape_name(depth, total_tokens) not in shapes:
+        replayable = "; ".join(f"{policy.depth},{top_k},{policy.total_tokens}" for name, policy in shapes.items()
+                               if name != PLAIN_STEP)
+        parser.error(f"--static {text} is not among the shapes this recording replays on this profile (top_k {top_k}): "
+                     f"give one of {replayable}")
+    return depth, static_top_k, total_tokens
+
+
 def replay_outcomes(
     environment: ReplayEnvironment, prompt: int, shapes: dict[str, hfas.StaticTreePolicy]
 ) -> dict[tuple[int, str], ReplayedCycle]:
@@ -101,7 +118,7 @@ def main() -> None:
     recording, profile = load_recording(args.recording), HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(recording, profile, lookup_tokens=args.lookup_tokens)
     shapes = recorded_shapes(environment)
-    depth, top_k, total_tokens = (int(x) for x in args.static.split(","))
+    depth, top_k, total_tokens = static_shape(parser, args.static, shapes, environment.recording.tree_config.top_k)
     baseline = static_policy(depth, top_k, total_tokens, args.lookup_first)
     static = environment.replay(baseline)
     tokens = sum(c.committed_tokens for c in static.all_cycles)

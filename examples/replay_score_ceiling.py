@@ -52,7 +52,7 @@ from typing import Callable
 
 import numpy as np
 import torch
-from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name
+from replay_oracle import PLAIN_STEP, recorded_shapes, replay_outcomes, shape_name, static_shape
 
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.profiling.hardware import HardwareProfile, unread_after
@@ -304,12 +304,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.lookup_first and not args.lookup_tokens:
         parser.error("--lookup-first drafts only where the prompt-lookup branch did not match: give --lookup-tokens N")
+    if args.folds < 2:  # one fold fits on no prompt: every prediction NaN, every choice the plain step
+        parser.error(f"--folds {args.folds}: give at least 2 (each prompt is predicted by a rule fitted on the others)")
     environment = ReplayEnvironment(
         load_recording(args.recording), HardwareProfile.load(args.profile), lookup_tokens=args.lookup_tokens
     )
+    if not 0 <= args.after_level <= environment.recording.tree_config.depth:  # charged levels never drafted
+        parser.error(f"--after-level {args.after_level}: the recording drafts "
+                     f"{environment.recording.tree_config.depth} levels; give 0 (before drafting) up to that")
     shapes = recorded_shapes(environment)
     names = list(shapes)
-    depth, _, total_tokens = (int(x) for x in args.static.split(","))
+    depth, _, total_tokens = static_shape(parser, args.static, shapes, environment.recording.tree_config.top_k)
     static_index, plain_index = names.index(shape_name(depth, total_tokens)), names.index(PLAIN_STEP)
     features, state, outcomes, prompt_of, found = gather(environment, shapes, args)
     if args.lookup_first:

@@ -101,6 +101,10 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=None, help="deepest verified node (default: the recording's)")
     parser.add_argument("--folds", type=int, default=4)
     args = parser.parse_args()
+    if args.nodes < 1:  # a budget below 0 sliced the ranked nodes from the end: more than any budget
+        parser.error(f"--nodes {args.nodes}: give at least 1 (the root, which every cycle verifies)")
+    if args.folds < 2:
+        parser.error(f"--folds {args.folds}: give at least 2 (each prompt is scored by a model fitted on the others)")
     recording = load_recording(args.recording)
     depth = args.depth if args.depth is not None else recording.tree_config.depth
     if depth < 1:

@@ -50,6 +50,10 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (stock too)")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="the prompt-lookup branch on every tree")
     args = parser.parse_args()
+    if args.questions < 1:
+        parser.error(f"--questions {args.questions}: give at least 1")
+    if args.shapes and len(set(args.shapes)) < len(args.shapes):  # one total counted twice: '8/4 identical'
+        parser.error(f"--shapes names a tree twice: give each once, got {' '.join(map(str, args.shapes))}")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.dtype))

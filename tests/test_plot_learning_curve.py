@@ -37,6 +37,30 @@ def test_plot_dvi_stream_refuses_a_log_without_its_label(tmp_path, monkeypatch, 
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.parametrize(("log_text", "argv", "error"), [
+    ("{'loss': 1.0, 'epoch': 0.1}\n", [], "no line holds 'acceptance_rate'"),
+    (None, [], "no file"),
+    ("{'acceptance_rate': 0.5, 'mean_accepted_tokens': 1.5}\n", ["--window", "0"], "--window 0: give at least 1"),
+    ("{'acceptance_rate': 0.5, 'mean_accepted_tokens': 1.5}\n", ["--prompts-per-line", "0"],
+     "--prompts-per-line 0: give at least 1"),
+])
+def test_plot_dvi_stream_refuses_a_log_without_metrics_and_empty_windows(
+    log_text, argv, error, tmp_path, monkeypatch, capsys
+):
+    """A log of another run (no 'acceptance_rate' line) was drawn as an empty plot, exit status 0; ``--window 0``
+    divided by zero."""
+    log = tmp_path / "dvi_train.log"
+    if log_text is not None:
+        log.write_text(log_text)
+    output = tmp_path / "x.png"
+    monkeypatch.setattr("sys.argv", ["plot_dvi_stream.py", "--log", f"run={log}", "--output", str(output), *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        load_example("plot_dvi_stream").main()
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
+    assert not output.exists()
+
+
 @pytest.mark.parametrize("spec", ["artifacts/eagle3_heldout_regenerated.jsonl", "held out=", "held out=nowhere.jsonl"])
 def test_heldout_accuracy_refuses_a_set_without_its_label_or_file_before_loading_models(spec, capsys, monkeypatch):
     """A --set without LABEL= or with a missing file failed only after the target and drafter had loaded."""

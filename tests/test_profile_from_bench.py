@@ -119,3 +119,25 @@ def test_the_per_cycle_curve_is_made_non_decreasing_and_needs_one_token_cycles_a
         fit.per_cycle_profile(eager_profile(), no_single, 1)
     with pytest.raises(ValueError, match="needs each cycle's verify seconds"):
         fit.cycle_curve(fit.turns_against_stock(run_records([0.1, 0.2])), 1)
+
+
+@pytest.mark.parametrize("content", ['{"device": "cpu", "verify_tokens": [1]}', "[1, 2]", '{"settings": {}}\n{"a": 1}'])
+def test_a_file_that_is_no_bench_report_is_refused_by_name(content, tmp_path):
+    """A profile given as --bench failed in KeyError: 'records', a progress file in --curve per-size's
+    JSONDecodeError."""
+    path = tmp_path / "profile.json"
+    path.write_text(content)
+    for load in (fit.load_report, fit.load_records):
+        with pytest.raises(ValueError, match=f"{path} is not a bench report.*hf-adaptive-spec bench --json"):
+            load(path)
+
+
+def test_sizes_verified_in_too_few_cycles_are_refused_naming_min_cycles():
+    """No size reached --min-cycles (500 by default) on a short run: numpy's LinAlgError, '1-dimensional array
+    given', on the eager profile, before the bucketed profile's own check."""
+    turns = [turn for record in run_records([0.1, 0.2]) if record["method"] != "stock" for turn in record["turns"]]
+    with pytest.raises(ValueError, match=r"in 500 cycles \(the most: \d+\): lower --min-cycles"):
+        fit.fit_verify_seconds(turns, 500)
+    bucketed = eager_profile(path="compiled", buckets=[4, 16], verify_tokens=[1, 4, 16], verify_seconds=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="lower --min-cycles"):
+        fit.bucketed_profile(bucketed, turns, 500, 0.01, 512)

@@ -149,3 +149,54 @@ def test_the_nonlinear_rule_learns_what_the_linear_one_cannot(score_ceiling):
         predicted = score_ceiling.cross_validated_predictions(features, tokens, prompt_of, 4, fit)
         errors[name] = float(np.mean((predicted[:, 0] - tokens[:, 0]) ** 2))
     assert errors["ridge"] > 0.9 and errors["mlp"] < 0.1, errors
+
+
+@pytest.fixture(scope="module")
+def saved(environment, tmp_path_factory):
+    """The recording and profile of ``environment`` on disk, as the scripts' ``--recording`` and ``--profile``."""
+    folder = tmp_path_factory.mktemp("replay")
+    environment.recording.save(folder / "recording")
+    environment.profile.save(folder / "profile.json")
+    return ["--recording", str(folder / "recording"), "--profile", str(folder / "profile.json")]
+
+
+def run_script(module, argv: list[str], monkeypatch, capsys) -> str:
+    """The parser's error of ``module.main()`` run with ``argv`` (it must stop with exit status 2)."""
+    monkeypatch.setattr("sys.argv", [f"{module.__name__}.py", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        module.main()
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", ["replay_oracle", "replay_score_ceiling"])
+@pytest.mark.parametrize("static", ["2,4,3", "3,2,3", "2,2"])
+def test_a_static_tree_the_recording_does_not_replay_is_refused_naming_those_it_does(
+    oracle, score_ceiling, saved, script, static, monkeypatch, capsys
+):
+    """The recording's top_k is 2: the ceiling compared top_k 4's '2,4,3' as its top_k 2 tree under that name; a shape
+    outside the replayed ones (3,2,3 reaches depth 2 only) stopped in a KeyError or '... is not in list'."""
+    module = {"replay_oracle": oracle, "replay_score_ceiling": score_ceiling}[script]
+    err = run_script(module, [*saved, "--static", static], monkeypatch, capsys)
+    if static == "2,2":
+        assert "--static takes DEPTH,TOP_K,TOTAL_TOKENS (e.g. 1,8,8), got '2,2'" in err
+    else:
+        assert f"--static {static} is not among the shapes this recording replays" in err and "2,2,3" in err
+
+
+@pytest.mark.parametrize("argv", [["--folds", "1"], ["--after-level", "4"], ["--after-level", "-1"]])
+def test_the_score_ceiling_refuses_one_fold_and_levels_the_recording_never_drafted(
+    score_ceiling, saved, argv, monkeypatch, capsys
+):
+    """One fold fitted on no prompt (NaN predictions: every choice the plain step, printed as a gain); levels past
+    the recording's 3 were charged though never drafted."""
+    err = run_script(score_ceiling, [*saved, "--static", "2,2,3", *argv], monkeypatch, capsys)
+    assert f"error: {' '.join(argv)}: " in err
+
+
+@pytest.mark.parametrize("argv", [["--nodes", "0"], ["--nodes", "-3"], ["--folds", "1"]])
+def test_tree_selection_refuses_no_nodes_and_one_fold(saved, argv, monkeypatch, capsys):
+    """``--nodes 0`` verified a budget of -1 nodes, which sliced the ranked nodes from the end: a higher τ than any
+    budget, printed as 'verifying 0 nodes'; one fold stopped in an IndexError."""
+    err = run_script(load_example("replay_tree_selection"), saved[:2] + argv, monkeypatch, capsys)
+    assert f"{' '.join(argv)}: give at least" in err

@@ -3,6 +3,9 @@ which the leakage filter's exact match misses, and not a turn that only shares a
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from example_scripts import load_example
 
 from hf_adaptive_spec.training_data.leakage import question_digest
@@ -22,3 +25,27 @@ def test_embedded_and_reworded_questions_are_found_and_a_shared_template_is_not(
     # 8 of its 12 4-grams: the 4 with "Hawaii" differ
     assert [round(share, 2) for share, _ in index.contained(reworded, 0.5)] == [0.67]
     assert index.contained(template, 0.5) == []
+
+
+def test_the_summary_counts_turns_holding_a_question_not_pairs(tmp_path, monkeypatch, capsys):
+    """A turn holding two questions was counted as two: '1 training user turns ...: 2 turns hold'."""
+    example = load_example("near_duplicate_audit")
+    other = "Write a persuasive essay arguing that cats are better pets than dogs, with three reasons."
+    monkeypatch.setattr(example, "load_eval_questions", lambda: [QUESTION, other])
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps({"id": "a", "conversation": [{"role": "user", "content": f"{QUESTION} Also: {other}"}]}))
+    example.main([str(data)])
+    out = capsys.readouterr().out
+    assert out.count("question: ") == 2 and "1 training user turns in 1 files: 1 turns hold >= 50%" in out
+
+
+@pytest.mark.parametrize("argv", [["--threshold", "50"], ["--threshold", "-0.1"], ["--n", "0"], ["--n", "9"]])
+def test_a_share_past_one_or_an_ngram_size_outside_the_questions_is_refused(argv, tmp_path, monkeypatch, capsys):
+    """``--threshold 50`` (meant as 50%) found nothing and said '>= 5000%'; ``--n 0`` matched every turn to every
+    question; ``--n 9`` left the 8-word questions without an n-gram, still counted as audited."""
+    example = load_example("near_duplicate_audit")
+    monkeypatch.setattr(example, "load_eval_questions", lambda: pytest.fail("loaded the evaluation questions"))
+    with pytest.raises(SystemExit) as exit_info:
+        example.main([str(tmp_path / "train.jsonl"), *argv])
+    assert exit_info.value.code == 2
+    assert f"error: {' '.join(argv)}" in capsys.readouterr().err
