@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import pytest
 from tiny_models import make_char_tokenizer, tiny_model
 from transformers import PreTrainedTokenizerFast
@@ -33,3 +36,22 @@ def package_dir(tmp_path_factory):
         os.environ.pop(PACKAGE_DIR_ENV, None)
     else:
         os.environ[PACKAGE_DIR_ENV] = previous
+
+
+@pytest.fixture
+def crash_mid_write():
+    """A context manager in which ``Path.write_text`` writes half its text and stops as a killed process would (a
+    ``KeyboardInterrupt``, which must end the block): what a crash mid-write leaves on disk."""
+    real = Path.write_text
+
+    def cut(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def crashing():
+        with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Path, "write_text", cut)
+            yield
+
+    return crashing

@@ -29,6 +29,18 @@ def test_profile_interpolates_and_round_trips(tmp_path):
         HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4, 4], verify_seconds=[0.01, 0.02, 0.03])
 
 
+def test_a_profile_save_cut_by_a_crash_leaves_the_profile_before_it(tmp_path, crash_mid_write):
+    """Measuring again over a saved profile, a crash while it was written lost the profile and left half a JSON file
+    (which loads as an error)."""
+    profile = HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4], verify_seconds=[0.01, 0.02])
+    profile.save(tmp_path / "p.json")
+    with crash_mid_write():
+        HardwareProfile("cpu", "float32", 1, 64, verify_tokens=[1, 4], verify_seconds=[0.02, 0.03]).save(
+            tmp_path / "p.json"
+        )
+    assert HardwareProfile.load(tmp_path / "p.json") == profile and [p.name for p in tmp_path.iterdir()] == ["p.json"]
+
+
 def test_a_static_path_profile_charges_the_bucket_a_tree_is_padded_to(tmp_path):
     """On the static-cache path a tree of n nodes runs at its bucket's size (a step function), and
     trees never exceed the largest bucket; a profile without a bucket's own time is refused."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..core.files import write_text_atomically
 from .records import FP32_REFERENCE_METHOD, POLICY_FIT_REPORTS
 from .report import NOT_INTERLEAVED
 
@@ -122,7 +123,7 @@ def _not_interleaved_note(apart: dict[str, int], settings: dict[str, Any]) -> li
 def write_markdown(report: dict[str, Any], path: Path) -> None:
     """Write :func:`render_markdown` to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_markdown(report))
+    write_text_atomically(path, render_markdown(report))
 
 
 def _category_table(summary: dict[str, Any]) -> list[str]:

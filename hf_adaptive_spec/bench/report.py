@@ -16,6 +16,7 @@ import torch
 import transformers
 
 from ..core.cost_curve import cpu_instruction_set
+from ..core.files import write_text_atomically
 from .methods import REFERENCE_METHOD
 from .records import QuestionRecord, fp32_reference_records
 from .summary import summarize
@@ -99,4 +100,4 @@ def _cpu_name() -> str:
 def write_json(report: dict[str, Any], path: Path) -> None:
     """Write the report, creating parent folders."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    write_text_atomically(path, json.dumps(report, indent=2) + "\n")  # a crash leaves the report before, not half

@@ -1,4 +1,5 @@
-"""Writing a small file whole or not at all; giving written files the mode the umask gives."""
+"""Writing a small file whole or not at all; one writer of a file at a time; giving written files the mode the umask
+gives."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import os
 import stat
 import uuid
 from pathlib import Path
+from typing import IO
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 #: the names of :func:`write_text_atomically`'s temporary files after the target's name (``.<pid>-<8 hex>.partial``;
-#: before 2026-12-07 a fixed ``.partial``, which two writers of one file shared), as a regular expression
+#: before 2026-12-06 a fixed ``.partial``, which two writers of one file shared), as a regular expression
 TEMPORARY_NAME_SUFFIX = r"(\.\d+-[0-9a-f]{8})?\.partial"
 
 
@@ -25,6 +32,22 @@ def write_text_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
         raise
+
+
+def lock_exclusively(path: Path, held_elsewhere: str) -> IO[str]:
+    """An exclusive lock on the file ``path`` (made empty if missing), held by the returned open file until it closes
+    (a context manager). Another process (or another open file here) holding it: a ``RuntimeError`` of
+    ``held_elsewhere``, which names the file, why two writers are refused and what to do. Without ``flock`` (Windows)
+    none is taken: one writer at a time is the user's to keep."""
+    handle = open(path, "a")  # noqa: SIM115 (the lock lives as long as the returned file)
+    if fcntl is None:
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RuntimeError(held_elsewhere) from None
+    return handle
 
 
 def give_files_the_umask_mode(*paths: Path) -> None:

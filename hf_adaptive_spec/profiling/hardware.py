@@ -17,6 +17,7 @@ import torch
 
 from ..core.cost_curve import PATHS, CostCurve
 from ..core.drafter_identity import DrafterIdentity
+from ..core.files import write_text_atomically
 from ..core.values import check_number, plain_ints
 from ..generation.static_path import FastPath
 
@@ -265,7 +266,7 @@ class HardwareProfile:
         return first + (levels - 1) * self.draft_step_seconds
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        write_text_atomically(Path(path), json.dumps(asdict(self), indent=2) + "\n")  # a crash keeps the one before
 
     @classmethod
     def load(cls, path: str | Path) -> HardwareProfile:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from .jsonl_output import append_records
+from .jsonl_output import append_records, writing_alone
 
 #: tokens under ``max_new_tokens`` a cut answer may re-encode to (see the module docstring)
 DEFAULT_MARGIN = 4
@@ -53,8 +53,15 @@ def mark_cut_answers(
             f"max_new_tokens={max_new_tokens} must exceed the margin ({margin}): "
             "pass the cap the file was regenerated with."
         )
-    path, found = Path(path), CutAnswers()
-    records = []
+    path = Path(path)
+    if not path.is_file():  # before the lock, which would make an empty file of it
+        raise FileNotFoundError(f"{path}: no such file to mark; give a JSONL file regeneration wrote.")
+    with writing_alone(path):  # a regeneration appending meanwhile would write into the file the rename replaces
+        return _mark_cut_answers(path, tokenizer, max_new_tokens, margin)
+
+
+def _mark_cut_answers(path: Path, tokenizer: PreTrainedTokenizerBase, max_new_tokens: int, margin: int) -> CutAnswers:
+    found, records = CutAnswers(), []
     for line in path.read_text(encoding="utf-8").split("\n"):  # not splitlines: answers hold U+2028 and the like
         if not line.strip():
             continue

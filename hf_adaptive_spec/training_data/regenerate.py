@@ -25,7 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..core.sequences import end_of_sequence_ids
 from ..core.settings import sampling_kwargs
-from .jsonl_output import append_records, drop_partial_last_line, written_ids
+from .jsonl_output import append_records, drop_partial_last_line, writing_alone, written_ids
 from .sharegpt import Conversation, Message
 
 logger = logging.getLogger(__name__)
@@ -290,9 +290,14 @@ def regenerate(
     not from torch's global generator: a run resumed after its last whole batch (the done conversations are a
     prefix of the sorted queue, so the remaining batches are the same) writes the answers an uninterrupted run writes
     on the same device and dtype. A batch cut in the middle of its write regroups the conversations after it, which
-    then sample other (equally valid) answers.
+    then sample other (equally valid) answers. One process writes ``output_path`` at a time (another is refused).
     """
     output_path = Path(output_path)
+    with writing_alone(output_path):
+        return _regenerate(model, tokenizer, conversations, output_path, config, seed)
+
+
+def _regenerate(model, tokenizer, conversations, output_path: Path, config: RegenerationConfig, seed: int):
     drop_partial_last_line(output_path)
     done = written_ids(output_path)
     stats = RegenerationStats()
@@ -338,10 +343,11 @@ def copy_conversations(conversations: Iterable[Conversation], output_path: Path)
     generation. Conversations already in ``output_path`` are skipped, as in :func:`regenerate`.
     """
     output_path = Path(output_path)
-    drop_partial_last_line(output_path)
-    done = written_ids(output_path)
-    stats = RegenerationStats()
-    records = [{"id": c.id, "conversation": c.messages} for c in _unwritten(conversations, done, stats)]
-    append_records(output_path, records)
+    with writing_alone(output_path):
+        drop_partial_last_line(output_path)
+        done = written_ids(output_path)
+        stats = RegenerationStats()
+        records = [{"id": c.id, "conversation": c.messages} for c in _unwritten(conversations, done, stats)]
+        append_records(output_path, records)
     stats.written = len(records)
     return stats

@@ -57,6 +57,22 @@ def test_markdown_has_a_row_per_method_and_a_category_table(tmp_path: Path):
     assert path.read_text() == text
 
 
+def test_a_report_write_cut_by_a_crash_leaves_the_report_before_it(tmp_path: Path, crash_mid_write):
+    """A run killed while it wrote its JSON report left half a JSON file: --report_only and --resume then failed on it
+    with a bare JSONDecodeError (reading whether it is a finished run's report)."""
+    json_path, markdown_path = tmp_path / "out.json", tmp_path / "out.md"
+    write_json(report(), json_path)
+    write_markdown(report(), markdown_path)
+    before = json_path.read_text(), markdown_path.read_text()
+    rerun = report([record(1, "stock", turn(5, 1.0))])
+    with crash_mid_write():
+        write_json(rerun, json_path)
+    with crash_mid_write():
+        write_markdown(rerun, markdown_path)
+    assert (json_path.read_text(), markdown_path.read_text()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "out.md"]
+
+
 @pytest.mark.parametrize("with_stats", [True, False])
 def test_plots_are_valid_pngs(tmp_path: Path, with_stats: bool):
     records = hand_made_records() if with_stats else [record(1, "stock", turn(4, 1.0)), record(1, "b", turn(4, 0.5))]

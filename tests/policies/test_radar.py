@@ -490,6 +490,19 @@ def _constructed_dataset(num_prompts: int = 16, per_prompt: int = 32, seed: int 
     )
 
 
+def test_a_dataset_save_cut_by_a_crash_leaves_no_dataset_to_load(tmp_path, crash_mid_write):
+    """radar_dataset.json marks a whole dataset (the script loads a folder that holds it, else builds one): a crash
+    while it was written left half a JSON file, which every later run failed on (a bare JSONDecodeError); over an
+    older dataset, that one's JSON beside the new tensors."""
+    for folder in (tmp_path / "new", tmp_path / "over an older one"):
+        if folder.name != "new":
+            _constructed_dataset(num_prompts=2, per_prompt=4).save(folder, built_from="older recording")
+        with crash_mid_write():
+            _constructed_dataset(num_prompts=2, per_prompt=4, seed=1).save(folder, built_from="recording")
+        assert not (folder / "radar_dataset.json").exists()  # no dataset there: the script builds it again
+        assert not [p.name for p in folder.iterdir() if p.name.endswith(".partial")]
+
+
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_training_learns_to_skip_unlikely_drafts_and_fails_with_the_reward_flipped(sign, tmp_path):
     """Unsure drafts are never accepted and verifying them costs 1.5x a plain step: the best policy

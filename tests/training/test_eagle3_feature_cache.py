@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import types
 
@@ -137,6 +138,17 @@ def test_opening_the_cache_drops_what_a_crash_left_unfinished(setup, tmp_path):
     cache = _cache(tmp_path, target, draft)  # the lost row's old line must not now point into the new row's bytes
     assert cache.get(list(range(7))) is None and torch.equal(cache.get(list(range(3))), rows[2])
     cache.close()
+
+
+def test_a_manifest_write_cut_by_a_crash_leaves_a_folder_that_opens(setup, tmp_path, crash_mid_write):
+    """A crash while a new folder's manifest was written left half a JSON file: every later open failed on it with a
+    bare JSONDecodeError."""
+    target, draft, _ = setup
+    with crash_mid_write():
+        _cache(tmp_path, target, draft)
+    gc.collect()  # the interrupted cache's lock file
+    _cache(tmp_path, target, draft).close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["features.bin", "lock", "manifest.json"]
 
 
 def test_a_bfloat16_target_s_rows_come_back_bit_for_bit(setup, tmp_path):

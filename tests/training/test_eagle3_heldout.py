@@ -308,6 +308,23 @@ def test_curves_saved_before_coverage_was_measured_read_as_in_vocabulary_accepta
     assert point.first_draft_acceptance is None and point.in_vocabulary_acceptance == 0.4
 
 
+def test_a_curve_or_lineage_write_cut_by_a_crash_leaves_the_file_as_it_was(tmp_path, crash_mid_write):
+    """The held-out curve is rewritten in output_dir at every point: a run killed during that write left half a line,
+    on which a next stage's init_from (or a plot of the run) failed with a bare JSONDecodeError."""
+    from hf_adaptive_spec.training.eagle3 import Lineage, read_lineage, write_curve, write_lineage
+
+    points = [HeldOutPoint(step=step, input_tokens_seen=10 * step, first_draft_acceptance=0.5, step_accuracy=[0.5],
+                           chain_tau=1.5, positions=9) for step in (2, 4)]
+    write_curve(tmp_path, points[:1])
+    write_lineage(tmp_path, Lineage(frozenset({"a"})))
+    with crash_mid_write():
+        write_curve(tmp_path, points)
+    with crash_mid_write():
+        write_lineage(tmp_path, Lineage(frozenset({"a", "b"})))
+    assert read_curve(tmp_path) == points[:1] and read_lineage(tmp_path) == Lineage(frozenset({"a"}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heldout_curve.jsonl", "trained_prompts.json"]
+
+
 @torch.no_grad()
 def test_target_layer_start_is_the_targets_last_layer_on_the_deepest_feature():
     """With the embedding half of q/k/v at zero, the draft layer computes the target's last layer

@@ -60,3 +60,20 @@ def test_answers_with_token_ids_keep_them_and_the_target_s_own_verdict(tmp_path)
     assert answers[0] == {"role": "assistant", "content": "a" * 10, "token_ids": ids}
     assert answers[1] == {"role": "assistant", "content": "a" * 10, "token_ids": ids, "truncated": True}
     assert answers[2]["truncated"] is True
+
+
+def test_a_file_a_regeneration_is_writing_is_refused_and_a_missing_one_named(tmp_path):
+    """Marking replaces the file in one rename: a regeneration appending to it meanwhile went on writing into the
+    file the rename replaced, and its records after the marking's read were lost. The file's writer lock refuses it
+    (as it refuses a second regeneration); a missing file is named, not made empty by the lock."""
+    from hf_adaptive_spec.training_data.jsonl_output import writing_alone
+
+    path = tmp_path / "data.jsonl"
+    _write(path, [_assistant("a" * 10)])
+    before = path.read_bytes()
+    with writing_alone(path), pytest.raises(RuntimeError, match="being written by another process"):
+        mark_cut_answers(path, make_char_tokenizer(), max_new_tokens=10, margin=3)
+    assert path.read_bytes() == before
+    with pytest.raises(FileNotFoundError, match="missing.jsonl: no such file"):
+        mark_cut_answers(tmp_path / "missing.jsonl", make_char_tokenizer(), max_new_tokens=10, margin=3)
+    assert not (tmp_path / "missing.jsonl").exists()

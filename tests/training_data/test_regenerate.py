@@ -92,6 +92,25 @@ def test_regenerate_writes_records_and_resumes_without_redoing_them(
     assert _lines(output) == after
 
 
+def test_a_second_regeneration_of_one_file_is_refused_not_written_twice(
+    tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    """Two regenerations of one output file at once (a job started again while the first still ran) each read the
+    ids written so far, then each wrote every conversation: every record came twice, and trained twice."""
+    output, config = tmp_path / "regenerated.jsonl", RegenerationConfig(max_new_tokens=4, batch_size=2)
+
+    def read_while_another_run_starts():
+        regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)  # the other process, meanwhile
+        yield from _conversations(3)
+
+    with pytest.raises(RuntimeError, match="being written by another process.*Wait for it to end.*another output"):
+        regenerate(tiny_model, tiny_tokenizer, read_while_another_run_starts(), output, config)
+    with pytest.raises(RuntimeError, match="being written by another process"):
+        copy_conversations(read_while_another_run_starts(), output)
+    regenerate(tiny_model, tiny_tokenizer, _conversations(3), output, config)
+    assert sorted(json.loads(line)["id"] for line in _lines(output)) == ["conv0", "conv1", "conv2"]
+
+
 def test_regenerate_redoes_a_record_cut_by_a_crash(
     tiny_model: LlamaForCausalLM, tiny_tokenizer: PreTrainedTokenizerFast, tmp_path: Path
 ) -> None:

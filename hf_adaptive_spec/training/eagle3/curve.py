@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
+from ...core.files import write_text_atomically
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def write_curve(folder: str | Path, points: list[HeldOutPoint]) -> None:
     """Write ``points`` as the folder's learning curve (one JSON object a line)."""
     Path(folder).mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(asdict(p)) + "\n" for p in points)
-    (Path(folder) / CURVE_FILE).write_text(text, encoding="utf-8")
+    write_text_atomically(Path(folder) / CURVE_FILE, text)  # rewritten at every point: a reader never meets half
 
 
 class HeldOutCurveCallback(TrainerCallback):

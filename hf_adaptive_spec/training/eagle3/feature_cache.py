@@ -24,13 +24,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
-from ...core.files import write_text_atomically
+from ...core.files import lock_exclusively, write_text_atomically
 from ...core.packaged import weights_digest
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 MANIFEST, DATA, INDEX, LOCK = "manifest.json", "features.bin", "index.jsonl", "lock"
 #: the layout of ``features.bin``'s rows (``[features of layer_ids..., final hidden]`` per token); a new layout is a new
@@ -90,7 +85,7 @@ class FeatureCache:
         """Write the manifest of a new folder; refuse a folder written for another target, dtype or layers."""
         manifest = self.directory / MANIFEST
         if not manifest.exists():
-            manifest.write_text(json.dumps(signature, indent=1) + "\n")
+            write_text_atomically(manifest, json.dumps(signature, indent=1) + "\n")  # a crash leaves none, not half
             return
         stored = json.loads(manifest.read_text())
         if stored != signature:
@@ -203,18 +198,10 @@ def _parse_index_line(line: str) -> dict | None:
 
 def _lock_folder(directory: Path):
     """An exclusive lock on ``directory`` held by the returned open file (released when it closes)."""
-    handle = open(directory / LOCK, "w")  # noqa: SIM115 (the lock lives as long as the returned file)
-    if fcntl is None:  # no flock (Windows): one process per folder is the user's to keep
-        return handle
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise RuntimeError(
-            f"The feature cache {directory} is open in another process (or another cache here): two writers would "
-            "interleave their rows. Give each run its own feature_cache_dir, or wait for the other to end."
-        ) from None
-    return handle
+    return lock_exclusively(directory / LOCK, (
+        f"The feature cache {directory} is open in another process (or another cache here): two writers would "
+        "interleave their rows. Give each run its own feature_cache_dir, or wait for the other to end."
+    ))
 
 
 def right_padded_lengths(attention_mask: torch.Tensor) -> list[int]:

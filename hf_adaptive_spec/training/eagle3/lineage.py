@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...core.files import write_text_atomically
+
 logger = logging.getLogger(__name__)
 
 #: the file, in a drafter folder, of the digests of every prompt its stages trained on
@@ -72,7 +74,7 @@ def read_lineage(folder: str | Path) -> Lineage | None:
 def write_lineage(folder: str | Path, lineage: Lineage) -> None:
     Path(folder).mkdir(parents=True, exist_ok=True)
     stored = {"digest": DIGEST_RULE, "complete": lineage.complete, "prompts": sorted(lineage.prompts)}
-    (Path(folder) / TRAINED_PROMPTS_FILE).write_text(json.dumps(stored, indent=0) + "\n", encoding="utf-8")
+    write_text_atomically(Path(folder) / TRAINED_PROMPTS_FILE, json.dumps(stored, indent=0) + "\n")
 
 
 def lineage_before(init_from: str | None) -> Lineage:

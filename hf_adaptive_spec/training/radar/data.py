@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.utils.data import Dataset
 
+from ...core.files import write_text_atomically
 from ...environments import ReplayEnvironment, ReplayRecording
 from ...policies.base import CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 from ...policies.radar.policy import beam_scores
@@ -116,6 +117,8 @@ class RadarDataset(Dataset):
         recording it was ``built_from`` when given); no pickle."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        # the JSON, written last and whole, marks a whole dataset: a crash never leaves an older one's beside these
+        (directory / "radar_dataset.json").unlink(missing_ok=True)
         tensors = {name: getattr(self, name).contiguous() for name in _TENSORS}
         save_file(tensors, str(directory / "radar_dataset.safetensors"))
         c = self.tree_config
@@ -124,7 +127,7 @@ class RadarDataset(Dataset):
         meta["lookup_first"] = self.lookup_first
         if built_from is not None:
             meta["built_from"] = str(built_from)
-        (directory / "radar_dataset.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        write_text_atomically(directory / "radar_dataset.json", json.dumps(meta, indent=2) + "\n")
 
     @staticmethod
     def built_from(directory: str | Path) -> str | None:
