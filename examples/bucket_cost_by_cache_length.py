@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from int_lists import positive_ints
 
 from hf_adaptive_spec.default_model import load_model
 from hf_adaptive_spec.drafters import Eagle3Drafter
@@ -31,7 +32,7 @@ PROMPTS = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eagle3", required=True, help="EAGLE-3 drafter checkpoint")
-    parser.add_argument("--slots", default="512,1024,1408", help="StaticCache lengths to time in")
+    parser.add_argument("--slots", type=positive_ints, default="512,1024,1408", help="StaticCache lengths to time in")
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--num-threads", type=int, default=None)
@@ -52,7 +53,7 @@ def main() -> None:
     buckets = list(DEFAULT_BUCKETS)
     print("| cache slots | round | " + " | ".join(f"bucket {b} (ms per cycle)" for b in buckets) + " |")
     print("|---" * (len(buckets) + 2) + "|")
-    for slots in (int(value) for value in args.slots.split(",")):
+    for slots in args.slots:
         for round_ in range(args.rounds):
             per_prompt = [
                 measure_buckets_in_generate(model, ids, drafter, buckets, slots, rounds=1,

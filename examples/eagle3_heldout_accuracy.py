@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--set {label}={path}: no file {path!r} (derived files: artifacts/README.md)")
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
+    if args.vocabulary_from and not args.widen_to:
+        parser.error("--vocabulary-from only widens the vocabulary to the sizes of --widen-to: give --widen-to "
+                     "SIZE ..., or leave --vocabulary-from out")
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.target_dtype))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from int_lists import positive_ints
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
@@ -35,7 +36,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", required=True, help="JSONL the vocabulary is built from")
     parser.add_argument("--heldout", required=True, help="JSONL of held-out target-answered conversations")
-    parser.add_argument("--sizes", default="2048,4096,8192,16384,32768")
+    parser.add_argument("--sizes", type=positive_ints, default="2048,4096,8192,16384,32768",
+                        help="draft vocabulary sizes")
     parser.add_argument("--max-length", type=int, default=512)
     args = parser.parse_args()
     model, tokenizer = hfas.load_default_model()
@@ -44,7 +46,7 @@ def main() -> None:
     held_out = answer_tokens(load_samples(tokenizer, args.heldout, args.max_length, None))
     print(f"{len(train)} training conversations, {held_out.numel()} held-out answer tokens, vocabulary {vocab_size}")
     print("| draft vocabulary | held-out answer tokens inside |\n|---|---|")
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in args.sizes:
         print(f"| {size:,} | {coverage(build_draft_vocabulary(train, size, vocab_size), held_out, vocab_size):.4f} |")
     shipped = Eagle3DraftModel.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
     print(f"| shipped drafter's ({shipped.config.draft_vocab_size:,}) | "

@@ -46,6 +46,11 @@ from hf_adaptive_spec.training.ppow import (
     window_starts,
 )
 
+#: the conversations without --bench-json (with it, every stock turn of the report, whole)
+DATASET_DEFAULTS = {
+    "dataset": "artifacts/eagle3_heldout_regenerated.jsonl", "num_conversations": 100, "max_length": 640
+}
+
 
 @torch.no_grad()
 def window_acceptance(
@@ -73,10 +78,27 @@ def window_acceptance(
     return torch.cat(lengths)
 
 
-def bench_samples(path: str, tokenizer) -> dict[str, list[dict[str, list[int]]]]:
+def read_bench_report(parser: argparse.ArgumentParser, path: str) -> dict:
+    """The ``--bench-json`` report, refused before the models load unless it is a bench report with ``stock`` records
+    (another file failed in a KeyError; one without stock records printed no τ, or failed in a NameError)."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        parser.error(f"--bench-json {path}: not readable as JSON ({error}); give the file `hf-adaptive-spec bench "
+                     "--json` wrote")
+    if not (isinstance(report, dict) and isinstance(report.get("records"), list)
+            and isinstance(report.get("settings"), dict) and "questions" in report["settings"]):
+        parser.error(f"--bench-json {path} is not a bench report (a JSON object with 'settings' and 'records'): give "
+                     "the file `hf-adaptive-spec bench --json` wrote")
+    if not any(isinstance(record, dict) and record.get("method") == "stock" for record in report["records"]):
+        parser.error(f"--bench-json {path} holds no 'stock' records, whose answers are the conversations: bench with "
+                     "--methods stock,...")
+    return report
+
+
+def bench_samples(report: dict, tokenizer) -> dict[str, list[dict[str, list[int]]]]:
     """One sample per turn of a bench run's ``stock`` records (prompt as the bench built it, then
     the target's answer as the loss mask), grouped by category."""
-    report = json.loads(Path(path).read_text(encoding="utf-8"))
     questions = {str(q.question_id): q for q in load_questions(report["settings"]["questions"])}
     groups: dict[str, list[dict[str, list[int]]]] = defaultdict(list)
     for record in report["records"]:
@@ -98,20 +120,31 @@ def bench_samples(path: str, tokenizer) -> dict[str, list[dict[str, list[int]]]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", nargs="+", default=None, help="drafters (default: the shipped one)")
-    parser.add_argument("--dataset", default="artifacts/eagle3_heldout_regenerated.jsonl")
-    parser.add_argument("--num-conversations", type=int, default=100)
+    parser.add_argument("--dataset", default=None,
+                        help=f"JSONL of target-answered conversations (default: {DATASET_DEFAULTS['dataset']})")
+    parser.add_argument("--num-conversations", type=int, default=None,
+                        help=f"the first N (default: {DATASET_DEFAULTS['num_conversations']})")
     parser.add_argument("--window-size", type=int, default=6)
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     parser.add_argument("--prefixes", type=int, default=16, help="prefixes per conversation")
     parser.add_argument("--group-size", type=int, default=4, help="sampled windows per prefix at temperature > 0")
-    parser.add_argument("--max-length", type=int, default=640)
+    parser.add_argument("--max-length", type=int, default=None,
+                        help=f"tokens per conversation (default: {DATASET_DEFAULTS['max_length']})")
     parser.add_argument("--bench-json", default=None, help="use a bench run's stock outputs, per category")
     parser.add_argument("--profile", default=None, help="hf-adaptive-spec profile JSON, for modelled chain speedups")
     args = parser.parse_args()
+    given = ["--" + name.replace("_", "-") for name in DATASET_DEFAULTS if getattr(args, name) is not None]
+    if args.bench_json and given:
+        parser.error(f"--bench-json takes every stock turn of the report, whole: {', '.join(given)} would be ignored; "
+                     "give them without --bench-json")
+    for name, value in DATASET_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    report = read_bench_report(parser, args.bench_json) if args.bench_json else None
     model, tokenizer = hfas.load_default_model()
     groups = (
-        bench_samples(args.bench_json, tokenizer)
-        if args.bench_json
+        bench_samples(report, tokenizer)
+        if report
         else {"all": load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)}
     )
     profile = HardwareProfile.load(args.profile) if args.profile else None

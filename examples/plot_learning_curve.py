@@ -33,8 +33,15 @@ from labelled_paths import labelled_paths
 from hf_adaptive_spec.training.eagle3 import HeldOutPoint, read_curve
 
 
+def chain_depths(points: list[HeldOutPoint]) -> str:
+    """The chain depths ``points`` measured τ at, e.g. ``"3"`` or ``"3, 4"``."""
+    return ", ".join(map(str, sorted({len(p.step_accuracy) for p in points})))
+
+
 def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: str, reference_label: str) -> None:
     figure, (acceptance, tau) = plt.subplots(1, 2, figsize=(11, 4))
+    depths = chain_depths([p for points in curves.values() for p in points])
+    several = "," in depths  # curves of several chain depths: each says its own
     for label, points in curves.items():
         tokens = [p.input_tokens_seen / 1e6 for p in points]
         acceptance.plot(
@@ -46,15 +53,16 @@ def plot(curves: dict[str, list[HeldOutPoint]], reference: float | None, path: s
         ]
         if counted:
             acceptance.plot(*zip(*counted), marker="s", linestyle="--", label=f"{label}, every token")
-        tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=f"{label}, every position")
+        at_depth = f", depth {chain_depths(points)}" if several else ""
+        tau.plot(tokens, [p.chain_tau for p in points], marker="o", label=f"{label}, every position{at_depth}")
         walked = [(t, p.decoding_tau) for t, p in zip(tokens, points) if p.decoding_tau is not None]
         if walked:
-            tau.plot(*zip(*walked), marker="s", linestyle="--", label=f"{label}, walked as decoding walks")
+            tau.plot(*zip(*walked), marker="s", linestyle="--", label=f"{label}, walked as decoding walks{at_depth}")
     if reference is not None:
         acceptance.axhline(reference, color="grey", linestyle="--", label=reference_label)
     acceptance.set(xlabel="tokens trained (millions)", ylabel="held-out first-draft acceptance")
-    depth = len(next(iter(curves.values()))[0].step_accuracy)
-    tau.set(xlabel="tokens trained (millions)", ylabel=f"held-out greedy chain τ (depth {depth})")
+    depths = f"depths {depths}, each curve's in its legend" if several else f"depth {depths}"
+    tau.set(xlabel="tokens trained (millions)", ylabel=f"held-out greedy chain τ ({depths})")
     for axis in (acceptance, tau):
         axis.grid(alpha=0.3)
         # below the axes: inside, "best" can sit over the reference line the curves are read against
@@ -103,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     curves = {}
     for label, folder in labelled_paths(parser, "--curve", args.curve, "FOLDER (or LABEL=a curve file)"):
+        if label in curves:  # a dict: the later curve replaced the earlier one, unsaid
+            parser.error(f"--curve names {label!r} twice: give each curve a label of its own")
         points = [p for p in read_curve(folder) if p.step >= args.from_step]
         if not points:
             parser.error(f"{folder} holds no heldout_curve.jsonl point at or after step {args.from_step} "

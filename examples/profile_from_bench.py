@@ -85,12 +85,17 @@ def main() -> None:
                         "--curve linear")
     parser.add_argument("--like", required=True, help="a HardwareProfile to copy the other fields from")
     parser.add_argument("--output", required=True, help="where to write the fitted profile")
-    parser.add_argument("--min-cycles", type=int, default=500, help="fit only sizes verified in this many cycles")
+    parser.add_argument("--min-cycles", type=int, default=None,
+                        help="fit only sizes verified in this many cycles (default: 500; not with --curve linear)")
     parser.add_argument("--curve", choices=("per-size", "linear", "per-cycle"), default="per-size",
                         help="per-size: a time per verified size (or bucket), in seconds; linear: the eager path's "
                              "a / a + b + c (n - 2) shape, each turn against eager stock's in the same run; per-cycle: "
                              "the median of each size's cycles (runs keeping verify_times), against stock's likewise")
     args = parser.parse_args()
+    if args.curve == "linear" and args.min_cycles is not None:
+        parser.error("--curve linear fits every turn, whatever sizes it verified: --min-cycles would be ignored; "
+                     "leave it out, or fit --curve per-size or per-cycle")
+    args.min_cycles = 500 if args.min_cycles is None else args.min_cycles
     measured = HardwareProfile.load(args.like)
     if args.curve in ("linear", "per-cycle"):
         turns = [turn for path in args.bench for turn in turns_against_stock(load_records(path))]

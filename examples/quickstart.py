@@ -137,7 +137,13 @@ def main(argv: list[str] | None = None) -> None:
     drafter = hfas.Eagle3Drafter.from_pretrained(args.checkpoint or hfas.shipped_checkpoint("eagle3"), target=model)
     speculation = _speculation(args, model, drafter)
     compile_config = hfas.fast_path_compile_config(model.device)
-    cache = StaticCache(config=model.config, max_cache_len=512)  # one fixed cache: one set of graphs
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                             return_tensors="pt", return_dict=True)["input_ids"].to(args.device)
+               for text in PROMPTS]
+    # one fixed cache (one set of graphs), holding the longest prompt and its answer (a shorter one failed in
+    # transformers' index_copy_, IndexError, after the warm-up)
+    longest = max(ids.shape[1] for ids in prompts) + args.max_new_tokens
+    cache = StaticCache(config=model.config, max_cache_len=max(512, longest))
     fast_path = {} if args.eager else {"cache_implementation": "static", "compile_config": compile_config}
 
     def stock_compiled(ids):
@@ -155,9 +161,7 @@ def main(argv: list[str] | None = None) -> None:
 
     peer = "stock-eager" if args.eager else "stock-compiled"  # in --dtype, the cache and compilation of speculative
     totals = {"stock": 0.0, peer: 0.0, "speculative": 0.0}
-    for index, text in enumerate(PROMPTS):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                            return_tensors="pt", return_dict=True)["input_ids"].to(args.device)
+    for index, (text, ids) in enumerate(zip(PROMPTS, prompts)):
         if index == 0:  # warm-up, untimed
             start = time.perf_counter()
             stock_compiled(ids)

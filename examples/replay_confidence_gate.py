@@ -37,6 +37,20 @@ class ConfidenceGate(hfas.StaticTreePolicy):
         return super().num_tokens_to_verify(info) if keep else 0
 
 
+def gate_settings(parser: argparse.ArgumentParser, sizes: str, thresholds: str) -> tuple[list[int], list[float]]:
+    """``--sizes`` and ``--thresholds`` as numbers, refused before the recording loads unless each threshold is a
+    probability (one above 1 never verified and one below 0 always did, each printed as a rule of its own; a value
+    that is no number stopped in a bare ValueError)."""
+    try:
+        numbers = [int(size) for size in sizes.split(",")], [float(t) for t in thresholds.split(",")]
+    except ValueError:
+        parser.error(f"--sizes takes comma-separated whole numbers and --thresholds comma-separated probabilities, "
+                     f"got --sizes {sizes} --thresholds {thresholds}")
+    if not all(0 <= t <= 1 for t in numbers[1]):
+        parser.error(f"--thresholds {thresholds}: each is a draft probability, from 0 to 1")
+    return numbers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recording", required=True, help="recording folder")
@@ -46,6 +60,7 @@ def main() -> None:
     parser.add_argument("--thresholds", default="0,0.05,0.1,0.15,0.2,0.3", help="comma-separated probabilities")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     args = parser.parse_args()
+    sizes, thresholds = gate_settings(parser, args.sizes, args.thresholds)
     recording, profile = load_recording(args.recording), HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(recording, profile, lookup_tokens=args.lookup_tokens)
     top_k = environment.recording.tree_config.top_k
@@ -54,9 +69,9 @@ def main() -> None:
     print("| rule | τ | share of cycles verifying nothing | vs static |")
     print("|---|---|---|---|")
     candidates = [
-        (f"size {size}, threshold {t}{', no chain' * gate}", ConfidenceGate(top_k, int(size), float(t), gate))
-        for size in args.sizes.split(",")
-        for t in args.thresholds.split(",")
+        (f"size {size}, threshold {t:g}{', no chain' * gate}", ConfidenceGate(top_k, size, t, gate))
+        for size in sizes
+        for t in thresholds
         for gate in ([False, True] if args.lookup_tokens else [False])
     ]
     candidates += [(path, hfas.AutoDraftPolicy.from_pretrained(path)) for path in args.policy]

@@ -51,10 +51,17 @@ def parse() -> argparse.Namespace:
 
 
 def deterministic_speed(cycles, policy_seconds: list[float]) -> float:
-    """tokens / (draft + verify + given policy time per cycle)."""
-    tokens = sum(c.accepted_length + 1 for c in cycles)
+    """tokens / (draft + verify + given policy time per cycle); tokens as generate counts them (none past a
+    generation's end, which accepted_length + 1 overcounted)."""
+    tokens = sum(c.committed_tokens for c in cycles)
     seconds = sum(c.draft_time + c.verify_time + p for c, p in zip(cycles, policy_seconds))
     return tokens / seconds
+
+
+def policy_free_totals(cycles_per_prompt) -> torch.Tensor:
+    """Per prompt, ``[tokens committed, draft + verify seconds]`` (policy time excluded), for the bootstrap."""
+    return torch.tensor([[sum(c.committed_tokens for c in cycles), sum(c.draft_time + c.verify_time for c in cycles)]
+                         for cycles in cycles_per_prompt], dtype=torch.float64)
 
 
 COLUMNS = """
@@ -202,17 +209,12 @@ def print_interval(probe: Instrumented, trainer, prompts: list[int], interval: i
           f"{100 * sum(c.verified_tokens == 1 for c in cycles) / len(cycles):6.1f} "
           f"{sum(d for d, _ in choices):6d} {100 * pol / total:9.3f} {100 * pcs_frac:6.3f}"
           f"   cycles={len(cycles)} actions(tt,d)={dict(sorted(counts.items()))} wall={wall:.1f}s")
-    per_prompt = [
-        [sum(c.accepted_length + 1 for c in p_), sum(c.draft_time + c.verify_time for c in p_)] for p_ in result.cycles
-    ]
-    return torch.tensor(per_prompt, dtype=torch.float64)
+    return policy_free_totals(result.cycles)
 
 
 def print_bootstrap(per_prompt: dict[int, torch.Tensor], environment, prompts: list[int], intervals: list[int]) -> None:
     """Prompt bootstrap (policy-time-free speeds): how sure is each interval's gain over the last interval?"""
-    static_pp = torch.tensor(
-        [[sum(c.accepted_length + 1 for c in p_), sum(c.seconds for c in p_)]
-         for p_ in environment.replay(StaticTreePolicy(**PLAIN), prompts).cycles], dtype=torch.float64)
+    static_pp = policy_free_totals(environment.replay(StaticTreePolicy(**PLAIN), prompts).cycles)
     gen = torch.Generator().manual_seed(0)
     draws = torch.randint(0, len(prompts), (2000, len(prompts)), generator=gen)
     ref = intervals[-1]

@@ -58,20 +58,23 @@ def main() -> None:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.dtype))
     hfas.enable(model)
+    lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": json.loads(line)["turns"][0]}],
+                                      add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+        for line in lines[: args.questions]
+    ]
     fast = {}
-    if args.compile:
-        cache = StaticCache(config=model.config, max_cache_len=1024)
+    if args.compile:  # one cache for every call: the longest prompt, its answer and the largest bucket (a shorter
+        # one failed in stock's IndexError, from transformers' index_copy_, after the first questions had run)
+        slots = hfas.fast_path(model).needed_slots(max(ids.shape[1] for ids in prompts) + args.max_new_tokens)
+        cache = StaticCache(config=model.config, max_cache_len=max(1024, slots))
         fast = {"past_key_values": cache, "compile_config": hfas.fast_path_compile_config(model.device)}
     drafter = hfas.Eagle3Drafter.from_pretrained(args.eagle3 or hfas.shipped_checkpoint("eagle3"), target=model)
     shapes = args.shapes or [(d, 1, d + 1) for d in CHAIN_DEPTHS] + list(itertools.product(*TREES.values()))
-    lines = resources.files("hf_adaptive_spec.bench").joinpath("data/question.jsonl").read_text().splitlines()
-    prompts = [json.loads(line)["turns"][0] for line in lines[: args.questions]]
     # per shape: tokens, seconds, cycles, identical, emitted in cycles
     totals = {shape: [0, 0.0, 0, 0, 0] for shape in [None, *shapes]}
-    for text in prompts:
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"]
+    for ids in prompts:
         reference = None
         for shape in [None, *shapes]:
             kwargs = {}
@@ -80,7 +83,7 @@ def main() -> None:
             if shape is not None and args.lookup_tokens:
                 kwargs["prompt_lookup_num_tokens"] = args.lookup_tokens
             kwargs.update(fast)
-            if fast and text == prompts[0]:  # compile this shape's graphs, untimed
+            if fast and ids is prompts[0]:  # compile this shape's graphs, untimed
                 cache.reset()
                 with inductor_settings(fast["compile_config"].to_dict()):
                     model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False, **kwargs)

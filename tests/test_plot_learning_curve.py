@@ -98,3 +98,38 @@ def test_loss_memory_refuses_a_missing_heldout_file_naming_where_it_comes_from(t
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert str(missing) in err and "artifacts/README.md" in err
+
+
+def test_a_label_given_twice_is_refused(tmp_path, capsys):
+    """The second curve of a label replaced the first, unsaid: one curve drawn and tabulated for two given."""
+    stage6 = REPO / "artifacts" / "eagle3-smollm2-stage6"
+    with pytest.raises(SystemExit) as exit_info:
+        load_example("plot_learning_curve").main(
+            ["--curve", f"run={stage6}", "--curve", f"run={REPO / 'artifacts' / 'eagle3-smollm2-stage7'}",
+             "--output", str(tmp_path / "curve")]
+        )
+    assert exit_info.value.code == 2
+    assert "--curve names 'run' twice: give each curve a label of its own" in capsys.readouterr().err
+    assert not (tmp_path / "curve.png").exists()
+
+
+def test_curves_of_other_chain_depths_each_say_theirs(tmp_path):
+    """The τ axis said the first curve's depth for every curve."""
+    import matplotlib.pyplot as plt
+
+    from hf_adaptive_spec.training.eagle3 import HeldOutPoint
+
+    def points(depth: int) -> list[HeldOutPoint]:
+        return [HeldOutPoint(step=step, input_tokens_seen=1000 * step, first_draft_acceptance=0.4,
+                             step_accuracy=[0.4] * depth, chain_tau=1.5, positions=100) for step in (1, 2)]
+
+    example = load_example("plot_learning_curve")
+    example.plot({"three": points(3), "four": points(4)}, None, str(tmp_path / "curve.png"), "reference")
+    tau = plt.gcf().axes[1]
+    assert tau.get_ylabel() == "held-out greedy chain τ (depths 3, 4, each curve's in its legend)"
+    assert [line.get_label() for line in tau.get_lines()] == ["three, every position, depth 3",
+                                                              "four, every position, depth 4"]
+    example.plot({"three": points(3), "also three": points(3)}, None, str(tmp_path / "same.png"), "reference")
+    assert plt.gcf().axes[1].get_ylabel() == "held-out greedy chain τ (depth 3)"
+    assert plt.gcf().axes[1].get_lines()[0].get_label() == "three, every position"
+    plt.close("all")

@@ -141,3 +141,16 @@ def test_sizes_verified_in_too_few_cycles_are_refused_naming_min_cycles():
     bucketed = eager_profile(path="compiled", buckets=[4, 16], verify_tokens=[1, 4, 16], verify_seconds=[0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="lower --min-cycles"):
         fit.bucketed_profile(bucketed, turns, 500, 0.01, 512)
+
+
+def test_min_cycles_with_the_linear_curve_is_refused(monkeypatch, capsys):
+    """--curve linear fits every turn: --min-cycles was ignored without a word."""
+    monkeypatch.setattr(fit.HardwareProfile, "load", lambda path: pytest.fail("went on to fit"))
+    monkeypatch.setattr("sys.argv", ["profile_from_bench.py", "--curve", "linear", "--min-cycles", "100",
+                                     "--bench", "run.json", "--like", "p.json", "--output", "out.json"])
+    with pytest.raises(SystemExit) as exit_info:
+        fit.main()
+    assert exit_info.value.code == 2
+    assert "--curve linear fits every turn, whatever sizes it verified: --min-cycles would be ignored" in (
+        capsys.readouterr().err
+    )
