@@ -574,9 +574,10 @@ def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp
 
     model = tiny_model("llama")
     folder = tmp_path / "recording"
-    record_replay(model, hfas.CausalLMDrafter.from_target_layers(model, 2), [prompt(9, seed=5)],
-                  TreeConfig(depth=2, top_k=2, total_tokens=4), 8).save(folder)
-    (folder / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "drafter_weights": "old"}))
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    record_replay(model, drafter, [prompt(9, seed=5)], TreeConfig(depth=2, top_k=2, total_tokens=4), 8).save(folder)
+    old = drafter.weights_digest()  # as record writes it, in record_args.json and recording.json alike
+    (folder / "record_args.json").write_text(json.dumps({"drafter": "eagle3", "drafter_weights": old}))
     timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4], [1.0, 1.2], draft_step_seconds=0.1,
                             policy_call_seconds=0.0,
                             catch_up_tokens=[1], catch_up_seconds=[0.1],
@@ -588,7 +589,7 @@ def test_profile_refuses_a_recording_drafted_by_other_weights_of_its_drafter(tmp
         cli.main(argv)
     assert "timed drafter weights with digest new, and the recording" in capsys.readouterr().err
     assert not (tmp_path / "profile.json").exists()
-    timed.drafter_weights = "old"
+    timed.drafter_weights = old
     assert cli.main(argv) == 0 and HardwareProfile.load(tmp_path / "profile.json").recommendation is not None
 
 
@@ -1000,14 +1001,15 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
     MANIFEST = {"drafter": "eagle3", "model": "org/tiny", "eagle3_checkpoint": "org/drafter"}
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    digest = drafter.weights_digest()  # as record writes it, in record_args.json and recording.json alike
     folders = [tmp_path / "first", tmp_path / "second"]
     for folder, seed in zip(folders, (5, 6)):
         tree = TreeConfig(depth=3, top_k=2, total_tokens=8)
         record_replay(model, drafter, [prompt(9, seed=seed)], tree, 12).save(folder)
-        (folder / "record_args.json").write_text(json.dumps(dict(MANIFEST, drafter_weights="w")))
+        (folder / "record_args.json").write_text(json.dumps(dict(MANIFEST, drafter_weights=digest)))
     timed = HardwareProfile("cpu", "float32", 1, 16, [1, 4, 8], [1.0, 1.1, 1.3], draft_step_seconds=0.05,
                             policy_call_seconds=0.0, catch_up_tokens=[1], catch_up_seconds=[0.05],
-                            model="org/tiny", drafter="org/drafter", drafter_weights="w")
+                            model="org/tiny", drafter="org/drafter", drafter_weights=digest)
     path = tmp_path / "profile.json"
     timed.save(path)
     monkeypatch.setattr(cli, "measure_profile", lambda args: pytest.fail("--rerank timed the machine"))
@@ -1026,11 +1028,11 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
         ({}, ["--rerank", "--json", str(tmp_path / "none.json"), "--recording", str(folders[0])],
          "time this machine once"),
         ({"drafter_weights": "old"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])],
-         "digest w, and the recording"),
+         f"digest {digest}, and the recording"),
         ({"model": "org/other"}, ["--rerank", "--json", str(path), "--recording", str(folders[0])], "org/other"),
     ]
     for manifest, argv, message in refused:
-        (folders[0] / "record_args.json").write_text(json.dumps({**MANIFEST, "drafter_weights": "w", **manifest}))
+        (folders[0] / "record_args.json").write_text(json.dumps({**MANIFEST, "drafter_weights": digest, **manifest}))
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert message in capsys.readouterr().err

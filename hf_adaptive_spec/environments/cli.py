@@ -49,7 +49,7 @@ from ..profiling.identity import artifact_name, eagle3_name, model_name
 from ..profiling.measure import measure_catch_up_in_generate, measure_in_generate, measure_verification_in_generate
 from .record_manifest import check_manifest
 from .record_prompts import Dialogue, load_prompts, prompt_source
-from .recording import ReplayRecording, record_replay
+from .recording import ReplayRecording, check_feature_layer_indices, record_replay
 from .storage import finished_shards
 
 logger = logging.getLogger(__name__)
@@ -212,16 +212,7 @@ def parse_feature_layers(value: str | None, drafter: Drafter, model: PreTrainedM
     except ValueError:
         raise ValueError(f"--feature-layers takes comma-separated hidden-state indices such as '2,15,27', got "
                          f"{value!r}.") from None
-    repeated = sorted({layer for layer in layers if layers.count(layer) > 1})
-    if repeated:
-        raise ValueError(f"--feature-layers names {repeated} more than once (got {value!r}): name each hidden state "
-                         "once.")
-    last = model.config.get_text_config().num_hidden_layers
-    outside = [layer for layer in layers if not 0 <= layer <= last]
-    if outside:
-        raise ValueError(f"--feature-layers {outside} are outside the target's hidden states 0 (the embeddings) to "
-                         f"{last} (its last layer): give indices in that range.")
-    return layers
+    return check_feature_layer_indices(layers, model, "--feature-layers")
 
 
 def check_counts(args: argparse.Namespace) -> None:

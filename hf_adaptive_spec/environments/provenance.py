@@ -5,11 +5,12 @@ The policy trainers read it twice: a hardware profile that timed another target 
 recording's, or other weights of a drafter of the same name, is refused (:func:`load_profile_for_recordings`:
 a policy would learn another model's costs), and the card names the recording's target, drafter and prompts
 unless given others (:func:`card_names`). A recording saved without the manifest (``ReplayRecording.save``)
-says nothing.
+names neither; the drafter digest its ``recording.json`` keeps is compared with the profile's instead.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +19,7 @@ from ..default_model import DEFAULT_MODEL_ID
 from ..hub.cards import is_hub_id
 from ..profiling.hardware import HardwareProfile
 from ..profiling.identity import SHIPPED_PREFIX, check_profiled, eagle3_name, model_name
+from .recorded import check_timed_drafter
 from .storage import finished_shards, recording_manifest
 
 logger = logging.getLogger(__name__)
@@ -53,17 +55,22 @@ def load_profile_for_recordings(
 
 def check_recorded_drafter_weights(timed: str | None, recording_paths: Iterable[str | Path], what: str) -> None:
     """Refuse a drafter whose weights' digest ``timed`` (None: unknown, not compared) is not the one a recording of
-    ``recording_paths`` was drafted with under the same name (a drafter retrained in its folder): its acceptance is
+    ``recording_paths`` was drafted with (its manifest's; without one, its ``recording.json``'s): its acceptance is
     another drafter's. Recordings made before the digest was kept are not compared."""
     for path in recording_paths:
-        recorded = (recording_manifest(path) or {}).get("drafter_weights")
-        if timed is not None and recorded is not None and recorded != timed:
-            raise ValueError(
-                f"{what} timed drafter weights with digest {timed}, and the recording {path} was drafted by weights "
-                f"with digest {recorded} under the same name: the drafter was retrained or replaced between them, so "
-                "the recorded acceptance is not this drafter's. Record again with this drafter (`hf-adaptive-spec "
-                "record --output NEW ...`), or profile the drafter the recording was made with."
-            )
+        manifest = recording_manifest(path)
+        recorded = manifest.get("drafter_weights") if manifest is not None else _saved_drafter_weights(path)
+        check_timed_drafter(timed, recorded, what, f"the recording {path}")
+
+
+def _saved_drafter_weights(path: str | Path) -> str | None:
+    """The drafter digest a recording saved without ``record``'s manifest (``ReplayRecording.save``) keeps in its
+    ``recording.json``; None where there is none (a folder of shards, a damaged file: refused where it is loaded)."""
+    try:
+        meta = json.loads((Path(path) / "recording.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("drafter_weights") if isinstance(meta, dict) else None
 
 
 def card_names(

@@ -261,6 +261,19 @@ def check_same_models(recordings: Iterable[ReplayRecording], pooled: str) -> tup
     return shared[0], shared[1]
 
 
+def check_timed_drafter(timed: str | None, recorded: str | None, what: str, recording: str) -> None:
+    """Refuse a hardware profile (``what``) that timed drafter weights of digest ``timed`` for ``recording``, drafted by
+    weights of digest ``recorded`` (either None: unknown, not compared): a replay would price the recorded drafter's
+    cycles with another drafter's step costs, and a policy or ranking would learn from them."""
+    if timed is not None and recorded is not None and recorded != timed:
+        raise ValueError(
+            f"{what} timed drafter weights with digest {timed}, and {recording} was drafted by weights with digest "
+            f"{recorded}: another drafter, or the same one retrained or replaced between them, so its costs are not "
+            "those of the drafter whose acceptance was recorded. Record again with this drafter (`hf-adaptive-spec "
+            "record --output NEW ...`), or profile the drafter the recording was made with."
+        )
+
+
 def damaged_recording(directory: Path, what: str) -> ValueError:
     """The refusal of the recording in ``directory``, damaged or saved in part as ``what`` says."""
     return ValueError(

@@ -10,6 +10,8 @@ would give, without running the target again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from transformers import DynamicCache, LogitsProcessorList, PreTrainedModel
 
@@ -18,6 +20,7 @@ from ..core.features import FeatureCapture
 from ..core.kv_cache import drop_tail, prepare_cache_for_trees
 from ..core.sequences import end_of_sequence_ids
 from ..core.tree import DraftTree, full_tree_size
+from ..core.values import plain_ints
 from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..generation.targets import verify_tree
 from ..generation.tree_builder import DraftTimes, TreeBuilder, best_nodes
@@ -28,6 +31,7 @@ __all__ = [  # the recording's data classes live in recorded.py; importing them 
     "RECORDING_FORMAT",
     "ReplayRecording",
     "ReplayTree",
+    "check_feature_layer_indices",
     "check_feature_layers",
     "check_recordable",
     "check_same_models",
@@ -82,6 +86,27 @@ def check_recordable(config: TreeConfig, max_new_tokens: int) -> None:
             f"max_new_tokens={max_new_tokens} records no cycle (the prompt's forward commits the first token, each "
             "cycle one more): record with max_new_tokens >= 2."
         )
+
+
+def check_feature_layer_indices(
+    layers: Iterable[int], model: PreTrainedModel, name: str = "feature_layers"
+) -> tuple[int, ...]:
+    """``layers``, the target hidden states a recording keeps (0, the embeddings, to the target's layer count), as
+    ints; refused by ``name`` (``--feature-layers`` on the command line) when one is no int, comes twice (a recording
+    claiming a layer twice is refused where pooled with one naming it once) or is outside the target's."""
+    layers = tuple(plain_ints(layers))
+    odd = [layer for layer in layers if isinstance(layer, bool) or not isinstance(layer, int)]
+    if odd:
+        raise ValueError(f"{name} takes hidden-state indices (ints) such as (2, 15, 27), got {odd} in {layers}.")
+    repeated = sorted({layer for layer in layers if layers.count(layer) > 1})
+    if repeated:
+        raise ValueError(f"{name} names {repeated} more than once (got {layers}): name each hidden state once.")
+    last = model.config.get_text_config().num_hidden_layers
+    outside = [layer for layer in layers if not 0 <= layer <= last]
+    if outside:
+        raise ValueError(f"{name} {outside} are outside the target's hidden states 0 (the embeddings) to {last} (its "
+                         "last layer): give indices in that range.")
+    return layers
 
 
 def greedy_processors(model: PreTrainedModel, input_ids: torch.LongTensor, max_new_tokens: int) -> LogitsProcessorList:
@@ -139,6 +164,7 @@ def record_greedy_trees(
     if input_ids.shape[0] != 1:
         raise ValueError(f"record_greedy_trees takes one prompt at a time, got a batch of {input_ids.shape[0]}.")
     check_recordable(config, max_new_tokens)
+    feature_layers = check_feature_layer_indices(feature_layers, model)
     drafter.bind(model)
     input_ids = input_ids.to(model.device)
     cache = prepare_cache_for_trees(DynamicCache(config=model.config))
@@ -192,6 +218,7 @@ def record_replay(
     """Record each prompt with :func:`record_greedy_trees` into a :class:`ReplayRecording`; ``eos_token_ids``: the
     tokens that end a generation (None: the model's own end-of-sequence ids, where ``generate`` stops, so that the
     replay ends where a live generation does; ``()``: none)."""
+    feature_layers = check_feature_layer_indices(feature_layers, model)
     if eos_token_ids is None:
         eos_token_ids = end_of_sequence_ids(model)
     recorded = [

@@ -28,7 +28,7 @@ from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
 from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
 from ..profiling.hardware import HardwareProfile, unread_after
-from .recorded import ReplayRecording, ReplayTree, check_feature_layers
+from .recorded import ReplayRecording, ReplayTree, check_feature_layers, check_timed_drafter
 
 
 class ReplayDrafter(Drafter):
@@ -313,7 +313,8 @@ class ReplayEnvironment(ReplayLoop):
 
     Args:
         recording: what :func:`record_replay` produced.
-        profile: measured verification times and draft-step time (``hf-adaptive-spec profile``).
+        profile: measured verification times and draft-step time (``hf-adaptive-spec profile``); refused when it
+            timed other drafter weights than the recording's (both digests known).
         lookup_tokens: graft the prompt-lookup branch of this many tokens onto every tree, as
             ``generate(..., prompt_lookup_num_tokens=lookup_tokens)`` does (0: none). Needs a
             recording that keeps its prompt ids.
@@ -327,6 +328,7 @@ class ReplayEnvironment(ReplayLoop):
             raise ValueError(
                 "The hardware profile has no draft_step_seconds: run `hf-adaptive-spec profile` with a drafter."
             )
+        check_timed_drafter(profile.drafter_weights, recording.drafter_weights, "The hardware profile", "the recording")
         check_lookup(lookup_tokens, lookup_ngram_size, profile)
         check_measured_sizes(profile, [recording], lookup_tokens=lookup_tokens)
         self.recording = recording

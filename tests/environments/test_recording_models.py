@@ -109,3 +109,57 @@ def test_a_target_built_under_inference_mode_is_recorded():
         target = tiny_model("llama")
     recorded = _record(target, 2)
     assert recorded.target_weights == weights_digest(target) and recorded.num_positions > 0
+
+
+def test_a_profile_that_timed_another_drafter_is_refused_where_a_saved_recording_is_replayed(target, recording,
+                                                                                              tmp_path):
+    """A recording saved by ``ReplayRecording.save`` has no ``record_args.json``, so only its own digest tells its
+    drafter: replayed on a profile that timed another drafter, every cycle was priced with that drafter's step costs
+    and ranked on them, without a word."""
+    from hf_adaptive_spec.environments import ReplayEnvironment
+    from hf_adaptive_spec.environments.static_grid import rank_static_trees
+
+    recording.save(tmp_path / "r")
+    saved = ReplayRecording.load(tmp_path / "r")
+    other = hfas.CausalLMDrafter.from_target_layers(target, 1).weights_digest()
+    timed = replace(PROFILE, drafter="org/other", drafter_weights=other)
+    message = (f"timed drafter weights with digest {other}, and the recording was drafted by weights with digest "
+               f"{saved.drafter_weights}")
+    for replay in (ReplayEnvironment, lambda r, p: MultiReplayEnvironment([r], p), rank_static_trees):
+        with pytest.raises(ValueError, match=message) as refused:
+            replay(saved, timed)
+        assert "Record again with this drafter" in str(refused.value)
+    ReplayEnvironment(saved, replace(timed, drafter_weights=saved.drafter_weights))  # its own drafter's costs
+    ReplayEnvironment(replace(saved, drafter_weights=None), timed)  # a digest unknown is not compared
+
+
+@pytest.mark.parametrize("layers, message", [((2, 2), r"feature_layers names \[2\] more than once"),
+                                             ((1, 5), r"feature_layers \[5\] are outside the target's hidden states 0"),
+                                             ((-1,), r"feature_layers \[-1\] are outside"),
+                                             ((True,), r"feature_layers takes hidden-state indices \(ints\)"),
+                                             (("2",), r"feature_layers takes hidden-state indices \(ints\)")])
+def test_record_replay_refuses_feature_layers_the_command_line_refuses(target, layers, message):
+    """``record --feature-layers 2,2`` was refused, ``record_replay(..., feature_layers=(2, 2))`` recorded a recording
+    claiming layer 2 twice (refused where pooled with one keeping it once); a layer past the target's failed inside
+    the hidden-state capture without the fix, a string with a TypeError, and True was kept as layer 1."""
+    drafter = hfas.CausalLMDrafter.from_target_layers(target, 2)
+    with pytest.raises(ValueError, match=message):
+        record_replay(target, drafter, PROMPTS, RECORDED, MAX_NEW, feature_layers=layers)
+    assert record_replay(target, drafter, PROMPTS, RECORDED, MAX_NEW, feature_layers=(0, 4)).feature_layers == (0, 4)
+
+
+def test_a_trainers_profile_of_another_drafter_is_refused_for_a_recording_saved_without_a_manifest(target, recording,
+                                                                                                   tmp_path):
+    """The policy trainers check the profile against the recording's ``record_args.json`` only: a recording saved by
+    ``ReplayRecording.save`` passed with any drafter's profile, and RADAR (whose replay runs on untimed placeholder
+    costs) trained on it, marking the policy as trained for the profile's drafter."""
+    from hf_adaptive_spec.environments.provenance import load_profile_for_recordings
+
+    recording.save(tmp_path / "bare")
+    other = hfas.CausalLMDrafter.from_target_layers(target, 1).weights_digest()
+    replace(PROFILE, drafter="org/other", drafter_weights=other).save(tmp_path / "other.json")
+    with pytest.raises(ValueError, match=f"other.json timed drafter weights with digest {other}, and the recording "
+                       f".*bare was drafted by weights with digest {recording.drafter_weights}"):
+        load_profile_for_recordings(tmp_path / "other.json", [tmp_path / "bare"])
+    replace(PROFILE, drafter_weights=recording.drafter_weights).save(tmp_path / "own.json")
+    assert load_profile_for_recordings(tmp_path / "own.json", [tmp_path / "bare"]).drafter_weights is not None
