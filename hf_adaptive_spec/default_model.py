@@ -266,6 +266,29 @@ def load_model(
     attention."""
     if name_or_path in (None, "default"):
         return load_default_model(dtype=dtype, attn_implementation=attn_implementation)
+    name_or_path = model_folder_or_hub_id(name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn_implementation)
     return model.eval(), tokenizer
+
+
+def model_folder_or_hub_id(name_or_path: str) -> str:
+    """``name_or_path`` as ``from_pretrained`` takes it (a home folder expanded), refusing a path that does not exist:
+    one written as a path (absolute, starting with ``./``, ``../`` or ``~``, or of more parts than a Hub id's
+    ``org/name``). transformers took it for a Hub id and failed on its form ("Repo id must be in the form
+    'repo_name'..."), naming no missing folder; a Hub id (``org/name``, no such local folder) is passed on as is.
+
+    Raises:
+        FileNotFoundError: naming the path and what to pass instead.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return str(path)
+    written_as_path = name_or_path.startswith(("./", "../", "~")) or path.is_absolute() or len(path.parts) > 2
+    if not written_as_path:
+        return name_or_path
+    raise FileNotFoundError(
+        f"no model folder at {path.resolve()}: '{name_or_path}' names a path, and nothing is there. Pass the folder a "
+        f"model was saved to (save_pretrained: config.json and its weights), or a Hub id (org/name, e.g. "
+        f"{DEFAULT_MODEL_ID})."
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -39,6 +40,7 @@ from .progress import (
     loaded_digests,
     progress_path_for,
     read_progress,
+    writing_progress_alone,
 )
 from .questions import Question, load_questions, questions_digest
 from .report import build_report, measured_on, write_json
@@ -80,7 +82,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
-    """Load, prepare every method, benchmark, write the requested outputs; return the report."""
+    """Load, prepare every method, benchmark, write the requested outputs; return the report. A run that writes
+    the progress file of --json is refused while another one writes it (:func:`writing_progress_alone`)."""
+    if args.json is None or args.report_only:  # --report_only reads the progress file and writes --report_json
+        return _run(args, options)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(writing_progress_alone(args.json))
+        except RuntimeError as error:
+            raise BenchError(str(error)) from None
+        return _run(args, options)
+
+
+def _run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.resume and args.json is None:
         raise BenchError("--resume needs --json (the progress file lives next to the JSON report)")
     if args.report_json is not None and not (args.report_only or args.resume):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..core.drafter_identity import cached_weights_digest
-from ..core.files import write_text_atomically
+from ..core.files import holding_lock, write_text_atomically
 from ..core.settings import changed_settings
 from ..hub import CONFIG_NAME
 from .errors import BenchError
@@ -43,6 +44,19 @@ def loaded_digests(model: Any, methods: dict[str, Any]) -> dict[str, Any]:
 def progress_path_for(json_path: Path) -> Path:
     """``results.json`` -> ``results.progress.jsonl``."""
     return json_path.with_name(json_path.stem + ".progress.jsonl")
+
+
+def writing_progress_alone(json_path: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold, for a run that writes the progress file of ``json_path``, the lock of its one writer, on
+    ``<stem>.progress.lock`` (the progress file is replaced whole when its header changes, so a lock on it would not
+    outlast the run's first record): two runs sharing one --json wrote their records into one file, under the
+    header of the one that wrote it last, which --resume and --report_only then read as one run's."""
+    progress = progress_path_for(json_path)
+    return holding_lock(json_path.with_name(json_path.stem + ".progress.lock"), (
+        f"{progress} is being written by another bench run with --json {json_path} (still running): both would "
+        "write their records into it under one run's settings, and --resume would mix them. Wait for it to end "
+        "(--resume then continues it), or pass another --json."
+    ))
 
 
 class ProgressLog:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -48,6 +49,20 @@ def lock_exclusively(path: Path, held_elsewhere: str) -> IO[str]:
         handle.close()
         raise RuntimeError(held_elsewhere) from None
     return handle
+
+
+@contextlib.contextmanager
+def holding_lock(path: Path, held_elsewhere: str) -> Iterator[None]:
+    """:func:`lock_exclusively` on ``path`` (its folder made if missing) for the ``with`` block. A file the lock made
+    and nothing filled is removed: a run refused, or one that wrote nothing there, leaves none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existed = path.exists()
+    with lock_exclusively(path, held_elsewhere):
+        try:
+            yield
+        finally:
+            if not existed and path.is_file() and path.stat().st_size == 0:
+                path.unlink()
 
 
 def give_files_the_umask_mode(*paths: Path) -> None:

@@ -158,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         time_the_recorded_pair(parser, args)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    profile, compile_seconds = measure_profile(args)
+    try:
+        profile, compile_seconds = measure_profile(args)
+    except FileNotFoundError as error:  # a --model path that does not exist, a missing file: one line
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
     try:
         check_recorded_drafter_weights(profile.drafter_weights, args.recording, "This profile")
     except ValueError as error:

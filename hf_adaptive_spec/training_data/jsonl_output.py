@@ -3,14 +3,14 @@ conversation records read back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..core.files import lock_exclusively
+from ..core.files import holding_lock
 from .sharegpt import Conversation
 
 
@@ -32,24 +32,16 @@ def written_ids(path: Path) -> set[str]:
         return {json.loads(line)["id"] for line in lines if line.strip()}
 
 
-@contextmanager
-def writing_alone(path: Path) -> Iterator[None]:
+def writing_alone(path: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the lock of the one process that appends to ``path``
-    (:func:`~hf_adaptive_spec.core.files.lock_exclusively`): two regenerations of one file at once each wrote every
+    (:func:`~hf_adaptive_spec.core.files.holding_lock`): two regenerations of one file at once each wrote every
     conversation the other was writing, and each record came twice. A file the lock made and nothing filled is
     removed: a run refused before writing leaves none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    existed = path.exists()
-    with lock_exclusively(path, (
+    return holding_lock(path, (
         f"{path} is being written by another process (a regeneration of it still running): both would write every "
         "conversation neither had written, each record twice. Wait for it to end (a later run resumes where it "
         "stopped), or pass another output file."
-    )):
-        try:
-            yield
-        finally:
-            if not existed and path.is_file() and path.stat().st_size == 0:
-                path.unlink()
+    ))
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:

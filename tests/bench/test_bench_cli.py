@@ -14,6 +14,7 @@ from hf_adaptive_spec.bench.arguments import MethodOptions
 from hf_adaptive_spec.bench.cli import _size_static_cache, main
 from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.bench.paired import main as paired_main
+from hf_adaptive_spec.bench.progress import ProgressLog
 from hf_adaptive_spec.core.settings import sampling_kwargs
 
 
@@ -56,6 +57,33 @@ def test_resume_keeps_finished_measurements(bench_model_dir: Path, questions_fil
     assert records[:2] == first  # same wall times: not run again
     # another sampling seed would mix two runs' samples in one report: refused
     assert main(bench_argv(bench_model_dir, questions_file, out, "--resume", "--seed", "7")) == 2
+
+
+def test_a_second_run_writing_the_same_progress_file_is_refused_not_mixed_in(
+    bench_model_dir: Path, questions_file: Path, tmp_path: Path, monkeypatch, capsys
+):
+    """Two runs sharing one --json at once (a job started again while the first still ran) wrote their records into
+    one progress file: the second's, measured with --max-new-tokens 3, came under the first's header (6 tokens), which
+    --resume read as the first run's. Started after the first run's first record (when the progress file has been
+    replaced whole with a new header), the second is refused, naming the file and the way out."""
+    out = tmp_path / "out.json"
+    append, seconds = ProgressLog.append, []
+
+    def append_while_another_run_starts(log, record):
+        append(log, record)
+        if not seconds:
+            seconds.append("started")  # the second run's records pass here too
+            seconds[0] = main(bench_argv(bench_model_dir, questions_file, out, "--limit", "1", "--max-new-tokens", "3"))
+
+    monkeypatch.setattr(ProgressLog, "append", append_while_another_run_starts)
+    assert main(bench_argv(bench_model_dir, questions_file, out, "--limit", "2")) == 0
+    assert seconds == [2]
+    assert "is being written by another bench run with --json" in capsys.readouterr().err
+    lines = (tmp_path / "out.progress.jsonl").read_text().splitlines()
+    assert [(json.loads(line)["question_id"], json.loads(line)["method"]) for line in lines[1:]] == [
+        (1, "stock"), (1, "hf-prompt-lookup"), (2, "stock"), (2, "hf-prompt-lookup"),
+    ]  # fmt: skip
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json", "out.progress.jsonl", "questions.jsonl"]
 
 
 def test_report_only_reports_the_questions_every_method_finished(

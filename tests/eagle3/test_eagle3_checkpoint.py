@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import prompt, tiny_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from hf_adaptive_spec.drafters.dvi import DVIDrafter
 from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel, default_aux_layer_ids
 from hf_adaptive_spec.hub import ArtifactTypeError
 
@@ -288,6 +289,29 @@ def test_the_config_names_the_dtype_of_the_weights_written(tmp_path, target):
     model.save_pretrained(tmp_path / "fp32")
     for folder, dtype in (("bf16", "bfloat16"), ("fp32", "float32")):
         assert json.loads((tmp_path / folder / "config.json").read_text())["torch_dtype"] == dtype
+
+
+@pytest.mark.parametrize("held", ["a DVI adapter", "a causal LM's shards"])
+def test_saving_into_a_folder_holding_other_weights_is_refused_before_anything_changes(tmp_path, target, held):
+    """An EAGLE-3 drafter saved into a DVI adapter's folder (or over a causal LM's sharded weights) was written
+    beside adapter_model.safetensors (the shards): loading the folder just saved read them with its own ('does not
+    match an EAGLE-3 drafter of this config: unexpected keys [...lora_A...]'), as vLLM and SGLang, which read every
+    *.safetensors file of the folder, would. Refused before the folder's config.json is replaced."""
+    folder = tmp_path / "folder"
+    if held == "a DVI adapter":
+        DVIDrafter(target, exit_layer=2, online=False).save_pretrained(folder)
+    else:
+        target.save_pretrained(folder, max_shard_size="100KB")
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    drafter = Eagle3Drafter(make_draft_model(target))
+    for save in (drafter.save_pretrained, drafter.model.save_pretrained):  # the Hub mixin's, and the Trainer's
+        with pytest.raises(FileExistsError, match=rf"{folder} holds .*safetensors: an EAGLE-3 checkpoint is every "
+                           r"\*\.safetensors file of its folder .* Save it to a folder of its own, or remove them"):
+            save(folder)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    drafter.save_pretrained(tmp_path / "own")  # a folder of its own, and over its own earlier save
+    drafter.save_pretrained(tmp_path / "own")
+    assert Eagle3Drafter.from_pretrained(tmp_path / "own", target=target).weights_digest() == drafter.weights_digest()
 
 
 def test_own_width_drafter_saves_and_reloads_its_embeddings(tmp_path, target):

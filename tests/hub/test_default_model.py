@@ -185,3 +185,44 @@ def test_the_cached_weights_get_the_mode_the_umask_gives(tmp_path: Path, monkeyp
     assert {path.name: path.stat().st_mode & 0o777 for path in target.iterdir()} == {
         "config.json": 0o644, "model.safetensors": 0o644, "tokenizer.json": 0o644, default_model.SOURCE_RECORD: 0o644
     }
+
+
+@pytest.mark.parametrize("name", ["/nonexistent/path", "./missing", "~/missing", "results/models/missing"])
+def test_a_model_path_that_does_not_exist_is_named_not_tried_as_a_hub_id(tmp_path: Path, monkeypatch, name):
+    """--model /nonexistent/path failed deep in transformers (a raw OSError traceback from profile and record: "Repo
+    id must be in the form 'repo_name' or 'namespace/repo_name'"), naming no missing folder. A name written as a path
+    (absolute, ./, ~, or of more parts than org/name) is refused naming the path; a Hub id is still tried as one, even
+    where a local folder has its org's name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    tried = []
+
+    def from_pretrained(name):  # transformers, on a machine without a network
+        tried.append(name)
+        raise OSError("no connection")
+
+    monkeypatch.setattr(default_model, "AutoTokenizer", SimpleNamespace(from_pretrained=from_pretrained))
+    missing = Path(name).expanduser().resolve()
+    with pytest.raises(FileNotFoundError, match=rf"no model folder at {missing}: '{name}' names a path, and nothing "
+                       r"is there\. Pass the folder a model was saved to .*, or a Hub id \(org/name"):
+        default_model.load_model(name)
+    (tmp_path / "org").mkdir()
+    with pytest.raises(OSError, match="no connection"):
+        default_model.load_model("org/name")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "missing").mkdir()  # a home folder that exists is expanded: transformers took ~ for a repo id
+    with pytest.raises(OSError, match="no connection"):
+        default_model.load_model("~/missing")
+    assert tried == ["org/name", str(tmp_path / "home" / "missing")]
+
+
+@pytest.mark.parametrize("command", ["bench", "profile", "record"])
+def test_a_missing_model_path_is_one_line_on_stderr_for_each_command(tmp_path: Path, command, capsys):
+    """bench said it in one line, profile and record failed with a traceback."""
+    from hf_adaptive_spec import cli
+
+    output = ["--output", str(tmp_path / "out")] if command == "record" else []
+    assert cli.main([command, "--model", str(tmp_path / "missing"), *output]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"{command}: error: " in lines[0]
+    assert f"no model folder at {tmp_path / 'missing'}: " in lines[0]

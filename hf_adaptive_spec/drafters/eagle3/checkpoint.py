@@ -413,6 +413,20 @@ def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
     return exported
 
 
+def check_no_other_weights(directory: Path) -> None:
+    """Refuse, before anything is written, a folder holding ``*.safetensors`` files besides ``model.safetensors``
+    (another artifact's, as a DVI adapter's ``adapter_model.safetensors``, or a causal LM's shards): loading reads
+    every one of them as the drafter's (:func:`read_weights`, as vLLM and SGLang do), so the drafter saved beside
+    them would not load, or not as saved."""
+    others = sorted(file.name for file in Path(directory).glob("*.safetensors") if file.name != SAFETENSORS_NAME)
+    if others:
+        raise FileExistsError(
+            f"{directory} holds {', '.join(others)}: an EAGLE-3 checkpoint is every *.safetensors file of its folder "
+            "(this package, vLLM and SGLang read them all), so an EAGLE-3 drafter saved there would be read with "
+            f"them. Save it to a folder of its own, or remove them first."
+        )
+
+
 def save_checkpoint(
     model: Eagle3DraftModel, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None
 ) -> None:
@@ -427,6 +441,7 @@ def save_checkpoint(
     if config.hidden_size == config.target_hidden_size:
         state = {key: value for key, value in state.items() if key != "embed_tokens.weight"}
     directory = Path(directory)
+    check_no_other_weights(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
     save_file(tensors, directory / SAFETENSORS_NAME, metadata={"format": "pt"})

@@ -23,6 +23,7 @@ from ..base import DraftContext, Drafter
 from ..static_shapes import StaticShapesMixin
 from .checkpoint import (
     EAGLE3_ARTIFACT_TYPE,
+    check_no_other_weights,
     check_not_causal_lm_config,
     declares_eagle3,
     holds_causal_lm_weights,
@@ -88,6 +89,12 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         return cached_weights_digest(self.model)
 
     # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> str | None:
+        """``HubArtifactMixin.save_pretrained``, refusing first a folder holding other weights
+        (:func:`~.checkpoint.check_no_other_weights`), before the mixin removes the folder's ``config.json``."""
+        check_no_other_weights(Path(save_directory))
+        return super().save_pretrained(save_directory, **kwargs)
 
     def _save_pretrained(self, save_directory: Path) -> None:
         """``config.json`` + ``model.safetensors`` in the layout vLLM and SGLang load (see the README)."""
