@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from .core.dispatch import help_or_refusal
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("hf_adaptive_spec.bench.cli", "Spec-Bench protocol: speedup, τ and identity check per method."),
     "profile": ("hf_adaptive_spec.profiling.cli", "Measure verification / draft / policy costs on this machine."),
@@ -26,9 +28,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def main(argv: list[str] | None = None) -> int:
     """Run ``hf-adaptive-spec COMMAND [ARGS...]`` (``argv`` defaults to ``sys.argv[1:]``)."""
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        listing = "\n".join(f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items())
-        print(f"usage: hf-adaptive-spec COMMAND [ARGS...]\n\ncommands:\n{listing}", file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    listing = "\n".join(f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items())
+    usage = f"usage: hf-adaptive-spec COMMAND [ARGS...]\n\ncommands:\n{listing}"
+    status = help_or_refusal(argv, "hf-adaptive-spec", usage, list(COMMANDS))
+    if status is not None:
+        return status
     module, _ = COMMANDS[argv[0]]
     return importlib.import_module(module).main(argv[1:])
+

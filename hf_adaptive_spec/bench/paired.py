@@ -62,7 +62,11 @@ def compare_paired(
                          f"resamples, got {resamples}")
     by_method: dict[str, dict[int | str, QuestionRecord]] = {}
     for record in records:
-        by_method.setdefault(record.method, {})[record.question_id] = record
+        of_method = by_method.setdefault(record.method, {})
+        if record.question_id in of_method:
+            raise BenchError(f"question {record.question_id} of {record.method!r} is in 2 records; compare one run's "
+                             "report (or its progress file), not the records of several put together")
+        of_method[record.question_id] = record
     if base not in by_method:
         raise BenchError(f"no record of the base method {base!r}; the run's methods are {sorted(by_method)}")
     return [
@@ -78,11 +82,14 @@ def _compare(
     resamples: int,
     rng: random.Random,
 ) -> PairedComparison:
-    pairs = [
-        (_tokens_and_seconds(records[q]), _tokens_and_seconds(base[q]))
-        for q in records
-        if q in base and _throughput(base[q].turns) > 0 and _throughput(records[q].turns) > 0
-    ]
+    # a question the method answered with no tokens counts (at 0x); one the base did is no ratio
+    paired = [q for q in records if q in base and _throughput(base[q].turns) > 0 and _seconds(records[q]) > 0]
+    for q in paired:
+        turns, base_turns = [t.turn for t in records[q].turns], [t.turn for t in base[q].turns]
+        if turns != base_turns:
+            raise BenchError(f"question {q}: {method!r} has turns {turns}, the base {base[q].method!r} "
+                             f"{base_turns}; compare records of one run")
+    pairs = [(_tokens_and_seconds(records[q]), _tokens_and_seconds(base[q])) for q in paired]
     ratios = [_total_ratio([pair]) for pair in pairs]  # over the very questions n and the total count
     low = high = None
     if len(pairs) > 1:
@@ -106,8 +113,12 @@ def central_95(ordered: list[float]) -> tuple[float, float]:
     return ordered[from_end], ordered[len(ordered) - 1 - from_end]
 
 
+def _seconds(record: QuestionRecord) -> float:
+    return sum(turn.wall_time for turn in record.turns)
+
+
 def _tokens_and_seconds(record: QuestionRecord) -> tuple[int, float]:
-    return sum(turn.new_tokens for turn in record.turns), sum(turn.wall_time for turn in record.turns)
+    return sum(turn.new_tokens for turn in record.turns), _seconds(record)
 
 
 def _total_ratio(pairs: list[tuple[tuple[int, float], tuple[int, float]]]) -> float:
@@ -148,6 +159,9 @@ def _of_categories(records: list[QuestionRecord], categories: list[str]) -> list
 def format_comparisons(comparisons: list[PairedComparison], base: str) -> str:
     lines = [f"against {base} (tokens/s ratios; bootstrap 95% over questions)"]
     for c in comparisons:
+        if not c.questions:
+            lines.append(f"{c.method:46s} n={c.questions:4d}  no question that {base!r} also ran (with tokens)")
+            continue
         spread = f"  [{c.low:.3f}-{c.high:.3f}]" if c.low is not None and c.method != base else ""
         lines.append(
             f"{c.method:46s} n={c.questions:4d}  total {c.total:.3f}x  median {c.median:.3f}x  "

@@ -226,8 +226,9 @@ def read_progress(
         settings = json.loads(lines[0])["settings"]
     except (IndexError, json.JSONDecodeError, KeyError, TypeError):
         raise BenchError(
-            f"{path} is not a bench progress file (its first line should hold the run's settings); "
-            "delete it, or point --json at the report whose progress file it is"
+            f"{path} is not a bench progress file (its first line should hold the run's settings): give the "
+            "<stem>.progress.jsonl a bench run wrote beside its --json report; where a run would write its progress "
+            "here, move this file away or pass another --json"
         ) from None
     completed: dict[tuple[int | str, str], QuestionRecord] = {}
     for number, line in enumerate(lines[1:], 2):

@@ -119,10 +119,16 @@ class QuestionRecord:
         """
         try:
             turns = [TurnRecord(**{k: v for k, v in turn.items() if k != "throughput"}) for turn in data["turns"]]
+            if not all(_is_number(turn.new_tokens, int) and _is_number(turn.wall_time, (int, float)) for turn in turns):
+                raise TypeError("a turn's new_tokens or wall_time is not a number")
             return cls(data["question_id"], data["category"], data["method"], turns, data.get("session"))
         except (KeyError, TypeError, AttributeError) as error:
             raise BenchError(f"not a bench question record ({type(error).__name__}: {error}); give a file the bench "
                              "wrote, not an edited one") from None
+
+
+def _is_number(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 #: The float32 stock answers of a run below float32, reported as a method of their own (eager ``generate`` in

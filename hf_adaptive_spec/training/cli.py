@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from ..core.dispatch import help_or_refusal
+
 #: method name -> module with ``run(argv) -> int`` (the same code as ``trainers/<method>.py``).
 TRAINERS = {
     "eagle3": "hf_adaptive_spec.training.eagle3.script",
@@ -18,10 +20,8 @@ TRAINERS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in TRAINERS:
-        print(
-            f"usage: hf-adaptive-spec train {{{','.join(TRAINERS)}}} --config recipe.yaml [--field value ...]",
-            file=sys.stderr,
-        )
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    usage = f"usage: hf-adaptive-spec train {{{','.join(TRAINERS)}}} --config recipe.yaml [--field value ...]"
+    status = help_or_refusal(argv, "hf-adaptive-spec train", usage, list(TRAINERS), what="trainer")
+    if status is not None:
+        return status
     return importlib.import_module(TRAINERS[argv[0]]).run(argv[1:])

@@ -7,6 +7,7 @@ import pytest
 from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.bench.paired import central_95, compare_paired, load_records, main
 from hf_adaptive_spec.bench.records import QuestionRecord, TurnRecord
+from hf_adaptive_spec.bench.summary import summarize
 
 
 def _record(question, method, tokens, seconds):
@@ -132,10 +133,53 @@ def test_the_interval_drops_as_many_resamples_below_as_above():
     assert central_95(list(range(1000))) == (25, 974)
 
 
-def test_the_median_and_faster_in_are_over_the_questions_paired():
-    """Questions left out of n and the total (no tokens) still counted in the median and 'faster in': a median of
-    1.0x beside a 2.0x total over 'faster in 2 of 2'."""
+def test_a_question_the_method_answered_with_no_tokens_counts_as_slower_not_left_out():
+    """The questions where the method spent a second for no tokens were left out of n, the total and the median: it
+    printed 2.000x over 'faster in 2 of 2', where the report's own speedup (ratio of sums over every question) is
+    0.667x; the median and 'faster in' are over the same questions as the total."""
     records = [_record(q, "base", 100, 1.0) for q in range(4)]
     records += [_record(q, "m", 0, 1.0) for q in range(2)] + [_record(q, "m", 100, 0.5) for q in range(2, 4)]
     m = _by_method(compare_paired(records, "base"))["m"]
-    assert (m.questions, m.total, m.median, m.faster_in) == (2, 2.0, 2.0, 2)
+    assert (m.questions, m.median, m.faster_in) == (4, 1.0, 2)
+    assert m.total == pytest.approx((200 / 3.0) / (400 / 4.0))
+    assert m.total == pytest.approx(summarize(records, reference="base")["m"].speedup)
+
+
+def test_a_question_of_a_method_twice_is_refused_not_one_of_its_timings_kept():
+    """Two records of one (question, method), as in two reports' records put together, kept the last without a word
+    (0.444x from the 8 s record, 1.0x from the other)."""
+    records = [_record(q, "base", 100, 2.0) for q in range(2)]
+    records += [_record(0, "m", 100, 1.0), _record(0, "m", 100, 8.0), _record(1, "m", 100, 1.0)]
+    with pytest.raises(BenchError, match=r"question 0 of 'm' is in 2 records; .*one run's report"):
+        compare_paired(records, "base")
+
+
+def test_a_question_whose_turns_differ_from_the_base_s_is_refused_not_compared_over_other_turns():
+    """A record holding turn 0 only was set against the base's two turns: 6.000x for a method twice as fast."""
+    two_turns = [TurnRecord(0, 100, 2.0, None), TurnRecord(1, 100, 10.0, None)]
+    records = [QuestionRecord(0, "writing", "base", two_turns), _record(0, "m", 100, 1.0)]
+    with pytest.raises(BenchError, match=r"question 0: 'm' has turns \[0\], the base 'base' \[0, 1\]"):
+        compare_paired(records, "base")
+
+
+@pytest.mark.parametrize("field, value", [("wall_time", None), ("wall_time", "1.0"), ("new_tokens", None),
+                                          ("new_tokens", True)])
+def test_a_record_with_no_number_of_tokens_or_seconds_is_refused_naming_the_file(tmp_path, capsys, field, value):
+    """A turn with "wall_time": null stopped the command with a TypeError traceback from inside the sums."""
+    broken = _record(0, "m", 100, 1.0).to_dict()
+    broken["turns"][0][field] = value
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [_record(0, "base", 100, 2.0).to_dict(), broken]}))
+    with pytest.raises(SystemExit):
+        main([str(report), "--base", "base"])
+    assert f"{report}: not a bench question record" in capsys.readouterr().err
+
+
+def test_a_method_sharing_no_question_with_the_base_says_so_rather_than_printing_nan(tmp_path, capsys):
+    """A method with no question in common with the base printed 'total nanx  median nanx  faster in 0 of 0'."""
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [_record(0, "base", 100, 2.0).to_dict(),
+                                              _record(1, "m", 100, 1.0).to_dict()]}))
+    assert main([str(report), "--base", "base"]) == 0
+    m_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("m "))
+    assert "nan" not in m_line and "n=   0  no question that 'base' also ran (with tokens)" in m_line
