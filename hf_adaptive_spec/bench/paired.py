@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BenchError
+from .methods import REFERENCE_METHOD
 from .progress import read_progress
-from .records import QuestionRecord
+from .records import QuestionRecord, fp32_reference_records
 from .report import not_interleaved
 from .summary import _throughput
 
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--resamples must be at least {MIN_RESAMPLES} (the 95% interval's ends), got {args.resamples}")
     try:
         records = load_records(args.report)
+        records += fp32_reference_records(records, REFERENCE_METHOD)  # the peer eager float32 stock, as the report
         if args.categories is not None:  # "" (an unset shell variable) named none: it compared them all
             records = _of_categories(records, [name.strip() for name in args.categories.split(",")])
         comparisons = compare_paired(records, args.base, args.resamples, args.seed)

@@ -151,5 +151,6 @@ def fp32_reference_records(records: list[QuestionRecord], reference_method: str)
             )
             for t in turns
         ]
-        derived.append(QuestionRecord(record.question_id, record.category, FP32_REFERENCE_METHOD, fp32_turns))
+        derived.append(QuestionRecord(record.question_id, record.category, FP32_REFERENCE_METHOD, fp32_turns,
+                                      record.session))  # timed in stock's session, right after its turns
     return derived

@@ -183,3 +183,22 @@ def test_a_method_sharing_no_question_with_the_base_says_so_rather_than_printing
     assert main([str(report), "--base", "base"]) == 0
     m_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("m "))
     assert "nan" not in m_line and "n=   0  no question that 'base' also ran (with tokens)" in m_line
+
+
+def test_the_peer_eager_float32_stock_is_a_base_as_in_the_report(tmp_path, capsys):
+    """The report summarises the float32 answers timed beside stock's turns as 'stock-fp32' (the peer eager float32
+    stock), but paired refused it as a base ('no record of the base method') and listed no ratio against it. Its
+    records are of stock's session (timed right after its turns): not reported as measured apart."""
+    def stock(q):
+        turn = TurnRecord(0, 100, 2.0, None, fp32_reference_ids=list(range(100)), fp32_reference_seconds=4.0)
+        return QuestionRecord(q, "writing", "stock", [turn], session=1)
+
+    records = [stock(q) for q in range(3)] + [QuestionRecord(q, "writing", "fast", [TurnRecord(0, 100, 1.0, None)],
+                                                             session=1) for q in range(3)]
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    assert main([str(report), "--base", "stock-fp32"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "total 4.000x" in lines["fast"] and "total 2.000x" in lines["stock"]
+    assert "not interleaved" not in out
