@@ -35,6 +35,12 @@ def _tensors(values):
             yield from _tensors(value)
 
 
+def _names_a_device(kwargs) -> bool:
+    """A factory's device other than the host named as the string ``"cpu"`` (a host tensor: a copy's source)."""
+    device = kwargs.get("device")
+    return device is not None and device != "cpu"
+
+
 def _to_device(args, kwargs) -> bool:
     return any(isinstance(a, torch.device) for a in (*args[1:], kwargs.get("device")))
 
@@ -43,8 +49,9 @@ class HostTraffic(TorchFunctionMode):
     """Counts tensor reads to Python values and tensors built from Python data; and, as ``blocking``, the uploads
     that wait for the device's queued work on CUDA (a synchronisation): tensors built from Python data on a device
     (``torch.tensor(..., device=)``, ``new_tensor``), and ``.to(device)`` without ``non_blocking`` of one built on
-    the host: from Python data, by a factory without a device (``torch.arange(n)``), or by ops on such tensors
-    alone (a padded copy of them). A copy of no elements copies nothing, waiting for nothing."""
+    the host: from Python data, by a factory without a device or with the host named as such (``torch.arange(n)``,
+    ``device="cpu"``), or by ops on such tensors alone (a padded copy of them). A copy of no elements copies nothing,
+    waiting for nothing. A device read from the model (a ``torch.device``, here the CPU too) counts as the device."""
 
     def __init__(self):
         super().__init__()
@@ -57,14 +64,14 @@ class HostTraffic(TorchFunctionMode):
             self.counts["read"] += 1
         elif func in UPLOADS:
             self.counts["upload"] += 1
-            on_device = kwargs.get("device") is not None or func is torch.Tensor.new_tensor
+            on_device = _names_a_device(kwargs) or func is torch.Tensor.new_tensor
             self.counts["blocking"] += on_device and out.numel() > 0
             out._built_on_host = not on_device
         elif func is torch.Tensor.to and _on_host(args[0]) and _to_device(args, kwargs):
             self.counts["blocking"] += not kwargs.get("non_blocking") and out.numel() > 0
             out._built_on_host = False  # on the device now (the same tensor on the CPU: a no-op copy)
         elif func in HOST_FACTORIES:
-            out._built_on_host = kwargs.get("device") is None
+            out._built_on_host = not _names_a_device(kwargs)
         else:  # built by ops on host tensors alone: on the host too
             inputs = list(_tensors((*args, *kwargs.values())))
             on_host = bool(inputs) and all(map(_on_host, inputs))

@@ -151,7 +151,7 @@ def tail_visibility(tree: DraftTree, fed: list[int], nodes: list[int]) -> torch.
     """``[len(nodes), len(fed) + len(nodes)]`` bool: which of ``fed + nodes`` each new node sees
     (its ancestors and itself)."""
     ancestors = [set(tree.path_to(node)) for node in nodes]
-    return torch.tensor([[t in anc for t in fed + nodes] for anc in ancestors], dtype=torch.bool)
+    return torch.tensor([[t in anc for t in fed + nodes] for anc in ancestors], dtype=torch.bool, device="cpu")
 
 
 def tree_extension_mask(
@@ -176,6 +176,6 @@ def tree_extension_mask(
     tail = fed + nodes
     # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
     visible = to_device(tail_visibility(tree, fed, nodes), device)
-    tail_positions = to_device(torch.tensor([root_position + tree.depths[t] for t in tail]), device)
+    tail_positions = to_device(torch.tensor([root_position + tree.depths[t] for t in tail], device="cpu"), device)
     query_positions = tail_positions[len(fed) :]
     return tree_attention_mask(config, cache, query_positions, tail_positions, visible, dtype), query_positions

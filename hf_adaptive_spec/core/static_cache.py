@@ -125,7 +125,7 @@ def windowed_static_tree_masks(
     allowed = _allowed_slots(visible, past_length, bucket, max_cache_len)
     if len(kinds) == 1 and kinds[0][1] is None:  # full attention only: the plain mask
         return _additive(allowed[None, None], dtype, device)
-    slot_positions = torch.arange(max_cache_len)
+    slot_positions = torch.arange(max_cache_len, device="cpu")
     slot_positions[past_length : past_length + bucket] = positions.cpu()
     within = {window: slot_positions[None, :] > positions.cpu()[:, None] - int(window) for _, window in kinds if window}
     per_kind = torch.stack([allowed & within[window] if window else allowed for _, window in kinds])
@@ -136,17 +136,17 @@ def _allowed_slots(visible: torch.Tensor, past_length: int, bucket: int, max_cac
     """``[bucket, max_cache_len]`` bool: which slots each row sees (see :func:`static_tree_mask`)."""
     n, m = visible.shape
     earlier = m - n
-    allowed = torch.zeros(bucket, max_cache_len, dtype=torch.bool)
+    allowed = torch.zeros(bucket, max_cache_len, dtype=torch.bool, device="cpu")
     allowed[:, :past_length] = True
     allowed[:n, past_length : past_length + m] = visible
-    padding = torch.arange(n, bucket)
+    padding = torch.arange(n, bucket, device="cpu")
     allowed[padding, past_length + earlier + padding] = True
     return allowed
 
 
 def _additive(allowed: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
     """0 where ``allowed``, the dtype's minimum elsewhere, on ``device`` (one copy)."""
-    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device="cpu")
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return to_device(mask, device)
 

@@ -40,7 +40,8 @@ def tree_level_rows(tree: DraftTree, fed: list[int], nodes: list[int], root_posi
     :meth:`StaticDraftSteps.run` takes it). Tokens and positions are one copy that does not wait for the device's
     queued work (a fresh pageable tensor, staged before the call returns); :meth:`StaticDraftSteps.run` pads them
     into fresh tensors, so no view of it reaches a compiled graph."""
-    rows = torch.tensor([[tree.tokens[node] for node in nodes], [root_position + tree.depths[node] for node in nodes]])
+    rows = torch.tensor([[tree.tokens[node] for node in nodes], [root_position + tree.depths[node] for node in nodes]],
+                        device="cpu")
     rows = to_device(rows, device)
     return rows[:1], rows[1], tail_visibility(tree, fed, nodes)
 
@@ -130,7 +131,7 @@ class StaticDraftSteps:
         written there by a fill the first time, the same tensor after (only read: a graph input of offset 0); for a
         longer one (a prompt, once a call) a fresh host tensor's copy, so that the kept ones stay few."""
         if n > DRAFT_BUCKETS[-1]:
-            return to_device(torch.tensor([n - 1]), self.device)
+            return to_device(torch.tensor([n - 1], device="cpu"), self.device)
         if n not in self._last_rows:
             self._last_rows[n] = torch.full((1,), n - 1, dtype=torch.long, device=self.device)
         return self._last_rows[n]

@@ -21,4 +21,4 @@ def to_device(host_tensor: torch.Tensor, device: torch.device | str) -> torch.Te
 def upload(values: Any, like: torch.Tensor) -> torch.Tensor:
     """``values`` (nested Python numbers) as a tensor of ``like``'s dtype on its device: one copy that does not wait
     for the device's queued work."""
-    return to_device(torch.tensor(values, dtype=like.dtype), like.device)
+    return to_device(torch.tensor(values, dtype=like.dtype, device="cpu"), like.device)

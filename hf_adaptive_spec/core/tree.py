@@ -64,7 +64,7 @@ class DraftTree:
     def ancestor_mask(self) -> torch.Tensor:
         """``[n, n]`` bool: ``mask[i, j]`` is True when node j is node i or one of its ancestors."""
         n = len(self)
-        mask = torch.eye(n, dtype=torch.bool)
+        mask = torch.eye(n, dtype=torch.bool, device="cpu")
         for i in range(1, n):
             mask[i] |= mask[self.parents[i]]
         return mask

@@ -157,7 +157,7 @@ class CausalLMDrafter(StaticShapesMixin, Drafter):
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         logits = self.model(
-            input_ids=to_device(torch.tensor([[tree.tokens[node] for node in nodes]]), device),
+            input_ids=to_device(torch.tensor([[tree.tokens[node] for node in nodes]], device="cpu"), device),
             attention_mask=mask,
             position_ids=query_positions[None],
             past_key_values=self._cache,

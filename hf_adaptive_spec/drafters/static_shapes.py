@@ -97,8 +97,8 @@ class StaticShapesMixin:
         """:attr:`_static_step` over ``tokens`` ``[1, n]``, the committed tokens after the first
         ``committed`` (causal among themselves): the outputs of the last one alone (``[1, ...]``)."""
         new = tokens.shape[1]
-        causal = torch.ones(new, new, dtype=torch.bool).tril()
-        positions = torch.arange(committed, committed + new)
+        causal = torch.ones(new, new, dtype=torch.bool, device="cpu").tril()
+        positions = torch.arange(committed, committed + new, device="cpu")
         return self._static.run("committed", (self._static_model(),), (tokens,), positions, causal, committed,
                                 last_row_only=True)
 

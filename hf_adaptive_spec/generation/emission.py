@@ -57,7 +57,8 @@ class OutputSequence:
             self.raw_logits = raw_logits[: len(raw_logits) - len(tokens) + kept]
         self.sequence = extended[:, : base + kept]
         if self.streamer is not None and kept:
-            self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype))  # [1, k], as assisted decoding
+            # [1, k] on the host, as assisted decoding
+            self.streamer.put(torch.tensor([tokens[:kept]], dtype=self.sequence.dtype, device="cpu"))
         self.last_token = tokens[kept - 1] if kept else self.last_token
         return kept
 

@@ -155,7 +155,7 @@ def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
             "the pad token, attention_mask=torch.ones_like(input_ids)."
         )
     positions = model_kwargs.get("position_ids")
-    if positions is not None and not torch.equal(positions.cpu(), torch.arange(input_ids.shape[1])[None]):
+    if positions is not None and not torch.equal(positions.cpu(), torch.arange(input_ids.shape[1], device="cpu")[None]):
         raise ValueError(
             "assistant_policy decodes at positions 0, 1, 2, ... of the prompt and what follows, but position_ids "
             "lay the prompt out otherwise (shifted or packed): drop position_ids, or drop assistant_policy."

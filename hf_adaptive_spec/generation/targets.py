@@ -267,10 +267,10 @@ def verify_tree(
     the decoder only, the head running later on the nodes the acceptance walk visits."""
     device = model.device
     # copies that do not wait for the device's queued work (fresh pageable tensors, staged before the call returns)
-    positions = past_length + to_device(torch.tensor(tree.depths), device)
+    positions = past_length + to_device(torch.tensor(tree.depths, device="cpu"), device)
     visible = to_device(tree.ancestor_mask(), device)
     mask = tree_attention_mask(model.config, cache, positions, positions, visible, model.dtype)
-    tokens = to_device(torch.tensor([tree.tokens]), device)
+    tokens = to_device(torch.tensor([tree.tokens], device="cpu"), device)
     inputs = dict(input_ids=tokens, attention_mask=mask, position_ids=positions[None], past_key_values=cache,
                   use_cache=True)
     if lazy_head is not None:
@@ -327,8 +327,9 @@ class StaticTarget(TargetForward):
         device, n = self.model.device, len(tree)
         bucket = self.path.bucket_for(n)
         padding = bucket - n
-        input_ids = torch.tensor([tree.tokens + [tree.tokens[0]] * padding])
-        positions = torch.tensor([[past_length + depth for depth in tree.depths] + [past_length] * padding])
+        input_ids = torch.tensor([tree.tokens + [tree.tokens[0]] * padding], device="cpu")
+        positions = torch.tensor([[past_length + depth for depth in tree.depths] + [past_length] * padding],
+                                 device="cpu")
         mask = windowed_static_tree_masks(self.mask_kinds, tree.ancestor_mask(), positions[0], past_length, bucket,
                                           self.max_cache_len, self.model.dtype, device)
         set_cache_length(self.cache, past_length)

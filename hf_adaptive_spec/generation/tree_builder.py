@@ -94,7 +94,7 @@ class TreeBuilder:
                 if depth >= max_depth:
                     break
                 start = time.perf_counter()
-                scores = torch.tensor([tree.scores[i] for i in new_nodes])
+                scores = torch.tensor([tree.scores[i] for i in new_nodes], device="cpu")
                 step = DraftStepInfo(depth, context_length, scores, config, lookup_length)
                 keep_going = self.policy.continue_drafting(step)
                 times.policy += time.perf_counter() - start
@@ -178,8 +178,8 @@ class TreeBuilder:
         start = time.perf_counter()
         info = VerifySizeInfo(
             context_length=context_length,
-            scores=torch.tensor(tree.scores[1:]),
-            depths=torch.tensor(tree.depths[1:]),
+            scores=torch.tensor(tree.scores[1:], device="cpu"),
+            depths=torch.tensor(tree.depths[1:], device="cpu"),
             config=config,
             lookup_length=lookup_length,
         )

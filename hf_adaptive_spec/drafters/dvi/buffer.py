@@ -106,7 +106,7 @@ class RolloutBuffer:
         if count >= len(self._records):
             return list(self._records)
         records = list(self._records)
-        picks = torch.randperm(len(records), generator=generator)[:count]
+        picks = torch.randperm(len(records), generator=generator, device="cpu")[:count]
         return [records[i] for i in sorted(picks.tolist())]
 
     def clear(self) -> None:

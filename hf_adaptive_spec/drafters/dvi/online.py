@@ -173,7 +173,7 @@ class DVIUpdater:
             weights = self.schedule.weights(self.num_updates)
             device = self.parameters[0].device
             fork_devices = [device.index or 0] if device.type == "cuda" else []
-            dropout_seed = int(torch.randint(2**62, (), generator=self.generator))
+            dropout_seed = int(torch.randint(2**62, (), generator=self.generator, device="cpu"))
             with torch.random.fork_rng(devices=fork_devices), torch.inference_mode(False), torch.enable_grad():
                 _seed_forked_rng(dropout_seed, fork_devices)
                 metrics = self._step(replay, fresh, weights, device)

@@ -204,7 +204,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         self, next_tokens: torch.LongTensor, features: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
         new = positions.numel()
-        causal = torch.ones(new, new, dtype=torch.bool).tril()
+        causal = torch.ones(new, new, dtype=torch.bool, device="cpu").tril()
         prenorm, log_probs = self._static.run(True, (self.model, True), (next_tokens, features), positions, causal,
                                               self._committed, last_row_only=True)
         self._committed += new
@@ -229,7 +229,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
             self.model.config, self._cache, tree, self._fed, nodes, self._committed - 1, self.model.dtype, device
         )
         output = self.model(
-            to_device(torch.tensor([[tree.tokens[node] for node in nodes]]), device),
+            to_device(torch.tensor([[tree.tokens[node] for node in nodes]], device="cpu"), device),
             torch.stack([self._outputs[tree.parents[node]] for node in nodes])[None],
             target_features=False,
             position_ids=query_positions[None],

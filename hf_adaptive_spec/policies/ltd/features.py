@@ -46,7 +46,7 @@ def depth_observation(
     """
     scalars = [step.depth / tree.depth, step.context_length / context_scale]
     scalars += [step.lookup_length / tree.depth] if lookup_feature else []
-    return torch.tensor(scalars + _sorted_probabilities(step.step_scores.tolist(), tree.top_k**2))
+    return torch.tensor(scalars + _sorted_probabilities(step.step_scores.tolist(), tree.top_k**2), device="cpu")
 
 
 def size_observation(
@@ -67,7 +67,7 @@ def size_observation(
         if 1 <= level <= len(sizes):
             by_level[level - 1].append(score)
     levels = [p for scores, size in zip(by_level, sizes) for p in _sorted_probabilities(scores, size)]
-    return torch.tensor(scalars + levels)
+    return torch.tensor(scalars + levels, device="cpu")
 
 
 def size_action_mask(info: VerifySizeInfo, tree: TreeConfig, choices: torch.Tensor) -> torch.Tensor:

@@ -177,7 +177,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
             )
         self._size_choices = choices
         self.choices = torch.tensor(choices, device=self.choices.device)
-        self._host_choices = torch.tensor(choices)
+        self._host_choices = torch.tensor(choices, device="cpu")
 
     def _check_shape_settings(self) -> None:
         """The settings the heads' shapes follow from: a top-k tree with a decision, the scale, the flags."""
