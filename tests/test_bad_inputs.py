@@ -5,7 +5,12 @@ Areas with catalogues of their own, next to their subject:
 - EAGLE-3 checkpoints: ``LOADING_ERRORS`` in tests/eagle3/test_eagle3_checkpoint.py;
 - the static cache and compiled path: tests/test_static_cache.py;
 - hub artifacts (types, files, weights): tests/hub/test_local_artifacts.py;
-- concurrent calls: tests/test_concurrency.py.
+- concurrent calls: tests/test_concurrency.py;
+- policy settings changed after construction: ``CHANGED_SINCE`` in tests/policies/test_settings_checked.py;
+- a cache reused for another prompt: tests/test_cache_continuation.py;
+- training-mode targets: tests/test_generate_integration.py (the checkpointed draft model is here);
+- DVI and EAGLE-3 drafters' own settings beyond those here: tests/dvi/, tests/eagle3/;
+- training scripts and their data: tests/training/, tests/training_data/.
 """
 
 from __future__ import annotations
@@ -161,6 +166,37 @@ def _chunked_attention_target(model, tmp_path):
     target = hfas.enable(LlamaForCausalLM(config).eval())
     return target.generate(prompt(5), max_new_tokens=3, assistant_model=hfas.CausalLMDrafter(target),
                            assistant_policy=hfas.StaticTreePolicy.chain(2))
+
+
+def _bloom_target(model, tmp_path):
+    """BLOOM: ALiBi by model type (no ``alibi`` option to read), refused as Falcon's ``alibi=True`` is."""
+    from transformers import BloomConfig, BloomForCausalLM
+
+    torch.manual_seed(0)
+    bloom = hfas.enable(BloomForCausalLM(BloomConfig(vocab_size=96, hidden_size=64, n_layer=2, n_head=4)).eval())
+    return _generate(bloom)
+
+
+def _checkpointed_draft_model(model, tmp_path):
+    """A separate draft model in training mode with gradient checkpointing: transformers runs it without its cache."""
+    draft = tiny_model("llama", seed=3, num_hidden_layers=2)
+    draft.activation_checkpointing_enable() if hasattr(draft, "activation_checkpointing_enable") else (
+        draft.gradient_checkpointing_enable())
+    return _generate(model, assistant_model=draft.train())
+
+
+def _quantized_cache(model, tmp_path):
+    from transformers import QuantizedCache
+
+    return _generate(model, past_key_values=QuantizedCache("fp8", model.config))
+
+
+def _linear_attention_cache_layer(model, tmp_path):
+    from transformers.cache_utils import LinearAttentionLayer
+
+    cache = DynamicCache(config=model.config)
+    cache.layers[0] = LinearAttentionLayer()
+    return _generate(model, past_key_values=cache)
 
 
 class _BadConfigPolicy(hfas.DraftPolicy):
@@ -377,6 +413,26 @@ GENERATE = {
     "transformers-early-exit-drafter": BadInput(
         lambda m, t: _generate(m, assistant_early_exit=2), ValueError,
         r"asks for assisted_generation \(assistant_early_exit\): drop it, or drop assistant_policy",
+    ),
+    "transformers-mtp-drafter": BadInput(
+        lambda m, t: _generate(m, use_mtp=True), ValueError,
+        r"asks for assisted_generation \(use_mtp\): drop it, or drop assistant_policy",
+    ),
+    "constraints": BadInput(  # any constraint object: generate hands it on unread until the decoding mode is chosen
+        lambda m, t: _generate(m, constraints=[object()]), ValueError,
+        r"asks for constrained_beam_search \(constraints\): drop it",
+    ),
+    "alibi-by-model-type": BadInput(_bloom_target, ValueError, r"\(bloom\) uses ALiBi position biases"),
+    "draft-model-training-with-gradient-checkpointing": BadInput(
+        _checkpointed_draft_model, ValueError,
+        r"draft model \(LlamaForCausalLM\) is in training mode with gradient checkpointing.*call model.eval\(\)",
+    ),
+    "quantized-cache": BadInput(
+        _quantized_cache, ValueError, r"supports a DynamicCache or a StaticCache, got QuantizedCache: pass one of"
+    ),
+    "linear-attention-cache-layer": BadInput(
+        _linear_attention_cache_layer, ValueError,
+        r"Cache layer 0 is a LinearAttentionLayer.*: pass a cache built from this model.s config",
     ),
     "forced-words": BadInput(
         lambda m, t: _generate(m, force_words_ids=[[3]]), ValueError, "asks for constrained_beam_search"

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 from tiny_models import prompt, tiny_model
+from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import features as features_module
@@ -183,16 +184,21 @@ def test_concurrent_calls_each_get_one_of_the_models_own_static_caches(monkeypat
     assert counts["silent_mismatch"] + counts["other_error"] > 0, counts
 
 
-def test_a_nested_call_with_a_held_drafter_is_refused(llama):
-    drafter = hfas.CausalLMDrafter.from_target_layers(llama, 2)
+@pytest.mark.parametrize("held", ["drafter", "policy", "cache"])
+def test_a_nested_call_with_a_held_drafter_policy_or_cache_is_refused(llama, held):
+    """README: a drafter, policy or cache that a running call holds is refused with an error naming it."""
+    drafter, cache = hfas.CausalLMDrafter.from_target_layers(llama, 2), DynamicCache(config=llama.config)
 
     class NestingPolicy(hfas.StaticTreePolicy):
         def observe(self, feedback):
-            llama.generate(prompt(4), max_new_tokens=2, assistant_model=drafter,
-                           assistant_policy=hfas.StaticTreePolicy.chain(1))
+            nested = {"drafter": dict(assistant_model=drafter), "policy": dict(assistant_policy=self),
+                      "cache": dict(past_key_values=cache)}[held]
+            kwargs = {"assistant_model": hfas.CausalLMDrafter.from_target_layers(llama, 2),
+                      "assistant_policy": hfas.StaticTreePolicy.chain(1), **nested}
+            llama.generate(prompt(4), max_new_tokens=2, **kwargs)
 
-    with pytest.raises(RuntimeError, match="The drafter .* in use by another generate call, in this thread"):
-        llama.generate(prompt(5), max_new_tokens=4, assistant_model=drafter,
+    with pytest.raises(RuntimeError, match=f"The {held} .* in use by another generate call, in this thread"):
+        llama.generate(prompt(5), max_new_tokens=4, assistant_model=drafter, past_key_values=cache,
                        assistant_policy=NestingPolicy(depth=1, top_k=1, total_tokens=2))
 
 

@@ -643,6 +643,28 @@ def test_transformers_assisted_length_settings_warn_that_the_policy_decides(llam
     assert "assisted generation" not in caplog.text  # the model's setting, not this call's
 
 
+@pytest.mark.parametrize("setting", [dict(num_assistant_tokens_schedule="heuristic"), dict(assistant_lookbehind=5),
+                                     dict(target_lookbehind=5)], ids=lambda setting: next(iter(setting)))
+def test_transformers_other_assisted_length_settings_warn_by_name(llama, caplog, setting):
+    """README: the schedule and the lookbehinds warn as num_assistant_tokens does; the tokens are stock's."""
+    ids = prompt(6, seed=2)
+    hfas.generation.input_checks.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):
+        out = llama.generate(ids, max_new_tokens=10, do_sample=False, **setting, **_spec(llama))
+    assert torch.equal(out, llama.generate(ids, max_new_tokens=10, do_sample=False))
+    assert f"{next(iter(setting))} set transformers' assisted generation" in caplog.text
+
+
+def test_a_draft_model_in_training_mode_warns_once(llama, caplog):
+    draft_model = tiny_model("llama", seed=3, num_hidden_layers=2).train()
+    hfas.core.modes.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            llama.generate(prompt(6), max_new_tokens=4, do_sample=False, assistant_model=draft_model,
+                           assistant_policy=hfas.StaticTreePolicy.chain(2))
+    assert caplog.text.count("draft model (LlamaForCausalLM) is in training mode") == 1
+
+
 def test_an_enabled_model_pickles_and_copies_and_each_copy_decodes_as_stock(tmp_path):
     """enable() put a bound method on the instance, which pickles as getattr(model, '_generate'): torch.save of an
     enabled model wrote a file torch.load could not load; after a static call the model's fast path held a lock, so

@@ -37,7 +37,9 @@ def prepare_cache_for_trees(cache: Cache | None) -> DynamicCache:
         if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer):
             raise ValueError(
                 f"Cache layer {idx} is a {type(layer).__name__}; speculative decoding can only compact full and "
-                "sliding-window attention layers (linear-attention / recurrent layers cannot drop tree nodes)."
+                "sliding-window attention layers (linear-attention / recurrent layers cannot drop tree nodes): pass "
+                "a cache built from this model's config, DynamicCache(config=model.config), or, for a model with such "
+                "layers, drop assistant_policy."
             )
     cache.activate_past_recording()  # sliding layers keep tree entries until compact() crops them
     return cache
