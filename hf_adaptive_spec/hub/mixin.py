@@ -75,6 +75,9 @@ class HubArtifactMixin(ModelHubMixin):
     #: state-dict keys a module keeps in float32 whatever its dtype (normalisation statistics, which a bfloat16
     #: cast would round): loading reads the module's dtype from its other tensors
     float32_keys: ClassVar[frozenset[str]] = frozenset()
+    #: patterns of files an earlier push to the repo may have left that describe another artifact, deleted in the
+    #: push's commit unless it uploads them anew (huggingface_hub keeps an uploaded file a delete pattern matches)
+    stale_repo_files: ClassVar[tuple[str, ...]] = ()
     #: what the card says the artifact does (a policy: what it decides, and when), one Markdown paragraph; None: the
     #: first paragraph of the docstring of the class that declares the ``artifact_type`` (:meth:`card_summary_text`)
     card_summary: ClassVar[str | None] = None
@@ -181,8 +184,12 @@ class HubArtifactMixin(ModelHubMixin):
             )
         kept = ("Nothing was uploaded: save_pretrained(folder), then upload the folder once online "
                 "(huggingface_hub.upload_folder, or `hf upload REPO FOLDER`).")
+        delete_patterns = kwargs.pop("delete_patterns", None) or []
+        delete_patterns = [delete_patterns] if isinstance(delete_patterns, str) else list(delete_patterns)
+        delete_patterns += self.stale_repo_files
         with reaching_the_hub(f"{type(self).__name__}.push_to_hub({repo_id!r})", kept):
-            return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, **kwargs)
+            return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, delete_patterns=delete_patterns or None,
+                                       **kwargs)
 
     def _is_trained(self) -> bool:
         """Whether the artifact holds learned weights (a drafter, an adapter, a learned policy), whose card should

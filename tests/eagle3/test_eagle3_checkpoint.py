@@ -314,6 +314,32 @@ def test_saving_into_a_folder_holding_other_weights_is_refused_before_anything_c
     assert Eagle3Drafter.from_pretrained(tmp_path / "own", target=target).weights_digest() == drafter.weights_digest()
 
 
+def test_a_push_deletes_the_weight_files_an_earlier_push_left_in_the_repo(target, monkeypatch):
+    """A drafter pushed to a repo holding other weights (an earlier push of a causal LM's shards, another artifact's
+    adapter) left them there: loading the repo reads every *.safetensors as the drafter's and fails ('unexpected
+    keys'), as in a folder (check_no_other_weights). The push's commit deletes them (huggingface_hub keeps the files
+    it uploads), with the caller's own delete patterns kept."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import HfApi
+
+    commits = []
+
+    def upload_folder(api, *, folder_path, delete_patterns, **kwargs):
+        commits.append((sorted(path.name for path in Path(folder_path).iterdir()), delete_patterns))
+
+    monkeypatch.setattr(HfApi, "create_repo", lambda api, repo_id, **kwargs: SimpleNamespace(repo_id=repo_id))
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    card = {"reproduce_command": "python trainers/eagle3.py --config x.yaml"}
+    drafter = Eagle3Drafter(make_draft_model(target))
+    drafter.push_to_hub("org/eagle3", model_card_kwargs=card)
+    drafter.push_to_hub("org/eagle3", model_card_kwargs=card, delete_patterns="*.bin")
+    (files, deletes), (_, own_deletes) = commits
+    assert "model.safetensors" in files
+    assert {"*.safetensors", "*.safetensors.index.json"} <= set(deletes)
+    assert {"*.bin", "*.safetensors"} <= set(own_deletes)
+
+
 def test_own_width_drafter_saves_and_reloads_its_embeddings(tmp_path, target):
     model = make_draft_model(target, hidden_size=32, intermediate_size=64, head_dim=8)
     with pytest.raises(ValueError, match="embeddings were never set"):

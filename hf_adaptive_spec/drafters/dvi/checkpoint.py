@@ -215,6 +215,11 @@ class DVICheckpointMixin(HubArtifactMixin):
     ``adapter_config.json``, and ``config.json`` with the split point and the target's shape. The
     target itself is never saved: ``from_pretrained(path, target=model)`` rebuilds the drafter on it."""
 
+    #: the learner's files an earlier push left in the repo (``dvi_online_state.json`` of an online drafter, a
+    #: training checkpoint's rollout state), deleted by a push that does not upload them anew, as
+    #: :meth:`save_pretrained` does in a folder: the repo then describes this drafter alone
+    stale_repo_files = tuple(LEARNER_STATE_NAMES)
+
     def _save_pretrained(self, save_directory: Path) -> None:
         check_config_describes_adapter(self.head)
         with self._lock:
@@ -254,14 +259,6 @@ class DVICheckpointMixin(HubArtifactMixin):
         return render_card(
             "dvi_adapter", method="dvi", base_model=base_model, usage=usage, repo_id=repo_id, **card_kwargs
         )
-
-    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
-        """``HubArtifactMixin.push_to_hub``, the commit deleting the learner's files an earlier push left in the repo
-        (``dvi_online_state.json`` of an online drafter, a training checkpoint's rollout state) unless it uploads them
-        anew, as :meth:`save_pretrained` does in a folder: the repo then describes this drafter alone."""
-        delete_patterns = kwargs.pop("delete_patterns", None) or []
-        delete_patterns = [delete_patterns] if isinstance(delete_patterns, str) else list(delete_patterns)
-        return super().push_to_hub(repo_id, delete_patterns=[*delete_patterns, *LEARNER_STATE_NAMES], **kwargs)
 
     @classmethod
     def _config_keys(cls) -> set[str]:

@@ -90,6 +90,10 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
 
     # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
 
+    #: every weight file an earlier push left in the repo (another artifact's, a causal LM's shards and their index):
+    #: loading reads every ``*.safetensors`` of the repo as the drafter's (:func:`~.checkpoint.check_no_other_weights`)
+    stale_repo_files = ("*.safetensors", "*.safetensors.index.json")
+
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> str | None:
         """``HubArtifactMixin.save_pretrained``, refusing first a folder holding other weights
         (:func:`~.checkpoint.check_no_other_weights`), before the mixin removes the folder's ``config.json``."""
