@@ -119,8 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eager", action="store_true", help="dynamic cache, no compilation, for stock and speculation")
     parser.add_argument("--checkpoint", default=None, help="EAGLE-3 drafter folder; default: the shipped one")
     parser.add_argument("--profile", default=None, help="hardware profile JSON whose recommendation to decode with "
-                        "(tree, lookup branch and buckets; overrides --tree); default: the one `hf-adaptive-spec "
-                        "profile` writes by default, when there is one measured on this device and dtype")
+                        "(tree, lookup branch and buckets; not with --tree or --no-profile); default: the one "
+                        "`hf-adaptive-spec profile` writes by default, when there is one measured on this device and "
+                        "dtype")
     parser.add_argument("--no-profile", action="store_true", help="decode with --tree, whatever profile there is")
     args = parser.parse_args(argv)
     if args.profile and (args.no_profile or args.tree):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 
+from int_lists import positive_ints
+
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.environments import ReplayEnvironment, load_recording
 from hf_adaptive_spec.policies import VerifySizeInfo
@@ -37,18 +39,17 @@ class ConfidenceGate(hfas.StaticTreePolicy):
         return super().num_tokens_to_verify(info) if keep else 0
 
 
-def gate_settings(parser: argparse.ArgumentParser, sizes: str, thresholds: str) -> tuple[list[int], list[float]]:
-    """``--sizes`` and ``--thresholds`` as numbers, refused before the recording loads unless each threshold is a
-    probability (one above 1 never verified and one below 0 always did, each printed as a rule of its own; a value
-    that is no number stopped in a bare ValueError)."""
+def probabilities(text: str) -> list[float]:
+    """``"0,0.1"`` -> ``[0.0, 0.1]``, an argparse ``type``: a threshold above 1 never verified and one below 0 always
+    did, each printed as a rule of its own; a value that is no number stopped in a bare ValueError after the
+    recording had loaded."""
     try:
-        numbers = [int(size) for size in sizes.split(",")], [float(t) for t in thresholds.split(",")]
+        values = [float(part) for part in text.split(",")]
     except ValueError:
-        parser.error(f"--sizes takes comma-separated whole numbers and --thresholds comma-separated probabilities, "
-                     f"got --sizes {sizes} --thresholds {thresholds}")
-    if not all(0 <= t <= 1 for t in numbers[1]):
-        parser.error(f"--thresholds {thresholds}: each is a draft probability, from 0 to 1")
-    return numbers
+        values = []
+    if not values or not all(0 <= value <= 1 for value in values):
+        raise argparse.ArgumentTypeError(f"each is a draft probability, from 0 to 1, comma-separated; got {text!r}")
+    return values
 
 
 def main() -> None:
@@ -56,11 +57,12 @@ def main() -> None:
     parser.add_argument("--recording", required=True, help="recording folder")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
     parser.add_argument("--policy", action="append", default=[], help="a saved policy to compare (repeatable)")
-    parser.add_argument("--sizes", default="5,7", help="comma-separated verify sizes")
-    parser.add_argument("--thresholds", default="0,0.05,0.1,0.15,0.2,0.3", help="comma-separated probabilities")
+    parser.add_argument("--sizes", type=positive_ints, default="5,7", help="comma-separated verify sizes")
+    parser.add_argument("--thresholds", type=probabilities, default="0,0.05,0.1,0.15,0.2,0.3",
+                        help="comma-separated probabilities")
     parser.add_argument("--lookup-tokens", type=int, default=0, help="replay the prompt-lookup branch of N tokens")
     args = parser.parse_args()
-    sizes, thresholds = gate_settings(parser, args.sizes, args.thresholds)
+    sizes, thresholds = args.sizes, args.thresholds
     recording, profile = load_recording(args.recording), HardwareProfile.load(args.profile)
     environment = ReplayEnvironment(recording, profile, lookup_tokens=args.lookup_tokens)
     top_k = environment.recording.tree_config.top_k

@@ -38,7 +38,8 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return depth, top_k, total_tokens
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The grid's arguments; a grid it would count wrongly is refused before the models load."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eagle3", default=None, help="drafter checkpoint (default: the shipped one)")
     parser.add_argument("--questions", type=int, default=4)
@@ -54,6 +55,23 @@ def main() -> None:
         parser.error(f"--questions {args.questions}: give at least 1")
     if args.shapes and len(set(args.shapes)) < len(args.shapes):  # one total counted twice: '8/4 identical'
         parser.error(f"--shapes names a tree twice: give each once, got {' '.join(map(str, args.shapes))}")
+    return args
+
+
+def print_table(totals: dict, shapes: list, questions: int) -> None:
+    """The grid's Markdown table, fastest tree first, against stock (``totals[None]``)."""
+    stock_rate = totals[None][0] / totals[None][1]
+    rows = sorted(shapes, key=lambda s: -totals[s][0] / totals[s][1])
+    print(f"stock: {stock_rate:.2f} tokens/s over {questions} questions\n")
+    print("| depth | top_k | total_tokens | tokens/s | τ | speedup | identical |\n|---|---|---|---|---|---|---|")
+    for shape in rows:
+        tokens, seconds, cycles, identical, emitted = totals[shape]
+        print(f"| {shape[0]} | {shape[1]} | {shape[2]} | {tokens / seconds:.2f} | {emitted / max(cycles, 1):.2f} | "
+              f"{tokens / seconds / stock_rate:.2f}x | {identical}/{questions} |")
+
+
+def main() -> None:
+    args = parse_args()
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model(dtype=getattr(torch, args.dtype))
@@ -102,14 +120,7 @@ def main() -> None:
             if shape:
                 stats = model.last_speculation
                 entry[4] += sum(stats.accepted_lengths) + stats.cycles
-    stock_rate = totals[None][0] / totals[None][1]
-    rows = sorted(shapes, key=lambda s: -totals[s][0] / totals[s][1])
-    print(f"stock: {stock_rate:.2f} tokens/s over {len(prompts)} questions\n")
-    print("| depth | top_k | total_tokens | tokens/s | τ | speedup | identical |\n|---|---|---|---|---|---|---|")
-    for shape in rows:
-        tokens, seconds, cycles, identical, emitted = totals[shape]
-        print(f"| {shape[0]} | {shape[1]} | {shape[2]} | {tokens / seconds:.2f} | {emitted / max(cycles, 1):.2f} | "
-              f"{tokens / seconds / stock_rate:.2f}x | {identical}/{len(prompts)} |")
+    print_table(totals, shapes, len(prompts))
 
 
 if __name__ == "__main__":

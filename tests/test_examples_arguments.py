@@ -88,9 +88,10 @@ def test_a_bad_list_of_sizes_is_refused_naming_its_flag(script, flag, value, mon
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["--thresholds", "0.1,1.5"], "--thresholds 0.1,1.5: each is a draft probability, from 0 to 1"),
-    (["--thresholds=-0.2"], "--thresholds -0.2: each is a draft probability, from 0 to 1"),
-    (["--sizes", "5,seven"], "--sizes takes comma-separated whole numbers"),
+    (["--thresholds", "0.1,1.5"], "argument --thresholds: each is a draft probability, from 0 to 1"),
+    (["--thresholds=-0.2"], "argument --thresholds: each is a draft probability, from 0 to 1"),
+    (["--sizes", "5,seven"], "argument --sizes: expected comma-separated whole numbers of at least 1"),
+    (["--sizes", "0"], "argument --sizes: expected comma-separated whole numbers of at least 1"),
 ])
 def test_confidence_gate_refuses_a_threshold_that_is_no_probability(argv, error, monkeypatch, capsys):
     """A threshold above 1 never verified (below 0: always did), each printed as a rule of its own; a value that is no

@@ -1,6 +1,7 @@
 """Every tensor the decoding path creates names its device: a host tensor ``device="cpu"``, one that meets the model's
-the model's (or the drafter's, or the input's). A tensor made without one lands on the default device: on a GPU the
-CPU beside CUDA tensors, or the GPU for a host tensor where the caller set ``torch.set_default_device("cuda")``.
+tensors the model's device (or the drafter's, or the input's). A tensor made without one lands on the default device:
+on a GPU the CPU beside CUDA tensors, or the GPU for a host tensor where the caller set
+``torch.set_default_device("cuda")``.
 
 The CPU proxy: ``generate`` under ``torch.set_default_device("meta")``, the models built on the CPU before. A tensor
 made without a device is then a meta tensor and fails where it meets a real one; every case must give the tokens of

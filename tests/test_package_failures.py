@@ -146,6 +146,32 @@ def test_two_writers_of_one_file_each_write_through_a_temporary_file_of_their_ow
     assert path.read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["described.json"]
 
 
+@pytest.mark.skipif(files.fcntl is None, reason="no flock on this platform: no lock is taken")
+@pytest.mark.parametrize("meanwhile", ["replaced", "removed"])
+def test_a_lock_is_taken_on_the_file_the_path_names_when_it_was_replaced_between_open_and_lock(tmp_path, monkeypatch,
+                                                                                              meanwhile):
+    """Marking cut answers renames a new file over the one regeneration appends to, and a run's lock file is removed
+    when nothing filled it: a second writer that opened the old file just before and locked it just after held a lock
+    on a file the path no longer names, and appended into it alone (its records lost), beside a third writer of the
+    new file. The lock is taken again on the file the path names."""
+    path, real_flock, replaced = tmp_path / "data.jsonl", files.fcntl.flock, []
+
+    def flock(handle, operation):
+        if not replaced:  # the holder's rename (or removal) lands between this writer's open and its lock
+            replaced.append(True)
+            if meanwhile == "replaced":
+                (tmp_path / "new").write_text("marked\n")
+                os.replace(tmp_path / "new", path)
+            else:
+                path.unlink()
+        real_flock(handle, operation)
+
+    path.write_text("records\n")
+    monkeypatch.setattr(files.fcntl, "flock", flock)
+    with files.lock_exclusively(path, "busy") as handle:
+        assert os.path.samestat(os.stat(path), os.fstat(handle.fileno()))
+
+
 def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     def full_disk(source, target):
         raise OSError(28, "No space left on device")

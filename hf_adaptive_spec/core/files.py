@@ -38,17 +38,31 @@ def write_text_atomically(path: Path, text: str) -> None:
 def lock_exclusively(path: Path, held_elsewhere: str) -> IO[str]:
     """An exclusive lock on the file ``path`` (made empty if missing), held by the returned open file until it closes
     (a context manager). Another process (or another open file here) holding it: a ``RuntimeError`` of
-    ``held_elsewhere``, which names the file, why two writers are refused and what to do. Without ``flock`` (Windows)
-    none is taken: one writer at a time is the user's to keep."""
-    handle = open(path, "a")  # noqa: SIM115 (the lock lives as long as the returned file)
-    if fcntl is None:
-        return handle
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    ``held_elsewhere``, which names the file, why two writers are refused and what to do. A file replaced or removed
+    between the open and the lock (its holder renamed another over it, or removed the lock file it made) is not the
+    one the path names: the lock is taken again on the one it names. Without ``flock`` (Windows) none is taken: one
+    writer at a time is the user's to keep."""
+    for _ in range(3):
+        handle = open(path, "a")  # noqa: SIM115 (the lock lives as long as the returned file)
+        if fcntl is None:
+            return handle
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise RuntimeError(held_elsewhere) from None
+        if _names(path, handle):
+            return handle
         handle.close()
-        raise RuntimeError(held_elsewhere) from None
-    return handle
+    raise RuntimeError(held_elsewhere)  # replaced at every try: another writer is busy with it
+
+
+def _names(path: Path, handle: IO[str]) -> bool:
+    """Whether ``path`` still names the file ``handle`` has open."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(handle.fileno()))
+    except FileNotFoundError:
+        return False
 
 
 @contextlib.contextmanager

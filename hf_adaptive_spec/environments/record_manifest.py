@@ -42,9 +42,8 @@ def check_manifest(directory: Path, settings: dict) -> None:
     earlier = without_unused_prompt_set(resolved)
     check_same_weights(directory, earlier, settings, "target")
     check_same_weights(directory, earlier, settings, "drafter")
-    for digest in ("drafter_weights", "target_weights"):
-        if digest not in earlier:  # recorded before the digest was kept: its shards' weights are unknown
-            settings = {key: value for key, value in settings.items() if key != digest}
+    for unknown in _kept_since(earlier):  # recorded before it was kept: the earlier shards' value is unknown
+        settings = {key: value for key, value in settings.items() if key != unknown}
     if earlier != settings:
         changed = sorted(key for key in settings.keys() | earlier.keys() if settings.get(key) != earlier.get(key))
         raise ValueError(
@@ -53,6 +52,14 @@ def check_manifest(directory: Path, settings: dict) -> None:
         )
     if resolved != on_disk:
         _write_manifest(path, resolved)
+
+
+def _kept_since(earlier: dict) -> list[str]:
+    """The settings a manifest written before they were kept lacks: the weights' digests, and the ``--sharegpt-file``
+    that continues a prompts file's later turns (kept since 2026-12-06): not compared, as their values are unknown."""
+    later_turns = "prompts_file" in earlier and earlier.get("turns", 1) > 1
+    optional = ("drafter_weights", "target_weights", *(("sharegpt_file",) if later_turns else ()))
+    return [key for key in optional if key not in earlier]
 
 
 def check_same_weights(directory: Path, earlier: dict, settings: dict, role: str) -> None:

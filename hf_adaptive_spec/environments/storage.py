@@ -55,9 +55,9 @@ def warn_of_missing_shards(directory: Path, shards: list[tuple[int, int, Path]])
     for (_, end, first), (start, _, second) in itertools.pairwise(shards):
         if end < start:
             logger.warning(
-                "%s holds no shard for prompts %d-%d (between %s and %s): the recording skips them. Record them with "
-                "`hf-adaptive-spec record --output %s --start %d --num-prompts %d` and the same options.",
-                directory, end, start, first.name, second.name, directory, end, start - end,
+                "%s holds no shard for prompts %d to %d (between %s and %s): the recording skips them. Record them "
+                "with `hf-adaptive-spec record --output %s --start %d --num-prompts %d` and the same options.",
+                directory, end, start - 1, first.name, second.name, directory, end, start - end,
             )
 
 

@@ -76,7 +76,9 @@ class HubArtifactMixin(ModelHubMixin):
     #: cast would round): loading reads the module's dtype from its other tensors
     float32_keys: ClassVar[frozenset[str]] = frozenset()
     #: patterns of files an earlier push to the repo may have left that describe another artifact, deleted in the
-    #: push's commit unless it uploads them anew (huggingface_hub keeps an uploaded file a delete pattern matches)
+    #: push's commit unless it uploads them anew (huggingface_hub keeps an uploaded file a delete pattern matches);
+    #: a push given ``allow_patterns`` deletes none. huggingface_hub's ``*`` also matches ``/``: start each pattern
+    #: with a literal name, so that it matches the repo's top alone
     stale_repo_files: ClassVar[tuple[str, ...]] = ()
     #: what the card says the artifact does (a policy: what it decides, and when), one Markdown paragraph; None: the
     #: first paragraph of the docstring of the class that declares the ``artifact_type`` (:meth:`card_summary_text`)
@@ -186,7 +188,8 @@ class HubArtifactMixin(ModelHubMixin):
                 "(huggingface_hub.upload_folder, or `hf upload REPO FOLDER`).")
         delete_patterns = kwargs.pop("delete_patterns", None) or []
         delete_patterns = [delete_patterns] if isinstance(delete_patterns, str) else list(delete_patterns)
-        delete_patterns += self.stale_repo_files
+        if kwargs.get("allow_patterns") is None:  # a push of some files alone (a card) replaces no artifact
+            delete_patterns += self.stale_repo_files
         with reaching_the_hub(f"{type(self).__name__}.push_to_hub({repo_id!r})", kept):
             return super().push_to_hub(repo_id, model_card_kwargs=card_kwargs, delete_patterns=delete_patterns or None,
                                        **kwargs)

@@ -56,7 +56,9 @@ def mark_cut_answers(
     path = Path(path)
     if not path.is_file():  # before the lock, which would make an empty file of it
         raise FileNotFoundError(f"{path}: no such file to mark; give a JSONL file regeneration wrote.")
-    with writing_alone(path):  # a regeneration appending meanwhile would write into the file the rename replaces
+    busy = (f"{path} is being written by another process (a regeneration of it, or another marking, still running): "
+            "marking replaces the file, so records appended meanwhile would be lost. Wait for it to end, then mark.")
+    with writing_alone(path, busy):  # a regeneration appending meanwhile would write into the file the rename replaces
         return _mark_cut_answers(path, tokenizer, max_new_tokens, margin)
 
 

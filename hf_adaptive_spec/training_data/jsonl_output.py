@@ -32,12 +32,13 @@ def written_ids(path: Path) -> set[str]:
         return {json.loads(line)["id"] for line in lines if line.strip()}
 
 
-def writing_alone(path: Path) -> contextlib.AbstractContextManager[None]:
-    """Hold the lock of the one process that appends to ``path``
+def writing_alone(path: Path, held_elsewhere: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """Hold the lock of the one process that writes ``path``
     (:func:`~hf_adaptive_spec.core.files.holding_lock`): two regenerations of one file at once each wrote every
     conversation the other was writing, and each record came twice. A file the lock made and nothing filled is
-    removed: a run refused before writing leaves none."""
-    return holding_lock(path, (
+    removed: a run refused before writing leaves none. ``held_elsewhere``: the refusal, when the writer is no
+    regeneration (the regeneration's by default)."""
+    return holding_lock(path, held_elsewhere or (
         f"{path} is being written by another process (a regeneration of it still running): both would write every "
         "conversation neither had written, each record twice. Wait for it to end (a later run resumes where it "
         "stopped), or pass another output file."

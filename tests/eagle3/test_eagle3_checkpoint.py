@@ -315,13 +315,16 @@ def test_saving_into_a_folder_holding_other_weights_is_refused_before_anything_c
 
 
 def test_a_push_deletes_the_weight_files_an_earlier_push_left_in_the_repo(target, monkeypatch):
-    """A drafter pushed to a repo holding other weights (an earlier push of a causal LM's shards, another artifact's
-    adapter) left them there: loading the repo reads every *.safetensors as the drafter's and fails ('unexpected
-    keys'), as in a folder (check_no_other_weights). The push's commit deletes them (huggingface_hub keeps the files
-    it uploads), with the caller's own delete patterns kept."""
+    """A drafter pushed to a repo holding another artifact's weights (an earlier push of a causal LM's shards, a DVI
+    adapter) left them there: loading the repo reads every *.safetensors at its top as the drafter's and fails
+    ('unexpected keys'), as in a folder (check_no_other_weights). The push's commit deletes those (huggingface_hub
+    keeps the files it uploads), the caller's own delete patterns kept; never a file in a subfolder (a Trainer's
+    checkpoint-N/, which huggingface_hub's '*' would reach) nor the drafter's own, and none in a push of some files
+    alone (allow_patterns: a card refreshed)."""
     from types import SimpleNamespace
 
     from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
 
     commits = []
 
@@ -334,10 +337,15 @@ def test_a_push_deletes_the_weight_files_an_earlier_push_left_in_the_repo(target
     drafter = Eagle3Drafter(make_draft_model(target))
     drafter.push_to_hub("org/eagle3", model_card_kwargs=card)
     drafter.push_to_hub("org/eagle3", model_card_kwargs=card, delete_patterns="*.bin")
-    (files, deletes), (_, own_deletes) = commits
-    assert "model.safetensors" in files
-    assert {"*.safetensors", "*.safetensors.index.json"} <= set(deletes)
-    assert {"*.bin", "*.safetensors"} <= set(own_deletes)
+    drafter.push_to_hub("org/eagle3", model_card_kwargs=card, allow_patterns="README.md")
+    (files, deletes), (_, own_deletes), (_, card_deletes) = commits
+    assert "model.safetensors" in files and "*.bin" in own_deletes and not card_deletes
+    repo = ["model-00001-of-00002.safetensors", "model.safetensors.index.json", "adapter_model.safetensors",
+            "model.safetensors", "checkpoint-1/model.safetensors", "checkpoint-1/model-00001-of-00002.safetensors",
+            "dvi/adapter_model.safetensors", "README.md"]
+    deleted = list(filter_repo_objects(repo, allow_patterns=deletes))
+    assert deleted == repo[:3]
+    assert set(deletes) <= set(own_deletes)
 
 
 def test_own_width_drafter_saves_and_reloads_its_embeddings(tmp_path, target):

@@ -519,7 +519,7 @@ def test_prompts_no_shard_holds_between_two_are_warned_of(tiny_cli, tmp_path, ca
     assert cli.main(["--output", str(output), "--start", "3", "--num-prompts", "1", *TREE]) == 0
     with caplog.at_level("WARNING", logger="hf_adaptive_spec.environments.storage"):
         assert len(load_recording(output).prompts) == 2
-    assert "holds no shard for prompts 1-3 (between shard-000000-000001 and shard-000003-000004)" in caplog.text
+    assert "holds no shard for prompts 1 to 2 (between shard-000000-000001 and shard-000003-000004)" in caplog.text
     assert f"--output {output} --start 1 --num-prompts 2" in caplog.text
     caplog.clear()
     assert cli.main(["--output", str(output), "--start", "1", "--num-prompts", "2", *TREE]) == 0
@@ -571,3 +571,8 @@ def test_the_sharegpt_file_that_continues_a_prompts_files_later_turns_binds_the_
         assert "other settings (sharegpt_file differ" in capsys.readouterr().err
     assert cli.main([*argv, "--sharegpt-file", "a.json", "--start", "1", "--num-prompts", "1"]) == 0
     assert len(load_recording(output).prompts) == 2
+    # a folder recorded before the file was kept resumes with the command that made it (its file is unknown)
+    manifest = json.loads((output / "record_args.json").read_text())
+    del manifest["sharegpt_file"]
+    (output / "record_args.json").write_text(json.dumps(manifest))
+    assert cli.main([*argv, "--sharegpt-file", "a.json", "--start", "2", "--num-prompts", "1"]) == 0

@@ -90,9 +90,11 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
 
     # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
 
-    #: every weight file an earlier push left in the repo (another artifact's, a causal LM's shards and their index):
-    #: loading reads every ``*.safetensors`` of the repo as the drafter's (:func:`~.checkpoint.check_no_other_weights`)
-    stale_repo_files = ("*.safetensors", "*.safetensors.index.json")
+    #: the weight files an earlier push of another artifact leaves at the repo's top, which loading would read as the
+    #: drafter's (every ``*.safetensors`` there, :func:`~.checkpoint.check_no_other_weights`): a causal LM's shards
+    #: and their index, a DVI adapter. Each pattern starts with a literal name, so no file in a subfolder (a
+    #: Trainer's ``checkpoint-N/``) matches, nor the drafter's own ``model.safetensors``
+    stale_repo_files = ("model-*-of-*.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> str | None:
         """``HubArtifactMixin.save_pretrained``, refusing first a folder holding other weights
