@@ -24,16 +24,16 @@ target generated for each Spec-Bench / MT-bench turn), and τ is printed per cat
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.bench.questions import load_questions
+from hf_adaptive_spec.bench.report import read_report
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.training.eagle3.data import collate, load_samples
@@ -82,14 +82,9 @@ def read_bench_report(parser: argparse.ArgumentParser, path: str) -> dict:
     """The ``--bench-json`` report, refused before the models load unless it is a bench report with ``stock`` records
     (another file failed in a KeyError; one without stock records printed no τ, or failed in a NameError)."""
     try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        parser.error(f"--bench-json {path}: not readable as JSON ({error}); give the file `hf-adaptive-spec bench "
-                     "--json` wrote")
-    if not (isinstance(report, dict) and isinstance(report.get("records"), list)
-            and isinstance(report.get("settings"), dict) and "questions" in report["settings"]):
-        parser.error(f"--bench-json {path} is not a bench report (a JSON object with 'settings' and 'records'): give "
-                     "the file `hf-adaptive-spec bench --json` wrote")
+        report = read_report(path)
+    except (OSError, BenchError) as error:
+        parser.error(f"--bench-json: {error}")
     if not any(isinstance(record, dict) and record.get("method") == "stock" for record in report["records"]):
         parser.error(f"--bench-json {path} holds no 'stock' records, whose answers are the conversations: bench with "
                      "--methods stock,...")

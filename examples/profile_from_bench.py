@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from hf_adaptive_spec.bench.methods import SIZED_SUFFIX
+from hf_adaptive_spec.bench.report import read_report
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 from hf_adaptive_spec.profiling.measure import monotone_seconds
 
@@ -108,7 +109,7 @@ def main() -> None:
         return
     if len(args.bench) != 1:
         raise SystemExit("--curve per-size fits one bench run (its seconds drift with the machine): give one --bench.")
-    bench = load_report(args.bench[0])
+    bench = read_report(args.bench[0])
     turns = fitted_turns(bench, bucketed=bool(measured.buckets))
     draft, drafted_by = draft_step_seconds(turns)
     if measured.buckets:
@@ -128,27 +129,13 @@ def main() -> None:
     print(f"draft step: {1000 * draft:.2f} ms ({drafted_by}) -> {args.output}")
 
 
-def load_report(path: str | Path) -> dict:
-    """A bench JSON report (``--json`` of ``hf-adaptive-spec bench``); another file (a profile, a progress file) is
-    refused by name, where it failed in a KeyError or a JSONDecodeError."""
-    try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(report, dict) and isinstance(report.get("records"), list) and "settings" in report:
-            return report
-    except json.JSONDecodeError:
-        pass
-    raise ValueError(f"{path} is not a bench report (a JSON object with 'settings' and 'records'): give the file "
-                     "`hf-adaptive-spec bench --json` wrote (--curve linear and per-cycle also read its "
-                     ".progress.jsonl)")
-
-
 def load_records(path: str | Path) -> list[dict]:
     """A run's per-question records: a bench JSON's ``records`` or a progress file's lines (its settings line left
     out)."""
     if str(path).endswith(".jsonl"):
         text = Path(path).read_text(encoding="utf-8")
         return [record for record in map(json.loads, text.splitlines()) if "method" in record]
-    return load_report(path)["records"]
+    return read_report(path)["records"]
 
 
 def turns_against_stock(records: list[dict], stock: str = "stock") -> list[dict]:

@@ -44,7 +44,7 @@ def test_window_acceptance_refuses_dataset_flags_with_bench_json(flags, window_a
 
 @pytest.mark.parametrize(("content", "error"), [
     ('{"device": "cpu", "verify_tokens": [1]}', "is not a bench report"),  # a profile: KeyError 'settings'
-    ("{not json", "not readable as JSON"),
+    ("{not json", "is not a bench report (not JSON"),
     (None, "no 'stock' records"),  # no τ printed at all, or a NameError with --profile
 ])
 def test_window_acceptance_refuses_a_report_of_another_kind_or_without_stock(

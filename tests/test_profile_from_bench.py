@@ -8,6 +8,7 @@ import json
 import pytest
 from example_scripts import load_example
 
+from hf_adaptive_spec.bench.errors import BenchError
 from hf_adaptive_spec.profiling.hardware import HardwareProfile
 
 fit = load_example("profile_from_bench")
@@ -127,8 +128,8 @@ def test_a_file_that_is_no_bench_report_is_refused_by_name(content, tmp_path):
     JSONDecodeError."""
     path = tmp_path / "profile.json"
     path.write_text(content)
-    for load in (fit.load_report, fit.load_records):
-        with pytest.raises(ValueError, match=f"{path} is not a bench report.*hf-adaptive-spec bench --json"):
+    for load in (fit.read_report, fit.load_records):
+        with pytest.raises(BenchError, match=f"{path} is not a bench report.*hf-adaptive-spec bench --json"):
             load(path)
 
 

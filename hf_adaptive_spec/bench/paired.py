@@ -11,7 +11,6 @@ reads a report (``--json``'s file) or the progress file of a run still going.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from .errors import BenchError
 from .methods import REFERENCE_METHOD
 from .progress import read_progress
 from .records import QuestionRecord, fp32_reference_records
-from .report import not_interleaved
+from .report import not_interleaved, read_report
 from .summary import _throughput
 
 #: the fewest bootstrap resamples whose 2.5% point, at 0.025 (n - 1), lies a whole resample or more from the end:
@@ -135,13 +134,7 @@ def load_records(path: Path) -> list[QuestionRecord]:
     path = Path(path)
     if path.suffix == ".jsonl":
         return list(read_progress(path)[1].values())
-    try:
-        records = json.loads(path.read_text())["records"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise BenchError(
-            f"{path} is not a bench report (a JSON object with 'records'); give the file --json wrote, or its "
-            "progress file (.jsonl)"
-        ) from None
+    records = read_report(path)["records"]
     try:
         return [QuestionRecord.from_dict(record) for record in records]
     except BenchError as error:

@@ -17,6 +17,7 @@ import transformers
 
 from ..core.cost_curve import cpu_instruction_set
 from ..core.files import write_text_atomically
+from .errors import BenchError
 from .methods import REFERENCE_METHOD
 from .records import QuestionRecord, fp32_reference_records
 from .summary import summarize
@@ -95,6 +96,21 @@ def _cpu_name() -> str:
     lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
     names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
     return names[0] if names else platform.processor() or platform.machine()
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """The report ``hf-adaptive-spec bench --json`` wrote at ``path``; another file (a profile, a progress file, JSON
+    cut short) is refused naming it, where its readers failed in a KeyError or a JSONDecodeError."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        report = error
+    if not (isinstance(report, dict) and isinstance(report.get("records"), list)
+            and isinstance(report.get("settings"), dict)):
+        found = f"not JSON: {report}" if isinstance(report, json.JSONDecodeError) else "no 'settings' and 'records'"
+        raise BenchError(f"{path} is not a bench report ({found}): give the file `hf-adaptive-spec bench --json` "
+                         "wrote (where a progress file is read, its .progress.jsonl)")
+    return report
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:

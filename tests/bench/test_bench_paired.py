@@ -52,7 +52,7 @@ def test_an_unknown_base_is_refused_with_the_run_s_methods():
 def test_the_command_reads_a_report_and_its_progress_file(tmp_path, capsys):
     records = [_record(q, "base", 100, 2.0) for q in range(3)] + [_record(q, "fast", 100, 1.0) for q in range(3)]
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    report.write_text(json.dumps({"settings": {}, "records": [r.to_dict() for r in records]}))
     progress = tmp_path / "run.progress.jsonl"
     progress.write_text("\n".join([json.dumps({"settings": {}})] + [json.dumps(r.to_dict()) for r in records]) + "\n")
     assert load_records(report) == load_records(progress) == records
@@ -72,7 +72,7 @@ def test_the_command_compares_the_questions_of_the_categories_asked_and_refuses_
     records = [_record(0, "base", 100, 2.0), _record(0, "fast", 100, 1.0)]
     records += [QuestionRecord(1, "math", m, [TurnRecord(0, 100, 1.0, None)]) for m in ("base", "fast")]
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    report.write_text(json.dumps({"settings": {}, "records": [r.to_dict() for r in records]}))
     assert main([str(report), "--base", "base", "--categories", "math"]) == 0
     fast_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("fast"))
     assert "n=   1" in fast_line and "total 1.000x" in fast_line
@@ -94,7 +94,7 @@ def test_a_malformed_record_is_refused_naming_the_file_and_line(tmp_path, capsys
     """A record missing a field, or with one no record has, was a KeyError or TypeError traceback."""
     good = _record(0, "base", 100, 2.0).to_dict()
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [good, broken]}))
+    report.write_text(json.dumps({"settings": {}, "records": [good, broken]}))
     with pytest.raises(BenchError, match=rf"{report}: not a bench question record"):
         load_records(report)
     progress = tmp_path / "run.progress.jsonl"
@@ -113,7 +113,7 @@ def test_too_few_resamples_for_an_interval_are_refused(tmp_path, capsys):
         compare_paired(records, "base", resamples=40)  # its 97.5% point was the largest total
     assert compare_paired(records, "base", resamples=41)[1].low < compare_paired(records, "base", resamples=41)[1].high
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    report.write_text(json.dumps({"settings": {}, "records": [r.to_dict() for r in records]}))
     with pytest.raises(SystemExit):
         main([str(report), "--base", "base", "--resamples", "1"])
     assert "--resamples must be at least 41" in capsys.readouterr().err
@@ -169,7 +169,7 @@ def test_a_record_with_no_number_of_tokens_or_seconds_is_refused_naming_the_file
     broken = _record(0, "m", 100, 1.0).to_dict()
     broken["turns"][0][field] = value
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [_record(0, "base", 100, 2.0).to_dict(), broken]}))
+    report.write_text(json.dumps({"settings": {}, "records": [_record(0, "base", 100, 2.0).to_dict(), broken]}))
     with pytest.raises(SystemExit):
         main([str(report), "--base", "base"])
     assert f"{report}: not a bench question record" in capsys.readouterr().err
@@ -178,7 +178,7 @@ def test_a_record_with_no_number_of_tokens_or_seconds_is_refused_naming_the_file
 def test_a_method_sharing_no_question_with_the_base_says_so_rather_than_printing_nan(tmp_path, capsys):
     """A method with no question in common with the base printed 'total nanx  median nanx  faster in 0 of 0'."""
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [_record(0, "base", 100, 2.0).to_dict(),
+    report.write_text(json.dumps({"settings": {}, "records": [_record(0, "base", 100, 2.0).to_dict(),
                                               _record(1, "m", 100, 1.0).to_dict()]}))
     assert main([str(report), "--base", "base"]) == 0
     m_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("m "))
@@ -196,7 +196,7 @@ def test_the_peer_eager_float32_stock_is_a_base_as_in_the_report(tmp_path, capsy
     records = [stock(q) for q in range(3)] + [QuestionRecord(q, "writing", "fast", [TurnRecord(0, 100, 1.0, None)],
                                                              session=1) for q in range(3)]
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"records": [r.to_dict() for r in records]}))
+    report.write_text(json.dumps({"settings": {}, "records": [r.to_dict() for r in records]}))
     assert main([str(report), "--base", "stock-fp32"]) == 0
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines()[1:]}
