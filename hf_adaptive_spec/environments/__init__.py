@@ -5,7 +5,9 @@ from .gym import DraftStepEnv, TreeConfigEnv
 from .multi import MultiReplayEnvironment
 from .online import OnlineEnvironment
 from .recording import ReplayRecording, ReplayTree, record_greedy_trees, record_replay
-from .replay import ExtrapolatedCostWarning, ReplayDrafter, ReplayedCycle, ReplayEnvironment, ReplayResult
+from .replay import ReplayDrafter, ReplayEnvironment
+from .replay_checks import ExtrapolatedCostWarning
+from .replayed import ReplayedCycle, ReplayResult
 from .storage import load_recording, load_training_recording
 
 __all__ = [

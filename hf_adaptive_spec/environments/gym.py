@@ -25,7 +25,8 @@ from ..policies.base import CycleState, DraftStepInfo, TreeConfig
 from ..policies.static import StaticTreePolicy
 from ..profiling.hardware import HardwareProfile
 from .recorded import ReplayRecording
-from .replay import ReplayedCycle, ReplayEnvironment, committed_tokens
+from .replay import ReplayEnvironment
+from .replayed import ReplayedCycle, committed_tokens
 from .stepped_cycle import Question, SteppedCycle
 
 Reward = Callable[[Sequence[ReplayedCycle]], float]

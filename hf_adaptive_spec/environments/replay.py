@@ -13,10 +13,8 @@ the recorded generation makes its accepted length exact too.
 from __future__ import annotations
 
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import torch
 from transformers import PreTrainedModel
@@ -26,9 +24,11 @@ from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..generation.prompt_lookup import graft_chain, lookup_continuation
 from ..generation.tree_builder import DraftTimes, TreeBuilder, fit_largest_bucket
-from ..policies.base import CycleFeedback, DraftPolicy, TreeConfig
-from ..profiling.hardware import HardwareProfile, unread_after
+from ..policies.base import DraftPolicy, TreeConfig
+from ..profiling.hardware import HardwareProfile
 from .recorded import ReplayRecording, ReplayTree, check_feature_layers, check_timed_drafter
+from .replay_checks import check_lookup, check_measured_sizes
+from .replayed import ReplayedCycle, ReplayResult
 
 
 class ReplayDrafter(Drafter):
@@ -84,109 +84,6 @@ class ReplayDrafter(Drafter):
         return rows
 
 
-@dataclass
-class ReplayedCycle:
-    """One replayed cycle: the engine's ``CycleFeedback`` fields, with modelled draft and verify time.
-
-    ``draft_depth`` is the depth of the verified (pruned) tree, as in ``SpeculationStats``; the
-    draft time counts every level drafted, the first by the committed tokens it reads
-    (:meth:`~hf_adaptive_spec.profiling.HardwareProfile.draft_time`). ``accepted_length`` is what verification
-    accepted (what the policy observes, as in ``generate``); :attr:`committed_tokens` what the cycle added to the
-    generation, which ends at its end-of-sequence token as ``generate`` stops there.
-    """
-
-    context_length: int
-    draft_depth: int
-    verified_tokens: int
-    accepted_length: int
-    draft_time: float
-    verify_time: float
-    policy_time: float
-    drafter_accepted_length: int
-    #: tokens left in the recorded generation at this cycle's start (None: not bounded, e.g. a live cycle)
-    remaining_tokens: int | None = None
-    #: the drafter's steps (levels drafted before pruning); None for a live cycle's feedback
-    draft_levels: int | None = None
-    #: committed tokens the drafter had not read when the cycle began (what its first step read if it drafted)
-    unread_tokens: int = 1
-
-    @property
-    def seconds(self) -> float:
-        return self.draft_time + self.verify_time + self.policy_time
-
-    @property
-    def drafted(self) -> bool:
-        """Whether the drafter ran (and read the committed tokens it had not read)."""
-        return self.draft_levels > 0 if self.draft_levels is not None else self.draft_depth > 0
-
-    def unread_after(self) -> int:
-        """The committed tokens the drafter has not read when the next cycle begins (``replay_cycle``'s argument)."""
-        return unread_after(self.unread_tokens, self.drafted, self.committed_tokens)
-
-    @property
-    def committed_tokens(self) -> int:
-        """Tokens the cycle added (accepted drafts and the bonus token), none past the generation's end: what
-        ``SpeculationStats`` counts and ``generate`` returns."""
-        produced = self.accepted_length + 1
-        return produced if self.remaining_tokens is None else min(produced, self.remaining_tokens)
-
-    @classmethod
-    def from_feedback(cls, feedback: CycleFeedback) -> ReplayedCycle:
-        """A live cycle as a replayed one: a cycle that committed fewer tokens than it accepted (the generation
-        ended inside its path) had that many tokens left."""
-        fields = {
-            name: getattr(feedback, name) for name in CycleFeedback.__dataclass_fields__ if name != "committed_tokens"
-        }
-        cut = feedback.committed_tokens is not None and feedback.committed_tokens < feedback.accepted_length + 1
-        return cls(**fields, remaining_tokens=feedback.committed_tokens if cut else None)
-
-    def feedback(self) -> CycleFeedback:
-        return CycleFeedback(**{name: getattr(self, name) for name in CycleFeedback.__dataclass_fields__})
-
-
-def committed_tokens(cycles: Iterable[ReplayedCycle]) -> int:
-    """Tokens ``cycles`` added to their generations (see :attr:`ReplayedCycle.committed_tokens`)."""
-    return sum(cycle.committed_tokens for cycle in cycles)
-
-
-@dataclass
-class ReplayResult:
-    """Replayed cycles of each prompt, with the totals the benchmarks report."""
-
-    cycles: list[list[ReplayedCycle]] = field(default_factory=list)
-
-    @property
-    def all_cycles(self) -> list[ReplayedCycle]:
-        return [cycle for prompt in self.cycles for cycle in prompt]
-
-    @property
-    def mean_accepted_tokens(self) -> float:
-        """τ: tokens per cycle, the bonus token included (as ``SpeculationStats``: none past end of sequence)."""
-        cycles = self.replayed_cycles()
-        return committed_tokens(cycles) / len(cycles)
-
-    @property
-    def tokens_per_second(self) -> float:
-        cycles = self.replayed_cycles()
-        return committed_tokens(cycles) / sum(c.seconds for c in cycles)
-
-    def replayed_cycles(self) -> list[ReplayedCycle]:
-        """Every cycle, refused when there is none: no data has no τ or speed (0 would rank as a real figure)."""
-        cycles = self.all_cycles
-        if not self.cycles:
-            raise ValueError(
-                "No prompt was replayed: the recording holds none (recorded from no prompts), or none were chosen. "
-                "Record prompts with `hf-adaptive-spec record`, or replay the prompts the recording holds."
-            )
-        if not cycles:
-            raise ValueError(
-                f"No cycle was replayed on {len(self.cycles)} prompts: the recording holds no positions for them (each "
-                "generation ended at its first token). Record with --max-new-tokens >= 2, on prompts whose answer "
-                "does not end at once."
-            )
-        return cycles
-
-
 def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
     """Greedy acceptance over ``tree`` (the pruned tree) with the recorded target tokens."""
     recorded = drafter.recorded
@@ -202,67 +99,6 @@ def accepted_length(tree: DraftTree, drafter: ReplayDrafter) -> int:
             return accepted
         recorded_node = next(c for c in drafter.children[recorded_node] if recorded.tokens[c] == wanted)
         node, accepted = child, accepted + 1
-
-
-def check_lookup(lookup_tokens: int, lookup_ngram_size: int, profile: HardwareProfile) -> None:
-    """Refuse a prompt-lookup branch ``generate`` refuses (``prompt_lookup_num_tokens`` and ``max_matching_ngram_size``
-    of its ``LookupBranch``, and a chain the static path's largest bucket cannot verify with its root), rather than
-    replay no branch (a negative length or n-gram matches nothing) or price a verification generate never runs."""
-    for name, value, low in (("lookup_tokens", lookup_tokens, 0), ("lookup_ngram_size", lookup_ngram_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}: pass the branch's "
-                             f"{'prompt_lookup_num_tokens (0: none)' if low == 0 else 'max_matching_ngram_size'}.")
-    if lookup_tokens and profile.buckets and lookup_tokens >= profile.buckets[-1]:
-        raise ValueError(
-            f"lookup_tokens={lookup_tokens} verifies up to {lookup_tokens + 1} tokens per cycle (the chain and the "
-            f"root), but the profile's static-cache path verifies at most {profile.buckets[-1]} (its largest bucket of "
-            f"{profile.buckets}), so generate refuses such a call: pass lookup_tokens <= {profile.buckets[-1] - 1}, or "
-            f"profile buckets that hold {lookup_tokens + 1} (`hf-adaptive-spec profile --static --buckets ...`)."
-        )
-
-
-def check_measured_sizes(
-    profile: HardwareProfile, recordings: list, names: list[str] | None = None, lookup_tokens: int = 0
-) -> None:
-    """Refuse an eager profile that did not time one token (a plain step) and the largest tree each recording
-    verifies: below its smallest size the replay charges that size's time and past its largest it extrapolates,
-    so the replay would rest on sizes never timed. With a prompt-lookup branch of ``lookup_tokens`` a tree verifies
-    up to ``total_tokens + lookup_tokens``: past the largest size timed that is priced along the last measured
-    segment, an estimate, and warned of (:class:`ExtrapolatedCostWarning`); a refusal would fail the profiles timed
-    before ``profile`` timed the branch. A bucketed profile prices every tree at a timed bucket."""
-    if profile.buckets:
-        return
-    names = names or [_recording_name(recording) for recording in recordings]
-    totals = {recording.tree_config.total_tokens for recording in recordings}
-    unmeasured = [n for n in sorted({1} | totals) if n < profile.verify_tokens[0] or n > profile.verify_tokens[-1]]
-    if unmeasured:
-        raise ValueError(
-            f"The profile timed verifications of {profile.verify_tokens} tokens, and replaying "
-            f"{[str(n) for n in names]} needs {unmeasured} too (a plain step verifies 1; the recordings' trees up to "
-            "their total_tokens): time them, `hf-adaptive-spec profile --recording DIR` (it adds them to "
-            "--verify-tokens)."
-        )
-    largest = max(totals, default=1) + lookup_tokens
-    if largest > profile.verify_tokens[-1]:
-        warnings.warn(
-            f"The profile timed verifications up to {profile.verify_tokens[-1]} tokens, and a recorded tree of "
-            f"{max(totals)} with the prompt-lookup branch of {lookup_tokens} verifies up to {largest}: those sizes are "
-            f"priced by extending the profile's last measured segment ({profile.verify_tokens[-2:]} tokens), an "
-            f"estimate. Time them: `hf-adaptive-spec profile --recording DIR --lookup-tokens {lookup_tokens}` adds "
-            "each recording's total_tokens plus the branch to --verify-tokens.",
-            ExtrapolatedCostWarning,
-            stacklevel=3,
-        )
-
-
-def _recording_name(recording) -> str:
-    """A recording named by its tree, where the caller has no path for it (one of a MultiReplayEnvironment's)."""
-    tree = recording.tree_config
-    return f"the recording of depth {tree.depth}, top_k {tree.top_k}, total_tokens {tree.total_tokens}"
-
-
-class ExtrapolatedCostWarning(UserWarning):
-    """A replay priced a verification size its eager profile never timed (:func:`check_measured_sizes`)."""
 
 
 class ReplayLoop:

@@ -24,7 +24,8 @@ from ..policies.static import StaticTreePolicy, static_tree_policy
 from ..profiling.hardware import HardwareProfile
 from .multi import MultiReplayEnvironment
 from .recorded import ReplayRecording, check_same_models
-from .replay import ReplayEnvironment, ReplayLoop, check_measured_sizes
+from .replay import ReplayEnvironment, ReplayLoop
+from .replay_checks import check_measured_sizes
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,7 @@ def test_policies_outside_the_recording_are_refused():
 def test_a_recording_ends_where_generate_does_at_the_models_own_end_of_sequence_token():
     """Left out, ``eos_token_ids`` is the model's own (``generate`` stops there): the replay of a recording made
     with the defaults commits what the live generation commits; ``()`` records past it."""
-    from hf_adaptive_spec.environments.replay import committed_tokens
+    from hf_adaptive_spec.environments.replayed import committed_tokens
 
     target = tiny_model("llama")
     ids = prompt(7, seed=11)

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ...environments import ReplayedCycle, ReplayEnvironment, ReplayResult
-from ...environments.replay import committed_tokens
+from ...environments.replayed import committed_tokens
 from ...hub import CardResult
 from ...policies.ltd import LTDPolicy
 from ...policies.serialization import lookup_generate_kwargs
