@@ -52,7 +52,7 @@ def writing_progress_alone(json_path: Path) -> contextlib.AbstractContextManager
     outlast the run's first record): two runs sharing one --json wrote their records into one file, under the
     header of the one that wrote it last, which --resume and --report_only then read as one run's."""
     progress = progress_path_for(json_path)
-    return holding_lock(json_path.with_name(json_path.stem + ".progress.lock"), (
+    return holding_lock(progress.with_suffix(".lock"), (
         f"{progress} is being written by another bench run with --json {json_path} (still running): both would "
         "write their records into it under one run's settings, and --resume would mix them. Wait for it to end "
         "(--resume then continues it), or pass another --json."
