@@ -42,6 +42,7 @@ from hf_adaptive_spec.training.ppow import (
     accepted_prefix_lengths,
     draft_windows,
     first_draft_step,
+    has_window,
     select_prefixes,
     window_starts,
 )
@@ -76,6 +77,21 @@ def window_acceptance(
         log_probs = windows.log_probs(temperature or 1.0)
         lengths.append(accepted_prefix_lengths(verdicts, log_probs, rule, generator).float().flatten())
     return torch.cat(lengths)
+
+
+def with_windows(parser: argparse.ArgumentParser, groups: dict[str, list], window_size: int) -> dict[str, list]:
+    """The groups holding a conversation whose answer fits a window, refused when none does (``torch.cat`` of no
+    lengths failed raw); a group without one is named and left out of the table."""
+    kept = {
+        name: samples for name, samples in groups.items()
+        if any(has_window(sample["loss_mask"], window_size) for sample in samples)
+    }
+    if not kept:
+        parser.error(f"no answer holds a window of --window-size {window_size} tokens after a prefix: "
+                     "give a smaller --window-size (or longer answers)")
+    for name in groups.keys() - kept.keys():
+        print(f"{name}: no answer holds a window of {window_size} tokens; left out", flush=True)
+    return kept
 
 
 def read_bench_report(parser: argparse.ArgumentParser, path: str) -> dict:
@@ -142,6 +158,7 @@ def main() -> None:
         if report
         else {"all": load_samples(tokenizer, args.dataset, args.max_length, args.num_conversations)}
     )
+    groups = with_windows(parser, groups, args.window_size)
     profile = HardwareProfile.load(args.profile) if args.profile else None
     print(f"{sum(map(len, groups.values()))} conversations, windows of {args.window_size}, "
           f"{args.prefixes} prefixes each")

@@ -56,6 +56,26 @@ def test_window_acceptance_refuses_a_report_of_another_kind_or_without_stock(
     assert error in refused(window_acceptance, ["--bench-json", path], monkeypatch, capsys, "eagle3_window_acceptance")
 
 
+def test_window_acceptance_refuses_answers_no_window_fits(window_acceptance, monkeypatch, capsys):
+    """Answers shorter than the window left no lengths to print: torch.cat of an empty list failed raw, after the
+    drafters loaded."""
+    short = {"input_ids": [1, 2, 3, 4, 5], "loss_mask": [0, 0, 1, 1, 1]}
+    monkeypatch.setattr(window_acceptance.hfas, "load_default_model", lambda **kwargs: (None, None))
+    monkeypatch.setattr(window_acceptance, "load_samples", lambda *args: [short, short])
+    monkeypatch.setattr(window_acceptance.Eagle3DraftModel, "from_pretrained",
+                        lambda *args, **kwargs: pytest.fail("loaded a drafter"))
+    error = refused(window_acceptance, ["--window-size", "6"], monkeypatch, capsys, "eagle3_window_acceptance")
+    assert "no answer holds a window of --window-size 6 tokens after a prefix: give a smaller --window-size" in error
+
+
+def test_window_acceptance_leaves_out_a_category_no_window_fits_naming_it(window_acceptance, capsys):
+    short, long = ({"input_ids": list(range(n)), "loss_mask": [0, 0] + [1] * (n - 2)} for n in (5, 12))
+    groups = {"writing": [short], "coding": [short, long]}
+    kept = window_acceptance.with_windows(None, groups, window_size=6)
+    assert kept == {"coding": [short, long]}
+    assert "writing: no answer holds a window of 6 tokens; left out" in capsys.readouterr().out
+
+
 def test_heldout_accuracy_refuses_vocabulary_from_without_widen_to(tmp_path, monkeypatch, capsys):
     """--vocabulary-from without --widen-to was read (its samples loaded) and used for nothing."""
     example = load_example("eagle3_heldout_accuracy")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from .progress import (
     writing_progress_alone,
 )
 from .questions import Question, load_questions, questions_digest
-from .report import build_report, measured_on, write_json
+from .report import build_report, measured_on, read_report, write_json
 from .runner import run_benchmark
 
 PROG = "hf-adaptive-spec bench"
@@ -328,7 +327,11 @@ def _rebuilt_report_path(args: BenchArguments, rebuilding: str = "--report_only"
     if args.report_json is not None:
         return args.report_json
     if args.json.is_file():
-        settings = json.loads(args.json.read_text()).get("settings", {})
+        try:
+            settings = read_report(args.json)["settings"]
+        except BenchError:  # a file of another kind at --json: overwritten, or a raw JSONDecodeError before
+            raise BenchError(f"{rebuilding} would overwrite {args.json}, which is no bench report: pass --report_json "
+                             "PATH for the rebuilt report") from None
         if not settings.get("partial") and not settings.get("rebuilt_from"):
             raise BenchError(
                 f"{rebuilding} would overwrite {args.json}, the finished run's own report (its warm-up compile "

@@ -589,6 +589,21 @@ def test_a_resume_with_nothing_left_to_run_says_its_report_is_rebuilt(bench_mode
     assert main([*argv, "--report_json", str(rebuilt)]) == 2  # a run that measures writes --json: refused, not ignored
 
 
+@pytest.mark.parametrize("other", ["{not json", "[1, 2]", '{"device": "cpu"}'])
+def test_a_rebuilt_report_does_not_overwrite_another_file_at_json(bench_model_dir: Path, questions_file: Path,
+                                                                   tmp_path: Path, capsys, other: str):
+    """A file of another kind at --json failed --report_only raw (JSONDecodeError, AttributeError of a list) or was
+    overwritten (a JSON object without 'settings')."""
+    out = tmp_path / "out.json"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "1")
+    assert main(argv) == 0
+    out.write_text(other)
+    assert main([*argv, "--report_only"]) == 2
+    assert f"--report_only would overwrite {out}, which is no bench report: pass --report_json PATH" in (
+        capsys.readouterr().err)
+    assert out.read_text() == other
+
+
 def test_a_resume_refuses_a_question_file_edited_since(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
                                                        capsys):
     """The same path with other questions: resumed methods answered new prompts, checked against and fed stock's

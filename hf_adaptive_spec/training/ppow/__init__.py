@@ -3,7 +3,7 @@
 from .config import PPOWConfig
 from .drafting import DraftedWindows, draft_windows, first_draft_step
 from .rewards import proximity_reward, speedup_reward, window_rewards
-from .trainer import PPOWTrainer, WindowRollout, window_starts
+from .trainer import PPOWTrainer, WindowRollout, has_window, window_starts
 from .verification import ConversationPass, WindowVerdicts, WindowVerifier, accepted_prefix_lengths
 from .windows import criticality_scores, hard_window_fraction, select_prefixes, window_priorities
 
@@ -20,6 +20,7 @@ __all__ = [
     "draft_windows",
     "first_draft_step",
     "hard_window_fraction",
+    "has_window",
     "proximity_reward",
     "select_prefixes",
     "speedup_reward",
