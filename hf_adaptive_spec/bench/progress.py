@@ -237,7 +237,7 @@ def read_progress(
         except json.JSONDecodeError:
             if number == len(lines):  # a line cut short by an interrupted write
                 if repair:
-                    path.write_text("".join(line + "\n" for line in lines[:-1]))
+                    write_text_atomically(path, "".join(line + "\n" for line in lines[:-1]))
                 break
             raise BenchError(f"{path}:{number}: corrupt record") from None
         except BenchError as error:

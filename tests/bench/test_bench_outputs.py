@@ -12,6 +12,7 @@ import torch
 
 from hf_adaptive_spec.bench.markdown import render_markdown, write_markdown
 from hf_adaptive_spec.bench.plots import write_plots
+from hf_adaptive_spec.bench.progress import read_progress
 from hf_adaptive_spec.bench.report import build_report, write_json
 
 from .bench_fakes import hand_made_records, record, turn
@@ -71,6 +72,19 @@ def test_a_report_write_cut_by_a_crash_leaves_the_report_before_it(tmp_path: Pat
         write_markdown(rerun, markdown_path)
     assert (json_path.read_text(), markdown_path.read_text()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "out.md"]
+
+
+def test_a_crash_while_the_progress_file_is_repaired_leaves_its_records(tmp_path: Path, crash_mid_write):
+    """Removing a last line cut short rewrote the progress file in place: a crash then left half of it, and the
+    finished records measured before were lost (or the file no longer read as a progress file)."""
+    path = tmp_path / "out.progress.jsonl"
+    finished = [json.dumps(record(question, "stock", turn(5, 1.0)).to_dict()) for question in (1, 2)]
+    path.write_text("\n".join([json.dumps({"settings": SETTINGS}), *finished, finished[0][:20]]) + "\n")
+    with crash_mid_write():
+        read_progress(path, repair=True)
+    settings, completed = read_progress(path, repair=True)
+    assert settings == SETTINGS and sorted(completed) == [(1, "stock"), (2, "stock")]
+    assert path.read_text().splitlines()[1:] == finished
 
 
 @pytest.mark.parametrize("with_stats", [True, False])
