@@ -281,6 +281,26 @@ def test_save_pretrained_round_trip(tmp_path, target, frequent_tokens, kwargs):
     assert torch.equal(loaded.model.d2t, drafter.model.d2t) and torch.equal(loaded.model.t2d, drafter.model.t2d)
 
 
+def test_the_vocabulary_maps_load_beside_a_drafter_on_another_device_than_the_default(tmp_path, target,
+                                                                                      frequent_tokens):
+    """Under ``torch.set_default_device("cuda")`` the drafter is built on the GPU and the file's tensors read on the
+    CPU: ``torch.arange`` without a device landed on the default device and failed beside the file's ``d2t``. The CPU
+    proxy: the drafter on the CPU, the default device meta (a tensor made without a device is a meta tensor)."""
+    from hf_adaptive_spec.drafters.eagle3.checkpoint import _set_vocab_maps
+
+    drafter = make_draft_model(target, draft_to_target=frequent_tokens)
+    drafter.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    loaded = make_draft_model(target, draft_to_target=frequent_tokens)
+    loaded.d2t.zero_()
+    torch.set_default_device("meta")
+    try:
+        _set_vocab_maps(loaded, weights)
+    finally:
+        torch.set_default_device(None)
+    assert torch.equal(loaded.d2t, drafter.d2t) and torch.equal(loaded.t2d, drafter.t2d)
+
+
 def test_the_config_names_the_dtype_of_the_weights_written(tmp_path, target):
     """A float32 drafter saved with its state_dict cast to bfloat16 (the trainers' small checkpoints) wrote
     torch_dtype float32 beside bfloat16 weights."""

@@ -279,11 +279,14 @@ def _check_tensors(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) ->
 
 
 def _set_vocab_maps(model: Eagle3DraftModel, weights: dict[str, torch.Tensor]) -> None:
-    """``d2t`` from the checkpoint (zeros if absent), ``t2d`` rebuilt from it and checked against the file's."""
+    """``d2t`` from the checkpoint (zeros if absent), ``t2d`` rebuilt from it and checked against the file's. The
+    file's tensors are on the CPU and the drafter's on the device it was built on (the default device's, e.g. under
+    ``torch.set_default_device("cuda")``): each comparison names its device."""
     config = model.config
-    model.set_vocab_mapping(torch.arange(config.draft_vocab_size) + weights.get("d2t", model.d2t).long())
+    offsets = weights.get("d2t", model.d2t).long()
+    model.set_vocab_mapping(torch.arange(config.draft_vocab_size, device=offsets.device) + offsets)
     reduced = config.draft_vocab_size < config.vocab_size
-    if reduced and "t2d" in weights and not torch.equal(weights["t2d"].bool(), model.t2d):
+    if reduced and "t2d" in weights and not torch.equal(weights["t2d"].bool().to(model.t2d.device), model.t2d):
         raise ValueError("The checkpoint's d2t and t2d disagree; d2t must hold offsets (target_id - draft_id).")
 
 
