@@ -86,7 +86,8 @@ def seconds_per_stock_token(model, prompts, max_new_tokens: int) -> float:
     return total / tokens
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, refused where its sources contradict (before the target loads)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--completions", help="JSONL of target-answered conversations (training, with --exit-layers)")
     parser.add_argument("--held-out", required=True, help="JSONL of target-answered conversations never trained on")
@@ -107,6 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     if bool(args.exit_layers) != bool(args.completions):  # before the target loads
         parser.error("--exit-layers trains a head per layer on --completions, and --adapters loads trained ones: give "
                      "--completions JSONL with --exit-layers, and not with --adapters")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(args.num_threads)
     model, tokenizer = hfas.load_default_model()
     hfas.enable(model)

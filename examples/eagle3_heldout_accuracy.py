@@ -24,10 +24,9 @@ as the compiled bfloat16 path runs it.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
-from labelled_paths import labelled_paths
+from labelled_paths import labelled_files
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
@@ -76,10 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         "trainer leaves them out of its held-out curve",
     )
     args = parser.parse_args(argv)
-    sets = labelled_paths(parser, "--set", args.set, "JSONL")
-    for label, path in sets:  # before the models load
-        if not Path(path).is_file():
-            parser.error(f"--set {label}={path}: no file {path!r} (derived files: artifacts/README.md)")
+    sets = labelled_files(parser, "--set", args.set, "JSONL", hint=" (derived files: artifacts/README.md)")
     if args.widen_to and not args.vocabulary_from:
         parser.error("--widen-to needs --vocabulary-from: the conversations whose most frequent tokens are added")
     if args.vocabulary_from and not args.widen_to:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def labelled_paths(parser: argparse.ArgumentParser, flag: str, specs: list[str],
@@ -16,4 +17,15 @@ def labelled_paths(parser: argparse.ArgumentParser, flag: str, specs: list[str],
         if not (label and equals and path):
             parser.error(f"{flag} takes LABEL={what}, got {spec!r}")
         pairs.append((label, path))
+    return pairs
+
+
+def labelled_files(parser: argparse.ArgumentParser, flag: str, specs: list[str], what: str = "PATH",
+                   hint: str = "") -> list[tuple[str, str]]:
+    """:func:`labelled_paths` whose paths must name files: a missing one stops the script naming it (and ``hint``,
+    where such files come from) before anything loads."""
+    pairs = labelled_paths(parser, flag, specs, what)
+    for label, path in pairs:
+        if not os.path.isfile(path):
+            parser.error(f"{flag} {label}={path}: no file {path!r}{hint}")
     return pairs

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from labelled_paths import labelled_paths
+from labelled_paths import labelled_files
 
 
 def read_log(path: str) -> list[dict[str, float]]:
@@ -49,9 +48,7 @@ def main() -> None:
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: give at least 1")
     logs = []
-    for label, path in labelled_paths(parser, "--log", args.log):  # before plotting: an empty curve was drawn
-        if not os.path.isfile(path):
-            parser.error(f"--log {label}={path}: no file {path!r}")
+    for label, path in labelled_files(parser, "--log", args.log):  # before plotting: an empty curve was drawn
         logs.append((label, read_log(path)))
         if not logs[-1][1]:
             parser.error(f"--log {label}={path}: no line holds 'acceptance_rate': give the log a trainers/dvi.py run "

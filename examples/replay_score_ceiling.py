@@ -280,7 +280,8 @@ def gather(environment: ReplayEnvironment, shapes: dict, args: argparse.Namespac
     return np.concatenate(features), state, outcomes, np.array(prompt_of), np.array(found, bool)
 
 
-def main() -> None:
+def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line, refused where two options contradict (before the recording loads)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recording", required=True, help="recording folder")
     parser.add_argument("--profile", required=True, help="HardwareProfile JSON")
@@ -306,6 +307,11 @@ def main() -> None:
         parser.error("--lookup-first drafts only where the prompt-lookup branch did not match: give --lookup-tokens N")
     if args.folds < 2:  # one fold fits on no prompt: every prediction NaN, every choice the plain step
         parser.error(f"--folds {args.folds}: give at least 2 (each prompt is predicted by a rule fitted on the others)")
+    return parser, args
+
+
+def main() -> None:
+    parser, args = parse_args()
     environment = ReplayEnvironment(
         load_recording(args.recording), HardwareProfile.load(args.profile), lookup_tokens=args.lookup_tokens
     )

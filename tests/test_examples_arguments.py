@@ -88,6 +88,20 @@ def test_heldout_accuracy_refuses_vocabulary_from_without_widen_to(tmp_path, mon
     assert "--vocabulary-from only widens the vocabulary to the sizes of --widen-to" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("script", "argv", "error"), [
+    ("eagle3_heldout_accuracy", ["--set", "held out=missing.jsonl"],
+     "--set held out=missing.jsonl: no file 'missing.jsonl' (derived files: artifacts/README.md)"),
+    ("plot_dvi_stream", ["--log", "online=missing.log", "--output", "x.png"], "--log online=missing.log: no file"),
+])
+def test_a_labelled_file_that_is_missing_is_refused_naming_it(script, argv, error, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    example = load_example(script)
+    monkeypatch.setattr("sys.argv", [f"{script}.py", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(argv) if script == "eagle3_heldout_accuracy" else example.main()
+    assert exit_info.value.code == 2 and error in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("script", "flag", "value"), [
     ("bucket_cost_by_cache_length", "--slots", "512,1k"), ("bucket_cost_by_cache_length", "--slots", "0,512"),
     ("eagle3_vocab_coverage", "--sizes", "2048,,4096"), ("eagle3_vocab_coverage", "--sizes", "-2048"),
