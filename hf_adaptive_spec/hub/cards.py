@@ -17,8 +17,20 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 logger = logging.getLogger(__name__)
 
 LIBRARY_NAME = "hf-adaptive-spec"
+#: the project's license (pyproject.toml's ``Apache-2.0``) as the Hub's card metadata spells it
+LICENSE = "apache-2.0"
 CARD_KINDS = ("policy", "eagle3_drafter", "dvi_adapter")
 _KIND_METADATA: dict[str, dict[str, str]] = {"dvi_adapter": {"base_model_relation": "adapter"}}
+#: a method as a card's title names it (``method_name``; a method not listed is named by its id)
+METHOD_NAMES = {
+    "ltd": "LTD",
+    "radar": "RADAR",
+    "resps": "Re-SpS",
+    "static": "Static tree",
+    "lookup_first": "Lookup-first",
+    "confidence_threshold": "Confidence-threshold",
+    "heuristic_length": "Heuristic-length",
+}
 #: a data file's name, never a repository's
 _DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow|txt)$", re.IGNORECASE)
 #: a reST role (``:class:`~pkg.Name```, ``:meth:`x```): Markdown shows its target as code
@@ -94,18 +106,20 @@ def render_card(
     results: Sequence[CardResult] = (),
     reproduce_command: str | None = None,
     tags: Sequence[str] = (),
-    license: str | None = None,
+    license: str | None = LICENSE,
     **template_vars: Any,
 ) -> ModelCard:
     """Render the ``kind`` template into a :class:`~huggingface_hub.ModelCard`.
 
-    The YAML header gets ``library_name="hf-adaptive-spec"``, ``base_model`` (the target
+    The YAML header gets ``library_name="hf-adaptive-spec"``, ``license`` (the project's, :data:`LICENSE`, unless
+    given), ``base_model`` (the target
     model, when it is a Hub id: :func:`card_target`), ``tags`` (``speculative-decoding``, ``method`` and ``tags``),
     ``datasets`` and ``pipeline_tag``; of ``datasets`` only Hub ids go to the header (the Hub links them and
     reads nothing else there), and every entry, ids and descriptions, to the body's training
     data line. The body gets the results table and the command reproducing the
     checkpoint. Extra ``template_vars`` (``repo_id``, ``drafter``, ``paper_url``,
-    ``description`` …) fill the template's optional fields.
+    ``description``, ``usage`` …) fill the template's optional fields; ``method_name`` (the policy card's title)
+    defaults to the method's name in :data:`METHOD_NAMES`.
 
     Save it with ``card.save(folder / "README.md")`` or upload it with ``card.push_to_hub(repo_id)``.
     """
@@ -127,7 +141,7 @@ def render_card(
         reproduce_command=reproduce_command,
         training_data=", ".join(datasets),
         target_model=target_model,
-        **template_vars,
+        **{"method_name": METHOD_NAMES.get(method, method), **template_vars},
     )
 
 

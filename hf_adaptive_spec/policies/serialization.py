@@ -39,10 +39,22 @@ class PolicyHubMixin(HubArtifactMixin, card_kind="policy"):
 
     def generate_model_card(self, **kwargs: Any) -> ModelCard:
         """The policy card, whose usage line passes the prompt-lookup branch the policy was trained with
-        (:func:`lookup_generate_kwargs` of ``trained_with_lookup_tokens``), unless ``usage_kwargs`` is given."""
+        (:func:`lookup_generate_kwargs` of ``trained_with_lookup_tokens``), unless ``usage_kwargs`` is given. Unless
+        given, its ``drafter`` and ``cost_curve`` are those the policy records (``trained_for_drafter``,
+        ``trained_on``: a policy loaded and saved again keeps naming them) and a config-only policy's ``settings``
+        are those ``config.json`` holds (a static tree's depth, top_k and total_tokens)."""
         kwargs.setdefault("usage_kwargs", lookup_generate_kwargs(
             self.trained_with_lookup_tokens, self.trained_with_lookup_ngram_size or DEFAULT_MAX_NGRAM_SIZE
         ))
+        drafter, curve = self.trained_for_drafter, self.trained_on
+        if kwargs.get("drafter") is None and drafter is not None:
+            kwargs["drafter"] = (f"`{drafter.name}` (weights digest `{drafter.weights}`, recorded in `config.json` as "
+                                 "`trained_for_drafter`)")
+        if kwargs.get("cost_curve") is None and curve is not None:
+            kwargs["cost_curve"] = f"`{curve}` (recorded in `config.json` as `trained_on`)"
+        if kwargs.get("settings") is None and not self._is_trained():
+            settings = {key: value for key, value in self.saved_settings().items() if key not in TRAINING_RECORD_KEYS}
+            kwargs["settings"] = ", ".join(f"`{key}={value!r}`" for key, value in settings.items()) or None
         return super().generate_model_card(**kwargs)
 
     def save_pretrained(self, save_directory, **kwargs):

@@ -204,3 +204,117 @@ def test_a_card_summary_attribute_overrides_the_docstring_and_a_parent_type_s_ca
     assert docstring_summary("Picks a :class:`~pkg.mod.Tree` every ``N``\n    cycles.\n\n    More.") == (
         "Picks a `Tree` every `N` cycles."
     )
+
+
+def test_a_policy_card_takes_the_usage_it_is_given():
+    """hub/README.md says ``usage`` replaces the snippet; the policy template dropped it without a word (the EAGLE-3
+    and DVI templates honoured it)."""
+    usage = 'policy = hfas.AutoDraftPolicy.from_pretrained(hfas.shipped_checkpoint("ltd"))'
+    for kind in CARD_KINDS:
+        text = render_card(kind, method="ltd", usage=usage, repo_id="org/artifact").text
+        assert f"```python\n{usage}\n```" in text, kind
+        assert "org/artifact" not in text, kind  # the default snippet's repo id
+    assert 'AutoDraftPolicy.from_pretrained("org/artifact")' in render_card("policy", method="ltd",
+                                                                             repo_id="org/artifact").text
+
+
+def test_every_card_states_the_project_license():
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    for kind in CARD_KINDS:
+        card = ModelCard(str(render_card(kind, method="ltd")))
+        assert card.data.license == pyproject["project"]["license"].lower(), kind
+        assert ModelCard(str(render_card(kind, method="ltd", license="mit"))).data.license == "mit"
+
+
+@pytest.mark.parametrize("method, title", [("ltd", "LTD"), ("radar", "RADAR"), ("resps", "Re-SpS"),
+                                           ("static", "Static tree"), ("mine", "mine")])
+def test_a_policy_card_s_title_names_its_method_as_the_project_does(method: str, title: str):
+    """The titles read "ltd draft policy" and "radar draft policy" beside the Re-SpS trainer's "Re-SpS draft policy"."""
+    assert render_card("policy", method=method).text.lstrip().startswith(f"# {title} draft policy\n")
+    assert render_card("policy", method=method, title="Mine").text.lstrip().startswith("# Mine\n")
+
+
+def test_a_config_only_policy_card_states_its_settings(tmp_path: Path):
+    """A static tree's card did not say which tree it drafts."""
+    StaticTreePolicy(depth=2, top_k=4, total_tokens=8).save_pretrained(tmp_path / "static")
+    text = ModelCard.load(tmp_path / "static" / "README.md").text
+    assert "- **Settings:** `depth=2`, `top_k=4`, `total_tokens=8`, `sample_drafts=False`\n" in text
+    HeuristicLengthPolicy(initial_depth=3, max_depth=9).save_pretrained(tmp_path / "heuristic")
+    assert "- **Settings:** `initial_depth=3`, `max_depth=9`\n" in (tmp_path / "heuristic" / "README.md").read_text()
+    RadarPolicy(lstm_hidden=4, mlp_hidden=4).save_pretrained(tmp_path / "radar")  # learned: its trainer describes it
+    assert "**Settings:**" not in (tmp_path / "radar" / "README.md").read_text()
+
+
+def test_a_trained_policy_saved_again_names_the_drafter_and_curve_its_config_records(tmp_path: Path):
+    """Loaded, changed and saved again, the shipped Re-SpS wrote a card saying "Drafter: not specified" and naming no
+    cost curve, though its config.json records both."""
+    import hf_adaptive_spec as hfas
+    from hf_adaptive_spec.policies.serialization import AutoDraftPolicy
+
+    policy = AutoDraftPolicy.from_pretrained(hfas.shipped_checkpoint("resps"))
+    policy.decision_interval = 5
+    policy.save_pretrained(tmp_path / "resaved")
+    text = ModelCard.load(tmp_path / "resaved" / "README.md").text
+    drafter = policy.trained_for_drafter
+    assert (f"- **Drafter:** `{drafter.name}` (weights digest `{drafter.weights}`, recorded in `config.json` as "
+            "`trained_for_drafter`)\n") in text
+    assert f"- **Cost curve:** `{policy.trained_on}` (recorded in `config.json` as `trained_on`)\n" in text
+    assert "cpu/float32/eager (AVX2)" in text and "Drafter:** not specified" not in text
+    policy.save_pretrained(tmp_path / "named", model_card_kwargs={"drafter": "my drafter", "cost_curve": "my curve"})
+    text = (tmp_path / "named" / "README.md").read_text()
+    assert "- **Drafter:** my drafter\n" in text and "- **Cost curve:** my curve\n" in text
+    StaticTreePolicy().save_pretrained(tmp_path / "unmarked")  # nothing recorded: nothing named
+    text = (tmp_path / "unmarked" / "README.md").read_text()
+    assert "**Cost curve:**" not in text and "- **Drafter:** not specified\n" in text
+
+
+def _snippet_names(code: str) -> set[str]:
+    """The names a usage snippet reads that it never defines (imports, assignments) and Python does not."""
+    import ast
+    import builtins
+
+    tree = ast.parse(code)
+    defined = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    defined |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return read - defined - set(dir(builtins))
+
+
+SHIPPED_CARDS = sorted(Path(__file__).resolve().parents[2].glob("hf_adaptive_spec/checkpoints/*/README.md"))
+
+
+@pytest.mark.parametrize("card", SHIPPED_CARDS, ids=lambda card: card.parent.name)
+def test_a_shipped_card_s_usage_loads_its_shipped_checkpoint_on_the_path_it_was_trained_on(card: Path):
+    """Four shipped cards loaded the placeholder "<org>/<name>" (a raw HFValidationError) and used a `drafter` they
+    never defined; the three trained on a compiled curve ran the policy on the eager path, which their own
+    `trained_on` reports as a cost-curve mismatch."""
+    from hf_adaptive_spec.checkpoints import SHIPPED, SHIPPED_FOR_CURVE
+
+    text = card.read_text(encoding="utf-8")
+    assert "<org>/<name>" not in text
+    code = re.search(r"```python\n(.*?)```", text.split("## Usage", 1)[1], re.S).group(1)
+    variants = {folder: key for key, folder in SHIPPED_FOR_CURVE.items()}
+    name, curve = variants.get(card.parent.name) or ({v: k for k, v in SHIPPED.items()}[card.parent.name], None)
+    if curve is None:
+        assert f'shipped_checkpoint("{name}")' in code
+        assert _snippet_names(code) <= {"model", "inputs"}  # the reader's target and prompt
+        return
+    _, dtype, path = curve.split("/")
+    assert f'shipped_checkpoint("{name}", cost_curve="{curve}")' in code
+    assert f"load_default_model(dtype=torch.{dtype})" in code and path == "compiled"
+    assert 'cache_implementation="static"' in code and "compile_config=hfas.fast_path_compile_config(" in code
+    assert _snippet_names(code) == set()
+
+
+@pytest.mark.parametrize("card", SHIPPED_CARDS, ids=lambda card: card.parent.name)
+def test_a_shipped_card_s_metadata_and_title_are_what_the_template_renders(card: Path):
+    text = card.read_text(encoding="utf-8")
+    shipped = ModelCard(text)
+    kind = {"dvi": "dvi_adapter", "eagle3": "eagle3_drafter"}.get(shipped.data.tags[0], "policy")
+    rendered = render_card(kind, method=shipped.data.tags[0], base_model=shipped.data.base_model)
+    assert shipped.data.to_dict() == rendered.data.to_dict()
+    if kind == "policy":
+        assert re.search(r"^# .*$", text, re.M).group(0) == re.search(r"^# .*$", rendered.text, re.M).group(0)
