@@ -236,6 +236,15 @@ def test_card_names_the_base_model_given(trained, tmp_path):
     assert "base_model: org/the-target" in card and 'from_pretrained("org/the-target"' in card
 
 
+def test_card_takes_the_usage_it_is_given(trained, tmp_path):
+    """A usage snippet given in the card fields was passed to the template twice and failed in a TypeError."""
+    drafter, _ = trained
+    usage = 'drafter = DVIDrafter.from_pretrained("org/adapter", target=model)'
+    drafter.save_pretrained(tmp_path / "used", model_card_kwargs={"usage": usage})
+    card = (tmp_path / "used" / "README.md").read_text()
+    assert usage in card and "<org>/<name>" not in card
+
+
 def test_dtype_is_refused_naming_the_target_as_what_sets_it(trained, named_target):
     """``dtype=`` was refused with only the list of keywords taken: the adapter follows the target's dtype."""
     _, folder = trained

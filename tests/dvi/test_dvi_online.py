@@ -87,7 +87,7 @@ def test_a_value_set_after_construction_is_checked_as_the_constructor_checks_it(
     """batch_size = 0 set on a running learner's config failed inside the update (buffer.sample's randperm), and
     kl_weight_min above kl_weight would have made the KL weight grow; both are refused where they are set."""
     config = DVIOnlineLearnerConfig()
-    with pytest.raises(ValueError, match=r"batch_size must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"batch_size must be an int >= 1, got 0"):
         config.batch_size = 0
     with pytest.raises(ValueError, match="kl_weight_min must not exceed"):
         config.kl_weight_min = 2.0

@@ -152,8 +152,8 @@ def test_trainer_features_the_online_loop_has_no_use_for_are_refused_by_the_conf
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"update_batch_size": 0}, r"DVIConfig.update_batch_size \(--update_batch_size\) must be >= 1, got 0"),
-        ({"buffer_size": 0}, r"DVIConfig.buffer_size \(--buffer_size\) must be >= 1"),
+        ({"update_batch_size": 0}, r"DVIConfig.update_batch_size \(--update_batch_size\) must be an int >= 1, got 0"),
+        ({"buffer_size": 0}, r"DVIConfig.buffer_size \(--buffer_size\) must be an int >= 1"),
         ({"kl_weight": 0.1, "kl_weight_min": 0.5}, r"DVIConfig.kl_weight_min \(--kl_weight_min\) must not exceed"),
         ({"baseline_decay": 1.0}, r"DVIConfig.baseline_decay \(--baseline_decay\) must be in \[0, 1\)"),
     ],

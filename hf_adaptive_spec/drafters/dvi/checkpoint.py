@@ -240,16 +240,17 @@ class DVICheckpointMixin(HubArtifactMixin):
             (save_directory / ONLINE_STATE_NAME).write_text(json.dumps(state) + "\n", encoding="utf-8")
 
     def generate_model_card(self, **card_kwargs: Any) -> ModelCard:
-        """The adapter's card, rendered from ``model_cards/dvi_adapter.md`` with a usage snippet."""
+        """The adapter's card, rendered from ``model_cards/dvi_adapter.md`` with a usage snippet (``usage``, when
+        given, replaces it: it was passed twice to the template and failed in a TypeError)."""
         repo_id = card_kwargs.pop("repo_id", None) or "<org>/<name>"
         base_model = card_kwargs.pop("base_model", None) or self._target_name  # the target's Hub id, when given
         target = base_model or "<target>"
-        usage = (
+        usage = card_kwargs.pop("usage", None) or (
             "import hf_adaptive_spec as hfas\n"
             "from hf_adaptive_spec.drafters.dvi import DVIDrafter\n"
             "from transformers import AutoModelForCausalLM\n\n"
             f'target = hfas.enable(AutoModelForCausalLM.from_pretrained("{target}", attn_implementation="sdpa"))\n'
-            f'drafter = DVIDrafter.from_pretrained("{repo_id}", target=target)  # online=True keeps learning\n'
+            f'drafter = DVIDrafter.from_pretrained("{repo_id}", target=target)  # online=True learns on\n'
             "out = target.generate(**inputs, assistant_model=drafter, "
             f"assistant_policy=hfas.StaticTreePolicy.chain({RECOMMENDED_DEPTH}))"
         )
@@ -301,8 +302,8 @@ class DVICheckpointMixin(HubArtifactMixin):
         ``config.json`` holds, read again here). With ``online=True`` the learner continues the KL->RL schedule
         position and reward baseline saved beside the adapter (``dvi_online_state.json``, written by an online
         drafter's ``save_pretrained`` and the trainer), under the online config saved there unless ``online_config``
-        is given (a warning names the schedule settings it changes); an adapter saved without it starts a fresh
-        schedule."""
+        is given (a warning names the schedule settings it changes); an adapter saved without it (offline, as the
+        shipped one) starts a fresh schedule, as a warning says (:func:`warn_schedule_restarts`)."""
         if not isinstance(target, nn.Module):
             raise TypeError(
                 "DVIDrafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
@@ -318,7 +319,12 @@ class DVICheckpointMixin(HubArtifactMixin):
         drafter._load_adapter(location)
         if online:
             drafter.enable_online(online_config or saved_online_config(location))
-            drafter._load_online_state(location)
+            if not drafter._load_online_state(location):
+                warn_schedule_restarts(
+                    location, drafter.updater.config,
+                    "pass online_config=DVIOnlineLearnerConfig(warmup_updates=0, ramp_updates=0) to learn at the "
+                    "schedule's final weights from the first update",
+                )
         return drafter
 
     def load_online_state(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> bool:
@@ -411,6 +417,18 @@ def saved_online_config(location: ArtifactLocation) -> DVIOnlineLearnerConfig | 
     if unknown:
         logger.warning(f"{location}'s online config has settings this version does not know, not used: {unknown}.")
     return DVIOnlineLearnerConfig(**{name: value for name, value in saved.items() if name in known})
+
+
+def warn_schedule_restarts(source: object, config: DVIOnlineLearnerConfig, keep: str) -> None:
+    """Warn that a learner continuing the adapter of ``source`` (a folder or repo) starts its KL->RL schedule again:
+    the adapter has no ``dvi_online_state.json`` (saved offline). ``keep`` says how the caller gets the schedule's
+    final weights (``from_pretrained``'s ``online_config``, the trainer's flags)."""
+    logger.warning(
+        f"{source} has no {ONLINE_STATE_NAME}: the KL->RL schedule starts again from KL-only updates (update 0 of "
+        f"{config.warmup_updates} KL-only updates, then a {config.ramp_updates}-update ramp to the RL weights) with a "
+        "new reward baseline, not where the adapter's training left it: the adapter was saved offline (an online "
+        f"drafter's save_pretrained and DVITrainer write the file, which continues the schedule). To go on, {keep}."
+    )
 
 
 def _warn_on_another_schedule(

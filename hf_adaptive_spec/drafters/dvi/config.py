@@ -140,19 +140,24 @@ def check_online_learner_values(
     ``name_of`` turns a field into the name the user set it by: a config built by ``DVIConfig`` is refused
     under the trainer's flag (``update_batch_size`` for ``batch_size``), before the target is loaded.
     """
-    for name in ("buffer_size", "batch_size"):
-        if values[name] < 1:
-            raise ValueError(f"{name_of(name)} must be >= 1, got {values[name]!r}.")
-    for name in ("learning_rate", "kl_temperature"):
-        if not values[name] > 0:
-            raise ValueError(f"{name_of(name)} must be > 0, got {values[name]!r}.")
+    owner = "DVI's online learner"
+    for name in ("buffer_size", "batch_size"):  # a float failed inside the buffer, a bool counted as 1
+        check_number(owner, name_of(name), values[name], at_least=1, integer=True)
+    check_number(owner, name_of("seed"), values["seed"], at_least=0, integer=True,
+                 meaning="the seed of the buffer sampling and dropout masks")
+    # inf passed `> 0` and turned the adapter to NaN at the first update
+    check_number(owner, name_of("learning_rate"), values["learning_rate"], above=0, below=math.inf,
+                 meaning="AdamW's learning rate")
+    check_number(owner, name_of("kl_temperature"), values["kl_temperature"], above=0, below=math.inf,
+                 meaning="tau of softmax(target_logits / tau)")
+    check_number(owner, name_of("adam_epsilon"), values["adam_epsilon"], at_least=0, below=math.inf,
+                 meaning="AdamW's epsilon")
     for name in _NON_NEGATIVE:  # NaN passes `< 0`: each is checked as a number
         counted = name in ("update_every", "warmup_updates", "ramp_updates")
-        check_number("DVI's online learner", name_of(name), values[name], at_least=0,
+        check_number(owner, name_of(name), values[name], at_least=0,
                      below=None if counted else math.inf, integer=counted)
     for name in ("adam_beta1", "adam_beta2"):
-        check_number("DVI's online learner", name_of(name), values[name], at_least=0, below=1,
-                     meaning="AdamW's moment decay")
+        check_number(owner, name_of(name), values[name], at_least=0, below=1, meaning="AdamW's moment decay")
     if not 0.0 <= values["baseline_decay"] < 1.0:
         raise ValueError(f"{name_of('baseline_decay')} must be in [0, 1), got {values['baseline_decay']!r}.")
     if values["kl_weight_min"] > values["kl_weight"]:

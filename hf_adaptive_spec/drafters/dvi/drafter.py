@@ -19,7 +19,7 @@ from ..causal_lm import truncated_causal_lm
 from ..static_shapes import StaticShapesMixin
 from .checkpoint import RECOMMENDED_DEPTH, DVICheckpointMixin, target_shape
 from .config import DVI_ARTIFACT_TYPE, DVIOnlineLearnerConfig, check_online_arguments
-from .head import DVIDraftHead, check_lora_config, lora_draft_head
+from .head import DVIDraftHead, check_lora_config, check_output_head_unadapted, lora_draft_head
 from .learner import DVIOnlineLearner
 from .online import DVIUpdater, UpdateMetrics
 from .shared_cache import DraftedNodes, DVISharedCache
@@ -108,6 +108,7 @@ class DVIDrafter(
                 f"DVIDrafter needs the target's final norm at `model.norm` (Llama, Mistral, Qwen, Gemma layouts); "
                 f"{type(target).__name__} has none."
             )
+        check_output_head_unadapted(target, target.get_output_embeddings())
         self._target_shape = target_shape(target)
         self._num_layers = self._target_shape["num_hidden_layers"]
         check_exit_layer(exit_layer, self._num_layers)

@@ -7,9 +7,12 @@ import math
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
+from peft.tuners.tuners_utils import BaseTunerLayer
+from peft.utils.other import AuxiliaryTrainingWrapper
 from torch import nn
 
 from ...core.modes import eval_except
+from ...core.values import check_number
 from .config import DRAFT_HEAD_MODULE
 
 
@@ -37,6 +40,27 @@ class DVIDraftHead(nn.Module):
         return self.draft_head(self.norm(hidden))
 
 
+def check_output_head_unadapted(target: nn.Module, lm_head: nn.Module) -> None:
+    """Refuse a target whose output head holds a peft layer of the user's own (a LoRA on ``lm_head``, or
+    ``modules_to_save=["lm_head"]``), before anything changes: peft puts the draft head's adapter (named ``default``)
+    into that very layer, where it overwrote an adapter of the same name, or joined one of another name, which the
+    updater then trained, so the target generated other tokens (a ``modules_to_save`` head failed inside peft)."""
+    peft_kinds = (BaseTunerLayer, AuxiliaryTrainingWrapper)
+    peft_layers = [module for module in lm_head.modules() if isinstance(module, peft_kinds)]
+    if not peft_layers:
+        return
+    name = next((name for name, module in target.named_modules() if module is lm_head), "lm_head")
+    layer = peft_layers[0]
+    adapters = sorted(getattr(layer, "lora_A", None) or getattr(layer, "modules_to_save", None) or ())
+    raise ValueError(
+        f"DVIDrafter: the target's output head '{name}' holds a peft adapter of its own ({type(layer).__name__}, "
+        f"adapters {adapters}). The DVI draft head puts its LoRA adapter on that module, which would overwrite or "
+        f"join yours and change what the target generates. Merge your adapter into the weights first "
+        f"(model = model.merge_and_unload()), or remove it (model.unload()), or use an adapter whose target_modules "
+        f"and modules_to_save leave out '{name}'."
+    )
+
+
 def lora_draft_head(head: DVIDraftHead, lora_config: LoraConfig) -> PeftModel:
     """Wrap ``head`` with a LoRA adapter without changing the shared target weights' ``requires_grad``."""
     flags = {param: param.requires_grad for param in head.parameters()}
@@ -56,6 +80,12 @@ def check_lora_config(lora_config: LoraConfig | None) -> LoraConfig:
             f"The DVI LoRA adapter targets the draft head only: target_modules must be ['{DRAFT_HEAD_MODULE}'], "
             f"got {modules!r}."
         )
+    # peft refuses r=0 and torch a dropout of 1.5 only inside get_peft_model, naming neither the setting nor the fix
+    check_number("DVIDrafter", "lora_config.r", config.r, at_least=1, integer=True, meaning="the LoRA rank")
+    check_number("DVIDrafter", "lora_config.lora_alpha", config.lora_alpha, above=0, below=math.inf,
+                 meaning="the LoRA scale is lora_alpha / r: 0 would make the adapter a no-op")
+    check_number("DVIDrafter", "lora_config.lora_dropout", config.lora_dropout, at_least=0, below=1,
+                 meaning="the dropout probability of the adapter's input during updates")
     if config.rank_pattern or config.alpha_pattern:
         raise ValueError(
             "The DVI LoRA adapter has one module, the draft head: set its rank and alpha with r= and lora_alpha=, "

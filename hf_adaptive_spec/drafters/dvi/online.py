@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -13,6 +15,8 @@ from torch import nn
 from .buffer import DVIRecord, RolloutBuffer
 from .config import DVIOnlineLearnerConfig
 from .schedule import KLToRLSchedule, LossWeights
+
+logger = logging.getLogger(__name__)
 
 
 def kl_to_target(draft_logits: torch.Tensor, target_logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -62,6 +66,11 @@ class UpdateMetrics:
     fresh_reward: float
     num_records: int
     num_fresh: int
+    #: the LoRA gradients' total norm before clipping (NaN when the loss had none)
+    grad_norm: float = math.nan
+    #: the update was skipped, the adapter and optimizer left as they were: its loss, gradients or step were not
+    #: finite (the schedule position did not advance)
+    skipped: bool = False
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -123,11 +132,23 @@ class DVIUpdater:
         self.baseline: float | None = None  # EMA of fresh rewards; starts at the first batch's mean
         self.history: deque[UpdateMetrics] = deque(maxlen=10_000)
         self._fresh_mark = 0  # buffer.total_added at the previous update
+        self.skipped_updates = 0  # updates whose loss, gradients or step were not finite (nothing was written)
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate a continued learner runs at, which :meth:`state_dict` saves in the online config: the
+        optimizer's (``optimizer.param_groups[0]["lr"]``, set there to change a running learner's rate), or under an
+        lr scheduler (the trainer's ``lr_scheduler_type``) the schedule's base rate, its ``initial_lr``: a learner
+        loaded with ``from_pretrained(..., online=True)`` runs at a constant rate, and a decayed schedule ends at 0."""
+        group = self.optimizer.param_groups[0]
+        return float(group.get("initial_lr", group["lr"]))
 
     def state_dict(self) -> dict[str, Any]:
-        """The schedule position, the baseline and the online config (JSON, saved beside an adapter); the optimizer
-        and the rollout state (:meth:`rollout_state`) are not included."""
-        return {"num_updates": self.num_updates, "baseline": self.baseline, "online_config": asdict(self.config)}
+        """The schedule position, the baseline and the online config (JSON, saved beside an adapter), its
+        ``learning_rate`` the one the learner runs at (:attr:`learning_rate`), not the config's when it was built;
+        the optimizer and the rollout state (:meth:`rollout_state`) are not included."""
+        config = {**asdict(self.config), "learning_rate": self.learning_rate}
+        return {"num_updates": self.num_updates, "baseline": self.baseline, "online_config": config}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the schedule and the baseline from :meth:`state_dict` (its config is the caller's to compare)."""
@@ -177,8 +198,24 @@ class DVIUpdater:
             with torch.random.fork_rng(devices=fork_devices), torch.inference_mode(False), torch.enable_grad():
                 _seed_forked_rng(dropout_seed, fork_devices)
                 metrics = self._step(replay, fresh, weights, device)
-            self.history.append(metrics)
+            if metrics.skipped:
+                self._note_skipped(metrics)
+            else:
+                self.history.append(metrics)
             return metrics
+
+    def _note_skipped(self, metrics: UpdateMetrics) -> None:
+        """Count an update skipped for a non-finite value, and warn at the first."""
+        self.skipped_updates += 1
+        if self.skipped_updates == 1:
+            logger.warning(
+                f"DVI's online update was skipped: its loss ({metrics.loss}), gradient norm ({metrics.grad_norm}) or "
+                f"step was not finite, so nothing was written into the LoRA adapter (generation stays lossless; "
+                f"later skipped updates are counted in drafter.updater.skipped_updates, not warned about). The likely "
+                f"cause is the learning rate ({self.optimizer.param_groups[0]['lr']}): too high a rate makes the "
+                "adapter's weights overflow. Lower DVIOnlineLearnerConfig.learning_rate (--learning_rate), or "
+                "drafter.updater.optimizer.param_groups[0]['lr'] for a running learner."
+            )
 
     def _step(self, replay: list[DVIRecord], fresh: list[DVIRecord], weights: LossWeights, device) -> UpdateMetrics:
         records = replay + fresh
@@ -204,19 +241,14 @@ class DVIUpdater:
         pg = policy_gradient(draft_logits[n:], tokens[n:], fresh_rewards, baseline) if fresh else kl * 0.0
         ent = entropy(draft_logits[:n])
         loss = weights.kl * kl + weights.ce * ce + weights.pg * pg - weights.entropy * ent
-        if loss.requires_grad:
-            grads = torch.autograd.grad(loss, self.parameters, allow_unused=True)
-            for param, grad in zip(self.parameters, grads):
-                param.grad = torch.zeros_like(param) if grad is None else grad
-            if self.config.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        if fresh:
+        grad_norm, finite = math.nan, bool(torch.isfinite(loss))
+        if loss.requires_grad and finite:
+            grad_norm, finite = self._apply_gradients(loss)
+        if fresh and finite:  # a skipped update writes nothing: the baseline and schedule stay where they were
             decay = self.config.baseline_decay
             self.baseline = decay * baseline + (1.0 - decay) * float(fresh_rewards.mean())
-        self.num_updates += 1
-        self._fresh_mark = self.buffer.total_added
+        self.num_updates += 1 if finite else 0
+        self._fresh_mark = self.buffer.total_added  # a skipped update's records are not fresh at the next one either
         return UpdateMetrics(
             update=self.num_updates,
             loss=float(loss.detach()),
@@ -231,4 +263,31 @@ class DVIUpdater:
             fresh_reward=float(fresh_rewards.mean()) if fresh else float("nan"),
             num_records=n,
             num_fresh=len(fresh),
+            grad_norm=grad_norm,
+            skipped=not finite,
         )
+
+    def _apply_gradients(self, loss: torch.Tensor) -> tuple[float, bool]:
+        """Step the LoRA parameters on ``loss``'s gradients; their total norm before clipping, and whether the step
+        was taken: gradients that are not finite are not stepped on (the optimizer's moments would keep them), and the
+        parameters of a step that left one of them not finite (too high a learning rate) are restored."""
+        grads = torch.autograd.grad(loss, self.parameters, allow_unused=True)
+        for param, grad in zip(self.parameters, grads):
+            param.grad = torch.zeros_like(param) if grad is None else grad
+        try:
+            norms = [torch.linalg.vector_norm(param.grad.float()) for param in self.parameters]
+            grad_norm = float(torch.linalg.vector_norm(torch.stack(norms)))
+            if not math.isfinite(grad_norm):
+                return grad_norm, False
+            if self.config.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
+            before = [param.detach().clone() for param in self.parameters]
+            self.optimizer.step()
+            if all(bool(torch.isfinite(param).all()) for param in self.parameters):
+                return grad_norm, True
+            with torch.no_grad():
+                for param, kept in zip(self.parameters, before):
+                    param.copy_(kept)
+            return grad_norm, False
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)

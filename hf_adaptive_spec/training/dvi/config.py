@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,12 @@ class DVIConfig(SpecTrainingArguments):
         check_number("DVIConfig", "draft_depth", self.draft_depth, at_least=1, integer=True,
                      meaning="the chain drafted per cycle")
         check_online_learner_values(self._online_values(), name_of=_flag_name)
+        # peft refused --lora_r 0 and torch --lora_dropout 1.5 only after the target loaded, naming neither flag
+        check_number("DVIConfig", "lora_r (--lora_r)", self.lora_r, at_least=1, integer=True, meaning="the LoRA rank")
+        check_number("DVIConfig", "lora_alpha (--lora_alpha)", self.lora_alpha, above=0, below=math.inf,
+                     meaning="the LoRA scale is lora_alpha / lora_r: 0 would make the adapter a no-op")
+        check_number("DVIConfig", "lora_dropout (--lora_dropout)", self.lora_dropout, at_least=0, below=1,
+                     meaning="the dropout probability of the adapter's input during updates")
 
     def _check_trainer_loop(self) -> None:
         """Refuse the ``Trainer`` features DVI's loop has no use for: its evaluation runs the draft head as a language

@@ -69,6 +69,19 @@ class DVIScriptArguments(DrafterScriptArguments):
         },
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init_schedule not in ("continue", "restart"):
+            raise ValueError(
+                f"init_schedule must be 'continue' or 'restart', got {self.init_schedule!r} (--init_schedule)."
+            )
+        if self.init_schedule == "restart" and not self.init_from:  # read with init_from alone: ignored
+            raise ValueError(
+                "--init_schedule restart restarts the KL->RL schedule of --init_from's adapter, and no --init_from is "
+                "given: a new adapter starts its schedule at update 0 anyway. Drop --init_schedule, or pass "
+                "--init_from <adapter folder or repo>."
+            )
+
 
 def make_parser() -> TrlParser:
     return TrlParser((DVIScriptArguments, DVIConfig))

@@ -11,7 +11,7 @@ from transformers import PreTrainedModel, set_seed
 from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
-from ...drafters.dvi.checkpoint import ONLINE_STATE_NAME, ROLLOUT_STATE_NAME
+from ...drafters.dvi.checkpoint import ROLLOUT_STATE_NAME, warn_schedule_restarts
 from ...drafters.dvi.drafter import DVIDrafter
 from ...generation.enable import enable
 from ...hub.cards import CardResult, check_base_model
@@ -24,7 +24,11 @@ from .replay import GreedyChainReplay
 
 logger = logging.get_logger(__name__)
 
-_LOGGED_UPDATE_FIELDS = ("kl", "ce", "pg", "entropy", "kl_weight", "ce_weight", "pg_weight", "baseline", "fresh_reward")
+#: the updates' metrics logged (their means over the logging window); ``grad_norm`` is the updater's, in place of
+#: the Trainer's, which measured the head after the updater had stepped and cleared its gradients (always 0)
+_LOGGED_UPDATE_FIELDS = (
+    "kl", "ce", "pg", "entropy", "kl_weight", "ce_weight", "pg_weight", "baseline", "fresh_reward", "grad_norm"
+)
 #: replayed answers whose mean completion_greedy_agreement is checked once, and the mean below which a warning says so
 AGREEMENT_CHECK_ANSWERS = 20
 LOW_GREEDY_AGREEMENT = 0.8
@@ -222,6 +226,15 @@ class DVITrainer(SpecTrainer):
         self.step_metrics["buffer_records"].append(float(len(updater.buffer)))
         return sum(m.loss for m in new) / len(new) if new else 0.0
 
+    def _clip_grad_norm(self, model: nn.Module) -> None:
+        """No norm of the Trainer's: its optimizer step finds no gradients (the updater stepped and cleared them inside
+        the training step, clipping at max_grad_norm), so its norm was 0 at every step; the log's ``grad_norm`` is the
+        updates' own (``UpdateMetrics.grad_norm``, before clipping), absent from a log window with no update."""
+        return None
+
+    def _get_grad_norm(self, model: nn.Module, grad_norm=None) -> None:
+        """See :meth:`_clip_grad_norm`."""
+        return None
 
     def train(self, *args, **kwargs):
         """:meth:`SpecTrainer.train`, refusing a run that ends with no LoRA update (:meth:`_check_updated`)."""
@@ -238,7 +251,11 @@ class DVITrainer(SpecTrainer):
         if updater.num_updates > (self._continued_at_update or 0) or not self.state.global_step:
             return
         drawn = self.samples_drawn().phrase("prompts")
-        if updater.buffer.total_added:
+        if updater.skipped_updates:
+            cause = (f"all {updater.skipped_updates} updates were skipped, their loss, gradients or step not finite "
+                     "(a warning named the first). Lower learning_rate (--learning_rate, now "
+                     f"{self.args.learning_rate})")
+        elif updater.buffer.total_added:
             cause = (f"update_every={self.args.update_every} fresh records never came ({updater.num_fresh} were "
                      "logged). Lower update_every, or train on more prompts")
         else:
@@ -288,9 +305,9 @@ class DVITrainer(SpecTrainer):
         (``dvi_online_state.json``, which this trainer writes), as ``init_from`` does by default; a
         warning says when the adapter has none and the schedule starts again with KL-only updates."""
         if not self.drafter.load_online_state(path_or_repo):
-            logger.warning(
-                f"{path_or_repo} has no {ONLINE_STATE_NAME}: the KL->RL schedule starts again from KL-only updates."
-            )
+            warn_schedule_restarts(path_or_repo, self.drafter.updater.config,
+                                   "pass --warmup_updates 0 --ramp_updates 0 to train at the schedule's final weights "
+                                   "from the first update")
             return
         updater = self.drafter.updater
         self._logged_updates = self._continued_at_update = updater.num_updates
