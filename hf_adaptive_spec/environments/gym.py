@@ -104,6 +104,19 @@ def _checked_action(space: spaces.Discrete, action: int) -> int:
     return int(action)
 
 
+#: what ``step`` says before a ``reset`` and after a terminated episode
+NO_EPISODE = "No episode in progress: call reset() before step() and after a terminated episode."
+
+
+def _check_option_keys(owner: str, options: dict[str, Any] | None, reads: tuple[str, ...], why: str = "") -> None:
+    """Refuse ``options`` keys ``owner.reset`` does not read (a misspelt ``'postion'`` would replay another episode
+    than the one asked for), naming the keys it reads; ``why`` says why a key that looks readable is not."""
+    unread = sorted(set(options or ()) - set(reads), key=str)
+    if unread:
+        raise ValueError(f"{owner}.reset(options={options!r}) has keys it does not read: {unread}{why}. It reads "
+                         f"{list(reads)}: pass only those.")
+
+
 def _int_option(owner: str, options: dict[str, Any], name: str) -> int:
     """``options[name]`` of ``owner.reset`` (0 when left out), refused unless an int: ``int(1.9)`` would replay
     prompt 1 as the one asked for."""
@@ -139,17 +152,22 @@ def _checked_verify_sizes(
     return sizes
 
 
-def _max_context_length(recording: ReplayRecording, prompts: Sequence[int]) -> int:
-    return max(trees[-1].context_length + 1 for trees in (recording.prompts[p] for p in prompts))
+def _max_context_length(replay: ReplayEnvironment) -> int:
+    """The longest context of the recording, past its last cycle: over every prompt, not only the ones episodes are
+    drawn from, since ``reset(options={"prompt": p})`` replays any recorded prompt and its observations must lie in
+    ``observation_space`` too."""
+    recorded = replay.recording.prompts
+    return max(recorded[p][-1].context_length + 1 for p in replay.prompts_with_cycles(range(len(recorded))))
 
 
-def _check_prompts(recording: ReplayRecording, prompts: Sequence[int] | None) -> list[int]:
+def _check_prompts(replay: ReplayEnvironment, prompts: Sequence[int] | None) -> list[int]:
+    recording = replay.recording
     chosen = list(range(len(recording.prompts))) if prompts is None else list(prompts)
     outside = [p for p in chosen if not 0 <= p < len(recording.prompts)]
     if outside:  # a negative index would draw another prompt's episodes under this one's name
         raise ValueError(f"prompts {outside} are outside the recording's {len(recording.prompts)} prompts: give "
                          f"indices 0 to {len(recording.prompts) - 1}.")
-    usable = [p for p in chosen if recording.prompts[p]]
+    usable = replay.prompts_with_cycles(chosen)
     if not usable:
         raise ValueError(
             "The chosen recorded prompts have no positions: record longer generations or pick other prompts."
@@ -166,7 +184,7 @@ class DraftStepEnv(gym.Env):
     Rewards are 0 until the final step, which gets ``reward([cycle])``; its ``info["cycle"]`` is
     the :class:`ReplayedCycle` (``policy_time`` 0: the agent acts outside the engine). Positions
     where the engine asks nothing are skipped. ``reset(options={"prompt": p, "position": t})``
-    replays a chosen cycle.
+    replays a chosen cycle, of any recorded prompt (other keys are refused).
 
     Args:
         recording / profile: as for :class:`ReplayEnvironment`.
@@ -175,10 +193,14 @@ class DraftStepEnv(gym.Env):
         observe: an :class:`Observer` of ``DraftStepInfo`` / ``VerifySizeInfo``; default
             :class:`ScoreObservation` with ``top_k**2`` scores.
         reward: maps ``[cycle]`` to the final reward; default :func:`tokens_per_second`.
-        prompts: recorded prompts to draw episodes from; default all.
+        prompts: recorded prompts to draw episodes from; default all (``observation_space`` bounds
+            every recorded prompt's observations: ``reset`` may name any).
 
     The action space is ``Discrete(max(2, len(verify_sizes)))``; at a depth step every action but
-    0 continues. :meth:`action_masks` gives the meaningful actions (for maskable PPO).
+    0 continues. :meth:`action_masks` gives the meaningful actions (for maskable PPO). At the
+    verify step it leaves out the sizes above the smallest that verifies the whole drafted tree:
+    ``step`` still takes them (gymnasium's contract: every action of the space is valid), and they
+    verify the whole tree, as that smallest size does (``info["cycle"].verified_tokens``).
     """
 
     metadata: ClassVar[dict[str, list[str]]] = {"render_modes": []}
@@ -204,11 +226,10 @@ class DraftStepEnv(gym.Env):
             raise ValueError(
                 "With depth 1 and no verify_sizes the agent decides nothing: raise depth or pass verify_sizes."
             )
-        chosen = _check_prompts(recording, prompts)
+        chosen = _check_prompts(self.replay, prompts)
         self.positions = [(p, t) for p in chosen for t in range(len(recording.prompts[p]))]
-        self.observe = observe or ScoreObservation(
-            self.config.top_k**2, self.config.depth, _max_context_length(recording, chosen)
-        )
+        self.observe = observe or ScoreObservation(self.config.top_k**2, self.config.depth,
+                                                   _max_context_length(self.replay))
         self.reward = reward
         self.observation_space = self.observe.observation_space
         self.action_space = spaces.Discrete(max(2, len(self.verify_sizes or ())))
@@ -219,6 +240,7 @@ class DraftStepEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self._stop_cycle()
+        _check_option_keys("DraftStepEnv", options, ("prompt", "position"))
         if options and "position" in options and "prompt" not in options:
             raise ValueError(f"reset(options={options!r}) names a position without its prompt: pass "
                              "options={'prompt': p, 'position': t} (a position alone would be ignored).")
@@ -240,7 +262,7 @@ class DraftStepEnv(gym.Env):
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self._question is None:
-            raise RuntimeError("No cycle in progress: call reset() before step() and after a terminated episode.")
+            raise RuntimeError(NO_EPISODE)
         action = _checked_action(self.action_space, action)
         if isinstance(self._question, DraftStepInfo):
             answer: bool | int = action != 0
@@ -260,10 +282,15 @@ class DraftStepEnv(gym.Env):
         return self.observe(result), 0.0, False, False, self._info()
 
     def action_masks(self) -> np.ndarray:
-        """``[n]`` bool: at a depth step only 0 (stop) and 1 (continue), at the verify step every size."""
+        """``[n]`` bool: at a depth step only 0 (stop) and 1 (continue); at the verify step every size up to the
+        smallest that verifies the whole drafted tree (a larger one verifies as many: fewer than it picked)."""
         mask = np.ones(self.action_space.n, dtype=bool)
         if isinstance(self._question, DraftStepInfo):
             mask[2:] = False
+        elif self._question is not None and self.verify_sizes is not None:
+            candidates = self._question.scores.numel()
+            covering = min((size for size in self.verify_sizes if size >= candidates), default=None)
+            mask[:] = [covering is None or size <= covering for size in self.verify_sizes]
         return mask
 
     def close(self) -> None:
@@ -305,7 +332,8 @@ class TreeConfigEnv(gym.Env):
     recording kept (:class:`FeatureObservation`; zeros past the end) and the context length.
     The reward is ``reward(cycles)`` over the cycles the step drafted, by default
     :func:`tokens_per_second`; the episode terminates when the generation is complete.
-    ``reset(options={"prompt": p})`` replays a chosen generation.
+    ``reset(options={"prompt": p})`` replays a chosen generation, of any recorded prompt (other keys
+    are refused); ``step`` before the first ``reset`` is refused.
 
     Args:
         recording / profile: as for :class:`ReplayEnvironment`.
@@ -314,7 +342,8 @@ class TreeConfigEnv(gym.Env):
         cycles_per_action: N, the cycles one action decides (Re-SpS trains with 10).
         observe: an :class:`Observer` of :class:`CycleState`; default :class:`FeatureObservation`.
         reward: maps the step's cycles to its reward.
-        prompts: recorded prompts to draw episodes from; default all.
+        prompts: recorded prompts to draw episodes from; default all (``observation_space`` bounds
+            every recorded prompt's observations: ``reset`` may name any).
     """
 
     metadata: ClassVar[dict[str, list[str]]] = {"render_modes": []}
@@ -337,11 +366,11 @@ class TreeConfigEnv(gym.Env):
         for config in configs:
             self.replay.check_config(config)
         self.policies = [StaticTreePolicy(c.depth, c.top_k, c.total_tokens, c.sample_drafts) for c in configs]
-        self.prompts = _check_prompts(recording, prompts)
+        self.prompts = _check_prompts(self.replay, prompts)
         if observe is None:
             first = recording.prompts[self.prompts[0]][0]
             hidden = next(iter(first.features.values())).numel() if first.features else 0
-            observe = FeatureObservation(recording.feature_layers, hidden, _max_context_length(recording, self.prompts))
+            observe = FeatureObservation(recording.feature_layers, hidden, _max_context_length(self.replay))
         missing = sorted(set(getattr(observe, "feature_layers", ())) - set(recording.feature_layers))
         if missing:
             raise ValueError(
@@ -353,11 +382,15 @@ class TreeConfigEnv(gym.Env):
         self.reward = reward
         self.observation_space = observe.observation_space
         self.action_space = spaces.Discrete(len(configs))
-        self._prompt, self._position = self.prompts[0], 0
+        self._prompt: int | None = None  # None: no reset yet
+        self._position = 0
         self._unread: int | None = None  # committed tokens the drafter has not read (None: the prompt, at its start)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
+        _check_option_keys("TreeConfigEnv", options, ("prompt",),
+                           " ('position': an episode is a whole generation, replayed from its first cycle)"
+                           if "position" in (options or ()) else "")
         if options and "prompt" in options:
             self._prompt = self._checked_prompt(_int_option("TreeConfigEnv", options, "prompt"))
         else:
@@ -366,6 +399,8 @@ class TreeConfigEnv(gym.Env):
         return self._observation(), self._info()
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self._prompt is None:
+            raise RuntimeError(NO_EPISODE)
         trees = self.replay.recording.prompts[self._prompt]
         if self._position >= len(trees):
             raise RuntimeError("The generation is complete: call reset() to start another episode.")

@@ -84,6 +84,8 @@ class MultiReplayEnvironment(ReplayLoop):
             (:class:`ReplayEnvironment`'s; 0 tokens: none).
     """
 
+    prompts_named = "the {} prompts the recordings share"
+
     def __init__(
         self,
         recordings: Iterable[ReplayRecording],
@@ -174,9 +176,7 @@ class MultiReplayEnvironment(ReplayLoop):
     ) -> ReplayedCycle:
         """The cycle at ``position`` of ``prompt``, on the recording of the ``top_k`` the policy picks
         (``unread_tokens``: see :meth:`ReplayLoop.replay_cycle`)."""
-        if not 0 <= prompt < self.num_prompts:
-            raise ValueError(f"prompt {prompt} is outside the {self.num_prompts} prompts the recordings share: give 0 "
-                             f"to {self.num_prompts - 1}.")
+        self.check_prompt(prompt)
         if not 0 <= position < self.lengths[prompt]:
             raise ValueError(f"position {position} is outside the {self.lengths[prompt]} cycle starts the recordings "
                              f"share for prompt {prompt}: give 0 to {self.lengths[prompt] - 1}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
+from ..core.values import check_number
 from ..drafters.base import Drafter
 from ..generation.enable import enable
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
@@ -58,21 +59,40 @@ def feedback_recorder(policy: DraftPolicy) -> _FeedbackRecorder:
     return named(policy)
 
 
+def _checked_prompts(prompts: list[torch.LongTensor]) -> list[torch.LongTensor]:
+    """``prompts`` as a list, refused unless there is one and each is a ``[1, T]`` LongTensor of token ids (a 1-D
+    tensor or a list of ints failed in ``generate``, at ``run``)."""
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("OnlineEnvironment needs at least one prompt: pass prompts=[tokenizer(text, "
+                         "return_tensors='pt').input_ids, ...].")
+    for index, ids in enumerate(prompts):
+        is_tensor = isinstance(ids, torch.Tensor)
+        if is_tensor and ids.dtype == torch.long and ids.dim() == 2 and ids.shape[0] == 1 <= ids.shape[1]:
+            continue
+        got = f"a {ids.dtype} tensor of shape {list(ids.shape)}" if is_tensor else repr(ids)[:80]
+        raise ValueError(f"OnlineEnvironment: prompts[{index}] is {got}; each prompt must be a [1, T] LongTensor of "
+                         "token ids (one sequence, T >= 1): make it with tokenizer(text, return_tensors='pt')"
+                         ".input_ids, or torch.tensor([ids]) from a list of ints.")
+    return prompts
+
+
 class OnlineEnvironment:
     """Runs draft policies in real greedy speculative ``generate`` calls of ``model`` and ``drafter``.
 
     Args:
         model: the target causal LM (``hf_adaptive_spec.enable`` is applied).
         drafter: the drafter every generation uses (re-bound at each call).
-        prompts: ``[1, T]`` token ids per prompt.
-        max_new_tokens: generation length per prompt; generation also stops at the model's EOS.
+        prompts: ``[1, T]`` token ids per prompt (``tokenizer(text, return_tensors="pt").input_ids``), at least one.
+        max_new_tokens: generation length per prompt, an int >= 1; generation also stops at the model's EOS.
     """
 
     def __init__(self, model: PreTrainedModel, drafter: Drafter, prompts: list[torch.LongTensor], max_new_tokens: int):
+        self.prompts = _checked_prompts(prompts)
+        self.max_new_tokens = int(check_number("OnlineEnvironment", "max_new_tokens", max_new_tokens, at_least=1,
+                                               integer=True, meaning="the tokens each prompt's generation adds"))
         self.model = enable(model)
         self.drafter = drafter
-        self.prompts = prompts
-        self.max_new_tokens = max_new_tokens
 
     def run_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one live generation under ``policy`` (which also gets ``observe`` calls)."""
@@ -88,5 +108,8 @@ class OnlineEnvironment:
 
     def run(self, policy: DraftPolicy, prompts: list[int] | None = None) -> ReplayResult:
         """Generate the given prompts (all by default) under ``policy``."""
-        indices = range(len(self.prompts)) if prompts is None else prompts
+        indices = range(len(self.prompts)) if prompts is None else list(prompts)
+        if not indices:
+            raise ValueError(f"run(policy, prompts=[]) chooses no prompt: pass indices 0 to {len(self.prompts) - 1}, "
+                             "or None for all of them.")
         return ReplayResult([self.run_prompt(p, policy) for p in indices])

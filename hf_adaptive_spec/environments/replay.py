@@ -105,6 +105,8 @@ class ReplayLoop:
     """Whole generations from single cycles: subclasses give ``replay_cycle``, ``num_prompts`` and ``num_positions``."""
 
     num_prompts: int
+    #: how errors name the prompts the loop replays, ``{}`` their count
+    prompts_named: str = "the loop's {} prompts"
     #: the target hidden states the replayed cycle states hold (a policy may read any of them); None: a loop that
     #: does not say, whose policies' layers are not checked before the replay
     feature_layers: tuple[int, ...] | None = None
@@ -121,8 +123,21 @@ class ReplayLoop:
         nothing). Callers walking a generation pass :meth:`ReplayedCycle.unread_after` of the cycle before."""
         raise NotImplementedError
 
+    def check_prompt(self, prompt: int) -> None:
+        """Raise, naming the valid range, unless ``prompt`` indexes a replayed prompt (a negative index would count
+        from the end and replay another prompt as this one)."""
+        if not 0 <= prompt < self.num_prompts:
+            raise ValueError(f"prompt {prompt} is outside {self.prompts_named.format(self.num_prompts)}: give 0 to "
+                             f"{self.num_prompts - 1}.")
+
+    def prompts_with_cycles(self, prompts: Iterable[int]) -> list[int]:
+        """``prompts`` less those with no cycle start to replay (a generation that ended at its first token): a
+        replay of one has no cycle, and a walk over cycles (the gym environments, the trainers) leaves it out."""
+        return [prompt for prompt in prompts if self.num_positions(prompt)]
+
     def replay_prompt(self, prompt: int, policy: DraftPolicy) -> list[ReplayedCycle]:
         """Every cycle of one recorded generation under ``policy`` (calling ``policy.observe`` as generate does)."""
+        self.check_prompt(prompt)
         cycles, position, unread = [], 0, None
         policy.check_settings()
         if self.feature_layers is not None:
@@ -156,6 +171,8 @@ class ReplayEnvironment(ReplayLoop):
             recording that keeps its prompt ids.
         lookup_ngram_size: the branch's ``max_matching_ngram_size``.
     """
+
+    prompts_named = "the recording's {} prompts"
 
     def __init__(
         self, recording: ReplayRecording, profile: HardwareProfile, lookup_tokens: int = 0, lookup_ngram_size: int = 2
@@ -244,9 +261,7 @@ class ReplayEnvironment(ReplayLoop):
     def check_position(self, prompt: int, position: int) -> None:
         """Raise, naming the valid range, unless ``prompt`` and ``position`` name a recorded cycle start (a negative
         index would count from the end and replay another cycle as this one)."""
-        if not 0 <= prompt < self.num_prompts:
-            raise ValueError(f"prompt {prompt} is outside the recording's {self.num_prompts} prompts: give 0 to "
-                             f"{self.num_prompts - 1}.")
+        self.check_prompt(prompt)
         positions = self.num_positions(prompt)
         if not 0 <= position < positions:
             raise ValueError(f"position {position} is outside prompt {prompt}'s {positions} recorded cycle starts: "

@@ -100,7 +100,8 @@ def test_draft_step_env_equals_replay_cycle(recording, verify_sizes):
             observation, info = env.reset(options={"prompt": p, "position": position})
             observations, terminated, rewards = [observation], False, []
             while not terminated:
-                assert env.action_masks().sum() == (2 if info["phase"] == "depth" else len(verify_sizes))
+                mask = env.action_masks().tolist()  # at the verify step: see test_action_masks_leave_out_verify_sizes_*
+                assert mask == [True, True, False][: len(mask)] if info["phase"] == "depth" else mask[0]
                 observation, reward, terminated, _, info = env.step(_agent(observations[-1]))
                 rewards.append(reward)
                 if not terminated:
@@ -221,3 +222,86 @@ def test_a_position_outside_the_recording_is_refused_with_the_valid_range(record
     env.close()
     with pytest.raises(ValueError, match=r"position -1 is outside the .* cycle starts the recordings share"):
         MultiReplayEnvironment([recording], PROFILE).replay_cycle(0, -1, policy)
+
+
+def test_observations_of_any_prompt_reset_names_lie_in_the_observation_space(recording):
+    """The context bound was the chosen prompts' only, while reset(options={"prompt": p}) replays any recorded prompt:
+    prompt 1's longer contexts fell outside the Box."""
+    draft_env = DraftStepEnv(recording, PROFILE, verify_sizes=VERIFY_SIZES, prompts=[0])
+    observations = []
+    for position in range(len(recording.prompts[1])):
+        try:
+            observation, _ = draft_env.reset(options={"prompt": 1, "position": position})
+        except ValueError:  # the engine asks nothing this close to the end
+            continue
+        observations.append(observation)
+    draft_env.close()
+    assert observations and all(draft_env.observation_space.contains(o) for o in observations)
+    tree_env = TreeConfigEnv(recording, PROFILE, [TreeConfig(2, 3, 4)], cycles_per_action=3, prompts=[0])
+    observations, terminated = [tree_env.reset(options={"prompt": 1})[0]], False
+    while not terminated:
+        observation, _, terminated, _, _ = tree_env.step(0)
+        observations.append(observation)
+    assert all(tree_env.observation_space.contains(o) for o in observations)
+
+
+def test_reset_refuses_options_it_does_not_read_and_tree_config_env_a_step_before_reset(recording):
+    """{'prompt': 1, 'postion': 9} started at position 0, {'promt': 1} drew a random episode, TreeConfigEnv ignored a
+    position, and its step before any reset replayed prompt 0."""
+    draft_env = DraftStepEnv(recording, PROFILE)
+    for options in ({"prompt": 1, "postion": 9}, {"promt": 1}):
+        with pytest.raises(ValueError, match=r"has keys it does not read: \['(postion|promt)'\]\. It reads "
+                                             r"\['prompt', 'position'\]: pass only those"):
+            draft_env.reset(options=options)
+    draft_env.close()
+    tree_env = TreeConfigEnv(recording, PROFILE, [RECORDED])
+    with pytest.raises(RuntimeError, match=r"^No episode in progress: call reset\(\) before step\(\)"):
+        tree_env.step(0)
+    with pytest.raises(ValueError, match=r"does not read: \['position'\] \('position': an episode is a whole "
+                                         r"generation, replayed from its first cycle\)\. It reads \['prompt'\]"):
+        tree_env.reset(options={"prompt": 1, "position": 9})
+    with pytest.raises(ValueError, match=r"does not read: \['promt'\]\. It reads \['prompt'\]: pass only those"):
+        tree_env.reset(options={"promt": 1})
+    with pytest.raises(RuntimeError, match=r"^No episode in progress: call reset\(\) before step\(\)"):
+        DraftStepEnv(recording, PROFILE).step(0)
+
+
+def test_action_masks_leave_out_verify_sizes_the_drafted_tree_cannot_fill(recording):
+    """After stopping at depth 1 (3 candidates) the mask was [T, T, T] for sizes [2, 4, 8], though 4 and 8 both
+    verified the 3: an allowed size now verifies more than the smaller allowed ones, a masked one as many as the
+    largest allowed."""
+    env = DraftStepEnv(recording, PROFILE, verify_sizes=VERIFY_SIZES)
+    masked = 0
+    for p, trees in enumerate(recording.prompts):
+        for position in range(len(trees)):
+            verified = []
+            for action in range(len(VERIFY_SIZES)):
+                try:
+                    _, info = env.reset(options={"prompt": p, "position": position})
+                except ValueError:  # the engine asks nothing this close to the end
+                    break
+                while info["phase"] == "depth":
+                    _, _, _, _, info = env.step(0)  # stop: the shallowest tree
+                mask = env.action_masks()
+                verified.append(env.step(action)[4]["cycle"].verified_tokens)
+            if not verified:
+                continue
+            allowed = [v for v, m in zip(verified, mask, strict=True) if m]
+            assert allowed == sorted(set(allowed)), (p, position, verified, mask)
+            assert all(v == allowed[-1] for v, m in zip(verified, mask, strict=True) if not m), (verified, mask)
+            masked += int((~mask).sum())
+    env.close()
+    assert masked > 0
+
+
+@pytest.mark.parametrize("index", [2, 5, -1])
+def test_a_prompt_at_or_past_the_count_is_refused_by_replay_with_the_valid_range(recording, index):
+    """replay(policy, [5]) raised a bare IndexError: the prompt's length was read before its range was checked (a
+    negative index already got this message)."""
+    from hf_adaptive_spec.environments import MultiReplayEnvironment
+
+    policy = hfas.StaticTreePolicy(3, 3, 8)
+    with pytest.raises(ValueError, match=rf"^prompt {index} is outside the recording's 2 prompts: give 0 to 1\."):
+        ReplayEnvironment(recording, PROFILE).replay(policy, [index])
+    with pytest.raises(ValueError, match=rf"^prompt {index} is outside the 2 prompts the recordings share: give 0"):
+        MultiReplayEnvironment([recording], PROFILE).replay(policy, [index])

@@ -93,3 +93,24 @@ def test_a_prompt_outside_the_online_environments_is_refused_naming_the_range(in
     online = OnlineEnvironment(target, _eagle3(target), [prompt(7, seed=21), prompt(11, seed=22)], 4)
     with pytest.raises(ValueError, match=f"prompt {index} is outside the environment's 2 prompts: give 0 to 1"):
         online.run(hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4), [index])
+
+
+@pytest.mark.parametrize("prompts, max_new_tokens, message", [
+    ([torch.arange(1, 8)], 4, r"prompts\[0\] is a torch.int64 tensor of shape \[7\]; each prompt must be a \[1, T\] "
+                              r"LongTensor .* tokenizer\(text, return_tensors='pt'\).input_ids"),
+    ([[5, 6, 7]], 4, r"prompts\[0\] is \[5, 6, 7\]; each prompt must be a \[1, T\] LongTensor"),
+    ([torch.ones(2, 7, dtype=torch.long)], 4, r"shape \[2, 7\]; each prompt must be a \[1, T\] LongTensor"),
+    ([torch.ones(1, 7)], 4, r"prompts\[0\] is a torch.float32 tensor of shape \[1, 7\]"),
+    ([], 4, r"OnlineEnvironment needs at least one prompt: pass prompts=\[tokenizer\(text"),
+    ([torch.ones(1, 7, dtype=torch.long)], 2.5, r"max_new_tokens must be an int >= 1 .* got 2.5"),
+    ([torch.ones(1, 7, dtype=torch.long)], 0, r"max_new_tokens must be an int >= 1 .* got 0"),
+])
+def test_online_inputs_are_checked_when_the_environment_is_made(prompts, max_new_tokens, message):
+    """A 1-D prompt or a list of ints raised IndexError / AttributeError inside generate at run(); 2.5 new tokens
+    were accepted; no prompts gave a run() whose error told to record with `hf-adaptive-spec record`."""
+    target = tiny_model("llama")
+    with pytest.raises(ValueError, match=message):
+        OnlineEnvironment(target, hfas.CausalLMDrafter.from_target_layers(target, 2), prompts, max_new_tokens)
+    online = OnlineEnvironment(target, hfas.CausalLMDrafter.from_target_layers(target, 2), [prompt(7, seed=21)], 4)
+    with pytest.raises(ValueError, match=r"run\(policy, prompts=\[\]\) chooses no prompt: pass indices 0 to 0"):
+        online.run(hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=4), [])

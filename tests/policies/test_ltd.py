@@ -242,7 +242,7 @@ def test_a_policy_on_another_device_masks_there_in_training_and_on_the_host_in_e
 
 def test_training_mode_samples_and_logs_decisions():
     policy = LTDPolicy(**SMALL)
-    policy.depth_head.train()
+    policy.train()
     policy.generator = torch.Generator().manual_seed(0)
     scores = torch.log(torch.tensor([0.7, 0.2, 0.1]))
     step = DraftStepInfo(depth=1, context_length=40, step_scores=scores, config=policy.tree)
@@ -256,6 +256,21 @@ def test_training_mode_samples_and_logs_decisions():
     policy.eval()
     policy.decisions.clear()
     assert len({policy.continue_drafting(step) for _ in range(5)}) == 1 and not policy.decisions
+
+
+def test_a_head_in_train_mode_under_an_eval_policy_takes_its_argmax():
+    """A trainer left policy.training False with its size head in train() mode: the policy read as in eval mode but
+    sampled, and logged every decision. The policy's mode now decides for its heads."""
+    policy = LTDPolicy(**SMALL)
+    policy.size_head.train()
+    policy.generator = torch.Generator().manual_seed(0)
+    info = VerifySizeInfo(context_length=40, scores=torch.zeros(8), depths=torch.tensor([1, 1, 1, 2, 2, 2, 3, 3]),
+                          config=policy.tree)
+    assert not policy.training and len({policy.num_tokens_to_verify(info) for _ in range(40)}) == 1
+    assert not policy.decisions
+    policy.train()
+    policy.depth_head.eval()  # as the trainer's size phases set it
+    assert len({policy.num_tokens_to_verify(info) for _ in range(40)}) > 1 and len(policy.decisions) == 40
 
 
 @pytest.mark.parametrize("setting, message", [

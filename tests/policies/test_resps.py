@@ -476,6 +476,53 @@ def test_generation_episodes_discount_across_decisions(setup, tmp_path):
     assert bool(independent[0].dones.all()) and torch.allclose(independent[2], independent[0].rewards)
 
 
+def _replayed_trees(environment: MultiReplayEnvironment, policy: ReSpSPolicy) -> list[tuple[int, int, int]]:
+    return [(c.draft_depth, c.verified_tokens, c.accepted_length) for c in environment.replay(policy).all_cycles]
+
+
+def test_after_training_the_policy_decides_as_its_saved_copy(setup, tmp_path):
+    """train() left the policy in train() mode: trainer.policy sampled, so two replays built other trees, and logged
+    every decision."""
+    trainer = _train(setup[2], tmp_path, max_steps=4, n_steps=16, per_device_train_batch_size=16)
+    trainer.train()
+    policy = trainer.policy
+    assert not policy.training
+    first = _replayed_trees(trainer.environment, policy)
+    assert _replayed_trees(trainer.environment, policy) == first and not policy.decisions
+    trainer.save_model(str(tmp_path / "final"))
+    assert _replayed_trees(trainer.environment, AutoDraftPolicy.from_pretrained(tmp_path / "final")) == first
+
+
+def test_a_prompt_whose_generation_ended_at_its_first_token_is_left_out_of_training(setup, tmp_path):
+    """Training crashed when the shuffled order reached it: 'position 0 is outside the 0 cycle starts the
+    recordings share for prompt 1: give 0 to -1'."""
+    target, _, recordings = setup
+    ended = [dataclasses.replace(r, prompts=[trees if p != 1 else [] for p, trees in enumerate(r.prompts)])
+             for r in recordings]
+    args = ReSpSConfig(output_dir=str(tmp_path), max_steps=8, n_steps=16, per_device_train_batch_size=16,
+                       training_interval=2, save_strategy="no", report_to=[], seed=0, disable_tqdm=True,
+                       decision_seconds=1e-4)
+    trainer = ReSpSTrainer(policy=_policy(target, training_interval=2), args=args, environment=_environment(ended),
+                           eval_dataset=[0, 1])
+    assert sorted(trainer.rollouts.prompts) == [0, 2, 3]
+    trainer.train()
+    assert trainer.state.global_step == 8
+
+
+@pytest.mark.parametrize("dataset", ["train_dataset", "eval_dataset"])
+@pytest.mark.parametrize("index", [4, 9, -1])
+def test_prompt_indices_outside_the_recordings_are_refused_when_the_trainer_is_made(setup, tmp_path, dataset, index):
+    """train_dataset=[7] raised a bare IndexError, eval_dataset=[9] was accepted and raised one in evaluate() after
+    training; replay(policy, [5]) raised one too."""
+    target, _, recordings = setup
+    message = rf"prompt {index} is outside the 4 prompts the recordings share: give 0 to 3"
+    with pytest.raises(ValueError, match=rf"^{dataset}: {message}"):
+        ReSpSTrainer(policy=_policy(target), args=ReSpSConfig(output_dir=str(tmp_path), report_to=[]),
+                     environment=_environment(recordings), **{dataset: [0, index]})
+    with pytest.raises(ValueError, match=rf"^{message}"):
+        _environment(recordings).replay(hfas.StaticTreePolicy(2, 2, 4), [index])
+
+
 def test_misconfigured_runs_are_refused(setup, tmp_path):
     with pytest.raises(ValueError, match="multiple of the 8 steps"):
         ReSpSConfig(output_dir=str(tmp_path), save_strategy="steps", save_steps=12)

@@ -94,7 +94,7 @@ def test_ltd_size_choices_set_after_construction_are_the_ones_it_decides_with(tm
     info = VerifySizeInfo(context_length=10, scores=torch.log(torch.tensor([0.5, 0.4, 0.3])),
                           depths=torch.tensor([1, 1, 2]), config=policy.tree)
     assert policy.num_tokens_to_verify(info) == reloaded(policy, tmp_path).num_tokens_to_verify(info) == 3
-    policy.size_head.train()
+    policy.train()
     policy.generator = torch.Generator().manual_seed(0)
     policy.num_tokens_to_verify(info)
     assert policy.decisions[-1].action_mask.tolist() == [True] * 4  # training masks with them too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -140,6 +141,89 @@ def test_resume_from_a_checkpoint_continues_exactly(environment, recording_dir, 
     expected = _weights(uninterrupted)
     for key, value in _weights(resumed).items():
         torch.testing.assert_close(value, expected[key], rtol=0, atol=1e-6, msg=key)
+
+
+def _short_schedule(tmp_path: Path, **overrides) -> LTDConfig:
+    """16 optimizer steps, 2 per rollout: the depth and the size head each learn."""
+    return _args(tmp_path, size_warmup_steps=4, depth_warmup_steps=4, steps_per_phase=4, **overrides)
+
+
+def _trees(environment: ReplayEnvironment, policy: LTDPolicy) -> list[tuple[int, int]]:
+    return [(c.draft_depth, c.verified_tokens) for c in environment.replay(policy).all_cycles]
+
+
+def test_after_training_the_policy_decides_as_its_saved_copy(environment, tmp_path):
+    """train() left policy.training False with the last phase's head in train() mode: trainer.policy sampled, so two
+    replays built other trees, and logged every decision."""
+    trainer = LTDTrainer(_stopping_policy(seed=1), _short_schedule(tmp_path), environment)
+    trainer.train()
+    policy = trainer.policy
+    assert not policy.training and not policy.depth_head.training and not policy.size_head.training
+    first = _trees(environment, policy)
+    assert _trees(environment, policy) == first and not policy.decisions
+    trainer.save_model(str(tmp_path / "final"))
+    assert _trees(environment, AutoDraftPolicy.from_pretrained(tmp_path / "final")) == first
+
+
+@pytest.mark.filterwarnings("ignore::hf_adaptive_spec.environments.replay_checks.ExtrapolatedCostWarning")
+def test_an_eval_environment_that_cannot_replay_the_policy_is_refused_before_training(environment, tmp_path):
+    """Only the training environment was checked: all the steps ran, then evaluate() raised and nothing was saved."""
+    recording = environment.recording
+    shallow = dataclasses.replace(recording, tree_config=TreeConfig(depth=2, top_k=3, total_tokens=6))
+    with pytest.raises(ValueError, match=r"^eval_environment: TreeConfig\(depth=4.* is outside the recording's trees "
+                                         r"\(top_k 3, depth <= 2, total_tokens <= 6"):
+        LTDTrainer(_stopping_policy(seed=1), _short_schedule(tmp_path), environment,
+                   eval_environment=ReplayEnvironment(shallow, PROFILE))
+    lookup_policy = LTDPolicy(depth=4, top_k=3, total_tokens=9, lookup_feature=True, **SMALL)
+    with pytest.raises(ValueError, match=r"^eval_environment: This LTDPolicy has lookup_feature=True"):
+        LTDTrainer(lookup_policy, _short_schedule(tmp_path), ReplayEnvironment(recording, PROFILE, lookup_tokens=4),
+                   eval_environment=environment)
+
+
+def test_a_prompt_whose_generation_ended_at_its_first_token_is_left_out_of_training(tmp_path):
+    """Training crashed when the shuffled order reached it: 'position 0 is outside prompt 1's 0 recorded cycle
+    starts: give 0 to -1'."""
+    target = tiny_model("llama")
+    prompts = [prompt(8, seed=s) for s in range(3)]
+    first_token = int(target(prompts[1]).logits[0, -1].argmax())
+    recording = record_replay(target, hfas.CausalLMDrafter.from_target_layers(target, 3), prompts, RECORDED, 20,
+                              eos_token_ids=(first_token,))
+    assert [len(trees) > 0 for trees in recording.prompts] == [True, False, True]
+    environment = ReplayEnvironment(recording, PROFILE)
+    trainer = LTDTrainer(_stopping_policy(seed=1), _short_schedule(tmp_path), environment)
+    assert sorted(trainer.rollouts.prompts) == [0, 2]
+    trainer.train()
+    assert trainer.state.global_step == 16
+
+
+@pytest.mark.parametrize("other", ["fewer-prompts", "other-generations"])
+def test_resuming_on_another_recording_is_refused_naming_the_checkpoints_recording(environment, tmp_path, other):
+    """The saved cursor was read against the new recording: 'prompt 4 is outside the recording's 2 prompts' (the
+    prompt came from the checkpoint), or, with as many prompts, training went on over other generations."""
+    LTDTrainer(_stopping_policy(seed=1), _short_schedule(tmp_path / "a", save_strategy="steps", save_steps=5),
+               environment).train()
+    recording = environment.recording
+    prompts = recording.prompts[:2] if other == "fewer-prompts" else recording.prompts[::-1]
+    ids = recording.prompt_ids[: len(prompts)] if other == "fewer-prompts" else recording.prompt_ids[::-1]
+    elsewhere = ReplayEnvironment(dataclasses.replace(recording, prompts=prompts, prompt_ids=ids), PROFILE)
+    trainer = LTDTrainer(_stopping_policy(seed=1), _short_schedule(tmp_path / "b"), elsewhere)
+    with pytest.raises(ValueError, match=r"checkpoint-5 was saved by an LTD run on another recording \(or other "
+                                         r"prompts\).*Resume with the recording it was trained on, or train afresh "
+                                         r"without resume_from_checkpoint"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-5"))
+
+
+def test_a_checkpoint_without_the_recordings_digest_is_checked_by_its_cursor(environment):
+    """Checkpoints written before the cursor held the digest: a cursor whose prompts this run does not replay is
+    refused with the same message; one that fits resumes."""
+    from hf_adaptive_spec.training.ltd import ReplayRollouts
+
+    rollouts = ReplayRollouts(environment, [0, 1], torch.Generator().manual_seed(0))
+    legacy = {key: value for key, value in rollouts.state_dict().items() if key != "recording"}
+    rollouts.check_cursor(legacy, "ckpt")
+    for cursor in ({**legacy, "order": [4, 0]}, {**legacy, "position": 10_000}):
+        with pytest.raises(ValueError, match=r"ckpt was saved by an LTD run on another recording"):
+            rollouts.check_cursor(cursor, "ckpt")
 
 
 def test_schedule_and_config_checks(tmp_path):

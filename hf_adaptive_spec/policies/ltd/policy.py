@@ -82,9 +82,10 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
     :mod:`~hf_adaptive_spec.policies.ltd.features` from the hook arguments, so replay training and
     ``generate`` see the same numbers.
 
-    In ``eval()`` mode (the default, and after ``from_pretrained``) a head takes its argmax
-    action. A head in ``train()`` mode samples (with ``generator``) and appends a
-    :class:`Decision` to ``decisions``; the trainer switches heads one at a time.
+    In ``eval()`` mode (the default, and after ``from_pretrained``) each head takes its argmax
+    action, whatever mode a head was set to alone. In ``train()`` mode a head also in ``train()``
+    mode samples (with ``generator``) and appends a :class:`Decision` to ``decisions``; the trainer
+    sets the head it does not train back to ``eval()``.
 
     Args:
         depth: depth cap of the draft tree.
@@ -229,7 +230,7 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         return self._decide("depth", self.depth_observation(step)) == CONTINUE
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
-        mask = size_action_mask(info, self.tree, self.choices if self.size_head.training else self._host_choices)
+        mask = size_action_mask(info, self.tree, self.choices if self._samples(self.size_head) else self._host_choices)
         return self._size_choices[self._decide("size", self.size_observation(info), mask)]
 
     # -- observations (public so tests and tools can check what the heads see) -----------------
@@ -252,10 +253,15 @@ class LTDPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifact_
         decision inside ``generate`` is a few matrix-vector products in numpy, not a dozen tiny torch ops."""
         return {name: HostTanhMLP(self._head(name).actor) for name in HEADS}
 
+    def _samples(self, head: ActorCritic) -> bool:
+        """Whether ``head`` samples: only in a policy in ``train()`` mode (``policy.training`` says how it decides, a
+        head left in ``train()`` mode under an ``eval()`` policy takes its argmax)."""
+        return self.training and head.training
+
     @torch.no_grad()
     def _decide(self, name: str, observation: torch.Tensor, mask: torch.Tensor | None = None) -> int:
         head = self._head(name)
-        if not head.training:  # the argmax action, computed on the host (float32, whatever the weights' dtype)
+        if not self._samples(head):  # the argmax action, computed on the host (float32, whatever the weights' dtype)
             logits = self.host()[name](observation.numpy(force=True))
             return int(logits.argmax() if mask is None else np.where(mask.numpy(force=True), logits, -np.inf).argmax())
         observation = observation.to(self.choices.device, next(head.parameters()).dtype)  # a bfloat16 policy too

@@ -58,8 +58,8 @@ class PhasePolicy(DraftPolicy):
         self.policy = policy
         self.phase = phase
         self.generator = generator
-        policy.eval()
-        (policy.depth_head if phase.learner == "depth" else policy.size_head).train()
+        policy.train()  # the policy and its learner head in train() mode; the other head decides by its argmax
+        (policy.size_head if phase.learner == "depth" else policy.depth_head).eval()
         policy.generator = generator
 
     def check_settings(self) -> None:

@@ -7,6 +7,7 @@ the cycle's reward and ends the episode.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from ...environments import ReplayedCycle, ReplayEnvironment
+from ...environments import ReplayedCycle, ReplayEnvironment, ReplayRecording
 from ...policies.ltd import Decision, LTDPolicy
 from ..rl import RolloutBatch, gae, minibatches
 from .phases import Phase, PhasePolicy
@@ -48,6 +49,13 @@ def _batch(decisions: list[Decision], rewards: list[float], dones: list[float]) 
     )
 
 
+def generations_digest(recording: ReplayRecording) -> str:
+    """A digest of the recorded generations a replay cursor walks (the prompts, and each cycle start's context length
+    and committed token): a checkpoint's cursor resumes only on a recording of the same digest."""
+    walked = [[(tree.context_length, tree.target_next[0]) for tree in trees] for trees in recording.prompts]
+    return hashlib.blake2b(repr((recording.prompt_ids, walked)).encode(), digest_size=16).hexdigest()
+
+
 class ReplayRollouts:
     """Walks some prompts of a recording cycle after cycle, as ``generate`` would, in a seeded
     shuffled order (reshuffled after each pass).
@@ -60,8 +68,10 @@ class ReplayRollouts:
 
     def __init__(self, environment: ReplayEnvironment, prompts: list[int], generator: torch.Generator):
         if not prompts:
-            raise ValueError("This process has no prompts to replay: record at least one prompt per training process.")
+            raise ValueError("This process has no prompts to replay: record at least one prompt per training process "
+                             "whose generation goes past its first token (one that ends there has no cycle).")
         self.environment = environment
+        self.recording_digest = generations_digest(environment.recording)
         self.prompts = prompts
         self.generator = generator
         self.order = self._shuffled()
@@ -119,7 +129,27 @@ class ReplayRollouts:
         """The cursor (JSON): prompt order, prompt, position and the committed tokens the drafter has not read there,
         which a profile's catch-up table charges to the next cycle (without it a resumed run times that cycle
         otherwise)."""
-        return {"order": self.order, "index": self.index, "position": self.position, "unread": self.unread}
+        cursor = {"order": self.order, "index": self.index, "position": self.position, "unread": self.unread}
+        return {**cursor, "recording": self.recording_digest}
+
+    def check_cursor(self, state: dict, checkpoint: str) -> None:
+        """Refuse a cursor :meth:`state_dict` wrote on another recording than this one: by the recording's digest, or,
+        for a checkpoint written before the cursor held it, by whether the cursor walks this process's prompts."""
+        saved = state.get("recording")
+        if saved == self.recording_digest or (saved is None and self._walks_these_prompts(state)):
+            return
+        raise ValueError(
+            f"{checkpoint} was saved by an LTD run on another recording (or other prompts) than this one's "
+            f"{self.environment.num_prompts} prompts: its replay cursor (prompt order {state['order'][:8]}, position "
+            f"{state['position']}) does not walk these generations. Resume with the recording it was trained on, or "
+            "train afresh without resume_from_checkpoint."
+        )
+
+    def _walks_these_prompts(self, state: dict) -> bool:
+        order, index, position = state["order"], state["index"], state["position"]
+        if sorted(order) != sorted(self.prompts) or not 0 <= index < len(order):
+            return False
+        return 0 <= position < self.environment.num_positions(order[index])
 
     def load_state_dict(self, state: dict) -> None:
         self.order, self.index, self.position = state["order"], state["index"], state["position"]
@@ -207,8 +237,10 @@ def load_state(folder: str | Path, rank: int, rollouts: ReplayRollouts) -> PPOUp
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     tensors = load_file(str(path))
+    cursor = json.loads(metadata["cursor"])
+    rollouts.check_cursor(cursor, str(folder))
     rollouts.generator.set_state(tensors.pop("generator"))
-    rollouts.load_state_dict(json.loads(metadata["cursor"]))
+    rollouts.load_state_dict(cursor)
     if not metadata["head"]:
         return None
     prefix = "updates."

@@ -39,6 +39,16 @@ UNREAD_ARGUMENTS = {
 }
 
 
+def _check_replays_policy(name: str, environment: ReplayEnvironment, policy: LTDPolicy) -> None:
+    """Refuse, naming the argument, an ``environment`` that cannot replay ``policy``'s trees or prompt-lookup branch:
+    checked before training, not found by the evaluation after it."""
+    try:
+        environment.check_config(policy.tree)
+        check_branch_settings(policy, environment.lookup_tokens, ("lookup_feature", "lookup_first"))
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
 class LTDTrainer(SpecTrainer):
     """Trains LTD's depth and size heads with PPO on exact replays of recorded generations.
 
@@ -48,6 +58,10 @@ class LTDTrainer(SpecTrainer):
     learning head took ``n_steps`` decisions; each optimizer step then applies one PPO
     minibatch (:func:`~hf_adaptive_spec.training.rl.ppo_loss`). Times are the profile's modelled
     draft and verification times, so training is deterministic for a given seed.
+
+    Prompts whose generation ended at its first token (no cycle start) are left out, as the gym environments leave
+    them out. ``train()`` ends with the policy in ``eval()`` mode, so ``trainer.policy`` decides as the saved and
+    reloaded policy does (each head's argmax, no decision logged).
 
     Checkpoints hold the policy (``config.json`` + ``model.safetensors``, strict), the card, the
     ``Trainer``'s optimizer / scheduler / RNG states, and per process the replay cursor, the
@@ -59,7 +73,8 @@ class LTDTrainer(SpecTrainer):
         args: the :class:`LTDConfig`.
         environment: training replay environment.
         eval_environment: replayed greedily by :meth:`evaluate` (default: ``environment``);
-            passed to ``Trainer`` as ``eval_dataset``, so ``eval_strategy`` works.
+            passed to ``Trainer`` as ``eval_dataset``, so ``eval_strategy`` works. Checked as
+            ``environment`` is, before training: the policy's tree must be inside its recording's too.
         base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
     """
 
@@ -87,12 +102,14 @@ class LTDTrainer(SpecTrainer):
     ):
         self.check_args(args)
         refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
-        environment.check_config(model.tree)
-        check_branch_settings(model, environment.lookup_tokens, ("lookup_feature", "lookup_first"))
+        for name, replay in (("environment", environment), ("eval_environment", eval_environment)):
+            if replay is not None:
+                _check_replays_policy(name, replay, model)
         super().__init__(model=model, args=args, eval_dataset=eval_environment or environment, **kwargs)
         self.phases = build_schedule(args, model)
         generator = torch.Generator().manual_seed(args.seed + args.process_index)
-        shard = list(range(args.process_index, len(environment.recording.prompts), args.world_size))
+        usable = environment.prompts_with_cycles(range(environment.num_prompts))
+        shard = usable[args.process_index :: args.world_size]
         self.rollouts = ReplayRollouts(environment, shard, generator)
         self.updates: PPOUpdates | None = None
         self.card_names = CardNames(base_model, drafter_name, dataset_name, reproduce_command)
@@ -101,6 +118,14 @@ class LTDTrainer(SpecTrainer):
     @property
     def policy(self) -> LTDPolicy:
         return self.accelerator.unwrap_model(self.model)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        """:meth:`SpecTrainer.train`, ending with the policy in ``eval()`` mode: ``trainer.policy`` then decides as
+        the saved and reloaded policy does (each head's argmax), not by sampling and logging decisions."""
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self.policy.eval()
 
     def get_train_dataloader(self) -> DataLoader:
         """One item per optimizer step of a rollout (the same on every process): an epoch is one rollout."""

@@ -78,7 +78,8 @@ class ReplayRollouts:
         rank: int = 0,
     ):
         if not prompts:
-            raise ValueError("This process has no prompts to replay: record more prompts than processes.")
+            raise ValueError("This process has no prompts to replay: record more prompts than processes, each "
+                             "generated past its first token (a generation that ends there has no cycle).")
         self.environment, self.policy, self.prompts, self.args = environment, policy, list(prompts), args
         self.reward_fn, self.metrics, self.rank = reward_fn, metrics, rank
         self.stream = StreamPosition(decision_seconds=args.decision_seconds)

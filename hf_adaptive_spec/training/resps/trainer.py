@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -34,6 +34,18 @@ UNREAD_ARGUMENTS = {
 }
 
 
+def _checked_prompts(environment: MultiReplayEnvironment, name: str, prompts: Iterable[int]) -> list[int]:
+    """``prompts`` as a list, refused (naming ``name``) unless each indexes a prompt the recordings share: checked
+    before training, not found by the evaluation after it."""
+    prompts = list(prompts)
+    for prompt in prompts:
+        try:
+            environment.check_prompt(prompt)
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+    return prompts
+
+
 class ReSpSTrainer(SpecTrainer):
     """Trains a :class:`ReSpSPolicy` with PPO on replayed generations.
 
@@ -46,6 +58,11 @@ class ReSpSTrainer(SpecTrainer):
     deployed on the held-out prompts. Saves write the policy (``config.json``,
     ``model.safetensors``, model card) and ``training_config.json``; no pickled arguments.
 
+    Prompts with no cycle start the recordings share (a generation that ended at its first token) are left out of
+    the rollouts, as the gym environments leave them out. ``train()`` ends with the policy in ``eval()`` mode, so
+    ``trainer.policy`` decides as the saved and reloaded policy does (argmax, held ``decision_interval`` cycles, no
+    decision logged).
+
     Rewards (:meth:`compute_rewards`) are each decision's tokens per second divided by the
     profile's autoregressive speed, i.e. speedups: advantage normalisation makes the policy
     gradient scale-free anyway, and this keeps the value loss from dominating gradient clipping.
@@ -55,7 +72,8 @@ class ReSpSTrainer(SpecTrainer):
         args: the :class:`ReSpSConfig`.
         environment: replay environment with one recording per ``top_k`` of the policy's grid.
         train_dataset: prompt indices to train on (default: all recorded prompts).
-        eval_dataset: held-out prompt indices for :meth:`evaluate`.
+        eval_dataset: held-out prompt indices for :meth:`evaluate`. Both are checked against the prompts the
+            recordings share before training.
         fit_normalizer: first fit the policy's feature statistics on the training states
             (False when continuing from a trained policy).
         base_model / drafter_name / dataset_name / reproduce_command: the card's names (:class:`CardNames`).
@@ -89,7 +107,9 @@ class ReSpSTrainer(SpecTrainer):
         refuse_unread_arguments(type(self).__name__, kwargs, UNREAD_ARGUMENTS)
         environment.check_actions(policy.actions)
         check_branch_settings(policy, environment.lookup_tokens)
-        train_prompts = list(range(environment.num_prompts) if train_dataset is None else train_dataset)
+        train_prompts = _checked_prompts(environment, "train_dataset", range(environment.num_prompts)
+                                         if train_dataset is None else train_dataset)
+        eval_prompts = None if eval_dataset is None else _checked_prompts(environment, "eval_dataset", eval_dataset)
         if fit_normalizer:
             policy.fit_normalizer(environment.states(train_prompts))
         self.environment = environment
@@ -101,13 +121,13 @@ class ReSpSTrainer(SpecTrainer):
             model=policy,
             args=args,
             train_dataset=train_prompts,
-            eval_dataset=None if eval_dataset is None else list(eval_dataset),
+            eval_dataset=eval_prompts,
             **kwargs,
         )
         self.rollouts = ReplayRollouts(
             environment,
             policy,
-            train_prompts[args.process_index :: args.world_size],
+            environment.prompts_with_cycles(train_prompts)[args.process_index :: args.world_size],
             args,
             self.compute_rewards,
             self._metrics["train"],
@@ -117,6 +137,17 @@ class ReSpSTrainer(SpecTrainer):
     @property
     def policy(self) -> ReSpSPolicy:
         return self.accelerator.unwrap_model(self.model)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        """:meth:`SpecTrainer.train`, ending with the policy in ``eval()`` mode and its last training episode ended:
+        ``trainer.policy`` then decides as the saved and reloaded policy does, not by sampling and logging
+        decisions."""
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self.policy.eval()
+            self.policy.end_episode()
+            self.policy.pop_decisions()
 
     def get_train_dataloader(self) -> ReplayRollouts:
         """The rollout stream: PPO minibatches, collected on demand with the current weights."""
