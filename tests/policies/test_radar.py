@@ -428,6 +428,20 @@ def test_a_lookup_chain_longer_than_the_tree_widens_the_accepted_lengths(tmp_pat
     assert trainer.train().global_step == 2
 
 
+def test_the_trainers_card_says_what_the_policy_does_and_what_it_was_trained_for(tmp_path):
+    """RadarTrainer rendered the policy template directly: its card lacked the line saying what the policy does (LTD's
+    and Re-SpS's trainers write theirs through the policy's generate_model_card), and the cost curve it records."""
+    args = RadarConfig(output_dir=str(tmp_path), max_steps=1, eval_strategy="no", save_strategy="no",
+                       load_best_model_at_end=False, report_to=[], disable_tqdm=True)
+    policy = RadarPolicy(depth=TREE.depth, top_k=TREE.top_k, total_tokens=TREE.total_tokens)
+    policy.mark_trained_on(_profile().cost_curve())  # as the RADAR script marks it
+    trainer = RadarTrainer(model=policy, args=args, train_dataset=_constructed_dataset(), profile=_profile())
+    card = str(trainer.model_card())
+    assert "**What it does:**" in card and "continue" in card.split("**What it does:**")[1].split("\n")[0]
+    assert "# RADAR draft policy" in card and "RADAR: an LSTM over each draft step's" in card
+    assert f"**Cost curve:** `{policy.trained_on}`" in card
+
+
 def test_training_rewards_a_skip_with_its_accepted_lookup_chain(tmp_path):
     """Where a lookup chain is found it commits as many tokens as the full-depth tree, for a smaller
     verification and one draft call: the best policy skips every cycle. Without the chain it drafts

@@ -10,7 +10,6 @@ import torch
 from huggingface_hub import ModelCard
 from torch.distributions import Categorical
 
-from ...hub.cards import render_card
 from ...policies.radar.policy import SKIP, STOP, RadarPolicy, draft_calls
 from ...policies.serialization import lookup_generate_kwargs
 from ...profiling.hardware import HardwareProfile
@@ -293,7 +292,9 @@ class RadarTrainer(SpecTrainer):
         return "set by policy_step_seconds, not the profile's"
 
     def model_card(self) -> ModelCard:
-        """The policy's card (``model_cards/policy.md``): tree, rewards, latency model, training budget."""
+        """The policy's card (``model_cards/policy.md``) through the policy's own ``generate_model_card``, as LTD's and
+        Re-SpS's trainers write theirs (it rendered the template directly, and lost the line saying what the policy
+        does, and the drafter and cost curve the policy records): tree, rewards, latency model, training budget."""
         policy, latency = self.accelerator.unwrap_model(self.model), self.latency
         tree = policy.tree
         extras = (", batch-mean baseline" if self.args.reward_baseline else "") + (
@@ -304,9 +305,7 @@ class RadarTrainer(SpecTrainer):
         selected = f" Best held-out modelled {self.args.metric_for_best_model} so far: {best:.2f}." if best else ""
         if best and policy.lookup_first:  # the dataset holds only the cycles where the branch did not match
             selected += " It counts the cycles where the prompt-lookup branch did not match (those the policy decides)."
-        return render_card(
-            "policy",
-            method="radar",
+        return policy.generate_model_card(
             **self.card_names.card_fields(),
             usage_kwargs=lookup_generate_kwargs(self.lookup_tokens, self.lookup_ngram_size),
             description=(
