@@ -80,8 +80,9 @@ def test_ltd_and_radar_trees_and_scales_set_after_construction_are_saved(tmp_pat
 
     radar = RadarPolicy(depth=4, top_k=2, total_tokens=8, lstm_hidden=8, mlp_hidden=8)
     radar.tree, radar.min_score = TreeConfig(depth=6, top_k=2, total_tokens=12), -12.0
+    radar.mlp[2].p = 0.3  # the dropout a further training run uses (saved as built before)
     again = reloaded(radar, tmp_path / "radar")
-    assert (again.tree, again.min_score) == (radar.tree, -12.0)
+    assert (again.tree, again.min_score, again.mlp[2].p) == (radar.tree, -12.0, 0.3)
 
 
 def test_ltd_size_choices_set_after_construction_are_the_ones_it_decides_with(tmp_path):

@@ -220,7 +220,8 @@ class RadarPolicy(HostDecisions, DraftPolicy, nn.Module, PolicyHubMixin, artifac
 
     def _current_settings(self) -> dict:
         settings = {**trained_on_setting(self), **tree_settings(self.tree), "min_score": self.min_score}
-        return {**settings, "lookup_first": self.lookup_first}
+        # the dropout module's rate as it is now (set on ``mlp[2].p``, it was saved as built, for further training)
+        return {**settings, "lookup_first": self.lookup_first, "dropout": self.mlp[2].p}
 
     def forward(
         self,
