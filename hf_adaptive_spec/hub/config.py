@@ -48,7 +48,7 @@ _TRANSFORMERS_MODEL = (
 def _kind_without_config(location: ArtifactLocation) -> str | None:
     if not location.is_local:  # a Hub repo would need another request; its missing config.json is named as is
         return None
-    folder = Path(location.name)
+    folder = location.folder
     if (folder / "dvi_config.json").is_file():
         return _DVI_ADAPTER
     if (folder / "adapter_config.json").is_file():

@@ -9,21 +9,55 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import torch
-from huggingface_hub import ModelCard, ModelHubMixin, try_to_load_from_cache
+from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
 from .cards import CARD_KINDS, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
 from .errors import MissingConfigKeyError, UnknownConfigKeyError
-from .location import ArtifactLocation
+from .location import ArtifactLocation, local_path
 from .network import reaching_the_hub
 from .registry import check_artifact_type, register_artifact
-from .saving import cast_keeping_float32, drop_generated_card, plain_json_value, warn_if_saved_as_parent
-from .weights import load_weights, save_weights, saved_floating_dtype
+from .saving import (
+    cast_keeping_float32,
+    check_no_other_artifact,
+    drop_generated_card,
+    plain_json_value,
+    warn_if_saved_as_parent,
+)
+from .weights import floating_dtype, load_weights, save_weights, saved_floating_dtype
 
 logger = logging.getLogger(__name__)
 
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
+
+#: what ``push_to_hub`` takes besides ``repo_id`` and ``model_card_kwargs`` (huggingface_hub's
+#: ``ModelHubMixin.push_to_hub``; ``config`` is what ``save_pretrained(push_to_hub=True)`` hands it)
+PUSH_KEYWORDS = ("commit_message", "private", "token", "branch", "create_pr", "allow_patterns", "ignore_patterns",
+                 "delete_patterns", "config")
+#: what ``from_pretrained`` takes to find the artifact (``hf_hub_download``'s options)
+HUB_OPTIONS = ("revision", "cache_dir", "force_download", "token", "local_files_only", "subfolder")
+#: what ``save_pretrained`` takes besides ``push_to_hub``'s keywords
+SAVE_KEYWORDS = ("config", "repo_id", "push_to_hub", "model_card_kwargs", "is_main_process", "state_dict",
+                 "safe_serialization", "max_shard_size")
+#: transformers' ``push_to_hub`` keywords that huggingface_hub's does not take, and what does the same here
+TRANSFORMERS_PUSH_KEYWORDS = {
+    "revision": "For revision=, pass branch= (the branch the commit goes to).",
+    "commit_description": "For commit_description=, put the description in commit_message=.",
+    "tags": "For tags=, pass model_card_kwargs={'tags': [...]} (the card's tags).",
+    "safe_serialization": "The weights are always safetensors: safe_serialization= has nothing to choose.",
+    "max_shard_size": "The weights are one safetensors file: max_shard_size= has nothing to split.",
+    "use_temp_dir": "The push always saves to a temporary folder: use_temp_dir= has nothing to choose.",
+}
+#: transformers' ``from_pretrained`` keywords that none of these artifacts uses, each with why (a sentence)
+TRANSFORMERS_LOAD_KEYWORDS = {
+    "trust_remote_code": "no code is ever loaded from a repo (every artifact class is this package's, or imported).",
+    "low_cpu_mem_usage": "artifacts load whole, and are small.",
+    "use_safetensors": "weights are always read from safetensors (pickle files never).",
+    "output_loading_info": "loading is strict, so there is no missing or unexpected key to report.",
+    "attn_implementation": "the attention is the target model's (load the target with it).",
+    "quantization_config": "artifacts load unquantised (quantise the target model, if you need to).",
+}
 
 
 class HubArtifactMixin(ModelHubMixin):
@@ -37,7 +71,8 @@ class HubArtifactMixin(ModelHubMixin):
     Formats of their own plug in through three hooks, as EAGLE-3 drafters (SpecForge's layout,
     which vLLM and SGLang load) and DVI adapters (peft's) do: ``_save_pretrained(folder)``
     writes the files (a ``config.json`` it writes is kept as written), ``_check_location``
-    refuses a folder of another kind, and ``_load(location, **kwargs)`` builds the object. An artifact
+    refuses a folder of another kind, and ``_load(location, **kwargs)`` builds the object (saving refuses a folder
+    holding another artifact, :meth:`_check_save_folder`, whose :meth:`_holds_own_config` a format names). An artifact
     whose settings may change after construction returns them from ``_current_settings()``, and
     ``config.json`` keeps their values at saving time. Saving,
     pushing (one commit, card included) and resolving folders, Hub ids and the offline cache
@@ -96,20 +131,118 @@ class HubArtifactMixin(ModelHubMixin):
             cls.artifact_type = artifact_type
             register_artifact(artifact_type, cls)
 
-    def save_pretrained(self, save_directory: str | Path, *, config: Any = None, **kwargs: Any) -> str | None:
-        """Write ``config.json`` (with ``artifact_type``), weights and ``README.md`` to ``save_directory``.
+    def save_pretrained(
+        self,
+        save_directory: str | Path,
+        *,
+        config: Any = None,
+        repo_id: str | None = None,
+        push_to_hub: bool = False,
+        model_card_kwargs: dict[str, Any] | None = None,
+        is_main_process: bool = True,
+        state_dict: dict[str, torch.Tensor] | None = None,
+        safe_serialization: bool = True,
+        max_shard_size: int | str | None = None,
+        **push_kwargs: Any,
+    ) -> str | None:
+        """Write ``config.json`` (with ``artifact_type``), weights and ``README.md`` to ``save_directory`` (a leading
+        ``~`` is the home folder, as ``from_pretrained`` reads it), and with ``push_to_hub=True`` push them to
+        ``repo_id`` (``push_kwargs``: :meth:`push_to_hub`'s, refused without ``push_to_hub=True``).
 
         ``config.json`` holds the ``__init__`` arguments the object was built with and, over them, the
-        settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved."""
+        settings it holds now (:meth:`_current_settings`), so ``policy.temperature = 1.5`` is saved.
+
+        Of transformers' keywords: ``is_main_process=False`` writes (and pushes) nothing, as a process of a
+        distributed run other than the main one; ``state_dict=`` is written in place of the module's own by a class
+        whose format takes one (:attr:`saves_state_dict`: an EAGLE-3 drafter) and refused by the others;
+        ``safe_serialization=False`` and ``max_shard_size=`` are refused (one safetensors file, always). A folder
+        holding another kind of artifact is refused before anything changes (:meth:`_check_save_folder`)."""
+        where = f"{type(self).__name__}.save_pretrained"
+        self._check_save_keywords(where, push_to_hub, repo_id, state_dict, safe_serialization, max_shard_size,
+                                  push_kwargs)
+        if not is_main_process:  # transformers' rule: the main process writes the folder
+            return None
+        folder = local_path(save_directory)
         warn_if_saved_as_parent(type(self))
+        self._check_save_folder(folder)
         if config is None:
             self._check_settings_encodable()
             fields = self.saved_settings()
         else:
             fields = asdict(config) if is_dataclass(config) else dict(config)
         fields[ARTIFACT_TYPE_KEY] = self.artifact_type
-        drop_generated_card(Path(save_directory))
-        return super().save_pretrained(save_directory, config=fields, **kwargs)
+        drop_generated_card(folder)
+        before = getattr(self, "_state_dict_to_save", None)
+        if state_dict is not None:  # _save_pretrained writes it; a push's own save (a temporary folder) too
+            self._state_dict_to_save = state_dict
+        try:
+            return super().save_pretrained(folder, config=fields, repo_id=repo_id, push_to_hub=push_to_hub,
+                                           model_card_kwargs=model_card_kwargs, **push_kwargs)
+        finally:
+            self._state_dict_to_save = before
+
+    #: whether ``save_pretrained(state_dict=...)`` writes the given state dict in place of the module's own (a format
+    #: whose ``_save_pretrained`` reads :meth:`_state_dict_being_saved`); the others refuse it
+    saves_state_dict: ClassVar[bool] = False
+
+    def _state_dict_being_saved(self) -> dict[str, torch.Tensor] | None:
+        """The ``state_dict=`` the running ``save_pretrained`` was given (None: the module's own), for a
+        ``_save_pretrained`` of a class that :attr:`saves_state_dict`."""
+        return getattr(self, "_state_dict_to_save", None)
+
+    def _check_save_keywords(
+        self,
+        where: str,
+        push_to_hub: bool,
+        repo_id: str | None,
+        state_dict: dict[str, torch.Tensor] | None,
+        safe_serialization: bool,
+        max_shard_size: int | str | None,
+        push_kwargs: dict[str, Any],
+    ) -> None:
+        """Refuse, before anything is written, a ``save_pretrained`` keyword that would be dropped without a word: one
+        it does not take (a typo such as ``pus_to_hub``), a push keyword without ``push_to_hub=True``, transformers'
+        ``state_dict=`` where the format writes the module's own, ``safe_serialization=False`` and
+        ``max_shard_size=``."""
+        _refuse_push_keywords(where, push_kwargs, SAVE_KEYWORDS)
+        push_only = (["repo_id"] if repo_id is not None else []) + list(push_kwargs)
+        if push_only and not push_to_hub:
+            named = ", ".join(f"{key}=" for key in push_only)
+            raise TypeError(
+                f"{where} got {named} without push_to_hub=True: {'it sets' if len(push_only) == 1 else 'they set'} "
+                "the push, and nothing is pushed without it. Pass push_to_hub=True to push the folder too, or leave "
+                f"{'it' if len(push_only) == 1 else 'them'} out."
+            )
+        if state_dict is not None and not self.saves_state_dict:
+            holds = "the weights it holds" if self._is_trained() else "no weights (its config.json is all)"
+            raise TypeError(
+                f"{where} does not take state_dict=: it writes {holds}, in its own format, so a state dict given "
+                "here would not be what is saved. Load the weights into it first (load_state_dict), then save it."
+            )
+        if safe_serialization is not True:
+            raise ValueError(
+                f"{where}(safe_serialization={safe_serialization!r}): its weights are always written as safetensors "
+                "(pickle files are never written, nor loaded). Leave safe_serialization out."
+            )
+        if max_shard_size is not None:
+            raise TypeError(
+                f"{where} does not take max_shard_size=: it writes its weights to one safetensors file, which its "
+                "from_pretrained reads (the artifacts are small). Leave max_shard_size out."
+            )
+
+    def _check_save_folder(self, folder: Path) -> None:
+        """Refuse, before anything is written, a folder holding another kind of artifact
+        (:func:`~.saving.check_no_other_artifact`): ``config.json`` of another ``artifact_type`` or of a transformers
+        model. A format of its own extends it (EAGLE-3: no other ``*.safetensors``) or says which ``config.json`` is
+        its own (:meth:`_holds_own_config`)."""
+        if folder.is_dir():
+            check_no_other_artifact(folder, f"{type(self).__name__}.save_pretrained", self._holds_own_config)
+
+    @classmethod
+    def _holds_own_config(cls, config: dict[str, Any]) -> bool:
+        """Whether a folder's ``config.json`` is this class's artifact (saving again replaces it): the same
+        ``artifact_type``."""
+        return config.get(ARTIFACT_TYPE_KEY) == cls.artifact_type
 
     def saved_settings(self) -> dict[str, Any]:
         """The settings ``save_pretrained`` writes to ``config.json`` (without ``artifact_type``): the ``__init__``
@@ -175,7 +308,13 @@ class HubArtifactMixin(ModelHubMixin):
 
     def push_to_hub(self, repo_id: str, *, model_card_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> str:
         """``ModelHubMixin.push_to_hub``, with ``repo_id`` passed to the card's usage snippet. A trained artifact
-        pushed without its training data or command gets a warning: its card would say "not specified"."""
+        pushed without its training data or command gets a warning: its card would say "not specified".
+
+        ``kwargs`` are huggingface_hub's (:data:`PUSH_KEYWORDS`: ``commit_message``, ``private``, ``token``,
+        ``branch``, ``create_pr``, ...); transformers' other ones (``revision``, ``commit_description``, ``tags``,
+        ...) are refused before anything is uploaded, naming what does the same here (``branch=`` for
+        ``revision=``)."""
+        _refuse_push_keywords(f"{type(self).__name__}.push_to_hub", kwargs, ("repo_id", "model_card_kwargs"))
         card_kwargs = {"repo_id": repo_id, **(model_card_kwargs or {})}
         if self._is_trained() and not (card_kwargs.get("datasets") or card_kwargs.get("reproduce_command")):
             logger.warning(
@@ -224,14 +363,18 @@ class HubArtifactMixin(ModelHubMixin):
         cache_dir: str | Path | None = None,
         local_files_only: bool = False,
         revision: str | None = None,
+        subfolder: str | None = None,
         **model_kwargs: Any,
     ) -> ArtifactT:
-        """Load from a folder or a Hub repo id (or the local cache when offline).
+        """Load from a folder or a Hub repo id (or the local cache when offline); ``subfolder``: the folder inside it
+        that holds the artifact (``hf_hub_download``'s).
 
         ``model_kwargs`` override ``config.json`` values passed to ``__init__``. ``dtype=`` (transformers' keyword:
         a floating ``torch.dtype``, its name, or ``"auto"``/None for the saved one) casts a module after loading,
         its :attr:`float32_keys` kept float32; a config-only artifact holds no tensors and ignores it. transformers'
-        ``torch_dtype=``, ``device_map=`` and ``device=`` are refused, naming ``dtype=`` and ``.to(device)``.
+        ``torch_dtype=``, ``device_map=`` and ``device=`` are refused, naming ``dtype=`` and ``.to(device)``, and so
+        are its other loading keywords (``trust_remote_code``, ``low_cpu_mem_usage``, ``use_safetensors``, ...) and
+        any keyword ``__init__`` does not take.
 
         Raises:
             MissingArtifactFileError: ``config.json`` or ``model.safetensors`` is missing.
@@ -246,23 +389,43 @@ class HubArtifactMixin(ModelHubMixin):
             force_download=force_download,
             token=token,
             local_files_only=local_files_only,
+            subfolder=subfolder,
         )
-        cls._refuse_transformers_keywords(model_kwargs)
-        dtype = cls._pop_load_dtype(model_kwargs)
-        unknown = sorted(set(model_kwargs) - cls.load_keywords) if cls.load_keywords is not None else []
-        if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
-            renamed = "torch_dtype" in unknown and "dtype" in cls.load_keywords
-            raise TypeError(
-                f"{cls.__name__}.from_pretrained does not take {unknown}: it takes {sorted(cls.load_keywords)} and the "
-                "checkpoint sets the rest (a typo of one of them lands here too)."
-                + (" For torch_dtype, pass dtype=." if renamed else "")
-                + "".join(f" {cls.refused_keyword_hints[key]}" for key in unknown if key in cls.refused_keyword_hints)
-            )
+        return cls._load_from(location, model_kwargs, f"{cls.__name__}.from_pretrained")
+
+    @classmethod
+    def _load_from(cls: type[ArtifactT], location: ArtifactLocation, model_kwargs: dict[str, Any], where: str) -> Any:
+        """``from_pretrained``'s work once the location is known: the keywords checked (``where`` names the call in
+        the errors), the location checked, the artifact loaded and cast to ``dtype=``."""
+        dtype = cls._check_load_keywords(model_kwargs, where)
         cls._check_location(location)
         artifact = cls._load_checked(location, model_kwargs)
         if dtype is not None and isinstance(artifact, nn.Module):
             cast_keeping_float32(artifact, dtype, cls.float32_keys)
         return artifact
+
+    @classmethod
+    def _check_load_keywords(cls, model_kwargs: dict[str, Any], where: str) -> torch.dtype | None:
+        """Refuse a keyword ``from_pretrained`` would not honour (``where`` names the call), and take out
+        ``dtype=`` for the default load (:meth:`_pop_load_dtype`)."""
+        cls._refuse_transformers_keywords(model_kwargs, where)
+        dtype = cls._pop_load_dtype(model_kwargs, where)
+        if cls.load_keywords is not None:
+            unknown = sorted(set(model_kwargs) - cls.load_keywords)
+            accepted = f"it takes {sorted(cls.load_keywords)} and the checkpoint sets the rest"
+        else:
+            init_keys = cls._init_keys()
+            unknown = [] if init_keys is None else sorted(set(model_kwargs) - init_keys)
+            accepted = (f"besides the Hub options ({', '.join(HUB_OPTIONS)}) it takes {cls.__name__}'s __init__ "
+                        f"arguments {sorted(init_keys or ())} (over config.json's values) and dtype=")
+        if unknown:  # even when equal to the saved value: the checkpoint sets it, the keyword would read as obeyed
+            renamed = "torch_dtype" in unknown and "dtype" in (cls.load_keywords or ())
+            raise TypeError(
+                f"{where} does not take {unknown}: {accepted} (a typo of one of them lands here too)."
+                + (" For torch_dtype, pass dtype=." if renamed else "")
+                + "".join(f" {cls.refused_keyword_hints[key]}" for key in unknown if key in cls.refused_keyword_hints)
+            )
+        return dtype
 
     @classmethod
     def _load_checked(cls: type[ArtifactT], location: ArtifactLocation, model_kwargs: dict[str, Any]) -> ArtifactT:
@@ -271,68 +434,57 @@ class HubArtifactMixin(ModelHubMixin):
         adapter saved before ``config.json`` holds ``dvi_config.json``). For a Hub repo without one cached,
         huggingface_hub asks the Hub again and, offline (``HF_HUB_OFFLINE=1``, ``local_files_only``) or without a
         connection, raises its bare ``LocalEntryNotFoundError``: such a location goes to ``_from_pretrained``
-        directly, as huggingface_hub's own does online when the repo has no ``config.json``."""
-        hub_options = {
-            "force_download": location.force_download,
-            "token": location.token,
-            "cache_dir": location.cache_dir,
-            "local_files_only": location.local_files_only,
-            "revision": location.revision,
-        }
-        if not cls._holds_config(location):
-            return cls._from_pretrained(model_id=location.name, **hub_options, **model_kwargs)
-        # location.name: a home folder expanded, never read as a repo id
-        return super().from_pretrained(location.name, **hub_options, **model_kwargs)
-
-    @staticmethod
-    def _holds_config(location: ArtifactLocation) -> bool:
-        """Whether ``location`` holds a ``config.json``, looked up without a request: a folder's, or a Hub repo's in
-        the local cache, where ``_check_location`` put it (every format resolves ``config.json`` there first)."""
-        if location.is_local:
-            return (Path(location.name) / CONFIG_NAME).is_file()
-        cached = try_to_load_from_cache(
-            location.name, CONFIG_NAME, cache_dir=location.cache_dir, revision=location.revision
-        )
-        return isinstance(cached, str)
+        directly, as huggingface_hub's own does online when the repo has no ``config.json``. ``_from_pretrained`` is
+        given ``location`` itself (``_location``)."""
+        config_file = location.cached_path(CONFIG_NAME)
+        if config_file is None:
+            return cls._from_pretrained(model_id=location.name, **location.hub_options(), _location=location,
+                                        **model_kwargs)
+        # ModelHubMixin reads config.json from the folder that holds it (the folder or subfolder, or the cache's
+        # snapshot of it, where _check_location put it): a home folder expanded, a subfolder honoured
+        return super().from_pretrained(str(config_file.parent), **location.hub_options(), _location=location,
+                                       **model_kwargs)
 
     @classmethod
-    def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any]) -> None:
-        """Refuse, for the default load, transformers' ``torch_dtype=``, ``device_map=`` and ``device=`` (unless
-        ``__init__`` takes them), naming what does the same here: ``__init__`` would only say it got an unexpected
-        keyword argument. A format of its own (``load_keywords``) names the keywords it takes instead."""
-        if cls.load_keywords is not None:
-            return
+    def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any], where: str) -> None:
+        """Refuse transformers' loading keywords (unless ``__init__`` takes them), naming what does the same here:
+        ``__init__`` would only say it got an unexpected keyword argument. For the default load, ``torch_dtype=``,
+        ``device_map=`` and ``device=`` (a format of its own names the keywords it takes instead); for every load,
+        those of :data:`TRANSFORMERS_LOAD_KEYWORDS`, which none of these artifacts uses."""
         init_keys = cls._init_keys() or set()
-        name = f"{cls.__name__}.from_pretrained"
-        if "torch_dtype" in model_kwargs and "torch_dtype" not in init_keys:
-            raise TypeError(
-                f"{name} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
-                "deprecated there)."
-            )
-        for placement in ("device_map", "device"):  # transformers' placement of a model's layers, or one device
-            if placement in model_kwargs and placement not in init_keys:
+        if cls.load_keywords is None:
+            if "torch_dtype" in model_kwargs and "torch_dtype" not in init_keys:
                 raise TypeError(
-                    f"{name} does not take {placement}=: it loads whole on the CPU; move it after loading: "
-                    f"{name}(path).to(device)."
+                    f"{where} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
+                    "deprecated there)."
                 )
+            for placement in ("device_map", "device"):  # transformers' placement of a model's layers, or one device
+                if placement in model_kwargs and placement not in init_keys:
+                    raise TypeError(
+                        f"{where} does not take {placement}=: it loads whole on the CPU; move it after loading: "
+                        f"{where}(path).to(device)."
+                    )
+        refused = [key for key in TRANSFORMERS_LOAD_KEYWORDS if key in model_kwargs and key not in init_keys]
+        if refused:
+            named = ", ".join(f"{key}=" for key in refused)
+            raise TypeError(
+                f"{where} does not take {named}: {'it is' if len(refused) == 1 else 'they are'} transformers' "
+                f"PreTrainedModel.from_pretrained keyword{'s' if len(refused) > 1 else ''}, and {where.split('.')[0]} "
+                "takes none of them: "
+                + " ".join(TRANSFORMERS_LOAD_KEYWORDS[key] for key in refused)
+                + f" Leave {'it' if len(refused) == 1 else 'them'} out."
+            )
 
     @classmethod
-    def _pop_load_dtype(cls, model_kwargs: dict[str, Any]) -> torch.dtype | None:
+    def _pop_load_dtype(cls, model_kwargs: dict[str, Any], where: str) -> torch.dtype | None:
         """Take ``dtype=`` out of ``model_kwargs`` for the default load (a format of its own that takes it, or an
         ``__init__`` argument named ``dtype``, keeps it): the floating ``torch.dtype`` to cast to, None for the
-        saved one."""
+        saved one (:func:`~.weights.floating_dtype` reads it)."""
         if cls.load_keywords is not None or "dtype" in (cls._init_keys() or ()):
             return None
-        dtype = model_kwargs.pop("dtype", None)
-        if dtype is None or dtype == "auto":
-            return None
-        named = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
-        if not (isinstance(named, torch.dtype) and named.is_floating_point):
-            raise TypeError(
-                f"{cls.__name__}.from_pretrained(dtype={dtype!r}): dtype is a floating torch.dtype (e.g. "
-                "torch.bfloat16) or its name, or 'auto' (or None) for the dtype its weights were saved in."
-            )
-        return named
+        dtype = floating_dtype(model_kwargs.pop("dtype", None), where,
+                               "'auto' (or None) for the dtype its weights were saved in")
+        return None if dtype == "auto" else dtype
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
@@ -394,9 +546,10 @@ class HubArtifactMixin(ModelHubMixin):
         force_download: bool,
         local_files_only: bool,
         token: str | bool | None,
+        _location: ArtifactLocation | None = None,
         **model_kwargs: Any,
     ) -> ArtifactT:
-        location = ArtifactLocation(
+        location = _location or ArtifactLocation(
             model_id,
             revision=revision,
             cache_dir=cache_dir,
@@ -422,3 +575,17 @@ class HubArtifactMixin(ModelHubMixin):
             load_weights(artifact, location)
             artifact.eval()
         return artifact
+
+
+def _refuse_push_keywords(where: str, given: dict[str, Any], own: tuple[str, ...]) -> None:
+    """Refuse the keywords of ``given`` that huggingface_hub's ``push_to_hub`` (:data:`PUSH_KEYWORDS`) does not take,
+    naming the call, what each transformers keyword is here, and what the call (``own``, then the push's) takes."""
+    refused = [key for key in given if key not in PUSH_KEYWORDS]
+    if not refused:
+        return
+    hints = "".join(f" {TRANSFORMERS_PUSH_KEYWORDS[key]}" for key in refused if key in TRANSFORMERS_PUSH_KEYWORDS)
+    takes = ", ".join(f"{key}=" for key in dict.fromkeys((*own, *PUSH_KEYWORDS)) if key != "config" or key in own)
+    raise TypeError(
+        f"{where} does not take {', '.join(f'{key}=' for key in refused)}.{hints} It takes {takes}. Nothing was "
+        "saved or uploaded."
+    )

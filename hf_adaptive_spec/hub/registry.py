@@ -78,9 +78,11 @@ class AutoArtifact:
         force_download: bool = False,
         token: str | bool | None = None,
         local_files_only: bool = False,
+        subfolder: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Load the artifact at a folder or Hub repo id; ``kwargs`` go to the class's ``from_pretrained``."""
+        """Load the artifact at a folder or Hub repo id (``subfolder``: the folder inside it that holds the artifact);
+        ``kwargs`` go to the class's ``from_pretrained``."""
         hub_kwargs = dict(
             revision=revision,
             cache_dir=cache_dir,
@@ -88,6 +90,8 @@ class AutoArtifact:
             token=token,
             local_files_only=local_files_only,
         )
+        if subfolder is not None:  # passed on only when given: a class registered without the mixin may not take it
+            hub_kwargs["subfolder"] = subfolder
         location = ArtifactLocation(str(pretrained_model_name_or_path), **hub_kwargs)
         artifact_type = read_artifact_type(location)
         artifact_class = registered_class(artifact_type)

@@ -1,9 +1,12 @@
-"""What saving an artifact needs besides the mixin's interface: the warning for a subclass saved as its parent, a
-dtype cast that keeps float32 tensors, dropping a card the package wrote, and settings made JSON-plain."""
+"""What saving an artifact needs besides the mixin's interface: the warning for a subclass saved as its parent, the
+refusal of a folder holding another artifact, a dtype cast that keeps float32 tensors, dropping a card the package
+wrote, and settings made JSON-plain."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import torch
 from torch import nn
 
 from .cards import LIBRARY_NAME
+from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, _kind_of_config
 from .registry import qualified_name, registered_class
 
 logger = logging.getLogger(__name__)
@@ -27,6 +31,54 @@ def warn_if_saved_as_parent(cls: type) -> None:
             f"classes will load the folder as {owner.__name__}. If {cls.__name__} decides otherwise, declare its own: "
             f"class {cls.__name__}({owner.__name__}, artifact_type=\"{cls.artifact_type.rsplit('.', 1)[0]}.<name>\")."
         )
+
+
+#: files that describe a folder's artifact when it holds no ``config.json``: a DVI adapter saved before
+#: ``config.json`` (``dvi_config.json``, with an ``artifact_type``), a peft adapter (``adapter_config.json``)
+_CONFIG_STAND_INS = ("dvi_config.json", "adapter_config.json")
+
+
+def check_no_other_artifact(folder: Path, saver: str, holds_own: Callable[[dict[str, Any]], bool]) -> None:
+    """Refuse, before anything is written, saving into ``folder`` when it holds another kind of artifact: a
+    ``config.json`` (or, without one, a ``dvi_config.json`` or a peft ``adapter_config.json``) that ``holds_own``
+    does not accept as the saved kind's, e.g. another ``artifact_type``'s or a transformers model's. Saving there
+    replaced that ``config.json`` and left the other files (weights, adapter) beside the new ones: neither artifact
+    loaded as saved, and an upload of the folder published both. ``saver`` names the call, e.g.
+    ``"StaticTreePolicy.save_pretrained"``, the subject of "would replace its config.json".
+
+    Raises:
+        FileExistsError: naming what the folder holds, its files, and what to do.
+    """
+    described = next((folder / name for name in (CONFIG_NAME, *_CONFIG_STAND_INS) if (folder / name).is_file()), None)
+    if described is None:
+        return
+    try:
+        config = json.loads(described.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = None
+    if isinstance(config, dict) and described.name != "adapter_config.json" and holds_own(config):
+        return
+    files = sorted(path.name for path in folder.iterdir() if path.name != "README.md")
+    held = ", ".join(files[:8]) + (f" and {len(files) - 8} more" if len(files) > 8 else "")
+    raise FileExistsError(
+        f"{folder} holds {_kind_of_folder(described.name, config)} ({held}): {saver} would replace its "
+        f"{CONFIG_NAME} there and leave its other files beside the new ones, so that neither loads as saved (and an "
+        "upload of the folder publishes both). Save to a folder of its own, or remove that artifact's files first."
+    )
+
+
+def _kind_of_folder(filename: str, config: object) -> str:
+    """What a folder's ``config.json`` (or ``filename``, its stand-in) says the folder holds, for a refusal."""
+    if filename == "adapter_config.json":
+        return "a peft adapter"
+    if not isinstance(config, dict):
+        return f"a '{filename}' that is no JSON object"
+    declared = config.get(ARTIFACT_TYPE_KEY)
+    if isinstance(declared, str):
+        holder = registered_class(declared)
+        return f"a '{declared}' artifact" + (f" ({holder.__name__})" if holder else "")
+    kind = _kind_of_config(config)
+    return kind.split(":")[0] if kind else f"a '{filename}' of another program (no '{ARTIFACT_TYPE_KEY}')"
 
 
 def cast_keeping_float32(module: nn.Module, dtype: torch.dtype, float32_keys: frozenset[str]) -> None:

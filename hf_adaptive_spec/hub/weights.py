@@ -77,6 +77,30 @@ def read_safetensors(path, device: str = "cpu") -> dict[str, torch.Tensor]:
         raise corrupt_weights_error(path, error) from error
 
 
+#: the names ``dtype=`` takes besides a ``torch.dtype`` (torch's, which transformers takes too; "auto" aside)
+FLOATING_DTYPE_NAMES = ("float32", "bfloat16", "float16", "float64")
+
+
+def floating_dtype(value: object, where: str, auto_and_none: str) -> torch.dtype | str | None:
+    """``dtype=`` as every loader here reads it (transformers' keyword): a floating ``torch.dtype``, or its name
+    (``"bfloat16"``, torch's alias ``"half"`` too) as that dtype, ``"auto"`` and None as they are (each loader says
+    what they mean: ``auto_and_none``). Anything else is refused, naming ``where`` (the call) and the accepted values.
+
+    Raises:
+        TypeError: naming the value, the accepted names and what ``"auto"`` and None mean.
+    """
+    if value is None or (isinstance(value, str) and value == "auto"):
+        return value
+    named = getattr(torch, value, None) if isinstance(value, str) else value
+    if isinstance(named, torch.dtype) and named.is_floating_point:
+        return named
+    names = ", ".join(repr(name) for name in FLOATING_DTYPE_NAMES)
+    raise TypeError(
+        f"{where}(dtype={value!r}): dtype is a floating torch.dtype (e.g. torch.bfloat16) or its name ({names}), or "
+        f"{auto_and_none}."
+    )
+
+
 #: safetensors' names of the floating dtypes
 SAFETENSORS_FLOAT_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 

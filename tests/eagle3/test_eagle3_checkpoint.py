@@ -16,7 +16,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from hf_adaptive_spec.drafters.dvi import DVIDrafter
 from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel, default_aux_layer_ids
-from hf_adaptive_spec.hub import ArtifactTypeError
+from hf_adaptive_spec.hub import ArtifactTypeError, MissingArtifactFileError
 
 from .conftest import CUSTOM_IDS, DRAFT_VOCAB, draft_logits, make_draft_model
 
@@ -616,8 +616,29 @@ def test_a_float32_checkpoint_stays_float32_beside_a_bfloat16_target_with_dtype(
     assert Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target).model.dtype == torch.bfloat16  # default
     with pytest.raises(TypeError, match="For torch_dtype, pass dtype="):
         Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, torch_dtype=torch.float32)
-    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
-        Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype="float32")
+    with pytest.raises(TypeError, match=r"dtype='bf16'\): dtype is a floating torch.dtype .*'bfloat16'.*'auto'"):
+        Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype="bf16")
+
+
+def _load_draft_model_as_drafter(*args, **kwargs) -> Eagle3Drafter:
+    return Eagle3Drafter(Eagle3DraftModel.from_pretrained(*args, **kwargs))
+
+
+@pytest.mark.parametrize("load", [Eagle3Drafter.from_pretrained, _load_draft_model_as_drafter])
+def test_dtype_takes_a_name_or_auto_as_the_policies_do(tmp_path, target, load):
+    """dtype="float32" and dtype="auto" (transformers' habit, which the policies take) were refused: "dtype must be a
+    floating torch.dtype". A name is that dtype; "auto" the dtype the weights were saved in; None the target's."""
+    model = make_draft_model(target)
+    Eagle3Drafter(model).save_pretrained(tmp_path / "fp32")
+    Eagle3Drafter(copy.deepcopy(model).to(torch.bfloat16)).save_pretrained(tmp_path / "bf16")
+    bf16_target = copy.deepcopy(target).to(torch.bfloat16)
+    named = load(tmp_path / "fp32", target=bf16_target, dtype="float32").model
+    assert named.dtype == torch.float32 and torch.equal(named.fc.weight, model.fc.weight)
+    assert load(tmp_path / "fp32", target=bf16_target, dtype="auto").model.dtype == torch.float32  # as saved
+    assert load(tmp_path / "bf16", target=target, dtype="auto").model.dtype == torch.bfloat16  # as saved
+    assert load(tmp_path / "bf16", target=target).model.dtype == torch.float32  # None: the target's, as documented
+    with pytest.raises(TypeError, match=r"dtype='bf16'\): .*'float32', 'bfloat16'.*'auto' for the dtype its weights"):
+        load(tmp_path / "fp32", target=target, dtype="bf16")
 
 
 def _fake_hub(monkeypatch, repo: Path) -> list:
@@ -685,3 +706,18 @@ def test_eagle3_draft_model_resolves_paths_as_the_drafter_does(tmp_path, monkeyp
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(FileNotFoundError, match="No local folder 'outputs/drafter' exists either"):
         Eagle3DraftModel.from_pretrained("outputs/drafter", target=target, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("load", [Eagle3Drafter.from_pretrained, Eagle3DraftModel.from_pretrained])
+def test_weights_not_cached_offline_are_named_as_not_cached(tmp_path, target, load):
+    """Offline, with the repo's config.json cached and its weights not, snapshot_download returned the partial
+    snapshot without a word, and the error was "No weights in .../snapshots/<commit>: expected model.safetensors",
+    where every other loader says the file is not in the local cache and to download it once online."""
+    from hub.hf_cache import add_to_hf_cache
+
+    Eagle3Drafter(make_draft_model(target)).save_pretrained(tmp_path / "saved")
+    (tmp_path / "saved" / "model.safetensors").unlink()
+    add_to_hf_cache(tmp_path / "cache", "org/eagle3", tmp_path / "saved")
+    with pytest.raises(MissingArtifactFileError, match=r"'model.safetensors' of Hub repo 'org/eagle3' is not in the "
+                       r"local Hugging Face cache.*Download it once online, or check cache_dir="):
+        load("org/eagle3", target=target, cache_dir=tmp_path / "cache", local_files_only=True)

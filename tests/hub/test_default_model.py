@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from hf_adaptive_spec import default_model
 
@@ -226,3 +228,32 @@ def test_a_missing_model_path_is_one_line_on_stderr_for_each_command(tmp_path: P
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and f"{command}: error: " in lines[0]
     assert f"no model folder at {tmp_path / 'missing'}: " in lines[0]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int8", 16])
+def test_a_dtype_that_is_no_floating_dtype_is_refused_naming_the_accepted_names(dtype, monkeypatch):
+    """load_default_model(dtype="bf16") failed inside transformers: "module 'torch' has no attribute 'bf16'"."""
+    monkeypatch.setattr(default_model, "_load_from_hub_cache", lambda *args: pytest.fail("loaded"))
+    with pytest.raises(TypeError, match=rf"load_default_model\(dtype={dtype!r}\): dtype is a floating torch.dtype .*"
+                       r"'float32', 'bfloat16', 'float16', 'float64'\), or 'auto'"):
+        default_model.load_default_model(dtype=dtype)
+
+
+@pytest.mark.parametrize("implementation", ["flex_attention", "flash_attention_2", "paged|sdpa"])
+def test_an_attention_that_takes_no_tree_mask_is_refused_at_load(implementation, monkeypatch):
+    """load_default_model(attn_implementation="flex_attention") loaded, although the docstring allows "sdpa" or
+    "eager" alone: tree speculation refused the model only later."""
+    monkeypatch.setattr(default_model, "_load_from_hub_cache", lambda *args: pytest.fail("loaded"))
+    for load in (default_model.load_default_model, functools.partial(default_model.load_model, "org/model")):
+        with pytest.raises(ValueError, match=rf"attn_implementation={implementation!r}\): speculative decoding's tree "
+                           r"masks need 'sdpa' or 'eager'"):
+            load(attn_implementation=implementation)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, "bfloat16", "auto"])
+def test_a_dtype_name_or_auto_reaches_transformers(dtype, monkeypatch):
+    calls = []
+    monkeypatch.setattr(default_model, "_load_from_hub_cache",
+                        lambda dtype, attn: calls.append((dtype, attn)) or (_Saved({}), _Saved({})))
+    default_model.load_default_model(dtype=dtype, attn_implementation="eager")
+    assert calls == [(torch.bfloat16 if dtype != "auto" else "auto", "eager")]

@@ -26,10 +26,11 @@ from transformers.initialization import no_init_weights
 
 from ...core.attention import check_tree_attention_support
 from ...core.values import check_flag
-from ...hub.config import read_json_object
+from ...hub.config import ARTIFACT_TYPE_KEY, read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError
-from ...hub.location import ArtifactLocation
-from ...hub.weights import read_safetensors
+from ...hub.location import ArtifactLocation, local_path
+from ...hub.saving import check_no_other_artifact
+from ...hub.weights import floating_dtype, read_safetensors
 from .configuration import Eagle3DrafterConfig, default_aux_layer_ids
 from .modeling import Eagle3DraftModel
 
@@ -60,20 +61,47 @@ def resolve_checkpoint(location: ArtifactLocation, allow_pickle: bool = False) -
     """The folder holding ``location``'s weights: a local folder as is; for a Hub repo id, its ``config.json`` and
     weights fetched (or found in the local cache, which ``HF_HUB_OFFLINE=1`` forces) with
     ``huggingface_hub.snapshot_download``. Read and check ``config.json`` (``location.resolve``) first: a repo of
-    another kind is then refused before its weights are downloaded."""
+    another kind is then refused before its weights are downloaded. A location's ``subfolder`` is the folder returned.
+
+    Raises:
+        MissingArtifactFileError: offline, the weights are not in the local cache (its ``config.json`` alone may be).
+    """
     if location.is_local:
-        return Path(location.name)
-    patterns = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
+        return location.folder
+    names = [CONFIG_NAME, "*.safetensors"] + ([PICKLE_NAME] if allow_pickle else [])
     try:
-        return Path(snapshot_download(
-            location.name, allow_patterns=patterns, revision=location.revision, cache_dir=location.cache_dir,
-            force_download=location.force_download, local_files_only=location.local_files_only, token=location.token,
+        snapshot = Path(snapshot_download(
+            location.name, allow_patterns=[location.repo_path(name) for name in names], **location.hub_options()
         ))
     except LocalEntryNotFoundError as error:
         raise MissingArtifactFileError(
             f"The weights of {location} are not in the local Hugging Face cache, and the Hub was not asked (offline "
-            "mode, local_files_only=True, or no connection). Download them once online, or check HF_HUB_CACHE."
+            f"mode, local_files_only=True, or no connection). Download them once online, or check "
+            f"{location.cache_hint()}."
         ) from error
+    folder = snapshot / location.subfolder if location.subfolder else snapshot
+    if not holds_weights(folder, allow_pickle):
+        # offline, snapshot_download returns what the cache holds (config.json alone) without a word: say the weights
+        # are not cached (location.resolve does, as for every artifact), rather than that the folder holds none
+        try:
+            location.resolve(SAFETENSORS_NAME)
+        except MissingArtifactFileError as error:
+            if isinstance(error.__cause__, LocalEntryNotFoundError):
+                raise
+    return folder
+
+
+def holds_weights(directory: Path, allow_pickle: bool = False) -> bool:
+    """Whether ``directory`` holds what :func:`read_weights` reads: a ``*.safetensors`` file, or with
+    ``allow_pickle`` a ``pytorch_model.bin``."""
+    return any(directory.glob("*.safetensors")) or (allow_pickle and (directory / PICKLE_NAME).is_file())
+
+
+def holds_eagle3_config(config: dict) -> bool:
+    """Whether a folder's ``config.json`` is an EAGLE-3 drafter's (official, SpecForge's, or one declaring the
+    drafter's ``artifact_type``): an EAGLE-3 drafter saved there replaces it."""
+    declared = config.get(ARTIFACT_TYPE_KEY)
+    return declared == EAGLE3_ARTIFACT_TYPE or (declared is None and declares_eagle3(config))
 
 
 def declares_eagle3(raw: dict) -> bool:
@@ -330,11 +358,13 @@ def _embeddings(model: Eagle3DraftModel, weights: dict[str, torch.Tensor], targe
 
 
 def load_checkpoint(
-    path_or_hub_id: str | os.PathLike,
+    path_or_hub_id: str | os.PathLike | ArtifactLocation,
     target: PreTrainedModel,
     allow_pickle: bool = False,
     ignore_target_mismatch: bool = False,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
+    *,
+    where: str = "Eagle3Drafter.from_pretrained",
     **hub_kwargs,
 ) -> Eagle3DraftModel:
     """Load an official EAGLE-3 or SpecForge checkpoint as a drafter for ``target``.
@@ -346,19 +376,24 @@ def load_checkpoint(
     would round them through the target's dtype first).
 
     Args:
-        path_or_hub_id: a local directory or a Hub repo id.
+        path_or_hub_id: a local directory or a Hub repo id (or an :class:`ArtifactLocation`, ``hub_kwargs`` then
+            unused).
         allow_pickle: accept ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``).
         ignore_target_mismatch: load a drafter saved for a target of another depth on purpose (its
             feature ids must still fit this target; default ids follow the new depth).
-        dtype: a floating ``torch.dtype`` for the weights, or None for the target's.
-        hub_kwargs: ``revision``, ``cache_dir``, ``token``... for ``huggingface_hub``'s downloads.
+        dtype: a floating ``torch.dtype`` for the weights or its name (``"float32"``), ``"auto"`` for the dtype
+            the checkpoint's floating weights were saved in (the target's when they differ), or None for the target's.
+        where: the call, for the errors (``Eagle3DraftModel.from_pretrained`` loads here too).
+        hub_kwargs: ``revision``, ``cache_dir``, ``token``, ``subfolder``... for ``huggingface_hub``'s downloads.
     """
+    if not isinstance(target, PreTrainedModel):
+        raise TypeError(f"{where} needs the model it drafts for: from_pretrained(path, target=model).")
     check_tree_attention_support(target.config, role="target model")
     for name, flag in (("allow_pickle", allow_pickle), ("ignore_target_mismatch", ignore_target_mismatch)):
-        check_flag("Eagle3Drafter.from_pretrained", name, flag)  # "no" was read by its truth: loaded on purpose
-    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a floating torch.dtype, e.g. torch.float32 (None: the target's), got {dtype}.")
-    location = ArtifactLocation(os.fspath(path_or_hub_id), **hub_kwargs)
+        check_flag(where, name, flag)  # "no" was read by its truth: loaded on purpose
+    dtype = floating_dtype(dtype, where, "'auto' for the dtype its weights were saved in, or None for the target's")
+    location = (path_or_hub_id if isinstance(path_or_hub_id, ArtifactLocation)
+                else ArtifactLocation(os.fspath(path_or_hub_id), **hub_kwargs))
     config = config_from_checkpoint(read_json_object(location.resolve(CONFIG_NAME)), target.config,
                                     ignore_target_mismatch, where=location)
     directory = resolve_checkpoint(location, allow_pickle)  # a Hub repo's weights, once its config.json passed
@@ -370,6 +405,9 @@ def load_checkpoint(
     state = {**weights, "d2t": model.d2t, "t2d": model.t2d, "embed_tokens.weight": _embeddings(model, weights, target),
              "lm_head.weight": _lm_head(model, weights, target)}
     model.load_state_dict(state, strict=True)
+    if dtype == "auto":  # as transformers': the dtype the floating weights were saved in, when they share one
+        saved = {tensor.dtype for tensor in weights.values() if tensor.is_floating_point()}
+        dtype = saved.pop() if len(saved) == 1 else None
     return model.to(device=target.device, dtype=dtype or target.dtype).eval()
 
 
@@ -430,6 +468,21 @@ def check_no_other_weights(directory: Path) -> None:
         )
 
 
+def _check_state_dict_to_save(model: Eagle3DraftModel, state_dict: dict[str, torch.Tensor]) -> None:
+    """Refuse a ``state_dict=`` that is not this drafter's (keys missing or unexpected): it would be written as the
+    checkpoint, which then no longer loads (an empty one was written as is). ``embed_tokens.weight`` may be left out
+    (the target's, written only for a drafter of another width)."""
+    expected = set(model.state_dict())
+    missing = sorted(expected - set(state_dict) - {"embed_tokens.weight"})
+    unexpected = sorted(set(state_dict) - expected)
+    if missing or unexpected:
+        raise ValueError(
+            f"save_pretrained(state_dict=...) is not this EAGLE-3 drafter's: missing keys {missing}, unexpected keys "
+            f"{unexpected}. Pass the drafter's own state dict (model.state_dict(), cast if you like), or none to save "
+            "the weights it holds."
+        )
+
+
 def save_checkpoint(
     model: Eagle3DraftModel, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None
 ) -> None:
@@ -441,10 +494,14 @@ def save_checkpoint(
     model.check_embeddings()
     config = model.config
     state = state_dict if state_dict is not None else model.state_dict()
+    if state_dict is not None:
+        _check_state_dict_to_save(model, state_dict)
     if config.hidden_size == config.target_hidden_size:
         state = {key: value for key, value in state.items() if key != "embed_tokens.weight"}
-    directory = Path(directory)
+    directory = local_path(directory)  # "~/x" is the home folder's, as loading reads it
     check_no_other_weights(directory)
+    if directory.is_dir():  # a transformers model's or another artifact's config.json: refused before it is replaced
+        check_no_other_artifact(directory, "saving an EAGLE-3 drafter", holds_eagle3_config)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
     save_file(tensors, directory / SAFETENSORS_NAME, metadata={"format": "pt"})

@@ -27,6 +27,7 @@ from .checkpoint import (
     check_not_causal_lm_config,
     declares_eagle3,
     holds_causal_lm_weights,
+    holds_eagle3_config,
     load_checkpoint,
     save_checkpoint,
 )
@@ -96,15 +97,23 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     #: Trainer's ``checkpoint-N/``) matches, nor the drafter's own ``model.safetensors``
     stale_repo_files = ("model-*-of-*.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
 
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> str | None:
-        """``HubArtifactMixin.save_pretrained``, refusing first a folder holding other weights
-        (:func:`~.checkpoint.check_no_other_weights`), before the mixin removes the folder's ``config.json``."""
-        check_no_other_weights(Path(save_directory))
-        return super().save_pretrained(save_directory, **kwargs)
+    #: ``save_pretrained(state_dict=...)`` writes that state dict (a trainer's, cast to bfloat16 for a small
+    #: checkpoint), as ``Eagle3DraftModel.save_pretrained`` does
+    saves_state_dict = True
+
+    def _check_save_folder(self, folder: Path) -> None:
+        """The mixin's check (no other artifact's ``config.json``), after refusing a folder holding other weights
+        (:func:`~.checkpoint.check_no_other_weights`); both before the mixin removes the folder's ``config.json``."""
+        check_no_other_weights(folder)
+        super()._check_save_folder(folder)
+
+    @classmethod
+    def _holds_own_config(cls, config: dict) -> bool:
+        return holds_eagle3_config(config)
 
     def _save_pretrained(self, save_directory: Path) -> None:
         """``config.json`` + ``model.safetensors`` in the layout vLLM and SGLang load (see the README)."""
-        save_checkpoint(self.model, save_directory)
+        save_checkpoint(self.model, save_directory, self._state_dict_being_saved())
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
@@ -119,7 +128,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
             hint = f" Load it with {load_hint(holder)}." if holder else ""
             raise ArtifactTypeError(f"{location} holds a '{declared}' artifact, not an EAGLE-3 drafter.{hint}")
         check_not_causal_lm_config(config, location)  # a Hub repo too, before its weights are downloaded
-        if location.is_local and not declares_eagle3(config) and holds_causal_lm_weights(Path(location.name)):
+        if location.is_local and not declares_eagle3(config) and holds_causal_lm_weights(location.folder):
             raise ArtifactTypeError(
                 f"{location} holds a causal language model (model.layers.* weights, no fc.weight), not an EAGLE-3 "
                 "drafter: load it with AutoModelForCausalLM.from_pretrained(path) (as a drafter: "
@@ -127,6 +136,11 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
             )
 
     load_keywords = frozenset({"target", "allow_pickle", "ignore_target_mismatch", "dtype"})
+    refused_keyword_hints = dict.fromkeys(
+        ("device_map", "device"),
+        "The drafter lands on the target's device: load the target where it should run (device_map=), or move the "
+        "drafter after loading (drafter.model.to(device)).",
+    )
 
     @classmethod
     def _load(
@@ -135,25 +149,22 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
         target: PreTrainedModel | None = None,
         allow_pickle: bool = False,
         ignore_target_mismatch: bool = False,
-        dtype: torch.dtype | None = None,
+        dtype: torch.dtype | str | None = None,
         **config_fields,
     ) -> Eagle3Drafter:
         """Load an official EAGLE-3 or SpecForge checkpoint (local directory or Hub id) for ``target``:
         ``from_pretrained(path, target=model)``. ``pytorch_model.bin`` needs ``allow_pickle=True``; a
         drafter saved for a target of another depth needs ``ignore_target_mismatch=True``. The weights land in
-        ``dtype`` (default: the target's): ``dtype=torch.float32`` keeps a float32 checkpoint exact beside a
-        bfloat16 target (converting after loading cannot, the weights were rounded on the way)."""
+        ``dtype`` (default: the target's; a name such as ``"float32"`` too, and ``"auto"`` for the dtype they were
+        saved in): ``dtype=torch.float32`` keeps a float32 checkpoint exact beside a bfloat16 target (converting
+        after loading cannot, the weights were rounded on the way)."""
         if not isinstance(target, PreTrainedModel):
             raise TypeError(
                 "Eagle3Drafter.from_pretrained needs the model it drafts for: from_pretrained(path, target=model)."
             )
         check_no_config_overrides("Eagle3Drafter.from_pretrained", read_json_object(location.resolve(CONFIG_NAME)),
                                   config_fields)
-        hub_kwargs = dict(revision=location.revision, cache_dir=location.cache_dir,
-                          force_download=location.force_download, local_files_only=location.local_files_only,
-                          token=location.token)
-        model = load_checkpoint(location.name, target, allow_pickle, ignore_target_mismatch, dtype, **hub_kwargs)
-        return cls(model)
+        return cls(load_checkpoint(location, target, allow_pickle, ignore_target_mismatch, dtype))
 
     def bind(self, target: PreTrainedModel) -> None:
         self.model.config.check_target(target.config)

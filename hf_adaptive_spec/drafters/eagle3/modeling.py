@@ -316,16 +316,27 @@ class Eagle3DraftModel(PreTrainedModel):
         force_download: bool = False,
         local_files_only: bool = False,
         token: str | bool | None = None,
-        dtype: torch.dtype | None = None,
+        dtype: torch.dtype | str | None = None,
+        subfolder: str | None = None,
+        **kwargs,
     ) -> Eagle3DraftModel:
         """Load an official EAGLE-3 or SpecForge checkpoint for ``target`` (``checkpoint.load_checkpoint``), in
-        ``dtype`` (default: the target's); the checkpoint sets the drafter (no config keywords)."""
+        ``dtype`` (default: the target's; a name, or ``"auto"`` for the dtype it was saved in); the checkpoint sets
+        the drafter (no config keywords). The checks are :class:`Eagle3Drafter`'s ``from_pretrained``'s (a folder of
+        another kind named with its loader; transformers' keywords refused naming what to use)."""
+        from ...hub.location import ArtifactLocation
         from .checkpoint import load_checkpoint
+        from .drafter import Eagle3Drafter
 
-        return load_checkpoint(
-            pretrained_model_name_or_path, target, allow_pickle, ignore_target_mismatch, dtype, revision=revision,
-            cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only, token=token,
-        )
+        where = "Eagle3DraftModel.from_pretrained"
+        location = ArtifactLocation(os.fspath(pretrained_model_name_or_path), revision=revision, cache_dir=cache_dir,
+                                    force_download=force_download, token=token, local_files_only=local_files_only,
+                                    subfolder=subfolder)
+        options = dict(target=target, allow_pickle=allow_pickle, ignore_target_mismatch=ignore_target_mismatch,
+                       dtype=dtype, **kwargs)
+        Eagle3Drafter._check_load_keywords(options, where)
+        Eagle3Drafter._check_location(location)
+        return load_checkpoint(location, where=where, **options)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed_tokens
