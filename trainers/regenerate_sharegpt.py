@@ -9,7 +9,9 @@ python trainers/regenerate_sharegpt.py \
     --output artifacts/sharegpt_smollm2_regenerated.jsonl
 ```
 
-Rerunning the same command resumes: conversations already in ``--output`` are skipped. Each answer is
+Rerunning the same command resumes: conversations already in ``--output`` are skipped, and a rerun with other
+settings is refused (they are kept in ``<output>.settings.json`` with the first records; an output holding records
+without that file, as concatenating outputs makes, is warned about and given this run's settings). Each answer is
 written as text and as the ids the target generated (``token_ids``, which training uses).
 ``--answers original`` writes ShareGPT's own answers instead (no generation: EAGLE-1's recipe,
 the trainer still takes the target's soft labels), and ``--exclude-ids-from`` keeps the
@@ -25,6 +27,7 @@ python trainers/regenerate_sharegpt.py --task translation --num-conversations 40
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -34,8 +37,7 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from hf_adaptive_spec.core.settings import changed_settings, sampling_kwargs
-from hf_adaptive_spec.default_model import load_model, resolve_device
+from hf_adaptive_spec.default_model import DEFAULT_MODEL_ID, load_model, resolve_device
 from hf_adaptive_spec.training_data import (
     TASK_PROMPTS,
     RegenerationConfig,
@@ -48,7 +50,12 @@ from hf_adaptive_spec.training_data import (
     select_subset,
     task_prompts,
 )
-from hf_adaptive_spec.training_data.jsonl_output import written_ids
+from hf_adaptive_spec.training_data.jsonl_output import read_records, written_ids
+from hf_adaptive_spec.training_data.regenerate import (
+    EXCLUDED,
+    check_output_settings,
+    regeneration_settings,
+)
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")
@@ -86,7 +93,11 @@ class ScriptArguments:
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; unset keeps torch's default."})
     dtype: str = field(
         default="float32",
-        metadata={"help": "Weights of the target while generating: float32, or bfloat16 (faster on CPUs with AMX)."},
+        metadata={
+            "help": "Weights of the target while generating: float32, or bfloat16 (faster on CPUs with AMX; its "
+            "batched answers depend on the batch) or float16.",
+            "choices": ["float32", "bfloat16", "float16"],
+        },
     )
     eval_data_dir: str | None = field(
         default=None,
@@ -151,50 +162,63 @@ def without_held_out(conversations: Iterable[Conversation], held_out: Path) -> I
 
 
 def opening_prompts(path: Path) -> set[tuple[str]]:
-    """The first user turn of every record of a JSONL file of conversations, as a one-element tuple."""
-    with open(path, encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    return {tuple(turns[:1]) for turns in ([m["content"] for m in r["conversation"] if m["role"] == "user"]
-                                           for r in records) if turns}
+    """The first user turn of every record of a JSONL file of conversations, as a one-element tuple.
+
+    Raises:
+        ValueError: naming the file and line, for a line that is not a record with a ``conversation`` list of turn
+            objects (:func:`~hf_adaptive_spec.training_data.jsonl_output.read_records`).
+    """
+    prompts = set()
+    for number, record in read_records(path):
+        turns = record.get("conversation")
+        if not isinstance(turns, list) or not all(isinstance(turn, dict) for turn in turns):
+            raise ValueError(
+                f"{path}:{number}: no 'conversation' list of {{\"role\", \"content\"}} turns: --exclude-ids-from "
+                "takes a JSONL file as trainers/regenerate_sharegpt.py writes (a held-out set), one record a line."
+            )
+        first = next((turn.get("content") for turn in turns if turn.get("role") == "user"), None)
+        if first is not None:
+            prompts.add((first,))
+    return prompts
 
 
-#: how a sampled file's batches are seeded (regenerate's batch_seed): files sampled before 2026-12-05 drew every batch
-#: from one global generator, which a resumed run restarted, and their settings lack it
-SAMPLING_SEED = "per batch, from --seed and the batch's conversation ids"
+def held_out_setting(held_out: Path) -> dict[str, object]:
+    """The ``exclude_ids_from`` setting: the held-out file's name, and the count and a digest of its record ids (a
+    resume that drops or changes the exclusion would add held-out conversations to the training file)."""
+    ids = sorted(written_ids(held_out))
+    digest = hashlib.sha256(json.dumps(ids).encode("utf-8")).hexdigest()[:16]
+    return {"file": str(held_out), "ids": len(ids), "ids_sha256": digest}
 
-#: settings that make an output file's answers what they are; a run appending to the file must keep them
-_DEFINING = ("answers", "task", "model", "dtype", "seed", "sharegpt_file", "eval_data_dir")
-_GENERATION = ("max_new_tokens", "temperature", "max_turns", "max_prompt_tokens")
 
-
-def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfig) -> None:
+def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfig) -> dict[str, object]:
     """Refuse settings ``--answers original`` would ignore, and appending to an output written with other settings
-    (``<output>.settings.json``, written with the first records) with each ``name: stored -> new``."""
-    settings = {name: getattr(script_args, name) for name in _DEFINING}
+    (:func:`~hf_adaptive_spec.training_data.regenerate.check_output_settings`: ``<output>.settings.json``, written
+    with the first records; an output with records and without it is warned about, and given this run's), with each
+    ``name: stored -> new``, before the model loads. Returns the settings to record (``regenerate`` and
+    ``copy_conversations`` check them again, and write them)."""
+    model = script_args.model or DEFAULT_MODEL_ID
+    settings = {
+        "answers": script_args.answers, "task": script_args.task, "sharegpt_file": script_args.sharegpt_file,
+        "eval_data_dir": script_args.eval_data_dir,
+        EXCLUDED: held_out_setting(Path(script_args.exclude_ids_from)) if script_args.exclude_ids_from else None,
+    }
     if script_args.answers == "original":
-        ignored = [name for name in _GENERATION[:3] if getattr(config, name) != getattr(RegenerationConfig(), name)]
+        ignored = [name for name in ("max_new_tokens", "temperature", "max_turns")
+                   if getattr(config, name) != getattr(RegenerationConfig(), name)]
         if ignored:
             raise ValueError(f"--answers original copies ShareGPT's answers, every turn: {', '.join(ignored)} would "
                              "be ignored.")
+        settings |= {"model": model, "dtype": script_args.dtype, "seed": script_args.seed}
     else:
-        settings |= {name: getattr(config, name) for name in _GENERATION}
-        if config.temperature > 0:  # files sampled before 2026-12-05 were cut to generate's default top-k of 50, or
-            # to the target's generation_config min_p / typical_p / epsilon / eta cutoffs
-            settings |= {"sampling": sampling_kwargs(config.temperature), "sampling_seed": SAMPLING_SEED}
-    path = Path(str(script_args.output) + ".settings.json")
-    if path.is_file():
-        changed = changed_settings(json.loads(path.read_text(encoding="utf-8")), settings)
-        if changed:
-            raise ValueError(f"{script_args.output} was written with other settings ({'; '.join(changed)}): pass the "
-                             "same ones to add to it, or write to another --output.")
-    elif not Path(script_args.output).is_file():  # a file written before its settings were kept is left unchecked
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        settings |= regeneration_settings(config, script_args.seed, model, script_args.dtype,
+                                          resolve_device(script_args.device).type)
+    check_output_settings(script_args.output, settings, notes=False)
+    return settings
 
 
 def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
     """Select the conversations, drop evaluation prompts, and regenerate their answers."""
-    check_resumed_output(script_args, config)
+    settings = check_resumed_output(script_args, config)
     if script_args.num_threads is not None:
         torch.set_num_threads(script_args.num_threads)
     set_seed(script_args.seed)
@@ -217,13 +241,20 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
         "%d conversations selected with seed %d (first prompt within %d tokens)",
         len(conversations), script_args.seed, config.max_prompt_tokens,
     )
+    if len(conversations) < script_args.num_conversations:
+        logger.warning(
+            "--num-conversations %d asked for, but the file yields %d (after the evaluation questions, the held-out "
+            "ones and the prompts over --max-prompt-tokens are left out): the output holds fewer than asked.",
+            script_args.num_conversations, len(conversations),
+        )
     if script_args.answers == "original":
-        stats = copy_conversations(conversations, Path(script_args.output))
+        stats = copy_conversations(conversations, Path(script_args.output), settings)
         logger.info(
             "done: %d written with their original answers, %d already there", stats.written, stats.already_written
         )
         return
-    stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config, seed=script_args.seed)
+    stats = regenerate(model, tokenizer, conversations, Path(script_args.output), config, seed=script_args.seed,
+                       settings=settings)
     logger.info(
         "done: %d written, %d already there, %d too long; %d tokens in %.0fs (%.1f tokens/s); %d answers cut at "
         "max_new_tokens (marked truncated)",

@@ -27,6 +27,12 @@ class _ArrayReader:
         self._buffer = ""
         self._pos = 0
         self._eof = False
+        self._dropped = 0  # characters of the stream before the buffer
+
+    @property
+    def offset(self) -> int:
+        """The stream's character offset of the reading position."""
+        return self._dropped + self._pos
 
     def _read_more(self) -> bool:
         """Append one chunk (dropping the consumed prefix); False at end of stream."""
@@ -36,6 +42,7 @@ class _ArrayReader:
         if not chunk:
             self._eof = True
             return False
+        self._dropped += self._pos
         self._buffer = self._buffer[self._pos :] + chunk
         self._pos = 0
         return True
@@ -97,14 +104,16 @@ def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
 
     The first element that cannot be decoded before the stream ends (a truncated file) ends
     the iteration; the elements before it are yielded. Raises ``ValueError`` when the text
-    is not an array, an element is followed by something other than ``,`` or ``]``, or an
-    element that is not the file's last cannot be decoded (malformed, not cut).
+    is not an array, an element is followed by something other than ``,`` or ``]``, an
+    element that is not the file's last cannot be decoded (malformed, not cut), or anything but whitespace follows
+    the array's closing ``]`` (naming the stream's file and the offset: two arrays concatenated lose the second).
     """
     reader = _ArrayReader(stream, chunk_size)
     if reader.peek() != "[":
         raise ValueError("expected a JSON array")
     reader.consume()
     if reader.peek() == "]":
+        _check_nothing_after(reader, stream)
         return
     count = 0
     while True:
@@ -119,7 +128,20 @@ def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
             logger.info("JSON array truncated after %d elements", count)
             return
         if separator == "]":
+            _check_nothing_after(reader, stream)
             return
         if separator != ",":
             raise ValueError(f"malformed JSON array: expected ',' or ']' after element {count}, found {separator!r}")
         reader.consume()
+
+
+def _check_nothing_after(reader: _ArrayReader, stream: TextIO) -> None:
+    """Refuse text after the array's closing ``]`` (at the reading position)."""
+    reader.consume()
+    found = reader.peek()
+    if found is not None:
+        raise ValueError(
+            f"{getattr(stream, 'name', 'the JSON text')}: text after the JSON array's closing ']', at character offset "
+            f"{reader.offset} ({found!r}): the file holds more than one array (files joined with `cat`?) or trailing "
+            "text. Merge the arrays into one array (e.g. `jq -s add a.json b.json > merged.json`), or remove the text."
+        )

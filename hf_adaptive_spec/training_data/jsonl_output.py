@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -13,23 +14,88 @@ from typing import Any
 from ..core.files import holding_lock
 from .sharegpt import Conversation
 
+logger = logging.getLogger(__name__)
+
 
 def drop_partial_last_line(path: Path) -> None:
-    """Cut a last line without its newline (a write interrupted by a crash), so appends stay valid."""
+    """End the file's last line with a newline, so appends stay valid: a last line without one that holds a whole
+    JSON record (another tool or an editor wrote the file) is kept and given its newline; one that does not parse (a
+    write interrupted by a crash) is cut, and the cut is logged with the file's name."""
     if not path.is_file():
         return
     data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as handle:
-            handle.truncate(data.rfind(b"\n") + 1)
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    try:
+        complete = isinstance(json.loads(data[start:]), dict)
+    except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+        complete = False
+    with open(path, "r+b") as handle:
+        if complete:
+            handle.seek(len(data))
+            handle.write(b"\n")
+        else:
+            handle.truncate(start)
+    if not complete:
+        logger.warning(
+            "%s: its last line (%d bytes, line %d) was cut: it is not a whole JSON record (a write interrupted by a "
+            "crash); its conversation is written again.", path, len(data) - start, data.count(b"\n") + 1,
+        )
+
+
+def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every non-blank line of the JSONL file ``path``.
+
+    Raises:
+        ValueError: naming the file and line, for a line that is not a JSON object (the file a JSON array, or not
+            JSON: each line of a JSONL file holds one record).
+    """
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                record, problem = None, f"not JSON ({error})"
+            else:
+                problem = None if isinstance(record, dict) else f"a JSON {type(record).__name__}, not an object"
+            if problem:
+                array = " (the file looks like a JSON array: convert it to one record per line)" if (
+                    line.lstrip().startswith("[")) else ""
+                raise ValueError(
+                    f"{path}:{number}: {problem}{array}. A JSONL file holds one JSON object per line, "
+                    '{"id": ..., "conversation": [...]} as trainers/regenerate_sharegpt.py writes: fix or remove the '
+                    "line, or pass the right file."
+                )
+            yield number, record
+
+
+def record_id(path: str | Path, number: int, record: dict[str, Any]) -> str:
+    """The ``id`` of the record on line ``number`` of ``path``, as text.
+
+    Raises:
+        ValueError: naming the file and line, for a record without a text or integer id.
+    """
+    value = record.get("id")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(
+            f"{path}:{number}: the record has {'no id' if value is None else f'the id {value!r}'}: each record needs "
+            'a text (or integer) "id" naming its conversation. Give it one, or remove the line.'
+        )
+    return str(value)
 
 
 def written_ids(path: Path) -> set[str]:
-    """The ``id`` of every record already in ``path`` (empty when the file does not exist)."""
-    if not path.is_file():
+    """The ``id`` of every record already in ``path`` (empty when the file does not exist).
+
+    Raises:
+        ValueError: naming the file and line, for a line that is not a record with an id (:func:`read_records`).
+    """
+    if not Path(path).is_file():
         return set()
-    with open(path, encoding="utf-8") as lines:
-        return {json.loads(line)["id"] for line in lines if line.strip()}
+    return {record_id(path, number, record) for number, record in read_records(path)}
 
 
 def writing_alone(path: Path, held_elsewhere: str | None = None) -> contextlib.AbstractContextManager[None]:

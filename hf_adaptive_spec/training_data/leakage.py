@@ -1,22 +1,25 @@
 """Keep evaluation prompts out of the training data.
 
-A conversation is dropped when any of its user turns, or any paragraph of one (ShareGPT's consecutive
-user turns are joined by a blank line; a question may be pasted into a longer request), is an evaluation
-question up to Unicode form, case, punctuation and whitespace: texts are compared by a digest of
-:func:`normalize_question`. The digests of the shared evaluation questions ship with the package
-(``eval_questions.sha256``), so the filter works where the shared data folder is absent; regenerate them
-after the question files change, or the normalisation, with ``write_eval_question_digests(Path("../shared/data"))``.
-Not caught: a question reworded, or embedded inside a paragraph of other text; ``examples/near_duplicate_audit.py``
-lists the training turns that hold most of a question's word n-grams, to be read (the committed data: none found,
-artifacts/README.md).
+A conversation is dropped when any of its user turns is an evaluation question up to Unicode form, case,
+punctuation, whitespace and invisible format characters (zero-width space, BOM, soft hyphen: Unicode category Cf), or
+holds one on lines of its own: a line, a paragraph, or a run of consecutive lines (a several-line question pasted
+after or before other text, on its own lines; ShareGPT's consecutive user turns are joined by a blank line). Texts
+are compared by a digest of :func:`normalize_question`; a several-line question is also indexed by the digest of its
+first line and its line count (``<digest>:<lines>``), so a turn's runs of lines are checked only where such a first
+line occurs. The digests of the shared evaluation questions ship with the package (``eval_questions.sha256``), so the
+filter works where the shared data folder is absent; regenerate them after the question files change, or the
+normalisation, with ``write_eval_question_digests(Path("../shared/data"))``.
+Not caught: a question reworded, or embedded inside a line of other text (its first line after other words on the
+same line); ``examples/near_duplicate_audit.py`` lists the training turns that hold most of a question's word n-grams,
+to be read (the committed data: none found, artifacts/README.md).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -69,21 +72,23 @@ def normalize_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def _dropped_or_space(character: str) -> str:
+    category = unicodedata.category(character)
+    return " " if category.startswith("P") else "" if category == "Cf" else character
+
+
 def normalize_question(text: str) -> str:
-    """``text`` as the filter compares it: Unicode NFKC, case-folded, punctuation removed, whitespace collapsed
-    (a question copied with curly quotes, in lower case or without its question mark is the same question)."""
+    """``text`` as the filter compares it: Unicode NFKC, case-folded, punctuation removed, invisible format characters
+    (category Cf: zero-width space, BOM, soft hyphen, ...) dropped, whitespace collapsed (a question copied with curly
+    quotes, in lower case or without its question mark is the same question)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return normalize_whitespace("".join(" " if unicodedata.category(c).startswith("P") else c for c in folded))
+    return normalize_whitespace("".join(map(_dropped_or_space, folded)))
 
 
-def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
-    """Whitespace-normalised question turns of JSONL evaluation files.
-
-    Every string in a record's ``turns`` list counts (MT-bench, Spec-Bench, EAGLE sets), and
-    its ``question`` field (GSM8K). ``paths`` defaults to :func:`eval_question_files`.
-    """
+def _question_texts(paths: Iterable[Path]) -> set[str]:
+    """The question texts of JSONL evaluation files, as written (see :func:`load_eval_questions`)."""
     questions: set[str] = set()
-    for path in eval_question_files() if paths is None else paths:
+    for path in paths:
         with open(path, encoding="utf-8") as lines:
             for line in lines:
                 if not line.strip():
@@ -92,21 +97,47 @@ def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
                 texts = list(record.get("turns", []))
                 if "question" in record:
                     texts.append(record["question"])
-                questions.update(normalize_whitespace(text) for text in texts if isinstance(text, str))
+                questions.update(text for text in texts if isinstance(text, str))
     return questions
+
+
+def load_eval_questions(paths: Iterable[Path] | None = None) -> set[str]:
+    """Whitespace-normalised question turns of JSONL evaluation files.
+
+    Every string in a record's ``turns`` list counts (MT-bench, Spec-Bench, EAGLE sets), and
+    its ``question`` field (GSM8K). ``paths`` defaults to :func:`eval_question_files`.
+    """
+    return {normalize_whitespace(text) for text in _question_texts(eval_question_files() if paths is None else paths)}
+
+
+def _digest(normalized: str) -> str:
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:16]
 
 
 def question_digest(text: str) -> str:
     """The first 16 hex digits of the SHA-256 of :func:`normalize_question`'s text."""
-    return hashlib.sha256(normalize_question(text).encode("utf-8")).hexdigest()[:16]
+    return _digest(normalize_question(text))
+
+
+def _normalized_lines(text: str) -> list[str]:
+    """The :func:`normalize_question` form of each line of ``text`` that keeps any text."""
+    return [line for line in map(normalize_question, text.splitlines()) if line]
+
+
+def question_digests(text: str) -> set[str]:
+    """The digests the filter knows ``text`` by: :func:`question_digest`, and for a question of several lines the
+    opening entry ``<digest of its first line>:<its line count>`` (lines that keep any text once normalised)."""
+    lines = _normalized_lines(text)
+    return {question_digest(text), *([f"{_digest(lines[0])}:{len(lines)}"] if len(lines) > 1 else [])}
 
 
 def eval_question_digests(data_dir: str | Path | None = None) -> frozenset[str]:
-    """Digests of every evaluation question: from ``data_dir``'s question files, else from the shared
-    data folder's, else the copy packaged with hf-adaptive-spec (made from the same files)."""
+    """Digests of every evaluation question (:func:`question_digests`): from ``data_dir``'s question files, else from
+    the shared data folder's, else the copy packaged with hf-adaptive-spec (made from the same files)."""
     data_dir = Path(data_dir) if data_dir else default_eval_data_dir()
     if data_dir is not None:
-        return frozenset(question_digest(question) for question in load_eval_questions(eval_question_files(data_dir)))
+        texts = _question_texts(eval_question_files(data_dir))
+        return frozenset().union(*map(question_digests, texts))
     logger.info("no shared data folder: using the evaluation question digests packaged in %s", PACKAGED_DIGESTS)
     return frozenset(PACKAGED_DIGESTS.read_text(encoding="ascii").split())
 
@@ -118,21 +149,52 @@ def write_eval_question_digests(data_dir: Path, path: Path = PACKAGED_DIGESTS) -
     return len(digests)
 
 
-def _parts(content: str) -> list[str]:
-    """A turn's paragraphs (split at a blank line, whitespace or ``\\r`` in it included) and its lines: a question
-    pasted after an instruction, on a line or a paragraph of its own."""
-    return [*re.split(r"\n\s*\n", content), *content.splitlines()]
+@functools.lru_cache(maxsize=4)
+def _openings(digests: frozenset[str]) -> dict[str, tuple[int, ...]]:
+    """The digests' opening entries: a several-line question's first-line digest -> the line counts it opens."""
+    openings: dict[str, set[int]] = {}
+    for entry in digests:
+        first, _, count = entry.partition(":")
+        if count:
+            openings.setdefault(first, set()).add(int(count))
+    return {first: tuple(sorted(counts)) for first, counts in openings.items()}
+
+
+def _turn_leaks(content: str, digests: frozenset[str], openings: dict[str, tuple[int, ...]]) -> bool:
+    """Whether the turn, a paragraph of it (split at a blank line), a line, or a run of consecutive lines that a
+    several-line question's first line opens is an evaluation question."""
+    lines, paragraphs, paragraph = [], [], []
+    for raw in content.splitlines():
+        if not raw.strip():
+            paragraphs.append(paragraph)
+            paragraph = []
+            continue
+        line = normalize_question(raw)
+        if line:
+            lines.append(line)
+            paragraph.append(line)
+    paragraphs.append(paragraph)
+    whole = [" ".join(lines), *(" ".join(p) for p in paragraphs if len(p) > 1)]
+    if any(_digest(text) in digests for text in whole):
+        return True
+    for index, line in enumerate(lines):
+        first = _digest(line)
+        if first in digests:
+            return True
+        for count in openings.get(first, ()):
+            if index + count <= len(lines) and _digest(" ".join(lines[index : index + count])) in digests:
+                return True
+    return False
 
 
 def leaks(conversation: Conversation, digests: frozenset[str]) -> bool:
-    """Whether a user turn of ``conversation``, or a paragraph or a line of one, is an evaluation question."""
-    for message in conversation.messages:
-        if message["role"] != "user":
-            continue
-        texts = [message["content"], *(part for part in _parts(message["content"]) if part.strip())]
-        if any(question_digest(text) in digests for text in texts):
-            return True
-    return False
+    """Whether a user turn of ``conversation``, or a paragraph, a line or a run of lines of one, is an evaluation
+    question (``digests``: :func:`eval_question_digests`)."""
+    openings = _openings(frozenset(digests))
+    return any(
+        _turn_leaks(message["content"], digests, openings) for message in conversation.messages
+        if message["role"] == "user"
+    )
 
 
 def drop_leaked(conversations: Iterable[Conversation], digests: frozenset[str]) -> Iterator[Conversation]:

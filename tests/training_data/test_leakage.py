@@ -96,7 +96,7 @@ def test_question_digest_ignores_whitespace_case_punctuation_and_unicode_form() 
 
 def test_digests_written_for_a_folder_are_read_back_from_it(data_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "digests.sha256"
-    assert write_eval_question_digests(data_dir, path) == 5
+    assert write_eval_question_digests(data_dir, path) == 6  # 5 questions, and the two-line one's opening entry
     assert frozenset(path.read_text().split()) == eval_question_digests(data_dir)
 
 
@@ -124,6 +124,6 @@ def test_a_folder_missing_some_sets_is_warned_about_by_name(data_dir: Path, capl
     (data_dir / "gsm8k/test.jsonl").unlink()
     (data_dir / "eagle_eval/alpaca.question.jsonl").unlink()
     with caplog.at_level("WARNING", logger="hf_adaptive_spec.training_data.leakage"):
-        assert len(eval_question_digests(data_dir)) == 3
+        assert len(eval_question_digests(data_dir)) == 4  # 3 questions, and the two-line one's opening entry
     expected = f"no eagle_eval/*.jsonl or gsm8k/test.jsonl under {data_dir}: those evaluation questions are not kept"
     assert expected in caplog.text

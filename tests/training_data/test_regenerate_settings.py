@@ -111,7 +111,7 @@ def test_a_sampled_file_made_before_per_batch_seeds_is_not_added_to(tmp_path: Pa
     greedy, sampled = tmp_path / "greedy.jsonl", tmp_path / "sampled.jsonl"
     for output, settings in ((greedy, old), (sampled, {**old, "temperature": 1.0, "sampling": {
             "do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}})):
-        output.write_text("", encoding="utf-8")
+        output.write_text('{"id": "a", "conversation": []}\n', encoding="utf-8")
         Path(f"{output}.settings.json").write_text(json.dumps(settings), encoding="utf-8")
     regenerate_sharegpt.check_resumed_output(*parse(["--output", str(greedy), "--max-new-tokens", "4"]))
     with pytest.raises(ValueError, match=r"sampling_seed: None -> \"per batch, from --seed and the batch's"):

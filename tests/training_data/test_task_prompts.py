@@ -151,8 +151,7 @@ def test_adding_to_an_output_keeps_the_settings_its_answers_were_made_with(tmp_p
         sys.path.remove("trainers")
     parse = regenerate_sharegpt.make_parser().parse_args_into_dataclasses
     output = str(tmp_path / "out.jsonl")
-    regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))
-    (tmp_path / "out.jsonl").write_text("", encoding="utf-8")
+    _started(output, regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"])))
     regenerate_sharegpt.check_resumed_output(*parse(["--output", output, "--max-new-tokens", "4"]))  # the same: fine
     with pytest.raises(ValueError, match=r"other settings \(max_new_tokens: 4 -> 12; sampling: None -> \{.*\}; "
                                          r"sampling_seed: None -> .*; temperature: 0.0 -> 1.0\)"):
@@ -169,8 +168,7 @@ def _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sha
     adding answers from the whole distribution to one would mix the two without a word."""
     output = tmp_path / "sampled.jsonl"
     argv = ["--output", str(output), "--temperature", "0.8"]
-    regenerate_sharegpt.check_resumed_output(*parse(argv))
-    output.write_text("", encoding="utf-8")
+    _started(output, regenerate_sharegpt.check_resumed_output(*parse(argv)))
     settings = Path(str(output) + ".settings.json")
     stored = json.loads(settings.read_text(encoding="utf-8"))
     assert stored["sampling"] == {"do_sample": True, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": None,
@@ -181,3 +179,11 @@ def _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sha
     settings.write_text(json.dumps(stored), encoding="utf-8")
     with pytest.raises(ValueError, match=r"other settings \(sampling: None -> "):
         regenerate_sharegpt.check_resumed_output(*parse(argv))
+
+
+def _started(output, settings):
+    """``output`` as a run with ``settings`` leaves it after its first records: one record, and its settings."""
+    from hf_adaptive_spec.training_data.regenerate import write_output_settings
+
+    Path(output).write_text(json.dumps({"id": "a", "conversation": []}) + "\n", encoding="utf-8")
+    write_output_settings(output, settings)
