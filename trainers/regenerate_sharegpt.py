@@ -223,7 +223,8 @@ def main(script_args: ScriptArguments, config: RegenerationConfig) -> None:
         torch.set_num_threads(script_args.num_threads)
     set_seed(script_args.seed)
     questions = eval_question_digests(script_args.eval_data_dir)
-    logger.info("%d evaluation questions kept out", len(questions))
+    whole = sum(":" not in digest for digest in questions)  # the others index several-line questions' first lines
+    logger.info("%d evaluation questions kept out (%d digests)", whole, len(questions))
     model, tokenizer = load_model(script_args.model, getattr(torch, script_args.dtype))
     model.to(resolve_device(script_args.device))
     sharegpt = iter_sharegpt(Path(script_args.sharegpt_file) if script_args.sharegpt_file else None)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import holding_lock
-from .sharegpt import Conversation
+from .sharegpt import Conversation, text_id
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,10 @@ def drop_partial_last_line(path: Path) -> None:
         )
 
 
-def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for every non-blank line of the JSONL file ``path``.
+def read_records(path: str | Path, skip_cut_last_line: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every non-blank line of the JSONL file ``path``; with ``skip_cut_last_line``, a
+    last line without its newline that does not parse is left out (a write a crash cut, which
+    :func:`drop_partial_last_line` removes before the next append).
 
     Raises:
         ValueError: naming the file and line, for a line that is not a JSON object (the file a JSON array, or not
@@ -58,6 +60,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
+                if skip_cut_last_line and not line.endswith("\n"):  # only the last line can lack it
+                    return
                 record, problem = None, f"not JSON ({error})"
             else:
                 problem = None if isinstance(record, dict) else f"a JSON {type(record).__name__}, not an object"
@@ -79,23 +83,24 @@ def record_id(path: str | Path, number: int, record: dict[str, Any]) -> str:
         ValueError: naming the file and line, for a record without a text or integer id.
     """
     value = record.get("id")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if text_id(value) is None:
         raise ValueError(
             f"{path}:{number}: the record has {'no id' if value is None else f'the id {value!r}'}: each record needs "
             'a text (or integer) "id" naming its conversation. Give it one, or remove the line.'
         )
-    return str(value)
+    return text_id(value)
 
 
-def written_ids(path: Path) -> set[str]:
-    """The ``id`` of every record already in ``path`` (empty when the file does not exist).
+def written_ids(path: Path, skip_cut_last_line: bool = False) -> set[str]:
+    """The ``id`` of every record already in ``path`` (empty when the file does not exist); ``skip_cut_last_line``:
+    :func:`read_records`'.
 
     Raises:
         ValueError: naming the file and line, for a line that is not a record with an id (:func:`read_records`).
     """
     if not Path(path).is_file():
         return set()
-    return {record_id(path, number, record) for number, record in read_records(path)}
+    return {record_id(path, number, record) for number, record in read_records(path, skip_cut_last_line)}
 
 
 def writing_alone(path: Path, held_elsewhere: str | None = None) -> contextlib.AbstractContextManager[None]:

@@ -143,7 +143,8 @@ def eval_question_digests(data_dir: str | Path | None = None) -> frozenset[str]:
 
 
 def write_eval_question_digests(data_dir: Path, path: Path = PACKAGED_DIGESTS) -> int:
-    """Write the sorted digests of ``data_dir``'s evaluation questions to ``path``; return how many."""
+    """Write the sorted digests of ``data_dir``'s evaluation questions to ``path`` (:func:`question_digests`: a
+    several-line question has two); return how many digests."""
     digests = sorted(eval_question_digests(data_dir))
     path.write_text("".join(digest + "\n" for digest in digests), encoding="ascii")
     return len(digests)

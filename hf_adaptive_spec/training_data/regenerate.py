@@ -375,7 +375,8 @@ def check_output_settings(output_path: str | Path, settings: dict[str, object], 
     Raises:
         ValueError: the output's records were made with other settings.
     """
-    path, records = settings_path(output_path), len(written_ids(Path(output_path)))
+    # before the file's cut last line is dropped (a rerun after a crash checks first): that line is no record
+    path, records = settings_path(output_path), len(written_ids(Path(output_path), skip_cut_last_line=True))
     if not records:
         if path.is_file() and notes:
             logger.warning("%s holds no records: its settings file %s (left by a run that wrote none) is ignored, and "
@@ -395,8 +396,13 @@ def check_output_settings(output_path: str | Path, settings: dict[str, object], 
     if changed:
         batch = (" (in bfloat16 and float16 an answer depends on the batch it is generated in: resume with the same "
                  "batch size and device)" if any(line.split(":", 1)[0] in _BATCH_DEPENDENT for line in changed) else "")
+        # the script records where its conversations come from, which a call from Python does not give
+        missing = sorted(key for key in set(stored) - set(current) if stored[key] is not None)
+        given = (f" The file's settings name {', '.join(missing)}, which this call does not give: from Python, pass "
+                 "them as regenerate(..., settings={...}) (the trainers/regenerate_sharegpt.py run that wrote the file "
+                 "recorded them)." if missing else "")
         raise ValueError(f"{output_path} was written with other settings ({'; '.join(changed)}){batch}: pass the same "
-                         "ones to add to it, or write to another output file.")
+                         f"ones to add to it, or write to another output file.{given}")
     if predates and notes:
         logger.warning("%s was written before %s were kept in %s: they are not checked.", output_path,
                        ", ".join(predates), path)

@@ -126,10 +126,18 @@ def conversation_from_record(record: dict[str, Any]) -> Conversation | None:
     if not messages or messages[0]["role"] != "user":
         return None
     conversation_id = record.get("id")
-    if isinstance(conversation_id, bool) or not isinstance(conversation_id, (str, int)):
+    if text_id(conversation_id) is None:
         raise ValueError(f"it has {'no id' if conversation_id is None else f'the id {conversation_id!r}'}: every "
                          "record needs a text (or integer) 'id'")
-    return Conversation(id=str(conversation_id), messages=messages)
+    return Conversation(id=text_id(conversation_id), messages=messages)
+
+
+def text_id(value: object) -> str | None:
+    """A record's ``id`` as the text files and digests name it: a string, or an integer written as text; None for
+    anything else (a bool, a float, a list, none)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    return str(value)
 
 
 #: the record layout :func:`iter_sharegpt` reads

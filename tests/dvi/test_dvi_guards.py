@@ -110,6 +110,19 @@ def test_an_update_that_is_not_finite_writes_nothing_and_warns_once(target, capl
     assert "The likely cause is the learning rate (1e+30)" in caplog.text
 
 
+def test_a_rate_above_float32s_range_skips_the_update_rather_than_fail_generate(target):
+    """A finite learning rate of 1e39 passed the check and overflowed inside AdamW's step ('value cannot be converted
+    to type float without overflow'), which came out of generate (found by the review): the update is skipped, the
+    adapter left as it was, and generation stays lossless."""
+    drafter = make_drafter(target, learning_rate=1e39, update_every=4)
+    weights = lora_state(drafter)
+    plain = [_greedy(target, ids) for ids in prompts(3)]
+    drafted = [_greedy(target, ids, assistant_model=drafter, assistant_policy=CHAIN) for ids in prompts(3)]
+    assert all(torch.equal(a, b) for a, b in zip(plain, drafted))
+    assert drafter.updater.skipped_updates >= 1 and drafter.updater.num_updates == 0
+    assert all(torch.equal(weights[name], now) for name, now in lora_state(drafter).items())
+
+
 def test_an_update_whose_loss_is_not_finite_is_skipped(target):
     """A NaN in the records (here put there by hand) gave a NaN loss, whose step wrote NaN into the adapter."""
     drafter = make_drafter(target, update_every=0)

@@ -16,7 +16,7 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 from hf_adaptive_spec.default_model import DEFAULT_MODEL_ID
 from hf_adaptive_spec.training_data.json_stream import iter_json_array
 from hf_adaptive_spec.training_data.jsonl_output import drop_partial_last_line, written_ids
-from hf_adaptive_spec.training_data.leakage import drop_leaked, question_digests
+from hf_adaptive_spec.training_data.leakage import drop_leaked, eval_question_digests, question_digests
 from hf_adaptive_spec.training_data.regenerate import (
     RegenerationConfig,
     check_output_settings,
@@ -111,6 +111,14 @@ def test_the_api_refuses_to_resume_a_file_made_with_other_settings(
         regenerate(tiny_model, tiny_tokenizer, [_conversation("b")], output, RegenerationConfig(max_new_tokens=2),
                    seed=1)
     assert written_ids(output) == {"a"}
+    # a file the script started records where its conversations came from: the call from Python is told how to give it
+    write_output_settings(output, {**stored, "task": "chat"})
+    with pytest.raises(ValueError, match=r"task: 'chat' -> None\).*name task, which this call does not give: from "
+                                         r"Python, pass them as regenerate\(\.\.\., settings=\{\.\.\.\}\)"):
+        regenerate(tiny_model, tiny_tokenizer, [_conversation("b")], output, RegenerationConfig(max_new_tokens=2))
+    regenerate(tiny_model, tiny_tokenizer, [_conversation("b")], output, RegenerationConfig(max_new_tokens=2),
+               settings={"task": "chat"})
+    assert written_ids(output) == {"a", "b"}
 
 
 # 4: batch size and device, compared in half precision only
@@ -173,10 +181,14 @@ def test_a_run_that_fails_before_writing_leaves_no_settings_and_its_rerun_is_not
     script, tmp_path: Path, tiny_model, tiny_tokenizer, caplog
 ) -> None:
     output = tmp_path / "c2.jsonl"
-    with pytest.raises((OSError, ValueError)):
+    with pytest.raises((OSError, ValueError)), caplog.at_level(logging.INFO):
         script.main(*_parse(script, "--output", str(output), "--model", str(tmp_path / "no_such_model"),
                             "--device", "cpu"))
     assert not settings_path(output).exists()
+    digests = eval_question_digests()  # a several-line question's first-line entries are no questions of their own
+    whole = sum(":" not in digest for digest in digests)
+    assert f"{whole} evaluation questions kept out ({len(digests)} digests)" in caplog.text and whole < len(digests)
+    caplog.clear()
     settings_path(output).write_text(json.dumps({"max_new_tokens": 256}), encoding="utf-8")  # left by older versions
     settings = script.check_resumed_output(*_parse(script, "--output", str(output), "--max-new-tokens", "4"))
     with caplog.at_level(logging.WARNING):
@@ -184,6 +196,23 @@ def test_a_run_that_fails_before_writing_leaves_no_settings_and_its_rerun_is_not
     assert "holds no records: its settings file" in caplog.text and "is ignored" in caplog.text
     with pytest.raises(SystemExit):  # a choice, not torch's AttributeError
         _parse(script, "--output", str(output), "--dtype", "bf16")
+
+
+@pytest.mark.parametrize("before", ["a", None], ids=["after-records", "in-the-first-batch"])
+def test_the_same_command_resumes_after_a_crash_cut_the_last_line(script, tmp_path: Path, before) -> None:
+    """The script's check before the model loads counted the output's records and refused the line a crash cut ('not
+    JSON ... fix or remove the line'), which regenerate() drops before appending: rerunning the same command after a
+    crash no longer resumed (found by the review)."""
+    output = tmp_path / "out.jsonl"
+    argv = ("--output", str(output), "--device", "cpu")
+    settings = script.check_resumed_output(*_parse(script, *argv))
+    cut = '{"id": "c", "conversation": [{"role": "us'
+    output.write_text((_record(before) if before else "") + cut, encoding="utf-8")
+    write_output_settings(output, settings)
+    script.check_resumed_output(*_parse(script, *argv))
+    assert written_ids(output, skip_cut_last_line=True) == ({before} if before else set())
+    with pytest.raises(ValueError, match="not JSON"):  # elsewhere a line that is not JSON is still refused
+        written_ids(output)
 
 
 def test_the_default_model_by_name_is_the_default(script, tmp_path: Path) -> None:

@@ -68,8 +68,9 @@ class UpdateMetrics:
     num_fresh: int
     #: the LoRA gradients' total norm before clipping (NaN when the loss had none)
     grad_norm: float = math.nan
-    #: the update was skipped, the adapter and optimizer left as they were: its loss, gradients or step were not
-    #: finite (the schedule position did not advance)
+    #: the update was skipped, the adapter left as it was: its loss, gradients or step were not finite (the schedule
+    #: position did not advance; a step that overflowed the adapter is undone, while the optimizer's step count and
+    #: moments, from finite gradients, keep it)
     skipped: bool = False
 
     def to_dict(self) -> dict[str, float]:
@@ -282,9 +283,14 @@ class DVIUpdater:
             if self.config.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
             before = [param.detach().clone() for param in self.parameters]
-            self.optimizer.step()
-            if all(bool(torch.isfinite(param).all()) for param in self.parameters):
-                return grad_norm, True
+            try:
+                self.optimizer.step()
+            except RuntimeError as error:  # a finite rate above float32's range (~3e38 / its moments) overflows
+                if "overflow" not in str(error):
+                    raise
+            else:
+                if all(bool(torch.isfinite(param).all()) for param in self.parameters):
+                    return grad_norm, True
             with torch.no_grad():
                 for param, kept in zip(self.parameters, before):
                     param.copy_(kept)
