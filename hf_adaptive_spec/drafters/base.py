@@ -87,6 +87,52 @@ class SharedCacheVerification(ABC):
         """
 
 
+def vocab_mapping_problem(ids: object, target_vocab: int, draft_vocab: int | None = None) -> str | None:
+    """What keeps ``ids`` from mapping a draft vocabulary one-to-one into a target vocabulary of ``target_vocab``
+    tokens (a 1-D integer tensor of distinct ids in ``0..target_vocab - 1``, of ``draft_vocab`` entries when given),
+    or None when it does. Reads the tensor's values: one read to the host, so call it once per mapping, not per
+    cycle."""
+    if not isinstance(ids, torch.Tensor):
+        return f"a {type(ids).__name__}, not a torch tensor"
+    if ids.ndim != 1:
+        return f"of shape {list(ids.shape)}, not 1-D"
+    if ids.dtype not in (torch.int64, torch.int32):
+        return f"of dtype {ids.dtype}, not an integer one (torch.long)"
+    if draft_vocab is not None and ids.shape[0] != draft_vocab:
+        return f"{ids.shape[0]} ids for a draft vocabulary of {draft_vocab} tokens"
+    if ids.shape[0] == 0:
+        return "empty"
+    ordered = ids.sort().values
+    repeated = (ordered[1:] == ordered[:-1]).any()
+    low, high, twice = torch.stack((ordered[0].long(), ordered[-1].long(), repeated.long())).tolist()
+    if low < 0 or high >= target_vocab:
+        return f"of ids in {low}..{high}, outside 0..{target_vocab - 1}"
+    if twice:
+        repeats = int((ordered[1:] == ordered[:-1]).sum())
+        return f"not one-to-one: {repeats} target id(s) appear more than once"
+    return None
+
+
+def check_draft_to_target(drafter: Drafter, target_vocab: int) -> None:
+    """Refuse ``drafter.draft_to_target`` unless it is None or maps the drafter's vocabulary one-to-one into the
+    target's (:func:`vocab_mapping_problem`): a target id given to two draft tokens would get their summed mass when a
+    sampled tree draws from the drafter, and verification would compare the target with another distribution."""
+    mapping = drafter.draft_to_target
+    if mapping is None:
+        return
+    problem = vocab_mapping_problem(mapping, target_vocab)
+    if problem is not None:
+        name = type(drafter).__name__
+        raise ValueError(
+            f"{name}.draft_to_target is {problem}. It must be a 1-D integer tensor (torch.long) of the drafter's "
+            f"vocabulary size, holding for each draft token its target id, distinct and in 0..{target_vocab - 1} "
+            "(one-to-one: a repeated target id would sum the probabilities of its draft tokens, and sampling would "
+            f"draw from another distribution than the target's). Fix the mapping {name} sets (e.g. "
+            "torch.tensor(ids, dtype=torch.long) of distinct target ids), or set it to None when the drafter's "
+            "vocabulary is the target's."
+        )
+
+
 class Drafter(ABC):
     """Proposes draft trees for the speculative engine.
 
@@ -100,7 +146,8 @@ class Drafter(ABC):
 
     #: target hidden states (``hidden_states`` indices) to receive in :class:`DraftContext`.
     feature_layers: tuple[int, ...] = ()
-    #: ``[draft_vocab]`` target id of each draft token, or None when the vocabularies are equal.
+    #: ``[draft_vocab]`` target id of each draft token (a 1-D integer tensor of distinct ids in
+    #: ``0..target_vocab - 1``: one-to-one), or None when the vocabularies are equal.
     draft_to_target: torch.LongTensor | None = None
 
     @abstractmethod

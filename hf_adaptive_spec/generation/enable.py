@@ -17,7 +17,7 @@ from ..core.features import unwrap_peft
 from ..core.tree import DraftTree
 from ..drafters.base import DraftContext, Drafter
 from ..drafters.causal_lm import CausalLMDrafter
-from ..policies.base import DraftPolicy
+from ..policies.base import DraftPolicy, check_tree_config_defined
 from .speculative_decoding import speculative_decoding
 
 logger = logging.get_logger(__name__)
@@ -237,11 +237,17 @@ def _generate(self: PreTrainedModel, *args, assistant_policy: DraftPolicy | None
                 "DraftPolicy) together with assistant_model=."
             )
         return stock_generate(self, *args, **kwargs)
+    if isinstance(assistant_policy, type) and issubclass(assistant_policy, DraftPolicy):
+        raise ValueError(
+            f"assistant_policy must be a DraftPolicy instance, got the class {assistant_policy.__name__} itself: "
+            f"pass {assistant_policy.__name__}() (with its arguments)."
+        )
     if not isinstance(assistant_policy, DraftPolicy):
         raise ValueError(
             "assistant_policy must be a DraftPolicy (e.g. StaticTreePolicy()), "
             f"got {type(assistant_policy).__name__}."
         )
+    check_tree_config_defined(assistant_policy)
     assistant_policy.check_settings()  # settings set since construction too, before the call touches any state
     args, kwargs = _by_name(stock_generate, self, args, kwargs)
     if kwargs.get("custom_generate") is not None:

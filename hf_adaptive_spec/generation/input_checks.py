@@ -160,3 +160,19 @@ def _check_model_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
             "assistant_policy decodes at positions 0, 1, 2, ... of the prompt and what follows, but position_ids "
             "lay the prompt out otherwise (shifted or packed): drop position_ids, or drop assistant_policy."
         )
+
+
+def check_feature_layers(owner: object, role: str) -> None:
+    """Refuse ``owner.feature_layers`` (a policy's or a drafter's: ``role``) unless it is a tuple or list of ints
+    (transformers' ``hidden_states`` indices), before the call decodes anything."""
+    layers = getattr(owner, "feature_layers", ())
+    if isinstance(layers, (tuple, list)) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in layers
+    ):
+        return
+    name = type(owner).__name__
+    raise ValueError(
+        f"The {role} {name} asks for target hidden states feature_layers={layers!r}; it must be a tuple (or list) "
+        f"of ints, the hidden_states indices wanted (0: the embeddings' output, i: decoder layer i's): set "
+        f"{name}.feature_layers = (i, ...), e.g. (2,) for one layer, or () for none."
+    )

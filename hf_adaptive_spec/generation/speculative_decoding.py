@@ -27,7 +27,7 @@ from ..drafters.base import DraftContext, Drafter, DraftOutcome
 from ..policies.base import CycleFeedback, CycleState, DraftPolicy, TreeConfig, lookup_mismatch
 from .acceptance import Acceptance, StopsAfter, accept_greedy, accept_sampling
 from .emission import OutputSequence, TreeScores, emitting_each_token
-from .input_checks import check_supported
+from .input_checks import check_feature_layers, check_supported
 from .prompt_lookup import LookupBranch, graft_chain
 from .static_path import fast_path
 from .statistics import SpeculationStats, SpeculativeDecoderOnlyOutput
@@ -103,6 +103,8 @@ def speculative_decoding(
     ``TextIteratorStreamer`` in another thread stops instead of waiting forever."""
     try:
         check_supported(model, input_ids, generation_config, model_kwargs)
+        check_feature_layers(spec_policy, "policy")
+        check_feature_layers(spec_drafter, "drafter")
         input_ids = input_ids.to(model.device)  # prompt ids on the CPU with a model elsewhere: one copy, here
         wanted = set(spec_drafter.feature_layers) | set(spec_policy.feature_layers)
         lookup = LookupBranch.from_config(generation_config)

@@ -9,7 +9,7 @@ import torch
 from transformers.utils import logging
 
 from ..core.tree import DraftTree
-from ..drafters.base import DraftContext, Drafter
+from ..drafters.base import DraftContext, Drafter, check_draft_to_target
 from ..policies.base import DraftPolicy, DraftStepInfo, TreeConfig, VerifySizeInfo
 
 logger = logging.get_logger(__name__)
@@ -25,9 +25,18 @@ class DraftTimes:
     levels: int = 0
 
 
-def _check_int(value: object, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"The policy's {name} returned {value!r}; expected an int in [{low}, {high}].")
+#: the largest verification budget taken (and then lowered to the tree's node count)
+_LARGEST_BUDGET = 1 << 30
+
+
+def _check_budget(value: object, tree_candidates: int) -> int:
+    """``num_tokens_to_verify``'s answer: an int in 0..``tree_candidates`` (larger ones, up to 2**30, are taken as
+    the whole tree, as policies rely on)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _LARGEST_BUDGET:
+        raise ValueError(
+            f"The policy's num_tokens_to_verify returned {value!r}; expected an int in [0, {tree_candidates}] "
+            f"(this tree's total_tokens - 1; a larger int, up to 2**30, verifies the whole tree)."
+        )
     return value
 
 
@@ -66,6 +75,11 @@ class TreeBuilder:
         self.drafter = drafter
         self.policy = policy
         self.target_vocab_size = target_vocab_size
+        # the drafter's mapping, checked once per call (its values: one read) before anything is drafted
+        check_draft_to_target(drafter, target_vocab_size)
+        self.checked_mapping = drafter.draft_to_target
+        #: the width of the drafter's rows this call (from its first rows): every later level has the same
+        self.draft_vocab_size: int | None = None
         #: whether the policy chooses its own verification budget (not asked of sampled trees: see ``_prune``)
         self.policy_sets_budget = type(policy).num_tokens_to_verify is not DraftPolicy.num_tokens_to_verify
 
@@ -86,8 +100,10 @@ class TreeBuilder:
         times.levels += 1
         frontier = [0]
         depth = 0
+        hook = "begin_tree(context)"
         try:
             while True:
+                self._check_rows(rows, hook, len(frontier))
                 new_nodes = self._add_children(tree, frontier, rows, config)
                 depth += 1
                 times.draft += time.perf_counter() - start
@@ -107,10 +123,48 @@ class TreeBuilder:
                     break
                 start = time.perf_counter()
                 rows = self.drafter.expand(tree, frontier)
+                hook = f"expand(tree, nodes) for {len(frontier)} nodes"
                 times.levels += 1
         finally:
             self.drafter.end_tree()
         return self._prune(tree, config, context_length, times, lookup_length)
+
+    def _check_rows(self, rows: object, hook: str, expected_rows: int) -> None:
+        """Refuse rows that break the drafter's contract (``[len(nodes), V]`` log-probs, one row per node asked
+        about, the same ``V`` at every level and that of ``draft_to_target``): metadata alone, no read of the
+        values. Also checks a ``draft_to_target`` the drafter replaced during the call, once."""
+        drafter = self.drafter
+        name = type(drafter).__name__
+        mapping = drafter.draft_to_target
+        if mapping is not self.checked_mapping:
+            check_draft_to_target(drafter, self.target_vocab_size)
+            self.checked_mapping = mapping
+        expected_width = mapping.shape[0] if mapping is not None else self.draft_vocab_size
+        shape = list(rows.shape) if isinstance(rows, torch.Tensor) else None
+        if (
+            shape is not None and len(shape) == 2 and shape[0] == expected_rows and shape[1] > 0
+            and expected_width in (None, shape[1])
+        ):
+            if self.draft_vocab_size is None:
+                self.draft_vocab_size = shape[1]
+            return
+        if shape is None:
+            got = f"a {type(rows).__name__}, not a torch.Tensor"
+        else:
+            got = f"a tensor of shape {shape}"
+        if expected_width is None:
+            width, vocab = "V", "V: the drafter's vocabulary size"
+        elif mapping is not None:
+            width, vocab = str(expected_width), "the drafter's vocabulary: the length of its draft_to_target"
+        else:
+            width, vocab = str(expected_width), "the drafter's vocabulary, as wide as its first rows of this call"
+        raise ValueError(
+            f"{name}.{hook} returned {got}; it must return a torch.Tensor of shape [{expected_rows}, {width}] "
+            f"({vocab}): "
+            "one row of log-probabilities over the drafter's vocabulary per node asked about (begin_tree: one row, "
+            "for the root; expand: one per node, in order). Return log_softmax(logits, dim=-1) of shape "
+            f"[{expected_rows}, {width}] (e.g. add the batch dimension with rows[None], or drop an extra one)."
+        )
 
     def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
         """Children of every frontier node from ``rows`` (``[len(frontier), draft_vocab]`` log-probs),
@@ -185,9 +239,32 @@ class TreeBuilder:
         )
         requested = self.policy.num_tokens_to_verify(info)
         times.policy += time.perf_counter() - start
-        budget = min(_check_int(requested, "num_tokens_to_verify", 0, 1 << 30), num_candidates, config.total_tokens - 1)
+        budget = min(_check_budget(requested, config.total_tokens - 1), num_candidates, config.total_tokens - 1)
         keep = [0] + best_nodes(tree, budget)
-        return tree.subtree(keep) if len(keep) < len(tree) else tree
+        if len(keep) == len(tree):
+            return tree
+        try:
+            return tree.subtree(keep)
+        except ValueError:
+            raise self._not_log_probs(tree) from None
+
+    def _not_log_probs(self, tree: DraftTree) -> Exception:
+        """The error for a rerank that kept a node without its parent (only on that error path): a drafter whose
+        rows are not log-probabilities (logits, probabilities: a child scoring above its parent), named with the
+        hook that returned them."""
+        name = type(self.drafter).__name__
+        for node in range(1, len(tree)):
+            score, parent_score = tree.scores[node], tree.scores[tree.parents[node]]
+            if not score <= parent_score:
+                hook = "begin_tree" if tree.depths[node] == 1 else "expand"
+                return ValueError(
+                    f"{name}.{hook} returned rows that are not log-probabilities: a draft token of depth "
+                    f"{tree.depths[node]} got {score - parent_score:g} (its cumulative score {score:g} above its "
+                    f"parent's {parent_score:g}). A drafter's rows must be log-probabilities over its vocabulary "
+                    "(each <= 0, so that a child never scores above its parent once scores are summed log-probs), "
+                    f"not logits or probabilities: return torch.log_softmax(logits, dim=-1) from {name}.{hook}."
+                )
+        return ValueError("subtree() needs the root and every kept node's parent.")
 
     @staticmethod
     def _whole_groups(tree: DraftTree, budget: int) -> list[int]:

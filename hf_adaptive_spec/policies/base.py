@@ -199,10 +199,25 @@ class CycleFeedback:
         return self.accepted_length + 1 if self.committed_tokens is None else self.committed_tokens
 
 
-class DraftPolicy:
-    """Base class: subclass and override the hooks you need.
+_NO_TREE_CONFIG = (
+    "{name} must define tree_config(self, state) -> TreeConfig, the one hook every DraftPolicy needs: it returns "
+    "the tree to draft each cycle, e.g. TreeConfig(depth=3, top_k=4, total_tokens=16) (depth=0: a plain step). Add "
+    "it to {name} (or use StaticTreePolicy(depth, top_k, total_tokens) for a fixed tree)."
+)
 
-    Defaults draft to ``config.depth``, verify ``config.total_tokens - 1`` candidates and
+
+def check_tree_config_defined(policy: DraftPolicy) -> None:
+    """Refuse a policy whose class does not define :meth:`DraftPolicy.tree_config` (when ``generate`` starts, before
+    the prompt is processed), naming the class and the hook."""
+    if getattr(type(policy), "tree_config", None) is DraftPolicy.tree_config:
+        raise NotImplementedError(_NO_TREE_CONFIG.format(name=type(policy).__name__))
+
+
+class DraftPolicy:
+    """Base class: subclass, define :meth:`tree_config` (required: the tree to draft each cycle) and override the
+    other hooks you need.
+
+    The other hooks have defaults: draft to ``config.depth``, verify ``config.total_tokens - 1`` candidates and
     ignore feedback. Set ``feature_layers`` to receive target hidden states (transformers'
     ``hidden_states`` numbering) in :class:`CycleState`. A policy trained on measured costs sets
     ``trained_on``: the engine reports a call on another cost curve
@@ -248,13 +263,16 @@ class DraftPolicy:
         return None
 
     def tree_config(self, state: CycleState) -> TreeConfig:
-        raise NotImplementedError
+        """Required: the tree to draft this cycle, a :class:`TreeConfig` ``(depth, top_k, total_tokens,
+        sample_drafts)`` (``depth=0``: a plain step). The one hook every policy must define."""
+        raise NotImplementedError(_NO_TREE_CONFIG.format(name=type(self).__name__))
 
     def continue_drafting(self, step: DraftStepInfo) -> bool:
         return step.depth < step.config.depth
 
     def num_tokens_to_verify(self, info: VerifySizeInfo) -> int:
-        """How many of the drafted candidates to verify (the best-scoring ones; 0: a plain step). Asked for
+        """How many of the drafted candidates to verify (the best-scoring ones; 0: a plain step), at most: a larger
+        int (up to 2**30) is taken as the tree's node count, verifying every candidate. Asked for
         deterministic trees only: a sampled tree (``TreeConfig.sample_drafts``) is verified up to ``total_tokens``,
         since a budget chosen from its drafted scores would make sampling inexact."""
         return info.config.total_tokens - 1

@@ -26,6 +26,7 @@ from transformers.models.llama.modeling_llama import (
 )
 from transformers.utils import ModelOutput
 
+from ..base import vocab_mapping_problem
 from .configuration import Eagle3DrafterConfig
 
 
@@ -214,10 +215,11 @@ class Eagle3DraftModel(PreTrainedModel):
         """Set ``d2t`` and ``t2d`` from the target id of every draft token (``[draft_vocab]``, distinct)."""
         ids = torch.as_tensor(draft_to_target, dtype=torch.long, device=self.d2t.device)
         vocab, draft_vocab = self.config.vocab_size, self.config.draft_vocab_size
-        if ids.shape != (draft_vocab,) or ids.min() < 0 or ids.max() >= vocab or ids.unique().numel() != draft_vocab:
+        problem = vocab_mapping_problem(ids, vocab, draft_vocab)
+        if problem is not None:
             raise ValueError(
-                f"The draft vocabulary must map its {draft_vocab} tokens to distinct target ids in 0..{vocab - 1}; "
-                "check d2t, which holds offsets (target_id - draft_id), not target ids."
+                f"The draft vocabulary must map its {draft_vocab} tokens to distinct target ids in 0..{vocab - 1} "
+                f"(the mapping is {problem}); check d2t, which holds offsets (target_id - draft_id), not target ids."
             )
         self.d2t.copy_(ids - torch.arange(draft_vocab, device=ids.device))
         self.t2d.zero_()
