@@ -159,6 +159,19 @@ def test_the_hook_that_returned_positive_rows_is_named(hook):
         builder.build(CONTEXT, policy.config, 2, DraftTimes())
 
 
+def test_a_rerank_failure_with_log_prob_rows_keeps_the_tree_error(monkeypatch):
+    """When every child scores at most its parent, the rows are not to blame: the tree's own error is raised, as it
+    was (not a copy of its message), with its traceback."""
+    import hf_adaptive_spec.generation.tree_builder as tree_builder
+
+    monkeypatch.setattr(tree_builder, "best_nodes", lambda tree, budget: [len(tree) - 1])  # a leaf, not its parent
+    policy = hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=3)
+    builder = TreeBuilder(_RowsDrafter(), policy, target_vocab_size=4)
+    with pytest.raises(ValueError, match=r"^subtree\(\) needs the root and every kept node's parent\.$") as raised:
+        builder.build(CONTEXT, policy.config, 2, DraftTimes())
+    assert str(raised.traceback[-1].path).endswith("core/tree.py")  # raised where the tree found it
+
+
 # 3. the rows' shapes
 
 

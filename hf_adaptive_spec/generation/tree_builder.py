@@ -169,7 +169,7 @@ class TreeBuilder:
     def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
         """Children of every frontier node from ``rows`` (``[len(frontier), draft_vocab]`` log-probs),
         chosen for the whole level at once: one top-k (or one multinomial) and one read to the host."""
-        mapping = self.drafter.draft_to_target
+        mapping = self.checked_mapping  # the drafter's, as _check_rows checked it for these rows
         if mapping is None and rows.shape[-1] > self.target_vocab_size:
             raise ValueError(
                 f"{type(self.drafter).__name__} drafts over {rows.shape[-1]} tokens and the target has "
@@ -245,13 +245,16 @@ class TreeBuilder:
             return tree
         try:
             return tree.subtree(keep)
-        except ValueError:
-            raise self._not_log_probs(tree) from None
+        except ValueError as error:
+            not_log_probs = self._not_log_probs(tree)
+            if not_log_probs is None:
+                raise
+            raise not_log_probs from error
 
-    def _not_log_probs(self, tree: DraftTree) -> Exception:
-        """The error for a rerank that kept a node without its parent (only on that error path): a drafter whose
-        rows are not log-probabilities (logits, probabilities: a child scoring above its parent), named with the
-        hook that returned them."""
+    def _not_log_probs(self, tree: DraftTree) -> ValueError | None:
+        """On a rerank that kept a node without its parent (only on that error path), the error naming its usual
+        cause: a drafter whose rows are not log-probabilities (logits, probabilities: a child scoring above its
+        parent), with the hook that returned them; None when no child scores above its parent."""
         name = type(self.drafter).__name__
         for node in range(1, len(tree)):
             score, parent_score = tree.scores[node], tree.scores[tree.parents[node]]
@@ -264,7 +267,7 @@ class TreeBuilder:
                     "(each <= 0, so that a child never scores above its parent once scores are summed log-probs), "
                     f"not logits or probabilities: return torch.log_softmax(logits, dim=-1) from {name}.{hook}."
                 )
-        return ValueError("subtree() needs the root and every kept node's parent.")
+        return None
 
     @staticmethod
     def _whole_groups(tree: DraftTree, budget: int) -> list[int]:
