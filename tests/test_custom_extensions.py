@@ -129,8 +129,8 @@ def test_a_mapping_replaced_during_the_call_is_checked_too():
 def test_a_mapping_as_long_as_the_rows_are_wide_is_required():
     drafter = _RowsDrafter(mapping=torch.tensor([0, 2, 3]))
     builder = TreeBuilder(drafter, hfas.StaticTreePolicy(1, 2, 3), target_vocab_size=6)
-    with pytest.raises(ValueError, match=r"shape \[1, 4\]; it must return a torch\.Tensor of shape \[1, 3\] .*"
-                                         r"the length of its draft_to_target"):
+    with pytest.raises(ValueError, match=r"shape \[1, 4\]; it must return a floating-point torch\.Tensor of shape "
+                                         r"\[1, 3\] .*the length of its draft_to_target"):
         builder.build(CONTEXT, hfas.StaticTreePolicy(1, 2, 3).config, 1, DraftTimes())
 
 
@@ -172,6 +172,27 @@ def test_a_rerank_failure_with_log_prob_rows_keeps_the_tree_error(monkeypatch):
     assert str(raised.traceback[-1].path).endswith("core/tree.py")  # raised where the tree found it
 
 
+UNDRAWABLE = {"NaN": float("nan"), "+inf": float("inf")}
+
+
+@pytest.mark.parametrize("bad", [*UNDRAWABLE, "all -inf"])
+@pytest.mark.parametrize("hook", ["begin_tree", "expand"])
+def test_sampled_drafts_from_rows_torch_cannot_draw_from_are_named(hook, bad):
+    """A sampled tree draws from exp(rows): a NaN, +inf or all -inf row failed in torch.multinomial ('invalid
+    multinomial distribution'), naming neither the drafter nor its hook."""
+    broken = ROWS.clone()
+    if bad in UNDRAWABLE:
+        broken[0, 1] = UNDRAWABLE[bad]
+    else:
+        broken[:] = float("-inf")
+    drafter = _RowsDrafter(broken) if hook == "begin_tree" else _RowsDrafter(ROWS, lambda n: broken.repeat(n, 1))
+    policy = hfas.StaticTreePolicy(depth=2, top_k=2, total_tokens=7, sample_drafts=True)
+    builder = TreeBuilder(drafter, policy, target_vocab_size=4)
+    with pytest.raises(ValueError, match=rf"_RowsDrafter\.{hook}\(.*returned rows a sampled tree cannot draw from "
+                                         r"\(invalid multinomial distribution.*torch\.log_softmax"):
+        builder.build(CONTEXT, policy.config, 2, DraftTimes())
+
+
 # 3. the rows' shapes
 
 
@@ -182,6 +203,7 @@ BAD_ROWS = {
     "list": (ROWS.tolist(), r"a list, not a torch\.Tensor"),
     "[V, 1]": (ROWS.T, r"a tensor of shape \[4, 1\]"),
     "two rows": (ROWS.repeat(2, 1), r"a tensor of shape \[2, 4\]"),
+    "integers": (torch.tensor([[3, 2, 1, 0]]), r"a torch\.int64 tensor of shape \[1, 4\]"),
 }
 
 
@@ -191,7 +213,7 @@ def test_begin_tree_rows_of_another_shape_are_refused(case):
     policy = hfas.StaticTreePolicy(2, 2, 5)
     builder = TreeBuilder(_RowsDrafter(rows), policy, target_vocab_size=4)
     with pytest.raises(ValueError, match=rf"_RowsDrafter\.begin_tree\(context\) returned {got}; it must return a "
-                                         r"torch\.Tensor of shape \[1, V\]"):
+                                         r"floating-point torch\.Tensor of shape \[1, V\]"):
         builder.build(CONTEXT, policy.config, 2, DraftTimes())
 
 
@@ -201,7 +223,8 @@ def test_expand_rows_of_another_shape_are_refused(rows):
     policy = hfas.StaticTreePolicy(2, 2, 5)
     builder = TreeBuilder(_RowsDrafter(ROWS, rows), policy, target_vocab_size=4)
     with pytest.raises(ValueError, match=r"_RowsDrafter\.expand\(tree, nodes\) for 2 nodes returned a tensor of "
-                                         r"shape \[\d, \d\]; it must return a torch\.Tensor of shape \[2, 4\]"):
+                                         r"shape \[\d, \d\]; it must return a floating-point torch\.Tensor of "
+                                         r"shape \[2, 4\]"):
         builder.build(CONTEXT, policy.config, 2, DraftTimes())
 
 

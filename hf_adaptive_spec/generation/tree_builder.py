@@ -104,7 +104,7 @@ class TreeBuilder:
         try:
             while True:
                 self._check_rows(rows, hook, len(frontier))
-                new_nodes = self._add_children(tree, frontier, rows, config)
+                new_nodes = self._add_children(tree, frontier, rows, config, hook)
                 depth += 1
                 times.draft += time.perf_counter() - start
                 if depth >= max_depth:
@@ -141,8 +141,9 @@ class TreeBuilder:
             self.checked_mapping = mapping
         expected_width = mapping.shape[0] if mapping is not None else self.draft_vocab_size
         shape = list(rows.shape) if isinstance(rows, torch.Tensor) else None
+        floating = shape is not None and rows.is_floating_point()
         if (
-            shape is not None and len(shape) == 2 and shape[0] == expected_rows and shape[1] > 0
+            floating and len(shape) == 2 and shape[0] == expected_rows and shape[1] > 0
             and expected_width in (None, shape[1])
         ):
             if self.draft_vocab_size is None:
@@ -150,6 +151,8 @@ class TreeBuilder:
             return
         if shape is None:
             got = f"a {type(rows).__name__}, not a torch.Tensor"
+        elif not floating:
+            got = f"a {rows.dtype} tensor of shape {shape}"
         else:
             got = f"a tensor of shape {shape}"
         if expected_width is None:
@@ -159,14 +162,17 @@ class TreeBuilder:
         else:
             width, vocab = str(expected_width), "the drafter's vocabulary, as wide as its first rows of this call"
         raise ValueError(
-            f"{name}.{hook} returned {got}; it must return a torch.Tensor of shape [{expected_rows}, {width}] "
+            f"{name}.{hook} returned {got}; it must return a floating-point torch.Tensor of shape "
+            f"[{expected_rows}, {width}] "
             f"({vocab}): "
             "one row of log-probabilities over the drafter's vocabulary per node asked about (begin_tree: one row, "
             "for the root; expand: one per node, in order). Return log_softmax(logits, dim=-1) of shape "
             f"[{expected_rows}, {width}] (e.g. add the batch dimension with rows[None], or drop an extra one)."
         )
 
-    def _add_children(self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig) -> list[int]:
+    def _add_children(
+        self, tree: DraftTree, frontier: list[int], rows: torch.Tensor, config: TreeConfig, hook: str
+    ) -> list[int]:
         """Children of every frontier node from ``rows`` (``[len(frontier), draft_vocab]`` log-probs),
         chosen for the whole level at once: one top-k (or one multinomial) and one read to the host."""
         mapping = self.checked_mapping  # the drafter's, as _check_rows checked it for these rows
@@ -178,7 +184,7 @@ class TreeBuilder:
             )
         if config.sample_drafts:
             probs = rows.exp()
-            draft_ids = torch.multinomial(probs, self._beams(config, rows.shape[-1]), replacement=True)
+            draft_ids = self._draw(probs, self._beams(config, rows.shape[-1]), hook)
             child_log_probs = rows.gather(-1, draft_ids)
             # without a mapping a draft id is the target's id: a narrower drafter proposes the first ids alone
             where = mapping if mapping is not None else slice(0, rows.shape[-1])
@@ -195,6 +201,21 @@ class TreeBuilder:
         for parent, tokens, log_probs in zip(frontier, ids_rows, log_prob_rows):
             new_nodes += tree.add_children(parent, tokens, log_probs)
         return new_nodes
+
+    def _draw(self, probs: torch.Tensor, beams: int, hook: str) -> torch.Tensor:
+        """``beams`` draft ids per row of ``probs``, drawn with replacement; rows torch cannot draw from (NaN, an
+        infinite or negative entry, no mass at all: found by torch on its error path, no read added) are refused
+        naming the drafter's hook. On a GPU torch may stop at a device-side assert instead."""
+        try:
+            return torch.multinomial(probs, beams, replacement=True)
+        except RuntimeError as error:
+            name = type(self.drafter).__name__
+            raise ValueError(
+                f"{name}.{hook} returned rows a sampled tree cannot draw from ({error}): a row of NaN, +inf or "
+                "only -inf log-probabilities. Sampled drafts (TreeConfig.sample_drafts) draw from exp(rows), so each "
+                f"row must be finite log-probabilities of some token: return torch.log_softmax(logits, dim=-1) "
+                f"from {name}.{hook.split('(')[0]}, with finite logits."
+            ) from error
 
     def _next_frontier(self, tree: DraftTree, new_nodes: list[int], config: TreeConfig, vocab_size: int) -> list[int]:
         ranked = sorted(new_nodes, key=lambda i: -tree.scores[i])[: self._beams(config, vocab_size)]
