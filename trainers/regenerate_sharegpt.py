@@ -51,11 +51,7 @@ from hf_adaptive_spec.training_data import (
     task_prompts,
 )
 from hf_adaptive_spec.training_data.jsonl_output import read_records, written_ids
-from hf_adaptive_spec.training_data.regenerate import (
-    EXCLUDED,
-    check_output_settings,
-    regeneration_settings,
-)
+from hf_adaptive_spec.training_data.output_settings import EXCLUDED, check_output_settings, regeneration_settings
 from hf_adaptive_spec.training_data.sharegpt import Conversation
 
 logger = logging.getLogger("regenerate_sharegpt")
@@ -192,7 +188,7 @@ def held_out_setting(held_out: Path) -> dict[str, object]:
 
 def check_resumed_output(script_args: ScriptArguments, config: RegenerationConfig) -> dict[str, object]:
     """Refuse settings ``--answers original`` would ignore, and appending to an output written with other settings
-    (:func:`~hf_adaptive_spec.training_data.regenerate.check_output_settings`: ``<output>.settings.json``, written
+    (:func:`~hf_adaptive_spec.training_data.output_settings.check_output_settings`: ``<output>.settings.json``, written
     with the first records; an output with records and without it is warned about, and given this run's), with each
     ``name: stored -> new``, before the model loads. Returns the settings to record (``regenerate`` and
     ``copy_conversations`` check them again, and write them)."""

@@ -15,6 +15,13 @@ from torch import nn
 from .cards import CARD_KINDS, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
 from .errors import MissingConfigKeyError, UnknownConfigKeyError
+from .keywords import (
+    HUB_OPTIONS,
+    check_save_keywords,
+    pop_load_dtype,
+    refuse_push_keywords,
+    refuse_transformers_keywords,
+)
 from .location import ArtifactLocation, local_path
 from .network import reaching_the_hub
 from .registry import check_artifact_type, register_artifact
@@ -25,39 +32,11 @@ from .saving import (
     plain_json_value,
     warn_if_saved_as_parent,
 )
-from .weights import floating_dtype, load_weights, save_weights, saved_floating_dtype
+from .weights import load_weights, save_weights, saved_floating_dtype
 
 logger = logging.getLogger(__name__)
 
 ArtifactT = TypeVar("ArtifactT", bound="HubArtifactMixin")
-
-#: what ``push_to_hub`` takes besides ``repo_id`` and ``model_card_kwargs`` (huggingface_hub's
-#: ``ModelHubMixin.push_to_hub``; ``config`` is what ``save_pretrained(push_to_hub=True)`` hands it)
-PUSH_KEYWORDS = ("commit_message", "private", "token", "branch", "create_pr", "allow_patterns", "ignore_patterns",
-                 "delete_patterns", "config")
-#: what ``from_pretrained`` takes to find the artifact (``hf_hub_download``'s options)
-HUB_OPTIONS = ("revision", "cache_dir", "force_download", "token", "local_files_only", "subfolder")
-#: what ``save_pretrained`` takes besides ``push_to_hub``'s keywords
-SAVE_KEYWORDS = ("config", "repo_id", "push_to_hub", "model_card_kwargs", "is_main_process", "state_dict",
-                 "safe_serialization", "max_shard_size")
-#: transformers' ``push_to_hub`` keywords that huggingface_hub's does not take, and what does the same here
-TRANSFORMERS_PUSH_KEYWORDS = {
-    "revision": "For revision=, pass branch= (the branch the commit goes to).",
-    "commit_description": "For commit_description=, put the description in commit_message=.",
-    "tags": "For tags=, pass model_card_kwargs={'tags': [...]} (the card's tags).",
-    "safe_serialization": "The weights are always safetensors: safe_serialization= has nothing to choose.",
-    "max_shard_size": "The weights are one safetensors file: max_shard_size= has nothing to split.",
-    "use_temp_dir": "The push always saves to a temporary folder: use_temp_dir= has nothing to choose.",
-}
-#: transformers' ``from_pretrained`` keywords that none of these artifacts uses, each with why (a sentence)
-TRANSFORMERS_LOAD_KEYWORDS = {
-    "trust_remote_code": "no code is ever loaded from a repo (every artifact class is this package's, or imported).",
-    "low_cpu_mem_usage": "artifacts load whole, and are small.",
-    "use_safetensors": "weights are always read from safetensors (pickle files never).",
-    "output_loading_info": "loading is strict, so there is no missing or unexpected key to report.",
-    "attn_implementation": "the attention is the target model's (load the target with it).",
-    "quantization_config": "artifacts load unquantised (quantise the target model, if you need to).",
-}
 
 
 class HubArtifactMixin(ModelHubMixin):
@@ -200,35 +179,10 @@ class HubArtifactMixin(ModelHubMixin):
         max_shard_size: int | str | None,
         push_kwargs: dict[str, Any],
     ) -> None:
-        """Refuse, before anything is written, a ``save_pretrained`` keyword that would be dropped without a word: one
-        it does not take (a typo such as ``pus_to_hub``), a push keyword without ``push_to_hub=True``, transformers'
-        ``state_dict=`` where the format writes the module's own, ``safe_serialization=False`` and
-        ``max_shard_size=``."""
-        _refuse_push_keywords(where, push_kwargs, SAVE_KEYWORDS)
-        push_only = (["repo_id"] if repo_id is not None else []) + list(push_kwargs)
-        if push_only and not push_to_hub:
-            named = ", ".join(f"{key}=" for key in push_only)
-            raise TypeError(
-                f"{where} got {named} without push_to_hub=True: {'it sets' if len(push_only) == 1 else 'they set'} "
-                "the push, and nothing is pushed without it. Pass push_to_hub=True to push the folder too, or leave "
-                f"{'it' if len(push_only) == 1 else 'them'} out."
-            )
-        if state_dict is not None and not self.saves_state_dict:
-            holds = "the weights it holds" if self._is_trained() else "no weights (its config.json is all)"
-            raise TypeError(
-                f"{where} does not take state_dict=: it writes {holds}, in its own format, so a state dict given "
-                "here would not be what is saved. Load the weights into it first (load_state_dict), then save it."
-            )
-        if safe_serialization is not True:
-            raise ValueError(
-                f"{where}(safe_serialization={safe_serialization!r}): its weights are always written as safetensors "
-                "(pickle files are never written, nor loaded). Leave safe_serialization out."
-            )
-        if max_shard_size is not None:
-            raise TypeError(
-                f"{where} does not take max_shard_size=: it writes its weights to one safetensors file, which its "
-                "from_pretrained reads (the artifacts are small). Leave max_shard_size out."
-            )
+        """Refuse, before anything is written, a ``save_pretrained`` keyword that would be dropped without a word
+        (:func:`~.keywords.check_save_keywords`)."""
+        check_save_keywords(where, push_to_hub, repo_id, state_dict, safe_serialization, max_shard_size, push_kwargs,
+                            saves_state_dict=self.saves_state_dict, trained=self._is_trained())
 
     def _check_save_folder(self, folder: Path) -> None:
         """Refuse, before anything is written, a folder holding another kind of artifact
@@ -310,11 +264,11 @@ class HubArtifactMixin(ModelHubMixin):
         """``ModelHubMixin.push_to_hub``, with ``repo_id`` passed to the card's usage snippet. A trained artifact
         pushed without its training data or command gets a warning: its card would say "not specified".
 
-        ``kwargs`` are huggingface_hub's (:data:`PUSH_KEYWORDS`: ``commit_message``, ``private``, ``token``,
+        ``kwargs`` are huggingface_hub's (:data:`~.keywords.PUSH_KEYWORDS`: ``commit_message``, ``private``, ``token``,
         ``branch``, ``create_pr``, ...); transformers' other ones (``revision``, ``commit_description``, ``tags``,
         ...) are refused before anything is uploaded, naming what does the same here (``branch=`` for
         ``revision=``)."""
-        _refuse_push_keywords(f"{type(self).__name__}.push_to_hub", kwargs, ("repo_id", "model_card_kwargs"))
+        refuse_push_keywords(f"{type(self).__name__}.push_to_hub", kwargs, ("repo_id", "model_card_kwargs"))
         card_kwargs = {"repo_id": repo_id, **(model_card_kwargs or {})}
         if self._is_trained() and not (card_kwargs.get("datasets") or card_kwargs.get("reproduce_command")):
             logger.warning(
@@ -447,44 +401,15 @@ class HubArtifactMixin(ModelHubMixin):
 
     @classmethod
     def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any], where: str) -> None:
-        """Refuse transformers' loading keywords (unless ``__init__`` takes them), naming what does the same here:
-        ``__init__`` would only say it got an unexpected keyword argument. For the default load, ``torch_dtype=``,
-        ``device_map=`` and ``device=`` (a format of its own names the keywords it takes instead); for every load,
-        those of :data:`TRANSFORMERS_LOAD_KEYWORDS`, which none of these artifacts uses."""
-        init_keys = cls._init_keys() or set()
-        if cls.load_keywords is None:
-            if "torch_dtype" in model_kwargs and "torch_dtype" not in init_keys:
-                raise TypeError(
-                    f"{where} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
-                    "deprecated there)."
-                )
-            for placement in ("device_map", "device"):  # transformers' placement of a model's layers, or one device
-                if placement in model_kwargs and placement not in init_keys:
-                    raise TypeError(
-                        f"{where} does not take {placement}=: it loads whole on the CPU; move it after loading: "
-                        f"{where}(path).to(device)."
-                    )
-        refused = [key for key in TRANSFORMERS_LOAD_KEYWORDS if key in model_kwargs and key not in init_keys]
-        if refused:
-            named = ", ".join(f"{key}=" for key in refused)
-            raise TypeError(
-                f"{where} does not take {named}: {'it is' if len(refused) == 1 else 'they are'} transformers' "
-                f"PreTrainedModel.from_pretrained keyword{'s' if len(refused) > 1 else ''}, and {where.split('.')[0]} "
-                "takes none of them: "
-                + " ".join(TRANSFORMERS_LOAD_KEYWORDS[key] for key in refused)
-                + f" Leave {'it' if len(refused) == 1 else 'them'} out."
-            )
+        """Refuse transformers' loading keywords (unless ``__init__`` takes them), naming what does the same here
+        (:func:`~.keywords.refuse_transformers_keywords`)."""
+        refuse_transformers_keywords(model_kwargs, where, cls.load_keywords, cls._init_keys() or set())
 
     @classmethod
     def _pop_load_dtype(cls, model_kwargs: dict[str, Any], where: str) -> torch.dtype | None:
-        """Take ``dtype=`` out of ``model_kwargs`` for the default load (a format of its own that takes it, or an
-        ``__init__`` argument named ``dtype``, keeps it): the floating ``torch.dtype`` to cast to, None for the
-        saved one (:func:`~.weights.floating_dtype` reads it)."""
-        if cls.load_keywords is not None or "dtype" in (cls._init_keys() or ()):
-            return None
-        dtype = floating_dtype(model_kwargs.pop("dtype", None), where,
-                               "'auto' (or None) for the dtype its weights were saved in")
-        return None if dtype == "auto" else dtype
+        """Take ``dtype=`` out of ``model_kwargs`` for the default load: the floating ``torch.dtype`` to cast to,
+        None for the saved one (:func:`~.keywords.pop_load_dtype`)."""
+        return pop_load_dtype(model_kwargs, where, cls.load_keywords, cls._init_keys())
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
@@ -575,17 +500,3 @@ class HubArtifactMixin(ModelHubMixin):
             load_weights(artifact, location)
             artifact.eval()
         return artifact
-
-
-def _refuse_push_keywords(where: str, given: dict[str, Any], own: tuple[str, ...]) -> None:
-    """Refuse the keywords of ``given`` that huggingface_hub's ``push_to_hub`` (:data:`PUSH_KEYWORDS`) does not take,
-    naming the call, what each transformers keyword is here, and what the call (``own``, then the push's) takes."""
-    refused = [key for key in given if key not in PUSH_KEYWORDS]
-    if not refused:
-        return
-    hints = "".join(f" {TRANSFORMERS_PUSH_KEYWORDS[key]}" for key in refused if key in TRANSFORMERS_PUSH_KEYWORDS)
-    takes = ", ".join(f"{key}=" for key in dict.fromkeys((*own, *PUSH_KEYWORDS)) if key != "config" or key in own)
-    raise TypeError(
-        f"{where} does not take {', '.join(f'{key}=' for key in refused)}.{hints} It takes {takes}. Nothing was "
-        "saved or uploaded."
-    )

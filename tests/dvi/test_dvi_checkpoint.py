@@ -414,3 +414,24 @@ def test_an_adapter_config_of_another_rank_names_both_ranks(trained, named_targe
     with pytest.raises(WeightsMismatchError, match=r"mis-shaped .*The weights have rank 16 and 'adapter_config.json' "
                        r"says r=8: set r to 16 there"):
         DVIDrafter.from_pretrained(tmp_path / "edited", target=named_target)
+
+
+def test_the_rollout_state_reads_a_home_folder_as_save_pretrained_does(named_target, tmp_path, monkeypatch):
+    """save_rollout_state('~/x') wrote into a literal '~' folder (or failed, none existing) while
+    save_pretrained('~/x') and from_pretrained('~/x') read the home folder (hub.location.local_path)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    drafter = make_drafter(named_target)
+    drafter.save_rollout_state("~/run")
+    assert (tmp_path / "run" / "dvi_rollout_state.safetensors").is_file() and not (tmp_path / "~").exists()
+    assert make_drafter(named_target).load_rollout_state("~/run")
+
+
+@pytest.mark.parametrize("method", ["save_rollout_state", "load_rollout_state"])
+def test_the_rollout_state_of_a_drafter_not_online_is_refused(named_target, tmp_path, method):
+    """Was AttributeError: 'NoneType' object has no attribute 'rollout_state' (or, loading from a folder without
+    the file, False as if nothing were saved)."""
+    drafter = make_drafter(named_target, online=False)
+    with pytest.raises(RuntimeError, match=r"not online: create it with online=True or call enable_online\(\)"):
+        getattr(drafter, method)(tmp_path)

@@ -17,15 +17,13 @@ from hf_adaptive_spec.default_model import DEFAULT_MODEL_ID
 from hf_adaptive_spec.training_data.json_stream import iter_json_array
 from hf_adaptive_spec.training_data.jsonl_output import drop_partial_last_line, written_ids
 from hf_adaptive_spec.training_data.leakage import drop_leaked, eval_question_digests, question_digests
+from hf_adaptive_spec.training_data.output_settings import check_output_settings, settings_path, write_output_settings
 from hf_adaptive_spec.training_data.regenerate import (
     RegenerationConfig,
-    check_output_settings,
     copy_conversations,
     generate_reply_ids,
     prompt_ids,
     regenerate,
-    settings_path,
-    write_output_settings,
 )
 from hf_adaptive_spec.training_data.sharegpt import Conversation, iter_sharegpt
 

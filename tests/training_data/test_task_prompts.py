@@ -183,7 +183,7 @@ def _a_file_sampled_before_the_whole_distribution_is_not_added_to(regenerate_sha
 
 def _started(output, settings):
     """``output`` as a run with ``settings`` leaves it after its first records: one record, and its settings."""
-    from hf_adaptive_spec.training_data.regenerate import write_output_settings
+    from hf_adaptive_spec.training_data.output_settings import write_output_settings
 
     Path(output).write_text(json.dumps({"id": "a", "conversation": []}) + "\n", encoding="utf-8")
     write_output_settings(output, settings)

@@ -1,15 +1,13 @@
-"""Saving and loading DVI adapters (the Hub mixin's hooks): peft safetensors, ``config.json`` and the model card."""
+"""Saving and loading DVI adapters (the Hub mixin's hooks): peft safetensors, ``config.json`` and the model card. The
+online learner's state saved beside them is ``learner_state.py``'s."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import safetensors.torch
 import torch
 from huggingface_hub import ModelCard
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
@@ -40,20 +38,20 @@ from ...hub.weights import read_safetensors, resolve_safetensors, shape_differen
 from .config import (
     DVI_ARTIFACT_TYPE,
     DVI_CONFIG_NAME,
-    SCHEDULE_FIELDS,
     DVIOnlineLearnerConfig,
     check_online_arguments,
 )
 from .head import check_config_describes_adapter
+from .learner_state import (
+    LEARNER_STATE_NAMES,
+    ONLINE_STATE_NAME,
+    DVILearnerStateMixin,
+    saved_online_config,
+    warn_schedule_restarts,
+)
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
-#: the online learner's KL->RL schedule position, reward baseline and config, saved beside an online drafter's adapter
-ONLINE_STATE_NAME = "dvi_online_state.json"
-#: the online learner's rollout buffer and generator, saved in a training checkpoint (not beside a saved adapter)
-ROLLOUT_STATE_NAME = "dvi_rollout_state.safetensors"
-#: the learner's files beside an adapter: a save removes earlier ones (it writes the online state when online)
-LEARNER_STATE_NAMES = (ONLINE_STATE_NAME, ROLLOUT_STATE_NAME)
 #: the settings a DVI adapter's ``config.json`` holds besides ``artifact_type``
 DVI_CONFIG_KEYS = frozenset({"exit_layer", "target_shape"})
 #: the name ``dvi_config.json`` (folders saved before ``config.json``) gave ``target_shape``
@@ -65,8 +63,6 @@ RECOMMENDED_DEPTH = 4
 
 if TYPE_CHECKING:
     from .drafter import DVIDrafter
-
-logger = logging.getLogger(__name__)
 
 
 def target_shape(target: nn.Module) -> dict[str, int]:
@@ -210,7 +206,7 @@ def check_target_shape(location: ArtifactLocation, saved: dict[str, int], target
         )
 
 
-class DVICheckpointMixin(HubArtifactMixin):
+class DVICheckpointMixin(DVILearnerStateMixin, HubArtifactMixin):
     """DVI's format in the Hub mixin: the peft adapter of the draft head (safetensors), its
     ``adapter_config.json``, and ``config.json`` with the split point and the target's shape. The
     target itself is never saved: ``from_pretrained(path, target=model)`` rebuilds the drafter on it."""
@@ -327,44 +323,6 @@ class DVICheckpointMixin(HubArtifactMixin):
                 )
         return drafter
 
-    def load_online_state(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> bool:
-        """Continue the online learner's KL->RL schedule position and reward baseline from the
-        ``dvi_online_state.json`` saved beside an adapter (folder or Hub repo), as ``from_pretrained(..., online=True)``
-        does. Returns False, changing nothing, when there is none (the schedule stays where it is)."""
-        return self._load_online_state(ArtifactLocation(str(path_or_repo), **location_kwargs))
-
-    def _load_online_state(self, location: ArtifactLocation) -> bool:
-        if self.updater is None:
-            raise RuntimeError(
-                "This DVIDrafter is not online: create it with online=True or call enable_online() first."
-            )
-        try:
-            state = read_json_object(location.resolve(ONLINE_STATE_NAME))
-        except MissingArtifactFileError:
-            return False
-        _warn_on_another_schedule(location, state, self.updater.config)
-        with self._lock:
-            self.updater.load_state_dict(state)
-        return True
-
-    def save_rollout_state(self, directory: str | os.PathLike) -> None:
-        """Write the online learner's rollout buffer, fresh-record mark and generator (``ROLLOUT_STATE_NAME``,
-        safetensors) into a training checkpoint: with the adapter, ``dvi_online_state.json`` and the optimizer's
-        state, a resumed run makes the updates an uninterrupted one makes."""
-        with self._lock:
-            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.updater.rollout_state().items()}
-        safetensors.torch.save_file(state, os.path.join(directory, ROLLOUT_STATE_NAME))
-
-    def load_rollout_state(self, directory: str | os.PathLike) -> bool:
-        """Restore what :meth:`save_rollout_state` wrote; False, changing nothing, when the folder has none."""
-        path = Path(directory) / ROLLOUT_STATE_NAME
-        if not path.is_file():
-            return False
-        state = read_safetensors(path)
-        with self._lock:
-            self.updater.load_rollout_state(state)
-        return True
-
     def load_adapter_weights(self, path_or_repo: str | os.PathLike, **location_kwargs: Any) -> None:
         """Load the LoRA weights of a saved adapter into this drafter, in place (optimizer state stays valid)."""
         self._load_adapter(ArtifactLocation(str(path_or_repo), **location_kwargs))
@@ -395,57 +353,3 @@ def _rank_hint(saved: dict[str, torch.Tensor], built: dict[str, torch.Tensor], w
                     f"{built[key].shape[0]}: set r to {saved[key].shape[0]} there (and lora_alpha to the value "
                     "it trained with).")
     return ""
-
-
-def saved_online_config(location: ArtifactLocation) -> DVIOnlineLearnerConfig | None:
-    """The online config saved in ``dvi_online_state.json`` beside an adapter; None (the defaults then) when the
-    adapter has no online state, or one saved before the config was (a log message says so)."""
-    try:
-        state = read_json_object(location.resolve(ONLINE_STATE_NAME))
-    except MissingArtifactFileError:
-        return None
-    saved = state.get("online_config")
-    if not isinstance(saved, dict):
-        logger.warning(
-            f"{location}'s {ONLINE_STATE_NAME} was saved before it held the online config: the learner continues its "
-            "schedule position under DVIOnlineLearnerConfig's defaults. Pass online_config= with the schedule it was "
-            "trained with (the training_config.json of its run names it)."
-        )
-        return None
-    known = {f.name for f in fields(DVIOnlineLearnerConfig)}
-    unknown = sorted(saved.keys() - known)
-    if unknown:
-        logger.warning(f"{location}'s online config has settings this version does not know, not used: {unknown}.")
-    return DVIOnlineLearnerConfig(**{name: value for name, value in saved.items() if name in known})
-
-
-def warn_schedule_restarts(source: object, config: DVIOnlineLearnerConfig, keep: str) -> None:
-    """Warn that a learner continuing the adapter of ``source`` (a folder or repo) starts its KL->RL schedule again:
-    the adapter has no ``dvi_online_state.json`` (saved offline). ``keep`` says how the caller gets the schedule's
-    final weights (``from_pretrained``'s ``online_config``, the trainer's flags)."""
-    logger.warning(
-        f"{source} has no {ONLINE_STATE_NAME}: the KL->RL schedule starts again from KL-only updates (update 0 of "
-        f"{config.warmup_updates} KL-only updates, then a {config.ramp_updates}-update ramp to the RL weights) with a "
-        "new reward baseline, not where the adapter's training left it: the adapter was saved offline (an online "
-        f"drafter's save_pretrained and DVITrainer write the file, which continues the schedule). To go on, {keep}."
-    )
-
-
-def _warn_on_another_schedule(
-    location: ArtifactLocation, state: dict[str, Any], config: DVIOnlineLearnerConfig
-) -> None:
-    """Warn when the learner continues a saved schedule position under other schedule settings than the saved ones:
-    update ``num_updates`` of another schedule gives other loss weights."""
-    saved = state.get("online_config")
-    if not isinstance(saved, dict):
-        return
-    now = asdict(config)
-    changed = [f"{name}: {saved[name]} -> {now[name]}" for name in SCHEDULE_FIELDS
-               if name in saved and saved[name] != now[name]]
-    if changed:
-        logger.warning(
-            f"Continuing {location}'s KL->RL schedule at update {state.get('num_updates')} under other schedule "
-            f"settings than it was saved with ({'; '.join(changed)}): the loss weights follow the new ones. Leave "
-            "online_config unset to keep the saved schedule (training with --init_from: pass the saved values of "
-            "those flags, or --init_schedule restart to start the schedule afresh)."
-        )

@@ -1,17 +1,16 @@
-"""EAGLE-3 checkpoints: read the official EAGLE and the SpecForge layouts, write SpecForge's.
+"""EAGLE-3 checkpoints: read the official EAGLE and the SpecForge layouts (SpecForge's is written by ``export.py``).
 
 Both layouts are a Llama-style ``config.json`` plus flat weight keys (``fc.weight``, ``midlayer.*``,
 ``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``, optional ``embed_tokens.weight``; a drafter of
 more layers adds ``layers.1.*``..., and ``layers.0.*`` is read as ``midlayer.*``, vLLM's naming). The
 official one says ``architectures: ["LlamaForCausalLM"]`` and has no ``rope_theta`` (RoPE base
 10000); SpecForge's says ``["LlamaForCausalLMEagle3"]`` and may add ``head_dim``, RoPE fields and
-``eagle_config``. What we write loads unchanged in vLLM and SGLang (see README.md).
+``eagle_config``. What ``export.py`` writes loads unchanged in vLLM and SGLang (see README.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from pathlib import Path
@@ -20,41 +19,36 @@ import torch
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
 from ...core.attention import check_tree_attention_support
 from ...core.values import check_flag
-from ...hub.config import ARTIFACT_TYPE_KEY, read_json_object
+from ...hub.config import read_json_object
 from ...hub.errors import ArtifactTypeError, MissingArtifactFileError
-from ...hub.location import ArtifactLocation, local_path
-from ...hub.saving import check_no_other_artifact
+from ...hub.location import ArtifactLocation
 from ...hub.weights import floating_dtype, read_safetensors
 from .configuration import Eagle3DrafterConfig, default_aux_layer_ids
+from .layout import (
+    CONFIG_NAME,
+    EAGLE3_CONFIG_FIELDS,
+    OFFICIAL_ARCHITECTURE,
+    SAFETENSORS_NAME,
+    SPECFORGE_ARCHITECTURE,
+    declares_eagle3,
+)
 from .modeling import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
 
-OFFICIAL_ARCHITECTURE = "LlamaForCausalLM"
-SPECFORGE_ARCHITECTURE = "LlamaForCausalLMEagle3"
-CONFIG_NAME = "config.json"
-SAFETENSORS_NAME = "model.safetensors"
 PICKLE_NAME = "pytorch_model.bin"
 #: keys a checkpoint may omit: embeddings (taken from the target), the vocabulary maps (full vocabulary)
 OPTIONAL_KEYS = ("embed_tokens.weight", "d2t", "t2d")
-#: the Hub mixin's name for EAGLE-3 drafters (not written into ``config.json``: the layout is SpecForge's)
-EAGLE3_ARTIFACT_TYPE = "hf_adaptive_spec.drafter.eagle3"
 #: EAGLE-3.1 / speculators variants whose layer differs from EAGLE-3's, refused when true
 UNSUPPORTED_FLAGS = ("fc_norm", "norm_before_residual")
 _LLAMA_FIELDS = {f.name for f in dataclasses.fields(Eagle3DrafterConfig)} - {
     f.name for f in dataclasses.fields(PretrainedConfig)
 }
-
-
-#: config.json fields only an EAGLE-3 drafter's config holds (the official one, too, names draft_vocab_size)
-EAGLE3_CONFIG_FIELDS = ("draft_vocab_size", "target_hidden_size", "target_num_hidden_layers", "eagle_config",
-                        "eagle_aux_hidden_state_layer_ids")
 
 
 def resolve_checkpoint(location: ArtifactLocation, allow_pickle: bool = False) -> Path:
@@ -97,18 +91,6 @@ def holds_weights(directory: Path, allow_pickle: bool = False) -> bool:
     return any(directory.glob("*.safetensors")) or (allow_pickle and (directory / PICKLE_NAME).is_file())
 
 
-def holds_eagle3_config(config: dict) -> bool:
-    """Whether a folder's ``config.json`` is an EAGLE-3 drafter's (official, SpecForge's, or one declaring the
-    drafter's ``artifact_type``): an EAGLE-3 drafter saved there replaces it."""
-    declared = config.get(ARTIFACT_TYPE_KEY)
-    return declared == EAGLE3_ARTIFACT_TYPE or (declared is None and declares_eagle3(config))
-
-
-def declares_eagle3(raw: dict) -> bool:
-    """Whether a ``config.json`` is an EAGLE-3 drafter's: SpecForge's architecture, or a field only EAGLE-3 has."""
-    return SPECFORGE_ARCHITECTURE in (raw.get("architectures") or []) or any(f in raw for f in EAGLE3_CONFIG_FIELDS)
-
-
 def check_not_causal_lm_config(raw: dict, where: object) -> None:
     """Refuse the ``config.json`` of a plain causal LM (a target's repo passed by mistake): a ``*ForCausalLM``
     architecture of more than one layer, without any EAGLE-3 field (official EAGLE-3 drafters hold one layer)."""
@@ -125,8 +107,8 @@ def check_not_causal_lm_config(raw: dict, where: object) -> None:
 
 def holds_causal_lm_weights(folder: Path) -> bool:
     """Whether ``folder``'s safetensors hold a causal LM's layers (``model.layers.*``) and no EAGLE-3 ``fc.weight``,
-    read from the files' headers only. Ask only when ``config.json`` is no EAGLE-3 drafter's (:func:`declares_eagle3`):
-    an EAGLE-3 checkpoint may name its layer ``model.layers.0.*`` (vLLM's names)."""
+    read from the files' headers only. Ask only when ``config.json`` is no EAGLE-3 drafter's
+    (:func:`~.layout.declares_eagle3`): an EAGLE-3 checkpoint may name its layer ``model.layers.0.*`` (vLLM's names)."""
     names: set[str] = set()
     for file in folder.glob("*.safetensors"):
         try:
@@ -409,102 +391,3 @@ def load_checkpoint(
         saved = {tensor.dtype for tensor in weights.values() if tensor.is_floating_point()}
         dtype = saved.pop() if len(saved) == 1 else None
     return model.to(device=target.device, dtype=dtype or target.dtype).eval()
-
-
-def export_config(config: Eagle3DrafterConfig, dtype: torch.dtype) -> dict:
-    """The SpecForge-layout ``config.json`` that vLLM and SGLang read."""
-    rope = dict(config.rope_parameters)
-    legacy_scaling = None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"}
-    exported = {
-        "architectures": [SPECFORGE_ARCHITECTURE],
-        "model_type": "llama",
-        "num_hidden_layers": config.num_hidden_layers,
-        "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_attention_heads": config.num_attention_heads,
-        "num_key_value_heads": config.num_key_value_heads,
-        "head_dim": config.head_dim,
-        "hidden_act": config.hidden_act,
-        "rms_norm_eps": config.rms_norm_eps,
-        "attention_bias": config.attention_bias,
-        "mlp_bias": config.mlp_bias,
-        "max_position_embeddings": config.max_position_embeddings,
-        "rope_theta": rope["rope_theta"],  # older stacks read rope_theta / rope_scaling only
-        "rope_scaling": legacy_scaling,
-        "rope_parameters": rope,
-        "vocab_size": config.vocab_size,
-        "draft_vocab_size": config.draft_vocab_size,
-        "target_hidden_size": config.target_hidden_size,
-        "tie_word_embeddings": False,
-        "torch_dtype": str(dtype).removeprefix("torch."),
-    }
-    if config.target_num_hidden_layers is not None:
-        exported["target_num_hidden_layers"] = config.target_num_hidden_layers  # ours: refuse other depths
-    exported["eagle_config"] = {"use_aux_hidden_state": config.use_aux_hidden_state}
-    # both engines' fields, always: else each applies its own per-model default (and a reload, ours)
-    ids = list(config.aux_hidden_state_layer_ids)
-    exported["eagle_aux_hidden_state_layer_ids"] = ids  # vLLM: input of layer i, used as is
-    exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]  # SGLang captures id + 1
-    if not config.use_aux_hidden_state and ids != [config.target_num_hidden_layers]:
-        logger.warning(
-            f"This drafter reads target hidden state {ids} without aux hidden states; the ids are saved and this "
-            "package reloads them, but serving engines may feed a drafter without aux hidden states their own "
-            "default feature."
-        )
-    return exported
-
-
-def check_no_other_weights(directory: Path) -> None:
-    """Refuse, before anything is written, a folder holding ``*.safetensors`` files besides ``model.safetensors``
-    (another artifact's, as a DVI adapter's ``adapter_model.safetensors``, or a causal LM's shards): loading reads
-    every one of them as the drafter's (:func:`read_weights`, as vLLM and SGLang do), so the drafter saved beside
-    them would not load, or not as saved."""
-    others = sorted(file.name for file in Path(directory).glob("*.safetensors") if file.name != SAFETENSORS_NAME)
-    if others:
-        raise FileExistsError(
-            f"{directory} holds {', '.join(others)}: an EAGLE-3 checkpoint is every *.safetensors file of its folder "
-            "(this package, vLLM and SGLang read them all), so an EAGLE-3 drafter saved there would be read with "
-            f"them. Save it to a folder of its own, or remove them first."
-        )
-
-
-def _check_state_dict_to_save(model: Eagle3DraftModel, state_dict: dict[str, torch.Tensor]) -> None:
-    """Refuse a ``state_dict=`` that is not this drafter's (keys missing or unexpected): it would be written as the
-    checkpoint, which then no longer loads (an empty one was written as is). ``embed_tokens.weight`` may be left out
-    (the target's, written only for a drafter of another width)."""
-    expected = set(model.state_dict())
-    missing = sorted(expected - set(state_dict) - {"embed_tokens.weight"})
-    unexpected = sorted(set(state_dict) - expected)
-    if missing or unexpected:
-        raise ValueError(
-            f"save_pretrained(state_dict=...) is not this EAGLE-3 drafter's: missing keys {missing}, unexpected keys "
-            f"{unexpected}. Pass the drafter's own state dict (model.state_dict(), cast if you like), or none to save "
-            "the weights it holds."
-        )
-
-
-def save_checkpoint(
-    model: Eagle3DraftModel, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None
-) -> None:
-    """Write ``config.json`` + ``model.safetensors`` in the SpecForge layout.
-
-    Flat keys; ``d2t``/``t2d`` always; ``embed_tokens.weight`` only when the draft width differs
-    from the target's (engines take the target's otherwise).
-    """
-    model.check_embeddings()
-    config = model.config
-    state = state_dict if state_dict is not None else model.state_dict()
-    if state_dict is not None:
-        _check_state_dict_to_save(model, state_dict)
-    if config.hidden_size == config.target_hidden_size:
-        state = {key: value for key, value in state.items() if key != "embed_tokens.weight"}
-    directory = local_path(directory)  # "~/x" is the home folder's, as loading reads it
-    check_no_other_weights(directory)
-    if directory.is_dir():  # a transformers model's or another artifact's config.json: refused before it is replaced
-        check_no_other_artifact(directory, "saving an EAGLE-3 drafter", holds_eagle3_config)
-    directory.mkdir(parents=True, exist_ok=True)
-    tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
-    save_file(tensors, directory / SAFETENSORS_NAME, metadata={"format": "pt"})
-    # the dtype of the weights written (a state_dict cast to bfloat16 for a small checkpoint), not the module's
-    exported = export_config(config, tensors.get("lm_head.weight", model.lm_head.weight).dtype)
-    (directory / CONFIG_NAME).write_text(json.dumps(exported, indent=2) + "\n")

@@ -21,16 +21,9 @@ from ...hub.mixin import HubArtifactMixin
 from ...hub.registry import load_hint, registered_class
 from ..base import DraftContext, Drafter
 from ..static_shapes import StaticShapesMixin
-from .checkpoint import (
-    EAGLE3_ARTIFACT_TYPE,
-    check_no_other_weights,
-    check_not_causal_lm_config,
-    declares_eagle3,
-    holds_causal_lm_weights,
-    holds_eagle3_config,
-    load_checkpoint,
-    save_checkpoint,
-)
+from .checkpoint import check_not_causal_lm_config, holds_causal_lm_weights, load_checkpoint
+from .export import check_no_other_weights, save_checkpoint
+from .layout import EAGLE3_ARTIFACT_TYPE, declares_eagle3, holds_eagle3_config
 from .modeling import Eagle3DraftModel
 from .static import static_draft_steps
 
@@ -92,7 +85,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
     # ----- persistence: SpecForge's layout in the Hub mixin -------------------------------------
 
     #: the weight files an earlier push of another artifact leaves at the repo's top, which loading would read as the
-    #: drafter's (every ``*.safetensors`` there, :func:`~.checkpoint.check_no_other_weights`): a causal LM's shards
+    #: drafter's (every ``*.safetensors`` there, :func:`~.export.check_no_other_weights`): a causal LM's shards
     #: and their index, a DVI adapter. Each pattern starts with a literal name, so no file in a subfolder (a
     #: Trainer's ``checkpoint-N/``) matches, nor the drafter's own ``model.safetensors``
     stale_repo_files = ("model-*-of-*.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
@@ -103,7 +96,7 @@ class Eagle3Drafter(StaticShapesMixin, Drafter, HubArtifactMixin, artifact_type=
 
     def _check_save_folder(self, folder: Path) -> None:
         """The mixin's check (no other artifact's ``config.json``), after refusing a folder holding other weights
-        (:func:`~.checkpoint.check_no_other_weights`); both before the mixin removes the folder's ``config.json``."""
+        (:func:`~.export.check_no_other_weights`); both before the mixin removes the folder's ``config.json``."""
         check_no_other_weights(folder)
         super()._check_save_folder(folder)
 

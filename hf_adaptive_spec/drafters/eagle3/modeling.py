@@ -9,13 +9,12 @@ the checkpoint keys.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import Cache, PretrainedConfig, PreTrainedModel
-from transformers.activations import ACT2FN
+from transformers import Cache, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
 from transformers.models.llama.modeling_llama import (
     LlamaAttention,
@@ -26,8 +25,10 @@ from transformers.models.llama.modeling_llama import (
 )
 from transformers.utils import ModelOutput
 
+from ...hub.location import ArtifactLocation
 from ..base import vocab_mapping_problem
 from .configuration import Eagle3DrafterConfig
+from .target_fields import _check_activation, _llama_fields_of, _refuse_legacy_rope
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Eagle3DraftModel(PreTrainedModel):
         the target's).
 
         The draft layer is a Llama layer whatever the target. Its Llama fields (RoPE included) default to
-        the target's, read under their Llama names or another family's (``_TARGET_FIELD_NAMES``: GPT-2's
+        the target's, read under their Llama names or another family's (``target_fields._TARGET_FIELD_NAMES``: GPT-2's
         ``n_inner``, ``activation_function``, ``layer_norm_epsilon``; Gemma 2/3's ``hidden_activation``;
         Falcon's ``ffn_hidden_size``, ``num_kv_heads``...); a field the target has under no such name gets
         Llama's default (RoPE base 10000, ``silu``, eps 1e-6, one key/value head per query head), except the
@@ -326,7 +327,6 @@ class Eagle3DraftModel(PreTrainedModel):
         ``dtype`` (default: the target's; a name, or ``"auto"`` for the dtype it was saved in); the checkpoint sets
         the drafter (no config keywords). The checks are :class:`Eagle3Drafter`'s ``from_pretrained``'s (a folder of
         another kind named with its loader; transformers' keywords refused naming what to use)."""
-        from ...hub.location import ArtifactLocation
         from .checkpoint import load_checkpoint
         from .drafter import Eagle3Drafter
 
@@ -353,12 +353,12 @@ class Eagle3DraftModel(PreTrainedModel):
         state_dict: dict[str, torch.Tensor] | None = None,
         max_shard_size: int | str | None = None,
     ) -> None:
-        """Write the SpecForge layout vLLM and SGLang load (see ``checkpoint.save_checkpoint``).
+        """Write the SpecForge layout vLLM and SGLang load (see ``export.save_checkpoint``).
 
         The signature is the subset of ``PreTrainedModel.save_pretrained`` that ``Trainer`` and
         ``push_to_hub`` use; ``max_shard_size`` is ignored (one safetensors file).
         """
-        from .checkpoint import save_checkpoint
+        from .export import save_checkpoint
 
         if is_main_process:
             save_checkpoint(self, save_directory, state_dict)
@@ -372,86 +372,3 @@ def _mark_loaded_embeddings(module: Eagle3DraftModel, incompatible_keys) -> None
         module.embeddings_ready = True
     elif module.embeddings_ready:
         incompatible_keys.missing_keys.remove("embed_tokens.weight")
-
-
-#: The draft layer's Llama fields a target config may hold: under the Llama name first, then under other families'
-#: names for the same thing (GPT-2, Falcon, GPT-NeoX, Phi, Gemma 2/3...). The first one set (not None) is used.
-_TARGET_FIELD_NAMES: dict[str, tuple[str, ...]] = {
-    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
-    "hidden_act": ("hidden_act", "hidden_activation", "activation_function", "activation"),
-    "rms_norm_eps": ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"),
-    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads"),
-    "head_dim": ("head_dim",),
-    "max_position_embeddings": ("max_position_embeddings",),
-    "rope_parameters": ("rope_parameters",),
-}
-
-#: Llama's values for fields a target does not hold. The others left out take Eagle3DrafterConfig's defaults (one
-#: key/value head per query head, hidden_size // num_attention_heads wide heads, 2048 positions); the MLP width
-#: has no width-free Llama default (11008 is for hidden 4096) and takes 4 x hidden_size, GPT-2's and Falcon's.
-_LLAMA_DEFAULTS = {
-    "hidden_act": "silu",
-    "rms_norm_eps": 1e-6,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-}
-
-
-def _target_field(text: PretrainedConfig, field: str) -> tuple[str, object] | None:
-    """(name, value) of ``field`` in a target's text config under the first of its names that is set, else None."""
-    for name in _TARGET_FIELD_NAMES[field]:
-        value = _falcon_kv_heads(text) if name == "num_kv_heads" else getattr(text, name, None)
-        if value is not None:
-            return name, value
-    return None
-
-
-def _falcon_kv_heads(text: PretrainedConfig) -> int | None:
-    """Falcon's key/value head count as its attention builds it: ``num_kv_heads``, except one for the old decoder's
-    multi-query attention (``multi_query`` without ``new_decoder_architecture``, where ``num_kv_heads`` is ignored)."""
-    if getattr(text, "multi_query", False) and not getattr(text, "new_decoder_architecture", False):
-        return 1
-    return getattr(text, "num_kv_heads", None)
-
-
-def _llama_fields_of(text: PretrainedConfig, skip: Iterable[str] = ()) -> dict:
-    """The draft layer's Llama fields from a target's text config, with Llama's defaults where it has none.
-
-    Fields in ``skip`` (those the caller sets) are not read: a target may lack them or hold them in another form.
-    """
-    fields = {}
-    defaults = {**_LLAMA_DEFAULTS, "intermediate_size": 4 * text.hidden_size}
-    for field in _TARGET_FIELD_NAMES:
-        if field in skip:
-            continue
-        found = _target_field(text, field)
-        if found is not None:
-            fields[field] = found[1]
-        elif field in defaults:
-            fields[field] = defaults[field]
-    if "rope_parameters" in fields:  # a copy; per-layer-type RoPE (hybrid targets): the full-attention layers'
-        rope = fields["rope_parameters"]
-        fields["rope_parameters"] = dict(rope.get("full_attention", rope))
-    return fields
-
-
-def _refuse_legacy_rope(config_kwargs: Mapping) -> None:
-    """Refuse ``rope_theta`` / ``rope_scaling`` overrides, naming ``rope_parameters`` (the form the config keeps)."""
-    legacy = [name for name in ("rope_theta", "rope_scaling") if name in config_kwargs]
-    if legacy:
-        raise ValueError(
-            f"from_target does not take the legacy {' / '.join(legacy)}: next to the target's rope_parameters the "
-            "config silently drops a rope_theta, and a rope_scaling loses the target's rope_theta. Pass the drafter's "
-            "whole RoPE as rope_parameters={\"rope_type\": ..., \"rope_theta\": ...}, e.g. "
-            "rope_parameters={\"rope_type\": \"default\", \"rope_theta\": 500000.0}."
-        )
-
-
-def _check_activation(name: str, given: bool, text: PretrainedConfig) -> None:
-    """Refuse an activation the draft layer's Llama MLP cannot build, naming the option that sets it."""
-    if name in ACT2FN:
-        return
-    source = "given as hidden_act" if given else f"the target's {_target_field(text, 'hidden_act')[0]}"
-    raise ValueError(
-        f"The drafter's Llama MLP has no activation {name!r} ({source}). Pass hidden_act=... to from_target "
-        "with one of transformers' ACT2FN names, e.g. hidden_act='silu' (Llama's) or 'gelu'."
-    )

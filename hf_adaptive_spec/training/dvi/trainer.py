@@ -11,8 +11,8 @@ from transformers import PreTrainedModel, set_seed
 from transformers.utils import logging
 
 from ...core.sequences import end_of_sequence_ids
-from ...drafters.dvi.checkpoint import ROLLOUT_STATE_NAME, warn_schedule_restarts
 from ...drafters.dvi.drafter import DVIDrafter
+from ...drafters.dvi.learner_state import ROLLOUT_STATE_NAME, warn_schedule_restarts
 from ...generation.enable import enable
 from ...hub.cards import CardResult, check_base_model
 from ...policies.base import DraftPolicy
