@@ -137,8 +137,8 @@ class HubArtifactMixin(ModelHubMixin):
         ``safe_serialization=False`` and ``max_shard_size=`` are refused (one safetensors file, always). A folder
         holding another kind of artifact is refused before anything changes (:meth:`_check_save_folder`)."""
         where = f"{type(self).__name__}.save_pretrained"
-        self._check_save_keywords(where, push_to_hub, repo_id, state_dict, safe_serialization, max_shard_size,
-                                  push_kwargs)
+        check_save_keywords(where, push_to_hub, repo_id, state_dict, safe_serialization, max_shard_size, push_kwargs,
+                            saves_state_dict=self.saves_state_dict, trained=self._is_trained())
         if not is_main_process:  # transformers' rule: the main process writes the folder
             return None
         folder = local_path(save_directory)
@@ -168,21 +168,6 @@ class HubArtifactMixin(ModelHubMixin):
         """The ``state_dict=`` the running ``save_pretrained`` was given (None: the module's own), for a
         ``_save_pretrained`` of a class that :attr:`saves_state_dict`."""
         return getattr(self, "_state_dict_to_save", None)
-
-    def _check_save_keywords(
-        self,
-        where: str,
-        push_to_hub: bool,
-        repo_id: str | None,
-        state_dict: dict[str, torch.Tensor] | None,
-        safe_serialization: bool,
-        max_shard_size: int | str | None,
-        push_kwargs: dict[str, Any],
-    ) -> None:
-        """Refuse, before anything is written, a ``save_pretrained`` keyword that would be dropped without a word
-        (:func:`~.keywords.check_save_keywords`)."""
-        check_save_keywords(where, push_to_hub, repo_id, state_dict, safe_serialization, max_shard_size, push_kwargs,
-                            saves_state_dict=self.saves_state_dict, trained=self._is_trained())
 
     def _check_save_folder(self, folder: Path) -> None:
         """Refuse, before anything is written, a folder holding another kind of artifact
@@ -361,9 +346,10 @@ class HubArtifactMixin(ModelHubMixin):
     @classmethod
     def _check_load_keywords(cls, model_kwargs: dict[str, Any], where: str) -> torch.dtype | None:
         """Refuse a keyword ``from_pretrained`` would not honour (``where`` names the call), and take out
-        ``dtype=`` for the default load (:meth:`_pop_load_dtype`)."""
-        cls._refuse_transformers_keywords(model_kwargs, where)
-        dtype = cls._pop_load_dtype(model_kwargs, where)
+        ``dtype=`` for the default load (:func:`~.keywords.pop_load_dtype`): transformers' loading keywords are refused
+        naming what does the same here (:func:`~.keywords.refuse_transformers_keywords`)."""
+        refuse_transformers_keywords(model_kwargs, where, cls.load_keywords, cls._init_keys() or set())
+        dtype = pop_load_dtype(model_kwargs, where, cls.load_keywords, cls._init_keys())
         if cls.load_keywords is not None:
             unknown = sorted(set(model_kwargs) - cls.load_keywords)
             accepted = f"it takes {sorted(cls.load_keywords)} and the checkpoint sets the rest"
@@ -398,18 +384,6 @@ class HubArtifactMixin(ModelHubMixin):
         # snapshot of it, where _check_location put it): a home folder expanded, a subfolder honoured
         return super().from_pretrained(str(config_file.parent), **location.hub_options(), _location=location,
                                        **model_kwargs)
-
-    @classmethod
-    def _refuse_transformers_keywords(cls, model_kwargs: dict[str, Any], where: str) -> None:
-        """Refuse transformers' loading keywords (unless ``__init__`` takes them), naming what does the same here
-        (:func:`~.keywords.refuse_transformers_keywords`)."""
-        refuse_transformers_keywords(model_kwargs, where, cls.load_keywords, cls._init_keys() or set())
-
-    @classmethod
-    def _pop_load_dtype(cls, model_kwargs: dict[str, Any], where: str) -> torch.dtype | None:
-        """Take ``dtype=`` out of ``model_kwargs`` for the default load: the floating ``torch.dtype`` to cast to,
-        None for the saved one (:func:`~.keywords.pop_load_dtype`)."""
-        return pop_load_dtype(model_kwargs, where, cls.load_keywords, cls._init_keys())
 
     @classmethod
     def _check_location(cls, location: ArtifactLocation) -> None:
