@@ -84,8 +84,8 @@ class _ArrayReader:
                 if self._cut_by_the_end(error):
                     return False, None
                 raise ValueError(
-                    f"malformed JSON array: an element cannot be decoded ({error.msg}) with "
-                    f"{len(self._buffer.rstrip()) - error.pos} more characters of the file after the error: a "
+                    f"{source_name(self._stream)}: malformed JSON array: an element cannot be decoded ({error.msg}) "
+                    f"with {len(self._buffer.rstrip()) - error.pos} more characters of the file after the error: a "
                     "truncated file ends inside its last element, so this one is malformed. Repair or remove it."
                 ) from error
             if end == len(self._buffer):
@@ -109,8 +109,9 @@ def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
     the array's closing ``]`` (naming the stream's file and the offset: two arrays concatenated lose the second).
     """
     reader = _ArrayReader(stream, chunk_size)
-    if reader.peek() != "[":
-        raise ValueError("expected a JSON array")
+    first = reader.peek()
+    if first != "[":
+        raise ValueError(_not_an_array(stream, first))
     reader.consume()
     if reader.peek() == "]":
         _check_nothing_after(reader, stream)
@@ -131,7 +132,10 @@ def iter_json_array(stream: TextIO, chunk_size: int = 1 << 20) -> Iterator[Any]:
             _check_nothing_after(reader, stream)
             return
         if separator != ",":
-            raise ValueError(f"malformed JSON array: expected ',' or ']' after element {count}, found {separator!r}")
+            raise ValueError(
+                f"{source_name(stream)}: malformed JSON array: expected ',' or ']' after element {count}, found "
+                f"{separator!r}"
+            )
         reader.consume()
 
 
@@ -141,7 +145,25 @@ def _check_nothing_after(reader: _ArrayReader, stream: TextIO) -> None:
     found = reader.peek()
     if found is not None:
         raise ValueError(
-            f"{getattr(stream, 'name', 'the JSON text')}: text after the JSON array's closing ']', at character offset "
+            f"{source_name(stream)}: text after the JSON array's closing ']', at character offset "
             f"{reader.offset} ({found!r}): the file holds more than one array (files joined with `cat`?) or trailing "
             "text. Merge the arrays into one array (e.g. `jq -s add a.json b.json > merged.json`), or remove the text."
         )
+
+
+def source_name(stream: TextIO) -> str:
+    """The file a stream reads (its ``name``), for messages; "the JSON text" for one without a name."""
+    return str(getattr(stream, "name", "the JSON text"))
+
+
+def _not_an_array(stream: TextIO, first: str | None) -> str:
+    """Why the text is not a JSON array, naming what it starts with (JSON Lines: one object per line)."""
+    if first is None:
+        return f"{source_name(stream)}: expected a JSON array, found an empty file"
+    if first == "{":
+        return (
+            f"{source_name(stream)}: expected a JSON array, found text starting with '{{': one JSON object, or JSON "
+            "Lines (one object per line). Give a JSON array of records ([{...}, {...}]); JSON Lines convert with "
+            "`jq -s . file.jsonl > file.json`."
+        )
+    return f"{source_name(stream)}: expected a JSON array ('[' first), found text starting with {first!r}"

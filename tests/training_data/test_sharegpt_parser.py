@@ -153,3 +153,23 @@ def test_installed_sharegpt_file_parses_to_user_first_conversations() -> None:
     assert all(
         a["role"] != b["role"] for c in conversations for a, b in zip(c.messages, c.messages[1:])
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"id": "a"}\n{"id": "b"}\n', r"found text starting with '\{'.*jq -s"),
+        ("", "found an empty file"),
+        ("records: []", r"found text starting with 'r'"),
+        ('[{"a": 1} {"b": 2}]', r"malformed JSON array: expected ',' or ']' after element 1"),
+        ('[{"a": 1}, {"b": x}, {"c": 3}]', r"malformed JSON array: an element cannot be decoded"),
+    ],
+    ids=["jsonl", "empty", "other text", "no comma", "malformed element"],
+)
+def test_a_file_that_is_no_json_array_is_named_with_what_it_holds(tmp_path, text: str, found: str) -> None:
+    """A JSON Lines file given where ShareGPT's JSON array goes failed with 'expected a JSON array' alone, naming no
+    file; so did the other malformed arrays."""
+    path = tmp_path / "conversations.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with open(path, encoding="utf-8") as stream, pytest.raises(ValueError, match=rf"^{path}: .*{found}"):
+        list(iter_json_array(stream))
