@@ -272,12 +272,37 @@ def load_default_model(
 
 
 def resolve_device(name: str) -> torch.device:
-    """The device a model runs on: ``auto`` is CUDA when available, else the CPU; ``cuda`` without a GPU is refused."""
+    """The device a model runs on, from a ``--device`` value: ``auto`` is CUDA when available, else the CPU; else the
+    device torch names so (``cpu``, ``cuda``, ``cuda:1``, ...). A name torch does not parse, or a device torch does not
+    see here (``cuda`` or ``cuda:0`` without a GPU, ``cuda:2`` with two), is refused with a ``ValueError`` naming the
+    fix, before a model is loaded and moved there."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto).")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"--device {name!r} is not a device torch names: use auto, cpu, cuda or cuda:N.") from None
+    if device.type == "cpu":
+        return device
+    count = _devices_seen(device.type)
+    if count == 0:
+        raise ValueError(f"--device {name} was asked for, but torch sees no {device.type.upper()} device: use --device "
+                         "cpu (or auto).")
+    if device.index is not None and device.index >= count:
+        raise ValueError(f"--device {name} was asked for, but torch sees {count} {device.type.upper()} device(s), "
+                         f"numbered from 0: use --device {device.type}:N with N < {count} (or auto).")
+    return device
+
+
+def _devices_seen(device_type: str) -> int:
+    """How many devices of ``device_type`` (``cuda``, ``xpu``, ``mps`` ...) torch sees: 0 for a type it has no
+    backend of here (``meta``, a build without it) or none of."""
+    backend = getattr(torch, device_type, None)
+    available = getattr(backend, "is_available", None)
+    if available is None or not available():
+        return 0
+    count = getattr(backend, "device_count", None)
+    return count() if count is not None else 1
 
 
 def load_model(

@@ -450,8 +450,8 @@ def _a_profile_from_another_processor_is_refused(profile):
     assert profile.instruction_set == cpu_instruction_set()
     profile.instruction_set = "AMX" if profile.instruction_set != "AMX" else "AVX2"
     with pytest.raises(ValueError, match=f"measured on a cpu with {profile.instruction_set} and this one has "
-                                         f"{cpu_instruction_set()}.*Run `hf-adaptive-spec profile --recording DIR` "
-                                         "on this machine"):
+                                         f"{cpu_instruction_set()}.*Run `hf-adaptive-spec profile --device cpu "
+                                         "--recording DIR` on this machine"):
         hfas.recommended_policy(profile)
     profile.instruction_set = None
     assert isinstance(hfas.recommended_policy(profile), hfas.StaticTreePolicy)
@@ -877,7 +877,8 @@ def test_recommended_buckets_are_the_ones_the_profile_ranked_its_tree_on():
 
 def test_a_profile_is_refused_for_a_model_on_another_device_or_dtype_and_its_tree_carries_its_curve():
     """Given the loaded model, a profile measured in another dtype or on another device type is refused, naming
-    both; the recommended static tree records the profile's curve, so that generate reports a call on another
+    both and the `profile --device --dtype` that times the model's (`profile --device auto` would time a GPU where
+    there is one); the recommended static tree records the profile's curve, so that generate reports a call on another
     (here: no model given, a bfloat16 call on a float32 profile)."""
     from hf_adaptive_spec.core.cost_curve import cpu_instruction_set
 
@@ -887,11 +888,12 @@ def test_a_profile_is_refused_for_a_model_on_another_device_or_dtype_and_its_tre
     model = tiny_model("llama").to(torch.bfloat16)
     for recommended in (hfas.recommended_policy, hfas.recommended_generate_kwargs, recommended_tree):
         with pytest.raises(ValueError, match=r"measured on cpu in float32 and the model is on cpu in bfloat16.*"
-                                             r"dtype=torch.float32.*profile --dtype bfloat16"):
+                                             r"dtype=torch.float32.*profile --device cpu --dtype bfloat16"):
             recommended(profile, model=model)
     on_gpu = HardwareProfile("cuda", "float32", 1, 64, [1, 4], [1.0, 1.2],
                              recommendation={"tree": tree, "policy": None})
-    with pytest.raises(ValueError, match="measured on cuda in float32 and the model is on cpu in float32"):
+    with pytest.raises(ValueError, match="measured on cuda in float32 and the model is on cpu in float32.*"
+                                         "`hf-adaptive-spec profile --device cpu --dtype float32 --recording DIR`"):
         hfas.recommended_policy(on_gpu, model=model.float())
     policy = hfas.recommended_policy(profile, model=model.float())
     assert policy.trained_on == profile.cost_curve()
@@ -1043,7 +1045,7 @@ def test_rerank_remakes_the_recommendation_on_new_recordings_with_the_profiles_o
 @pytest.mark.parametrize("flags, named", [
     (["--dtype", "bfloat16"], "--dtype"), (["--compile"], "--compile"), (["--model", "org/other"], "--model"),
     (["--num-threads", "2", "--eagle3", "ckpt"], "--num-threads, --eagle3"), (["--dtype", "float32"], "--dtype"),
-    (["--verify-tokens=1,2"], "--verify-tokens"),
+    (["--verify-tokens=1,2"], "--verify-tokens"), (["--device", "cpu"], "--device"),
 ])
 def test_rerank_refuses_the_timing_options_it_would_ignore(tmp_path, flags, named, capsys):
     """``--rerank`` times nothing: a timing option given with it (even at its default value) is refused by name
@@ -1053,3 +1055,172 @@ def test_rerank_refuses_the_timing_options_it_would_ignore(tmp_path, flags, name
     with pytest.raises(SystemExit):
         cli.main(["--rerank", "--json", str(tmp_path / "p.json"), "--recording", str(tmp_path / "r"), *flags])
     assert f"times nothing: {named} would be ignored" in capsys.readouterr().err
+
+
+def test_profile_times_on_the_device_asked_for_and_records_it(tmp_path, monkeypatch, capsys):
+    """``profile --device`` (as ``bench --device``: auto, cpu, cuda, cuda:N) moves the target there before the drafter
+    is built on it and anything is timed, and the profile records the device the target ran on."""
+    from hf_adaptive_spec.profiling import cli
+
+    folder, out = tmp_path / "model", tmp_path / "profile.json"
+    _saved_tiny_model(folder)
+    moved_to = []
+
+    def load_and_watch(name, dtype):
+        model, tokenizer = cli_load_model(name, dtype)
+        move = model.to
+        model.to = lambda device: moved_to.append(device) or move(device)
+        return model, tokenizer
+
+    cli_load_model = cli.load_model
+    monkeypatch.setattr(cli, "load_model", load_and_watch)
+    assert cli.main(["--model", str(folder), "--json", str(out), "--device", "cpu", "--verify-tokens", "1,4",
+                     "--repeats", "1", "--context-length", "16", "--drafter-layers", "2"]) == 0
+    assert moved_to == [torch.device("cpu")] and HardwareProfile.load(out).device == "cpu"
+    assert "timed on cpu in float32 (eager path)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("device, message", [
+    ("cuda", "--device cuda was asked for, but torch sees no CUDA device: use --device cpu (or auto)"),
+    ("cuda:0", "--device cuda:0 was asked for, but torch sees no CUDA device: use --device cpu"),
+    ("foo", "--device 'foo' is not a device torch names: use auto, cpu, cuda or cuda:N"),
+])
+def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(device, message, monkeypatch, capsys):
+    from hf_adaptive_spec.profiling import cli
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, as this one may not be
+    monkeypatch.setattr(cli, "load_model", lambda *args: pytest.fail("the model loaded before --device was checked"))
+    with pytest.raises(SystemExit):
+        cli.main(["--device", device, "--verify-tokens", "1,4"])
+    assert message in capsys.readouterr().err
+
+
+def test_a_profile_path_that_cannot_take_the_profile_is_refused_before_anything_loads(tmp_path, monkeypatch, capsys):
+    """``--json`` at a folder, under a file, or at a bench report (which the profile would replace) is refused by
+    name before the model loads; the profile it replaces (a profile, or a file of no known kind) is replaced."""
+    from hf_adaptive_spec.profiling import cli
+
+    monkeypatch.setattr(cli, "measure_profile", lambda args: pytest.fail("timed before --json was checked"))
+    report, afile = tmp_path / "run.json", tmp_path / "notes.txt"
+    report.write_text(json.dumps({"settings": {"model": "m"}, "records": [], "summary": {}}), encoding="utf-8")
+    afile.write_text("notes", encoding="utf-8")
+    refused = [([str(tmp_path)], f"--json {tmp_path} is a folder: give the profile's file, e.g. {tmp_path}/"),
+               ([str(afile / "profile.json")], f"{afile} is a file, so the folder {afile} cannot be made"),
+               ([str(report)], f"--json {report} holds a bench report (`hf-adaptive-spec bench --json` wrote it)"),
+               ([str(report), "--rerank", "--recording", str(tmp_path / "rec")], "holds a bench report")]
+    for json_path, message in refused:
+        with pytest.raises(SystemExit):
+            cli.main(["--json", *json_path])
+        assert message in capsys.readouterr().err
+    assert json.loads(report.read_text(encoding="utf-8"))["records"] == []  # the report is kept
+    monkeypatch.setenv("HF_ADAPTIVE_SPEC_PROFILE", str(tmp_path))
+    with pytest.raises(SystemExit):
+        cli.main([])
+    assert f"the default profile path {tmp_path} ($HF_ADAPTIVE_SPEC_PROFILE, else ~/.cache) is a folder" in (
+        capsys.readouterr().err)
+    assert cli.is_bench_report(report) and not cli.is_bench_report(afile)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no chat template", "its tokenizer has no chat template, and the profile times a chat-templated prompt"),
+    ("too many layers", "--drafter-layers 8: num_layers must be an int in 1..3 for a 4-layer target, got 8"),
+    ("another target's drafter", "This drafter was built for a 30-layer target; the target has 4 layers"),
+    ("not reachable", "--model org/model: cannot load it: We couldn't connect to 'https://huggingface.co'"),
+])
+def test_what_fails_once_the_model_loads_fails_in_one_line_before_any_timing(case, message, tmp_path, monkeypatch,
+                                                                               capsys):
+    """A model that does not load (a Hub id not reachable), a tokenizer without a chat template, a drafter built for
+    another target or more early-exit layers than the target has failed raw, the static path's only after its
+    verification timings and compiling; they fail right after loading, in one line naming the option."""
+    from hf_adaptive_spec.profiling import cli
+
+    folder = tmp_path / "model"
+    _saved_tiny_model(folder)
+    argv = ["--model", str(folder), "--json", str(tmp_path / "p.json"), "--static", "--verify-tokens", "1,4",
+            "--repeats", "1", "--context-length", "16", "--drafter-layers", "2"]
+    if case == "no chat template":
+        (folder / "chat_template.jinja").unlink()
+    elif case == "too many layers":
+        argv.remove("--drafter-layers")
+        argv.remove("2")
+    elif case == "another target's drafter":
+        argv += ["--eagle3", str(shipped_checkpoint("eagle3"))]
+    else:
+        argv[1] = "org/model"
+
+        def unreachable(name, dtype):
+            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+        monkeypatch.setattr(cli, "load_model", unreachable)
+    for timing in ("measure_static_verification", "measure_in_generate"):
+        monkeypatch.setattr(cli, timing, lambda *args, **kwargs: pytest.fail("timed before the checks"))
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_buckets_too_small_for_a_later_draft_level_are_refused_before_any_timing(capsys):
+    """The profile times a draft level after the first on two-level trees (3 tokens): a largest bucket of 2 capped
+    them to one level and failed after the timings, asking for more max_new_tokens."""
+    from hf_adaptive_spec.profiling import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--model", "/nonexistent-model-folder", "--static", "--buckets", "2"])
+    assert "--buckets 2: the largest bucket must be at least 3" in capsys.readouterr().err
+
+
+def test_rerank_without_lookup_tokens_ranks_the_branch_lengths_the_profile_was_ranked_with(tmp_path, capsys):
+    """``profile --rerank`` without ``--lookup-tokens`` ranked without the prompt-lookup branch, dropping one the
+    profile was ranked (and recommended) with: it ranks the lengths the profile holds, and says so."""
+    from hf_adaptive_spec.environments import record_replay
+    from hf_adaptive_spec.policies.base import TreeConfig
+    from hf_adaptive_spec.profiling import cli
+
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    folder = tmp_path / "recording"
+    record_replay(model, drafter, [prompt(9, seed=5)], TreeConfig(depth=3, top_k=2, total_tokens=8), 12).save(folder)
+    path = tmp_path / "profile.json"
+    HardwareProfile("cpu", "float32", 1, 16, [1, 4, 8, 10], [1.0, 1.1, 1.3, 1.35], draft_step_seconds=0.05,
+                    policy_call_seconds=0.0, catch_up_tokens=[1], catch_up_seconds=[0.05], model="org/tiny",
+                    drafter="early exit: 2 layers").save(path)
+    rerank = ["--rerank", "--json", str(path), "--recording", str(folder)]
+    assert cli.main([*rerank, "--lookup-tokens", "0,2"]) == 0
+    assert HardwareProfile.load(path).recommendation["lookup_counts"] == [0, 2]
+    capsys.readouterr()
+    assert cli.main(rerank) == 0
+    assert HardwareProfile.load(path).recommendation["lookup_counts"] == [0, 2]
+    assert "with the prompt-lookup branch lengths [0, 2] it was ranked with" in capsys.readouterr().out
+    edited = json.loads(path.read_text(encoding="utf-8"))
+    edited["recommendation"]["lookup_counts"] = [0, -2]
+    path.write_text(json.dumps(edited), encoding="utf-8")
+    with pytest.raises(SystemExit):
+        cli.main(rerank)
+    assert "its recommendation's lookup_counts are not such" in capsys.readouterr().err
+
+
+def test_a_cpu_profile_timed_with_other_threads_than_this_process_runs_is_warned_of(tmp_path):
+    """What a many-token verification costs against one token depends on the CPU threads: a profile timed with others
+    than this process runs is warned of, naming both counts and the fix, once per call; a GPU's profile is not."""
+    import warnings
+
+    tree = {"depth": 2, "top_k": 2, "total_tokens": 4, "tau": 2.0, "tokens_per_second": 10.0}
+    threads = torch.get_num_threads()
+    other = HardwareProfile("cpu", "float32", threads + 1, 64, [1, 4], [1.0, 1.2],
+                            recommendation={"tree": tree, "policy": None})
+    other.save(tmp_path / "other.json")
+    for recommended in (hfas.recommended_generate_kwargs, hfas.recommended_policy, recommended_tree):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            recommended(tmp_path / "other.json", model=tiny_model("llama"))
+        assert [str(warning.message) for warning in caught] == [
+            f"The hardware profile {tmp_path / 'other.json'} was timed with {threads + 1} CPU threads and this process "
+            f"runs {threads} (torch.get_num_threads()): what a verification of many tokens costs against one token "
+            "depends on the threads, so its recommendation may not be this process's best. Call "
+            f"torch.set_num_threads({threads + 1}) before generating, or profile with `hf-adaptive-spec profile "
+            f"--num-threads {threads} --recording DIR`."]
+        assert caught[0].filename == __file__  # pointing at the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hfas.recommended_generate_kwargs(HardwareProfile("cpu", "float32", threads, 64, [1, 4], [1.0, 1.2],
+                                                         recommendation={"tree": tree, "policy": None}))
+        hfas.recommended_generate_kwargs(HardwareProfile("cuda", "float32", threads + 1, 64, [1, 4], [1.0, 1.2],
+                                                         recommendation={"tree": tree, "policy": None}))

@@ -31,10 +31,12 @@ class BenchArguments:
         warmup: untimed generations per method before timing.
         seed: random seed.
         num_threads: torch CPU threads; torch's default when unset.
-        json: JSON report path; the resumable progress file is written next to it.
+        json: JSON report path; the resumable progress file is written next to it. A file there that is no bench
+            report (a hardware profile) is refused rather than replaced.
         markdown: Markdown report path.
         plots: folder for the PNG plots.
-        resume: skip the (question, method) pairs already in the progress file.
+        resume: skip the (question, method) pairs already in the progress file. Without it the file is started
+            afresh, which is refused where it holds records that no report at ``json`` holds (an interrupted run).
         report_only: run nothing; report an interrupted run from its progress file (finished questions only).
         report_json: where ``report_only`` writes its JSON (default ``json``, which it refuses to overwrite when that
             holds the finished run's own report).
@@ -68,10 +70,20 @@ class BenchArguments:
     warmup: int = field(default=2, metadata={"help": "Untimed generations per method before timing."})
     seed: int = field(default=0, metadata={"help": "Random seed."})
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads."})
-    json: Path | None = field(default=None, metadata={"help": "JSON report path (progress file goes next to it)."})
+    json: Path | None = field(
+        default=None,
+        metadata={"help": "JSON report path (progress file goes next to it); a file there that is no bench report "
+                  "(a hardware profile) is refused rather than replaced."},
+    )
     markdown: Path | None = field(default=None, metadata={"help": "Markdown report path."})
     plots: Path | None = field(default=None, metadata={"help": "Folder for the PNG plots."})
-    resume: bool = field(default=False, metadata={"help": "Skip (question, method) pairs already done (needs --json)."})
+    resume: bool = field(
+        default=False,
+        metadata={
+            "help": "Skip (question, method) pairs already done (needs --json). Without it, a progress file holding "
+            "records no report at --json holds (an interrupted run) is refused rather than started afresh."
+        },
+    )
     report_only: bool = field(
         default=False,
         metadata={
@@ -140,7 +152,10 @@ class MethodOptions:
             stock on that CPU (eager).
         tree_profile: take ``tree``'s and ``eagle3``'s static tree from this hardware profile's
             recommendation (``hf-adaptive-spec profile --recording``) instead of the three above, and its
-            prompt-lookup branch for ``+lookup`` unless ``lookup_tokens`` is given.
+            prompt-lookup branch for ``+lookup`` unless ``lookup_tokens`` is given. Refused where no selected method
+            takes anything from it, where it was timed on another cost curve, with another CPU thread count or (for
+            a method in the run's one compiled cache) in another cache length than the run's, and where a method
+            would draft its tree otherwise than ranked (``lookup_first`` or not).
         eagle3_checkpoint: ``eagle3``'s drafter (default: the checkpoint shipped for SmolLM2).
         dvi_exit_layer / dvi_adapter: ``dvi``'s exit layer for a fresh head, or an adapter to load.
         dvi_depth: ``dvi``'s chain length per cycle (the paper's proposal depth: 4).
@@ -195,7 +210,8 @@ class MethodOptions:
         default=None,
         metadata={"help": "tree and eagle3: the static tree a hardware profile recommends (profile --recording); "
                   "replaces --tree_depth/--tree_top_k/--tree_total_tokens; +lookup takes its prompt-lookup branch "
-                  "unless --lookup_tokens is given."},
+                  "unless --lookup_tokens is given. Refused when timed with other --num-threads, on another curve, or "
+                  "recommending lookup_first for a method that drafts every cycle (or the reverse)."},
     )
     dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
     dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})

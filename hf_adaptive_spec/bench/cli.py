@@ -11,17 +11,23 @@ from typing import Any
 import torch
 from transformers import HfArgumentParser, set_seed
 
-from ..default_model import DEFAULT_MODEL_ID, resolve_device
+from ..default_model import DEFAULT_MODEL_ID
 from ..generation import fast_path
+from ..hub.errors import ArtifactError
 from .arguments import DEFAULT_LOOKUP_TOKENS, BenchArguments, MethodOptions, sampling_kwargs
 from .checks import (
     check_fast_path_options,
     check_float32_stock_once,
+    check_json_is_a_report,
     check_options_read,
+    check_output_paths,
+    check_profile_cache_length,
+    check_progress_kept,
     check_sizes,
     check_trees_draft,
     measures_fp32_agreement,
     options_given,
+    run_device,
     take_tree_from_profile,
 )
 from .errors import BenchError
@@ -81,8 +87,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
-    """Load, prepare every method, benchmark, write the requested outputs; return the report. A run that writes
-    the progress file of --json is refused while another one writes it (:func:`writing_progress_alone`)."""
+    """Load, prepare every method, benchmark, write the requested outputs; return the report. Outputs the run could
+    not write at its end are refused first, and so is a --json of another kind than a bench report. A run that writes
+    the progress file of --json is refused while another one writes it (:func:`writing_progress_alone`), and without
+    --resume where that file holds records no report holds (:func:`check_progress_kept`)."""
+    check_output_paths(args)
+    check_json_is_a_report(args)
     if args.json is None or args.report_only:  # --report_only reads the progress file and writes --report_json
         return _run(args, options)
     with contextlib.ExitStack() as stack:
@@ -90,6 +100,7 @@ def run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
             stack.enter_context(writing_progress_alone(args.json))
         except RuntimeError as error:
             raise BenchError(str(error)) from None
+        check_progress_kept(args)
         return _run(args, options)
 
 
@@ -100,14 +111,15 @@ def _run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
         raise BenchError("--report_json is where a report rebuilt from the progress file goes (--report_only, or a "
                          "--resume with nothing left to run): a run that measures writes --json")
     check_sizes(args, options)
+    device = run_device(args.device)
     given = options_given(options)
-    if options.tree_profile:
-        take_tree_from_profile(args, options)
-    set_seed(args.seed)
-    if args.num_threads:
-        torch.set_num_threads(args.num_threads)
-    questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     methods = build_methods(args.method_names)
+    set_seed(args.seed)
+    if args.num_threads:  # before --tree_profile, which compares the profile's threads with the run's
+        torch.set_num_threads(args.num_threads)
+    if options.tree_profile:
+        take_tree_from_profile(args, options, methods)
+    questions = load_questions(args.questions, args.category_names, args.limit, args.per_category)
     check_options_read(given, options, methods)
     check_trees_draft(options, methods)
     check_float32_stock_once(args, options, methods)
@@ -118,15 +130,17 @@ def _run(args: BenchArguments, options: MethodOptions) -> dict[str, Any]:
     if args.report_only:
         return _report_from_progress(args, questions, list(methods))
     check_fast_path_options(args, options, methods)
-    models = _load_models(args, options, methods)
+    models = _load_models(args, options, methods, device)
     if any(method.on_fast_path(options) for method in methods.values()):
         if options.max_cache_len is None and args.resume:
             options.max_cache_len = _stored_cache_length(args)
         _size_static_cache(models.decoding, models.tokenizer, questions, options)
+        if options.tree_profile:
+            check_profile_cache_length(options, methods)
     for name, method in methods.items():
-        try:
-            method.prepare(models.decoding_for(method), models.tokenizer, options)
-        except ValueError as error:  # an option the model cannot take, e.g. too many drafter layers
+        try:  # an option the model cannot take (too many drafter layers); a drafter, policy or adapter mistyped, of
+            method.prepare(models.decoding_for(method), models.tokenizer, options)  # another kind, or not reachable
+        except (ValueError, ArtifactError, OSError) as error:
             raise BenchError(f"method {name!r}: {error}") from error
     measured = _measured_settings(args, options, models.model.device)
     if args.json:  # what a resumed run compares: digesting the target's weights is left to runs that keep progress
@@ -190,14 +204,14 @@ class RunModels:
         return self.float32 if self.measures_agreement else None
 
 
-def _load_models(args: BenchArguments, options: MethodOptions, methods: dict) -> RunModels:
+def _load_models(args: BenchArguments, options: MethodOptions, methods: dict, device: torch.device) -> RunModels:
     """Load the run's models. ``--verify_buckets`` (or the profile's) are set on the run's model: they were chosen for
     its dtype's cost curve, and ``+fp32`` methods keep the default buckets."""
     in_float32 = [name for name, method in methods.items() if method.in_float32]
     if in_float32 and args.dtype == "float32":
         raise BenchError(f"{', '.join(in_float32)}: +fp32 runs a method in float32 in a run of another dtype, and this "
                          "run is float32 already: drop +fp32, or pass --dtype bfloat16 to compare with bfloat16 peers")
-    model, tokenizer = load_model(args.model, args.dtype, resolve_device(args.device))
+    model, tokenizer = load_model(args.model, args.dtype, device)
     measures_agreement = measures_fp32_agreement(args, options)
     fp32_model = None
     if measures_agreement or in_float32:
@@ -259,14 +273,16 @@ def _size_static_cache(models: list, tokenizer, questions: list[Question], optio
 
 
 def _write_outputs(report: dict[str, Any], args: BenchArguments, json_path: Path | None = None) -> None:
-    json_path = json_path or args.json
-    if json_path:
-        write_json(report, json_path)
-    if args.markdown:
-        write_markdown(report, args.markdown)
-    if args.plots:
-        write_plots(report, args.plots)
+    """Print the Markdown table, then write the files asked for (checked before the run: :func:`check_output_paths`),
+    so that a file that still cannot be written (a full disk) loses no result."""
     print(render_markdown(report))
+    for path, write in ((json_path or args.json, write_json), (args.markdown, write_markdown),
+                        (args.plots, write_plots)):
+        if path:
+            try:
+                write(report, path)
+            except OSError as error:
+                raise BenchError(f"cannot write {path} ({error}); the report's table is printed above") from error
 
 
 def _report_from_progress(args: BenchArguments, questions: list[Question], methods: list[str]) -> dict[str, Any]:

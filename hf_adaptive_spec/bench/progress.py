@@ -66,7 +66,8 @@ class ProgressLog:
         path: the JSONL file.
         settings: what the measurements depend on (model, dtype, options ...); a resumed
             run must have the same.
-        resume: keep the records already in ``path``; otherwise start the file afresh.
+        resume: keep the records already in ``path``; otherwise start the file afresh (the bench refuses that first
+            where the file holds records no report holds: :func:`~.checks.check_progress_kept`).
 
     Raises:
         BenchError: when resuming a file written with other settings.
@@ -133,8 +134,8 @@ class ProgressLog:
         changed = changed_settings(_measurement_settings(stored), _measurement_settings(current))
         if changed:
             raise BenchError(
-                f"{self.path} was written with other settings ({'; '.join(changed)}); pass the same values, delete "
-                "it, or run without --resume"
+                f"{self.path} was written with other settings ({'; '.join(changed)}); pass the same values, or move "
+                "it away (or pass another --json) to measure afresh"
             )
         if LOADED in current:
             self._check_loaded(stored, current[LOADED])
@@ -181,7 +182,7 @@ def changed_loaded_message(path: Path, changed: list[str], policy_files: dict[st
     each digest, ``name: stored -> new``), naming the files of each changed policy's folder that differ
     (``policy_files``, :func:`changed_policy_files`): a policy whose config.json alone changed was edited, not
     retrained."""
-    listed, afresh = "; ".join(changed), "or run without --resume (or with another --json) to measure it afresh"
+    listed, afresh = "; ".join(changed), "or move it away (or pass another --json) to measure afresh"
     if not policy_files:  # no policy among the changes, or a file written before the policies' file digests
         return (f"{path} was measured with other weights than this run loads ({listed}): a model, drafter or policy "
                 f"was retrained or replaced at its path since the run began. Restore it, {afresh}")

@@ -76,6 +76,9 @@ def _parse(line: str, path: Path, number: int) -> Question:
         question = Question(record["question_id"], str(record.get("category", "")), turns)
     except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise BenchError(f"{path}:{number}: not a question record ({error})") from error
+    if isinstance(question.question_id, bool) or not isinstance(question.question_id, int | str):
+        raise BenchError(f"{path}:{number}: 'question_id' must be an int or a string (what records and the progress "
+                         f"file are keyed on), got {question.question_id!r}")
     if not turns or not all(isinstance(turn, str) for turn in turns):
         raise BenchError(f"{path}:{number}: 'turns' must be a non-empty list of strings")
     return question

@@ -142,7 +142,8 @@ def cost_curve_mismatch(
     retrained."""
     if trained_on is None or trained_on.fits(running):
         return None
-    flags = f"--dtype {running.dtype}" + (" --compile" if running.path == "compiled" else "")
+    path_flag = {"compiled": " --compile", "static": " --static"}.get(running.path, "")
+    flags = f"--device {running.device} --dtype {running.dtype}{path_flag}"
     if not learned:
         return (
             f"{policy_name} was chosen for the {trained_on} cost curve and this call runs on {running}: its settings "

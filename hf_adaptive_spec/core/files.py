@@ -93,3 +93,15 @@ def give_files_the_umask_mode(*paths: Path) -> None:
         for file in (folder.iterdir() if path.is_dir() else (path,)):
             if file.is_file():
                 file.chmod(mode)
+
+
+def folder_write_problem(folder: Path) -> str | None:
+    """Why files cannot be written in ``folder`` (made if missing), checked before a long run that writes there at its
+    end: a file stands on its path, or this user cannot write in the nearest folder of it that exists; None when
+    they can."""
+    existing = next(path for path in (folder.absolute(), *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, so the folder {folder} cannot be made"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"this user cannot write in {existing}"
+    return None

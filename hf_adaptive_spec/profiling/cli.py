@@ -8,11 +8,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedModel
 
+from ..bench.errors import BenchError
+from ..bench.report import read_report
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import converts_bfloat16, instruction_set_of
-from ..default_model import DEFAULT_MODEL_ID, load_model
+from ..core.files import folder_write_problem
+from ..default_model import DEFAULT_MODEL_ID, load_model, resolve_device
 from ..drafters import CausalLMDrafter, Eagle3Drafter
+from ..drafters.base import Drafter
 from ..environments import load_recording
 from ..environments.provenance import check_recorded_drafter_weights, load_profile_for_recordings, recorded_pair
 from ..environments.recorded import check_same_models
@@ -20,6 +25,7 @@ from ..environments.static_grid import check_measured_sizes, lookup_counts_from_
 from ..environments.storage import recording_manifest
 from ..generation import enable, fast_path, fast_path_compile_config
 from ..generation.static_path import DEFAULT_BUCKETS, buckets_from_text
+from ..hub.errors import ArtifactError
 from ..policies import StaticTreePolicy
 from .hardware import DEFAULT_VERIFY_TOKENS, HardwareProfile, static_cache_slots
 from .identity import eagle3_name, model_name
@@ -31,39 +37,87 @@ from .measure import (
     measure_verification_in_generate,
 )
 from .ranking import check_recorded_positions, recommend, recommendation_lines, shipped_branch_lengths
-from .recommendation import default_profile_path
+from .recommendation import PROFILE_ENV, default_profile_path
 
 PROMPT = "Explain how a bicycle works, step by step."
 #: tokens each ``generate`` call of the in-generate timings (draft steps, catch-up) generates; the static cache is
 #: sized for them, which holds the bucket rotation's calls too
 BUCKET_RUN_TOKENS = 128
+#: the fewest tokens the largest ``--buckets`` must hold: a draft level after the first is timed inside ``generate``
+#: on trees of two levels (the root and two drafted tokens), which a smaller largest bucket caps to one level
+FEWEST_LARGEST_BUCKET = 3
+
+
+class ProfileSetupError(Exception):
+    """A model, tokenizer or drafter the profile cannot time, found once they load and before any timing: reported as
+    one line."""
 
 
 def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, before any timing, sizes that would fail inside torch minutes later or be ignored."""
+    """Refuse, before anything loads, sizes, prompt-lookup lengths and a ``--device`` that would fail inside torch
+    minutes later or be ignored (``--device`` resolved: :func:`~hf_adaptive_spec.default_model.resolve_device`)."""
     for flag, value in (("--context-length", args.context_length), ("--repeats", args.repeats),
                         ("--num-threads", args.num_threads), ("--drafter-layers", args.drafter_layers)):
         if value is not None and value < 1:
             parser.error(f"{flag} must be at least 1, got {value}")
-    if args.json is not None and not args.json.strip():  # an unset shell variable: not the default profile's path
-        parser.error("--json is empty: give the profile's path, or leave --json out for the default profile")
     try:
         sizes = [int(n) for n in args.verify_tokens.split(",")]
     except ValueError:
         sizes = [0]
     if min(sizes) < 1:
         parser.error(f"--verify-tokens must be positive integers separated by commas, got {args.verify_tokens!r}")
+    args.lookup_tokens = parse_lookup_tokens(parser, args)
     try:
-        args.lookup_tokens = lookup_counts_from_text(args.lookup_tokens)
+        args.device = resolve_device(args.device)
+    except ValueError as error:  # cuda without a GPU, a name torch does not have: before the model loads
+        parser.error(str(error))
+
+
+def parse_lookup_tokens(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...] | None:
+    """``--lookup-tokens`` as branch lengths. Left out: no branch (0) for a timing, and None with ``--rerank``, which
+    then ranks with the lengths the profile's recommendation was ranked with (:func:`ranked_lookup_counts`)."""
+    if args.lookup_tokens is None:
+        return None if args.rerank else (0,)
+    try:
+        counts = lookup_counts_from_text(args.lookup_tokens)
     except ValueError as error:
         parser.error(f"--lookup-tokens: {error}")
-    if max(args.lookup_tokens) and not args.recording:
+    if max(counts) and not args.recording:
         parser.error("--lookup-tokens ranks recordings with the prompt-lookup branch: pass it with --recording")
+    return counts
+
+
+def checked_profile_path(parser: argparse.ArgumentParser, json_path: str | None) -> Path:
+    """Where the profile is written (``--json``, else :func:`default_profile_path`), refused before anything loads or
+    is timed when it cannot be written there (a folder, under a file, a folder not writable) or when it holds a bench
+    report, which the profile would replace."""
+    if json_path is not None and not json_path.strip():  # an unset shell variable: not the default profile's path
+        parser.error("--json is empty: give the profile's path, or leave --json out for the default profile")
+    path = Path(json_path) if json_path else default_profile_path()
+    named = f"--json {path}" if json_path else f"the default profile path {path} (${PROFILE_ENV}, else ~/.cache)"
+    if path.is_dir():
+        parser.error(f"{named} is a folder: give the profile's file, e.g. {path / 'profile.json'}")
+    problem = folder_write_problem(path.parent)
+    if problem is not None:
+        parser.error(f"{named}: {problem}: give a path in a folder you can write in")
+    if path.is_file() and is_bench_report(path):
+        parser.error(f"{named} holds a bench report (`hf-adaptive-spec bench --json` wrote it), which the profile "
+                     "would replace: give the profile another path (--json PATH), or move the report first")
+    return path
+
+
+def is_bench_report(path: Path) -> bool:
+    """Whether the file at ``path`` is a report of ``hf-adaptive-spec bench`` (:func:`~..bench.report.read_report`)."""
+    try:
+        read_report(path)
+    except (BenchError, OSError, ValueError):  # another kind of file (a profile), unreadable, or not text
+        return False
+    return True
 
 
 #: what a profile is timed with: ``--rerank`` times nothing and ranks on the costs the profile holds
-TIMING_FLAGS = ("--model", "--dtype", "--num-threads", "--context-length", "--verify-tokens", "--repeats", "--eagle3",
-                "--drafter-layers", "--static", "--compile", "--cache-slots", "--buckets")
+TIMING_FLAGS = ("--model", "--dtype", "--device", "--num-threads", "--context-length", "--verify-tokens", "--repeats",
+                "--eagle3", "--drafter-layers", "--static", "--compile", "--cache-slots", "--buckets")
 
 
 def refuse_timing_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> None:
@@ -96,7 +150,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None,
                         help="model folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--num-threads", type=int, default=None)
+    parser.add_argument("--device", default="auto",
+                        help="where to time the target and drafter: auto (CUDA when available, else the CPU), cpu, "
+                             "cuda, cuda:N (as bench --device); the profile records it, and is refused for a model on "
+                             "another device type")
+    parser.add_argument("--num-threads", type=int, default=None,
+                        help="torch CPU threads to time with (default: torch's); the profile records them, and "
+                             "recommended_generate_kwargs() warns in a process of other threads")
     parser.add_argument("--context-length", type=int, default=256)
     parser.add_argument("--verify-tokens", default=",".join(map(str, DEFAULT_VERIFY_TOKENS)),
                         help="verification sizes to time; with --recording, 1 (a plain step) and each recording's "
@@ -107,27 +167,30 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eagle3", default=None,
                         help="EAGLE-3 drafter checkpoint to time (default: the --recording's drafter, "
                              "else an early exit)")
-    parser.add_argument("--drafter-layers", type=int, default=8, help="early-exit drafter layers, without --eagle3")
+    parser.add_argument("--drafter-layers", type=int, default=8,
+                        help="early-exit drafter layers, without --eagle3 (fewer than the target has)")
     parser.add_argument("--static", action="store_true", help="the static-cache path (cache_implementation='static')")
     parser.add_argument("--compile", action="store_true", help="the compiled static-cache path (implies --static)")
     parser.add_argument("--cache-slots", type=int, default=None,
                         help="static path: the StaticCache length to time in (attention covers every slot: use the one "
                              "you generate with; default: the engine's own for --context-length)")
     parser.add_argument("--buckets", default=None,
-                        help="static path: the verification buckets to time and rank trees on, >= 2 each (a tree is "
-                             "padded to the next one; where a many-token forward costs many tokens, e.g. bfloat16 "
-                             "without matrix instructions, smaller ones such as 2,3,4,8 can win; generate with "
-                             "hfas.fast_path(model, buckets=hfas.recommended_buckets())). Default: the engine's "
+                        help="static path: the verification buckets to time and rank trees on, >= 2 each and the "
+                             f"largest >= {FEWEST_LARGEST_BUCKET} (a tree is padded to the next one; where a "
+                             "many-token forward costs many tokens, e.g. bfloat16 without matrix instructions, smaller "
+                             "ones such as 2,3,4,8 can win; generate with hfas.fast_path(model, "
+                             "buckets=hfas.recommended_buckets(model=model))). Default: the engine's "
                              f"{','.join(map(str, DEFAULT_BUCKETS))}, plus 1 + each --lookup-tokens length, the "
                              "size of a cycle that verifies the lookup chain alone (LookupFirstPolicy where the "
                              "branch matched)")
     parser.add_argument("--recording", action="append", default=[],
                         help="`hf-adaptive-spec record` folder to rank the static trees and shipped policies on "
                              "(repeatable)")
-    parser.add_argument("--lookup-tokens", default="0",
+    parser.add_argument("--lookup-tokens", default=None,
                         help="prompt-lookup branch lengths to rank every tree with, e.g. 0,1,2,4 (0, no branch, is "
                              "always ranked; depth 0 with a branch is the branch alone, without drafting); the "
-                             "recommendation names the winner's, for generate's prompt_lookup_num_tokens")
+                             "recommendation names the winner's, for generate's prompt_lookup_num_tokens. Default: 0 "
+                             "(no branch); with --rerank, the lengths the profile's recommendation was ranked with")
     parser.add_argument("--rerank", action="store_true",
                         help="rank the --recording folders on the costs already in the profile at --json (nothing is "
                              "loaded or timed; the timing options are refused) and replace its recommendation: for "
@@ -141,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerank:
         refuse_timing_flags(parser, args, sys.argv[1:] if argv is None else argv)
     check_sizes(parser, args)
+    profile_path = checked_profile_path(parser, args.json)
     args.buckets = parse_buckets(parser, args)
     try:  # a bad folder fails before minutes of timing
         recordings = [load_recording(path) for path in args.recording]
@@ -149,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         parser.error(f"--recording: {error}")
     if args.rerank:
-        return rerank(parser, args, recordings)
+        return rerank(parser, args, recordings, profile_path)
     eager_lookup = () if args.static or args.compile else {*args.lookup_tokens, *shipped_branch_lengths(None)}
     args.verify_tokens = with_recorded_sizes(args.verify_tokens, recordings, sorted(eager_lookup))
     if args.cache_slots is not None:
@@ -160,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.num_threads)
     try:
         profile, compile_seconds = measure_profile(args)
-    except FileNotFoundError as error:  # a --model path that does not exist, a missing file: one line
+    except ProfileSetupError as error:  # a model that does not load, a drafter of another target: one line
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
     try:
@@ -169,10 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if recordings:
         profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
-    path = Path(args.json) if args.json else default_profile_path()
-    report = profile_report(profile, path, compile_seconds if args.compile else None)  # before saving: a report
-    path.parent.mkdir(parents=True, exist_ok=True)  # that fails leaves no profile behind to be used
-    profile.save(path)
+    report = profile_report(profile, profile_path, compile_seconds if args.compile else None)  # before saving:
+    profile_path.parent.mkdir(parents=True, exist_ok=True)  # a report that fails leaves no profile behind to be used
+    profile.save(profile_path)
     print("\n".join(report))
     return 0
 
@@ -190,6 +253,8 @@ def profile_report(profile: HardwareProfile, path: Path, compile_seconds: float 
                   for bucket, seconds in zip(profile.buckets, profile.bucket_seconds or [])]
     lines.append(f"draft step: {1000 * profile.draft_step_seconds:.1f} ms   policy call: "
                  f"{1000 * profile.policy_call_seconds:.3f} ms   -> {path}")
+    lines.append(f"timed on {profile.device} in {profile.dtype} ({profile.path} path), "
+                 f"{profile.num_threads} CPU threads")
     lines.append("a drafting cycle's first step, by the committed tokens it reads: " + ", ".join(
         f"{tokens:.0f}: {1000 * seconds:.1f} ms"
         for tokens, seconds in zip(profile.catch_up_tokens, profile.catch_up_seconds)))
@@ -199,10 +264,10 @@ def profile_report(profile: HardwareProfile, path: Path, compile_seconds: float 
     return lines + instruction_set_lines(profile) + recommendation_lines(profile)
 
 
-def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings: list) -> int:
-    """``--rerank``: the recommendation of the profile at ``--json`` remade on ``recordings`` with its own costs,
-    refused for recordings of another target or drafter than it timed."""
-    path = Path(args.json) if args.json else default_profile_path()
+def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings: list, path: Path) -> int:
+    """``--rerank``: the recommendation of the profile at ``path`` (``--json``) remade on ``recordings`` with its own
+    costs, refused for recordings of another target or drafter than it timed; without ``--lookup-tokens``, with the
+    prompt-lookup branch lengths it was ranked with (:func:`ranked_lookup_counts`)."""
     if not recordings:
         parser.error("--rerank ranks --recording folders on a profile's costs: pass at least one --recording")
     if not path.is_file():
@@ -213,13 +278,33 @@ def rerank(parser: argparse.ArgumentParser, args: argparse.Namespace, recordings
         check_measured_sizes(profile, recordings, args.recording)
     except ValueError as error:
         parser.error(str(error))
-    profile.recommendation = recommend(profile, recordings, args.recording, args.lookup_tokens)
+    counts = args.lookup_tokens if args.lookup_tokens is not None else ranked_lookup_counts(parser, profile, path)
+    profile.recommendation = recommend(profile, recordings, args.recording, counts)
     lines = recommendation_lines(profile)  # before saving, as main
     profile.save(path)
+    as_before = ("" if args.lookup_tokens is not None else
+                 f" with the prompt-lookup branch lengths {list(counts)} it was ranked with (--lookup-tokens ranks "
+                 "others)")
     print(f"ranked {', '.join(args.recording)} on the costs of {path} ({profile.device}, {profile.dtype}, "
-          f"{profile.path} path)")
+          f"{profile.path} path){as_before}")
     print("\n".join(lines))
     return 0
+
+
+def ranked_lookup_counts(parser: argparse.ArgumentParser, profile: HardwareProfile, path: Path) -> tuple[int, ...]:
+    """The prompt-lookup branch lengths ``profile``'s recommendation was ranked with (its ``lookup_counts``; a profile
+    written before they were kept: no branch and the one it recommends), which ``--rerank`` without
+    ``--lookup-tokens`` ranks with again rather than drop a branch; none for a profile without a recommendation."""
+    recommendation = profile.recommendation or {}
+    stored = recommendation.get("lookup_counts", [0, recommendation.get("lookup_tokens") or 0])
+    try:
+        if not isinstance(stored, list) or not all(isinstance(count, int) for count in stored):
+            raise ValueError(f"expected a list of branch lengths, got {stored!r}")
+        return lookup_counts_from_text(",".join(map(str, sorted(set(stored)))))
+    except ValueError as error:
+        parser.error(f"--rerank reads the prompt-lookup branch lengths the profile {path} was ranked with, and its "
+                     f"recommendation's lookup_counts are not such ({error}): pass --lookup-tokens 0,1,4 (the "
+                     "lengths to rank)")
 
 
 def instruction_set_lines(profile: HardwareProfile) -> list[str]:
@@ -260,9 +345,9 @@ def time_the_recorded_pair(parser: argparse.ArgumentParser, args: argparse.Names
 
 
 def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
-    """Verification times on the chosen path, then a drafter's step and a policy call inside ``generate``."""
-    model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
-    enable(model)
+    """Verification times on the chosen path, then a drafter's step and a policy call inside ``generate``, on
+    ``--device`` (the target, the drafter and the prompts loaded there first, and checked: :func:`load_timed_pair`)."""
+    model, drafter, ids, long_ids = load_timed_pair(args)
     sizes = tuple(int(n) for n in args.verify_tokens.split(","))
     path, generate_kwargs, compile_seconds, buckets, slots = "eager", {}, 0.0, None, None
     if args.static or args.compile:
@@ -279,20 +364,10 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
         # --static times the eager static path: on a GPU generate would compile a static cache on its own
         generate_kwargs = {"cache_implementation": "static",
                            **({"compile_config": compile_config} if args.compile else {"disable_compile": True})}
-    else:  # timed inside generate once the drafter is loaded
+    else:  # timed inside generate, with the drafter
         tokens, seconds = list(sizes), None
-    drafter = (
-        Eagle3Drafter.from_pretrained(args.eagle3, target=model)
-        if args.eagle3
-        else CausalLMDrafter.from_target_layers(model, args.drafter_layers)
-    )
-    messages = [{"role": "user", "content": PROMPT}]
-    ids = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-    )["input_ids"]
     policy = StaticTreePolicy(depth=4, top_k=4, total_tokens=min(12, buckets[-1]) if buckets else 12)  # not capped
     measure_in_generate(model, ids, drafter, policy, max_new_tokens=8, **generate_kwargs)  # warm-up (compiles)
-    long_ids = long_prompt(tokenizer, args.context_length)  # a later level's cost grows with the context it reads
     if seconds is None:
         seconds = measure_verification_in_generate(model, long_ids, drafter, tokens, rounds=max(3, args.repeats // 3))
     draft_step, policy_call = measure_in_generate(
@@ -321,18 +396,52 @@ def measure_profile(args: argparse.Namespace) -> tuple[HardwareProfile, float]:
     return profile, compile_seconds
 
 
+def load_timed_pair(args: argparse.Namespace) -> tuple[PreTrainedModel, Drafter, torch.LongTensor, torch.LongTensor]:
+    """``(target, drafter, prompt ids, long prompt ids)`` to time: the target in ``--dtype`` on ``--device``, the
+    ``--eagle3`` drafter (else an early exit of ``--drafter-layers``) and the chat-templated profile prompt, short and
+    of about ``--context-length`` tokens (a later level's cost grows with the context it reads), on the device. What
+    fails once they load (a model not found or not reachable, a tokenizer without a chat template, a drafter built
+    for another target, more early-exit layers than the target has) fails here, before minutes of timing and
+    compiling, as a :class:`ProfileSetupError` naming the option."""
+    name = args.model or DEFAULT_MODEL_ID
+    try:
+        model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
+    except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
+        raise ProfileSetupError(f"--model {name}: cannot load it: {error}") from error
+    if not tokenizer.chat_template:
+        raise ProfileSetupError(
+            f"--model {name}: its tokenizer has no chat template, and the profile times a chat-templated prompt (as "
+            "`record` prompts the model): profile a chat (instruct) model, or save its tokenizer with a chat_template"
+        )
+    model = enable(model.to(args.device))
+    try:
+        drafter = (Eagle3Drafter.from_pretrained(args.eagle3, target=model) if args.eagle3
+                   else CausalLMDrafter.from_target_layers(model, args.drafter_layers))
+    except (ArtifactError, OSError, ValueError) as error:  # a drafter of another target, too many layers
+        option = f"--eagle3 {args.eagle3}" if args.eagle3 else f"--drafter-layers {args.drafter_layers}"
+        raise ProfileSetupError(f"{option}: {error}") from error
+    ids, long_ids = prompt_ids(tokenizer), long_prompt(tokenizer, args.context_length)
+    return model, drafter, ids.to(model.device), long_ids.to(model.device)
+
+
 def parse_buckets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
-    """``--buckets`` as distinct ascending sizes of at least 2 (``buckets_from_text``), given only with the static
-    path; left out, :func:`default_buckets` for the parsed ``--lookup-tokens``."""
+    """``--buckets`` as distinct ascending sizes of at least 2 (``buckets_from_text``), the largest at least
+    :data:`FEWEST_LARGEST_BUCKET`, given only with the static path; left out, :func:`default_buckets` for the parsed
+    ``--lookup-tokens``."""
     static = args.static or args.compile
     if args.buckets is None:
-        return default_buckets(args.lookup_tokens) if static else DEFAULT_BUCKETS
+        return default_buckets(args.lookup_tokens or (0,)) if static else DEFAULT_BUCKETS
     if not static:  # the eager path verifies any size: given alone the sizes would be ignored
         parser.error("--buckets sets the static path's verification sizes: add --static or --compile")
     try:
-        return buckets_from_text(args.buckets)
+        buckets = buckets_from_text(args.buckets)
     except ValueError as error:
         parser.error(f"--buckets: {error}")
+    if buckets[-1] < FEWEST_LARGEST_BUCKET:
+        parser.error(f"--buckets {args.buckets}: the largest bucket must be at least {FEWEST_LARGEST_BUCKET}: the "
+                     "profile times a draft level after the first inside generate on trees of two levels (the root "
+                     "and two drafted tokens), which it would cap to one level. Add a larger bucket, e.g. 2,3,4,8")
+    return buckets
 
 
 def default_buckets(lookup_tokens: list[int]) -> tuple[int, ...]:
@@ -361,14 +470,17 @@ def check_cache_slots(parser: argparse.ArgumentParser, args: argparse.Namespace)
         )
 
 
+def prompt_ids(tokenizer, repeats: int = 1) -> torch.LongTensor:
+    """``[1, T]``: the chat-templated profile prompt, its request ``repeats`` times."""
+    messages = [{"role": "user", "content": " ".join([PROMPT] * repeats)}]
+    return tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )["input_ids"]
+
+
 def long_prompt(tokenizer, context_length: int) -> torch.LongTensor:
     """``[1, about context_length]``: the chat-templated profile prompt, its request repeated to about
     ``context_length`` tokens, once at least (what a bucket costs depends a little on the context before it)."""
-    def ids(repeats: int) -> torch.LongTensor:
-        messages = [{"role": "user", "content": " ".join([PROMPT] * repeats)}]
-        return tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"]
-
-    per_repeat = max(ids(2).shape[1] - ids(1).shape[1], 1)
-    return ids(max(1, 1 + (context_length - ids(1).shape[1]) // per_repeat))
+    once = prompt_ids(tokenizer).shape[1]
+    per_repeat = max(prompt_ids(tokenizer, 2).shape[1] - once, 1)
+    return prompt_ids(tokenizer, max(1, 1 + (context_length - once) // per_repeat))

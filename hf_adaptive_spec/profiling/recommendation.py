@@ -14,7 +14,8 @@ the prompt-lookup branch).
 A profile names the target and drafter it timed; given ``model`` (and ``drafter``, an EAGLE-3 checkpoint or
 the :class:`~hf_adaptive_spec.Eagle3Drafter` loaded from it), a profile of others is refused, and so is one
 measured on a processor with other matrix instructions (its ``instruction_set``) than this one, and, given the
-loaded ``model``, one measured on another device type or in another dtype than the model's. The recommended static
+loaded ``model``, one measured on another device type or in another dtype than the model's. A CPU profile timed
+with other CPU threads than this process runs (``torch.get_num_threads()``) is warned of. The recommended static
 tree records the profile's curve as its ``trained_on``, so ``generate`` reports a call on another path.
 """
 
@@ -104,7 +105,8 @@ def _check_this_machine(profile: HardwareProfile, where: str, model: PreTrainedM
     """A profile measured on another device type or in another dtype than ``model`` (a loaded module) is, or copied
     from a processor with other matrix instructions, measured another curve: refuse it (a profile that did not
     record its instruction set is taken as it is). The path is ``generate``'s choice, not the model's: the
-    recommended policy records the profile's curve as ``trained_on``, and ``generate`` reports a call on another."""
+    recommended policy records the profile's curve as ``trained_on``, and ``generate`` reports a call on another.
+    On a CPU, a profile timed with other threads than this process runs is warned of (:func:`_warn_other_threads`)."""
     measured = profile.cost_curve()
     here = CostCurve.of(profile.device, profile.dtype, profile.path)
     if isinstance(model, torch.nn.Module):
@@ -114,15 +116,33 @@ def _check_this_machine(profile: HardwareProfile, where: str, model: PreTrainedM
                 f"The hardware profile {where} was measured on {measured.device} in {measured.dtype} and the model is "
                 f"on {here.device} in {here.dtype}: its costs are not this model's (what a verification of many tokens "
                 f"costs depends on both). Load the model as profiled (dtype=torch.{measured.dtype}, on "
-                f"{measured.device}), or run `hf-adaptive-spec profile --dtype {here.dtype} --recording DIR` where it "
-                "runs (and pass that profile)."
+                f"{measured.device}), or run `hf-adaptive-spec profile --device {here.device} --dtype {here.dtype} "
+                "--recording DIR` where it runs (and pass that profile)."
             )
     if not measured.fits(here):  # the same device, dtype and path: the instruction sets differ
         raise ValueError(
             f"The hardware profile {where} was measured on a {profile.device} with {profile.instruction_set} and this "
             f"one has {here.instruction_set}: its costs are not this machine's (a compiled bfloat16 verification of 8 "
             "tokens costs about one token with bfloat16 matrix instructions and several without). Run "
-            "`hf-adaptive-spec profile --recording DIR` on this machine."
+            f"`hf-adaptive-spec profile --device {here.device} --recording DIR` on this machine."
+        )
+    if here.device == "cpu":
+        _warn_other_threads(profile, where)
+
+
+def _warn_other_threads(profile: HardwareProfile, where: str) -> None:
+    """Warn when ``profile`` was timed with other CPU threads than this process runs (``torch.get_num_threads()``):
+    a verification of many tokens costs another multiple of one token's with other threads, so the tree it recommends
+    may not be the best here."""
+    threads = torch.get_num_threads()
+    if profile.num_threads != threads:
+        warnings.warn(
+            f"The hardware profile {where} was timed with {profile.num_threads} CPU threads and this process runs "
+            f"{threads} (torch.get_num_threads()): what a verification of many tokens costs against one token depends "
+            f"on the threads, so its recommendation may not be this process's best. Call "
+            f"torch.set_num_threads({profile.num_threads}) before generating, or profile with `hf-adaptive-spec "
+            f"profile --num-threads {threads} --recording DIR`.",
+            stacklevel=5,  # the caller of recommended_policy() and its kin
         )
 
 
@@ -209,7 +229,7 @@ def _policy_of(loaded: HardwareProfile) -> DraftPolicy:
             )
         _check_recommended_branch(loaded, name, policy)
         return policy
-    policy = static_tree_policy(recommended_tree(loaded), bool(loaded.recommendation["tree"].get("lookup_first")))
+    policy = static_tree_policy(_tree_of(loaded), bool(loaded.recommendation["tree"].get("lookup_first")))
     policy.mark_trained_on(loaded.cost_curve())  # ranked on this curve: generate reports a call on another
     return policy
 
@@ -223,7 +243,12 @@ def recommended_tree(
     """The best static tree of ``profile``'s recommendation (whatever policy it recommends; the tree a
     :class:`~hf_adaptive_spec.LookupFirstPolicy` drafts where the lookup branch did not match); ``model`` and
     ``drafter`` as in :func:`recommended_policy`."""
-    tree = _profile_with_recommendation(profile, model, drafter).recommendation["tree"]
+    return _tree_of(_profile_with_recommendation(profile, model, drafter))
+
+
+def _tree_of(loaded: HardwareProfile) -> TreeConfig:
+    """The recommended static tree of a checked profile."""
+    tree = loaded.recommendation["tree"]
     return TreeConfig(depth=tree["depth"], top_k=tree["top_k"], total_tokens=tree["total_tokens"])
 
 

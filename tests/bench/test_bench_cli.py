@@ -206,6 +206,71 @@ def test_an_option_the_model_cannot_take_is_a_one_line_error(bench_model_dir: Pa
     assert "method 'hf-assistant': num_layers must be an int in 1..3" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("methods", "flag", "path"), [
+    ("stock,eagle3", "--eagle3-checkpoint", "absent"),
+    ("stock,eagle3-candidate", "--candidate-checkpoint", "absent"),
+    ("stock,dvi", "--dvi-adapter", "absent"),
+    ("stock,eagle3-candidate-policy", "--candidate-policy", "drafter"),  # the drafter's folder: no policy
+])  # fmt: skip
+def test_a_drafter_policy_or_adapter_that_cannot_be_loaded_is_a_one_line_error(
+        bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys, methods, flag, path):
+    """A mistyped path (MissingArtifactFileError) or one of another artifact (ArtifactTypeError) was a raw traceback,
+    where the README promises a one-line error naming the method."""
+    from transformers import AutoModelForCausalLM
+
+    from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
+
+    Eagle3DraftModel.from_target(AutoModelForCausalLM.from_pretrained(bench_model_dir)).save_pretrained(
+        tmp_path / "drafter")
+    drafter = ["--eagle3-checkpoint", str(tmp_path / "drafter")] if "policy" in methods else []
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json", "--limit", "1"), "--methods", methods,
+            *drafter, flag, str(tmp_path / path)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.splitlines()[-1]  # after the weights' loading bar
+    assert error.startswith(f"hf-adaptive-spec bench: error: method '{methods.split(',')[1]}': "), error
+    assert str(tmp_path / path) in error and not (tmp_path / "run.json").exists()
+
+
+def test_the_table_is_printed_before_the_files_are_written(bench_model_dir: Path, questions_file: Path,
+                                                           tmp_path: Path, capsys, monkeypatch):
+    """A file that cannot be written after all (a full disk) was a raw OSError, and the table, printed last, was
+    lost with the run's results."""
+    from hf_adaptive_spec.bench import cli
+
+    def disk_full(report, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "write_markdown", disk_full)
+    argv = [*bench_argv(bench_model_dir, questions_file, tmp_path / "run.json", "--limit", "1"), "--markdown",
+            str(tmp_path / "run.md")]
+    assert main(argv) == 2
+    printed = capsys.readouterr()
+    assert "| hf-prompt-lookup | 1 |" in printed.out
+    assert f"cannot write {tmp_path / 'run.md'} ([Errno 28] No space left on device)" in printed.err
+    assert json.loads((tmp_path / "run.json").read_text())["summary"]["hf-prompt-lookup"]["questions"] == 1
+
+
+def test_a_run_again_without_resume_keeps_an_interrupted_runs_records(bench_model_dir: Path, questions_file: Path,
+                                                                     tmp_path: Path, capsys):
+    """The same command without --resume rewrote the progress file of an interrupted run, its records gone without a
+    word. A finished run, whose report holds every record, is measured afresh as before."""
+    out = tmp_path / "out.json"
+    progress = tmp_path / "out.progress.jsonl"
+    argv = bench_argv(bench_model_dir, questions_file, out, "--limit", "1")
+    assert main(argv) == 0
+    measured = progress.read_text()
+    assert main(argv) == 0  # finished: its report holds every record
+    assert progress.read_text() != measured
+    measured = progress.read_text()
+    out.unlink()  # interrupted before its report
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"{progress} holds 2 measured (question, method) pair(s) that no report at {out} holds" in error
+    assert "Pass --resume to continue that run" in error and progress.read_text() == measured
+    assert main([*argv, "--limit", "2", "--resume"]) == 0
+    assert len(json.loads(out.read_text())["records"]) == 4
+
+
 def test_a_learned_policy_method_on_another_model_needs_its_policy_passed(
     bench_model_dir: Path, questions_file: Path, tmp_path: Path, capsys
 ):

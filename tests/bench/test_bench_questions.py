@@ -46,6 +46,9 @@ def test_unknown_category_lists_available(questions_file: Path):
         (['{"question_id": 1, "category": "a"}'], "not a question record"),
         (['{"question_id": 1, "category": "a", "turns": []}'], "non-empty list"),
         (["not json"], "not a question record"),
+        # an id records cannot be keyed on failed raw (unhashable type: 'list') once the model had loaded
+        (['{"question_id": [1], "category": "a", "turns": ["x"]}'], r"'question_id' must be .*, got \[1\]"),
+        (['{"question_id": true, "category": "a", "turns": ["x"]}'], "'question_id' must be an int or a string"),
     ],
 )
 def test_malformed_files_are_rejected(tmp_path: Path, lines: list[str], message: str):

@@ -32,7 +32,7 @@ def test_cost_curves_are_normalised_and_compared(monkeypatch):
     assert cost_curve_mismatch("P", None, running) is None and cost_curve_mismatch("P", running, running) is None
     note = cost_curve_mismatch("P", CostCurve(**EAGER_FP32), running)
     assert "cpu/float32/eager" in note and "cpu/bfloat16/compiled" in note
-    assert "hf-adaptive-spec profile --dtype bfloat16 --compile" in note
+    assert "hf-adaptive-spec profile --device cpu --dtype bfloat16 --compile" in note
 
 
 def test_the_instruction_set_is_part_of_the_curve_when_both_sides_recorded_it():

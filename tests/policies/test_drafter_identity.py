@@ -124,8 +124,8 @@ def test_a_tree_chosen_for_another_drafter_and_curve_is_told_to_be_chosen_again(
     for note in (speculation.policy_cost_curve_mismatch, speculation.policy_drafter_mismatch):
         assert "StaticTreePolicy was chosen for the" in note and "recommends the tree for" in note
         assert "retrain" not in note.lower() and "use a StaticTreePolicy" not in note
-    assert "`hf-adaptive-spec profile --dtype float32 --recording DIR` (a recording of the drafter) measures this one" \
-        in speculation.policy_cost_curve_mismatch
+    assert ("`hf-adaptive-spec profile --device cpu --dtype float32 --recording DIR` (a recording of the drafter) "
+            "measures this one") in speculation.policy_cost_curve_mismatch
     assert "profile --recording DIR` recommends the tree" in speculation.policy_drafter_mismatch
 
 

@@ -52,6 +52,8 @@ class BenchMethod(ABC):
     always_fast_path: ClassVar[bool] = False
     #: drafts the static tree of ``--tree-*`` (``tree``, ``eagle3``), so ``<method>@D/K/N`` can give it another one.
     static_tree: ClassVar[bool] = False
+    #: drafts its static tree only where the prompt-lookup branch missed (``LookupFirstPolicy``), not every cycle.
+    drafts_lookup_first: ClassVar[bool] = False
     #: ``<method>@D/K/N``: this method's own (depth, top_k, total_tokens), over the run's ``--tree-*``.
     tree_shape: tuple[int, int, int] | None = None
     #: the StaticCache each call starts from (reset first), on the fast path; None: generate's own cache.

@@ -63,6 +63,7 @@ class Eagle3LookupFirst(Eagle3):
 
     name = "eagle3-lookup-first"
     tree_policy_class = LookupFirstPolicy
+    drafts_lookup_first = True
 
     def prepare(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, options: MethodOptions) -> None:
         # with +lookup the wrapper prepares the run (WithLookupBranch.prepare) and this is never called

@@ -42,6 +42,7 @@ class WithLookupBranch(BenchMethod):
         self.base, self.lookup_tokens = base, lookup_tokens
         self.name = base.name + LOOKUP_SUFFIX + (str(lookup_tokens) if lookup_tokens else "")
         self.runs_engine, self.static_tree = base.runs_engine, base.static_tree
+        self.drafts_lookup_first = base.drafts_lookup_first
 
     def own_options_read(self, options: MethodOptions) -> set[str]:
         """The wrapped method's, and the branch's (``--lookup-tokens`` unless ``+lookupN`` gave its own length)."""
