@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 from transformers import TrainingArguments
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..core.settings import changed_settings
@@ -20,14 +22,22 @@ from ..hub.registry import registered_class
 from ..hub.weights import WEIGHTS_NAME, shape_differences
 from .cli import TRAINERS
 
-#: ``TrainingArguments`` that define what a run optimises; with a trainer's own config fields, a resumed run must keep
-#: them (the schedule's length, logging, saving and evaluation may change). A new learning rate would not even apply:
-#: the restored scheduler wins.
+logger = logging.getLogger(__name__)
+
+#: ``TrainingArguments`` that define what a run optimises, and the order it draws its data in; with a trainer's own
+#: config fields, a resumed run must keep them (the schedule's length, logging, saving and evaluation may change). A new
+#: learning rate would not even apply: the restored scheduler wins. Trainer resumes an epoch by skipping the batches the
+#: checkpoint trained, counted in the order these settings give (the seeds, the sampler, the batch, dropping the last
+#: one): another order skips other batches, retraining some samples and never training others.
 _RUN_DEFINING = frozenset({
     "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay", "adam_beta1",
     "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "seed",
+    "gradient_accumulation_steps", "seed", "data_seed", "train_sampling_strategy", "length_column_name",
+    "dataloader_drop_last",
 })
+#: ``TrainingArguments`` that set the precision a run computes in: a resume may change them (a run moved to a machine
+#: without bf16), with a warning, since the data and the schedule continue alike but the steps' numerics do not.
+_PRECISION = frozenset({"bf16", "fp16"})
 
 
 #: the file a checkpoint's training arguments are saved to (``SpecTrainer.save_training_config``)
@@ -72,6 +82,34 @@ def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, train
         raise ValueError(
             f"resume_from_checkpoint={checkpoint} was trained with other settings ({'; '.join(changed)}): pass the "
             "checkpoint's values, or start a new run (init_from, where the trainer has it) instead of resuming."
+        )
+    kept = _PRECISION & stored.keys()
+    precision = changed_settings({k: stored[k] for k in kept}, {k: current.get(k) for k in kept})
+    if precision:
+        logger.warning(
+            "resume_from_checkpoint=%s was trained in another precision (%s): the resumed steps compute in this "
+            "run's, the data and the schedule continue alike.", checkpoint, "; ".join(precision),
+        )
+
+
+def check_is_checkpoint(checkpoint: str) -> None:
+    """Refuse to resume ``checkpoint`` when it is no folder, or a saved model rather than a checkpoint-N folder (its
+    ``config.json``, weights or ``training_config.json`` without ``trainer_state.json``): a finished run's
+    ``output_dir``, or its ``stable`` folder, holds the trained artifact alone, without the optimizer, schedule and
+    step a resume continues (transformers failed on it with a bare FileNotFoundError, after the models loaded)."""
+    if not os.path.isdir(checkpoint):
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} is not a folder: pass a checkpoint-N folder a run saved, or true "
+            "for output_dir's last one."
+        )
+    saved_model = any(os.path.isfile(os.path.join(checkpoint, name))
+                      for name in (CONFIG_NAME, WEIGHTS_NAME, TRAINING_CONFIG_NAME))
+    if saved_model and not os.path.isfile(os.path.join(checkpoint, TRAINER_STATE_NAME)):
+        raise ValueError(
+            f"resume_from_checkpoint={checkpoint} holds a saved model and no {TRAINER_STATE_NAME}: it is no "
+            "checkpoint-N folder (a finished run's output_dir, or its stable folder, holds the model alone, without "
+            "its optimizer and step). Resume one of the run's checkpoint-N folders, or start a new run from those "
+            "weights (init_from, or the drafter's path, where the script takes one)."
         )
 
 
@@ -166,8 +204,9 @@ SCRIPT_ARGS_NAME = "script_args.json"
 #: script arguments renamed so that every training script names the card's fields alike: old name -> new name
 RENAMED_SCRIPT_ARGUMENTS = {"target_name": "base_model", "target_model_name": "base_model", "drafter": "drafter_name"}
 #: script arguments a resumed run may change: names in the model card (their old names too, as a run started before
-#: the renaming wrote them), threads, the time budget and what is only evaluated. The others (recordings, profiles,
-#: datasets, shapes, ``init_from``, the lookup branch) define the run.
+#: the renaming wrote them), threads, the time budget (the resumed run continues from the seconds its checkpoint spent,
+#: at their share of the new budget: ``TimeBudgetCallback``) and what is only evaluated. The others (recordings,
+#: profiles, datasets, shapes, ``init_from``, the lookup branch) define the run.
 _MAY_CHANGE_ON_RESUME = frozenset({
     "base_model", "drafter_name", "dataset_name", "reproduce_command", *RENAMED_SCRIPT_ARGUMENTS,
     "num_threads", "max_train_minutes", "eval_recording_dir", "heldout_path", "heldout_conversations",
@@ -179,11 +218,13 @@ def check_resumed_script_args(script_args: Any, args: TrainingArguments, trainer
     """Refuse to resume a run with script arguments that define it (its data, profile, shapes) other than the ones
     it was started with (``SCRIPT_ARGS_NAME`` kept in the checkpoint, else in its run folder), naming each as
     ``name: stored -> new``. A checkpoint another kind of trainer than ``trainer`` saved is refused as such first
-    (:func:`check_trainer_kind`): its script's arguments differ too, and listing them hid the cause."""
+    (:func:`check_trainer_kind`): its script's arguments differ too, and listing them hid the cause; then a folder that
+    is no checkpoint (:func:`check_is_checkpoint`), before any model loads."""
     if not args.resume_from_checkpoint:
         return
     checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
     check_trainer_kind(checkpoint, trainer, from_script=True)
+    check_is_checkpoint(checkpoint)
     path = _script_args_of(str(checkpoint), args.output_dir)
     if path is None:
         return  # a run started before its script arguments were written

@@ -22,6 +22,7 @@ from .resume import (
     TRAINING_CONFIG_NAME,
     check_checkpoint_kind,
     check_checkpoint_shapes,
+    check_is_checkpoint,
     check_resume_settings,
     keep_script_args,
     read_script_args,
@@ -182,14 +183,23 @@ class SpecTrainer(Trainer):
         raise NotImplementedError
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`).
-        ``resume_from_checkpoint=True`` is resolved to ``output_dir``'s last checkpoint first, so that it is checked
-        too (``Trainer`` would resolve it only after)."""
-        if resume_from_checkpoint:
-            resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
-            check_checkpoint_kind(resume_from_checkpoint, self.checkpoint_artifact_type(), type(self).__name__)
-            check_resume_settings(self.args, resume_from_checkpoint, self.kind())
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        """``Trainer.train``; a resumed run must keep the settings that define it (:func:`check_resume_settings`), and
+        resume a checkpoint-N folder (:func:`check_is_checkpoint`). ``resume_from_checkpoint=True`` is resolved to
+        ``output_dir``'s last checkpoint first, so that it is checked too (``Trainer`` would resolve it only after).
+        While it trains, ``args.resume_from_checkpoint`` names the checkpoint resumed, for the callbacks that read it
+        (the held-out curve continues its points), as it does when a script resumes: given to ``train`` alone, the
+        callbacks looked for it in ``output_dir``."""
+        if not resume_from_checkpoint:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
+        check_checkpoint_kind(checkpoint, self.checkpoint_artifact_type(), type(self).__name__)
+        check_resume_settings(self.args, checkpoint, self.kind())
+        check_is_checkpoint(checkpoint)
+        given, self.args.resume_from_checkpoint = self.args.resume_from_checkpoint, checkpoint
+        try:
+            return super().train(resume_from_checkpoint=checkpoint, **kwargs)
+        finally:
+            self.args.resume_from_checkpoint = given
 
     def checkpoint_artifact_type(self) -> str | None:
         """The ``artifact_type`` this trainer's checkpoints declare in ``config.json``: its model's (None where the

@@ -12,19 +12,30 @@ above its start only at the next point, step 100 of 261; stage 18, on a CPU, nev
 ``warmup_stable_decay`` the rate holds its peak and decays only over the last ``decay_ratio`` of the budget;
 :class:`StablePointCallback` saves the run once as the decay begins, the point a next stage resumes from, while the
 decayed end is the drafter to ship.
+
+A run resumed from a checkpoint continues its budget: the seconds it had spent are kept in the checkpoint's
+``trainer_state.json`` (as :class:`~.spec_trainer.SamplesDrawn` keeps its count), so the schedule goes on where it
+was and only the rest of the budget is spent.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import time
 from collections.abc import Callable
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback, TrainerState, TrainingArguments
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import ExportableState
 
+from .resume import resolve_checkpoint
 from .warmup import warmup_share
+
+logger = logging.getLogger(__name__)
 
 TIME_SCHEDULES = ("constant", "linear", "cosine", "warmup_stable_decay")
 #: what a time budget gives transformers to build its step-counted ``warmup_stable_decay`` schedule, which the budget
@@ -58,12 +69,17 @@ def scheduler_shape(args) -> str:
     return str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
 
 
-class TimeBudgetCallback(TrainerCallback):
+class TimeBudgetCallback(TrainerCallback, ExportableState):
     """Stops training after ``minutes`` of wall time, with the learning-rate schedule run over that time.
 
     The trainer's own schedule (``lr_scheduler_type`` ``constant``, ``linear``, ``cosine`` or ``warmup_stable_decay``
     with ``warmup_ratio``) keeps its shape, but its clock becomes the budget: ``max_steps`` still ends a
     run that reaches it first, at whatever rate the clock has reached then.
+
+    The seconds spent are kept in each checkpoint's ``trainer_state.json``; a run resumed from it continues from them
+    (:meth:`seconds_spent_at`), its schedule where it was, and a resume given another ``minutes`` continues at the share
+    of the new budget those seconds are, with a warning. A checkpoint saved without them (a run counted in steps, or
+    one saved before budgets were kept) starts the budget and its schedule again at its step, with a warning.
 
     The budget's clock is read once per optimizer step, and in a run of several processes the main process's reading
     is the one every process uses (:func:`main_process_value`): each reads its own clock otherwise, so the processes
@@ -102,6 +118,45 @@ class TimeBudgetCallback(TrainerCallback):
         """Share of the budget this process's clock says is spent (0 before training starts)."""
         return 0.0 if self.start is None else min(1.0, (self.clock() - self.start) / self.seconds)
 
+    def state(self) -> dict:
+        """What a checkpoint keeps of the budget: its size and the seconds spent as of the last optimizer step."""
+        return {"args": {"minutes": self.seconds / 60.0, "decay_ratio": self.decay_ratio},
+                "attributes": {"seconds_spent": self.spent * self.seconds}}
+
+    def seconds_spent_at(self, state: TrainerState) -> float:
+        """Seconds of the budget a run had spent at ``state``: 0 for a new run or a checkpoint that kept none, the
+        checkpoint's for a resumed run; refused when they fill this budget (nothing would be left to train)."""
+        stored = state.stateful_callbacks.get(type(self).__name__) if state.global_step else None
+        if not stored:
+            return 0.0
+        seconds = stored["attributes"]["seconds_spent"]
+        if seconds >= self.seconds:
+            raise ValueError(
+                f"The checkpoint at step {state.global_step} had spent {seconds / 60:.4g} minutes of its time budget, "
+                f"all of max_train_minutes={self.seconds / 60:.4g}: a resumed run would have no time left to train. "
+                "Raise max_train_minutes to train on (the schedule continues at the share of it already spent)."
+            )
+        return seconds
+
+    def _warn_of_resumed_budget(self, state: TrainerState) -> None:
+        """Warn where a resumed run's budget starts again (its checkpoint kept none) or was resized."""
+        stored = state.stateful_callbacks.get(type(self).__name__)
+        if not state.global_step:
+            return
+        if not stored:
+            logger.warning(
+                "The checkpoint at step %d kept no time budget (a run counted in steps, or saved before budgets were "
+                "kept): the budget of max_train_minutes=%.4g, and its schedule from the warm-up, start again here.",
+                state.global_step, self.seconds / 60,
+            )
+        elif stored["args"]["minutes"] != self.seconds / 60:
+            seconds = stored["attributes"]["seconds_spent"]
+            logger.warning(
+                "Resumed with max_train_minutes=%.4g where the checkpoint's run had %.4g: its %.4g minutes spent are "
+                "%.3g%% of the new budget, where the schedule continues.",
+                self.seconds / 60, stored["args"]["minutes"], seconds / 60, 100 * seconds / self.seconds,
+            )
+
     def decaying(self, _state=None) -> bool:
         """Whether a ``warmup_stable_decay`` schedule has begun to decay (never for the other shapes)."""
         return self.start is not None and self.decay_ratio is not None and self.spent >= 1.0 - self.decay_ratio
@@ -114,7 +169,10 @@ class TimeBudgetCallback(TrainerCallback):
                 f"A time budget needs the trainer's LambdaLR schedule, got {type(scheduler).__name__}: pass no "
                 "optimizers=(..., scheduler) to the trainer, or drop the budget."
             )
-        self.start, self.spent = self.clock(), 0.0
+        spent_before = self.seconds_spent_at(state)
+        self._warn_of_resumed_budget(state)
+        self.start, self.spent = self.clock() - spent_before, spent_before / self.seconds
+        state.stateful_callbacks[type(self).__name__] = self.state()  # where Trainer updates it at each save
 
         def by_time(_step: int) -> float:
             return schedule_factor(shape, self.spent, warmup, self.decay_ratio)
@@ -191,10 +249,27 @@ def time_budget(minutes: float | None, decay_ratio: float | None, args: Training
             f"lr_scheduler_kwargs={args.lr_scheduler_kwargs}. Drop them (warmup_stable_decay's decay is decay_ratio "
             "under a budget), or drop the budget."
         )
+    if args.restore_callback_states_from_checkpoint:
+        raise ValueError(
+            f"A time budget (max_train_minutes={minutes}) continues from the time its checkpoint spent by itself, and "
+            "restore_callback_states_from_checkpoint would replace it by a copy the run's stable point does not "
+            "follow. Leave restore_callback_states_from_checkpoint off."
+        )
     budget = TimeBudgetCallback(minutes, decay_ratio=decay_ratio)
     if budget.check_schedule(args)[0] == "warmup_stable_decay":
         args.lr_scheduler_kwargs = dict(BUDGET_WSD_KWARGS)
+    check_budget_left(budget, args)
     return budget
+
+
+def check_budget_left(budget: TimeBudgetCallback, args: TrainingArguments) -> None:
+    """Before anything loads, refuse to resume ``args.resume_from_checkpoint`` when its run spent all of ``budget``
+    (:meth:`TimeBudgetCallback.seconds_spent_at`, read from the checkpoint's ``trainer_state.json``)."""
+    if not args.resume_from_checkpoint:
+        return
+    path = os.path.join(resolve_checkpoint(args.resume_from_checkpoint, args.output_dir), TRAINER_STATE_NAME)
+    if os.path.isfile(path):
+        budget.seconds_spent_at(TrainerState.load_from_json(path))
 
 
 def check_step_counted_decay(args: TrainingArguments) -> None:
@@ -236,16 +311,14 @@ class StablePointCallback(TrainerCallback):
     """Calls ``save`` once, after the first optimizer step at which ``decaying(state)`` holds: the weights at the end
     of a ``warmup_stable_decay`` schedule's stable phase, which a next stage resumes from instead of the decayed end.
     Nothing is saved when the run ends before its decay begins (its last weights are then at the peak rate), nor by a
-    run counted in steps resumed from a checkpoint past it. A timed run resumed from a checkpoint starts its budget,
-    and so its warm-up and stable phase, again: it saves the end of that new stable phase, replacing the earlier one."""
+    run resumed from a checkpoint past it (a timed run's continues its budget, :class:`TimeBudgetCallback`)."""
 
     def __init__(self, decaying: Callable[[TrainerState], bool], save: Callable[[], None]):
         self.decaying, self.save = decaying, save
         self.saved = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # a step-counted run resumed past its decay's start saved its stable point before: decayed weights must not
-        # replace it (a timed run's budget restarts, so it is never decaying here)
+        # a run resumed past its decay's start saved its stable point before: decayed weights must not replace it
         self.saved = self.decaying(state)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -10,6 +10,7 @@ import pytest
 import safetensors.torch
 import torch
 from tiny_models import prompt, tiny_model
+from transformers import TrainerState
 
 from hf_adaptive_spec.drafters.eagle3 import Eagle3DraftModel
 from hf_adaptive_spec.hub.errors import WeightsMismatchError
@@ -141,6 +142,7 @@ def test_a_script_resuming_another_trainers_output_dir_names_both_kinds(tmp_path
     eagle3_argv = ["--output_dir", str(out), "--dataset_path", "data.jsonl"]
     run_training_script(eagle3_parser(), lambda *_: _eagle3_trainer(tmp_path).save_model(str(out / "checkpoint-2")),
                         eagle3_argv)
+    TrainerState().save_to_json(str(out / "checkpoint-2" / "trainer_state.json"))  # what makes it a checkpoint
     eagle3_arguments = (out / "script_args.json").read_text()
     resumed = ["--resume_from_checkpoint", "true"]
     with pytest.raises(ValueError) as refused:

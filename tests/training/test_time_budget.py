@@ -68,8 +68,8 @@ def _trainer(
     )
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=100, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
-        lr_scheduler_type=scheduler, warmup_ratio=0.25, logging_steps=1, save_strategy="no", report_to=[],
-        seed=0, disable_tqdm=True, **kwargs,
+        lr_scheduler_type=scheduler, warmup_ratio=0.25, logging_steps=1, report_to=[], seed=0, disable_tqdm=True,
+        **{"save_strategy": "no", **kwargs},
     )
     return Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
                          data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[_Tick(clock), budget])
@@ -96,6 +96,43 @@ def test_a_schedule_that_cannot_run_over_time_is_refused(tmp_path):
     with pytest.raises(ValueError, match="must be positive"):
         TimeBudgetCallback(0)
     assert not math.isnan(schedule_factor("linear", 1.0, warmup=1.0))
+
+
+def _rates(trainer: Eagle3Trainer, after: int = 0) -> list[float]:
+    return [entry["learning_rate"] for entry in trainer.state.log_history
+            if "learning_rate" in entry and entry["step"] > after]
+
+
+def test_a_resumed_timed_run_continues_its_budget_and_schedule(tmp_path):
+    """The budget's seconds spent are kept in the checkpoint: resumed from checkpoint-4, the run went on at the rate
+    of step 5 and stopped where the uninterrupted run did (the budget and its warm-up had started again, from 0)."""
+    clock = _Clock(step_seconds=7.5)  # 8 steps fill a one-minute budget
+    whole = _trainer(tmp_path / "a", TimeBudgetCallback(1.0, clock=clock), clock, save_strategy="steps", save_steps=4)
+    whole.train()
+    clock = _Clock(step_seconds=7.5)  # another process's clock: its readings start elsewhere
+    clock.now = 5000.0
+    resumed = _trainer(tmp_path / "b", TimeBudgetCallback(1.0, clock=clock), clock)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-4"))
+    assert resumed.state.global_step == 8
+    assert _rates(resumed, after=4) == pytest.approx(_rates(whole, after=4), abs=1e-9)
+    state = json.loads((tmp_path / "a" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["stateful_callbacks"]["TimeBudgetCallback"]["attributes"]["seconds_spent"] == pytest.approx(30.0)
+
+
+def test_resuming_a_spent_budget_or_restoring_the_budget_from_the_checkpoint_is_refused(tmp_path):
+    """A checkpoint that spent the whole budget has nothing left to train: refused before anything loads, naming
+    the fix; a larger budget continues at the share spent."""
+    checkpoint = tmp_path / "checkpoint-8"
+    checkpoint.mkdir()
+    spent = TimeBudgetCallback(1.0)
+    spent.spent = 1.0
+    TrainerState(global_step=8, stateful_callbacks=[spent]).save_to_json(str(checkpoint / "trainer_state.json"))
+    with pytest.raises(ValueError, match=r"spent 1 minutes of its time budget, all of max_train_minutes=1: .* Raise "
+                                         "max_train_minutes to train on"):
+        time_budget(1.0, None, _args("cosine", resume_from_checkpoint=str(checkpoint)))
+    assert time_budget(2.0, None, _args("cosine", resume_from_checkpoint=str(checkpoint))) is not None
+    with pytest.raises(ValueError, match="Leave restore_callback_states_from_checkpoint off"):
+        time_budget(1.0, None, _args("cosine", restore_callback_states_from_checkpoint=True))
 
 
 WSD = "warmup_stable_decay"
