@@ -129,7 +129,7 @@ class TargetForward(ABC):
         return self.cache
 
 
-def _lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
+def lm_head_is_last_step(model: PreTrainedModel, final_hidden: torch.Tensor, logits: torch.Tensor) -> bool:
     """Whether the model's logits are exactly ``lm_head(final-norm output)`` (no softcapping,
     scaling, ...), checked on the prefill's last position: then verification can skip the head."""
     head = model.get_output_embeddings()
@@ -175,7 +175,7 @@ class DynamicTarget(TargetForward):
         self.capture.latest.clear()  # a forward that ran without the hooks is refused, never served the last one's
         logits = model(**inputs, return_dict=True).logits
         final_hidden = self.capture.read(self.final_index)[0]
-        if _lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
+        if lm_head_is_last_step(model, final_hidden[-1], logits[0, -1]):
             self.head = OutputHead(model.get_output_embeddings())
             # a CPU choice: ~τ serial row products beat the head over every node; a GPU computes them all at once
             self.lazy_head = None if reads_rows_at_once(model.device) else self.head
@@ -318,7 +318,7 @@ class StaticTarget(TargetForward):
         logits, hidden = out.logits[0, -1:], None
         if self.rescorer is not None:
             hidden = out.hidden_states[self.final_index][0, -1:]
-            if not _lm_head_is_last_step(self.model, hidden[0], logits[0]):
+            if not lm_head_is_last_step(self.model, hidden[0], logits[0]):
                 self.rescorer = None  # softcapped or scaled logits: no float32 products to recover
         features = {i: out.hidden_states[i] for i in self.wanted}
         return TreeLogits(logits=logits, hidden=hidden, rescorer=self.rescorer), features

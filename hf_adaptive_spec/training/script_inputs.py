@@ -6,7 +6,9 @@ Python's bare ``FileNotFoundError``; :func:`check_local_inputs` refuses it first
 quotes the recipe's command that builds it.
 
 A script's arguments class names its local inputs in ``local_inputs`` (a class attribute: a file or folder that must
-exist, or a list of them, wherever the argument is set). Arguments that may name a Hub repository are not in it.
+exist, or a list of them, wherever the argument is set), and in ``local_input_files`` those of them that must be files
+(a folder there failed after the target loaded, as a bare ``IsADirectoryError``). Arguments that may name a Hub
+repository are not in it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ from pathlib import Path
 
 def missing_local_inputs(script_args) -> list[tuple[str, str]]:
     """``(argument, path)`` of every path of ``script_args``' ``local_inputs`` that does not exist."""
-    missing = []
-    for name in getattr(script_args, "local_inputs", ()):
-        value = getattr(script_args, name)
-        for path in [] if value is None else [value] if isinstance(value, str) else value:
-            if not Path(path).exists():
-                missing.append((name, path))
-    return missing
+    return [(name, path) for name, path in _local_inputs(script_args) if not Path(path).exists()]
+
+
+def folders_for_files(script_args) -> list[tuple[str, str]]:
+    """``(argument, path)`` of every path of ``script_args``' ``local_input_files`` that names a folder."""
+    files = getattr(script_args, "local_input_files", ())
+    return [(name, path) for name, path in _local_inputs(script_args) if name in files and Path(path).is_dir()]
+
+
+def _local_inputs(script_args) -> list[tuple[str, str]]:
+    """``(argument, path)`` of every path ``script_args``' ``local_inputs`` set."""
+    return [
+        (name, path)
+        for name in getattr(script_args, "local_inputs", ())
+        for value in [getattr(script_args, name)]
+        for path in ([] if value is None else [value] if isinstance(value, str) else value)
+    ]
 
 
 def split_config(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -69,7 +81,14 @@ def building_commands(recipe: str, path: str, seen: frozenset[str] = frozenset()
 
 def check_local_inputs(script_args, argv: list[str]) -> None:
     """Refuse a run whose ``local_inputs`` do not all exist, naming each, with the recipe's commands that build it
-    where its header holds them."""
+    where its header holds them, and one whose ``local_input_files`` name a folder."""
+    folders = folders_for_files(script_args)
+    if folders:
+        raise IsADirectoryError(
+            "This run reads files that are folders:\n"
+            + "\n".join(f"- {name}: {path!r} is a folder, and it names a file" for name, path in folders)
+            + "\nPass the file itself."
+        )
     missing = missing_local_inputs(script_args)
     if not missing:
         return

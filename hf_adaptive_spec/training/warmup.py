@@ -7,15 +7,21 @@ say it), so it is carried into ``warmup_steps``; left there, a step-counted run 
 
 from __future__ import annotations
 
+import dataclasses
+
 from transformers import TrainingArguments
 
 
 def carry_warmup_ratio(config: TrainingArguments) -> None:
     """Set ``config.warmup_steps`` to its ``warmup_ratio`` (a share, as transformers reads a float below 1); refuse a
-    ratio outside [0, 1) and a warm-up set both ways."""
+    ratio outside [0, 1) and a warm-up set both ways. The configuration's default ratio yields to a ``warmup_steps``
+    given (it becomes 0): only a ratio other than the default conflicts with one."""
     ratio = config.warmup_ratio or 0.0
     if not 0.0 <= ratio < 1.0:
         raise ValueError(f"warmup_ratio is a share of the run, in [0, 1); got {ratio}.")
+    if config.warmup_steps and ratio == _default_warmup_ratio(config):
+        config.warmup_ratio = 0.0
+        return
     if not ratio:
         return
     if config.warmup_steps:
@@ -24,6 +30,12 @@ def carry_warmup_ratio(config: TrainingArguments) -> None:
             "warmup_ratio: 0 to count it in steps, or drop warmup_steps."
         )
     config.warmup_steps = ratio
+
+
+def _default_warmup_ratio(config: TrainingArguments) -> float | None:
+    """The ``warmup_ratio`` the configuration's class defaults to (None where it has no such field)."""
+    field = next((f for f in dataclasses.fields(config) if f.name == "warmup_ratio"), None)
+    return None if field is None or field.default is dataclasses.MISSING else field.default
 
 
 def check_warmup_length(config: TrainingArguments) -> None:

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 from tiny_models import make_char_tokenizer, prompt, tiny_model
-from transformers import DynamicCache
+from transformers import DynamicCache, TrainerCallback
 
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
@@ -32,6 +32,7 @@ from hf_adaptive_spec.training.eagle3 import (
     initialize_drafter,
     load_samples,
     opening_prompt,
+    prompt_digest,
     read_curve,
     ttt_unroll,
     widen_mlp,
@@ -744,6 +745,74 @@ def test_the_held_out_set_runs_the_target_on_the_targets_device(setup, monkeypat
             return torch.zeros(*final_hidden.shape[:2], draft.config.draft_vocab_size)
 
     monkeypatch.setattr(heldout, "TargetFeatures", SpyFeatures)
+    # a target on the meta device has no values to check its logits on
+    monkeypatch.setattr("hf_adaptive_spec.training.eagle3.features.check_plain_head", lambda target, final_index: None)
     on_meta = copying.deepcopy(target).to("meta")
     HeldOutSet(on_meta, samples[:2], draft, depth=2)
     assert seen == [{"meta"}, {"meta"}]
+
+
+def test_a_curve_at_another_chain_depth_starts_its_own_first_point(setup, tmp_path):
+    """τ(3) and τ(5) are not the same measure: a stage whose heldout_depth differs from its init_from's curve starts
+    with a point of its own at the new depth (it went on from the τ(3) points with τ(5) ones)."""
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    held_out = HeldOutSet(target, samples[:2], draft, depth=3)
+    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
+                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft), heldout_set=held_out.digest)
+    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+    args = Eagle3Config(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
+                        save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
+    Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                  data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback]).train()
+    assert [(p.step, len(p.step_accuracy)) for p in read_curve(tmp_path)] == [(10, 2), (10, 3), (12, 3)]
+
+
+def test_held_out_conversations_a_stream_trains_during_the_run_are_counted_at_each_point(setup, tmp_path, caplog):
+    """A stream's records appended during the run may open with a held-out prompt: every point after says how many
+    of the set's conversations were trained on (the card too), with a warning when the count grows (the points
+    measured trained data without a word)."""
+    import logging
+
+    target, samples, _ = setup
+    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
+    torch.manual_seed(0)
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+    held_out = HeldOutSet(target, samples[:2], draft, depth=2)
+    trained: set[str] = set()
+    callback = HeldOutCurveCallback(held_out, every_steps=1, trained_prompts=lambda: trained)
+    args = Eagle3Config(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=2, ttt_steps=2,
+                        save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
+    trainer = Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples[2:],
+                            data_collator=lambda b: collate(b, pad_token_id=0), callbacks=[callback])
+
+    class AppendHeldOut(TrainerCallback):  # the stream reads a held-out prompt's record at step 2
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                trained.add(prompt_digest(samples[0]))
+
+    trainer.add_callback(AppendHeldOut())
+    with caplog.at_level(logging.WARNING):
+        trainer.train()
+    assert [(p.step, p.heldout_trained) for p in read_curve(tmp_path)] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert caplog.text.count("1 of the 2 held-out conversations open with a prompt this run has trained on") == 1
+    assert "1 of its conversations open with a prompt this run trained on" in str(trainer.model_card())
+
+
+def test_a_stage_from_a_drafter_without_a_curve_says_its_curve_counts_from_its_own_start(tmp_path, caplog):
+    """Stage 1 trained without a held-out curve: stage 2's curve cannot count the steps before it, though a point's
+    step counts from the drafter's initialisation; it says so instead of starting at 0 silently."""
+    import logging
+
+    from hf_adaptive_spec.training.eagle3.script import previous_curve
+
+    (tmp_path / "stage1").mkdir()
+    with caplog.at_level(logging.WARNING):
+        assert previous_curve(str(tmp_path / "stage1")) == []
+    assert "holds no held-out curve (heldout_curve.jsonl): this stage's curve counts its steps" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert previous_curve(None) == []
+    assert not caplog.text

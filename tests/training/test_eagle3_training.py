@@ -637,3 +637,138 @@ def test_the_card_counts_the_conversations_drawn_across_a_resume(setup, tmp_path
     del state["stateful_callbacks"]["SamplesDrawn"]  # as a checkpoint saved before the count was kept
     state_file.write_text(json.dumps(state))
     assert "over at least 4 conversations drawn." in train(2, str(tmp_path / "checkpoint-1"))._training_description()
+
+
+def test_a_resumed_stream_whose_file_grew_keeps_the_checkpoints_draft_vocabulary(tokenizer, tmp_path, monkeypatch):
+    """A stream resumed after regeneration appended records: the script rebuilt the draft vocabulary from the grown
+    file while the drafter loaded the checkpoint's, so the loss read the target's logits over other tokens than the
+    drafter's. The script now builds the resumed drafter from the checkpoint."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    target = tiny_model("llama")
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
+    data = tmp_path / "data.jsonl"
+
+    def write(count: int, answer: str, start: int = 0, mode: str = "w"):
+        with open(data, mode, encoding="utf-8") as handle:
+            for i in range(start, start + count):
+                turns = [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": answer}]
+                handle.write(json.dumps({"conversation": turns}) + "\n")
+
+    def train(max_steps: int, resume: str | None = None) -> Eagle3Trainer:
+        args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=max_steps, per_device_train_batch_size=2,
+                                   ttt_steps=2, draft_vocab_size=8, max_length=64, save_strategy="steps", save_steps=2,
+                                   report_to=[], disable_tqdm=True, resume_from_checkpoint=resume, warmup_ratio=0.0)
+        return script.main(script.Eagle3ScriptArguments(dataset_path=str(data), stream=True), args)
+
+    write(6, "abab cdcd abab cdcd")
+    checkpoint_vocabulary = train(2).model.draft_to_target()
+    write(30, "zyzy xwxw zyzy xwxw zyzy xwxw", start=6, mode="a")  # another vocabulary's tokens, now the most frequent
+    resumed = train(4, resume=str(tmp_path / "out" / "checkpoint-2"))
+    assert torch.equal(resumed.model.draft_to_target(), checkpoint_vocabulary)
+    head = target.get_output_embeddings().weight
+    assert torch.equal(resumed.target_features.head, head[checkpoint_vocabulary])
+
+
+def test_a_trainer_refuses_to_resume_a_checkpoint_of_another_draft_vocabulary(setup, tmp_path):
+    """From Python: the drafter given to the trainer fixes the vocabulary the target's logits are read over, and
+    resuming replaced the drafter's own with the checkpoint's, silently."""
+    target, _ = setup
+    samples = _samples(target, count=4, length=10)
+
+    def trainer_over(vocabulary: torch.Tensor, max_steps: int) -> Eagle3Trainer:
+        draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
+        args = Eagle3Config(output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=2,
+                            warmup_ratio=0.0, ttt_steps=1, save_strategy="steps", save_steps=1, report_to=[],
+                            disable_tqdm=True)
+        return Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
+                             data_collator=lambda b: collate(b, pad_token_id=0))
+
+    vocabulary = build_draft_vocabulary(samples, 16, 96)
+    trainer_over(vocabulary, 1).train()
+    other = vocabulary.clone()
+    other[-1] = next(t for t in range(96) if t not in vocabulary.tolist())
+    other = other.sort().values
+    with pytest.raises(ValueError, match=r"checkpoint-1 holds another draft vocabulary than the drafter this trainer "
+                                         r"was built with \(1 of its 16 tokens differ"):
+        trainer_over(other, 2).train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+
+
+def test_a_target_whose_logits_are_not_its_heads_output_is_refused():
+    """Granite divides its logits by logits_scaling, Gemma-2 softcaps them: the loss read lm_head(final norm), another
+    distribution than the target's (probabilities off by up to 0.97 on a tiny model), without a word."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM, GraniteConfig, GraniteForCausalLM
+
+    shape = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.3)
+    torch.manual_seed(0)
+    for target in (GraniteForCausalLM(GraniteConfig(logits_scaling=8.0, **shape)),
+                   Gemma2ForCausalLM(Gemma2Config(final_logit_softcapping=2.0, head_dim=16, **shape))):
+        with pytest.raises(ValueError, match=f"not its lm_head's output .*a {type(target).__name__}: softcapping or "
+                                             "scaling"):
+            TargetFeatures(target.eval(), [1, 2, 3], torch.arange(96))
+    llama = tiny_model("llama")
+    features = TargetFeatures(llama, [1, 2, 3], torch.arange(0, 96, 3))
+    ids = prompt(6, seed=0)
+    _, logits = features(ids, torch.ones_like(ids))
+    torch.testing.assert_close(logits, llama(ids).logits[..., ::3])
+
+
+def test_a_stream_refuses_the_samplers_settings_it_would_ignore(tmp_path):
+    """A stream has no sampler (each pass shuffled with seed): data_seed and train_sampling_strategy were ignored
+    silently; refused before anything loads."""
+    from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, main
+
+    for setting, named in (({"data_seed": 123}, "data_seed=123"),
+                           ({"train_sampling_strategy": "sequential"}, "train_sampling_strategy='sequential'")):
+        args = Eagle3Config(output_dir=str(tmp_path), report_to=[], **setting)
+        with pytest.raises(ValueError, match=f"so {named} would be ignored: a stream has no sampler"):
+            main(Eagle3ScriptArguments(dataset_path="conversations.jsonl", stream=True), args)
+
+
+def test_the_card_of_a_stage_names_the_drafter_it_started_from(tokenizer, tmp_path, monkeypatch):
+    """The card of an init_from stage counted only its own steps and named no starting checkpoint."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model",
+                        lambda name, dtype: (tiny_model("llama"), tokenizer))
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in _answered(4)), encoding="utf-8")
+
+    def stage(name: str, init_from: str | None = None) -> Eagle3Trainer:
+        args = script.Eagle3Config(output_dir=str(tmp_path / name), max_steps=1, per_device_train_batch_size=2,
+                                   ttt_steps=1, max_length=32, save_strategy="no", report_to=[], disable_tqdm=True,
+                                   warmup_ratio=0.0, **({} if init_from else {"draft_vocab_size": 8}))
+        return script.main(script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"),
+                                                        init_from=init_from), args)
+
+    assert "starting from" not in stage("stage1")._training_description()
+    description = stage("stage2", init_from=str(tmp_path / "stage1"))._training_description()
+    assert (f"for 1 optimizer steps over 2 conversations drawn, starting from the drafter `{tmp_path / 'stage1'}` "
+            "(these counts are this stage's alone).") in description
+    assert (tmp_path / "stage2" / "README.md").read_text().count(str(tmp_path / "stage1")) >= 1
+
+
+def test_bad_data_and_held_out_arguments_are_refused_under_their_names_before_any_model_loads(tmp_path):
+    """A folder as dataset_path failed after the target loaded with a bare IsADirectoryError; heldout_conversations 0
+    and a heldout_max_length holding no answer were refused with the training file's rule and max_length's name;
+    heldout_every_steps 0 and heldout_depth 0 after the target loaded, as "every_steps" and "depth"."""
+    from hf_adaptive_spec.training.eagle3.script import Eagle3ScriptArguments, heldout_callbacks
+    from hf_adaptive_spec.training.script_inputs import check_local_inputs
+
+    (tmp_path / "a_dataset").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"- dataset_path: '.*a_dataset' is a folder, and it names a file"):
+        check_local_inputs(Eagle3ScriptArguments(dataset_path=str(tmp_path / "a_dataset")), [])
+    for name, value in (("heldout_conversations", 0), ("heldout_every_steps", 0), ("heldout_depth", 0),
+                        ("heldout_max_length", 1)):
+        with pytest.raises(ValueError, match=f"Eagle3ScriptArguments: {name} must be an int >= "):
+            Eagle3ScriptArguments(dataset_path="data.jsonl", **{name: value})
+    tokenizer = make_char_tokenizer()
+    tokenizer.chat_template = CHAT_TEMPLATE
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(c) + "\n" for c in _answered(2)), encoding="utf-8")
+    target = tiny_model("llama")
+    draft = Eagle3DraftModel.from_target(target, draft_to_target=torch.arange(8))
+    args = Eagle3ScriptArguments(dataset_path="data.jsonl", heldout_path=str(tmp_path / "held_out.jsonl"),
+                                 heldout_max_length=3)
+    with pytest.raises(ValueError, match="holds an assistant answer to train on within heldout_max_length=3: .*raise "
+                                         "heldout_max_length"):
+        heldout_callbacks(args, target, tokenizer, draft, 64, [])

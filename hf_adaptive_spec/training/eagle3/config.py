@@ -22,7 +22,16 @@ class Eagle3Config(SpecTrainingArguments):
     r"""Arguments of :class:`Eagle3Trainer` on top of ``transformers.TrainingArguments``.
 
     Defaults follow SpecForge (AdamW, cosine schedule, warm-up 1.5%, gradient clipping 0.5) and
-    EAGLE-3 (7 training-time-test steps, step weights 0.8^k), set for CPU training.
+    EAGLE-3 (7 training-time-test steps, step weights 0.8^k), set for CPU training. The default warm-up
+    ratio applies when ``warmup_steps`` is not given; a ``warmup_steps`` given replaces it.
+
+    The loss of a batch is each training-time-test step's mean over the batch's answer tokens. With
+    ``gradient_accumulation_steps`` N (and across processes under torchrun) each micro-batch's loss is a mean
+    over its own tokens and the update is the mean of those means, as ``Trainer`` accumulates a loss it
+    cannot count tokens for: unlike one batch N times larger, it weighs the tokens of a micro-batch with
+    short answers more (on a tiny model, 4 × 2 against a batch of 8 with answers of 4 and 40 tokens: first
+    gradients 1.17 apart, relatively). Where that matters, keep the batch in one micro-batch, or group
+    answers of similar length.
 
     Args:
         ttt_steps: draft steps unrolled per position (EAGLE-3's training-time test).
@@ -118,7 +127,9 @@ class Eagle3Config(SpecTrainingArguments):
     learning_rate: float = field(default=1e-4, metadata={"help": "Peak AdamW learning rate."})
     adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (EAGLE uses 0.95)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
-    warmup_ratio: float = field(default=0.015, metadata={"help": "Share of steps spent warming up."})
+    warmup_ratio: float = field(
+        default=0.015, metadata={"help": "Share of steps spent warming up (the default yields to warmup_steps given)."}
+    )
     max_grad_norm: float = field(default=0.5, metadata={"help": "Gradient clipping norm."})
     logging_steps: float = field(default=10, metadata={"help": "Log every X update steps."})
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep loss_mask for the loss."})

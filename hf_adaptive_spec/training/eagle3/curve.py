@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,8 +31,9 @@ class HeldOutPoint:
     """One point of the learning curve.
 
     Args:
-        step: optimizer steps since the drafter was initialised (earlier stages included).
-        input_tokens_seen: non-padding tokens trained on since initialisation.
+        step: optimizer steps since the drafter was initialised (earlier stages included), as far as the curve knows:
+            a stage whose ``init_from`` holds no curve counts from its own start (a warning says so).
+        input_tokens_seen: non-padding tokens trained on since initialisation (counted as ``step`` is).
         first_draft_acceptance: share of held-out answer positions whose first draft is the target's
             argmax; ``None`` for points of curves written before out-of-vocabulary tokens were counted.
         step_accuracy: the same share for each draft depth (teacher-forced).
@@ -51,6 +54,9 @@ class HeldOutPoint:
         heldout_set: a digest of the held-out conversations' tokens (:attr:`HeldOutSet.digest`); ``None`` for
             points measured before 2026-12-05, on the first 64 conversations of the file read, some of which
             opened with a prompt the training data held (:func:`without_training_prompts`).
+        heldout_trained: how many of the held-out conversations open with a prompt the run had trained on when the
+            point was measured (a stream's records appended after the set was built: the point measures them too);
+            ``None`` for points measured before it was counted.
     """
 
     step: int
@@ -67,6 +73,7 @@ class HeldOutPoint:
     target_dtype: str | None = None
     drafter_shape: str | None = None
     heldout_set: str | None = None
+    heldout_trained: int | None = None
 
     @property
     def measured_in(self) -> str:
@@ -119,12 +126,20 @@ class HeldOutCurveCallback(TrainerCallback):
     directory (and in every saved drafter folder, by :class:`Eagle3Trainer`). A drafter started
     from an earlier stage's folder continues that folder's curve: ``previous`` is its curve, and
     steps and tokens count from its last point.
+
+    ``trained_prompts`` gives the prompt digests the run has trained on so far (a stream's records read during the run
+    included): a point counts the held-out conversations among them (:attr:`HeldOutPoint.heldout_trained`), with a
+    warning when that count grows.
     """
 
-    def __init__(self, held_out: HeldOutSet, every_steps: int, previous: list[HeldOutPoint] | None = None):
+    def __init__(
+        self, held_out: HeldOutSet, every_steps: int, previous: list[HeldOutPoint] | None = None,
+        trained_prompts: Callable[[], AbstractSet[str]] | None = None,
+    ):
         if every_steps < 1:
             raise ValueError(f"every_steps must be at least 1, got {every_steps}.")
-        self.held_out, self.every_steps = held_out, every_steps
+        self.held_out, self.every_steps, self.trained_prompts = held_out, every_steps, trained_prompts
+        self._trained_counted = 0
         self.points = list(previous or [])
         last = self.points[-1] if self.points else None
         self.step_offset = last.step if last else 0
@@ -141,6 +156,7 @@ class HeldOutCurveCallback(TrainerCallback):
             or last.step < self.step_offset + state.global_step
             or last.measured_in != self.held_out.target_dtype  # a target in another dtype starts its own first point
             or last.heldout_set != self.held_out.digest  # so do other held-out conversations
+            or len(last.step_accuracy) != self.held_out.depth  # and another chain depth (its τ is another measure)
             # so does a widened or deepened drafter, or one of unknown shape, at a stage's start (a resumed run's
             # checkpoint holds its own points)
             or (state.global_step == 0 and last.drafter_shape != drafter_shape(draft))
@@ -175,6 +191,7 @@ class HeldOutCurveCallback(TrainerCallback):
         point = self.held_out.point(
             draft, self.step_offset + state.global_step, self.token_offset + state.num_input_tokens_seen
         )
+        point.heldout_trained = self._held_out_trained(point.step)
         self.points.append(point)
         state.log_history.append({"step": state.global_step, **{f"heldout_{k}": v for k, v in asdict(point).items()}})
         logger.info(
@@ -185,3 +202,18 @@ class HeldOutCurveCallback(TrainerCallback):
             point.copy_share, point.copy_step_accuracy[0], point.measured_in,
         )
         write_curve(args.output_dir, self.points)
+
+    def _held_out_trained(self, step: int) -> int:
+        """How many held-out conversations open with a prompt the run has trained on so far, said in a warning when
+        the count grows: their points measure trained data."""
+        trained = self.trained_prompts() if self.trained_prompts else frozenset()
+        count = len(self.held_out.prompts & trained)
+        if count > self._trained_counted:
+            logger.warning(
+                "%d of the %d held-out conversations open with a prompt this run has trained on since the held-out "
+                "set was built (records the stream read): the curve's points from step %d on measure them too "
+                "(heldout_trained). Keep the held-out prompts out of the file the stream reads "
+                "(regenerate_sharegpt.py --exclude_ids_from).", count, len(self.held_out.prompts), step,
+            )
+            self._trained_counted = count
+        return count

@@ -116,20 +116,21 @@ def _check_prefix(input_ids: list[int], rendered: list[int]) -> None:
 
 
 def load_samples(
-    tokenizer: PreTrainedTokenizerBase, path: str | Path, max_length: int, limit: int | None = None
+    tokenizer: PreTrainedTokenizerBase, path: str | Path, max_length: int, limit: int | None = None,
+    length_name: str = "max_length",
 ) -> list[dict[str, list[int]]]:
     """The first ``limit`` conversations of a JSONL file, tokenised (those with nothing trainable dropped).
 
     Raises:
-        ValueError: when none holds an assistant token to train within ``max_length``.
+        ValueError: when none holds an assistant token within ``max_length`` (the setting ``length_name``).
     """
     conversations = list(read_conversations(path, limit))
     samples = [s for s in (tokenize_conversation(tokenizer, c, max_length) for c in conversations) if s]
     if not samples:
         raise ValueError(
             f"{path}: none of its {len(conversations)} conversations read holds an assistant answer to train on "
-            f"within max_length={max_length}: give conversations with answers (trainers/regenerate_sharegpt.py "
-            "writes them), or raise max_length."
+            f"within {length_name}={max_length}: give conversations with answers (trainers/regenerate_sharegpt.py "
+            f"writes them), or raise {length_name}."
         )
     return samples
 

@@ -6,11 +6,17 @@ import torch
 from transformers import Cache, PreTrainedModel
 
 from ...core.features import FeatureCapture, decoder_layers
+from ...generation.targets import lm_head_is_last_step
 from .feature_cache import FeatureCache, read_through
 
 
 class TargetFeatures:
     """Runs the frozen target once per batch and returns what the drafter learns from.
+
+    The target's distribution is read as its head's output on the final-norm hidden states, over the draft vocabulary
+    rows only (the head's bias included); a target whose logits are something else (Gemma-2's
+    ``final_logit_softcapping``, Granite's ``logits_scaling``) is refused: the drafter would learn another
+    distribution than the target's.
 
     Args:
         target: the target causal LM (frozen, eval mode).
@@ -28,7 +34,12 @@ class TargetFeatures:
         self.target = target.eval().requires_grad_(False)
         self.layer_ids = list(layer_ids)
         self.final_index = len(decoder_layers(target))
-        self.head = target.get_output_embeddings().weight[draft_to_target].detach()
+        check_plain_head(target, self.final_index)
+        head = target.get_output_embeddings()
+        self.draft_to_target = draft_to_target
+        self.head = head.weight[draft_to_target].detach()
+        bias = getattr(head, "bias", None)
+        self.bias = None if bias is None else bias[draft_to_target].detach()
 
     @torch.no_grad()
     def run(
@@ -43,7 +54,7 @@ class TargetFeatures:
 
     def draft_vocab_logits(self, final_hidden: torch.Tensor) -> torch.Tensor:
         """Target logits over the draft vocabulary only, from final-norm hidden states."""
-        return final_hidden @ self.head.T
+        return torch.nn.functional.linear(final_hidden, self.head, self.bias)
 
     def __call__(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, cached: bool = True
@@ -55,3 +66,21 @@ class TargetFeatures:
         else:
             features, final_hidden = read_through(self.cache, self.run, input_ids, attention_mask)
         return features, self.draft_vocab_logits(final_hidden)
+
+
+@torch.no_grad()
+def check_plain_head(target: PreTrainedModel, final_index: int) -> None:
+    """Refuse a target whose logits are not its head's output on the final-norm hidden states (softcapped, scaled),
+    checked on a forward of a few distinct tokens (one may be the padding token, whose embedding may be 0) as decoding
+    checks it on the prefill (:func:`~hf_adaptive_spec.generation.targets.lm_head_is_last_step`)."""
+    tokens = torch.arange(min(8, target.get_output_embeddings().weight.shape[0]), device=target.device)[None]
+    with FeatureCapture(target, [final_index]) as capture:
+        logits = target(input_ids=tokens).logits
+    if not lm_head_is_last_step(target, capture.latest[final_index][0, -1], logits[0, -1]):
+        raise ValueError(
+            f"The target's logits are not its lm_head's output on the final-norm hidden states (a "
+            f"{type(target).__name__}: softcapping or scaling, as Gemma-2's final_logit_softcapping or Granite's "
+            "logits_scaling): EAGLE-3 training reads the target's distribution from those hidden states, so the "
+            "drafter would learn another distribution than the target's. Train against a target whose logits are "
+            "its head's output."
+        )

@@ -134,6 +134,8 @@ class HeldOutSet:
         self.digest = hashlib.sha256(
             json.dumps([[s["input_ids"], s["loss_mask"]] for s in samples]).encode()
         ).hexdigest()[:16]
+        #: the opening prompts of the held-out conversations (:func:`~.lineage.prompt_digest`)
+        self.prompts = prompt_digests(samples)
         self.feature_layers = list(draft.config.aux_hidden_state_layer_ids)
         self.draft_to_target = draft.draft_to_target().detach().cpu()
         features = TargetFeatures(target, self.feature_layers, self.draft_to_target)
@@ -174,14 +176,14 @@ class HeldOutSet:
         depth: int = 3,
         training: Iterable[dict[str, list[int]]] | None = None,
         trained_before: AbstractSet[str] = frozenset(),
+        length_name: str = "max_length",
     ) -> HeldOutSet:
         """The first ``limit`` conversations of a JSONL file of target-answered conversations; with ``training``
         (the tokenised training conversations) and ``trained_before`` (the prompt digests of the drafter's stages
         before, :func:`~.lineage.lineage_before`), without those that open with a prompt trained on
-        (:func:`without_training_prompts`), which are counted in a warning."""
-        samples = load_samples(tokenizer, path, max_length, limit)
-        if not samples:
-            raise ValueError(f"{path} holds no conversation with an assistant turn within {max_length} tokens.")
+        (:func:`without_training_prompts`), which are counted in a warning. ``length_name``: the setting
+        ``max_length`` comes from, named when no conversation holds an answer within it."""
+        samples = load_samples(tokenizer, path, max_length, limit, length_name)
         if training is not None or trained_before:
             samples, dropped = without_training_prompts(samples, training or [], trained_before)
             if not samples:

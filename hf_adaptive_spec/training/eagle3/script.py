@@ -27,11 +27,12 @@ from trl import TrlParser
 from ...core.values import check_number
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import DrafterScriptArguments, load_target, run_training_script
+from ..resume import resolve_checkpoint
 from ..script_logging import asked_log_level
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
 from .config import DEFAULT_DRAFT_VOCAB_SIZE, Eagle3Config
-from .curve import HeldOutCurveCallback, read_curve
+from .curve import CURVE_FILE, HeldOutCurveCallback, read_curve
 from .data import (
     ConversationStream,
     build_draft_vocabulary,
@@ -58,6 +59,8 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
 
     #: the arguments naming local files or folders the run reads, checked before any model loads
     local_inputs: ClassVar[tuple[str, ...]] = ("dataset_path", "heldout_path")
+    #: those of them that name a file (a JSONL file each), not a folder
+    local_input_files: ClassVar[tuple[str, ...]] = ("dataset_path", "heldout_path")
 
     dataset_path: str = field(
         metadata={"help": "JSONL of {'conversation': [...]} records, e.g. from trainers/regenerate_sharegpt.py."},
@@ -74,7 +77,8 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
     )
     stream: bool = field(
         default=False,
-        metadata={"help": "Re-read dataset_path at every pass (it may still be growing); needs max_steps."},
+        metadata={"help": "Re-read dataset_path at every pass (it may still be growing); needs max_steps. Each pass is "
+                  "shuffled with seed (data_seed and train_sampling_strategy are refused with it)."},
     )
     init_from: str | None = field(
         default=None,
@@ -119,26 +123,52 @@ class Eagle3ScriptArguments(DrafterScriptArguments):
 
     def __post_init__(self):
         super().__post_init__()
+        owner = "Eagle3ScriptArguments"
         if self.num_conversations is not None:  # 0 failed after the target loaded, in torch's sampler
-            check_number("Eagle3ScriptArguments", "num_conversations", self.num_conversations, at_least=1,
+            check_number(owner, "num_conversations", self.num_conversations, at_least=1,
                          integer=True, meaning="the first N conversations; unset: all")
+        # checked before the target loads, under their own names
+        check_number(owner, "heldout_conversations", self.heldout_conversations, at_least=1, integer=True,
+                     meaning="held-out conversations measured")
+        check_number(owner, "heldout_every_steps", self.heldout_every_steps, at_least=1, integer=True,
+                     meaning="measure the curve every N optimizer steps")
+        check_number(owner, "heldout_depth", self.heldout_depth, at_least=1, integer=True,
+                     meaning="chain depth of the held-out tau")
+        if self.heldout_max_length is not None:
+            check_number(owner, "heldout_max_length", self.heldout_max_length, at_least=2, integer=True,
+                         meaning="tokens kept per held-out conversation; unset: max_length")
 
 
 def heldout_callbacks(
     script_args: Eagle3ScriptArguments, target, tokenizer, draft, max_length: int, samples: list[dict],
-    trained_before: AbstractSet[str] = frozenset(),
+    trained_before: AbstractSet[str] = frozenset(), trained_so_far: Callable[[], AbstractSet[str]] | None = None,
 ) -> list:
     """The held-out curve's callback (continuing ``init_from``'s curve), or none without ``heldout_path``; the
     held-out conversations that open with a prompt of the training ``samples``, or of the stages before
-    (``trained_before``), are left out."""
+    (``trained_before``), are left out, and those a stream trains on later are counted at each point
+    (``trained_so_far``: the prompt digests trained on so far)."""
     if not script_args.heldout_path:
         return []
     held_out = HeldOutSet.from_jsonl(
         target, tokenizer, script_args.heldout_path, draft, script_args.heldout_max_length or max_length,
         script_args.heldout_conversations, script_args.heldout_depth, training=samples, trained_before=trained_before,
+        length_name="heldout_max_length" if script_args.heldout_max_length else "max_length (heldout_max_length unset)",
     )
-    previous = read_curve(script_args.init_from) if script_args.init_from else []
-    return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous)]
+    return [HeldOutCurveCallback(held_out, script_args.heldout_every_steps, previous_curve(script_args.init_from),
+                                 trained_so_far)]
+
+
+def previous_curve(init_from: str | None) -> list:
+    """``init_from``'s held-out curve, which this stage's continues (none for a new drafter); a drafter without one
+    is warned about: this stage's curve then counts steps and tokens from its own start, not the drafter's."""
+    previous = read_curve(init_from) if init_from else []
+    if init_from and not previous:
+        logger.warning(
+            "init_from %s holds no held-out curve (%s): this stage's curve counts its steps and tokens from this "
+            "stage's start, not from the drafter's initialisation, since the earlier stages' are unknown.",
+            init_from, CURVE_FILE,
+        )
+    return previous
 
 
 @contextlib.contextmanager
@@ -167,12 +197,16 @@ def curve_points_shown(script_args: Eagle3ScriptArguments, training_args: Eagle3
 
 
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
-    """The drafter to train, in float32 whatever the target's dtype: ``init_from``'s (widened to
+    """The drafter to train, in float32 whatever the target's dtype: a resumed run's checkpoint's (its shape and
+    draft vocabulary: the data a stream has grown since would build another vocabulary), ``init_from``'s (widened to
     ``draft_intermediate_size`` and ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are
     larger), or a new one with the configured vocabulary, width, depth and starting point, its random weights drawn
     from ``training_args.seed``."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
     depth = training_args.draft_num_hidden_layers
+    checkpoint = resumed_checkpoint(training_args)
+    if checkpoint:  # the Trainer loads its weights again as it resumes
+        return Eagle3DraftModel.from_pretrained(checkpoint, target=target, dtype=torch.float32)
     if script_args.init_from:
         if training_args.initialization != "random":
             raise ValueError(
@@ -194,6 +228,15 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary, dtype=torch.float32,
                                          **{k: v for k, v in shape.items() if v})
     return initialize_drafter(draft, target, training_args.initialization)
+
+
+def resumed_checkpoint(training_args: Eagle3Config) -> str | None:
+    """The checkpoint folder the run resumes (``resume_from_checkpoint``; ``true``: ``output_dir``'s last), or None
+    when it resumes none or names no folder (the trainer's resume checks name what is wrong)."""
+    if not training_args.resume_from_checkpoint:
+        return None
+    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    return checkpoint if Path(checkpoint, "config.json").is_file() else None
 
 
 def make_parser() -> TrlParser:
@@ -232,13 +275,14 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
         target_model=target,
         train_dataset=dataset,
         lineage=lineage,
+        init_from=script_args.init_from,
         data_collator=functools.partial(collate, pad_token_id=padding_id(tokenizer)),
         dataset_name=script_args.card_dataset_name(script_args.dataset_path),
         reproduce_command=script_args.reproduce_command,
         base_model=script_args.base_model,
         callbacks=[
             *heldout_callbacks(script_args, target, tokenizer, draft, training_args.max_length, samples,
-                               before.prompts),
+                               before.prompts, lambda: lineage().prompts),
             *([budget] if budget else []),
             *([StepProfileCallback(script_args.profile_steps)] if script_args.profile_steps else []),
         ],
@@ -251,13 +295,32 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     return trainer
 
 
-def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
-    """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
-    if script_args.stream and training_args.dataloader_num_workers:
+def check_stream_settings(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> None:
+    """Refuse, with ``stream``, the settings a stream cannot follow: data-loading workers (each would yield every
+    conversation), and the sampler's settings, ``data_seed`` and ``train_sampling_strategy`` (a stream has no sampler:
+    each pass shuffles the file with ``seed`` and the pass number, :class:`~.data.ConversationStream`)."""
+    if not script_args.stream:
+        return
+    if training_args.dataloader_num_workers:
         raise ValueError(
             "stream reads the conversation file in one process: with dataloader_num_workers="
             f"{training_args.dataloader_num_workers} each worker would yield every conversation. Set it to 0."
         )
+    ignored = [f"{name}={value!r}" for name, value, default in (
+        ("data_seed", training_args.data_seed, None),
+        ("train_sampling_strategy", training_args.train_sampling_strategy, "random"),
+    ) if value != default]
+    if ignored:
+        raise ValueError(
+            f"stream orders the conversations itself (each pass shuffled with seed={training_args.seed} and the "
+            f"pass number, then sorted by length in chunks), so {' and '.join(ignored)} would be ignored: a stream "
+            "has no sampler. Drop them (seed sets the stream's order), or train without stream."
+        )
+
+
+def main(script_args: Eagle3ScriptArguments, training_args: Eagle3Config) -> Eagle3Trainer:
+    """Build the data, the drafter and the trainer; train, save (and push); return the trainer."""
+    check_stream_settings(script_args, training_args)
     budget = time_budget(script_args.max_train_minutes, script_args.decay_ratio, training_args)  # checked first
     with curve_points_shown(script_args, training_args):
         trainer = build_trainer(script_args, training_args, budget)

@@ -33,7 +33,11 @@ class Eagle3Trainer(SpecTrainer):
     pickled training arguments. With a :class:`HeldOutCurveCallback`, every saved folder also holds
     the held-out learning curve so far (``heldout_curve.jsonl``), and with ``lineage`` (a callable giving the prompt
     digests this drafter has trained on so far, its stages before included: a :class:`~.lineage.Lineage`)
-    ``trained_prompts.json``, which a later stage's held-out curve reads.
+    ``trained_prompts.json``, which a later stage's held-out curve reads. ``init_from``: the drafter folder the model
+    was started from (an earlier stage), named in the card.
+
+    A resumed checkpoint must hold the draft vocabulary of ``model`` (build the model from the checkpoint, as the
+    script does): the target's logits are read over ``model``'s vocabulary from the start.
     """
 
     trainer_kind: ClassVar[str] = "eagle3"
@@ -56,6 +60,7 @@ class Eagle3Trainer(SpecTrainer):
         reproduce_command: str | None = None,
         base_model: str | None = None,
         lineage: Callable[[], Lineage] | None = None,
+        init_from: str | None = None,
         **kwargs,
     ):
         check_base_model(base_model)
@@ -64,7 +69,7 @@ class Eagle3Trainer(SpecTrainer):
         train_dataset = kwargs.get("train_dataset")
         if isinstance(train_dataset, Sized):  # a stream is not read ahead (the script checks what it loaded)
             check_vocabulary_coverage(model, dataset_rows(train_dataset), model.config.name_or_path or None)
-        self.lineage = lineage
+        self.lineage, self.init_from = lineage, init_from
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
         self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
@@ -77,6 +82,20 @@ class Eagle3Trainer(SpecTrainer):
         self.target_features.cache = self._feature_cache(target_model, model.config.aux_hidden_state_layer_ids)
         self._cache_counted = (0, 0)
         self._saving_stable_point = False
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        """Resume the weights; refuse a checkpoint of another draft vocabulary than the one the target's logits are
+        read over (loading replaces the drafter's, so the loss would pair the drafter's tokens with other ones)."""
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        loaded = self.accelerator.unwrap_model(self.model if model is None else model).draft_to_target()
+        built = self.target_features.draft_to_target.to(loaded.device)
+        if not torch.equal(loaded, built):
+            raise ValueError(
+                f"The checkpoint {resume_from_checkpoint} holds another draft vocabulary than the drafter this "
+                f"trainer was built with ({int((~torch.isin(loaded, built)).sum())} of its {loaded.numel()} tokens "
+                "differ, or their order): the loss would read the target's logits over the other one. Build the "
+                "drafter from the checkpoint (Eagle3DraftModel.from_pretrained(checkpoint, target=...)) to resume it."
+            )
 
     def _check_target(self, model: Eagle3DraftModel, target_model: PreTrainedModel) -> None:
         """Refuse a drafter built for another target (its depth, width, vocabulary or feature layers), as loading it
@@ -167,9 +186,11 @@ class Eagle3Trainer(SpecTrainer):
             self._saving_stable_point = False
 
     def _training_description(self) -> str:
+        start = (f", starting from the drafter `{self.init_from}` (these counts are this stage's alone)."
+                 if self.init_from else ".")
         description = (
             f"Trained with the training-time test ({self.args.ttt_steps} steps) for {self.state.global_step} "
-            f"optimizer steps {self.samples_drawn().phrase('conversations')}."
+            f"optimizer steps {self.samples_drawn().phrase('conversations')}{start}"
         )
         if self.args.target_temperature != 1.0:
             description += (
@@ -192,10 +213,13 @@ class Eagle3Trainer(SpecTrainer):
         # an earlier stage's point, measured before both were
         if last.first_draft_acceptance is None or last.decoding_tau is None:
             return ""
+        trained = (f" {last.heldout_trained} of its conversations open with a prompt this run trained on (records the "
+                   "stream read after the held-out set was built), so this point measures them too."
+                   if last.heldout_trained else "")
         return (
             f" Held out ({last.positions:,} answer positions, target in {last.measured_in}, after {last.step} steps): "
             f"greedy first-draft acceptance {last.first_draft_acceptance:.4f}, chain τ({len(last.step_accuracy)}) "
-            f"{last.chain_tau:.3f}, decoding τ {last.decoding_tau:.3f}; the curve is `{CURVE_FILE}`."
+            f"{last.chain_tau:.3f}, decoding τ {last.decoding_tau:.3f}; the curve is `{CURVE_FILE}`.{trained}"
         )
 
     def model_card(self, results: tuple[CardResult, ...] = ()) -> ModelCard:
