@@ -214,15 +214,21 @@ def test_held_out_copy_acceptance_is_acceptance_on_the_tokens_a_prompt_lookup_pr
     assert 0 < point.copy_share < 1 and sum(hits) > 0  # the answers repeat themselves, and the drafter is right on some
 
 
-def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
+def _continuing_an_earlier_point(setup, depth: int):
+    """A new drafter, a held-out set of chain ``depth`` and a curve callback continuing an earlier stage's point
+    (step 10, 1000 tokens, measured at depth 2)."""
     target, samples, _ = setup
     vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
     torch.manual_seed(0)
     draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
-    held_out = HeldOutSet(target, samples[:2], draft, depth=2)
+    held_out = HeldOutSet(target, samples[:2], draft, depth=depth)
     earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
                            chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft), heldout_set=held_out.digest)
-    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+    return target, samples, draft, held_out, HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+
+
+def test_curve_continues_an_earlier_stage_and_is_saved(setup, tmp_path):
+    target, samples, draft, held_out, callback = _continuing_an_earlier_point(setup, depth=2)
     args = Eagle3Config(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=1e-3, ttt_steps=2,
         save_strategy="no", report_to=[], seed=0, disable_tqdm=True,
@@ -755,14 +761,7 @@ def test_the_held_out_set_runs_the_target_on_the_targets_device(setup, monkeypat
 def test_a_curve_at_another_chain_depth_starts_its_own_first_point(setup, tmp_path):
     """τ(3) and τ(5) are not the same measure: a stage whose heldout_depth differs from its init_from's curve starts
     with a point of its own at the new depth (it went on from the τ(3) points with τ(5) ones)."""
-    target, samples, _ = setup
-    vocabulary = build_draft_vocabulary(samples, 16, target.config.vocab_size)
-    torch.manual_seed(0)
-    draft = Eagle3DraftModel.from_target(target, draft_to_target=vocabulary)
-    held_out = HeldOutSet(target, samples[:2], draft, depth=3)
-    earlier = HeldOutPoint(step=10, input_tokens_seen=1000, first_draft_acceptance=0.1, step_accuracy=[0.1, 0.1],
-                           chain_tau=1.1, positions=5, drafter_shape=drafter_shape(draft), heldout_set=held_out.digest)
-    callback = HeldOutCurveCallback(held_out, every_steps=2, previous=[earlier])
+    target, samples, draft, _, callback = _continuing_an_earlier_point(setup, depth=3)
     args = Eagle3Config(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, ttt_steps=2,
                         save_strategy="no", report_to=[], seed=0, disable_tqdm=True)
     Eagle3Trainer(model=draft, args=args, target_model=target, train_dataset=samples,
