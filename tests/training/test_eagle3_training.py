@@ -221,9 +221,10 @@ def test_trainer_hands_the_loss_settings_to_the_loss(setup, tmp_path, monkeypatc
     target, draft = setup
     seen = []
 
-    def recording_loss(*args):
+    def recording_loss(*args, **kwargs):  # kwargs: the accumulated totals (tests/training/test_eagle3_accumulation.py)
         seen.append(args[-3:])
-        return ttt_loss(*args[:-2], target_temperature=args[-1])  # compiled or not, the same loss (test_compiled_...)
+        # compiled or not, the same loss (test_compiled_...)
+        return ttt_loss(*args[:-2], target_temperature=args[-1], **kwargs)
 
     monkeypatch.setattr(trainer_module, "ttt_loss", recording_loss)
     samples = _samples(target, count=2)

@@ -25,13 +25,14 @@ class Eagle3Config(SpecTrainingArguments):
     EAGLE-3 (7 training-time-test steps, step weights 0.8^k), set for CPU training. The default warm-up
     ratio applies when ``warmup_steps`` is not given; a ``warmup_steps`` given replaces it.
 
-    The loss of a batch is each training-time-test step's mean over the batch's answer tokens. With
-    ``gradient_accumulation_steps`` N (and across processes under torchrun) each micro-batch's loss is a mean
-    over its own tokens and the update is the mean of those means, as ``Trainer`` accumulates a loss it
-    cannot count tokens for: unlike one batch N times larger, it weighs the tokens of a micro-batch with
-    short answers more (on a tiny model, 4 × 2 against a batch of 8 with answers of 4 and 40 tokens: first
-    gradients 1.17 apart, relatively). Where that matters, keep the batch in one micro-batch, or group
-    answers of similar length.
+    The loss of a batch is each training-time-test step's mean over the batch's answer tokens (weighted by
+    ``copy_loss_weight``). With ``gradient_accumulation_steps`` N the update is the one of a single batch N times
+    larger: each step's summed loss is divided by that step's loss weight summed over the N micro-batches, counted
+    before their forward passes (:meth:`Eagle3Trainer.get_batch_samples`, transformers' ``num_items_in_batch``), and
+    not divided by N again; under torchrun, with ``average_tokens_across_devices`` (transformers' default), the
+    totals are summed over the processes too, so the update is the mean over every process's answer tokens. The
+    logged ``loss`` is that accumulated batch's; the logged ``loss_step{k}`` and ``acc_step{k}`` are the mean of each
+    micro-batch's own values, as without accumulation.
 
     Args:
         ttt_steps: draft steps unrolled per position (EAGLE-3's training-time test).

@@ -21,7 +21,7 @@ from .data import check_vocabulary_coverage, dataset_rows
 from .feature_cache import FeatureCache, target_signature
 from .features import TargetFeatures
 from .lineage import Lineage, write_lineage
-from .ttt import TTTBatch, ttt_loss
+from .ttt import TTTBatch, step_loss_weight_totals, ttt_loss
 
 
 class Eagle3Trainer(SpecTrainer):
@@ -38,6 +38,10 @@ class Eagle3Trainer(SpecTrainer):
 
     A resumed checkpoint must hold the draft vocabulary of ``model`` (build the model from the checkpoint, as the
     script does): the target's logits are read over ``model``'s vocabulary from the start.
+
+    With gradient accumulation (and several processes) the update is the one of a single batch holding all the
+    accumulated micro-batches: each training-time-test step's loss is divided by that step's loss weight summed over
+    them (:meth:`get_batch_samples`), not by the micro-batch's own.
     """
 
     trainer_kind: ClassVar[str] = "eagle3"
@@ -45,6 +49,10 @@ class Eagle3Trainer(SpecTrainer):
 
     _tag_names: ClassVar[list[str]] = ["hf-adaptive-spec", "eagle3", "speculative-decoding"]
     _target_features_class = TargetFeatures
+    #: whether :meth:`compute_loss` is the training-time-test loss, normalised over the accumulated micro-batches by
+    #: the totals :meth:`get_batch_samples` counts; a subclass that computes another loss sets it False, and then
+    #: ``Trainer`` divides its loss by the accumulation steps
+    normalises_over_accumulation: ClassVar[bool] = True
     _name = "EAGLE-3"
     _paper: ClassVar[dict[str, str]] = {
         "title": "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test",
@@ -75,6 +83,9 @@ class Eagle3Trainer(SpecTrainer):
         self.card_names = CardNames(base_model or target_model.config.name_or_path or None, None, dataset_name,
                                     reproduce_command)
         self.can_return_loss = True
+        # Trainer's switch for a loss normalised by num_items_in_batch: given the totals, training_step does not
+        # divide the loss by the accumulation steps; without them (no count) it does
+        self.model_accepts_loss_kwargs = self.normalises_over_accumulation
         self.add_callback(SamplesDrawn())  # the conversations the card says it trained on
         self.target_features = self._target_features_class(
             target_model.to(self.args.device), model.config.aux_hidden_state_layer_ids, model.draft_to_target()
@@ -120,7 +131,37 @@ class Eagle3Trainer(SpecTrainer):
         return FeatureCache(self.args.feature_cache_dir, self.args.feature_cache_max_gb,
                             target_signature(target_model, layer_ids))
 
+    def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        """``Trainer``'s micro-batches of one optimizer step, with as ``num_items_in_batch`` each training-time-test
+        step's loss weight summed over them (``[ttt_steps]``, :func:`~.ttt.step_loss_weight_totals`), and over the
+        processes with ``average_tokens_across_devices`` (transformers' default): :meth:`compute_loss` divides each
+        step's summed loss by it, so the accumulated gradient is the one of a single batch holding them all, as
+        transformers' token-counted losses make it."""
+        batch_samples, counted = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if not self.normalises_over_accumulation or not batch_samples:
+            return batch_samples, counted
+        totals = sum(self._step_loss_weight_totals(batch, device) for batch in batch_samples)
+        if self.args.average_tokens_across_devices and self.args.world_size > 1:
+            totals = self.accelerator.gather(totals).view(-1, totals.numel()).sum(0)
+        return batch_samples, totals
+
+    def _step_loss_weight_totals(self, inputs: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        """``[ttt_steps]`` each step's loss weight summed over the batch ``inputs``, before any forward pass."""
+        ids = inputs["input_ids"].to(device)
+        t2d = self.accelerator.unwrap_model(self.model).t2d.to(device)
+        return step_loss_weight_totals(ids, self._answer_mask(inputs).to(device), t2d, self.args.ttt_steps,
+                                       self._loss_weight(ids))
+
+    @staticmethod
+    def _answer_mask(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's answer tokens (its ``loss_mask``), padding left out."""
+        return inputs["loss_mask"] * inputs["attention_mask"]
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """:func:`~.ttt.ttt_loss` of the batch. In training, given ``num_items_in_batch`` (:meth:`get_batch_samples`'s
+        per-step totals), each step's summed loss is divided by its total, and multiplied by the number of processes
+        when the totals were summed over them (DDP averages the processes' gradients); otherwise (and in evaluation)
+        by the batch's own, the batch's mean."""
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         with record_function("train.target_features"):  # named for StepProfileCallback's phase summary
             features, target_logits = self.target_features(ids, mask, cached=model.training)
@@ -129,14 +170,16 @@ class Eagle3Trainer(SpecTrainer):
             self.count_samples(len(ids))
         # a bfloat16 target's features
         features = features.to(self.accelerator.unwrap_model(model).lm_head.weight.dtype)
-        loss_mask = inputs["loss_mask"] * mask
-        batch = TTTBatch(ids, features, target_logits, loss_mask, self._loss_weight(ids))
+        batch = TTTBatch(ids, features, target_logits, self._answer_mask(inputs), self._loss_weight(ids))
         t2d = self.accelerator.unwrap_model(model).t2d
+        totals = num_items_in_batch.to(features.device) if model.training and num_items_in_batch is not None else None
         with record_function("train.draft_and_loss"):
             loss, step_losses, step_accuracy = ttt_loss(
                 model, batch, self.args.ttt_steps, self.args.ploss_decay, t2d, self.args.recompute_loss_softmax,
-                self.args.compile_loss, self.args.target_temperature,
+                self.args.compile_loss, self.args.target_temperature, step_normalisers=totals,
             )
+        if totals is not None and self.args.average_tokens_across_devices:
+            loss = loss * self.accelerator.num_processes
         for step, (step_loss, accuracy) in enumerate(zip(step_losses, step_accuracy)):
             self.step_metrics[f"loss_step{step}"].append(step_loss)
             self.step_metrics[f"acc_step{step}"].append(accuracy)

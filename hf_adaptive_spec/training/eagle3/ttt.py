@@ -95,6 +95,49 @@ class TTTStep:
         return argmax
 
 
+@dataclass
+class StepMasks:
+    """One unrolled step's masks over the draft positions ``[B, L]``: ``answer`` (every answer position), ``mask``
+    (those whose token the draft vocabulary can say: the loss's) and ``loss_weight`` (``mask`` times the batch's
+    ``loss_weight``; ``mask`` itself when the batch has none). See :class:`TTTStep`."""
+
+    answer: torch.Tensor
+    mask: torch.Tensor
+    loss_weight: torch.Tensor
+
+
+def step_masks(
+    input_ids: torch.LongTensor,
+    loss_mask: torch.Tensor,
+    t2d: torch.Tensor,
+    steps: int,
+    loss_weight: torch.Tensor | None = None,
+) -> list[StepMasks]:
+    """Each of ``steps`` unrolled steps' masks: step ``k`` at position ``t`` predicts ``x[t+2+k]``, so it reads the
+    masks ``2 + k`` positions on; ``t2d``: the draft vocabulary's mask over the target's tokens."""
+    length = input_ids.shape[1] - 1  # draft position t needs token t + 1
+    in_draft_vocab = t2d[input_ids]
+    masks = []
+    for step in range(steps):
+        answer = shift_positions(loss_mask, 2 + step, length).float()
+        mask = answer * shift_positions(in_draft_vocab, 2 + step, length)
+        weight = mask if loss_weight is None else mask * shift_positions(loss_weight, 2 + step, length)
+        masks.append(StepMasks(answer, mask, weight))
+    return masks
+
+
+def step_loss_weight_totals(
+    input_ids: torch.LongTensor,
+    loss_mask: torch.Tensor,
+    t2d: torch.Tensor,
+    steps: int,
+    loss_weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[steps]`` each step's loss weight summed over the batch (:func:`step_masks`): what :func:`ttt_loss` divides
+    that step's summed loss by, computed without a forward pass (from the masks alone)."""
+    return torch.stack([masks.loss_weight.sum() for masks in step_masks(input_ids, loss_mask, t2d, steps, loss_weight)])
+
+
 def ttt_unroll(
     model: Eagle3DraftModel, batch: TTTBatch, steps: int, t2d: torch.Tensor | None = None, loss_rows_only: bool = False
 ) -> list[TTTStep]:
@@ -107,17 +150,15 @@ def ttt_unroll(
     input_ids, features = batch.input_ids, batch.features
     length = input_ids.shape[1] - 1  # draft position t needs token t + 1
     positions = torch.arange(length, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
-    in_draft_vocab = (model.t2d if t2d is None else t2d)[input_ids]
     target_argmax = batch.target_logits.argmax(-1)  # once: every step reads it shifted
     cache = DynamicCache()
     hidden, from_target = features[:, :length], True
     unrolled = []
-    answers = [shift_positions(batch.loss_mask, 2 + step, length).float() for step in range(steps)]
-    masks = [answer * shift_positions(in_draft_vocab, 2 + step, length) for step, answer in enumerate(answers)]
+    masks = step_masks(input_ids, batch.loss_mask, model.t2d if t2d is None else t2d, steps, batch.loss_weight)
     # every step's rows before any forward is queued: on an accelerator each nonzero waits for the device, and a
     # wait between two steps' forwards would leave it idle while the host queues the next one
-    row_indices = [mask.nonzero(as_tuple=True) if loss_rows_only else None for mask in masks]
-    for step, (answer, mask, row_index) in enumerate(zip(answers, masks, row_indices)):
+    row_indices = [step_mask.mask.nonzero(as_tuple=True) if loss_rows_only else None for step_mask in masks]
+    for step, (step_mask, row_index) in enumerate(zip(masks, row_indices)):
         out = model(
             input_ids=shift_positions(input_ids, 1 + step, length),
             hidden_states=hidden,
@@ -127,9 +168,10 @@ def ttt_unroll(
             past_key_values=cache,
             logits_index=row_index,
         )
-        weight = mask if batch.loss_weight is None else mask * shift_positions(batch.loss_weight, 2 + step, length)
         argmax = shift_positions(target_argmax, 1 + step, length, fill=-1)
-        unrolled.append(TTTStep(out.logits, argmax, mask, answer, weight, row_index))
+        unrolled.append(
+            TTTStep(out.logits, argmax, step_mask.mask, step_mask.answer, step_mask.loss_weight, row_index)
+        )
         hidden, from_target = out.prenorm_hidden_states, False
     return unrolled
 
@@ -231,15 +273,19 @@ def ttt_loss(
     recompute_softmax: bool = False,
     compile_loss: bool = False,
     target_temperature: float = 1.0,
+    step_normalisers: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[float], list[float]]:
     """Training-time-test loss; returns ``(loss, per-step loss, per-step top-1 accuracy)``.
 
     Each step's loss is the soft cross-entropy against the target distribution over the draft
-    vocabulary, averaged over masked positions (weighted by the batch's ``loss_weight`` when it has
-    one). Accuracy is the share of masked positions where the draft argmax equals the target's argmax,
-    every position counting once. ``target_temperature`` below 1 sharpens the target distribution the
-    loss reads (``softmax(logits / T)``: the same argmax, more of the mass on it), toward what greedy
-    verification accepts, the target's top token.
+    vocabulary, summed over masked positions (weighted by the batch's ``loss_weight`` when it has
+    one) and divided by ``step_normalisers[step]``; without ``step_normalisers``, by the step's own loss weight
+    total (:func:`step_loss_weight_totals`): the batch's mean. Given the totals of the micro-batches a gradient
+    accumulates (:meth:`Eagle3Trainer.get_batch_samples`), the micro-batches' losses add up to the mean over all of
+    them. The per-step losses returned are this batch's own means whatever the normalisers. Accuracy is the share of
+    masked positions where the draft argmax equals the target's argmax, every position counting once.
+    ``target_temperature`` below 1 sharpens the target distribution the loss reads (``softmax(logits / T)``: the
+    same argmax, more of the mass on it), toward what greedy verification accepts, the target's top token.
 
     The target's float32 distribution is computed once per batch. Each step computes its logits only at
     the positions its loss reads (answer tokens the draft vocabulary holds: not the prompt, not the
@@ -261,10 +307,11 @@ def ttt_loss(
     for step, unrolled in enumerate(ttt_unroll(model, batch, steps, t2d, loss_rows_only=True)):
         # position t drafts token t + 2 + step, which the target's distribution at t + 1 + step predicts
         summed = step_cross_entropy(unrolled, 1 + step, target_probs, recompute_softmax, compile_loss)
-        step_loss = summed / unrolled.loss_weight.sum().clamp(min=1e-6)
-        total = total + decay**step * step_loss
+        own_weight = unrolled.loss_weight.sum()
+        normaliser = own_weight if step_normalisers is None else step_normalisers[step]
+        total = total + decay**step * (summed / normaliser.clamp(min=1e-6))
         hits = (unrolled.draft_argmax() == unrolled.target_argmax).float()
-        step_losses.append(step_loss.detach().float())
+        step_losses.append(summed.detach().float() / own_weight.clamp(min=1e-6))
         step_accuracy.append((hits * unrolled.mask).sum() / unrolled.mask.sum().clamp(min=1.0))
     losses, accuracy = torch.stack([torch.stack(step_losses), torch.stack(step_accuracy)]).tolist()  # one host sync
     return total, losses, accuracy

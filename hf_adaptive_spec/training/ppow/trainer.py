@@ -117,6 +117,9 @@ class PPOWTrainer(Eagle3Trainer):
         "title": "Performance-Driven Policy Optimization for Speculative Decoding with Adaptive Windowing"
     }
     _target_features_class = WindowVerifier
+    #: the policy loss is each micro-batch's mean over its windows (the same count per conversation), which ``Trainer``
+    #: divides by the accumulation steps: not the training-time-test loss Eagle3Trainer normalises over them
+    normalises_over_accumulation: ClassVar[bool] = False
 
     def __init__(
         self,
