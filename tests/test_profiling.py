@@ -1098,7 +1098,7 @@ def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(device, m
 def test_a_profile_path_that_cannot_take_the_profile_is_refused_before_anything_loads(tmp_path, monkeypatch, capsys):
     """``--json`` at a folder, under a file, or at a bench report (which the profile would replace) is refused by
     name before the model loads; the profile it replaces (a profile, or a file of no known kind) is replaced."""
-    from hf_adaptive_spec.profiling import cli
+    from hf_adaptive_spec.profiling import arguments, cli
 
     monkeypatch.setattr(cli, "measure_profile", lambda args: pytest.fail("timed before --json was checked"))
     report, afile = tmp_path / "run.json", tmp_path / "notes.txt"
@@ -1118,7 +1118,7 @@ def test_a_profile_path_that_cannot_take_the_profile_is_refused_before_anything_
         cli.main([])
     assert f"the default profile path {tmp_path} ($HF_ADAPTIVE_SPEC_PROFILE, else ~/.cache) is a folder" in (
         capsys.readouterr().err)
-    assert cli.is_bench_report(report) and not cli.is_bench_report(afile)
+    assert arguments.is_bench_report(report) and not arguments.is_bench_report(afile)
 
 
 @pytest.mark.parametrize("case, message", [
