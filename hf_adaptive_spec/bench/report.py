@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import transformers
+from transformers.utils import is_sklearn_available
 
 from ..core.cost_curve import cpu_instruction_set
 from ..core.files import write_text_atomically
@@ -82,9 +83,11 @@ def measured_on(device: torch.device) -> dict[str, str]:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    """Where the numbers were measured."""
+    """Where the numbers were measured, and whether scikit-learn was importable: transformers adapts its assistant's
+    confidence threshold (``hf-assistant``) only then, while the package's heuristics adapt theirs either way."""
     return {
         **measured_on(device),
+        "scikit_learn": is_sklearn_available(),
         "python": platform.python_version(),
         "num_threads": torch.get_num_threads(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

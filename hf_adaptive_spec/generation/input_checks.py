@@ -69,10 +69,11 @@ def _warn_assisted_settings(config: GenerationConfig, model_config: GenerationCo
     given = [name for name in _ASSISTED_LENGTH_SETTINGS
              if getattr(config, name, None) not in (defaults.get(name), getattr(model_config, name, None))]
     if given:
+        transient = ", transient=True" if config.num_assistant_tokens_schedule == "heuristic_transient" else ""
         logger.warning_once(
             f"{', '.join(given)} set transformers' assisted generation, and assistant_policy decides the draft tree "
             "instead: they are not applied. Drop them; the policies ConfidenceThresholdPolicy(threshold=...) and "
-            "HeuristicLengthPolicy(initial_depth=...) are their equivalents."
+            f"HeuristicLengthPolicy(initial_depth=...{transient}) are their equivalents."
         )
 
 

@@ -580,4 +580,6 @@ def test_the_lookup_branch_keeps_whether_its_method_learns_across_calls():
         (plain,) = [m for n, m in build_methods([name]).items() if n == name]
         (branched,) = [m for n, m in build_methods([name + "+lookup"]).items() if n == name + "+lookup"]
         assert branched.learns_across_calls(options) == plain.learns_across_calls(options), name
-    assert build_methods(["eagle3-confidence+lookup"])["eagle3-confidence+lookup"].learns_across_calls(options)
+    assert build_methods(["eagle3-heuristic+lookup"])["eagle3-heuristic+lookup"].learns_across_calls(options)
+    # transformers restarts the confidence threshold every call (session 93): nothing carries over to report
+    assert not build_methods(["eagle3-confidence+lookup"])["eagle3-confidence+lookup"].learns_across_calls(options)

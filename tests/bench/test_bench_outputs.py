@@ -160,3 +160,11 @@ def test_an_unknown_speedup_draws_no_bar_rather_than_a_zero_one(tmp_path: Path):
     assert series["fast"][0] == pytest.approx(2.0) and math.isnan(series["fast"][1])
     assert series["fast"][2] == pytest.approx(2.0)  # over the questions both ran
     assert "speedup_by_category.png" in {path.name for path in write_plots(report(records), tmp_path)}
+
+
+def test_the_environment_says_whether_transformers_can_adapt_its_confidence_threshold():
+    """transformers adapts assistant_confidence_threshold only when scikit-learn imports: hf-assistant's numbers
+    depend on it, and the report did not say."""
+    from transformers.utils import is_sklearn_available
+
+    assert report()["environment"]["scikit_learn"] is is_sklearn_available()

@@ -242,7 +242,8 @@ def test_a_config_only_policy_card_states_its_settings(tmp_path: Path):
     text = ModelCard.load(tmp_path / "static" / "README.md").text
     assert "- **Settings:** `depth=2`, `top_k=4`, `total_tokens=8`, `sample_drafts=False`\n" in text
     HeuristicLengthPolicy(initial_depth=3, max_depth=9).save_pretrained(tmp_path / "heuristic")
-    assert "- **Settings:** `initial_depth=3`, `max_depth=9`\n" in (tmp_path / "heuristic" / "README.md").read_text()
+    assert ("- **Settings:** `initial_depth=3`, `max_depth=9`, `threshold=0.4`, `adaptive=True`, `transient=False`\n"
+            in (tmp_path / "heuristic" / "README.md").read_text())
     RadarPolicy(lstm_hidden=4, mlp_hidden=4).save_pretrained(tmp_path / "radar")  # learned: its trainer describes it
     assert "**Settings:**" not in (tmp_path / "radar" / "README.md").read_text()
 

@@ -15,11 +15,21 @@ from hf_adaptive_spec.policies import CycleFeedback, DraftStepInfo, TreeConfig, 
 from hf_adaptive_spec.policies.heuristics import chain_probabilities, roc_threshold
 
 
-def _feedback(depth: int, accepted: int, drafter_accepted: int | None = None) -> CycleFeedback:
-    """A cycle's outcome; ``drafter_accepted`` below ``accepted`` where the lookup branch carried the path."""
+def _feedback(depth: int, accepted: int, drafter_accepted: int | None = None,
+              committed: int | None = None) -> CycleFeedback:
+    """A cycle's outcome; ``drafter_accepted`` below ``accepted`` where the lookup branch carried the path,
+    ``committed`` below ``accepted + 1`` where the output ended inside the accepted path."""
     return CycleFeedback(context_length=10, draft_depth=depth, verified_tokens=depth + 1, accepted_length=accepted,
                          draft_time=0.0, verify_time=0.0, policy_time=0.0,
-                         drafter_accepted_length=accepted if drafter_accepted is None else drafter_accepted)
+                         drafter_accepted_length=accepted if drafter_accepted is None else drafter_accepted,
+                         committed_tokens=committed)
+
+
+def _chain_info(probs: list[float], total_tokens: int | None = None) -> VerifySizeInfo:
+    """A drafted chain of these draft probabilities, in a tree of ``total_tokens`` (a chain of them by default)."""
+    cumulative = torch.tensor([sum(math.log(x) for x in probs[: d + 1]) for d in range(len(probs))])
+    config = TreeConfig(len(probs), 1, len(probs) + 1 if total_tokens is None else total_tokens)
+    return VerifySizeInfo(10, cumulative, torch.arange(1, len(probs) + 1), config)
 
 
 def _step(depth: int, cumulative: float, config: TreeConfig) -> DraftStepInfo:
@@ -62,36 +72,33 @@ def test_the_threshold_adapts_to_the_outcomes():
         policy.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), config))
         policy.observe(_feedback(depth=4, accepted=3))
     assert policy.probs[:4] == pytest.approx([0.95, 0.9, 0.6, 0.5]) and policy.accepted[:4] == [True, True, True, False]
-    assert policy.threshold == pytest.approx(0.6)  # between the accepted 0.6 and the rejected 0.5
+    assert policy.current_threshold == pytest.approx(0.6)  # between the accepted 0.6 and the rejected 0.5
+    assert policy.threshold == 0.4  # the setting, where the next call starts
     frozen = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4, adaptive=False)
     frozen.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), config))
     frozen.observe(_feedback(depth=4, accepted=3))
-    assert frozen.threshold == 0.4
+    assert frozen.current_threshold == 0.4
 
 
-def test_confidence_samples_start_afresh_with_each_generate_call_and_the_threshold_carries_over():
-    """transformers makes its candidate generator, and so its ROC samples, per call; the threshold it
-    adapted is written back for the next call. Kept across calls, the samples would grow for the life of
-    the policy, and so would the sort each cycle does over them."""
+def test_confidence_samples_start_afresh_with_each_generate_call():
+    """transformers makes its candidate generator, and so its ROC samples, per call. Kept across calls, the samples
+    would grow for the life of the policy, and so would the sort each cycle does over them."""
     model = tiny_model("llama")
     drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
-    used = hfas.ConfidenceThresholdPolicy(depth=6, adaptive=False)  # a fixed threshold: calls do not interact
+    used = hfas.ConfidenceThresholdPolicy(depth=6)
     for seed in range(3):
-        fresh = hfas.ConfidenceThresholdPolicy(depth=6, adaptive=False)
+        fresh = hfas.ConfidenceThresholdPolicy(depth=6)
         for policy in (used, fresh):
             model.generate(prompt(7, seed=seed), max_new_tokens=30, do_sample=False, assistant_model=drafter,
                            assistant_policy=policy)
         assert (used.probs, used.accepted) == (fresh.probs, fresh.accepted) and fresh.probs, seed
-    adapted = hfas.ConfidenceThresholdPolicy(depth=6, threshold=0.4)
-    adapted.probs, adapted.accepted, adapted.threshold = [0.9, 0.2], [True, False], 0.7
-    adapted.begin_generation()
-    assert adapted.probs == adapted.accepted == [] and adapted.threshold == 0.7
+
 
 
 def test_heuristics_learn_from_the_drafter_chain_not_the_lookup_branch():
     """With prompt lookup a cycle may accept more tokens than the drafter's chain got right (the path
     went through the lookup chain): transformers' rules count only the assistant's own matches."""
-    confidence = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4, adaptive=False)
+    confidence = hfas.ConfidenceThresholdPolicy(depth=4, threshold=0.4)
     cumulative = torch.tensor([sum(math.log(x) for x in [0.9, 0.8, 0.7, 0.6][: d + 1]) for d in range(4)])
     confidence.num_tokens_to_verify(VerifySizeInfo(10, cumulative, torch.arange(1, 5), TreeConfig(4, 1, 5)))
     confidence.observe(_feedback(depth=4, accepted=4, drafter_accepted=1))
@@ -122,7 +129,7 @@ def test_initial_depth_set_after_construction_is_the_chain_the_next_call_starts_
     """transformers' num_assistant_tokens is both where a call starts and what its "heuristic" schedule adapted:
     policy.initial_depth is policy.depth. It was a second attribute, checked and never read: the chain stayed where
     the schedule had left it, and save_pretrained wrote that as initial_depth."""
-    policy = hfas.HeuristicLengthPolicy(initial_depth=2, max_depth=8)
+    policy = hfas.HeuristicLengthPolicy(initial_depth=2, max_depth=8, threshold=0)  # no gate: the chain drafted whole
     policy.observe(_feedback(2, 0))  # shrunk to 1
     assert policy.initial_depth == policy.depth == 1
     policy.initial_depth = 6
@@ -169,3 +176,136 @@ def test_heuristic_policies_keep_generate_lossless(policy, tmp_path):
         assert torch.equal(out, expected)
     policy.save_pretrained(tmp_path)
     assert type(hfas.AutoDraftPolicy.from_pretrained(tmp_path)) is type(policy)
+
+
+@pytest.mark.parametrize("policy_class", [hfas.ConfidenceThresholdPolicy, hfas.HeuristicLengthPolicy])
+def test_each_generate_call_starts_from_the_configured_threshold(policy_class, tmp_path):
+    """transformers deep-copies its assistant's generation config every call and writes back only
+    num_assistant_tokens: the threshold it adapted is gone at the next call. The package carried it over."""
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    policy = policy_class(threshold=0.4)
+    policy.current_threshold = 0.9  # as a call's ROC adaptation leaves it
+    model.generate(prompt(7), max_new_tokens=1, do_sample=False, assistant_model=drafter, assistant_policy=policy)
+    assert policy.current_threshold == 0.4
+    policy.current_threshold = 0.9
+    policy.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["threshold"] == 0.4
+
+
+def test_eagle3_heuristic_is_transformers_heuristic_at_its_defaults():
+    """transformers' "heuristic" schedule runs with assistant_confidence_threshold at 0.4 (adapted), unless it is 0:
+    the length policy had no gate, so eagle3-heuristic was transformers' heuristic with the gate off."""
+    policy = hfas.HeuristicLengthPolicy()
+    assert (policy.threshold, policy.adaptive, policy.depth) == (0.4, True, 20)
+    config = policy.tree_config(None)
+    assert [policy.continue_drafting(_step(1, math.log(0.9), config)),
+            policy.continue_drafting(_step(2, math.log(0.9 * 0.3), config))] == [True, False]
+    ungated = hfas.HeuristicLengthPolicy(threshold=0)
+    ungated.tree_config(None)
+    assert ungated.continue_drafting(_step(1, math.log(0.01), config)) is True  # the schedule alone, as before
+
+
+def test_the_length_grows_after_a_gated_chain_accepted_whole_and_the_gate_adapts():
+    policy = hfas.HeuristicLengthPolicy(initial_depth=6, max_depth=16)
+    for _ in range(3):  # the gate stopped each chain after 4 tokens; 3 were accepted
+        policy.tree_config(None)
+        policy.num_tokens_to_verify(_chain_info([0.95, 0.9, 0.6, 0.3], total_tokens=7))
+        policy.observe(_feedback(depth=4, accepted=3))
+    assert policy.depth == 3 and policy.current_threshold == pytest.approx(0.6)
+    policy.tree_config(None)
+    policy.num_tokens_to_verify(_chain_info([0.95, 0.9], total_tokens=4))
+    policy.observe(_feedback(depth=2, accepted=2))
+    assert policy.depth == 5  # every token the gate let through was accepted: +2
+
+
+@pytest.mark.parametrize("threshold", [0, 0.0, None])
+def test_a_threshold_of_zero_or_none_turns_the_gate_and_its_adaptation_off(threshold):
+    """transformers checks the threshold's truth: 0 (or None) neither gates nor adapts. The package adapted a
+    threshold of 0 away from 0, turning the gate on after six samples."""
+    policy = hfas.ConfidenceThresholdPolicy(depth=4, threshold=threshold)
+    for _ in range(3):
+        policy.tree_config(None)
+        policy.num_tokens_to_verify(_chain_info([0.95, 0.9, 0.6, 0.5]))
+        policy.observe(_feedback(depth=4, accepted=3))
+    assert policy.current_threshold == threshold and policy.probs == []
+    policy.tree_config(None)
+    assert policy.continue_drafting(_step(1, math.log(0.01), policy.config)) is True
+
+
+def test_a_chain_the_output_ended_inside_is_not_accepted_whole():
+    """transformers counts n_matches after cutting at an end-of-sequence token: a chain whose accepted drafts hold
+    it is a miss (-1). The package grew the length (+2)."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=4, max_depth=16)
+    policy.observe(_feedback(depth=4, accepted=4, committed=3))  # EOS at the third draft token
+    assert policy.depth == 3
+    policy.observe(_feedback(depth=3, accepted=3, committed=4))  # EOS as the bonus token: every draft kept
+    assert policy.depth == 5
+
+
+def test_a_cycle_with_no_room_to_draft_counts_as_accepted_whole():
+    """At the end of the output transformers' assistant drafts nothing, and 0 matches of 0 candidates is +2; the
+    package left the length unchanged."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=4, max_depth=16)
+    policy.observe(_feedback(depth=0, accepted=0))
+    assert policy.depth == 6
+
+
+def test_a_transient_length_starts_every_call_from_initial_depth(tmp_path):
+    """num_assistant_tokens_schedule="heuristic_transient" adapts within a call and starts the next from
+    num_assistant_tokens again; the package had no equivalent."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=3, max_depth=16, transient=True)
+    policy.observe(_feedback(depth=3, accepted=3))
+    assert policy.depth == 5 and policy.initial_depth == 3
+    policy.begin_generation()
+    assert policy.depth == 3
+    policy.save_pretrained(tmp_path)
+    again = hfas.AutoDraftPolicy.from_pretrained(tmp_path)
+    assert (again.transient, again.initial_depth, again.depth) == (True, 3, 3)
+    carried = hfas.HeuristicLengthPolicy(initial_depth=3, max_depth=16)
+    carried.observe(_feedback(depth=3, accepted=3))
+    carried.begin_generation()
+    assert carried.depth == carried.initial_depth == 5
+
+
+def test_the_heuristic_transient_schedule_warns_with_its_equivalent(caplog):
+    model = tiny_model("llama")
+    drafter = hfas.CausalLMDrafter.from_target_layers(model, 2)
+    hfas.generation.input_checks.logger.warning_once.cache_clear()
+    with caplog.at_level("WARNING"):
+        model.generate(prompt(7), max_new_tokens=2, do_sample=False, assistant_model=drafter,
+                       assistant_policy=hfas.HeuristicLengthPolicy(initial_depth=2),
+                       num_assistant_tokens_schedule="heuristic_transient")
+    assert "HeuristicLengthPolicy(initial_depth=..., transient=True)" in caplog.text
+
+
+def test_a_chain_capped_by_the_largest_bucket_grows_to_at_most_what_the_bucket_holds():
+    """With a verification-bucket cap every chain is accepted whole more often (it is short), and +2 a cycle ran the
+    length away to max_depth: it now grows to at most the chain the bucket let the engine draft."""
+    policy = hfas.HeuristicLengthPolicy(initial_depth=20, max_depth=64, threshold=0)
+    for _ in range(5):
+        policy.tree_config(None)
+        policy.num_tokens_to_verify(_chain_info([0.9] * 15, total_tokens=16))  # fitted to a bucket of 16
+        policy.observe(_feedback(depth=15, accepted=15))
+    assert policy.depth == 15
+    policy.tree_config(None)  # a chain of 15 fits: no cap, the schedule as before
+    policy.num_tokens_to_verify(_chain_info([0.9] * 15))
+    policy.observe(_feedback(depth=15, accepted=15))
+    assert policy.depth == 17
+
+
+def test_a_length_policy_saved_before_the_gate_loads_as_it_ran(tmp_path, caplog):
+    """A HeuristicLengthPolicy saved before it had the confidence gate (no 'threshold' in its config.json) ran the
+    +2/-1 schedule alone: loading it with the gate's default 0.4 would silently change the saved baseline."""
+    import logging
+
+    hfas.HeuristicLengthPolicy(initial_depth=5, threshold=0.0).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    for key in ("threshold", "adaptive", "transient"):
+        config.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with caplog.at_level(logging.WARNING):
+        loaded = hfas.HeuristicLengthPolicy.from_pretrained(tmp_path)
+    assert loaded.threshold is None and loaded.initial_depth == 5
+    assert "saved before HeuristicLengthPolicy had transformers' confidence gate" in caplog.text
+    assert hfas.HeuristicLengthPolicy.from_pretrained(tmp_path, threshold=0.4).threshold == 0.4

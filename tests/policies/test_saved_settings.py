@@ -40,7 +40,7 @@ def test_a_replaced_static_tree_is_saved(tmp_path):
 
 def test_what_the_heuristics_adapted_is_saved(tmp_path):
     threshold = ConfidenceThresholdPolicy(depth=6, threshold=0.4)
-    threshold.threshold, threshold.adaptive = 0.27, False  # as observe() adapts it, then a user's switch
+    threshold.threshold, threshold.adaptive = 0.27, False  # a user's settings (observe() adapts current_threshold)
     again = reloaded(threshold, tmp_path / "threshold")
     assert (again.threshold, again.adaptive, again.config.depth) == (0.27, False, 6)
 
@@ -248,6 +248,7 @@ def test_an_unmarked_static_policy_saves_the_settings_it_saved_before_it_could_b
     policy = hfas.LookupFirstPolicy(depth=2, top_k=4, total_tokens=8)
     assert policy.saved_settings() == {"depth": 2, "top_k": 4, "total_tokens": 8, "sample_drafts": False}
     assert policy_digest(policy) == "917d7658a7f7a05147f8e25e27ef10ba"  # session 86's progress file holds it
-    assert set(HeuristicLengthPolicy().saved_settings()) == {"initial_depth", "max_depth"}
+    assert set(HeuristicLengthPolicy().saved_settings()) == {"initial_depth", "max_depth", "threshold", "adaptive",
+                                                         "transient"}
     assert set(ConfidenceThresholdPolicy().saved_settings()) == {"depth", "threshold", "adaptive"}
     assert "trained_on" in LTDPolicy(**SMALL_LTD).saved_settings()  # a learned policy writes its record, set or not

@@ -36,8 +36,9 @@ class Eagle3DefaultTree(Eagle3):
 
 class Eagle3Heuristic(Eagle3):
     """``eagle3`` with one of transformers' assisted-generation heuristics, at transformers' defaults
-    (a fresh policy per method: an adaptive one keeps adapting across the run's turns, as
-    transformers' assistant does across calls)."""
+    (a fresh policy per method: what transformers carries across calls, the ``"heuristic"`` chain length, carries
+    across the run's turns). Greedy only in transformers' sense: under sampling the policies gate on the drafter's
+    raw probabilities and draft its top-1 chain, where transformers samples its candidates."""
 
     policy_class: ClassVar[type[DraftPolicy]]
     static_tree = False
@@ -55,10 +56,12 @@ class Eagle3Confidence(Eagle3Heuristic):
     """``assistant_confidence_threshold`` (0.4, adapted on the ROC curve) on chains of up to 20 tokens."""
 
     name, policy_class = "eagle3-confidence", ConfidenceThresholdPolicy
+    carries_state = False  # its threshold starts from 0.4 every call, as transformers' does
 
 
 class Eagle3HeuristicLength(Eagle3Heuristic):
-    """``num_assistant_tokens_schedule="heuristic"``: chains from 20 tokens, +2 / -1 per cycle."""
+    """``num_assistant_tokens_schedule="heuristic"``: chains from 20 tokens, +2 / -1 per cycle, behind the confidence
+    gate (0.4, adapted), as transformers runs it by default."""
 
     name, policy_class = "eagle3-heuristic", HeuristicLengthPolicy
 
