@@ -21,7 +21,7 @@ from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .methods.stock import Stock
 from .progress import progress_path_for, read_progress
 from .records import FP32_REFERENCE_METHOD
-from .report import read_report
+from .report import is_bench_report, read_report
 
 
 def take_tree_from_profile(args: BenchArguments, options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
@@ -287,17 +287,16 @@ def check_json_is_a_report(args: BenchArguments) -> None:
     or a ``--resume`` with nothing left to run refuses to rebuild over it: :func:`~.cli._rebuilt_report_path`)."""
     if args.json is None or args.report_only or not args.json.is_file():
         return
+    if is_bench_report(args.json):
+        return
     try:
-        read_report(args.json)
-    except BenchError:
-        try:
-            HardwareProfile.load(args.json)
-            kind = "a hardware profile (`hf-adaptive-spec profile --json` writes one)"
-        except ValueError:
-            kind = "no bench report (no JSON object with 'settings' and 'records')"
-        raise BenchError(f"--json {args.json} holds {kind}: this run would replace it with its report and write "
-                         f"{progress_path_for(args.json).name} beside it. Pass another --json, or move the file "
-                         "away.") from None
+        HardwareProfile.load(args.json)
+        kind = "a hardware profile (`hf-adaptive-spec profile --json` writes one)"
+    except ValueError:
+        kind = "no bench report (no JSON object with 'settings' and 'records')"
+    raise BenchError(f"--json {args.json} holds {kind}: this run would replace it with its report and write "
+                     f"{progress_path_for(args.json).name} beside it. Pass another --json, or move the file "
+                     "away.") from None
 
 
 def check_progress_kept(args: BenchArguments) -> None:

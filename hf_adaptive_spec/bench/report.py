@@ -116,6 +116,15 @@ def read_report(path: str | Path) -> dict[str, Any]:
     return report
 
 
+def is_bench_report(path: Path) -> bool:
+    """Whether the file at ``path`` is a report of ``hf-adaptive-spec bench`` (:func:`read_report` reads it)."""
+    try:
+        read_report(path)
+    except (BenchError, OSError, ValueError):  # another kind of file (a profile), unreadable, or not text
+        return False
+    return True
+
+
 def write_json(report: dict[str, Any], path: Path) -> None:
     """Write the report, creating parent folders."""
     path.parent.mkdir(parents=True, exist_ok=True)

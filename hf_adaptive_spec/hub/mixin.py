@@ -348,13 +348,13 @@ class HubArtifactMixin(ModelHubMixin):
         """Refuse a keyword ``from_pretrained`` would not honour (``where`` names the call), and take out
         ``dtype=`` for the default load (:func:`~.keywords.pop_load_dtype`): transformers' loading keywords are refused
         naming what does the same here (:func:`~.keywords.refuse_transformers_keywords`)."""
-        refuse_transformers_keywords(model_kwargs, where, cls.load_keywords, cls._init_keys() or set())
-        dtype = pop_load_dtype(model_kwargs, where, cls.load_keywords, cls._init_keys())
+        init_keys = cls._init_keys()
+        refuse_transformers_keywords(model_kwargs, where, cls.load_keywords, init_keys or set())
+        dtype = pop_load_dtype(model_kwargs, where, cls.load_keywords, init_keys)
         if cls.load_keywords is not None:
             unknown = sorted(set(model_kwargs) - cls.load_keywords)
             accepted = f"it takes {sorted(cls.load_keywords)} and the checkpoint sets the rest"
         else:
-            init_keys = cls._init_keys()
             unknown = [] if init_keys is None else sorted(set(model_kwargs) - init_keys)
             accepted = (f"besides the Hub options ({', '.join(HUB_OPTIONS)}) it takes {cls.__name__}'s __init__ "
                         f"arguments {sorted(init_keys or ())} (over config.json's values) and dtype=")

@@ -8,8 +8,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..bench.errors import BenchError
-from ..bench.report import read_report
+from ..bench.report import is_bench_report
 from ..core.files import folder_write_problem
 from ..default_model import resolve_device
 from ..environments.static_grid import lookup_counts_from_text
@@ -78,15 +77,6 @@ def checked_profile_path(parser: argparse.ArgumentParser, json_path: str | None)
         parser.error(f"{named} holds a bench report (`hf-adaptive-spec bench --json` wrote it), which the profile "
                      "would replace: give the profile another path (--json PATH), or move the report first")
     return path
-
-
-def is_bench_report(path: Path) -> bool:
-    """Whether the file at ``path`` is a report of ``hf-adaptive-spec bench`` (:func:`~..bench.report.read_report`)."""
-    try:
-        read_report(path)
-    except (BenchError, OSError, ValueError):  # another kind of file (a profile), unreadable, or not text
-        return False
-    return True
 
 
 def refuse_timing_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> None:
