@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ArtifactError, ArtifactTypeError, MissingArtifactFileError
+from .errors import (
+    ArtifactError,
+    ArtifactTypeError,
+    MissingArtifactFileError,
+    MissingConfigKeyError,
+    UnknownConfigKeyError,
+)
 from .location import ArtifactLocation
 
 CONFIG_NAME = "config.json"
@@ -88,3 +96,39 @@ def read_artifact_type(location: ArtifactLocation) -> str:
             "artifact" + (f"; it looks like {kind}." if kind else ".")
         )
     return artifact_type
+
+
+def check_config_keys(
+    owner: str, location: ArtifactLocation, config: dict[str, Any], known_keys: set[str] | None
+) -> None:
+    """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither one of ``known_keys`` (the
+    keys class ``owner`` takes; None: any, as an ``__init__`` taking ``**kwargs`` or a ``config``) nor
+    ``artifact_type``: a typo, or a field of a newer version, would otherwise be dropped."""
+    if known_keys is None:
+        return
+    unknown = sorted(set(config) - known_keys - {ARTIFACT_TYPE_KEY})
+    if unknown:
+        raise UnknownConfigKeyError(
+            f"'{CONFIG_NAME}' of {location} holds {unknown}, which {owner} does not take (a typo, or a field of a "
+            f"newer hf-adaptive-spec): its keys are {sorted(known_keys)} and '{ARTIFACT_TYPE_KEY}'. Fix or remove "
+            f"them in {CONFIG_NAME}, or upgrade hf-adaptive-spec."
+        )
+
+
+def check_required_keys(
+    owner: str, location: ArtifactLocation, init_kwargs: dict[str, Any], parameters: Mapping[str, inspect.Parameter]
+) -> None:
+    """Raise :class:`MissingConfigKeyError` naming the arguments of ``owner.__init__`` (``parameters``, ``self``
+    first) without a default that neither ``config.json`` nor the caller gives in ``init_kwargs`` (``__init__``
+    would only say a positional argument is missing)."""
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    required = [p.name for p in list(parameters.values())[1:]
+                if p.default is inspect.Parameter.empty and p.kind in keyword_kinds]
+    missing = [name for name in required if name not in init_kwargs]
+    if missing:
+        given = ", ".join(f"{name}=..." for name in missing)
+        raise MissingConfigKeyError(
+            f"'{CONFIG_NAME}' of {location} lacks {missing}, which {owner} needs (no default): it was edited, or not "
+            f"written by {owner}.save_pretrained. Add them to {CONFIG_NAME}, or pass "
+            f"{owner}.from_pretrained(..., {given})."
+        )

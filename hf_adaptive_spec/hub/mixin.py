@@ -13,8 +13,7 @@ from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
 from .cards import CARD_KINDS, docstring_summary, render_card
-from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, read_config
-from .errors import MissingConfigKeyError, UnknownConfigKeyError
+from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_config_keys, check_required_keys, read_config
 from .keywords import (
     HUB_OPTIONS,
     check_save_keywords,
@@ -393,7 +392,7 @@ class HubArtifactMixin(ModelHubMixin):
         typo, or a field of a newer version, would otherwise be dropped); a format of its own (EAGLE-3's,
         DVI's) overrides it with the checks of that format."""
         check_artifact_type(location, cls)
-        cls._check_config_keys(location, read_config(location))
+        check_config_keys(cls.__name__, location, read_config(location), cls._config_keys())
 
     @classmethod
     def _config_keys(cls) -> set[str] | None:
@@ -401,39 +400,6 @@ class HubArtifactMixin(ModelHubMixin):
         (:meth:`_init_keys`). A format of its own whose ``config.json`` holds other settings (DVI's split point and
         target shape) names them."""
         return cls._init_keys()
-
-    @classmethod
-    def _check_config_keys(cls, location: ArtifactLocation, config: dict[str, Any]) -> None:
-        """Raise :class:`UnknownConfigKeyError` naming the keys of ``config`` that are neither one of
-        :meth:`_config_keys` nor ``artifact_type`` (an ``__init__`` taking ``**kwargs`` or a ``config`` takes them
-        all)."""
-        known_keys = cls._config_keys()
-        if known_keys is None:
-            return
-        accepted = sorted(known_keys)
-        unknown = sorted(set(config) - known_keys - {ARTIFACT_TYPE_KEY})
-        if unknown:
-            raise UnknownConfigKeyError(
-                f"'{CONFIG_NAME}' of {location} holds {unknown}, which {cls.__name__} does not take (a typo, or a "
-                f"field of a newer hf-adaptive-spec): its keys are {accepted} and '{ARTIFACT_TYPE_KEY}'. Fix or remove "
-                f"them in {CONFIG_NAME}, or upgrade hf-adaptive-spec."
-            )
-
-    @classmethod
-    def _check_required_keys(cls, location: ArtifactLocation, init_kwargs: dict[str, Any]) -> None:
-        """Raise :class:`MissingConfigKeyError` naming the ``__init__`` arguments without a default that neither
-        ``config.json`` nor the caller gives (``__init__`` would only say a positional argument is missing)."""
-        parameters = list(cls._hub_mixin_init_parameters.values())[1:]
-        keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        required = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind in keyword_kinds]
-        missing = [name for name in required if name not in init_kwargs]
-        if missing:
-            given = ", ".join(f"{name}=..." for name in missing)
-            raise MissingConfigKeyError(
-                f"'{CONFIG_NAME}' of {location} lacks {missing}, which {cls.__name__} needs (no default): it was "
-                f"edited, or not written by {cls.__name__}.save_pretrained. Add them to {CONFIG_NAME}, or pass "
-                f"{cls.__name__}.from_pretrained(..., {given})."
-            )
 
     @classmethod
     def _from_pretrained(
@@ -464,7 +430,7 @@ class HubArtifactMixin(ModelHubMixin):
         ``__init__`` with the caller's keyword arguments over them. The default constructs the class
         and, for a module, loads ``model.safetensors`` strictly; formats of their own override it."""
         init_kwargs.pop(ARTIFACT_TYPE_KEY, None)  # present when __init__ takes **kwargs
-        cls._check_required_keys(location, init_kwargs)
+        check_required_keys(cls.__name__, location, init_kwargs, cls._hub_mixin_init_parameters)
         artifact = cls(**init_kwargs)
         if isinstance(artifact, nn.Module):
             dtype = saved_floating_dtype(location, ignore=cls.float32_keys)

@@ -21,6 +21,7 @@ from ...hub.config import (
     ARTIFACT_TYPE_KEY,
     CONFIG_NAME,
     _kind_of_config,
+    check_config_keys,
     check_no_config_overrides,
     read_json_object,
 )
@@ -182,7 +183,7 @@ def _check_declares_dvi(location: ArtifactLocation, filename: str, config: dict[
 
 def _check_legacy_config_keys(loader: str, location: ArtifactLocation, config: dict[str, Any]) -> None:
     """Refuse a key of ``dvi_config.json`` (adapters saved before ``config.json``) that no version wrote, naming that
-    file and its keys, as ``HubArtifactMixin._check_config_keys`` does for ``config.json`` (whose message named
+    file and its keys, as ``hub.config.check_config_keys`` does for ``config.json`` (whose message named
     ``config.json``, which such a folder does not hold). ``config`` is as read, ``target`` renamed ``target_shape``."""
     unknown = sorted(config.keys() - DVI_CONFIG_KEYS - {ARTIFACT_TYPE_KEY})
     if unknown:
@@ -268,7 +269,7 @@ class DVICheckpointMixin(DVILearnerStateMixin, HubArtifactMixin):
         # a folder of another kind is named first (it has no adapter files); a key of a newer version is refused
         filename, config = read_dvi_config_file(location)
         if filename == CONFIG_NAME:
-            cls._check_config_keys(location, config)
+            check_config_keys(cls.__name__, location, config, cls._config_keys())
         else:
             _check_legacy_config_keys(cls.__name__, location, config)
         resolve_safetensors(location, ADAPTER_WEIGHTS_NAME)  # refuse pickle-only repos before unpickling anything
