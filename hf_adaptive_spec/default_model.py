@@ -320,6 +320,24 @@ def load_model(
     return model.eval(), tokenizer
 
 
+def load_chat_model(
+    name_or_path: str | None, dtype: torch.dtype, needed_for: str
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """:func:`load_model` for a command that prompts the model with chat turns (``needed_for`` says how).
+
+    Raises:
+        OSError, ImportError: as :func:`load_model` (a folder not there, a Hub id not reachable).
+        ValueError: the tokenizer has no chat template (the prompt would fail to render, or render without turns).
+    """
+    model, tokenizer = load_model(name_or_path, dtype)
+    if not tokenizer.chat_template:
+        raise ValueError(
+            f"its tokenizer has no chat template, and {needed_for}: use a chat (instruct) model, or save its "
+            "tokenizer with a chat_template"
+        )
+    return model, tokenizer
+
+
 def model_folder_or_hub_id(name_or_path: str) -> str:
     """``name_or_path`` as ``from_pretrained`` takes it (a home folder expanded), refusing a path that does not exist:
     one written as a path (absolute, starting with ``./``, ``../`` or ``~``, or of more parts than a Hub id's

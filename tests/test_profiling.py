@@ -1066,14 +1066,14 @@ def test_profile_times_on_the_device_asked_for_and_records_it(tmp_path, monkeypa
     _saved_tiny_model(folder)
     moved_to = []
 
-    def load_and_watch(name, dtype):
-        model, tokenizer = cli_load_model(name, dtype)
+    def load_and_watch(name, dtype, needed_for):
+        model, tokenizer = cli_load_model(name, dtype, needed_for)
         move = model.to
         model.to = lambda device: moved_to.append(device) or move(device)
         return model, tokenizer
 
-    cli_load_model = cli.load_model
-    monkeypatch.setattr(cli, "load_model", load_and_watch)
+    cli_load_model = cli.load_chat_model
+    monkeypatch.setattr(cli, "load_chat_model", load_and_watch)
     assert cli.main(["--model", str(folder), "--json", str(out), "--device", "cpu", "--verify-tokens", "1,4",
                      "--repeats", "1", "--context-length", "16", "--drafter-layers", "2"]) == 0
     assert moved_to == [torch.device("cpu")] and HardwareProfile.load(out).device == "cpu"
@@ -1089,7 +1089,8 @@ def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(device, m
     from hf_adaptive_spec.profiling import cli
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, as this one may not be
-    monkeypatch.setattr(cli, "load_model", lambda *args: pytest.fail("the model loaded before --device was checked"))
+    monkeypatch.setattr(cli, "load_chat_model",
+                        lambda *args: pytest.fail("the model loaded before --device was checked"))
     with pytest.raises(SystemExit):
         cli.main(["--device", device, "--verify-tokens", "1,4"])
     assert message in capsys.readouterr().err
@@ -1148,9 +1149,9 @@ def test_what_fails_once_the_model_loads_fails_in_one_line_before_any_timing(cas
     else:
         argv[1] = "org/model"
 
-        def unreachable(name, dtype):
+        def unreachable(name, dtype, needed_for):
             raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
-        monkeypatch.setattr(cli, "load_model", unreachable)
+        monkeypatch.setattr(cli, "load_chat_model", unreachable)
     for timing in ("measure_static_verification", "measure_in_generate"):
         monkeypatch.setattr(cli, timing, lambda *args, **kwargs: pytest.fail("timed before the checks"))
     assert cli.main(argv) == 2

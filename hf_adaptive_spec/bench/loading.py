@@ -19,10 +19,13 @@ def load_model(
     Raises:
         BenchError: when the model cannot be loaded or its tokenizer has no chat template.
     """
+    name = name_or_path or default_model.DEFAULT_MODEL_ID
     try:
-        model, tokenizer = default_model.load_model(name_or_path, DTYPES[dtype])
-    except (OSError, ImportError) as error:
-        raise BenchError(f"cannot load model {name_or_path or 'default'}: {error}") from error
-    if not tokenizer.chat_template:
-        raise BenchError(f"the tokenizer of {name_or_path} has no chat template (needed for multi-turn prompts)")
+        model, tokenizer = default_model.load_chat_model(
+            name_or_path, DTYPES[dtype], "the bench prompts it with each question's chat turns"
+        )
+    except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
+        raise BenchError(f"--model {name}: cannot load it: {error}") from error
+    except ValueError as error:
+        raise BenchError(f"--model {name}: {error}") from error
     return model.to(device).eval(), tokenizer

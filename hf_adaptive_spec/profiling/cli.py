@@ -11,7 +11,7 @@ from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import converts_bfloat16, instruction_set_of
-from ..default_model import DEFAULT_MODEL_ID, load_model
+from ..default_model import DEFAULT_MODEL_ID, load_chat_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..drafters.base import Drafter
 from ..environments import load_recording
@@ -315,14 +315,12 @@ def load_timed_pair(args: argparse.Namespace) -> tuple[PreTrainedModel, Drafter,
     compiling, as a :class:`ProfileSetupError` naming the option."""
     name = args.model or DEFAULT_MODEL_ID
     try:
-        model, tokenizer = load_model(args.model, getattr(torch, args.dtype))
+        model, tokenizer = load_chat_model(args.model, getattr(torch, args.dtype),
+                                           "the profile times a chat-templated prompt (as `record` prompts the model)")
     except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
         raise ProfileSetupError(f"--model {name}: cannot load it: {error}") from error
-    if not tokenizer.chat_template:
-        raise ProfileSetupError(
-            f"--model {name}: its tokenizer has no chat template, and the profile times a chat-templated prompt (as "
-            "`record` prompts the model): profile a chat (instruct) model, or save its tokenizer with a chat_template"
-        )
+    except ValueError as error:
+        raise ProfileSetupError(f"--model {name}: {error}") from error
     model = enable(model.to(args.device))
     try:
         drafter = (Eagle3Drafter.from_pretrained(args.eagle3, target=model) if args.eagle3
