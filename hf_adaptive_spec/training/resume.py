@@ -61,6 +61,15 @@ def resolve_checkpoint(checkpoint: str | bool, output_dir: str) -> str:
     return str(checkpoint)
 
 
+def resumed_checkpoint(args: TrainingArguments) -> str | None:
+    """The checkpoint folder a run resumes (``resume_from_checkpoint``; ``true``: ``output_dir``'s last), or None
+    when it resumes none or names no folder (the trainer's resume checks name what is wrong)."""
+    if not args.resume_from_checkpoint:
+        return None
+    checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    return checkpoint if Path(checkpoint, CONFIG_NAME).is_file() else None
+
+
 def check_resume_settings(args: TrainingArguments, checkpoint: str | bool, trainer: str | None = None) -> None:
     """Refuse to resume ``checkpoint`` (``True``: the last one in ``args.output_dir``) with settings that define the
     run other than its ``training_config.json``'s, naming each as ``name: stored -> new`` (a config's

@@ -612,6 +612,36 @@ def test_init_from_whose_vocabulary_holds_none_of_the_trained_tokens_is_refused(
     assert not [r for r in caplog.records if "answer tokens the data trains" in r.getMessage()]
 
 
+def test_a_resumed_runs_low_coverage_warning_names_a_fix_a_resume_takes(tokenizer, tmp_path, monkeypatch, caplog):
+    """A resumed run keeps its checkpoint's vocabulary and refuses another draft_vocab_size, yet its warning said
+    "Set draft_vocab_size above 8"; and the script and the trainer each logged the warning (twice per run)."""
+    import hf_adaptive_spec.training.eagle3.script as script
+
+    target = tiny_model("llama")
+    monkeypatch.setattr("hf_adaptive_spec.training.base.load_model", lambda name, dtype: (target, tokenizer))
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(c) + "\n" for c in _answered(4)), encoding="utf-8")
+    a_token = tokenizer("a", add_special_tokens=False)["input_ids"][0]
+    vocabulary = torch.tensor([a_token, *range(61, 68)])
+    Eagle3DraftModel.from_target(target, draft_to_target=vocabulary).save_pretrained(tmp_path / "few")
+
+    def warnings_of(max_steps: int, resume: str | None = None) -> list[str]:
+        caplog.clear()
+        args = script.Eagle3Config(output_dir=str(tmp_path / "out"), max_steps=max_steps, warmup_ratio=0.0,
+                                   ttt_steps=1, max_length=32, save_strategy="steps", save_steps=1, report_to=[],
+                                   disable_tqdm=True, resume_from_checkpoint=resume)
+        script.main(script.Eagle3ScriptArguments(dataset_path=str(tmp_path / "data.jsonl"),
+                                                 init_from=str(tmp_path / "few")), args)
+        return [r.getMessage() for r in caplog.records if "answer tokens the data trains" in r.getMessage()]
+
+    first = warnings_of(1)
+    assert len(first) == 1 and "Set draft_vocab_size above 8" in first[0]
+    checkpoint = str(tmp_path / "out" / "checkpoint-1")
+    resumed = warnings_of(2, resume=checkpoint)
+    assert len(resumed) == 1
+    assert f"This run resumes {checkpoint}" in resumed[0]
+    assert f"start a new run with init_from={checkpoint} and draft_vocab_size above 8" in resumed[0]
+
+
 def test_the_card_counts_the_conversations_drawn_across_a_resume(setup, tmp_path):
     """4 conversations at batch 1 with gradient_accumulation_steps 8: the one optimizer step drew 4, not the "8
     conversations per device" the card said; a resumed run adds its checkpoint's count, and one resumed from a

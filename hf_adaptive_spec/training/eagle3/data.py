@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -164,12 +165,15 @@ def build_draft_vocabulary(
     return torch.tensor(sorted(chosen), dtype=torch.long)
 
 
-def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], init_from: str | None) -> None:
+def check_vocabulary_coverage(
+    draft: Eagle3DraftModel, samples: Iterable[dict], init_from: str | None, resumed: str | None = None
+) -> None:
     """Refuse data whose ``loss_mask`` is 0 everywhere, and a draft vocabulary that holds none of the tokens
     ``samples`` train (``loss_mask`` 1); warn when it holds less than :data:`LOW_VOCABULARY_SHARE` of them: the loss
     reads only the answer positions whose token the drafter can draft (:func:`~.ttt.ttt_loss`), so the others train
     nothing, and with none the run logs a loss of 0 and changes nothing (``init_from``'s vocabulary, kept as it is,
-    may be another data's)."""
+    may be another data's). The fix named is a resumed run's (``resumed``: the checkpoint whose vocabulary it keeps)
+    when it resumes one; the warning is logged once per drafter (the script checks before the trainer does)."""
     vocabulary = set(draft.draft_to_target().tolist())
     trained = held = 0
     for index, sample in enumerate(samples):
@@ -187,19 +191,44 @@ def check_vocabulary_coverage(draft: Eagle3DraftModel, samples: Iterable[dict], 
     if share >= LOW_VOCABULARY_SHARE:
         return
     owner = f"the checkpoint {init_from}" if init_from else "the new drafter"
-    fix = (f"Set draft_vocab_size above {len(vocabulary)} to widen it with the data's most frequent tokens (the "
-           "checkpoint's trained rows are kept)" if init_from else "Raise draft_vocab_size")
+    fix = _widen_vocabulary_fix(len(vocabulary), init_from, resumed)
     if not share:
         raise ValueError(
             f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds none of the {trained} answer "
             "tokens the data trains: the loss reads only the tokens the drafter can draft, so the run would log a "
             f"loss of 0 and train nothing. {fix}, or train on data the vocabulary was built for."
         )
-    logger.warning(
-        "The draft vocabulary of %s (%d tokens) holds %.0f%% of the %d answer tokens the data trains: the others "
-        "train nothing (the loss reads only the tokens the drafter can draft). %s.",
-        owner, len(vocabulary), 100 * share, trained, fix,
+    _warn_once(
+        draft,
+        f"The draft vocabulary of {owner} ({len(vocabulary)} tokens) holds {100 * share:.0f}% of the {trained} answer "
+        f"tokens the data trains: the others train nothing (the loss reads only the tokens the drafter can draft). "
+        f"{fix}."
     )
+
+
+#: the coverage warnings logged per drafter: the script checks its data before the trainer checks it again
+_COVERAGE_WARNED: weakref.WeakKeyDictionary[Eagle3DraftModel, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _warn_once(draft: Eagle3DraftModel, message: str) -> None:
+    """Log ``message`` unless it was logged for ``draft`` already (a new run's drafter is warned again)."""
+    warned = _COVERAGE_WARNED.setdefault(draft, set())
+    if message not in warned:
+        warned.add(message)
+        logger.warning(message)
+
+
+def _widen_vocabulary_fix(size: int, init_from: str | None, resumed: str | None) -> str:
+    """How to give the drafter more of the data's tokens: a resumed run keeps its checkpoint's vocabulary (resuming
+    refuses another ``draft_vocab_size``), so a new run from it widens it."""
+    if resumed:
+        return (f"This run resumes {resumed}, whose vocabulary it keeps (a resume refuses another draft_vocab_size): "
+                f"to widen it, start a new run with init_from={resumed} and draft_vocab_size above {size} (its "
+                "trained rows are kept)")
+    if init_from:
+        return (f"Set draft_vocab_size above {size} to widen it with the data's most frequent tokens (the "
+                "checkpoint's trained rows are kept; from Python: widen_vocabulary)")
+    return "Raise draft_vocab_size (from Python: build the drafter's vocabulary with build_draft_vocabulary)"
 
 
 def check_training_row(index: int, sample: object, vocab_size: int) -> None:

@@ -27,7 +27,7 @@ from trl import TrlParser
 from ...core.values import check_number
 from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ..base import DrafterScriptArguments, load_target, run_training_script
-from ..resume import resolve_checkpoint
+from ..resume import resumed_checkpoint
 from ..script_logging import asked_log_level
 from ..step_profile import StepProfileCallback
 from ..time_budget import stable_point_callback, time_budget
@@ -230,15 +230,6 @@ def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     return initialize_drafter(draft, target, training_args.initialization)
 
 
-def resumed_checkpoint(training_args: Eagle3Config) -> str | None:
-    """The checkpoint folder the run resumes (``resume_from_checkpoint``; ``true``: ``output_dir``'s last), or None
-    when it resumes none or names no folder (the trainer's resume checks name what is wrong)."""
-    if not training_args.resume_from_checkpoint:
-        return None
-    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    return checkpoint if Path(checkpoint, "config.json").is_file() else None
-
-
 def make_parser() -> TrlParser:
     return TrlParser((Eagle3ScriptArguments, Eagle3Config))
 
@@ -263,10 +254,12 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
-    if script_args.init_from:  # as transformers' from_pretrained names it: the coverage check names the checkpoint
-        draft.config.name_or_path = script_args.init_from
-    # before the held-out set runs the target (the trainer checks a dataset with a length again, a stream not)
-    check_vocabulary_coverage(draft, samples, script_args.init_from)
+    if script_args.init_from and not resumed_checkpoint(training_args):  # as from_pretrained names it: the
+        draft.config.name_or_path = script_args.init_from  # coverage check names the checkpoint (a resumed run's own)
+    # before the held-out set runs the target (the trainer checks a dataset with a length again, a stream not; it
+    # names the same drafter and fix, so its warning is not logged twice)
+    check_vocabulary_coverage(draft, samples, draft.config.name_or_path or None,
+                              resumed=resumed_checkpoint(training_args))
     before = lineage_before(script_args.init_from)
     dataset, lineage = training_data(script_args, training_args, tokenizer, samples, before)
     trainer = Eagle3Trainer(

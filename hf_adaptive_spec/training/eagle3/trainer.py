@@ -15,6 +15,7 @@ from ...drafters.eagle3.modeling import Eagle3DraftModel
 from ...generation.prompt_lookup import lookup_hits
 from ...hub.cards import CardResult, check_base_model, render_card
 from ..base import CardNames, SamplesDrawn, SpecTrainer
+from ..resume import resumed_checkpoint
 from .config import Eagle3Config
 from .curve import CURVE_FILE, HeldOutCurveCallback, write_curve
 from .data import check_vocabulary_coverage, dataset_rows
@@ -76,7 +77,8 @@ class Eagle3Trainer(SpecTrainer):
         self._check_target(model, target_model)
         train_dataset = kwargs.get("train_dataset")
         if isinstance(train_dataset, Sized):  # a stream is not read ahead (the script checks what it loaded)
-            check_vocabulary_coverage(model, dataset_rows(train_dataset), model.config.name_or_path or None)
+            check_vocabulary_coverage(model, dataset_rows(train_dataset), model.config.name_or_path or None,
+                                      resumed=resumed_checkpoint(args))
         self.lineage, self.init_from = lineage, init_from
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
