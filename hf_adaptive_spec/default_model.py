@@ -245,8 +245,23 @@ def check_load_options(where: str, dtype: object, attn_implementation: object) -
     return checked
 
 
+def refuse_other_load_keywords(where: str, given: dict[str, object]) -> None:
+    """Refuse keywords a loader of the package does not take, naming what does the same: transformers' deprecated
+    ``torch_dtype=`` (``dtype=``), ``device_map=`` / ``device=`` (the model loads on the CPU: move it after), and any
+    other (the loader takes ``dtype=`` and ``attn_implementation=`` only). Python's error named no fix."""
+    if not given:
+        return
+    if "torch_dtype" in given:
+        fix = "pass dtype= instead (transformers' name too; torch_dtype is deprecated there)"
+    elif "device_map" in given or "device" in given:
+        fix = f"it loads the model on the CPU: move it after loading, {where}(...)[0].to(device)"
+    else:
+        fix = "it takes dtype= and attn_implementation= only"
+    raise TypeError(f"{where} does not take {', '.join(f'{key}=' for key in given)}: {fix}.")
+
+
 def load_default_model(
-    dtype: torch.dtype | str = torch.float32, attn_implementation: str = "sdpa"
+    dtype: torch.dtype | str = torch.float32, attn_implementation: str = "sdpa", **other: object
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Return ``(model, tokenizer)`` for SmolLM2-135M-Instruct, in eval mode.
 
@@ -254,7 +269,9 @@ def load_default_model(
         dtype: weight dtype (a floating ``torch.dtype``, its name such as ``"bfloat16"``, or ``"auto"``).
             Losslessness is stated in float32; bfloat16 speculation rounds differently from one-token decoding.
         attn_implementation: ``"sdpa"`` or ``"eager"`` (both take tree masks); any other is refused.
+        other: refused, naming the fix (``torch_dtype=``: ``dtype=``; see :func:`refuse_other_load_keywords`).
     """
+    refuse_other_load_keywords("load_default_model", other)
     dtype = check_load_options("load_default_model", dtype, attn_implementation)
     loaded = _load_from_hub_cache(dtype, attn_implementation)
     if loaded is None:
@@ -306,11 +323,14 @@ def _devices_seen(device_type: str) -> int:
 
 
 def load_model(
-    name_or_path: str | None = None, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"
+    name_or_path: str | None = None, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa",
+    **other: object,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` in eval mode: :func:`load_default_model` when ``name_or_path`` is None or
     ``"default"``, else ``from_pretrained(name_or_path)`` (a folder or a Hub id) with the tree masks'
-    attention (``dtype`` and ``attn_implementation`` checked as :func:`load_default_model` checks them)."""
+    attention (``dtype`` and ``attn_implementation`` checked as :func:`load_default_model` checks them, ``other``
+    keywords refused as it refuses them)."""
+    refuse_other_load_keywords("load_model", other)
     if name_or_path in (None, "default"):
         return load_default_model(dtype=dtype, attn_implementation=attn_implementation)
     dtype = check_load_options("load_model", dtype, attn_implementation)

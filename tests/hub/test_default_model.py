@@ -250,6 +250,21 @@ def test_an_attention_that_takes_no_tree_mask_is_refused_at_load(implementation,
             load(attn_implementation=implementation)
 
 
+@pytest.mark.parametrize("keywords, fix", [
+    ({"torch_dtype": torch.bfloat16}, "does not take torch_dtype=: pass dtype= instead"),
+    ({"device_map": "auto"}, "does not take device_map=: it loads the model on the CPU: move it after loading"),
+    ({"revison": "main"}, "does not take revison=: it takes dtype= and attn_implementation= only"),
+])
+def test_a_keyword_the_loaders_do_not_take_is_refused_naming_the_fix(keywords, fix, monkeypatch):
+    """load_default_model(torch_dtype=torch.bfloat16), transformers' deprecated spelling, raised Python's bare
+    "got an unexpected keyword argument 'torch_dtype'"."""
+    monkeypatch.setattr(default_model, "_load_from_hub_cache", lambda *args: pytest.fail("loaded"))
+    for name, load in (("load_default_model", default_model.load_default_model),
+                       ("load_model", functools.partial(default_model.load_model, "org/model"))):
+        with pytest.raises(TypeError, match=f"{name} {fix}"):
+            load(**keywords)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, "bfloat16", "auto"])
 def test_a_dtype_name_or_auto_reaches_transformers(dtype, monkeypatch):
     calls = []
