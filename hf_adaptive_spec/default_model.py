@@ -251,13 +251,14 @@ def refuse_other_load_keywords(where: str, given: dict[str, object]) -> None:
     other (the loader takes ``dtype=`` and ``attn_implementation=`` only). Python's error named no fix."""
     if not given:
         return
+    fixes = []
     if "torch_dtype" in given:
-        fix = "pass dtype= instead (transformers' name too; torch_dtype is deprecated there)"
-    elif "device_map" in given or "device" in given:
-        fix = f"it loads the model on the CPU: move it after loading, {where}(...)[0].to(device)"
-    else:
-        fix = "it takes dtype= and attn_implementation= only"
-    raise TypeError(f"{where} does not take {', '.join(f'{key}=' for key in given)}: {fix}.")
+        fixes.append("for torch_dtype=, pass dtype= (transformers' name too; torch_dtype is deprecated there)")
+    if "device_map" in given or "device" in given:
+        fixes.append(f"it loads the model on the CPU: move it after loading, {where}(...)[0].to(device)")
+    if set(given) - {"torch_dtype", "device_map", "device"}:
+        fixes.append("it takes dtype= and attn_implementation= only")
+    raise TypeError(f"{where} does not take {', '.join(f'{key}=' for key in given)}: {'; '.join(fixes)}.")
 
 
 def load_default_model(
@@ -340,6 +341,10 @@ def load_model(
     return model.eval(), tokenizer
 
 
+class NoChatTemplateError(ValueError):
+    """A model loaded for chat prompts has a tokenizer without a chat template."""
+
+
 def load_chat_model(
     name_or_path: str | None, dtype: torch.dtype, needed_for: str
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -347,11 +352,12 @@ def load_chat_model(
 
     Raises:
         OSError, ImportError: as :func:`load_model` (a folder not there, a Hub id not reachable).
-        ValueError: the tokenizer has no chat template (the prompt would fail to render, or render without turns).
+        NoChatTemplateError: the tokenizer has no chat template (a prompt would fail to render, or render without
+            turns).
     """
     model, tokenizer = load_model(name_or_path, dtype)
     if not tokenizer.chat_template:
-        raise ValueError(
+        raise NoChatTemplateError(
             f"its tokenizer has no chat template, and {needed_for}: use a chat (instruct) model, or save its "
             "tokenizer with a chat_template"
         )

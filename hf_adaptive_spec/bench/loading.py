@@ -26,6 +26,6 @@ def load_model(
         )
     except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
         raise BenchError(f"--model {name}: cannot load it: {error}") from error
-    except ValueError as error:
+    except default_model.NoChatTemplateError as error:
         raise BenchError(f"--model {name}: {error}") from error
     return model.to(device).eval(), tokenizer

@@ -11,7 +11,7 @@ from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import converts_bfloat16, instruction_set_of
-from ..default_model import DEFAULT_MODEL_ID, load_chat_model
+from ..default_model import DEFAULT_MODEL_ID, NoChatTemplateError, load_chat_model
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..drafters.base import Drafter
 from ..environments import load_recording
@@ -319,7 +319,7 @@ def load_timed_pair(args: argparse.Namespace) -> tuple[PreTrainedModel, Drafter,
                                            "the profile times a chat-templated prompt (as `record` prompts the model)")
     except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
         raise ProfileSetupError(f"--model {name}: cannot load it: {error}") from error
-    except ValueError as error:
+    except NoChatTemplateError as error:
         raise ProfileSetupError(f"--model {name}: {error}") from error
     model = enable(model.to(args.device))
     try:

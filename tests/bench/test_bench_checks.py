@@ -5,6 +5,7 @@ takes from, that drafts its tree otherwise than ranked, or that was timed with o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,7 +183,6 @@ def test_a_tree_profile_timed_in_another_cache_length_is_refused_for_the_runs_on
     assert "every method prepared" in refused([*argv, "--methods", "stock,tree+sized"], capsys)  # sized per call
 
 
-
 def test_a_model_without_a_chat_template_or_not_there_is_refused_naming_model(bench_model_dir, tmp_path, monkeypatch):
     """The bench and the profile each had their own loader and words; they share default_model.load_chat_model now,
     so the bench's refusals name --model and the fix as the profile's do (the bench's had no test)."""
@@ -195,10 +195,11 @@ def test_a_model_without_a_chat_template_or_not_there_is_refused_naming_model(be
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     for template_file in folder.glob("chat_template.*"):
         template_file.unlink()
-    with pytest.raises(BenchError, match=rf"--model {folder}: its tokenizer has no chat template, and the bench "
-                                         r"prompts it with each question's chat turns: use a chat \(instruct\) model"):
+    with pytest.raises(BenchError, match=re.escape(f"--model {folder}: its tokenizer has no chat template, and the "
+                                                   "bench prompts it with each question's chat turns: use a chat "
+                                                   "(instruct) model")):
         cli.load_model(str(folder), "float32", torch.device("cpu"))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(BenchError, match=rf"--model ./not-here: cannot load it: no model folder at "
-                                         rf"{tmp_path / 'not-here'}"):
+    with pytest.raises(BenchError, match=re.escape(f"--model ./not-here: cannot load it: no model folder at "
+                                                   f"{tmp_path / 'not-here'}")):
         cli.load_model("./not-here", "float32", torch.device("cpu"))

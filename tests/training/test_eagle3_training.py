@@ -638,6 +638,7 @@ def test_a_resumed_runs_low_coverage_warning_names_a_fix_a_resume_takes(tokenize
     checkpoint = str(tmp_path / "out" / "checkpoint-1")
     resumed = warnings_of(2, resume=checkpoint)
     assert len(resumed) == 1
+    assert f"The draft vocabulary of the checkpoint {checkpoint} (8 tokens)" in resumed[0]
     assert f"This run resumes {checkpoint}" in resumed[0]
     assert f"start a new run with init_from={checkpoint} and draft_vocab_size above 8" in resumed[0]
 

@@ -309,3 +309,13 @@ def test_rows_of_tensors_count_their_answer_tokens():
     draft = Eagle3DraftModel.from_target(tiny_model("llama"))
     rows = [{name: torch.tensor(values) for name, values in row.items()} for row in CONVERSATIONS]
     check_vocabulary_coverage(draft, rows, None)
+
+
+def test_a_trainer_told_to_resume_before_any_checkpoint_exists_still_builds(tmp_path):
+    """The coverage check reads which checkpoint args.resume_from_checkpoint resumes (to name a fix a resume takes):
+    resume_from_checkpoint=True before a first checkpoint must not fail at construction (train names it)."""
+    target = tiny_model("llama")
+    trainer = Eagle3Trainer(model=Eagle3DraftModel.from_target(target),
+                            args=_eagle3_args(tmp_path, resume_from_checkpoint="true"), target_model=target,
+                            train_dataset=CONVERSATIONS, data_collator=_collate)
+    assert trainer.args.resume_from_checkpoint == "true"

@@ -190,7 +190,7 @@ def check_vocabulary_coverage(
     share = held / trained
     if share >= LOW_VOCABULARY_SHARE:
         return
-    owner = f"the checkpoint {init_from}" if init_from else "the new drafter"
+    owner = f"the checkpoint {resumed or init_from}" if resumed or init_from else "the new drafter"
     fix = _widen_vocabulary_fix(len(vocabulary), init_from, resumed)
     if not share:
         raise ValueError(

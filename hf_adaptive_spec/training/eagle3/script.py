@@ -254,12 +254,12 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
     draft = build_drafter(script_args, training_args, target, samples)
-    if script_args.init_from and not resumed_checkpoint(training_args):  # as from_pretrained names it: the
-        draft.config.name_or_path = script_args.init_from  # coverage check names the checkpoint (a resumed run's own)
+    resumed = resumed_checkpoint(training_args)
+    if resumed or script_args.init_from:  # as from_pretrained names it: the coverage check names the checkpoint
+        draft.config.name_or_path = resumed or script_args.init_from
     # before the held-out set runs the target (the trainer checks a dataset with a length again, a stream not; it
     # names the same drafter and fix, so its warning is not logged twice)
-    check_vocabulary_coverage(draft, samples, draft.config.name_or_path or None,
-                              resumed=resumed_checkpoint(training_args))
+    check_vocabulary_coverage(draft, samples, draft.config.name_or_path or None, resumed=resumed)
     before = lineage_before(script_args.init_from)
     dataset, lineage = training_data(script_args, training_args, tokenizer, samples, before)
     trainer = Eagle3Trainer(

@@ -25,6 +25,15 @@ from .lineage import Lineage, write_lineage
 from .ttt import TTTBatch, step_loss_weight_totals, ttt_loss
 
 
+def _resumed_by_args(args: Eagle3Config) -> str | None:
+    """The checkpoint ``args.resume_from_checkpoint`` resumes, for the coverage warning's fix; None where it names
+    none yet (``True`` before a first checkpoint: ``train`` names what is wrong, as it did before this was read)."""
+    try:
+        return resumed_checkpoint(args)
+    except ValueError:
+        return None
+
+
 class Eagle3Trainer(SpecTrainer):
     """Trains :class:`Eagle3DraftModel` with EAGLE-3's training-time test.
 
@@ -78,7 +87,7 @@ class Eagle3Trainer(SpecTrainer):
         train_dataset = kwargs.get("train_dataset")
         if isinstance(train_dataset, Sized):  # a stream is not read ahead (the script checks what it loaded)
             check_vocabulary_coverage(model, dataset_rows(train_dataset), model.config.name_or_path or None,
-                                      resumed=resumed_checkpoint(args))
+                                      resumed=_resumed_by_args(args))
         self.lineage, self.init_from = lineage, init_from
         super().__init__(model=model, args=args, **kwargs)
         # the card's names; the target defaults to the loaded one's name (a drafter's card names no drafter)
