@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from .core.attention import TREE_MASK_ATTENTION
 from .core.files import give_files_the_umask_mode
+from .hub.keywords import PLACEMENT_KEYWORDS, TORCH_DTYPE_FIX, placement_fix
 from .hub.weights import floating_dtype
 
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -253,10 +254,10 @@ def refuse_other_load_keywords(where: str, given: dict[str, object]) -> None:
         return
     fixes = []
     if "torch_dtype" in given:
-        fixes.append("for torch_dtype=, pass dtype= (transformers' name too; torch_dtype is deprecated there)")
-    if "device_map" in given or "device" in given:
-        fixes.append(f"it loads the model on the CPU: move it after loading, {where}(...)[0].to(device)")
-    if set(given) - {"torch_dtype", "device_map", "device"}:
+        fixes.append(f"for torch_dtype=, {TORCH_DTYPE_FIX}")
+    if set(given) & set(PLACEMENT_KEYWORDS):
+        fixes.append(placement_fix(f"{where}(...)[0]"))
+    if set(given) - {"torch_dtype", *PLACEMENT_KEYWORDS}:
         fixes.append("it takes dtype= and attn_implementation= only")
     raise TypeError(f"{where} does not take {', '.join(f'{key}=' for key in given)}: {'; '.join(fixes)}.")
 

@@ -489,7 +489,7 @@ GENERATE = {
     "eagle3-drafter-loaded-with-a-dtype": BadInput(
         _load_saved_drafter("eagle3", torch_dtype=torch.bfloat16), TypeError,
         r"does not take \['torch_dtype'\]: it takes \['allow_pickle', 'dtype', 'ignore_target_mismatch', 'target'\]"
-        r".*For torch_dtype, pass dtype=",
+        r".*For torch_dtype=, pass dtype= instead",
     ),
     "eagle3-drafter-loaded-with-its-own-saved-dtype": BadInput(  # equal to config.json's, and still not obeyed
         _load_saved_drafter("eagle3", torch_dtype="float32", ignore_target_mismatch=False), TypeError,

@@ -29,6 +29,18 @@ TRANSFORMERS_PUSH_KEYWORDS = {
     "max_shard_size": "The weights are one safetensors file: max_shard_size= has nothing to split.",
     "use_temp_dir": "The push always saves to a temporary folder: use_temp_dir= has nothing to choose.",
 }
+#: the fix for transformers' deprecated ``torch_dtype=``, wherever a loader of the package refuses it
+TORCH_DTYPE_FIX = "pass dtype= instead (transformers' name too; torch_dtype is deprecated there)"
+#: transformers' keywords placing a model's layers on devices (``device_map=``) or on one (``device=``)
+PLACEMENT_KEYWORDS = ("device_map", "device")
+
+
+def placement_fix(loaded: str) -> str:
+    """The fix for a :data:`PLACEMENT_KEYWORDS` keyword given to a loader of the package, which loads on the CPU:
+    ``loaded`` is the expression of what it loaded, to move after loading."""
+    return f"it loads on the CPU; move it after loading: {loaded}.to(device)"
+
+
 #: transformers' ``from_pretrained`` keywords that none of these artifacts uses, each with why (a sentence)
 TRANSFORMERS_LOAD_KEYWORDS = {
     "trust_remote_code": "no code is ever loaded from a repo (every artifact class is this package's, or imported).",
@@ -93,16 +105,10 @@ def refuse_transformers_keywords(
     uses."""
     if load_keywords is None:
         if "torch_dtype" in model_kwargs and "torch_dtype" not in init_keys:
-            raise TypeError(
-                f"{where} does not take torch_dtype=: pass dtype= instead (transformers' name too; torch_dtype is "
-                "deprecated there)."
-            )
-        for placement in ("device_map", "device"):  # transformers' placement of a model's layers, or one device
+            raise TypeError(f"{where} does not take torch_dtype=: {TORCH_DTYPE_FIX}.")
+        for placement in PLACEMENT_KEYWORDS:
             if placement in model_kwargs and placement not in init_keys:
-                raise TypeError(
-                    f"{where} does not take {placement}=: it loads whole on the CPU; move it after loading: "
-                    f"{where}(path).to(device)."
-                )
+                raise TypeError(f"{where} does not take {placement}=: {placement_fix(f'{where}(path)')}.")
     refused = [key for key in TRANSFORMERS_LOAD_KEYWORDS if key in model_kwargs and key not in init_keys]
     if refused:
         named = ", ".join(f"{key}=" for key in refused)

@@ -16,6 +16,7 @@ from .cards import CARD_KINDS, docstring_summary, render_card
 from .config import ARTIFACT_TYPE_KEY, CONFIG_NAME, check_config_keys, check_required_keys, read_config
 from .keywords import (
     HUB_OPTIONS,
+    TORCH_DTYPE_FIX,
     check_save_keywords,
     pop_load_dtype,
     refuse_push_keywords,
@@ -361,7 +362,7 @@ class HubArtifactMixin(ModelHubMixin):
             renamed = "torch_dtype" in unknown and "dtype" in (cls.load_keywords or ())
             raise TypeError(
                 f"{where} does not take {unknown}: {accepted} (a typo of one of them lands here too)."
-                + (" For torch_dtype, pass dtype=." if renamed else "")
+                + (f" For torch_dtype=, {TORCH_DTYPE_FIX}." if renamed else "")
                 + "".join(f" {cls.refused_keyword_hints[key]}" for key in unknown if key in cls.refused_keyword_hints)
             )
         return dtype

@@ -614,7 +614,7 @@ def test_a_float32_checkpoint_stays_float32_beside_a_bfloat16_target_with_dtype(
     kept = Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype=torch.float32)
     assert kept.model.dtype == torch.float32 and torch.equal(kept.model.fc.weight, model.fc.weight)
     assert Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target).model.dtype == torch.bfloat16  # default
-    with pytest.raises(TypeError, match="For torch_dtype, pass dtype="):
+    with pytest.raises(TypeError, match="For torch_dtype=, pass dtype= instead"):
         Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, torch_dtype=torch.float32)
     with pytest.raises(TypeError, match=r"dtype='bf16'\): dtype is a floating torch.dtype .*'bfloat16'.*'auto'"):
         Eagle3Drafter.from_pretrained(tmp_path, target=bf16_target, dtype="bf16")

@@ -471,29 +471,30 @@ def test_init_from_widens_the_checkpoint_and_refuses_a_new_drafters_start(setup,
     draft.save_pretrained(tmp_path / "drafter")
     script_args = Eagle3ScriptArguments(dataset_path="unused.jsonl", init_from=str(tmp_path / "drafter"))
     wider = Eagle3Config(output_dir=str(tmp_path / "out"), draft_intermediate_size=draft.config.intermediate_size * 2)
-    built = build_drafter(script_args, wider, target, samples)
+    built = build_drafter(script_args, wider, target, samples, None)
     assert built.config.intermediate_size == draft.config.intermediate_size * 2
     built.save_pretrained(tmp_path / "wide")  # vLLM / SGLang read the width from config.json, and so do we
     reloaded = Eagle3DraftModel.from_pretrained(tmp_path / "wide", target=target)
     assert reloaded.config.intermediate_size == draft.config.intermediate_size * 2
     assert build_drafter(
-        script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples
+        script_args, Eagle3Config(output_dir=str(tmp_path / "out")), target, samples, None
     ).config.intermediate_size == draft.config.intermediate_size
     with pytest.raises(ValueError, match="init_from loads a trained one"):
         build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), initialization="target_layer"),
-                      target, samples)
+                      target, samples, None)
     larger = Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=draft.config.draft_vocab_size + 4)
-    grown = build_drafter(script_args, larger, target, samples)
+    grown = build_drafter(script_args, larger, target, samples, None)
     assert grown.config.draft_vocab_size == draft.config.draft_vocab_size + 4
     assert torch.isin(draft.draft_to_target(), grown.draft_to_target()).all()
     with pytest.raises(ValueError, match="draft_vocab_size must be in"):
-        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=2), target, samples)
+        build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=2), target, samples,
+                      None)
     deeper = build_drafter(script_args, Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=2),
-                           target, samples)
+                           target, samples, None)
     assert deeper.config.num_hidden_layers == 2 and len(deeper.layers) == 1
     fresh = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl"),
                           Eagle3Config(output_dir=str(tmp_path / "out"), draft_num_hidden_layers=3, draft_vocab_size=3),
-                          target, samples)
+                          target, samples, None)
     assert fresh.config.num_hidden_layers == 3 and list(fresh.layers) == ["1", "2"]
 
 
@@ -506,7 +507,7 @@ def test_a_new_drafter_is_the_seeds_whatever_ran_before(setup, tmp_path):
     def built(seed: int) -> dict[str, torch.Tensor]:
         torch.randn(7)  # whatever ran before moves the global generator
         args = Eagle3Config(output_dir=str(tmp_path / "out"), draft_vocab_size=4, seed=seed, report_to=[])
-        return build_drafter(script_args, args, target, samples).state_dict()
+        return build_drafter(script_args, args, target, samples, None).state_dict()
 
     first, again, other = built(3), built(3), built(4)
     assert all(torch.equal(first[key], again[key]) for key in first)

@@ -503,7 +503,7 @@ def test_a_bfloat16_target_leaves_the_drafters_float32_weights_unrounded(setup, 
     bf16_target = copy.deepcopy(target).to(torch.bfloat16)
     args = Eagle3Config(output_dir=str(tmp_path / "out"), report_to=[])
     resumed = build_drafter(Eagle3ScriptArguments(dataset_path="unused.jsonl", init_from=str(tmp_path / "drafter")),
-                            args, bf16_target, [])
+                            args, bf16_target, [], None)
     assert resumed.fc.weight.dtype == torch.float32
     torch.testing.assert_close(resumed.fc.weight, trained.fc.weight, rtol=0, atol=0)
     torch.manual_seed(0)

@@ -196,17 +196,17 @@ def curve_points_shown(script_args: Eagle3ScriptArguments, training_args: Eagle3
             training_logger.removeHandler(handler)
 
 
-def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples) -> Eagle3DraftModel:
-    """The drafter to train, in float32 whatever the target's dtype: a resumed run's checkpoint's (its shape and
-    draft vocabulary: the data a stream has grown since would build another vocabulary), ``init_from``'s (widened to
-    ``draft_intermediate_size`` and ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are
-    larger), or a new one with the configured vocabulary, width, depth and starting point, its random weights drawn
-    from ``training_args.seed``."""
+def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples,
+                  resumed: str | None) -> Eagle3DraftModel:
+    """The drafter to train, in float32 whatever the target's dtype: a resumed run's checkpoint's (``resumed``, as
+    :func:`~..resume.resumed_checkpoint` finds it: its shape and draft vocabulary, since the data a stream has grown
+    since would build another vocabulary), ``init_from``'s (widened to ``draft_intermediate_size`` and
+    ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the
+    configured vocabulary, width, depth and starting point, its random weights drawn from ``training_args.seed``."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
     depth = training_args.draft_num_hidden_layers
-    checkpoint = resumed_checkpoint(training_args)
-    if checkpoint:  # the Trainer loads its weights again as it resumes
-        return Eagle3DraftModel.from_pretrained(checkpoint, target=target, dtype=torch.float32)
+    if resumed:  # the Trainer loads its weights again as it resumes
+        return Eagle3DraftModel.from_pretrained(resumed, target=target, dtype=torch.float32)
     if script_args.init_from:
         if training_args.initialization != "random":
             raise ValueError(
@@ -253,8 +253,8 @@ def build_trainer(script_args: Eagle3ScriptArguments, training_args: Eagle3Confi
     target, tokenizer = load_target(script_args.target_model_name_or_path, script_args.target_dtype)
     target = target.to(training_args.device)  # before the held-out set runs it (on a GPU, not on the CPU first)
     samples = load_samples(tokenizer, script_args.dataset_path, training_args.max_length, script_args.num_conversations)
-    draft = build_drafter(script_args, training_args, target, samples)
     resumed = resumed_checkpoint(training_args)
+    draft = build_drafter(script_args, training_args, target, samples, resumed)
     if resumed or script_args.init_from:  # as from_pretrained names it: the coverage check names the checkpoint
         draft.config.name_or_path = resumed or script_args.init_from
     # before the held-out set runs the target (the trainer checks a dataset with a length again, a stream not; it
