@@ -30,7 +30,7 @@ def take_tree_from_profile(args: BenchArguments, options: MethodOptions, methods
     ``--verify_buckets`` was given. Refused where no selected method takes any of them
     (:func:`check_tree_profile_read`), where the profile timed another target or EAGLE-3 drafter, cost curve or thread
     count than this run's, and where a method would draft its tree otherwise than it was ranked
-    (:func:`_check_drafted_as_ranked`)."""
+    (:func:`_check_drafted_as_ranked`, :func:`_check_branch_as_ranked`)."""
     check_tree_profile_read(options, methods)
     try:
         profile = HardwareProfile.load(options.tree_profile)
@@ -43,6 +43,7 @@ def take_tree_from_profile(args: BenchArguments, options: MethodOptions, methods
     except (OSError, ValueError) as error:
         raise BenchError(f"--tree_profile: {error}") from error
     _check_drafted_as_ranked(profile, options, methods)
+    _check_branch_as_ranked(profile, options, methods)
     options.tree_depth, options.tree_top_k, options.tree_total_tokens = tree.depth, tree.top_k, tree.total_tokens
     if options.lookup_tokens is None and lookup_tokens:
         options.lookup_tokens = lookup_tokens
@@ -121,6 +122,31 @@ def _check_drafted_as_ranked(profile: HardwareProfile, options: MethodOptions, m
         f"would draft it {instead}: a tree not ranked that way, timed as the profile's. Run {as_ranked} for the "
         f"profile's recommendation; to time the other way too, give that method its own tree, e.g. "
         f"{'eagle3' if lookup_first else 'eagle3-lookup-first'}@{shape}{LOOKUP_SUFFIX}."
+    )
+
+
+def _check_branch_as_ranked(profile: HardwareProfile, options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
+    """The profile ranked its tree with the prompt-lookup branch of its recommendation (its ``lookup_tokens``; 0 or
+    none: without one), and the best tree differs with and without it (where the branch matches it carries the cycle,
+    so a smaller tree wins with it). A method that takes the tree and drafts it the other way (no ``+lookup`` for a
+    tree ranked with the branch, or ``+lookup`` for one ranked without) would time a tree not ranked for it, as if it
+    were the profile's: refuse it, naming how to draft it as ranked and the ``@D/K/N`` that gives the method its own
+    tree (a tree of depth 0 drafts nothing: :func:`check_trees_draft` refuses it so)."""
+    tree = profile.recommendation["tree"]
+    branch = int(tree.get("lookup_tokens") or 0)
+    other = [name for name, method in methods.items()
+             if "tree_depth" in method.options_read(options) and isinstance(method, WithLookupBranch) != bool(branch)]
+    if not other or tree["depth"] == 0:
+        return
+    shape = f"{tree['depth']}/{tree['top_k']}/{tree['total_tokens']}"
+    ranked, instead = (f"with its {branch}-token prompt-lookup branch", "without it") if branch else (
+        "without a prompt-lookup branch", "with one")
+    as_ranked = f"add {LOOKUP_SUFFIX} to {'it' if len(other) == 1 else 'them'}" if branch else f"drop {LOOKUP_SUFFIX}"
+    raise BenchError(
+        f"--tree_profile {options.tree_profile} ranked its tree ({shape}) {ranked}, and {', '.join(other)} would "
+        f"draft it {instead}: a tree not ranked that way, timed as the profile's (the best tree differs with and "
+        f"without the branch). For the profile's recommendation, {as_ranked}; to time the other way too, give that "
+        f"method its own tree, e.g. eagle3@{shape}{'' if branch else LOOKUP_SUFFIX}."
     )
 
 

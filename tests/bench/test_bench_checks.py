@@ -153,6 +153,26 @@ def test_a_tree_profile_drafts_its_tree_as_ranked(questions_file: Path, tmp_path
     assert "drafted every cycle (StaticTreePolicy), and eagle3-lookup-first+lookup would draft it only where" in error
 
 
+def test_a_tree_profile_drafts_its_tree_with_the_branch_it_was_ranked_with(questions_file: Path, tmp_path: Path,
+                                                                          capsys, no_loading):
+    """A profile ranks its trees with and without the prompt-lookup branch and keeps the best: a tree ranked with the
+    branch went to eagle3 without one (and a tree ranked without it to eagle3+lookup), timed as the profile's tree."""
+    with_branch = {"depth": 1, "top_k": 4, "total_tokens": 5, "tau": 2.1, "tokens_per_second": 50.0,
+                   "lookup_tokens": 4, "lookup_first": False}
+    profile = save_profile(tmp_path / "profile.json", with_branch)
+    argv = [*bench_argv(tmp_path / "model", questions_file, tmp_path / "run.json"), "--tree_profile", str(profile),
+            "--eagle3_checkpoint", str(tmp_path / "drafter")]
+    error = refused([*argv, "--methods", "stock,eagle3,eagle3+lookup"], capsys)
+    assert "(1/4/5) with its 4-token prompt-lookup branch, and eagle3 would draft it without it" in error
+    assert "add +lookup to it" in error and "e.g. eagle3@1/4/5." in error
+    assert LOADED in refused([*argv, "--methods", "stock,eagle3+lookup,eagle3@1/4/5"], capsys)  # its own tree
+    save_profile(profile)  # ranked without the branch
+    error = refused([*argv, "--methods", "stock,tree,eagle3+lookup"], capsys)
+    assert "(2/2/4) without a prompt-lookup branch, and eagle3+lookup would draft it with one" in error
+    assert "drop +lookup" in error and "e.g. eagle3@2/2/4+lookup." in error
+    assert LOADED in refused([*argv, "--methods", "stock,tree,eagle3"], capsys)
+
+
 def test_verify_buckets_no_model_that_decodes_takes_are_refused(questions_file: Path, tmp_path: Path, capsys,
                                                                 no_loading):
     """Set on the run's model, which only stock decodes with where every engine method is +fp32 (the float32 copy
