@@ -255,8 +255,9 @@ def refuse_other_load_keywords(where: str, given: dict[str, object]) -> None:
     fixes = []
     if "torch_dtype" in given:
         fixes.append(f"for torch_dtype=, {TORCH_DTYPE_FIX}")
-    if set(given) & set(PLACEMENT_KEYWORDS):
-        fixes.append(placement_fix(f"{where}(...)[0]"))
+    placed = [key for key in PLACEMENT_KEYWORDS if key in given]
+    if placed:
+        fixes.append(f"for {'/'.join(f'{key}=' for key in placed)}, {placement_fix(f'{where}(...)[0]')}")
     if set(given) - {"torch_dtype", *PLACEMENT_KEYWORDS}:
         fixes.append("it takes dtype= and attn_implementation= only")
     raise TypeError(f"{where} does not take {', '.join(f'{key}=' for key in given)}: {'; '.join(fixes)}.")

@@ -211,7 +211,8 @@ class MethodOptions:
         metadata={"help": "tree and eagle3: the static tree a hardware profile recommends (profile --recording); "
                   "replaces --tree_depth/--tree_top_k/--tree_total_tokens; +lookup takes its prompt-lookup branch "
                   "unless --lookup_tokens is given. Refused when timed with other --num-threads, on another curve, or "
-                  "recommending lookup_first for a method that drafts every cycle (or the reverse)."},
+                  "recommending lookup_first for a method that drafts every cycle (or the reverse), or a tree ranked "
+                  "with the branch for a method without +lookup (or the reverse)."},
     )
     dvi_exit_layer: int = field(default=4, metadata={"help": "dvi: layers before the exit head (fresh adapter)."})
     dvi_adapter: str | None = field(default=None, metadata={"help": "dvi: adapter to start from (folder or Hub id)."})

@@ -5,6 +5,7 @@ reads, a tree that drafts nothing, a profile of another cost curve), and the tre
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import torch
@@ -114,9 +115,11 @@ def _check_drafted_as_ranked(profile: HardwareProfile, options: MethodOptions, m
         return
     shape = f"{tree['depth']}/{tree['top_k']}/{tree['total_tokens']}"
     ranked, instead = ("only where its prompt-lookup branch did not match (LookupFirstPolicy)", "every cycle")
+    branch = LOOKUP_SUFFIX if _ranked_branch(profile) else ""
+    as_ranked = f"eagle3-lookup-first{LOOKUP_SUFFIX}"
     if not lookup_first:
         ranked, instead = "every cycle (StaticTreePolicy)", "only where the prompt-lookup branch did not match"
-    as_ranked = f"eagle3-lookup-first{LOOKUP_SUFFIX}" if lookup_first else f"eagle3{LOOKUP_SUFFIX} (or tree, eagle3)"
+        as_ranked = f"eagle3{branch} (or tree{branch})"
     raise BenchError(
         f"--tree_profile {options.tree_profile} ranked its tree ({shape}) drafted {ranked}, and {', '.join(other)} "
         f"would draft it {instead}: a tree not ranked that way, timed as the profile's. Run {as_ranked} for the "
@@ -125,29 +128,52 @@ def _check_drafted_as_ranked(profile: HardwareProfile, options: MethodOptions, m
     )
 
 
+def _ranked_branch(profile: HardwareProfile) -> int:
+    """The prompt-lookup branch length the profile ranked its recommended tree with (0: none); profiles written
+    before each ranked tree kept its own length hold it in the recommendation alone."""
+    recommendation = profile.recommendation
+    return int(recommendation["tree"].get("lookup_tokens", recommendation.get("lookup_tokens")) or 0)
+
+
 def _check_branch_as_ranked(profile: HardwareProfile, options: MethodOptions, methods: dict[str, BenchMethod]) -> None:
-    """The profile ranked its tree with the prompt-lookup branch of its recommendation (its ``lookup_tokens``; 0 or
-    none: without one), and the best tree differs with and without it (where the branch matches it carries the cycle,
-    so a smaller tree wins with it). A method that takes the tree and drafts it the other way (no ``+lookup`` for a
-    tree ranked with the branch, or ``+lookup`` for one ranked without) would time a tree not ranked for it, as if it
-    were the profile's: refuse it, naming how to draft it as ranked and the ``@D/K/N`` that gives the method its own
-    tree (a tree of depth 0 drafts nothing: :func:`check_trees_draft` refuses it so)."""
-    tree = profile.recommendation["tree"]
-    branch = int(tree.get("lookup_tokens") or 0)
+    """The profile ranked its tree with the prompt-lookup branch (:func:`_ranked_branch`), or without, and the best
+    tree differs with and without it (where the branch matches it carries the cycle, so a smaller tree wins with it).
+    A method that takes the tree and drafts it the other way (no ``+lookup`` for a tree ranked with the branch,
+    ``+lookup`` for one ranked without) would time a tree not ranked for it, as if it were the profile's: refuse it,
+    naming the method that drafts it as ranked and the ``@D/K/N`` that gives it its own tree. The branch's length may
+    differ from the ranked one (``+lookupN``, ``--lookup_tokens``: comparing lengths is what they are for). A tree of
+    depth 0 with the branch is the branch alone: :func:`check_trees_draft` refuses a method without ``+lookup``."""
+    tree, branch = profile.recommendation["tree"], _ranked_branch(profile)
     other = [name for name, method in methods.items()
              if "tree_depth" in method.options_read(options) and isinstance(method, WithLookupBranch) != bool(branch)]
-    if not other or tree["depth"] == 0:
+    if not other or (tree["depth"] == 0 and branch):
         return
     shape = f"{tree['depth']}/{tree['top_k']}/{tree['total_tokens']}"
-    ranked, instead = (f"with its {branch}-token prompt-lookup branch", "without it") if branch else (
-        "without a prompt-lookup branch", "with one")
-    as_ranked = f"add {LOOKUP_SUFFIX} to {'it' if len(other) == 1 else 'them'}" if branch else f"drop {LOOKUP_SUFFIX}"
+    ranked = f"with its {branch}-token prompt-lookup branch" if branch else "without a prompt-lookup branch"
+    as_ranked = ", ".join(_with_branch(name) if branch else _LOOKUP_IN_NAME.sub("", name) for name in other)
     raise BenchError(
         f"--tree_profile {options.tree_profile} ranked its tree ({shape}) {ranked}, and {', '.join(other)} would "
-        f"draft it {instead}: a tree not ranked that way, timed as the profile's (the best tree differs with and "
-        f"without the branch). For the profile's recommendation, {as_ranked}; to time the other way too, give that "
-        f"method its own tree, e.g. eagle3@{shape}{'' if branch else LOOKUP_SUFFIX}."
+        f"draft it {'without one' if branch else 'with one'}: a tree not ranked that way (the best tree differs with "
+        f"and without the branch), timed as the profile's. Run {as_ranked} for the profile's recommendation; to time "
+        f"the other way too, give that method its own tree, e.g. {_with_own_tree(other[0], shape)}."
     )
+
+
+#: a method name's prompt-lookup suffix (``+lookup`` or ``+lookupN``)
+_LOOKUP_IN_NAME = re.compile(re.escape(LOOKUP_SUFFIX) + r"\d*")
+
+
+def _with_branch(name: str) -> str:
+    """``name`` with ``+lookup``, where the bench takes it: after any ``@D/K/N``, before ``+sized`` and ``+fp32``."""
+    suffixes = [name.find(suffix) for suffix in ("+sized", "+fp32") if suffix in name]
+    cut = min(suffixes, default=len(name))
+    return name[:cut] + LOOKUP_SUFFIX + name[cut:]
+
+
+def _with_own_tree(name: str, shape: str) -> str:
+    """``name`` with its own ``@D/K/N``: right after the method's base name, before every ``+`` suffix."""
+    cut = name.find("+") if "+" in name else len(name)
+    return f"{name[:cut]}@{shape}{name[cut:]}"
 
 
 def check_profile_cache_length(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:

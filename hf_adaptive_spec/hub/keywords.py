@@ -38,7 +38,7 @@ PLACEMENT_KEYWORDS = ("device_map", "device")
 def placement_fix(loaded: str) -> str:
     """The fix for a :data:`PLACEMENT_KEYWORDS` keyword given to a loader of the package, which loads on the CPU:
     ``loaded`` is the expression of what it loaded, to move after loading."""
-    return f"it loads on the CPU; move it after loading: {loaded}.to(device)"
+    return f"move it after loading, as {loaded}.to(device) (it loads on the CPU)"
 
 
 #: transformers' ``from_pretrained`` keywords that none of these artifacts uses, each with why (a sentence)

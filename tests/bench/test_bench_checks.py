@@ -46,13 +46,14 @@ def refused(argv: list[str], capsys) -> str:
     return capsys.readouterr().err
 
 
-def save_profile(file: Path, tree: dict | None = None, **measured) -> Path:
-    """A CPU float32 eager profile of one thread recommending ``tree`` (2/2/4 drafted every cycle by default)."""
+def save_profile(file: Path, tree: dict | None = None, lookup_tokens: int | None = None, **measured) -> Path:
+    """A CPU float32 eager profile of one thread recommending ``tree`` (2/2/4 drafted every cycle by default) and
+    ``lookup_tokens`` (default: the tree's, else none)."""
     tree = tree or {"depth": 2, "top_k": 2, "total_tokens": 4, "tau": 2.0, "tokens_per_second": 10.0}
+    branch = tree.get("lookup_tokens", 0) if lookup_tokens is None else lookup_tokens
     settings = {"device": "cpu", "dtype": "float32", "num_threads": 1, "context_length": 64, **measured}
     HardwareProfile(**settings, verify_tokens=[1, 8], verify_seconds=[1.0, 1.0],
-                    recommendation={"tree": tree, "policy": None, "lookup_tokens": tree.get("lookup_tokens", 0)},
-                    ).save(file)
+                    recommendation={"tree": tree, "policy": None, "lookup_tokens": branch}).save(file)
     return file
 
 
@@ -163,13 +164,16 @@ def test_a_tree_profile_drafts_its_tree_with_the_branch_it_was_ranked_with(quest
     argv = [*bench_argv(tmp_path / "model", questions_file, tmp_path / "run.json"), "--tree_profile", str(profile),
             "--eagle3_checkpoint", str(tmp_path / "drafter")]
     error = refused([*argv, "--methods", "stock,eagle3,eagle3+lookup"], capsys)
-    assert "(1/4/5) with its 4-token prompt-lookup branch, and eagle3 would draft it without it" in error
-    assert "add +lookup to it" in error and "e.g. eagle3@1/4/5." in error
-    assert LOADED in refused([*argv, "--methods", "stock,eagle3+lookup,eagle3@1/4/5"], capsys)  # its own tree
+    assert "(1/4/5) with its 4-token prompt-lookup branch, and eagle3 would draft it without one" in error
+    assert "Run eagle3+lookup for the profile's recommendation" in error and "e.g. eagle3@1/4/5." in error
+    assert "Run tree+lookup+sized for" in refused([*argv, "--methods", "stock,tree+sized"], capsys)
+    assert LOADED in refused([*argv, "--methods", "stock,eagle3+lookup,eagle3@1/4/5,tree+lookup2"], capsys)
+    save_profile(profile, {key: value for key, value in with_branch.items() if key != "lookup_tokens"}, 4)
+    assert "eagle3 would draft it without one" in refused([*argv, "--methods", "stock,eagle3"], capsys)  # older
     save_profile(profile)  # ranked without the branch
-    error = refused([*argv, "--methods", "stock,tree,eagle3+lookup"], capsys)
-    assert "(2/2/4) without a prompt-lookup branch, and eagle3+lookup would draft it with one" in error
-    assert "drop +lookup" in error and "e.g. eagle3@2/2/4+lookup." in error
+    error = refused([*argv, "--methods", "stock,tree,eagle3+lookup3+sized"], capsys)
+    assert "(2/2/4) without a prompt-lookup branch, and eagle3+lookup3+sized would draft it with one" in error
+    assert "Run eagle3+sized for" in error and "e.g. eagle3@2/2/4+lookup3+sized." in error
     assert LOADED in refused([*argv, "--methods", "stock,tree,eagle3"], capsys)
 
 

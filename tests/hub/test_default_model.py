@@ -253,9 +253,10 @@ def test_an_attention_that_takes_no_tree_mask_is_refused_at_load(implementation,
 @pytest.mark.parametrize("keywords, fix", [
     ({"torch_dtype": torch.bfloat16}, "does not take torch_dtype=: for torch_dtype=, pass dtype="),
     ({"torch_dtype": torch.bfloat16, "device": "cuda"},
-     "does not take torch_dtype=, device=: for torch_dtype=, pass dtype=.*; it loads on the CPU"),
+     r"does not take torch_dtype=, device=: for torch_dtype=, pass dtype=.*; for device=, move it after loading"),
     ({"device_map": "auto"},
-     r"does not take device_map=: it loads on the CPU; move it after loading: \w+\(\.\.\.\)\[0\]\.to\(device\)"),
+     r"does not take device_map=: for device_map=, move it after loading, as \w+\(\.\.\.\)\[0\]\.to\(device\) "
+     r"\(it loads on the CPU\)\."),
     ({"revison": "main"}, "does not take revison=: it takes dtype= and attn_implementation= only"),
 ])
 def test_a_keyword_the_loaders_do_not_take_is_refused_naming_the_fix(keywords, fix, monkeypatch):

@@ -199,10 +199,11 @@ def curve_points_shown(script_args: Eagle3ScriptArguments, training_args: Eagle3
 def build_drafter(script_args: Eagle3ScriptArguments, training_args: Eagle3Config, target, samples,
                   resumed: str | None) -> Eagle3DraftModel:
     """The drafter to train, in float32 whatever the target's dtype: a resumed run's checkpoint's (``resumed``, as
-    :func:`~..resume.resumed_checkpoint` finds it: its shape and draft vocabulary, since the data a stream has grown
-    since would build another vocabulary), ``init_from``'s (widened to ``draft_intermediate_size`` and
-    ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are larger), or a new one with the
-    configured vocabulary, width, depth and starting point, its random weights drawn from ``training_args.seed``."""
+    :func:`~hf_adaptive_spec.training.resume.resumed_checkpoint` finds it: its shape and draft vocabulary, as the data
+    a stream has grown meanwhile would build another vocabulary), ``init_from``'s (widened to
+    ``draft_intermediate_size`` and ``draft_vocab_size``, deepened to ``draft_num_hidden_layers``, where those are
+    larger), or a new one with the configured vocabulary, width, depth and starting point, its random weights drawn
+    from ``training_args.seed``."""
     width, vocab_size = training_args.draft_intermediate_size, training_args.draft_vocab_size
     depth = training_args.draft_num_hidden_layers
     if resumed:  # the Trainer loads its weights again as it resumes
