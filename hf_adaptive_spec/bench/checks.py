@@ -17,7 +17,14 @@ from ..default_model import DEFAULT_MODEL_ID, resolve_device
 from ..profiling import HardwareProfile, recommended_buckets, recommended_lookup_tokens, recommended_tree
 from .arguments import BenchArguments, MethodOptions, sampling_kwargs
 from .errors import BenchError
-from .methods import METHODS, BenchMethod
+from .methods import (
+    FLOAT32_SUFFIX,
+    METHODS,
+    SIZED_SUFFIX,
+    TREE_SHAPE_SEPARATOR,
+    BenchMethod,
+    registered_name,
+)
 from .methods.lookup_branch import LOOKUP_SUFFIX, WithLookupBranch
 from .methods.stock import Stock
 from .progress import progress_path_for, read_progress
@@ -165,15 +172,15 @@ _LOOKUP_IN_NAME = re.compile(re.escape(LOOKUP_SUFFIX) + r"\d*")
 
 def _with_branch(name: str) -> str:
     """``name`` with ``+lookup``, where the bench takes it: after any ``@D/K/N``, before ``+sized`` and ``+fp32``."""
-    suffixes = [name.find(suffix) for suffix in ("+sized", "+fp32") if suffix in name]
+    suffixes = [name.find(suffix) for suffix in (SIZED_SUFFIX, FLOAT32_SUFFIX) if suffix in name]
     cut = min(suffixes, default=len(name))
     return name[:cut] + LOOKUP_SUFFIX + name[cut:]
 
 
 def _with_own_tree(name: str, shape: str) -> str:
-    """``name`` with its own ``@D/K/N``: right after the method's base name, before every ``+`` suffix."""
-    cut = name.find("+") if "+" in name else len(name)
-    return f"{name[:cut]}@{shape}{name[cut:]}"
+    """``name`` with its own ``@D/K/N``: right after the method's registered name, before every suffix."""
+    registered = registered_name(name)
+    return f"{registered}{TREE_SHAPE_SEPARATOR}{shape}{name[len(registered):]}"
 
 
 def check_profile_cache_length(options: MethodOptions, methods: dict[str, BenchMethod]) -> None:

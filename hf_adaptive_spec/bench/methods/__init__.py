@@ -53,7 +53,7 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     Raises:
         UnknownMethodError: for a name that is not registered, listing the known ones.
     """
-    unknown = [name for name in names if _registered_name(name) not in METHODS]
+    unknown = [name for name in names if registered_name(name) not in METHODS]
     if unknown:
         raise UnknownMethodError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; known methods: {', '.join(METHODS)} "
@@ -65,7 +65,7 @@ def build_methods(names: list[str]) -> dict[str, BenchMethod]:
     return {name: _instantiate(name) for name in ordered}
 
 
-def _registered_name(name: str) -> str:
+def registered_name(name: str) -> str:
     """The registry name in ``<method>[@D/K/N][+lookup[N]][+sized][+fp32]``."""
     return split_lookup(
         name.removesuffix(FLOAT32_SUFFIX).removesuffix(SIZED_SUFFIX)
@@ -79,7 +79,7 @@ def _instantiate(name: str) -> BenchMethod:
         return method
     base_name = name.removesuffix(SIZED_SUFFIX)
     shaped_name, lookup, lookup_tokens = split_lookup(base_name)
-    method = METHODS[_registered_name(name)]()
+    method = METHODS[registered_name(name)]()
     shape = _tree_shape(shaped_name, method) if TREE_SHAPE_SEPARATOR in shaped_name else None
     if lookup:
         method = WithLookupBranch(method, lookup_tokens)
