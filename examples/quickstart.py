@@ -27,7 +27,8 @@ hardware profile (``hf-adaptive-spec profile --recording REC``): ``hfas.recommen
 ``hfas.recommended_buckets``, as a script should. Without it (and without ``--tree``) the profile ``profile`` writes
 by default (``hfas.profiling.default_profile_path()``) is used when there is one; with none, on a CPU without bfloat16
 matrix instructions (AVX2, AVX512), the script says that its default tree is measured slower than stock there in
-bfloat16, and that ``--dtype float32`` is not (results/README.md, "Float32 on this CPU").
+bfloat16, and that ``--dtype float32`` is not (results/README.md, "Float32 on this CPU" and "An AVX-512 Xeon without
+bfloat16 matrix instructions").
 """
 
 from __future__ import annotations
@@ -66,16 +67,18 @@ def _timed(model, input_ids, **kwargs) -> tuple[list[int], float, object]:
 
 
 def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
-    """On a CPU that converts bfloat16 to multiply it, a tree's verification costs about one forward per token: the
-    default tree, chosen where it costs about one, runs slower than compiled stock there (results/README.md)."""
+    """On a CPU that converts bfloat16 to multiply it, a tree's verification costs several one-token forwards (8
+    tokens: 3.85x one on an AVX2-only EPYC, 2.25x on an AVX-512 Xeon): the default tree, chosen where it costs about
+    one, ran slower than compiled stock on the EPYC (results/README.md)."""
     instruction_set = cpu_instruction_set() if model.device.type == "cpu" else None
     if converts_bfloat16(dtype, instruction_set):
         print(f"note: this CPU ({instruction_set}) has no bfloat16 matrix instructions, where the default tree "
-              f"{TREE} is measured slower than stock. Profile it (`hf-adaptive-spec record` then "
+              f"{TREE} was measured slower than stock (AVX2). Profile it (`hf-adaptive-spec record` then "
               "`hf-adaptive-spec profile --dtype bfloat16 --compile --recording REC --buckets 2,3,4,8 --lookup-tokens "
               "0,1,2,4`, README) and run "
-              "again: the profile is then used. Or run --dtype float32: on such a CPU the float32 engine is measured "
-              "as fast as the bfloat16 recommendation, and lossless.\n")
+              "again: the profile is then used. Or run --dtype float32: the float32 engine is lossless, and measured "
+              "level with the bfloat16 recommendation on an AVX2-only EPYC and 1.49x it (1.85x compiled bfloat16 "
+              "stock) on an AVX-512 Xeon without AVX512-BF16.\n")
 
 
 def _default_profile_for(model, drafter) -> str | None:

@@ -366,6 +366,21 @@ def load_chat_model(
     return model, tokenizer
 
 
+def load_chat_model_for_option(
+    name_or_path: str | None, dtype: torch.dtype, needed_for: str, error_type: type[Exception]
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """:func:`load_chat_model` for a command's ``--model`` option: what fails to load (a folder not there, a Hub id
+    mistyped or not reachable offline, a tokenizer without a chat template) is raised as ``error_type`` naming the
+    option and the model, so the command reports it before any work."""
+    name = name_or_path or DEFAULT_MODEL_ID
+    try:
+        return load_chat_model(name_or_path, dtype, needed_for)
+    except (OSError, ImportError) as error:
+        raise error_type(f"--model {name}: cannot load it: {error}") from error
+    except NoChatTemplateError as error:
+        raise error_type(f"--model {name}: {error}") from error
+
+
 def model_folder_or_hub_id(name_or_path: str) -> str:
     """``name_or_path`` as ``from_pretrained`` takes it (a home folder expanded), refusing a path that does not exist:
     one written as a path (absolute, starting with ``./``, ``../`` or ``~``, or of more parts than a Hub id's

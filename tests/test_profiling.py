@@ -12,6 +12,7 @@ from tiny_models import prompt, tiny_model
 from transformers import AutoModelForCausalLM
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec import default_model
 from hf_adaptive_spec.checkpoints import shipped_checkpoint
 from hf_adaptive_spec.profiling import HardwareProfile, measure_in_generate, measure_verification, recommended_tree
 
@@ -276,6 +277,9 @@ def test_the_profile_says_when_bfloat16_has_no_matrix_instructions(dtype, instru
     lines = instruction_set_lines(profile)
     assert lines[0] == f"instruction set: {instruction_set}"
     assert any("no bfloat16 matrix instructions" in line for line in lines) == warned
+    timed = HardwareProfile(device="cpu", dtype=dtype, num_threads=2, context_length=16, verify_tokens=[1, 4, 8, 16],
+                            verify_seconds=[0.04, 0.06, 0.09, 0.13], instruction_set=instruction_set)
+    assert any("(here 8 tokens cost 2.25x one token's)" in line for line in instruction_set_lines(timed)) == warned
     on_gpu = HardwareProfile(device="cuda", dtype=dtype, num_threads=2, context_length=16, verify_tokens=[1],
                              verify_seconds=[0.01])
     assert instruction_set_lines(on_gpu) == []
@@ -1072,8 +1076,8 @@ def test_profile_times_on_the_device_asked_for_and_records_it(tmp_path, monkeypa
         model.to = lambda device: moved_to.append(device) or move(device)
         return model, tokenizer
 
-    cli_load_model = cli.load_chat_model
-    monkeypatch.setattr(cli, "load_chat_model", load_and_watch)
+    cli_load_model = default_model.load_chat_model  # what the profile's --model loader calls
+    monkeypatch.setattr(default_model, "load_chat_model", load_and_watch)
     assert cli.main(["--model", str(folder), "--json", str(out), "--device", "cpu", "--verify-tokens", "1,4",
                      "--repeats", "1", "--context-length", "16", "--drafter-layers", "2"]) == 0
     assert moved_to == [torch.device("cpu")] and HardwareProfile.load(out).device == "cpu"
@@ -1089,7 +1093,7 @@ def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(device, m
     from hf_adaptive_spec.profiling import cli
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, as this one may not be
-    monkeypatch.setattr(cli, "load_chat_model",
+    monkeypatch.setattr(default_model, "load_chat_model",
                         lambda *args: pytest.fail("the model loaded before --device was checked"))
     with pytest.raises(SystemExit):
         cli.main(["--device", device, "--verify-tokens", "1,4"])
@@ -1151,7 +1155,7 @@ def test_what_fails_once_the_model_loads_fails_in_one_line_before_any_timing(cas
 
         def unreachable(name, dtype, needed_for):
             raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
-        monkeypatch.setattr(cli, "load_chat_model", unreachable)
+        monkeypatch.setattr(default_model, "load_chat_model", unreachable)
     for timing in ("measure_static_verification", "measure_in_generate"):
         monkeypatch.setattr(cli, timing, lambda *args, **kwargs: pytest.fail("timed before the checks"))
     assert cli.main(argv) == 2

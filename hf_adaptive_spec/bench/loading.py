@@ -19,13 +19,7 @@ def load_model(
     Raises:
         BenchError: when the model cannot be loaded or its tokenizer has no chat template.
     """
-    name = name_or_path or default_model.DEFAULT_MODEL_ID
-    try:
-        model, tokenizer = default_model.load_chat_model(
-            name_or_path, DTYPES[dtype], "the bench prompts it with each question's chat turns"
-        )
-    except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
-        raise BenchError(f"--model {name}: cannot load it: {error}") from error
-    except default_model.NoChatTemplateError as error:
-        raise BenchError(f"--model {name}: {error}") from error
+    model, tokenizer = default_model.load_chat_model_for_option(
+        name_or_path, DTYPES[dtype], "the bench prompts it with each question's chat turns", BenchError
+    )
     return model.to(device).eval(), tokenizer

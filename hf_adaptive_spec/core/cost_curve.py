@@ -104,15 +104,16 @@ NO_BFLOAT16_MATRIX = ("AVX512", "AVX2")
 
 def converts_bfloat16(dtype: str, instruction_set: str | None) -> bool:
     """Whether a ``dtype`` forward on a processor with ``instruction_set`` converts bfloat16 and multiplies it in
-    float32: a forward over n tokens then costs about n times one token's, and a draft tree pays for little."""
+    float32: a forward over n tokens then costs several of one token's (8 tokens, compiled: 3.85x on an AVX2-only
+    EPYC, 2.25x on an AVX-512 Xeon without AVX512-BF16), and a draft tree pays for little."""
     return dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX
 
 
 def cpu_instruction_set() -> str:
     """The best matrix instruction set this CPU offers PyTorch: ``"AMX"`` or ``"AVX512-BF16"`` multiply bfloat16
-    in hardware, ``"AVX512"`` and ``"AVX2"`` convert it and multiply in float32. A forward over n tokens in
-    bfloat16 costs about one token's with the first two and about n times more without (2-core AMD EPYC,
-    SmolLM2 compiled: 8 tokens 1.03x one token on the machine of the results, 3.85x on an AVX2-only one).
+    in hardware, ``"AVX512"`` and ``"AVX2"`` convert it and multiply in float32. A forward over a few tokens in
+    bfloat16 costs about one token's with the first two and several without (2 cores, SmolLM2 compiled, 8 tokens
+    against one: 1.03x on an AVX512-BF16 EPYC, 1.43x on an AMX Xeon, 2.25x on an AVX512 Xeon, 3.85x on an AVX2 EPYC).
     Recorded with every bench run, profile and cost curve; torch's capability name where none of its checks
     exist."""
     for name, check in _INSTRUCTION_SETS:

@@ -11,7 +11,7 @@ from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
 from ..core.cost_curve import converts_bfloat16, instruction_set_of
-from ..default_model import DEFAULT_MODEL_ID, NoChatTemplateError, load_chat_model
+from ..default_model import DEFAULT_MODEL_ID, load_chat_model_for_option
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..drafters.base import Drafter
 from ..environments import load_recording
@@ -218,17 +218,30 @@ def ranked_lookup_counts(parser: argparse.ArgumentParser, profile: HardwareProfi
 
 
 def instruction_set_lines(profile: HardwareProfile) -> list[str]:
-    """A CPU's matrix instruction set, and what it means for bfloat16 (``cpu_instruction_set``)."""
+    """A CPU's matrix instruction set, and what it means for bfloat16 (``cpu_instruction_set``), with what this
+    profile measured a many-token forward to cost."""
     if profile.instruction_set is None:
         return []
     lines = [f"instruction set: {profile.instruction_set}"]
     if converts_bfloat16(profile.dtype, profile.instruction_set):
         lines.append(
-            "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): a forward over n tokens costs about n "
-            "times one token's in bfloat16, so a draft tree pays for little of itself; profile --dtype float32 too (on "
-            "an AVX2-only EPYC the float32 engine, lossless, ran 1.32x compiled bfloat16 stock: results/README.md)"
+            "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts bfloat16 and multiplies in "
+            f"float32, so a forward over many tokens costs several of one token's{measured_many_token_cost(profile)} "
+            "and a draft tree pays for little of itself; profile --dtype float32 too (the float32 engine, lossless, "
+            "ran 1.32x compiled bfloat16 stock on an AVX2-only EPYC: results/README.md)"
         )
     return lines
+
+
+def measured_many_token_cost(profile: HardwareProfile) -> str:
+    """`` (here 8 tokens cost 2.25x one token's)``: the largest verification size up to 8 this profile timed against
+    one token, or nothing when it timed no such pair (8 tokens: 3.85x on an AVX2-only EPYC, 2.25x on an AVX-512 Xeon
+    without AVX512-BF16, 1.43x on an AMX Xeon; results/README.md)."""
+    seconds = dict(zip(profile.verify_tokens, profile.verify_seconds))
+    many = max((n for n in seconds if 1 < n <= 8), default=None)
+    if 1 not in seconds or many is None:
+        return ""
+    return f" (here {many} tokens cost {seconds[many] / seconds[1]:.2f}x one token's)"
 
 
 def time_the_recorded_pair(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -313,14 +326,10 @@ def load_timed_pair(args: argparse.Namespace) -> tuple[PreTrainedModel, Drafter,
     fails once they load (a model not found or not reachable, a tokenizer without a chat template, a drafter built
     for another target, more early-exit layers than the target has) fails here, before minutes of timing and
     compiling, as a :class:`ProfileSetupError` naming the option."""
-    name = args.model or DEFAULT_MODEL_ID
-    try:
-        model, tokenizer = load_chat_model(args.model, getattr(torch, args.dtype),
-                                           "the profile times a chat-templated prompt (as `record` prompts the model)")
-    except (OSError, ImportError) as error:  # a folder not there, a Hub id mistyped or not reachable offline
-        raise ProfileSetupError(f"--model {name}: cannot load it: {error}") from error
-    except NoChatTemplateError as error:
-        raise ProfileSetupError(f"--model {name}: {error}") from error
+    model, tokenizer = load_chat_model_for_option(
+        args.model, getattr(torch, args.dtype),
+        "the profile times a chat-templated prompt (as `record` prompts the model)", ProfileSetupError,
+    )
     model = enable(model.to(args.device))
     try:
         drafter = (Eagle3Drafter.from_pretrained(args.eagle3, target=model) if args.eagle3

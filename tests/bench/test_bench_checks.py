@@ -208,8 +208,9 @@ def test_a_tree_profile_timed_in_another_cache_length_is_refused_for_the_runs_on
 
 
 def test_a_model_without_a_chat_template_or_not_there_is_refused_naming_model(bench_model_dir, tmp_path, monkeypatch):
-    """The bench and the profile each had their own loader and words; they share default_model.load_chat_model now,
-    so the bench's refusals name --model and the fix as the profile's do (the bench's had no test)."""
+    """The bench and the profile each had their own loader and words; they share
+    default_model.load_chat_model_for_option now, so the bench's refusals name --model and the fix as the profile's do
+    (the bench's had no test)."""
     import shutil
 
     folder = tmp_path / "no-template"
