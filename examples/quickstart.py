@@ -77,7 +77,7 @@ def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
               "`hf-adaptive-spec profile --dtype bfloat16 --compile --recording REC --buckets 2,3,4,8 --lookup-tokens "
               "0,1,2,4`, README) and run "
               "again: the profile is then used. Or run --dtype float32: the float32 engine is lossless, and measured "
-              "level with the bfloat16 recommendation on an AVX2-only EPYC and 1.49x it (1.85x compiled bfloat16 "
+              "level with the bfloat16 recommendation on an AVX2-only EPYC and 1.49x it (1.89x compiled bfloat16 "
               "stock) on an AVX-512 Xeon without AVX512-BF16.\n")
 
 

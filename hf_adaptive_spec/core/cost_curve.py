@@ -109,6 +109,28 @@ def converts_bfloat16(dtype: str, instruction_set: str | None) -> bool:
     return dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX
 
 
+#: what the lossless float32 engine measured against compiled bfloat16 stock on CPUs that convert bfloat16 (2 cores,
+#: SmolLM2, Spec-Bench, tree 2/4/8 + the 4-token prompt-lookup branch; results/README.md, sessions 55 and 97)
+FLOAT32_ENGINE_MEASURED = (
+    "the float32 engine, lossless, ran 1.89x compiled bfloat16 stock on an AVX-512 Xeon without AVX512-BF16 and "
+    "1.32x on an AVX2-only EPYC: results/README.md"
+)
+
+
+def bfloat16_conversion_hint(curve: CostCurve) -> str | None:
+    """For a bfloat16 call on a CPU that converts bfloat16 (:func:`converts_bfloat16`), what the engine says once: the
+    float32 engine was measured faster on such CPUs, and how to use it. None for any other curve."""
+    if curve.device != "cpu" or not converts_bfloat16(curve.dtype, curve.instruction_set):
+        return None
+    return (
+        f"This CPU ({curve.instruction_set}) has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts "
+        "bfloat16 and multiplies in float32, so verifying a draft tree costs several one-token forwards and "
+        f"speculation gains little in bfloat16 here ({FLOAT32_ENGINE_MEASURED}). Load the model in float32 (no "
+        "dtype) and use StaticTreePolicy(depth=2, top_k=4, total_tokens=8) with prompt_lookup_num_tokens=4, or run "
+        "`hf-adaptive-spec profile --dtype float32 --compile` to choose for this machine."
+    )
+
+
 def cpu_instruction_set() -> str:
     """The best matrix instruction set this CPU offers PyTorch: ``"AMX"`` or ``"AVX512-BF16"`` multiply bfloat16
     in hardware, ``"AVX512"`` and ``"AVX2"`` convert it and multiply in float32. A forward over a few tokens in

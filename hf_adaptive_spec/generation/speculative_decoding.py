@@ -15,7 +15,7 @@ from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging
 
 from ..core.cache_contents import check_continuation, remember_tokens
-from ..core.cost_curve import CostCurve, cost_curve_mismatch
+from ..core.cost_curve import CostCurve, bfloat16_conversion_hint, cost_curve_mismatch
 from ..core.drafter_identity import drafter_mismatch
 from ..core.exclusive import exclusive_use
 from ..core.kv_cache import prepare_cache_for_trees
@@ -206,7 +206,7 @@ class _Decoder:
 
     def _report_policy_fit(self, stats: SpeculationStats) -> None:
         """Name this call's cost curve; report a policy trained on another one, with another drafter or with
-        another prompt-lookup branch (and warn once of each)."""
+        another prompt-lookup branch, and a bfloat16 call on a CPU that converts bfloat16 (warn once of each)."""
         path = "compiled" if stats.compiled else "static" if stats.cache == "static" else "eager"
         running = CostCurve.of(self.model.device, self.model.dtype, path)
         stats.cost_curve = str(running)
@@ -225,7 +225,9 @@ class _Decoder:
         stats.policy_lookup_mismatch = lookup_mismatch(
             policy_name, trained_with, self.lookup.num_tokens, trained_ngram_size, self.lookup.ngram_size, learned
         )
-        for report in (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch, stats.policy_lookup_mismatch):
+        reports = (stats.policy_cost_curve_mismatch, stats.policy_drafter_mismatch, stats.policy_lookup_mismatch,
+                   bfloat16_conversion_hint(running))
+        for report in reports:
             if report:
                 logger.warning_once(report)
 
