@@ -42,7 +42,7 @@ from transformers import StaticCache
 import hf_adaptive_spec as hfas
 from hf_adaptive_spec.core import common_prefix_length
 from hf_adaptive_spec.core.compiled import inductor_settings
-from hf_adaptive_spec.core.cost_curve import converts_bfloat16, cpu_instruction_set
+from hf_adaptive_spec.core.cost_curve import FLOAT32_ENGINE_MEASURED, converts_bfloat16, cpu_instruction_set
 from hf_adaptive_spec.core.timing import timed
 from hf_adaptive_spec.profiling import default_profile_path
 
@@ -76,9 +76,8 @@ def _say_when_the_default_tree_is_slow(model, dtype: str) -> None:
               f"{TREE} was measured slower than stock (AVX2). Profile it (`hf-adaptive-spec record` then "
               "`hf-adaptive-spec profile --dtype bfloat16 --compile --recording REC --buckets 2,3,4,8 --lookup-tokens "
               "0,1,2,4`, README) and run "
-              "again: the profile is then used. Or run --dtype float32: the float32 engine is lossless, and measured "
-              "level with the bfloat16 recommendation on an AVX2-only EPYC and 1.49x it (1.89x compiled bfloat16 "
-              "stock) on an AVX-512 Xeon without AVX512-BF16.\n")
+              f"again: the profile is then used. Or run --dtype float32: {FLOAT32_ENGINE_MEASURED} (level with the "
+              "bfloat16 recommendation on the EPYC, 1.49x it on the Xeon).\n")
 
 
 def _default_profile_for(model, drafter) -> str | None:

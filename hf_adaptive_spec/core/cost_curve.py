@@ -109,6 +109,10 @@ def converts_bfloat16(dtype: str, instruction_set: str | None) -> bool:
     return dtype == "bfloat16" and instruction_set in NO_BFLOAT16_MATRIX
 
 
+#: what such a CPU does with bfloat16, as the engine's hint and profile's note say it
+CONVERTS_BFLOAT16 = (
+    "has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts bfloat16 and multiplies in float32"
+)
 #: what the lossless float32 engine measured against compiled bfloat16 stock on CPUs that convert bfloat16 (2 cores,
 #: SmolLM2, Spec-Bench, tree 2/4/8 + the 4-token prompt-lookup branch; results/README.md, sessions 55 and 97)
 FLOAT32_ENGINE_MEASURED = (
@@ -123,8 +127,8 @@ def bfloat16_conversion_hint(curve: CostCurve) -> str | None:
     if curve.device != "cpu" or not converts_bfloat16(curve.dtype, curve.instruction_set):
         return None
     return (
-        f"This CPU ({curve.instruction_set}) has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts "
-        "bfloat16 and multiplies in float32, so verifying a draft tree costs several one-token forwards and "
+        f"This CPU ({curve.instruction_set}) {CONVERTS_BFLOAT16}, so verifying a draft tree costs several one-token "
+        "forwards and "
         f"speculation gains little in bfloat16 here ({FLOAT32_ENGINE_MEASURED}). Load the model in float32 (no "
         "dtype) and use StaticTreePolicy(depth=2, top_k=4, total_tokens=8) with prompt_lookup_num_tokens=4, or run "
         "`hf-adaptive-spec profile --dtype float32 --compile` to choose for this machine."

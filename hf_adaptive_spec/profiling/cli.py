@@ -10,7 +10,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ..checkpoints import shipped_checkpoint
-from ..core.cost_curve import FLOAT32_ENGINE_MEASURED, converts_bfloat16, instruction_set_of
+from ..core.cost_curve import CONVERTS_BFLOAT16, FLOAT32_ENGINE_MEASURED, converts_bfloat16, instruction_set_of
 from ..default_model import DEFAULT_MODEL_ID, load_chat_model_for_option
 from ..drafters import CausalLMDrafter, Eagle3Drafter
 from ..drafters.base import Drafter
@@ -225,8 +225,8 @@ def instruction_set_lines(profile: HardwareProfile) -> list[str]:
     lines = [f"instruction set: {profile.instruction_set}"]
     if converts_bfloat16(profile.dtype, profile.instruction_set):
         lines.append(
-            "this CPU has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts bfloat16 and multiplies in "
-            f"float32, so a forward over many tokens costs several of one token's{measured_many_token_cost(profile)} "
+            f"this CPU {CONVERTS_BFLOAT16}, so a forward over many tokens costs several of one token's"
+            f"{measured_many_token_cost(profile)} "
             f"and a draft tree pays for little of itself; profile --dtype float32 too ({FLOAT32_ENGINE_MEASURED})"
         )
     return lines
