@@ -58,7 +58,7 @@ class BenchArguments:
         metadata={
             "help": "Comma-separated methods; `stock` is always run as the reference. `<method>@D/K/N` runs tree, "
             "eagle3 or eagle3-candidate on its own tree (depth D, top-k K, N tokens), then +lookup, then +sized, then "
-            "+fp32 (below float32: the method on a float32 copy of the model, with the default verification buckets)."
+            "+fp32 (below float32: the method on a float32 copy of the model, in --fp32_verify_buckets)."
         },
     )
     limit: int | None = field(default=None, metadata={"help": "Run only the first N questions."})
@@ -171,6 +171,8 @@ class MethodOptions:
             question's first turn is refused before the run, with the questions and the length they need.
         verify_buckets: the fast path's verification sizes (``hfas.fast_path(model, buckets=...)``), e.g.
             ``2,3,4,8``; default: ``tree_profile``'s when given, else the engine's ``8,12,16,32``.
+        fp32_verify_buckets: the same for the float32 copy ``+fp32`` methods decode with (their dtype's cost curve,
+            e.g. a float32 profile's buckets); default: the engine's ``8,12,16,32``.
     """
 
     _argument_group_name = "methods"
@@ -256,11 +258,22 @@ class MethodOptions:
                                 "--tree_profile's, else the engine's 8,12,16,32)."}
     )
 
+    fp32_verify_buckets: str | None = field(
+        default=None, metadata={"help": "--compile: the verification buckets of the float32 copy that +fp32 methods "
+                                "decode with, e.g. a float32 profile's 2,3,5,8,12,16,32 (default: the engine's "
+                                "8,12,16,32)."}
+    )
+
     @property
     def bucket_sizes(self) -> tuple[int, ...] | None:
         """``verify_buckets`` as distinct ascending sizes of at least 2 (None: not given; ValueError names a bad
         one)."""
         return None if self.verify_buckets is None else buckets_from_text(self.verify_buckets)
+
+    @property
+    def fp32_bucket_sizes(self) -> tuple[int, ...] | None:
+        """``fp32_verify_buckets`` read as :attr:`bucket_sizes` reads ``verify_buckets``."""
+        return None if self.fp32_verify_buckets is None else buckets_from_text(self.fp32_verify_buckets)
 
 
 def split_csv(text: str) -> list[str]:

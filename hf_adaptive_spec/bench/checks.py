@@ -204,15 +204,18 @@ def check_profile_cache_length(options: MethodOptions, methods: dict[str, BenchM
     )
 
 
-def _buckets_verified_in(options: MethodOptions, methods: dict[str, BenchMethod]) -> bool:
+def _buckets_verified_in(options: MethodOptions, methods: dict[str, BenchMethod], in_float32: bool = False) -> bool:
     """Whether some method verifies in the buckets set on the run's model (``--verify_buckets``, or the profile's):
-    an engine method on ``--compile``'s path. A ``+fp32`` method decodes with the float32 copy, which keeps the
-    engine's default buckets."""
-    return options.compile and any(method.runs_engine and not method.in_float32 for method in methods.values())
+    an engine method on ``--compile``'s path. With ``in_float32``: in those set on the float32 copy that ``+fp32``
+    methods decode with (``--fp32_verify_buckets``)."""
+    return options.compile and any(method.runs_engine and method.in_float32 == in_float32
+                                   for method in methods.values())
 
 
 #: options every method reads (or the run itself: the fast path's are checked by :func:`check_fast_path_options`)
-RUN_WIDE_OPTIONS = ("max_new_tokens", "temperature", "compile", "max_cache_len", "verify_buckets", "tree_profile")
+RUN_WIDE_OPTIONS = (
+    "max_new_tokens", "temperature", "compile", "max_cache_len", "verify_buckets", "fp32_verify_buckets", "tree_profile"
+)
 
 
 def options_given(options: MethodOptions) -> list[str]:
@@ -393,12 +396,18 @@ def check_fast_path_options(args: BenchArguments, options: MethodOptions, method
                          "add --compile or stock-compiled, or drop it")
     if options.verify_buckets is not None and not _buckets_verified_in(options, methods):
         raise BenchError("--verify_buckets sets the verification sizes of this package's methods on the compiled fast "
-                         "path, and none runs there with the run's model (a +fp32 method keeps the float32 copy's "
-                         "default buckets): add --compile and a tree or eagle3 method, or drop it")
-    try:
-        _ = options.bucket_sizes  # parses --verify_buckets
-    except ValueError as error:
-        raise BenchError(f"--verify_buckets: {error}") from error
+                         "path, and none runs there with the run's model (a +fp32 method decodes with the float32 "
+                         "copy, whose buckets --fp32_verify_buckets sets): add --compile and a tree or eagle3 method, "
+                         "or drop it")
+    if options.fp32_verify_buckets is not None and not _buckets_verified_in(options, methods, in_float32=True):
+        raise BenchError("--fp32_verify_buckets sets the verification sizes of the float32 copy that +fp32 methods "
+                         "decode with on the compiled fast path, and no selected method runs there: add --compile and "
+                         "a tree or eagle3 method with +fp32 (in a run of another --dtype), or drop it")
+    for flag, sizes in (("--verify_buckets", "bucket_sizes"), ("--fp32_verify_buckets", "fp32_bucket_sizes")):
+        try:
+            _ = getattr(options, sizes)  # parses the flag's text
+        except ValueError as error:
+            raise BenchError(f"{flag}: {error}") from error
     if fast and args.warmup == 0:
         raise BenchError(f"--warmup 0 would time the compile of {', '.join(fast)} in its first turn: pass --warmup 2 "
                          "(a compiled method's compile time is its first warm-up call's over its last)")

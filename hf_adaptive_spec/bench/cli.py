@@ -206,7 +206,8 @@ class RunModels:
 
 def _load_models(args: BenchArguments, options: MethodOptions, methods: dict, device: torch.device) -> RunModels:
     """Load the run's models. ``--verify_buckets`` (or the profile's) are set on the run's model: they were chosen for
-    its dtype's cost curve, and ``+fp32`` methods keep the default buckets."""
+    its dtype's cost curve; ``--fp32_verify_buckets`` on the float32 copy ``+fp32`` methods decode with (default: the
+    engine's buckets)."""
     in_float32 = [name for name, method in methods.items() if method.in_float32]
     if in_float32 and args.dtype == "float32":
         raise BenchError(f"{', '.join(in_float32)}: +fp32 runs a method in float32 in a run of another dtype, and this "
@@ -218,6 +219,8 @@ def _load_models(args: BenchArguments, options: MethodOptions, methods: dict, de
         fp32_model = load_model(args.model, "float32", model.device)[0]
     if options.bucket_sizes:
         fast_path(model, buckets=options.bucket_sizes)
+    if options.fp32_bucket_sizes:  # checked: some +fp32 method decodes on the fast path, so the copy is loaded
+        fast_path(fp32_model, buckets=options.fp32_bucket_sizes)
     return RunModels(model, tokenizer, fp32_model, measures_agreement, bool(in_float32))
 
 

@@ -184,8 +184,22 @@ def test_verify_buckets_no_model_that_decodes_takes_are_refused(questions_file: 
     argv = [*bench_argv(tmp_path / "model", questions_file, tmp_path / "run.json"), "--dtype", "bfloat16",
             "--compile", "--verify_buckets", "2,4"]
     error = refused([*argv, "--methods", "stock,tree+fp32"], capsys)
-    assert "--verify_buckets sets the verification sizes" in error and "a +fp32 method keeps" in error
+    assert "--verify_buckets sets the verification sizes" in error and "--fp32_verify_buckets sets" in error
     assert LOADED in refused([*argv, "--methods", "stock,tree,tree+fp32"], capsys)
+
+
+def test_fp32_verify_buckets_without_a_float32_engine_method_are_refused(questions_file: Path, tmp_path: Path, capsys,
+                                                                         no_loading):
+    """Set on the float32 copy, which only +fp32 engine methods on the compiled path decode with: refused without
+    one (the report would list buckets no method verified in), and a size below 2 is refused by name."""
+    argv = [*bench_argv(tmp_path / "model", questions_file, tmp_path / "run.json"), "--dtype", "bfloat16",
+            "--fp32_verify_buckets", "2,5"]
+    error = refused([*argv, "--compile", "--methods", "stock,tree"], capsys)
+    assert "--fp32_verify_buckets sets the verification sizes of the float32 copy" in error
+    assert "--fp32_verify_buckets sets" in refused([*argv, "--methods", "stock,tree+fp32"], capsys)  # eager
+    assert LOADED in refused([*argv, "--compile", "--methods", "stock,tree+fp32"], capsys)
+    bad = refused([*argv[:-1], "1,5", "--compile", "--methods", "stock,tree+fp32"], capsys)
+    assert "--fp32_verify_buckets: Buckets 1,5" in bad and "give sizes >= 2" in bad
 
 
 def test_a_tree_profile_timed_in_another_cache_length_is_refused_for_the_runs_one_cache(

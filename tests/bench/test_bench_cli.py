@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hf_adaptive_spec import cli as top_level
 from hf_adaptive_spec.bench.arguments import MethodOptions
@@ -594,6 +595,28 @@ def _a_compiled_run_takes_the_profiles_buckets(argv, profile, tree, monkeypatch)
     assert json.loads(out.read_text())["settings"]["options"]["verify_buckets"] == "2,4"
     assert main([*compiled, "--verify_buckets", "3,8"]) == 0 and calls[-1] == (3, 8)
 
+
+def test_fp32_verify_buckets_set_the_float32_copys_buckets(bench_model_dir: Path, questions_file: Path, tmp_path: Path,
+                                                           monkeypatch, capsys):
+    """A +fp32 method decodes with the float32 copy: --fp32_verify_buckets sets that model's buckets (a float32
+    profile's, for its tree), --verify_buckets the run's model's (the run stops once its models are loaded)."""
+    from hf_adaptive_spec.bench import cli
+
+    calls, real = [], cli.fast_path
+    monkeypatch.setattr(cli, "fast_path", lambda model, buckets: calls.append((model.dtype, buckets))
+                        or real(model, buckets=buckets))
+
+    def stop(*args, **kwargs):
+        raise BenchError("models loaded")
+
+    monkeypatch.setattr(cli, "_size_static_cache", stop)
+    argv = bench_argv(bench_model_dir, questions_file, tmp_path / "out.json", "--dtype", "bfloat16", "--compile",
+                      "--fp32_verify_buckets", "3,8", "--drafter-layers", "2")
+    argv[argv.index("--methods") + 1] = "stock,tree,tree+fp32"
+    assert main(argv) == 2 and "models loaded" in capsys.readouterr().err
+    assert calls == [(torch.float32, (3, 8))]
+    assert main([*argv, "--verify_buckets", "2,5"]) == 2
+    assert calls[1:] == [(torch.bfloat16, (2, 5)), (torch.float32, (3, 8))]
 
 def test_a_sampled_bfloat16_run_measures_no_float32_agreement(bench_model_dir: Path, questions_file: Path,
                                                               tmp_path: Path):
