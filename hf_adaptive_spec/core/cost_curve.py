@@ -114,10 +114,11 @@ CONVERTS_BFLOAT16 = (
     "has no bfloat16 matrix instructions (AMX, AVX512-BF16): it converts bfloat16 and multiplies in float32"
 )
 #: what the lossless float32 engine measured against compiled bfloat16 stock on CPUs that convert bfloat16 (2 cores,
-#: SmolLM2, Spec-Bench, tree 2/4/8 + the 4-token prompt-lookup branch; results/README.md, sessions 55 and 97)
+#: SmolLM2, Spec-Bench, the 4-token prompt-lookup branch; results/README.md, sessions 55, 97 and 98)
 FLOAT32_ENGINE_MEASURED = (
-    "the float32 engine, lossless, ran 1.89x compiled bfloat16 stock on an AVX-512 Xeon without AVX512-BF16 and "
-    "1.32x on an AVX2-only EPYC: results/README.md"
+    "the float32 engine, lossless, ran 2.05x compiled bfloat16 stock on an AVX-512 Xeon without AVX512-BF16 with its "
+    "float32 profile's LookupFirstPolicy 2/4/5 and 1.91x with the tree 2/4/8 drafted every cycle, 1.32x on an "
+    "AVX2-only EPYC: results/README.md"
 )
 
 
@@ -130,8 +131,9 @@ def bfloat16_conversion_hint(curve: CostCurve) -> str | None:
         f"This CPU ({curve.instruction_set}) {CONVERTS_BFLOAT16}, so verifying a draft tree costs several one-token "
         "forwards and "
         f"speculation gains little in bfloat16 here ({FLOAT32_ENGINE_MEASURED}). Load the model in float32 (no "
-        "dtype) and use StaticTreePolicy(depth=2, top_k=4, total_tokens=8) with prompt_lookup_num_tokens=4, or run "
-        "`hf-adaptive-spec profile --dtype float32 --compile` to choose for this machine."
+        "dtype) and let `hf-adaptive-spec record` then `hf-adaptive-spec profile --dtype float32 --compile --recording "
+        "REC` choose the tree for this machine, or use StaticTreePolicy(depth=2, top_k=4, total_tokens=8) with "
+        "prompt_lookup_num_tokens=4."
     )
 
 
