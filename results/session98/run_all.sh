@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 98: the float32 engine on the AVX-512 Xeon, alone, one script after another (about 40 minutes).
+# Session 98: the float32 engine on the AVX-512 Xeon, alone, one script after another (about 30 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 O=results/session98
