@@ -8,7 +8,6 @@ each method's tokens equal the recommendation's (float32: they must).
     python results/session98/ab_fp32_variants.py 2   # 13 x 2
 """
 
-import json
 import random
 import statistics
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 import torch
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.bench.questions import load_questions
 
 torch.set_num_threads(2)
 PER = int(sys.argv[1]) if len(sys.argv) > 1 else 2
@@ -25,14 +26,8 @@ model, tok = hfas.load_default_model(dtype=torch.float32)
 hfas.enable(model)
 hfas.fast_path(model, buckets=(2, 3, 5, 8, 12, 16, 32))
 drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
-questions = [json.loads(line) for line in Path("../shared/data/spec_bench/question.jsonl").read_text().splitlines()]
-seen, chosen = {}, []
-for q in questions:
-    if seen.get(q["category"], 0) < PER:
-        seen[q["category"]] = seen.get(q["category"], 0) + 1
-        chosen.append(q)
-prompts = [tok.apply_chat_template([{"role": "user", "content": q["turns"][0]}], add_generation_prompt=True,
-                                   return_tensors="pt", return_dict=True)["input_ids"] for q in chosen]
+questions = load_questions(Path("../shared/data/spec_bench/question.jsonl"), per_category=PER)
+prompts = [turn_prompt_ids(tok, question.turns, []) for question in questions]  # first turns, as the bench builds them
 BASE = "tree 2/4/8 + branch 4"
 methods = {
     BASE: (hfas.StaticTreePolicy(2, 4, 8), 4),

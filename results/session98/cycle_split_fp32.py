@@ -8,7 +8,6 @@ forward; acceptance walk; cache compaction).
 """
 
 import collections
-import json
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import torch
 
 import hf_adaptive_spec as hfas
+from hf_adaptive_spec.bench.conversation import turn_prompt_ids
+from hf_adaptive_spec.bench.questions import load_questions
 from hf_adaptive_spec.generation import speculative_decoding, targets
 
 torch.set_num_threads(2)
@@ -45,14 +46,8 @@ timed_method(targets.StaticTarget, "prefill", "prefill (per call)")
 model, tok = hfas.load_default_model(dtype=torch.float32)
 hfas.enable(model)
 drafter = hfas.Eagle3Drafter.from_pretrained(hfas.shipped_checkpoint("eagle3"), target=model)
-questions = [json.loads(line) for line in Path("../shared/data/spec_bench/question.jsonl").read_text().splitlines()]
-seen, chosen = {}, []
-for q in questions:
-    if seen.get(q["category"], 0) < PER:
-        seen[q["category"]] = seen.get(q["category"], 0) + 1
-        chosen.append(q)
-prompts = [tok.apply_chat_template([{"role": "user", "content": q["turns"][0]}], add_generation_prompt=True,
-                                   return_tensors="pt", return_dict=True)["input_ids"] for q in chosen]
+questions = load_questions(Path("../shared/data/spec_bench/question.jsonl"), per_category=PER)
+prompts = [turn_prompt_ids(tok, question.turns, []) for question in questions]  # first turns, as the bench builds them
 kwargs = dict(max_new_tokens=128, do_sample=False, assistant_model=drafter,
               assistant_policy=hfas.StaticTreePolicy(2, 4, 8),
               prompt_lookup_num_tokens=4, cache_implementation="static",
